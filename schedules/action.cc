@@ -1,0 +1,82 @@
+#include "schedules/action.h"
+
+#include <array>
+#include <cctype>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+constexpr std::array<const char*, kNumActionKinds> kNames = {
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Parses a non-negative decimal integer that fits in an int.
+std::optional<int> ParseIndex(std::string_view digits) {
+  if (digits.empty() || digits.size() > 9) return std::nullopt;
+  int value = 0;
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+}  // namespace
+
+const char* KindName(ActionKind kind) { return kNames[static_cast<int>(kind)]; }
+
+std::optional<ActionKind> KindFromName(std::string_view name) {
+  for (int i = 0; i < kNumActionKinds; ++i) {
+    if (name == kNames[i]) return static_cast<ActionKind>(i);
+  }
+  return std::nullopt;
+}
+
+bool IsCompute(ActionKind kind) {
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
+         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight;
+}
+
+bool IsComm(ActionKind kind) { return !IsCompute(kind); }
+
+bool IsSend(ActionKind kind) { return kind == ActionKind::kSendF || kind == ActionKind::kSendB; }
+
+bool IsRecv(ActionKind kind) { return kind == ActionKind::kRecvF || kind == ActionKind::kRecvB; }
+
+std::string FormatAction(const Action& action) {
+  return std::to_string(action.stage) + KindName(action.kind) + std::to_string(action.microbatch);
+}
+
+Action ParseAction(std::string_view text) {
+  const std::string_view s = Trim(text);
+  size_t i = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  size_t j = i;
+  while (j < s.size() && !std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+  const auto stage = ParseIndex(s.substr(0, i));
+  const auto kind = KindFromName(s.substr(i, j - i));
+  const auto microbatch = ParseIndex(s.substr(j));
+  if (!stage || !kind || !microbatch) {
+    std::string why = "expected <stage><KIND><microbatch> such as 2F0 or 1SEND_F3";
+    if (stage && !kind && j > i) {
+      why = "unknown action kind '" + std::string(s.substr(i, j - i)) +
+            "' (known: F B I W SEND_F RECV_F SEND_B RECV_B)";
+    }
+    throw Error("bad action '" + std::string(s) + "': " + why);
+  }
+  return Action{*kind, *stage, *microbatch};
+}
+
+std::string EventName(const Action& action) {
+  return std::string(KindName(action.kind)) + " s" + std::to_string(action.stage) + " mb" +
+         std::to_string(action.microbatch);
+}
+
+}  // namespace pplab

@@ -1,0 +1,47 @@
+// Schedule generators: compute-only per-rank programs (F, B, I, W).
+//
+// Every generator returns a Schedule whose programs hold compute actions
+// only; Lower() (lowering.h) inserts SEND/RECV afterwards. A rule a generator
+// needs (for example M a multiple of K) is checked and reported as a
+// pplab::Error that states the rule.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/schedule.h"
+
+namespace pplab {
+
+struct GeneratorOptions {
+  int ranks = 1;           // K
+  int microbatches = 1;    // M
+  int virtual_stages = 0;  // v, stages per rank; 0 = the generator's default
+};
+
+struct GeneratorInfo {
+  std::string name;       // e.g. "1f1b"
+  std::string summary;    // one line for `pplab schedules`
+  int default_virtual;    // v used when GeneratorOptions::virtual_stages == 0
+  bool accepts_virtual;   // whether v other than 1 is meaningful
+  bool split_backward;    // emits I and W instead of B
+};
+
+// All generators, in the order `pplab schedules` lists them.
+const std::vector<GeneratorInfo>& Generators();
+// The generator called `name`; throws pplab::Error listing the known names.
+const GeneratorInfo& FindGenerator(const std::string& name);
+
+// Runs generator `name`. Throws pplab::Error for an unknown name, K < 1,
+// M < 1, v < 1 or a rule of the family that the options break.
+Schedule Generate(const std::string& name, const GeneratorOptions& options);
+
+// The families, callable directly.
+Schedule GenerateGPipe(int ranks, int microbatches);
+Schedule Generate1F1B(int ranks, int microbatches);
+Schedule GenerateInterleaved1F1B(int ranks, int microbatches, int virtual_stages);
+Schedule GenerateLoopedBfs(int ranks, int microbatches, int virtual_stages);
+Schedule GenerateZeroBubbleH1(int ranks, int microbatches);
+Schedule GenerateZeroBubbleH2(int ranks, int microbatches);
+
+}  // namespace pplab

@@ -1,0 +1,107 @@
+#include "schedules/schedule.h"
+
+#include "schedules/error.h"
+
+namespace pplab {
+
+int Schedule::StagesPerRank() const {
+  if (ranks <= 0 || stages % ranks != 0) return 0;
+  std::vector<int> count(ranks, 0);
+  for (RankId r : placement) {
+    if (r >= 0 && r < ranks) ++count[r];
+  }
+  for (int c : count) {
+    if (c != stages / ranks) return 0;
+  }
+  return stages / ranks;
+}
+
+bool Schedule::HasSplitBackward() const {
+  for (const Program& p : programs) {
+    for (const Action& a : p) {
+      if (a.kind == ActionKind::kBackwardInput || a.kind == ActionKind::kBackwardWeight) return true;
+    }
+  }
+  return false;
+}
+
+bool Schedule::HasComm() const {
+  for (const Program& p : programs) {
+    for (const Action& a : p) {
+      if (IsComm(a.kind)) return true;
+    }
+  }
+  return false;
+}
+
+size_t Schedule::NumActions() const {
+  size_t n = 0;
+  for (const Program& p : programs) n += p.size();
+  return n;
+}
+
+size_t Schedule::NumComputeActions() const {
+  size_t n = 0;
+  for (const Program& p : programs) {
+    for (const Action& a : p) n += IsCompute(a.kind) ? 1 : 0;
+  }
+  return n;
+}
+
+std::vector<StageId> Schedule::StagesOf(RankId r) const {
+  std::vector<StageId> out;
+  for (StageId s = 0; s < static_cast<StageId>(placement.size()); ++s) {
+    if (placement[s] == r) out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<RankId> LoopPlacement(int ranks, int stages) {
+  std::vector<RankId> placement(stages);
+  for (StageId s = 0; s < stages; ++s) placement[s] = s % ranks;
+  return placement;
+}
+
+void CheckShape(const Schedule& schedule) {
+  const std::string where = "schedule '" + schedule.name + "': ";
+  if (schedule.ranks < 1) throw Error(where + "ranks must be >= 1, got " + std::to_string(schedule.ranks));
+  if (schedule.stages < 1) throw Error(where + "stages must be >= 1, got " + std::to_string(schedule.stages));
+  if (schedule.microbatches < 1) {
+    throw Error(where + "microbatches must be >= 1, got " + std::to_string(schedule.microbatches));
+  }
+  if (static_cast<int>(schedule.placement.size()) != schedule.stages) {
+    throw Error(where + "placement has " + std::to_string(schedule.placement.size()) +
+                " entries but stages = " + std::to_string(schedule.stages));
+  }
+  for (StageId s = 0; s < schedule.stages; ++s) {
+    const RankId r = schedule.placement[s];
+    if (r < 0 || r >= schedule.ranks) {
+      throw Error(where + "placement[" + std::to_string(s) + "] = " + std::to_string(r) +
+                  " is not a rank in [0, " + std::to_string(schedule.ranks) + ")");
+    }
+  }
+  if (static_cast<int>(schedule.programs.size()) != schedule.ranks) {
+    throw Error(where + "has " + std::to_string(schedule.programs.size()) +
+                " programs but ranks = " + std::to_string(schedule.ranks));
+  }
+  for (RankId r = 0; r < schedule.ranks; ++r) {
+    const Program& program = schedule.programs[r];
+    for (size_t step = 0; step < program.size(); ++step) {
+      const Action& a = program[step];
+      const std::string at = where + "rank " + std::to_string(r) + " step " + std::to_string(step) +
+                             " action " + FormatAction(a) + ": ";
+      if (a.stage < 0 || a.stage >= schedule.stages) {
+        throw Error(at + "stage is not in [0, " + std::to_string(schedule.stages) + ")");
+      }
+      if (a.microbatch < 0 || a.microbatch >= schedule.microbatches) {
+        throw Error(at + "microbatch is not in [0, " + std::to_string(schedule.microbatches) + ")");
+      }
+      if (schedule.placement[a.stage] != r) {
+        throw Error(at + "stage " + std::to_string(a.stage) + " is placed on rank " +
+                    std::to_string(schedule.placement[a.stage]));
+      }
+    }
+  }
+}
+
+}  // namespace pplab

@@ -1,0 +1,51 @@
+// Schedule: per-rank ordered programs of actions, plus the stage placement.
+//
+// A schedule has K ranks, S stages and M microbatches. placement[s] is the
+// rank that runs stage s. programs[r] is rank r's program, executed in order.
+// Generators produce compute-only schedules (F, B, I, W); Lower() inserts the
+// communication actions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/units.h"
+
+namespace pplab {
+
+using Program = std::vector<Action>;
+
+struct Schedule {
+  std::string name;
+  int ranks = 0;         // K
+  int stages = 0;        // S
+  int microbatches = 0;  // M
+  std::vector<RankId> placement;  // stage -> rank, size S
+  std::vector<Program> programs;  // rank -> program, size K
+
+  // v = S / K when every rank holds the same number of stages, else 0.
+  int StagesPerRank() const;
+  // True when any backward is split into I and W.
+  bool HasSplitBackward() const;
+  // True when any program holds a SEND or RECV.
+  bool HasComm() const;
+  // Total number of actions over all ranks.
+  size_t NumActions() const;
+  // Number of compute actions over all ranks.
+  size_t NumComputeActions() const;
+  // Stages placed on rank r, ascending.
+  std::vector<StageId> StagesOf(RankId r) const;
+};
+
+// The stage -> rank map where stage s runs on rank s mod K ("loop"
+// placement of interleaved and looped schedules; identity when S == K).
+std::vector<RankId> LoopPlacement(int ranks, int stages);
+
+// Checks the structural invariants a schedule needs before any pass can use
+// it: K, S, M >= 1, placement of size S with ranks in range, K programs, every
+// action's stage and microbatch in range and the action on its stage's rank.
+// Throws pplab::Error naming the rank, step and action at fault.
+void CheckShape(const Schedule& schedule);
+
+}  // namespace pplab

@@ -1,0 +1,217 @@
+#include "schedules/schedule_io.h"
+
+#include <algorithm>
+#include <string_view>
+#include <nlohmann/json.hpp>
+
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+
+namespace pplab {
+namespace {
+
+using nlohmann::json;
+
+const json& Field(const json& obj, const char* key, const std::string& origin) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) throw Error(origin + ": missing field '" + key + "'");
+  return *it;
+}
+
+int IntField(const json& obj, const char* key, const std::string& origin) {
+  const json& v = Field(obj, key, origin);
+  if (!v.is_number_integer()) throw Error(origin + ": field '" + key + "' must be an integer");
+  const auto n = v.get<long long>();
+  if (n < 1 || n > 1000000000) {
+    throw Error(origin + ": field '" + key + "' must be in [1, 1e9], got " + std::to_string(n));
+  }
+  return static_cast<int>(n);
+}
+
+std::string Basename(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  const size_t dot = base.find_last_of('.');
+  return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::string ScheduleToJson(const Schedule& schedule) {
+  json programs = json::array();
+  for (const Program& p : schedule.programs) {
+    json row = json::array();
+    for (const Action& a : p) row.push_back(FormatAction(a));
+    programs.push_back(std::move(row));
+  }
+  json doc = {
+      {"format", "pplab.schedule"},
+      {"version", kScheduleFormatVersion},
+      {"name", schedule.name},
+      {"ranks", schedule.ranks},
+      {"stages", schedule.stages},
+      {"microbatches", schedule.microbatches},
+      {"placement", schedule.placement},
+      {"programs", std::move(programs)},
+  };
+  // One program per line keeps files diffable without blowing up their size.
+  std::string out = "{\n";
+  const char* keys[] = {"format", "version", "name", "ranks", "stages", "microbatches", "placement"};
+  for (const char* k : keys) out += "  \"" + std::string(k) + "\": " + doc[k].dump() + ",\n";
+  out += "  \"programs\": [\n";
+  for (size_t r = 0; r < doc["programs"].size(); ++r) {
+    out += "    " + doc["programs"][r].dump() + (r + 1 < doc["programs"].size() ? ",\n" : "\n");
+  }
+  out += "  ]\n}\n";
+  return out;
+}
+
+Schedule ScheduleFromJson(const std::string& text, const std::string& origin) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!doc.is_object()) throw Error(origin + ": expected a JSON object at the top level");
+  const json& format = Field(doc, "format", origin);
+  if (format != "pplab.schedule") throw Error(origin + ": field 'format' must be \"pplab.schedule\"");
+  const json& version = Field(doc, "version", origin);
+  if (!version.is_number_integer() || version.get<long long>() != kScheduleFormatVersion) {
+    throw Error(origin + ": unsupported 'version' " + version.dump() + " (this pplab reads version " +
+                std::to_string(kScheduleFormatVersion) + ")");
+  }
+  static const char* kKnown[] = {"format", "version", "name", "ranks", "stages", "microbatches", "placement",
+                                 "programs"};
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
+        std::end(kKnown)) {
+      throw Error(origin + ": unknown field '" + it.key() + "'");
+    }
+  }
+  Schedule s;
+  const json& name = Field(doc, "name", origin);
+  if (!name.is_string()) throw Error(origin + ": field 'name' must be a string");
+  s.name = name.get<std::string>();
+  s.ranks = IntField(doc, "ranks", origin);
+  s.stages = IntField(doc, "stages", origin);
+  s.microbatches = IntField(doc, "microbatches", origin);
+  const json& placement = Field(doc, "placement", origin);
+  if (!placement.is_array()) throw Error(origin + ": field 'placement' must be an array of ranks");
+  for (size_t i = 0; i < placement.size(); ++i) {
+    if (!placement[i].is_number_integer()) {
+      throw Error(origin + ": placement[" + std::to_string(i) + "] must be an integer rank");
+    }
+    s.placement.push_back(placement[i].get<int>());
+  }
+  const json& programs = Field(doc, "programs", origin);
+  if (!programs.is_array()) throw Error(origin + ": field 'programs' must be an array (one per rank)");
+  for (size_t r = 0; r < programs.size(); ++r) {
+    if (!programs[r].is_array()) throw Error(origin + ": programs[" + std::to_string(r) + "] must be an array");
+    Program p;
+    for (size_t i = 0; i < programs[r].size(); ++i) {
+      const json& cell = programs[r][i];
+      const std::string at = origin + ": programs[" + std::to_string(r) + "][" + std::to_string(i) + "]";
+      if (!cell.is_string()) throw Error(at + " must be an action string such as \"0F1\"");
+      try {
+        p.push_back(ParseAction(cell.get<std::string>()));
+      } catch (const Error& e) {
+        throw Error(at + ": " + e.what());
+      }
+    }
+    s.programs.push_back(std::move(p));
+  }
+  try {
+    CheckShape(s);
+  } catch (const Error& e) {
+    throw Error(origin + ": " + e.what());
+  }
+  return s;
+}
+
+Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& origin, const std::string& name) {
+  Schedule s;
+  s.name = name;
+  int line_no = 0;
+  size_t pos = 0;
+  // Trailing blank lines are not ranks; any other line is one (possibly idle).
+  const size_t last = text.find_last_not_of(" \t\r\n");
+  const std::string_view body(text.data(), last == std::string::npos ? 0 : last + 1);
+  int max_stage = -1, max_mb = -1;
+  std::vector<std::vector<int>> stage_lines;  // stage -> ranks seen (first two)
+  while (pos < body.size()) {
+    size_t end = body.find('\n', pos);
+    if (end == std::string::npos) end = body.size();
+    std::string line(body.substr(pos, end - pos));
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    Program p;
+    size_t cpos = 0;
+    int column = 0;
+    while (true) {
+      size_t comma = line.find(',', cpos);
+      std::string cell = line.substr(cpos, comma == std::string::npos ? std::string::npos : comma - cpos);
+      ++column;
+      if (cell.find_first_not_of(" \t\"") != std::string::npos) {
+        cell.erase(std::remove(cell.begin(), cell.end(), '"'), cell.end());
+        try {
+          p.push_back(ParseAction(cell));
+        } catch (const Error& e) {
+          throw Error(origin + ":" + std::to_string(line_no) + ": column " + std::to_string(column) + ": " +
+                      e.what());
+        }
+        max_stage = std::max(max_stage, p.back().stage);
+        max_mb = std::max(max_mb, p.back().microbatch);
+      }
+      if (comma == std::string::npos) break;
+      cpos = comma + 1;
+    }
+    s.programs.push_back(std::move(p));
+  }
+  if (s.programs.empty()) throw Error(origin + ": no rows (expected one row of actions per rank)");
+  if (max_stage < 0) throw Error(origin + ": no actions in any row");
+  s.ranks = static_cast<int>(s.programs.size());
+  s.stages = max_stage + 1;
+  s.microbatches = max_mb + 1;
+  s.placement.assign(s.stages, -1);
+  for (RankId r = 0; r < s.ranks; ++r) {
+    for (const Action& a : s.programs[r]) {
+      if (s.placement[a.stage] == -1) {
+        s.placement[a.stage] = r;
+      } else if (s.placement[a.stage] != r) {
+        throw Error(origin + ": stage " + std::to_string(a.stage) + " has actions on rank " +
+                    std::to_string(s.placement[a.stage]) + " and rank " + std::to_string(r) +
+                    " (a stage must live on one rank)");
+      }
+    }
+  }
+  for (StageId st = 0; st < s.stages; ++st) {
+    if (s.placement[st] == -1) throw Error(origin + ": stage " + std::to_string(st) + " has no actions on any rank");
+  }
+  return s;
+}
+
+std::string ScheduleToPytorchCsv(const Schedule& schedule) {
+  std::string out;
+  for (const Program& p : schedule.programs) {
+    for (size_t i = 0; i < p.size(); ++i) out += (i ? "," : "") + FormatAction(p[i]);
+    out += '\n';
+  }
+  return out;
+}
+
+Schedule LoadScheduleFile(const std::string& path) {
+  const std::string text = ReadTextFile(path);
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error(path + ": file is empty");
+  const bool json_like = EndsWith(path, ".json") ||
+                         (!EndsWith(path, ".csv") && text[text.find_first_not_of(" \t\r\n")] == '{');
+  if (json_like) return ScheduleFromJson(text, path);
+  return ScheduleFromPytorchCsv(text, path, Basename(path));
+}
+
+}  // namespace pplab

@@ -1,0 +1,283 @@
+#include "schedules/validate.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+std::string Cell(const Schedule& s, const ActionRef& ref) {
+  return "rank " + std::to_string(ref.rank) + " step " + std::to_string(ref.step) + " (" +
+         FormatAction(s.programs[ref.rank][ref.step]) + ")";
+}
+
+// A message between stages: the stage that receives it and its direction.
+struct Message {
+  bool forward;
+  StageId to_stage;
+  MicrobatchId microbatch;
+  friend bool operator==(const Message& a, const Message& b) {
+    return a.forward == b.forward && a.to_stage == b.to_stage && a.microbatch == b.microbatch;
+  }
+};
+
+std::string MessageName(const Message& m) {
+  return std::string(m.forward ? "activation for stage " : "gradient for stage ") + std::to_string(m.to_stage) +
+         " mb " + std::to_string(m.microbatch);
+}
+
+Message MessageOf(const Action& a) {
+  switch (a.kind) {
+    case ActionKind::kSendF: return {true, a.stage + 1, a.microbatch};
+    case ActionKind::kRecvF: return {true, a.stage, a.microbatch};
+    case ActionKind::kSendB: return {false, a.stage - 1, a.microbatch};
+    default: return {false, a.stage, a.microbatch};  // kRecvB
+  }
+}
+
+void CheckCompleteness(const Schedule& s, std::vector<Problem>& out) {
+  const int S = s.stages, M = s.microbatches;
+  // count[kind][stage * M + mb] and where the first one was seen.
+  std::vector<std::vector<int>> count(kNumActionKinds, std::vector<int>(static_cast<size_t>(S) * M, 0));
+  std::vector<std::vector<ActionRef>> first(kNumActionKinds, std::vector<ActionRef>(static_cast<size_t>(S) * M));
+  for (RankId r = 0; r < s.ranks; ++r) {
+    for (size_t i = 0; i < s.programs[r].size(); ++i) {
+      const Action& a = s.programs[r][i];
+      const size_t key = static_cast<size_t>(a.stage) * M + a.microbatch;
+      const int k = static_cast<int>(a.kind);
+      if (count[k][key]++ == 0) first[k][key] = {r, static_cast<int>(i)};
+      if (count[k][key] == 2) {
+        out.push_back({"duplicate action " + FormatAction(a) + " at rank " + std::to_string(r) + " step " +
+                           std::to_string(i) + " (first at " + Cell(s, first[k][key]) + ")",
+                       {first[k][key], {r, static_cast<int>(i)}}});
+      }
+    }
+  }
+  auto n = [&](ActionKind kind, StageId st, MicrobatchId m) {
+    return count[static_cast<int>(kind)][static_cast<size_t>(st) * M + m];
+  };
+  auto at = [&](ActionKind kind, StageId st, MicrobatchId m) {
+    return first[static_cast<int>(kind)][static_cast<size_t>(st) * M + m];
+  };
+  const bool lowered = s.HasComm();
+  for (StageId st = 0; st < S; ++st) {
+    for (MicrobatchId m = 0; m < M; ++m) {
+      const std::string id = "stage " + std::to_string(st) + " microbatch " + std::to_string(m);
+      if (n(ActionKind::kForward, st, m) == 0) out.push_back({"missing F for " + id, {}});
+      const int b = n(ActionKind::kBackward, st, m);
+      const int i = n(ActionKind::kBackwardInput, st, m);
+      const int w = n(ActionKind::kBackwardWeight, st, m);
+      if (b == 0 && i == 0 && w == 0) {
+        out.push_back({"missing backward (B, or I and W) for " + id, {}});
+      } else if (b > 0 && (i > 0 || w > 0)) {
+        out.push_back({"both B and I/W for " + id, {at(ActionKind::kBackward, st, m)}});
+      } else if (b == 0 && i == 0) {
+        out.push_back({"W without I for " + id, {at(ActionKind::kBackwardWeight, st, m)}});
+      } else if (b == 0 && w == 0) {
+        out.push_back({"I without W for " + id, {at(ActionKind::kBackwardInput, st, m)}});
+      }
+      if (!lowered) continue;
+      // Messages this stage must send.
+      const bool next_remote = st < S - 1 && s.placement[st + 1] != s.placement[st];
+      const bool prev_remote = st > 0 && s.placement[st - 1] != s.placement[st];
+      const std::tuple<ActionKind, bool, const char*> expected[] = {
+          {ActionKind::kSendF, next_remote, "stage's output goes to another rank"},
+          {ActionKind::kRecvF, prev_remote, "stage's input comes from another rank"},
+          {ActionKind::kSendB, prev_remote, "stage's input gradient goes to another rank"},
+          {ActionKind::kRecvB, next_remote, "stage's output gradient comes from another rank"},
+      };
+      for (const auto& [kind, needed, why] : expected) {
+        const int c = n(kind, st, m);
+        if (needed && c == 0) {
+          out.push_back({std::string("missing ") + KindName(kind) + " for " + id + " (the " + why + ")", {}});
+        } else if (!needed && c > 0) {
+          out.push_back({std::string("unexpected ") + FormatAction({kind, st, m}) +
+                             ": no message crosses ranks there",
+                         {at(kind, st, m)}});
+        }
+      }
+    }
+  }
+}
+
+void CheckChannels(const Schedule& s, std::vector<Problem>& out) {
+  // (from, to) -> messages in program order, with their cells.
+  std::map<std::pair<RankId, RankId>, std::vector<std::pair<Message, ActionRef>>> sends, recvs;
+  for (RankId r = 0; r < s.ranks; ++r) {
+    for (size_t i = 0; i < s.programs[r].size(); ++i) {
+      const Action& a = s.programs[r][i];
+      if (!IsComm(a.kind)) continue;
+      const Message msg = MessageOf(a);
+      if (msg.to_stage < 0 || msg.to_stage >= s.stages) {
+        out.push_back({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
+                           " talks to stage " + std::to_string(msg.to_stage) + ", which does not exist",
+                       {{r, static_cast<int>(i)}}});
+        continue;
+      }
+      if (IsSend(a.kind)) {
+        sends[{r, s.placement[msg.to_stage]}].push_back({msg, {r, static_cast<int>(i)}});
+      } else {
+        const StageId from_stage = msg.forward ? a.stage - 1 : a.stage + 1;
+        if (from_stage < 0 || from_stage >= s.stages) {
+          out.push_back({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
+                             " expects a message from stage " + std::to_string(from_stage) + ", which does not exist",
+                         {{r, static_cast<int>(i)}}});
+          continue;
+        }
+        recvs[{s.placement[from_stage], r}].push_back({msg, {r, static_cast<int>(i)}});
+      }
+    }
+  }
+  for (const auto& [channel, sent] : sends) {
+    const auto it = recvs.find(channel);
+    const size_t n = std::min(sent.size(), it == recvs.end() ? 0 : it->second.size());
+    for (size_t k = 0; k < n; ++k) {
+      const auto& [sm, sref] = sent[k];
+      const auto& [rm, rref] = it->second[k];
+      if (!(sm == rm)) {
+        out.push_back({"channel rank " + std::to_string(channel.first) + " -> rank " + std::to_string(channel.second) +
+                           " out of order at message " + std::to_string(k) + ": " + Cell(s, sref) + " sends the " +
+                           MessageName(sm) + " but " + Cell(s, rref) + " receives the " + MessageName(rm),
+                       {sref, rref}});
+        break;
+      }
+    }
+  }
+}
+
+void CheckDeadlock(const Schedule& s, std::vector<Problem>& out) {
+  const ActionIndex index(s);
+  const std::vector<int> cycle = FindCycle(index.NumNodes(), DependencyEdges(s, index));
+  if (cycle.empty()) return;
+  Problem p;
+  // Name the cycle by the actions where it changes rank or leaves program
+  // order; program-order runs in between are implied.
+  std::vector<ActionRef> refs;
+  for (int node : cycle) refs.push_back(index.Ref(node));
+  std::ostringstream msg;
+  msg << "deadlock: cycle of " << refs.size() << " dependent actions:";
+  const size_t n = refs.size();
+  int shown = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const ActionRef& a = refs[k];
+    const ActionRef& prev = refs[(k + n - 1) % n];
+    const ActionRef& next = refs[(k + 1) % n];
+    const bool inner = prev.rank == a.rank && prev.step + 1 == a.step && next.rank == a.rank && a.step + 1 == next.step;
+    if (inner && n > 8) continue;
+    msg << (shown++ ? " -> " : " ") << Cell(s, a);
+    p.cells.push_back(a);
+  }
+  msg << " -> back to the first";
+  p.message = msg.str();
+  out.push_back(std::move(p));
+}
+
+}  // namespace
+
+std::vector<Problem> ShapeProblems(const Schedule& schedule) {
+  std::vector<Problem> out;
+  try {
+    // Whole-schedule fields first: without them no cell can be checked.
+    Schedule header = schedule;
+    for (Program& p : header.programs) p.clear();
+    CheckShape(header);
+  } catch (const Error& e) {
+    out.push_back({e.what(), {}});
+    return out;
+  }
+  for (RankId r = 0; r < schedule.ranks; ++r) {
+    const Program& program = schedule.programs[r];
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Action& a = program[i];
+      std::string why;
+      if (a.stage < 0 || a.stage >= schedule.stages) {
+        why = "stage is not in [0, " + std::to_string(schedule.stages) + ")";
+      } else if (a.microbatch < 0 || a.microbatch >= schedule.microbatches) {
+        why = "microbatch is not in [0, " + std::to_string(schedule.microbatches) + ")";
+      } else if (schedule.placement[a.stage] != r) {
+        why = "stage " + std::to_string(a.stage) + " is placed on rank " + std::to_string(schedule.placement[a.stage]);
+      }
+      if (!why.empty()) {
+        out.push_back({"rank " + std::to_string(r) + " step " + std::to_string(i) + " action " + FormatAction(a) +
+                           ": " + why,
+                       {{r, static_cast<int>(i)}}});
+      }
+    }
+  }
+  return out;
+}
+
+ValidationReport Validate(const Schedule& schedule) {
+  ValidationReport report;
+  report.problems = ShapeProblems(schedule);
+  if (!report.problems.empty()) return report;
+  CheckCompleteness(schedule, report.problems);
+  CheckChannels(schedule, report.problems);
+  CheckDeadlock(schedule, report.problems);
+  return report;
+}
+
+std::string FormatStepGrid(const Schedule& schedule, int first_step, int num_steps,
+                           const std::vector<ActionRef>& marked) {
+  size_t width = 4;
+  for (int step = first_step; step < first_step + num_steps; ++step) {
+    for (const Program& p : schedule.programs) {
+      if (step < static_cast<int>(p.size())) width = std::max(width, FormatAction(p[step]).size() + 2);
+    }
+  }
+  std::ostringstream out;
+  out << "rank\\step";
+  for (int step = first_step; step < first_step + num_steps; ++step) {
+    const std::string h = std::to_string(step);
+    out << ' ' << std::string(width - std::min(width, h.size()), ' ') << h;
+  }
+  out << '\n';
+  for (RankId r = 0; r < schedule.ranks; ++r) {
+    const std::string label = std::to_string(r);
+    out << std::string(9 - std::min<size_t>(9, label.size()), ' ') << label;
+    const Program& p = schedule.programs[r];
+    for (int step = first_step; step < first_step + num_steps; ++step) {
+      std::string cell = step < static_cast<int>(p.size()) ? FormatAction(p[step]) : ".";
+      if (std::find(marked.begin(), marked.end(), ActionRef{r, step}) != marked.end()) cell = "[" + cell + "]";
+      out << ' ' << std::string(width - std::min(width, cell.size()), ' ') << cell;
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+std::string FormatReport(const Schedule& schedule, const ValidationReport& report) {
+  std::ostringstream out;
+  if (report.ok()) {
+    out << "schedule '" << schedule.name << "' is valid: " << schedule.ranks << " ranks, " << schedule.stages
+        << " stages, " << schedule.microbatches << " microbatches, " << schedule.NumActions() << " actions\n";
+    return out.str();
+  }
+  out << "schedule '" << schedule.name << "' is invalid: " << report.problems.size() << " problem(s)\n";
+  const size_t kMaxListed = 20;
+  for (size_t i = 0; i < report.problems.size() && i < kMaxListed; ++i) {
+    out << "  - " << report.problems[i].message << '\n';
+  }
+  if (report.problems.size() > kMaxListed) out << "  ... and " << report.problems.size() - kMaxListed << " more\n";
+  for (const Problem& p : report.problems) {
+    if (p.cells.empty()) continue;
+    int lo = p.cells.front().step, hi = lo;
+    for (const ActionRef& c : p.cells) {
+      lo = std::min(lo, c.step);
+      hi = std::max(hi, c.step);
+    }
+    const int kMaxColumns = 16;
+    const int first = std::max(0, lo - 2);
+    const int count = std::min(hi + 3 - first, kMaxColumns);
+    out << "\nrank x step grid around the first problem, offending cells in [ ]:\n"
+        << FormatStepGrid(schedule, first, count, p.cells);
+    break;
+  }
+  return out.str();
+}
+
+}  // namespace pplab

@@ -1,0 +1,46 @@
+// Validation of a lowered schedule: completeness, message matching, channel
+// order and freedom from deadlock (no cycle in the dependency DAG).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/dependencies.h"
+#include "schedules/schedule.h"
+
+namespace pplab {
+
+struct Problem {
+  std::string message;            // one line, names the actions at fault
+  std::vector<ActionRef> cells;   // the offending (rank, step) cells, if any
+};
+
+struct ValidationReport {
+  std::vector<Problem> problems;  // empty when the schedule is valid
+  bool ok() const { return problems.empty(); }
+};
+
+// Checks `schedule` (normally the output of Lower()):
+//   - shape: ids in range, each action on its stage's rank;
+//   - completeness: every (stage, microbatch) has one F and either one B or
+//     one I and one W; every message between stages on different ranks has
+//     exactly one SEND and one RECV, and there are no others;
+//   - channel order: for each ordered rank pair, the SENDs on the sender and
+//     the RECVs on the receiver list the same messages in the same order;
+//   - deadlock: the dependency DAG (dependencies.h) has no cycle.
+// Never throws for a bad schedule: problems are returned.
+ValidationReport Validate(const Schedule& schedule);
+
+// The problems found in the shape of a schedule (see CheckShape()).
+std::vector<Problem> ShapeProblems(const Schedule& schedule);
+
+// The report as text: one line per problem, then for the first problem with
+// cells the rank x step grid around them with those cells marked [like this].
+std::string FormatReport(const Schedule& schedule, const ValidationReport& report);
+
+// Rank x step grid of programs[rank][first_step, first_step + num_steps),
+// one row per rank, cells in `marked` shown as [cell].
+std::string FormatStepGrid(const Schedule& schedule, int first_step, int num_steps,
+                           const std::vector<ActionRef>& marked = {});
+
+}  // namespace pplab

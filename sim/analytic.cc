@@ -1,0 +1,60 @@
+#include "sim/analytic.h"
+
+#include <algorithm>
+
+namespace pplab {
+namespace {
+
+bool UniformStages(const CostModel& costs, int stages, bool split) {
+  if (costs.NumStages() < stages || stages < 1) return false;
+  const Action f0{ActionKind::kForward, 0, 0};
+  for (StageId s = 1; s < stages; ++s) {
+    const Action f{ActionKind::kForward, s, 0};
+    if (costs.ComputeTime(f) != costs.ComputeTime(f0)) return false;
+    for (ActionKind k : {ActionKind::kBackward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
+      if (!split && k != ActionKind::kBackward) continue;
+      if (split && k == ActionKind::kBackward) continue;
+      if (costs.ComputeTime({k, s, 0}) != costs.ComputeTime({k, 0, 0})) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* ConventionName(BubbleConvention c) {
+  return c == BubbleConvention::kMakespan ? "makespan" : "span";
+}
+
+std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const CostModel& costs) {
+  const double K = schedule.ranks, M = schedule.microbatches;
+  const int v = schedule.StagesPerRank();
+  const std::string& name = schedule.name;
+  const bool split = name == "zb-h1" || name == "zb-h2";
+  if (v == 0 || !UniformStages(costs, schedule.stages, split)) return std::nullopt;
+  if ((name == "gpipe" || name == "1f1b") && v == 1) {
+    return AnalyticBubble{(K - 1) / (M + K - 1), BubbleConvention::kMakespan, "(K-1)/(M+K-1)"};
+  }
+  if (name == "interleaved-1f1b") {
+    return AnalyticBubble{(K - 1) / (v * M + K - 1), BubbleConvention::kMakespan, "(K-1)/(v*M+K-1)"};
+  }
+  if (name == "looped-bfs") {
+    const double slots = v * std::max(M, K) + std::min(M, K) - 1;
+    return AnalyticBubble{1 - v * M / slots, BubbleConvention::kMakespan, "1 - v*M/(v*max(M,K)+min(M,K)-1)"};
+  }
+  if (split && v == 1) {
+    const TimeNs f = costs.ComputeTime({ActionKind::kForward, 0, 0});
+    const TimeNs i = costs.ComputeTime({ActionKind::kBackwardInput, 0, 0});
+    const TimeNs w = costs.ComputeTime({ActionKind::kBackwardWeight, 0, 0});
+    if (f != i || i != w) return std::nullopt;
+    if (name == "zb-h1" && M >= K) {
+      const double bubble = (K - 1) * static_cast<double>(f + i - w);
+      return AnalyticBubble{bubble / (M * static_cast<double>(f + i + w) + bubble), BubbleConvention::kSpan,
+                            "(K-1)(F+I-W) / (M(F+I+W) + (K-1)(F+I-W))"};
+    }
+    if (name == "zb-h2" && M >= 2 * K - 1) return AnalyticBubble{0.0, BubbleConvention::kSpan, "0"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace pplab

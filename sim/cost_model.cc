@@ -1,0 +1,208 @@
+#include "sim/cost_model.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+using nlohmann::json;
+
+double NonNegative(const json& obj, const char* key, const std::string& at) {
+  const json& v = obj.at(key);
+  if (!v.is_number()) throw Error(at + "." + key + " must be a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0) throw Error(at + "." + key + " must be finite and >= 0, got " + v.dump());
+  return x;
+}
+
+void CheckKeys(const json& obj, const std::vector<std::string>& known, const std::string& at) {
+  if (!obj.is_object()) throw Error(at + " must be an object");
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool found = false;
+    for (const std::string& k : known) found = found || it.key() == k;
+    if (!found) throw Error(at + ": unknown field '" + it.key() + "'");
+  }
+}
+
+// Overlays the fields present in `obj` onto `cost`.
+void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
+  CheckKeys(obj,
+            {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
+             "weight_grad_bytes", "message_bytes"},
+            at);
+  auto time = [&](const char* key, std::optional<TimeNs>& out) {
+    if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at));
+  };
+  auto bytes = [&](const char* key, Bytes& out) {
+    if (obj.contains(key)) out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at)));
+  };
+  time("forward_ms", cost.forward);
+  time("backward_ms", cost.backward);
+  time("backward_input_ms", cost.backward_input);
+  time("backward_weight_ms", cost.backward_weight);
+  bytes("activation_bytes", cost.activation_bytes);
+  bytes("weight_grad_bytes", cost.weight_grad_bytes);
+  bytes("message_bytes", cost.message_bytes);
+}
+
+Link ReadLink(const json& obj, Link link, const std::string& at, const std::vector<std::string>& extra_keys = {}) {
+  std::vector<std::string> known = {"latency_ms", "bandwidth_gbps"};
+  known.insert(known.end(), extra_keys.begin(), extra_keys.end());
+  CheckKeys(obj, known, at);
+  if (obj.contains("latency_ms")) link.latency = MsToNs(NonNegative(obj, "latency_ms", at));
+  if (obj.contains("bandwidth_gbps")) link.bandwidth_gbps = NonNegative(obj, "bandwidth_gbps", at);
+  return link;
+}
+
+json StageToJson(const StageCost& c) {
+  json j = json::object();
+  if (c.forward) j["forward_ms"] = NsToMs(*c.forward);
+  if (c.backward) j["backward_ms"] = NsToMs(*c.backward);
+  if (c.backward_input) j["backward_input_ms"] = NsToMs(*c.backward_input);
+  if (c.backward_weight) j["backward_weight_ms"] = NsToMs(*c.backward_weight);
+  j["activation_bytes"] = c.activation_bytes;
+  j["weight_grad_bytes"] = c.weight_grad_bytes;
+  j["message_bytes"] = c.message_bytes;
+  return j;
+}
+
+}  // namespace
+
+CostModel CostModel::Uniform(int stages, const StageCost& stage, const Link& link) {
+  CostModel m;
+  m.stages_.assign(stages, stage);
+  m.link_ = link;
+  return m;
+}
+
+CostModel CostModel::FromJson(const std::string& text, const std::string& origin) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  CheckKeys(doc, {"format", "version", "stages", "default", "num_stages", "link", "links", "meta"}, origin);
+  if (doc.value("format", std::string()) != "pplab.cost") {
+    throw Error(origin + ": field 'format' must be \"pplab.cost\"");
+  }
+  if (!doc.contains("version") || doc["version"] != 1) {
+    throw Error(origin + ": field 'version' must be 1");
+  }
+  StageCost base;
+  if (doc.contains("default")) ReadStage(doc["default"], base, origin + ": default");
+  CostModel m;
+  if (doc.contains("stages")) {
+    const json& stages = doc["stages"];
+    if (!stages.is_array() || stages.empty()) throw Error(origin + ": field 'stages' must be a non-empty array");
+    for (size_t s = 0; s < stages.size(); ++s) {
+      StageCost c = base;
+      ReadStage(stages[s], c, origin + ": stages[" + std::to_string(s) + "]");
+      m.stages_.push_back(c);
+    }
+    if (doc.contains("num_stages") && doc["num_stages"] != stages.size()) {
+      throw Error(origin + ": field 'num_stages' disagrees with the length of 'stages'");
+    }
+  } else {
+    if (!doc.contains("num_stages") || !doc["num_stages"].is_number_integer() || doc["num_stages"].get<int>() < 1) {
+      throw Error(origin + ": give either 'stages' (one entry per stage) or 'default' with an integer 'num_stages' >= 1");
+    }
+    m.stages_.assign(doc["num_stages"].get<int>(), base);
+  }
+  if (doc.contains("link")) m.link_ = ReadLink(doc["link"], Link{}, origin + ": link");
+  if (doc.contains("links")) {
+    if (!doc["links"].is_array()) throw Error(origin + ": field 'links' must be an array");
+    for (size_t i = 0; i < doc["links"].size(); ++i) {
+      const json& l = doc["links"][i];
+      const std::string at = origin + ": links[" + std::to_string(i) + "]";
+      if (!l.is_object() || !l.contains("from") || !l.contains("to") || !l["from"].is_number_integer() ||
+          !l["to"].is_number_integer()) {
+        throw Error(at + " needs integer 'from' and 'to' ranks");
+      }
+      m.links_[{l["from"].get<int>(), l["to"].get<int>()}] = ReadLink(l, m.link_, at, {"from", "to"});
+    }
+  }
+  if (doc.contains("meta")) m.meta_json = doc["meta"].dump();
+  // Resolve every stage once so a model that cannot cost F fails at load.
+  for (size_t s = 0; s < m.stages_.size(); ++s) {
+    if (!m.stages_[s].forward) throw Error(origin + ": stages[" + std::to_string(s) + "] has no forward_ms");
+    if (!m.stages_[s].backward && !m.stages_[s].backward_input) {
+      throw Error(origin + ": stages[" + std::to_string(s) + "] has neither backward_ms nor backward_input_ms");
+    }
+  }
+  return m;
+}
+
+std::string CostModel::ToJson() const {
+  json stages = json::array();
+  for (const StageCost& c : stages_) stages.push_back(StageToJson(c));
+  json links = json::array();
+  for (const auto& [pair, link] : links_) {
+    links.push_back({{"from", pair.first},
+                     {"to", pair.second},
+                     {"latency_ms", NsToMs(link.latency)},
+                     {"bandwidth_gbps", link.bandwidth_gbps}});
+  }
+  json doc = {{"format", "pplab.cost"},
+              {"version", 1},
+              {"stages", stages},
+              {"link", {{"latency_ms", NsToMs(link_.latency)}, {"bandwidth_gbps", link_.bandwidth_gbps}}},
+              {"links", links},
+              {"meta", json::parse(meta_json)}};
+  return doc.dump(2) + "\n";
+}
+
+const StageCost& CostModel::Stage(StageId stage) const {
+  if (stage < 0 || stage >= NumStages()) {
+    throw Error("cost model has " + std::to_string(NumStages()) + " stages, no stage " + std::to_string(stage));
+  }
+  return stages_[stage];
+}
+
+TimeNs CostModel::ComputeTime(const Action& action) const {
+  const StageCost& c = Stage(action.stage);
+  const std::string at = "cost model stage " + std::to_string(action.stage) + ": ";
+  auto need = [&](const std::optional<TimeNs>& t, const char* what) {
+    if (!t) throw Error(at + "no " + std::string(what) + " time for " + FormatAction(action));
+    return *t;
+  };
+  switch (action.kind) {
+    case ActionKind::kForward:
+      return need(c.forward, "forward");
+    case ActionKind::kBackward:
+      if (c.backward) return *c.backward;
+      return need(c.backward_input, "backward_input") + need(c.backward_weight, "backward_weight");
+    case ActionKind::kBackwardInput:
+      if (c.backward_input) return *c.backward_input;
+      if (c.backward_weight) return std::max<TimeNs>(0, need(c.backward, "backward") - *c.backward_weight);
+      return need(c.backward, "backward") / 2;
+    case ActionKind::kBackwardWeight:
+      if (c.backward_weight) return *c.backward_weight;
+      if (c.backward_input) return std::max<TimeNs>(0, need(c.backward, "backward") - *c.backward_input);
+      return need(c.backward, "backward") - need(c.backward, "backward") / 2;
+    default:
+      return 0;
+  }
+}
+
+TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {
+  const auto it = links_.find({from, to});
+  const Link& link = it == links_.end() ? link_ : it->second;
+  TimeNs t = link.latency;
+  if (link.bandwidth_gbps > 0 && bytes > 0) {
+    t += static_cast<TimeNs>(std::llround(static_cast<double>(bytes) / link.bandwidth_gbps));
+  }
+  return t;
+}
+
+void CostModel::CheckStages(int stages, const std::string& origin) const {
+  if (NumStages() != stages) {
+    throw Error(origin + ": cost model has " + std::to_string(NumStages()) + " stages but the schedule has " +
+                std::to_string(stages));
+  }
+}
+
+}  // namespace pplab

@@ -1,0 +1,67 @@
+// CostModel: what each action costs, in time and bytes.
+//
+// Per stage: the time of F, B, I and W for one microbatch, the bytes of
+// activations an F keeps until its B or I, the bytes of the weight-gradient
+// stash an I keeps until its W, and the bytes of one message sent to a
+// neighbouring stage. Links between ranks: latency plus bytes / bandwidth,
+// with per-rank-pair overrides. The JSON form is specified in
+// docs/cost-model.md.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/units.h"
+
+namespace pplab {
+
+struct StageCost {
+  // Times of one microbatch; a missing B is I + W, a missing I is B - W and a
+  // missing W is B - I (or B / 2 when only B is given).
+  std::optional<TimeNs> forward, backward, backward_input, backward_weight;
+  Bytes activation_bytes = 0;   // held from the start of F to the end of B/I
+  Bytes weight_grad_bytes = 0;  // held from the end of I to the end of W
+  Bytes message_bytes = 0;      // one activation or gradient sent to a neighbour
+};
+
+struct Link {
+  TimeNs latency = 0;
+  double bandwidth_gbps = 0;  // gigabytes per second (= bytes per ns); 0 = infinite
+};
+
+class CostModel {
+ public:
+  // Uniform model: every one of `stages` stages costs `stage`; every link is
+  // `link`.
+  static CostModel Uniform(int stages, const StageCost& stage, const Link& link);
+  // Parses the JSON form; errors name `origin` and the field.
+  static CostModel FromJson(const std::string& text, const std::string& origin);
+  std::string ToJson() const;
+
+  // Resolved times (see StageCost); throws pplab::Error when the model cannot
+  // give the time an action needs, naming the stage and the missing field.
+  TimeNs ComputeTime(const Action& action) const;
+  const StageCost& Stage(StageId stage) const;
+  int NumStages() const { return static_cast<int>(stages_.size()); }
+  // Time from the start of a send of `bytes` on from -> to until arrival.
+  TimeNs TransferTime(RankId from, RankId to, Bytes bytes) const;
+  // Throws pplab::Error unless the model covers exactly `stages` stages.
+  void CheckStages(int stages, const std::string& origin) const;
+
+  void SetLinkOverride(RankId from, RankId to, const Link& link) { links_[{from, to}] = link; }
+  const Link& DefaultLink() const { return link_; }
+  // Free-form metadata carried through the JSON file (e.g. the model and
+  // partition a profile was measured on).
+  std::string meta_json = "null";
+
+ private:
+  std::vector<StageCost> stages_;
+  Link link_;
+  std::map<std::pair<RankId, RankId>, Link> links_;
+};
+
+}  // namespace pplab

@@ -1,0 +1,282 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+
+#include "schedules/error.h"
+#include "schedules/lowering.h"
+
+namespace pplab {
+namespace {
+
+constexpr TimeNs kUnknown = -1;
+
+// Runs the programs rank by rank: a rank advances until it needs a message
+// that has not been sent yet, then parks until the SEND of that message runs.
+// Every action is visited once, so the cost is linear in the number of
+// actions. Time of each event is fixed by its dependencies alone (each rank
+// is its own resource), so the order in which ranks are advanced does not
+// change any result.
+class Engine {
+ public:
+  Engine(const Schedule& s, const CostModel& costs) : s_(s), costs_(costs) {
+    S_ = s.stages;
+    M_ = s.microbatches;
+    const size_t sm = static_cast<size_t>(S_) * M_;
+    f_end_.assign(sm, kUnknown);
+    bi_end_.assign(sm, kUnknown);
+    i_end_.assign(sm, kUnknown);
+    arrival_.assign(2 * sm, kUnknown);
+    send_event_.assign(2 * sm, -1);
+    recv_event_.assign(2 * sm, -1);
+    waiting_.assign(2 * sm, -1);
+    offset_.assign(s.ranks + 1, 0);
+    for (RankId r = 0; r < s.ranks; ++r) offset_[r + 1] = offset_[r] + static_cast<long>(s.programs[r].size());
+    events_.resize(offset_.back());
+    pred_.assign(offset_.back(), -1);
+    pc_.assign(s.ranks, 0);
+    clock_.assign(s.ranks, 0);
+    last_compute_.assign(s.ranks, -1);
+    inflight_.assign(s.ranks, 0);
+    bytes_.assign(s.ranks, 0);
+    metrics_.resize(s.ranks);
+    for (RankId r = 0; r < s.ranks; ++r) {
+      metrics_[r].rank = r;
+      metrics_[r].start = kUnknown;
+    }
+  }
+
+  SimResult Run() {
+    std::vector<RankId> runnable;
+    for (RankId r = s_.ranks - 1; r >= 0; --r) runnable.push_back(r);
+    while (!runnable.empty()) {
+      const RankId r = runnable.back();
+      runnable.pop_back();
+      Advance(r, runnable);
+    }
+    ReportStuck();
+    return Finish();
+  }
+
+ private:
+  size_t Key(StageId st, MicrobatchId m) const { return static_cast<size_t>(st) * M_ + m; }
+  // Message into `to_stage`: forward activations (dir 0) or gradients (dir 1).
+  size_t MsgKey(bool forward, StageId to_stage, MicrobatchId m) const {
+    return (forward ? 0 : static_cast<size_t>(S_) * M_) + Key(to_stage, m);
+  }
+
+  [[noreturn]] void Stuck(RankId r, const Action& a, const std::string& why) const {
+    throw Error("simulate '" + s_.name + "': rank " + std::to_string(r) + " step " + std::to_string(pc_[r]) +
+                " (" + FormatAction(a) + ") " + why + "; run `pplab validate` for the full report");
+  }
+
+  void Advance(RankId r, std::vector<RankId>& runnable) {
+    const Program& program = s_.programs[r];
+    while (pc_[r] < program.size()) {
+      const Action& a = program[pc_[r]];
+      const long ev = offset_[r] + static_cast<long>(pc_[r]);
+      TimelineEvent& e = events_[ev];
+      e.rank = r;
+      e.action = a;
+      const StageId st = a.stage;
+      const MicrobatchId m = a.microbatch;
+      switch (a.kind) {
+        case ActionKind::kSendF:
+        case ActionKind::kSendB: {
+          const bool fwd = a.kind == ActionKind::kSendF;
+          const StageId to = fwd ? st + 1 : st - 1;
+          if (to < 0 || to >= S_) Stuck(r, a, "sends to a stage that does not exist");
+          if ((fwd ? f_end_[Key(st, m)] : bi_end_[Key(st, m)]) == kUnknown) {
+            Stuck(r, a, "sends data its rank has not produced yet");
+          }
+          const size_t key = MsgKey(fwd, to, m);
+          if (arrival_[key] != kUnknown) Stuck(r, a, "sends a message that was already sent");
+          const Bytes bytes = costs_.Stage(st).message_bytes;
+          e.start = clock_[r];
+          e.end = e.start + costs_.TransferTime(r, s_.placement[to], bytes);
+          arrival_[key] = e.end;
+          send_event_[key] = ev;
+          pred_[ev] = last_compute_[r];
+          ++messages_;
+          bytes_sent_ += bytes;
+          if (waiting_[key] >= 0) {
+            runnable.push_back(waiting_[key]);
+            waiting_[key] = -1;
+          }
+          break;
+        }
+        case ActionKind::kRecvF:
+        case ActionKind::kRecvB: {
+          const size_t key = MsgKey(a.kind == ActionKind::kRecvF, st, m);
+          e.start = e.end = clock_[r];  // end is set to the arrival in Finish()
+          recv_event_[key] = ev;
+          break;
+        }
+        default: {
+          TimeNs ready = clock_[r];
+          long pred = last_compute_[r];
+          // Returns false when the rank must park until the message is sent.
+          auto need_message = [&](bool forward) {
+            const size_t key = MsgKey(forward, st, m);
+            if (arrival_[key] == kUnknown) {
+              waiting_[key] = r;
+              return false;
+            }
+            if (arrival_[key] >= ready) {
+              ready = arrival_[key];
+              pred = send_event_[key];
+            }
+            return true;
+          };
+          auto need_local = [&](TimeNs end, const char* what) {
+            if (end == kUnknown) Stuck(r, a, std::string("needs ") + what + ", which its rank has not run before it");
+          };
+          if (a.kind == ActionKind::kForward) {
+            if (st > 0) {
+              if (s_.placement[st - 1] == r) {
+                need_local(f_end_[Key(st - 1, m)], "the forward of the previous stage");
+              } else if (!need_message(true)) {
+                return;
+              }
+            }
+          } else if (IsInputGrad(a.kind)) {
+            need_local(f_end_[Key(st, m)], "its own forward");
+            if (st < S_ - 1) {
+              if (s_.placement[st + 1] == r) {
+                need_local(bi_end_[Key(st + 1, m)], "the backward of the next stage");
+              } else if (!need_message(false)) {
+                return;
+              }
+            }
+          } else {  // W
+            need_local(i_end_[Key(st, m)], "its I");
+          }
+          const TimeNs cost = costs_.ComputeTime(a);
+          e.start = ready;
+          e.end = ready + cost;
+          pred_[ev] = pred;
+          clock_[r] = e.end;
+          last_compute_[r] = ev;
+          RankMetrics& rm = metrics_[r];
+          rm.busy += cost;
+          if (rm.start == kUnknown) rm.start = e.start;
+          rm.end = e.end;
+          const StageCost& sc = costs_.Stage(st);
+          if (a.kind == ActionKind::kForward) {
+            if (f_end_[Key(st, m)] != kUnknown) Stuck(r, a, "runs a forward twice");
+            f_end_[Key(st, m)] = e.end;
+            ++inflight_[r];
+            rm.peak_inflight = std::max(rm.peak_inflight, inflight_[r]);
+            Sample(r, e.start, sc.activation_bytes);
+          } else if (IsInputGrad(a.kind)) {
+            if (bi_end_[Key(st, m)] != kUnknown) Stuck(r, a, "runs a backward twice");
+            bi_end_[Key(st, m)] = e.end;
+            if (a.kind == ActionKind::kBackwardInput) i_end_[Key(st, m)] = e.end;
+            --inflight_[r];
+            const Bytes stash = a.kind == ActionKind::kBackwardInput ? sc.weight_grad_bytes : 0;
+            Sample(r, e.end, stash - sc.activation_bytes);
+          } else {
+            Sample(r, e.end, -sc.weight_grad_bytes);
+          }
+          break;
+        }
+      }
+      ++pc_[r];
+    }
+  }
+
+  void Sample(RankId r, TimeNs t, Bytes delta) {
+    if (delta == 0) return;
+    bytes_[r] += delta;
+    metrics_[r].peak_activation_bytes = std::max(metrics_[r].peak_activation_bytes, bytes_[r]);
+    memory_.push_back({r, t, bytes_[r]});
+  }
+
+  void ReportStuck() const {
+    std::string stuck;
+    for (RankId r = 0; r < s_.ranks; ++r) {
+      if (pc_[r] < s_.programs[r].size()) {
+        stuck += (stuck.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " at step " +
+                 std::to_string(pc_[r]) + " (" + FormatAction(s_.programs[r][pc_[r]]) + ")";
+      }
+    }
+    if (!stuck.empty()) {
+      throw Error("simulate '" + s_.name + "': deadlock, these ranks wait for messages never sent: " + stuck +
+                  "; run `pplab validate` for the full report");
+    }
+  }
+
+  SimResult Finish() {
+    SimResult out;
+    for (size_t key = 0; key < recv_event_.size(); ++key) {
+      if (recv_event_[key] >= 0 && arrival_[key] != kUnknown) {
+        TimelineEvent& e = events_[recv_event_[key]];
+        e.end = std::max(e.start, arrival_[key]);
+      }
+    }
+    long last = -1;
+    for (long ev = 0; ev < static_cast<long>(events_.size()); ++ev) {
+      if (IsCompute(events_[ev].action.kind) && (last < 0 || events_[ev].end > events_[last].end)) last = ev;
+      out.makespan = std::max(out.makespan, events_[ev].end * IsCompute(events_[ev].action.kind));
+    }
+    for (long ev = last; ev >= 0; ev = pred_[ev]) {
+      const TimelineEvent& e = events_[ev];
+      out.critical_path.push_back({e.rank, e.action, e.start, e.end});
+      (IsCompute(e.action.kind) ? out.critical_compute : out.critical_comm) += e.end - e.start;
+    }
+    std::reverse(out.critical_path.begin(), out.critical_path.end());
+    for (RankMetrics& rm : metrics_) {
+      if (rm.start == kUnknown) rm.start = 0;
+      rm.idle = out.makespan - rm.busy;
+    }
+    out.per_rank = std::move(metrics_);
+    out.p2p_messages = messages_;
+    out.p2p_bytes = bytes_sent_;
+    out.timeline.name = s_.name;
+    out.timeline.source = "simulated";
+    out.timeline.ranks = s_.ranks;
+    out.timeline.events = std::move(events_);
+    // Counter samples arrive rank by rank; order them by rank, then time.
+    std::stable_sort(memory_.begin(), memory_.end(), [](const MemorySample& a, const MemorySample& b) {
+      return a.rank != b.rank ? a.rank < b.rank : a.time < b.time;
+    });
+    out.timeline.memory = std::move(memory_);
+    const TimelineSummary summary = Summarize(out.timeline);
+    out.bubble_fraction = summary.bubble_fraction;
+    out.span_bubble_fraction = summary.span_bubble_fraction;
+    return out;
+  }
+
+  const Schedule& s_;
+  const CostModel& costs_;
+  int S_ = 0, M_ = 0;
+  std::vector<TimeNs> f_end_, bi_end_, i_end_;
+  std::vector<TimeNs> arrival_;
+  std::vector<long> send_event_, recv_event_;
+  std::vector<RankId> waiting_;
+  std::vector<long> offset_;
+  std::vector<TimelineEvent> events_;
+  std::vector<long> pred_;
+  std::vector<size_t> pc_;
+  std::vector<TimeNs> clock_;
+  std::vector<long> last_compute_;
+  std::vector<int> inflight_;
+  std::vector<Bytes> bytes_;
+  std::vector<RankMetrics> metrics_;
+  std::vector<MemorySample> memory_;
+  long messages_ = 0;
+  Bytes bytes_sent_ = 0;
+};
+
+}  // namespace
+
+SimResult Simulate(const Schedule& schedule, const CostModel& costs) {
+  CheckShape(schedule);
+  costs.CheckStages(schedule.stages, "simulate '" + schedule.name + "'");
+  if (!schedule.HasComm() && schedule.ranks > 1) {
+    const Schedule lowered = Lower(schedule);
+    return Engine(lowered, costs).Run();
+  }
+  return Engine(schedule, costs).Run();
+}
+
+}  // namespace pplab

@@ -1,0 +1,62 @@
+// Discrete-event simulator: costs a lowered schedule with a CostModel.
+//
+// Each rank runs its program in order on one compute resource. A SEND starts
+// when its rank reaches it and never blocks the rank; its message arrives
+// after CostModel::TransferTime. A RECV only posts the receive (no time); the
+// compute action that consumes the message starts no earlier than its
+// arrival. Time is integer nanoseconds; the same input gives the same output.
+// Cost is linear in the number of actions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/schedule.h"
+#include "sim/cost_model.h"
+#include "traces/timeline.h"
+
+namespace pplab {
+
+struct RankMetrics {
+  RankId rank = 0;
+  TimeNs busy = 0;   // sum of compute time
+  TimeNs idle = 0;   // makespan - busy
+  TimeNs start = 0;  // start of the first compute action
+  TimeNs end = 0;    // end of the last compute action
+  int peak_inflight = 0;  // max forwards whose B/I has not finished
+  Bytes peak_activation_bytes = 0;
+};
+
+struct CriticalStep {
+  RankId rank;
+  Action action;
+  TimeNs start, end;
+};
+
+struct SimResult {
+  Timeline timeline;
+  TimeNs makespan = 0;
+  std::vector<RankMetrics> per_rank;
+  // 1 - sum(busy) / (K * makespan): idle time against the global makespan
+  // (GPipe / Megatron convention).
+  double bubble_fraction = 0;
+  // max over ranks of 1 - busy / (end - start): idle time inside each rank's
+  // own span, worst rank (Zero Bubble paper convention).
+  double span_bubble_fraction = 0;
+  long p2p_messages = 0;
+  Bytes p2p_bytes = 0;
+  // The chain of compute actions and messages that ends at the makespan,
+  // first to last: each entry started when its predecessor finished (or its
+  // message arrived).
+  std::vector<CriticalStep> critical_path;
+  TimeNs critical_compute = 0;  // compute time on the critical path
+  TimeNs critical_comm = 0;     // transfer time on the critical path
+};
+
+// Simulates `schedule`. A schedule without communication actions is lowered
+// first. Throws pplab::Error when the cost model does not cover the
+// schedule's stages, or when the schedule cannot finish (a deadlock or an
+// action that needs one which never runs), naming the stuck actions.
+SimResult Simulate(const Schedule& schedule, const CostModel& costs);
+
+}  // namespace pplab

@@ -1,0 +1,70 @@
+#include "sim/cost_model.h"
+
+#include <catch2/catch.hpp>
+
+#include "schedules/error.h"
+
+namespace pplab {
+
+TEST_CASE("cost model JSON round-trips", "[cost_model]") {
+  const std::string text = R"({
+    "format": "pplab.cost", "version": 1,
+    "default": {"forward_ms": 1.5, "backward_ms": 3.0, "activation_bytes": 1000, "message_bytes": 64},
+    "stages": [{}, {"forward_ms": 2.25, "backward_input_ms": 2.0, "backward_weight_ms": 1.5}],
+    "link": {"latency_ms": 0.01, "bandwidth_gbps": 10},
+    "links": [{"from": 0, "to": 1, "latency_ms": 0.5}],
+    "meta": {"model": "tiny"}
+  })";
+  const CostModel m = CostModel::FromJson(text, "c.json");
+  const CostModel back = CostModel::FromJson(m.ToJson(), "again.json");
+  for (const CostModel* c : {&m, &back}) {
+    CHECK(c->NumStages() == 2);
+    CHECK(c->ComputeTime({ActionKind::kForward, 0, 0}) == 1500000);
+    CHECK(c->ComputeTime({ActionKind::kForward, 1, 0}) == 2250000);
+    CHECK(c->Stage(1).activation_bytes == 1000);
+    CHECK(c->TransferTime(0, 1, 1000) == 500000 + 100);  // override: latency, bandwidth inherited
+    CHECK(c->TransferTime(1, 0, 1000) == 10000 + 100);   // 1000 B at 10 B/ns
+    CHECK(c->meta_json == R"({"model":"tiny"})");
+  }
+}
+
+TEST_CASE("B costs I + W when only the split is given, and I = B - W otherwise", "[cost_model]") {
+  StageCost split;
+  split.forward = 10;
+  split.backward_input = 7;
+  split.backward_weight = 5;
+  const CostModel a = CostModel::Uniform(1, split, Link{});
+  CHECK(a.ComputeTime({ActionKind::kBackward, 0, 0}) == 12);
+  StageCost full;
+  full.forward = 10;
+  full.backward = 20;
+  full.backward_weight = 8;
+  const CostModel b = CostModel::Uniform(1, full, Link{});
+  CHECK(b.ComputeTime({ActionKind::kBackwardInput, 0, 0}) == 12);
+  CHECK(b.ComputeTime({ActionKind::kBackwardWeight, 0, 0}) == 8);
+  full.backward_weight.reset();
+  full.backward = 21;
+  const CostModel c = CostModel::Uniform(1, full, Link{});
+  // Only B: split in halves that still add up to B.
+  CHECK(c.ComputeTime({ActionKind::kBackwardInput, 0, 0}) + c.ComputeTime({ActionKind::kBackwardWeight, 0, 0}) == 21);
+}
+
+TEST_CASE("bad cost files are rejected naming the field", "[cost_model]") {
+  auto load = [](const std::string& body) {
+    return CostModel::FromJson(R"({"format": "pplab.cost", "version": 1, )" + body + "}", "c.json");
+  };
+  CHECK_THROWS_WITH(load(R"("num_stages": 2, "default": {"forward_ms": -1, "backward_ms": 1})"),
+                    Catch::Contains("c.json: default.forward_ms must be finite and >= 0"));
+  CHECK_THROWS_WITH(load(R"("stages": [{"forward_ms": 1}])"), Catch::Contains("stages[0] has neither backward_ms"));
+  CHECK_THROWS_WITH(load(R"("stages": [{"forward_ms": 1, "backward_ms": "x"}])"),
+                    Catch::Contains("stages[0].backward_ms must be a number"));
+  CHECK_THROWS_WITH(load(R"("stages": [{"forwrd_ms": 1}])"), Catch::Contains("unknown field 'forwrd_ms'"));
+  CHECK_THROWS_WITH(load(R"("default": {"forward_ms": 1, "backward_ms": 1})"), Catch::Contains("num_stages"));
+  CHECK_THROWS_WITH(load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_ms": 1}, "links": [{"to": 1}])"),
+                    Catch::Contains("links[0] needs integer 'from' and 'to'"));
+  CHECK_THROWS_WITH(CostModel::FromJson("{", "c.json"), Catch::Contains("c.json: not valid JSON"));
+  const CostModel two = load(R"("num_stages": 2, "default": {"forward_ms": 1, "backward_ms": 1})");
+  CHECK_THROWS_WITH(two.CheckStages(4, "c.json"), Catch::Contains("cost model has 2 stages but the schedule has 4"));
+}
+
+}  // namespace pplab

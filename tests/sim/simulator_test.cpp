@@ -1,0 +1,143 @@
+#include "sim/simulator.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+
+#include "schedules/error.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+#include "sim/analytic.h"
+
+namespace pplab {
+namespace {
+
+CostModel UniformCosts(int stages, TimeNs f, TimeNs b, TimeNs w = 0) {
+  StageCost c;
+  c.forward = f;
+  c.backward = b;
+  if (w > 0) c.backward_weight = w;
+  c.activation_bytes = 100;
+  c.weight_grad_bytes = 10;
+  return CostModel::Uniform(stages, c, Link{});
+}
+
+bool Applies(const GeneratorInfo& g, int K, int M, int v) {
+  if (!g.accepts_virtual && v != 1) return false;
+  if (g.name == "interleaved-1f1b") return v >= 2 && M % K == 0;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("simulated bubble equals the analytic one for uniform costs and free communication", "[sim]") {
+  int compared = 0;
+  // (f, b, w) in ns: w only matters for split schedules; the zero-bubble
+  // closed forms hold for T_F = T_I = T_W, i.e. b = 2f, w = f.
+  const std::vector<std::array<TimeNs, 3>> cost_sets = {{1000, 2000, 1000}, {1000, 1000, 500}, {3000, 2000, 1000}};
+  for (const GeneratorInfo& g : Generators()) {
+    for (int K = 1; K <= 8; ++K) {
+      for (int M = 1; M <= 16; ++M) {
+        for (int v = 1; v <= 3; ++v) {
+          if (!Applies(g, K, M, v)) continue;
+          const Schedule s = Lower(Generate(g.name, {K, M, v}));
+          for (const auto& [f, b, w] : cost_sets) {
+            const CostModel costs = UniformCosts(s.stages, f, b, w);
+            const auto analytic = AnalyticBubbleFor(s, costs);
+            if (!analytic) continue;
+            const SimResult r = Simulate(s, costs);
+            const double simulated = analytic->convention == BubbleConvention::kMakespan
+                                         ? r.bubble_fraction
+                                         : r.span_bubble_fraction;
+            INFO(g.name << " K=" << K << " M=" << M << " v=" << v << " f=" << f << " b=" << b << " w=" << w
+                        << " formula " << analytic->formula << " makespan " << r.makespan);
+            CHECK(simulated == Approx(analytic->fraction).margin(1e-12));
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 1000);
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("gpipe with communication costs (M+K-1)(f+b) plus one transfer per hop each way", "[sim]") {
+  for (int K : {1, 2, 4}) {
+    for (int M : {1, 3, 8}) {
+      StageCost c;
+      c.forward = 1000;
+      c.backward = 2000;
+      c.message_bytes = 500;
+      const CostModel costs = CostModel::Uniform(K, c, Link{100, 5.0});  // 100 ns + 500 B / (5 B/ns) = 200 ns
+      const SimResult r = Simulate(Lower(GenerateGPipe(K, M)), costs);
+      // Forwards: (M+K-1) f with K-1 transfers on the path; backwards likewise.
+      CHECK(r.makespan == (M + K - 1) * 3000 + 2 * (K - 1) * 200);
+      CHECK(r.p2p_messages == 2L * (K - 1) * M);
+      CHECK(r.p2p_bytes == 2L * (K - 1) * M * 500);
+      // The critical path covers the makespan with no gaps.
+      CHECK(r.critical_compute + r.critical_comm == r.makespan);
+    }
+  }
+}
+
+TEST_CASE("peak in-flight microbatches per rank follow each family's memory rule", "[sim]") {
+  const int K = 4, M = 12;
+  StageCost c;
+  c.forward = 1;
+  c.backward = 2;
+  c.activation_bytes = 1000;
+  c.weight_grad_bytes = 100;
+  for (RankId r = 0; r < K; ++r) {
+    const SimResult gpipe = Simulate(GenerateGPipe(K, M), CostModel::Uniform(K, c, {}));
+    CHECK(gpipe.per_rank[r].peak_inflight == M);
+    CHECK(gpipe.per_rank[r].peak_activation_bytes == M * 1000);
+    const SimResult f1b1 = Simulate(Generate1F1B(K, M), CostModel::Uniform(K, c, {}));
+    CHECK(f1b1.per_rank[r].peak_inflight == K - r);
+    CHECK(f1b1.per_rank[r].peak_activation_bytes == (K - r) * 1000);
+    const SimResult h1 = Simulate(GenerateZeroBubbleH1(K, M), CostModel::Uniform(K, c, {}));
+    CHECK(h1.per_rank[r].peak_inflight == K - r);
+    const SimResult h2 = Simulate(GenerateZeroBubbleH2(K, M), CostModel::Uniform(K, c, {}));
+    CHECK(h2.per_rank[r].peak_inflight == 2 * (K - r) - 1);
+  }
+}
+
+TEST_CASE("simulation is deterministic and linear: same input, same timeline", "[sim]") {
+  const Schedule s = Lower(GenerateInterleaved1F1B(4, 8, 2));
+  StageCost c;
+  c.forward = 333;
+  c.backward = 777;
+  c.message_bytes = 1 << 20;
+  const CostModel costs = CostModel::Uniform(s.stages, c, Link{50, 12.5});
+  const SimResult a = Simulate(s, costs), b = Simulate(s, costs);
+  REQUIRE(a.timeline.events.size() == s.NumActions());
+  for (size_t i = 0; i < a.timeline.events.size(); ++i) {
+    CHECK(a.timeline.events[i].start == b.timeline.events[i].start);
+    CHECK(a.timeline.events[i].end == b.timeline.events[i].end);
+  }
+}
+
+TEST_CASE("a schedule that cannot finish is an error naming the stuck ranks", "[sim]") {
+  Schedule s = Lower(Generate1F1B(2, 1));
+  // rank 0: F0 SEND_F0 RECV_B0 B0 -> put RECV_B0 ... B0 before F0's send.
+  s.programs[0] = {{ActionKind::kRecvB, 0, 0}, {ActionKind::kBackward, 0, 0}, {ActionKind::kForward, 0, 0},
+                   {ActionKind::kSendF, 0, 0}};
+  StageCost c;
+  c.forward = 1;
+  c.backward = 1;
+  CHECK_THROWS_WITH(Simulate(s, CostModel::Uniform(2, c, {})), Catch::Contains("rank 0 step 1 (0B0) needs its own forward"));
+  CHECK_THROWS_WITH(Simulate(s, CostModel::Uniform(3, c, {})), Catch::Contains("cost model has 3 stages"));
+  // Looped placement, stages 0 and 2 on rank 0: rank 0 waits for stage 1's
+  // output before it has sent stage 1 its input, so both ranks wait forever.
+  Schedule looped = Lower(GenerateLoopedBfs(2, 1, 2));
+  Program& p = looped.programs[0];
+  std::stable_partition(p.begin(), p.end(), [](const Action& a) { return a.stage == 2 && a.kind != ActionKind::kSendB; });
+  CHECK_THROWS_WITH(Simulate(looped, CostModel::Uniform(4, c, {})),
+                    Catch::Contains("deadlock, these ranks wait for messages never sent: rank 0 at step 1 (2F0)"));
+}
+
+}  // namespace pplab

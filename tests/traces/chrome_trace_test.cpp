@@ -1,0 +1,118 @@
+#include "traces/chrome_trace.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+#include "sim/simulator.h"
+
+namespace pplab {
+namespace {
+
+// The costs tests/data/golden/regenerate.sh passes as flags: --f-time 1
+// --b-time 2 --comm-latency 0.1 --activation-bytes 1000 --message-bytes 100,
+// for one rank's share of the model (split over v stages).
+SimResult SimulateLikeGoldenFlags(const Schedule& s) {
+  const int v = s.StagesPerRank();
+  StageCost c;
+  c.forward = MsToNs(1.0 / v);
+  c.backward = MsToNs(2.0 / v);
+  c.activation_bytes = 1000 / v;
+  c.message_bytes = 100;
+  return Simulate(s, CostModel::Uniform(s.stages, c, Link{MsToNs(0.1), 0}));
+}
+
+}  // namespace
+
+TEST_CASE("simulated traces equal the golden files byte for byte", "[trace]") {
+  struct Case {
+    const char* file;
+    Schedule schedule;
+  };
+  const Case cases[] = {
+      {"1f1b_k2_m3.json", Lower(Generate1F1B(2, 3))},
+      {"zb-h1_k2_m3.json", Lower(GenerateZeroBubbleH1(2, 3))},
+      {"interleaved-1f1b_k2_m2_v2.json", Lower(GenerateInterleaved1F1B(2, 2, 2))},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file << " (regenerate with: bash tests/data/golden/regenerate.sh)");
+    const std::string golden = ReadTextFile(std::string(PPLAB_TEST_DATA_DIR "/golden/") + c.file);
+    const std::string got = TimelineToChromeTrace(SimulateLikeGoldenFlags(c.schedule).timeline);
+    if (got != golden) {
+      size_t i = 0;
+      while (i < got.size() && i < golden.size() && got[i] == golden[i]) ++i;
+      FAIL("first difference at byte " << i << ": got '" << got.substr(i, 80) << "' expected '"
+                                       << golden.substr(i, 80) << "'");
+    }
+  }
+}
+
+TEST_CASE("trace round-trips: events, times and memory come back exactly", "[trace]") {
+  const Schedule s = Lower(GenerateZeroBubbleH2(3, 6));
+  StageCost c;
+  c.forward = 1234567;
+  c.backward = 2345677;
+  c.activation_bytes = 4096;
+  c.weight_grad_bytes = 512;
+  c.message_bytes = 99;
+  const Timeline t = Simulate(s, CostModel::Uniform(3, c, Link{1001, 0.5})).timeline;
+  const Timeline back = TimelineFromChromeTrace(TimelineToChromeTrace(t), "mem");
+  CHECK(back.name == "zb-h2");
+  CHECK(back.source == "simulated");
+  CHECK(back.ranks == 3);
+  REQUIRE(back.events.size() == t.events.size());
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    CHECK(back.events[i].rank == t.events[i].rank);
+    CHECK(back.events[i].action == t.events[i].action);
+    CHECK(back.events[i].start == t.events[i].start);
+    CHECK(back.events[i].end == t.events[i].end);
+  }
+  REQUIRE(back.memory.size() == t.memory.size());
+  for (size_t i = 0; i < t.memory.size(); ++i) {
+    CHECK(back.memory[i].time == t.memory[i].time);
+    CHECK(back.memory[i].bytes == t.memory[i].bytes);
+  }
+}
+
+TEST_CASE("trace has named rank processes, flow arrows and a memory counter", "[trace]") {
+  const Schedule s = Lower(Generate1F1B(2, 2));
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.activation_bytes = 10;
+  const auto doc = nlohmann::json::parse(TimelineToChromeTrace(Simulate(s, CostModel::Uniform(2, c, {})).timeline));
+  int process_names = 0, flow_starts = 0, flow_ends = 0, counters = 0, compute = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") ++process_names;
+    if (e["ph"] == "s") ++flow_starts;
+    if (e["ph"] == "f") ++flow_ends;
+    if (e["ph"] == "C") ++counters;
+    if (e["ph"] == "X" && e["cat"] == "compute") {
+      ++compute;
+      CHECK(e["name"].get<std::string>() == std::string(e["args"]["kind"]) + " s" + e["args"]["stage"].dump() +
+                                                " mb" + e["args"]["microbatch"].dump());
+    }
+  }
+  CHECK(process_names == 2);
+  CHECK(flow_starts == 4);  // 2 activations + 2 gradients
+  CHECK(flow_ends == 4);
+  CHECK(compute == 8);
+  CHECK(counters == 8);  // one sample per F and per B on each rank
+}
+
+TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
+  CHECK_THROWS_WITH(TimelineFromChromeTrace("{", "t.json"), Catch::Contains("t.json: not valid JSON"));
+  CHECK_THROWS_WITH(TimelineFromChromeTrace("{\"traceEvents\": []}", "t.json"),
+                    Catch::Contains("not a pplab trace"));
+  const std::string head = R"({"otherData": {"pplab_trace_version": 1, "ranks": 1}, "traceEvents": [)";
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 3, "ts": 0, "dur": 1}]})", "t.json"),
+                    Catch::Contains("t.json: traceEvents[0]: pid 3 is not a rank"));
+  CHECK_THROWS_WITH(
+      TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 0, "ts": 0, "dur": 1, "args": {"action": "0Z0"}}]})", "t.json"),
+      Catch::Contains("bad action '0Z0'"));
+}
+
+}  // namespace pplab

@@ -1,0 +1,312 @@
+#include <catch2/catch.hpp>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "traces/render_svg.h"
+#include "traces/render_text.h"
+
+namespace pplab {
+namespace {
+
+TimelineEvent Event(RankId rank, ActionKind kind, StageId stage, MicrobatchId mb, double start_ms, double end_ms) {
+  return TimelineEvent{rank, Action{kind, stage, mb}, MsToNs(start_ms), MsToNs(end_ms)};
+}
+
+// 1F1B on 2 ranks with 2 microbatches, F = 1 ms and B = 2 ms, free comms.
+// Makespan 9 ms; busy 6 ms per rank, so bubble = 1 - 12 / (2 * 9) = 33.3%.
+Timeline Tiny1F1B() {
+  Timeline t;
+  t.name = "tiny";
+  t.source = "simulated";
+  t.ranks = 2;
+  const ActionKind F = ActionKind::kForward;
+  const ActionKind B = ActionKind::kBackward;
+  t.events = {Event(0, F, 0, 0, 0, 1), Event(0, F, 0, 1, 1, 2), Event(0, B, 0, 0, 4, 6), Event(0, B, 0, 1, 7, 9),
+              Event(1, F, 1, 0, 1, 2), Event(1, B, 1, 0, 2, 4), Event(1, F, 1, 1, 4, 5), Event(1, B, 1, 1, 5, 7)};
+  return t;
+}
+
+size_t CountOf(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+// Value of a numeric attribute in one tag, e.g. Attr("<rect x=\"3.00\" ...", "x") == 3.
+double Attr(const std::string& tag, const std::string& name) {
+  const std::string key = " " + name + "=\"";
+  const size_t pos = tag.find(key);
+  REQUIRE(pos != std::string::npos);
+  return std::stod(tag.substr(pos + key.size()));
+}
+
+// The opening tags of every element that starts with `prefix`, in document order.
+std::vector<std::string> Tags(const std::string& svg, const std::string& prefix) {
+  std::vector<std::string> tags;
+  for (size_t pos = svg.find(prefix); pos != std::string::npos; pos = svg.find(prefix, pos + 1)) {
+    tags.push_back(svg.substr(pos, svg.find('>', pos) - pos));
+  }
+  return tags;
+}
+
+// First well-formedness problem of an XML document as the renderer writes it
+// (elements, attributes, text; no comments or CDATA), or "" when there is none.
+std::string XmlProblem(const std::string& xml) {
+  for (size_t pos = xml.find('&'); pos != std::string::npos; pos = xml.find('&', pos + 1)) {
+    bool known = false;
+    for (const char* entity : {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"}) {
+      known = known || xml.compare(pos, std::string(entity).size(), entity) == 0;
+    }
+    if (!known) return "bare '&' at " + std::to_string(pos);
+  }
+  std::vector<std::string> open;
+  int roots = 0;
+  for (size_t i = 0; i < xml.size(); ++i) {
+    if (xml[i] != '<') {
+      if (open.empty() && !std::isspace(static_cast<unsigned char>(xml[i]))) {
+        return "text outside the root at " + std::to_string(i);
+      }
+      continue;
+    }
+    const size_t close = xml.find('>', i);
+    if (close == std::string::npos) return "unterminated tag at " + std::to_string(i);
+    const std::string tag = xml.substr(i + 1, close - i - 1);
+    if (tag.find('<') != std::string::npos || CountOf(tag, "\"") % 2 != 0) return "bad tag <" + tag + ">";
+    if (tag.empty()) return "empty tag at " + std::to_string(i);
+    if (tag[0] == '/') {
+      if (open.empty() || open.back() != tag.substr(1)) return "unexpected </" + tag.substr(1) + ">";
+      open.pop_back();
+    } else {
+      const std::string name = tag.substr(0, tag.find_first_of(" /"));
+      if (open.empty() && ++roots > 1) return "second root <" + name + ">";
+      if (tag.back() != '/') open.push_back(name);
+    }
+    i = close;
+  }
+  if (!open.empty()) return "unclosed <" + open.back() + ">";
+  return roots == 1 ? "" : "no root element";
+}
+
+}  // namespace
+
+TEST_CASE("svg draws exactly one box per compute event, classed by kind", "[render]") {
+  Timeline t = Tiny1F1B();
+  t.events.push_back(Event(0, ActionKind::kSendF, 0, 0, 1, 1));
+  t.events.push_back(Event(1, ActionKind::kRecvF, 1, 0, 0, 1));
+  for (bool show_comm : {false, true}) {
+    INFO("show_comm " << show_comm);
+    const std::string svg = RenderSvg(t, {"1f1b", 1200, show_comm});
+    CHECK(XmlProblem(svg) == "");
+    CHECK(CountOf(svg, "<rect class=\"F\"") == 4);
+    CHECK(CountOf(svg, "<rect class=\"B\"") == 4);
+    CHECK(CountOf(svg, "<rect class=\"I\"") == 0);
+    CHECK(CountOf(svg, "<rect class=\"W\"") == 0);
+    CHECK(CountOf(svg, "class=\"SEND_F\"") == (show_comm ? 1u : 0u));
+    CHECK(CountOf(svg, "class=\"RECV_F\"") == (show_comm ? 1u : 0u));
+  }
+}
+
+TEST_CASE("svg boxes sit at start/end scaled onto the lane width, in their rank's lane", "[render]") {
+  const Timeline t = Tiny1F1B();
+  const TimeNs makespan = t.Makespan();
+  for (int width : {1200, 640, 300}) {
+    const std::string svg = RenderSvg(t, {"", width, false});
+    const std::vector<std::string> lanes = Tags(svg, "<rect class=\"lane\"");
+    REQUIRE(lanes.size() == 2);
+    CHECK(Attr(Tags(svg, "<svg")[0], "width") == width);
+    std::vector<std::string> boxes;
+    for (const std::string& tag : Tags(svg, "<rect class=\"")) {
+      if (tag.rfind("<rect class=\"F\"", 0) == 0 || tag.rfind("<rect class=\"B\"", 0) == 0) boxes.push_back(tag);
+    }
+    REQUIRE(boxes.size() == t.events.size());
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      const TimelineEvent& e = t.events[i];
+      const std::string& lane = lanes[e.rank];
+      const double px_per_ns = Attr(lane, "width") / static_cast<double>(makespan);
+      INFO("width " << width << " box " << boxes[i] << " for " << EventName(e.action));
+      CHECK(Attr(boxes[i], "x") == Approx(Attr(lane, "x") + e.start * px_per_ns).margin(0.006));
+      CHECK(Attr(boxes[i], "width") == Approx((e.end - e.start) * px_per_ns).margin(0.011));
+      CHECK(Attr(boxes[i], "y") == Attr(lane, "y"));
+    }
+  }
+}
+
+TEST_CASE("svg title shows the options title, makespan and bubble", "[render]") {
+  const std::string svg = RenderSvg(Tiny1F1B(), {"1f1b  K=2  M=2", 1200, false});
+  CHECK(CountOf(svg, ">1f1b  K=2  M=2</text>") == 1);
+  CHECK(CountOf(svg, ">makespan 9.000 ms, bubble 33.3%</text>") == 1);
+}
+
+TEST_CASE("svg tooltips name the event and its times; narrow boxes go unlabelled", "[render]") {
+  Timeline t = Tiny1F1B();
+  t.events.push_back(Event(1, ActionKind::kBackwardWeight, 1, 7, 8, 8.001));
+  const std::string svg = RenderSvg(t, {"", 1200, false});
+  CHECK(CountOf(svg, "<g><title>F s0 mb1 1.000-2.000 ms</title>") == 1);
+  CHECK(CountOf(svg, "<g><title>B s1 mb0 2.000-4.000 ms</title>") == 1);
+  // Every 1F1B box is >= 1 ms of 9 ms, far wider than 10 px; the W box is ~0.1 px.
+  int labelled = 0;
+  for (size_t g = svg.find("<g><title>"); g != std::string::npos; g = svg.find("<g><title>", g + 1)) {
+    const std::string group = svg.substr(g, svg.find("</g>", g) - g);
+    const bool has_label = group.find("<text") != std::string::npos;
+    INFO(group);
+    CHECK(has_label == (group.find("W s1 mb7") == std::string::npos));
+    labelled += has_label;
+  }
+  CHECK(labelled == 8);
+}
+
+TEST_CASE("svg legend lists the kinds present and the axis ticks are in ms", "[render]") {
+  const std::string svg = RenderSvg(Tiny1F1B(), {"", 1200, false});
+  CHECK(CountOf(svg, ">F forward</text>") == 1);
+  CHECK(CountOf(svg, ">B backward</text>") == 1);
+  CHECK(CountOf(svg, ">I input grad</text>") == 0);
+  CHECK(CountOf(svg, ">W weight grad</text>") == 0);
+  // 9 ms at <= 6 intervals of 1/2/5 x 10^k: a 2 ms step.
+  for (const char* tick : {">0 ms</text>", ">2 ms</text>", ">4 ms</text>", ">6 ms</text>", ">8 ms</text>"}) {
+    INFO(tick);
+    CHECK(CountOf(svg, tick) == 1);
+  }
+  CHECK(CountOf(svg, ">10 ms</text>") == 0);
+}
+
+TEST_CASE("svg escapes XML special characters in every text", "[render]") {
+  Timeline t = Tiny1F1B();
+  t.name = "a<b>";
+  t.source = "me & 'you'";
+  const std::string svg = RenderSvgStack({&t}, {"x <&> \"y\"", 800, false});
+  CHECK(XmlProblem(svg) == "");
+  CHECK(CountOf(svg, ">x &lt;&amp;&gt; &quot;y&quot;</text>") == 1);
+  CHECK(CountOf(svg, ">me &amp; &apos;you&apos;: a&lt;b&gt;  (makespan 9.000 ms, bubble 33.3%)</text>") == 1);
+}
+
+TEST_CASE("svg of an empty timeline or a zero makespan is a well-formed document without NaN", "[render]") {
+  Timeline empty;
+  Timeline no_ranks_events;
+  no_ranks_events.ranks = 3;
+  Timeline instant;
+  instant.ranks = 1;
+  instant.events = {Event(0, ActionKind::kForward, 0, 0, 0, 0)};
+  for (const Timeline* t : {&empty, &no_ranks_events, &instant}) {
+    for (bool show_comm : {false, true}) {
+      const std::string svg = RenderSvg(*t, {"", 1200, show_comm});
+      INFO(svg);
+      CHECK(svg.rfind("<svg", 0) == 0);
+      CHECK(svg.size() >= 7);
+      CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+      CHECK(XmlProblem(svg) == "");
+      CHECK(svg.find("nan") == std::string::npos);
+      CHECK(svg.find("inf") == std::string::npos);
+      CHECK(CountOf(svg, ">makespan 0.000 ms, bubble 0.0%</text>") == 1);
+      CHECK(CountOf(svg, "<rect class=\"lane\"") == static_cast<size_t>(t->ranks));
+      CHECK(CountOf(svg, "<rect class=\"F\"") == t->events.size());
+    }
+  }
+  const std::string svg = RenderSvg(instant, {"", 1200, false});
+  const std::string box = Tags(svg, "<rect class=\"F\"")[0];
+  CHECK(Attr(box, "x") == Attr(Tags(svg, "<rect class=\"lane\"")[0], "x"));
+  CHECK(Attr(box, "width") == 0);
+  CHECK(XmlProblem(RenderSvgStack({}, {})) == "");
+  CHECK(XmlProblem(RenderSvgStack({nullptr}, {})) == "");
+}
+
+TEST_CASE("svg sends run from the sender's lane to the receiver's lane", "[render]") {
+  Timeline t = Tiny1F1B();
+  t.events.push_back(Event(0, ActionKind::kSendF, 0, 0, 1, 1.5));
+  t.events.push_back(Event(1, ActionKind::kRecvF, 1, 0, 0, 1.5));
+  t.events.push_back(Event(1, ActionKind::kSendB, 1, 0, 4, 4));
+  t.events.push_back(Event(0, ActionKind::kRecvB, 0, 0, 2, 4));
+  const std::string svg = RenderSvg(t, {"", 1200, true});
+  const std::vector<std::string> lanes = Tags(svg, "<rect class=\"lane\"");
+  REQUIRE(lanes.size() == 2);
+  const double top0 = Attr(lanes[0], "y");
+  const double bottom0 = top0 + Attr(lanes[0], "height");
+  const double top1 = Attr(lanes[1], "y");
+  const std::string send_f = Tags(svg, "<line class=\"SEND_F\"").at(0);
+  CHECK(Attr(send_f, "y1") == bottom0);
+  CHECK(Attr(send_f, "y2") == top1);
+  CHECK(Attr(send_f, "x2") > Attr(send_f, "x1"));
+  const std::string send_b = Tags(svg, "<line class=\"SEND_B\"").at(0);
+  CHECK(Attr(send_b, "y1") == top1);
+  CHECK(Attr(send_b, "y2") == bottom0);
+  CHECK(CountOf(svg, ">SEND transfer</text>") == 1);
+}
+
+TEST_CASE("svg stack shares one time axis and labels each block", "[render]") {
+  const Timeline simulated = Tiny1F1B();
+  Timeline measured = Tiny1F1B();
+  measured.source = "measured";
+  for (TimelineEvent& e : measured.events) {  // twice as slow
+    e.start *= 2;
+    e.end *= 2;
+  }
+  const std::string svg = RenderSvgStack({&simulated, &measured}, {"sim vs real", 1200, false});
+  CHECK(XmlProblem(svg) == "");
+  const size_t sim_label = svg.find(">simulated: tiny  (makespan 9.000 ms, bubble 33.3%)</text>");
+  const size_t real_label = svg.find(">measured: tiny  (makespan 18.000 ms, bubble 33.3%)</text>");
+  REQUIRE(sim_label != std::string::npos);
+  REQUIRE(real_label != std::string::npos);
+  CHECK(sim_label < real_label);
+  CHECK(CountOf(svg, "<rect class=\"F\"") == 8);
+  CHECK(CountOf(svg, "<line class=\"axis\"") == 1);
+  // The simulated block ends halfway along the shared axis.
+  const std::vector<std::string> lanes = Tags(svg, "<rect class=\"lane\"");
+  REQUIRE(lanes.size() == 4);
+  const std::string last_sim_box = Tags(svg, "<rect class=\"B\"").at(1);  // B s0 mb1, ends at 9 ms
+  CHECK(Attr(last_sim_box, "x") + Attr(last_sim_box, "width") ==
+        Approx(Attr(lanes[0], "x") + Attr(lanes[0], "width") / 2).margin(0.011));
+  CHECK(Attr(lanes[2], "y") > Attr(lanes[1], "y"));
+}
+
+TEST_CASE("svg output is deterministic", "[render]") {
+  const Timeline t = Tiny1F1B();
+  CHECK(RenderSvg(t, {"a", 900, true}) == RenderSvg(t, {"a", 900, true}));
+  CHECK(RenderSvgStack({&t, &t}, {"a", 900, true}) == RenderSvgStack({&t, &t}, {"a", 900, true}));
+}
+
+TEST_CASE("text render of 1F1B on 2 ranks matches the hand-drawn rows", "[render]") {
+  const Timeline t = Tiny1F1B();
+  // 0.5 ms cells: each F spans two cells ("<mb>F"), each B four ("<mb>BBB").
+  CHECK(RenderText(t, 18) ==
+        "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 0.500 ms\n"
+        "r0 |0F1F....0BBB..1BBB|\n"
+        "r1 |..0F0BBB1F1BBB....|\n");
+  // 1 ms cells: a one-cell F shows only its kind letter.
+  CHECK(RenderText(t, 9) ==
+        "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 1.000 ms\n"
+        "r0 |FF..0B.1B|\n"
+        "r1 |.F0BF1B..|\n");
+  // 3 ms cells: the event covering most of a cell wins, ties go to the earlier event.
+  CHECK(RenderText(t, 3) ==
+        "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 3.000 ms\n"
+        "r0 |FBB|\n"
+        "r1 |FBB|\n");
+}
+
+TEST_CASE("text render tells I and W apart and prints the last microbatch digit", "[render]") {
+  Timeline t;
+  t.name = "zb";
+  t.ranks = 1;
+  t.events = {Event(0, ActionKind::kForward, 0, 12, 0, 2), Event(0, ActionKind::kBackwardInput, 0, 12, 2, 4),
+              Event(0, ActionKind::kBackwardWeight, 0, 12, 4, 6)};
+  CHECK(RenderText(t, 6) == "zb: makespan 6.000 ms, bubble 0.0%, 1 cell = 1.000 ms\nr0 |2F2I2W|\n");
+}
+
+TEST_CASE("text render handles no events, idle ranks and columns below 1", "[render]") {
+  Timeline empty;
+  CHECK(RenderText(empty, 10) == "(unnamed): makespan 0.000 ms, bubble 0.0%, 1 cell = 0.000 ms\n");
+  empty.ranks = 2;
+  CHECK(RenderText(empty, 4) ==
+        "(unnamed): makespan 0.000 ms, bubble 0.0%, 1 cell = 0.000 ms\n"
+        "r0 |....|\n"
+        "r1 |....|\n");
+  Timeline t = Tiny1F1B();
+  t.ranks = 11;  // ranks 2..10 compute nothing; labels pad to "r10"
+  const std::string text = RenderText(t, 0);
+  CHECK(text.rfind("tiny [simulated]: makespan 9.000 ms, bubble 87.9%, 1 cell = 9.000 ms\nr0  |B|\nr1  |B|\nr2  |.|\n",
+                   0) == 0);
+  CHECK(text.substr(text.size() - 8) == "r10 |.|\n");
+  CHECK(RenderText(t, -5) == text);
+}
+
+}  // namespace pplab

@@ -1,0 +1,52 @@
+// pplab export: write the lowered per-rank programs the executor runs.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "schedules/file_io.h"
+#include "schedules/schedule_io.h"
+#include "schedules/validate.h"
+#include "tools/commands.h"
+#include "tools/plan_options.h"
+
+namespace pplab::cli {
+namespace {
+
+struct ExportOptions {
+  PlanOptions plan;
+  std::string out_path;
+  std::string format = "json";
+};
+
+int RunExport(const ExportOptions& o) {
+  const Schedule schedule = BuildSchedule(o.plan);
+  const ValidationReport report = Validate(schedule);
+  if (!report.ok()) {
+    std::fprintf(stderr, "%s", FormatReport(schedule, report).c_str());
+    return 1;
+  }
+  const std::string text = o.format == "csv" ? ScheduleToPytorchCsv(schedule) : ScheduleToJson(schedule);
+  if (o.out_path.empty() || o.out_path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    WriteTextFile(o.out_path, text);
+    std::fprintf(stderr, "wrote %s: %s, %d ranks, %zu actions\n", o.out_path.c_str(), schedule.name.c_str(),
+                 schedule.ranks, schedule.NumActions());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void SetupExport(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ExportOptions>();
+  CLI::App* sub = app.add_subcommand("export", "write the lowered per-rank programs (plan.json) the executor runs");
+  AddPlanFlags(*sub, o->plan);
+  sub->add_option("-o,--output", o->out_path, "output file ('-' or absent: standard output)");
+  sub->add_option("--format", o->format, "json (pplab) or csv (PyTorch pipelining)")
+      ->check(CLI::IsMember({"json", "csv"}))
+      ->capture_default_str();
+  sub->callback([o, &exit_code] { exit_code = RunExport(*o); });
+}
+
+}  // namespace pplab::cli

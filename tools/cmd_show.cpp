@@ -1,0 +1,57 @@
+// pplab show: a compact picture in the terminal, of a simulated plan or of a
+// trace file; --steps prints the rank x step program grid instead.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "schedules/file_io.h"
+#include "schedules/validate.h"
+#include "sim/simulator.h"
+#include "tools/commands.h"
+#include "tools/plan_options.h"
+#include "traces/chrome_trace.h"
+#include "traces/render_text.h"
+
+namespace pplab::cli {
+namespace {
+
+struct ShowOptions {
+  PlanOptions plan;
+  std::string trace_path;
+  int columns = 100;
+  bool steps = false;
+};
+
+int RunShow(const ShowOptions& o) {
+  if (!o.trace_path.empty()) {
+    std::printf("%s", RenderText(TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path), o.columns).c_str());
+    return 0;
+  }
+  const Schedule schedule = BuildSchedule(o.plan);
+  if (o.steps) {
+    size_t longest = 0;
+    for (const Program& p : schedule.programs) longest = std::max(longest, p.size());
+    std::printf("%s", FormatStepGrid(schedule, 0, static_cast<int>(longest)).c_str());
+    return 0;
+  }
+  const SimResult result = Simulate(schedule, BuildCostModel(o.plan, schedule));
+  std::printf("%s", RenderText(result.timeline, o.columns).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void SetupShow(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ShowOptions>();
+  CLI::App* sub = app.add_subcommand("show", "print a plan's timeline (or its program grid) in the terminal");
+  AddPlanFlags(*sub, o->plan);
+  AddCostFlags(*sub, o->plan);
+  sub->add_option("--trace", o->trace_path, "show this trace file instead of simulating");
+  sub->add_option("--columns", o->columns, "width of the picture in characters")
+      ->check(CLI::Range(10, 10000))
+      ->capture_default_str();
+  sub->add_flag("--steps", o->steps, "print the rank x step grid of the lowered programs");
+  sub->callback([o, &exit_code] { exit_code = RunShow(*o); });
+}
+
+}  // namespace pplab::cli

@@ -1,0 +1,22 @@
+// The pplab subcommands: each SetupX adds one subcommand to `app`, binds its
+// flags and, when it is chosen, runs it and stores its exit code in
+// `exit_code`. Library errors (pplab::Error) propagate to main().
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace pplab::cli {
+
+void SetupSchedules(CLI::App& app, int& exit_code);
+void SetupSimulate(CLI::App& app, int& exit_code);
+void SetupCompare(CLI::App& app, int& exit_code);
+void SetupSweep(CLI::App& app, int& exit_code);
+void SetupExport(CLI::App& app, int& exit_code);
+void SetupValidate(CLI::App& app, int& exit_code);
+void SetupRender(CLI::App& app, int& exit_code);
+void SetupShow(CLI::App& app, int& exit_code);
+void SetupBench(CLI::App& app, int& exit_code);
+
+}  // namespace pplab::cli

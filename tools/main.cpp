@@ -1,0 +1,50 @@
+// pplab: plan, simulate and compare pipeline-parallel training schedules.
+// main() only dispatches; it is the one place that catches errors.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <new>
+#include <string>
+
+#include "schedules/error.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pplab: plan, simulate and compare pipeline-parallel training schedules"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pplab 0.1.0");
+  int exit_code = 0;
+  pplab::cli::SetupSchedules(app, exit_code);
+  pplab::cli::SetupSimulate(app, exit_code);
+  pplab::cli::SetupCompare(app, exit_code);
+  pplab::cli::SetupSweep(app, exit_code);
+  pplab::cli::SetupExport(app, exit_code);
+  pplab::cli::SetupValidate(app, exit_code);
+  pplab::cli::SetupRender(app, exit_code);
+  pplab::cli::SetupShow(app, exit_code);
+  pplab::cli::SetupBench(app, exit_code);
+  std::string known;
+  bool found = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    found = found || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !found) {
+    std::fprintf(stderr, "pplab: error: unknown command '%s' (commands: %s)\n", argv[1], known.c_str());
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const pplab::Error& e) {
+    std::fprintf(stderr, "pplab: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "pplab: error: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pplab: error: %s\n", e.what());
+    return 2;
+  }
+  return exit_code;
+}

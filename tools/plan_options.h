@@ -1,0 +1,49 @@
+// Flags shared by the planning subcommands (simulate, compare, sweep, export,
+// show): which schedule, its size, and its costs.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "schedules/schedule.h"
+#include "sim/cost_model.h"
+
+namespace CLI {
+class App;
+}
+
+namespace pplab::cli {
+
+struct PlanOptions {
+  std::string schedule = "1f1b";
+  std::string plan_file;  // a schedule file instead of a generator
+  int ranks = 4;
+  int microbatches = 8;
+  int virtual_stages = 0;  // 0 = the generator's default
+  // Uniform costs, for one rank's share of the model: with v stages per rank
+  // each stage takes 1/v of the time and holds 1/v of the bytes.
+  double f_time_ms = 1.0;
+  double b_time_ms = 2.0;  // the full backward (I + W)
+  std::optional<double> w_time_ms;
+  double comm_latency_ms = 0.0;
+  double comm_bandwidth_gbps = 0.0;  // 0 = infinite
+  double message_bytes = 0;
+  double activation_bytes = 0;
+  double weight_grad_bytes = 0;
+  std::string cost_file;
+};
+
+// Binds the size flags (--ranks, --microbatches, --virtual) and, unless
+// `with_schedule` is false, --schedule and --plan.
+void AddPlanFlags(CLI::App& app, PlanOptions& options, bool with_schedule = true);
+// Binds the cost flags (--f-time ... --cost).
+void AddCostFlags(CLI::App& app, PlanOptions& options);
+
+// The lowered schedule the options name: from --plan FILE, else generated
+// by `name` (defaults to options.schedule) and lowered.
+Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "");
+// The cost model for `schedule`: --cost FILE if given, else uniform from
+// the flags.
+CostModel BuildCostModel(const PlanOptions& options, const Schedule& schedule);
+
+}  // namespace pplab::cli

@@ -1,0 +1,97 @@
+#include "tools/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "sim/analytic.h"
+
+namespace pplab::cli {
+
+std::string Fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, const SimResult& r) {
+  using nlohmann::json;
+  json per_rank = json::array();
+  int peak_inflight = 0;
+  Bytes peak_bytes = 0;
+  for (const RankMetrics& m : r.per_rank) {
+    per_rank.push_back({{"rank", m.rank},
+                        {"busy", NsToMs(m.busy)},
+                        {"idle", NsToMs(m.idle)},
+                        {"start", NsToMs(m.start)},
+                        {"end", NsToMs(m.end)},
+                        {"peak_inflight", m.peak_inflight},
+                        {"peak_activation_bytes", m.peak_activation_bytes}});
+    peak_inflight = std::max(peak_inflight, m.peak_inflight);
+    peak_bytes = std::max(peak_bytes, m.peak_activation_bytes);
+  }
+  const auto analytic = AnalyticBubbleFor(schedule, costs);
+  json path = json::array();
+  constexpr size_t kMaxPath = 200;
+  for (size_t i = 0; i < r.critical_path.size() && i < kMaxPath; ++i) {
+    const CriticalStep& c = r.critical_path[i];
+    path.push_back("rank " + std::to_string(c.rank) + " " + FormatAction(c.action));
+  }
+  return {
+      {"schedule", schedule.name},
+      {"ranks", schedule.ranks},
+      {"stages", schedule.stages},
+      {"microbatches", schedule.microbatches},
+      {"makespan", NsToMs(r.makespan)},
+      {"bubble_fraction", r.bubble_fraction},
+      {"span_bubble_fraction", r.span_bubble_fraction},
+      {"analytic_bubble_fraction", analytic ? json(analytic->fraction) : json(nullptr)},
+      {"analytic_convention", analytic ? json(ConventionName(analytic->convention)) : json(nullptr)},
+      {"analytic_formula", analytic ? json(analytic->formula) : json(nullptr)},
+      {"peak_inflight", peak_inflight},
+      {"peak_activation_bytes", peak_bytes},
+      {"p2p_messages", r.p2p_messages},
+      {"p2p_bytes", r.p2p_bytes},
+      {"critical_path",
+       {{"actions", r.critical_path.size()},
+        {"compute", NsToMs(r.critical_compute)},
+        {"comm", NsToMs(r.critical_comm)},
+        {"path", path},
+        {"truncated", r.critical_path.size() > kMaxPath}}},
+      {"per_rank", per_rank},
+  };
+}
+
+std::string SimulationText(const nlohmann::json& j) {
+  std::ostringstream out;
+  out << j["schedule"].get<std::string>() << ": K=" << j["ranks"] << " S=" << j["stages"]
+      << " M=" << j["microbatches"] << "\n";
+  out << "  makespan          " << Fixed(j["makespan"].get<double>(), 3) << " ms\n";
+  out << "  bubble            " << Fixed(100 * j["bubble_fraction"].get<double>(), 2) << " % (makespan convention)\n";
+  out << "  span bubble       " << Fixed(100 * j["span_bubble_fraction"].get<double>(), 2)
+      << " % (worst rank, own span)\n";
+  if (!j["analytic_bubble_fraction"].is_null()) {
+    out << "  analytic bubble   " << Fixed(100 * j["analytic_bubble_fraction"].get<double>(), 2) << " % = "
+        << j["analytic_formula"].get<std::string>() << " (" << j["analytic_convention"].get<std::string>()
+        << " convention)\n";
+  } else {
+    out << "  analytic bubble   none (no closed form for this plan and these costs)\n";
+  }
+  out << "  peak in-flight    " << j["peak_inflight"] << " microbatches, " << j["peak_activation_bytes"]
+      << " activation bytes (max over ranks)\n";
+  out << "  p2p               " << j["p2p_messages"] << " messages, " << j["p2p_bytes"] << " bytes\n";
+  out << "  critical path     " << j["critical_path"]["actions"] << " actions: "
+      << Fixed(j["critical_path"]["compute"].get<double>(), 3) << " ms compute + "
+      << Fixed(j["critical_path"]["comm"].get<double>(), 3) << " ms transfer\n";
+  out << "  rank     busy ms     idle ms    start ms      end ms  in-flight  peak bytes\n";
+  for (const auto& r : j["per_rank"]) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %4d %11.3f %11.3f %11.3f %11.3f %10d %11lld\n", r["rank"].get<int>(),
+                  r["busy"].get<double>(), r["idle"].get<double>(), r["start"].get<double>(),
+                  r["end"].get<double>(), r["peak_inflight"].get<int>(),
+                  static_cast<long long>(r["peak_activation_bytes"].get<Bytes>()));
+    out << line;
+  }
+  return out.str();
+}
+
+}  // namespace pplab::cli

@@ -1,0 +1,157 @@
+#include "traces/chrome_trace.h"
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+using nlohmann::json;
+
+enum Thread { kComputeTid = 0, kSendTid = 1, kRecvTid = 2 };
+
+// Microseconds with three decimals: exact for integer nanoseconds.
+double Us(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
+TimeNs FromUs(double us) { return static_cast<TimeNs>(std::llround(us * 1000.0)); }
+
+int ThreadOf(ActionKind kind) {
+  if (IsSend(kind)) return kSendTid;
+  if (IsRecv(kind)) return kRecvTid;
+  return kComputeTid;
+}
+
+// Identity of the message a SEND or RECV carries, shared by both ends:
+// (forward?, receiving stage, microbatch).
+std::tuple<bool, StageId, MicrobatchId> MessageId(const Action& a) {
+  switch (a.kind) {
+    case ActionKind::kSendF: return {true, a.stage + 1, a.microbatch};
+    case ActionKind::kRecvF: return {true, a.stage, a.microbatch};
+    case ActionKind::kSendB: return {false, a.stage - 1, a.microbatch};
+    default: return {false, a.stage, a.microbatch};
+  }
+}
+
+}  // namespace
+
+std::string TimelineToChromeTrace(const Timeline& timeline) {
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":";
+  out += json({{"pplab_trace_version", kTraceFormatVersion},
+               {"source", timeline.source},
+               {"name", timeline.name},
+               {"ranks", timeline.ranks}})
+             .dump();
+  out += ",\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](const json& event) {
+    if (!first) out += ",\n";
+    first = false;
+    out += event.dump();
+  };
+  static const char* kThreadNames[] = {"compute", "send", "recv"};
+  for (RankId r = 0; r < timeline.ranks; ++r) {
+    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+    emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r}, {"tid", 0}, {"args", {{"sort_index", r}}}});
+    for (int t = 0; t < 3; ++t) {
+      emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", t}, {"args", {{"name", kThreadNames[t]}}}});
+    }
+  }
+  // SEND events by message, to draw the flow arrow when the RECV comes by.
+  std::map<std::tuple<bool, StageId, MicrobatchId>, const TimelineEvent*> sends;
+  for (const TimelineEvent& e : timeline.events) {
+    if (IsSend(e.action.kind)) sends[MessageId(e.action)] = &e;
+  }
+  std::map<std::tuple<bool, StageId, MicrobatchId>, int> flow_ids;
+  for (const TimelineEvent& e : timeline.events) {
+    const Action& a = e.action;
+    emit({{"ph", "X"},
+          {"name", EventName(a)},
+          {"cat", IsCompute(a.kind) ? "compute" : "comm"},
+          {"pid", e.rank},
+          {"tid", ThreadOf(a.kind)},
+          {"ts", Us(e.start)},
+          {"dur", Us(e.end - e.start)},
+          {"args",
+           {{"kind", KindName(a.kind)}, {"stage", a.stage}, {"microbatch", a.microbatch}, {"action", FormatAction(a)}}}});
+    if (IsRecv(a.kind)) {
+      const auto it = sends.find(MessageId(a));
+      if (it == sends.end()) continue;
+      const int id = static_cast<int>(flow_ids.size()) + 1;
+      flow_ids[MessageId(a)] = id;
+      const TimelineEvent& s = *it->second;
+      emit({{"ph", "s"}, {"name", "p2p"}, {"cat", "p2p"}, {"id", id}, {"pid", s.rank}, {"tid", kSendTid},
+            {"ts", Us(s.start)}});
+      emit({{"ph", "f"}, {"bp", "e"}, {"name", "p2p"}, {"cat", "p2p"}, {"id", id}, {"pid", e.rank},
+            {"tid", kRecvTid}, {"ts", Us(e.end)}});
+    }
+  }
+  for (const MemorySample& m : timeline.memory) {
+    emit({{"ph", "C"}, {"name", "activation bytes"}, {"pid", m.rank}, {"ts", Us(m.time)}, {"args", {{"bytes", m.bytes}}}});
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+Timeline TimelineFromChromeTrace(const std::string& text, const std::string& origin) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
+    throw Error(origin + ": not a Chrome trace (no 'traceEvents' array)");
+  }
+  const json other = doc.value("otherData", json::object());
+  if (!other.is_object() || !other.contains("pplab_trace_version")) {
+    throw Error(origin + ": not a pplab trace (otherData.pplab_trace_version missing)");
+  }
+  if (other["pplab_trace_version"] != kTraceFormatVersion) {
+    throw Error(origin + ": unsupported pplab_trace_version " + other["pplab_trace_version"].dump());
+  }
+  Timeline t;
+  t.name = other.value("name", std::string());
+  t.source = other.value("source", std::string());
+  t.ranks = other.value("ranks", 0);
+  if (t.ranks < 1) throw Error(origin + ": otherData.ranks must be >= 1");
+  const json& events = doc["traceEvents"];
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    const std::string at = origin + ": traceEvents[" + std::to_string(i) + "]";
+    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) throw Error(at + ": event without 'ph'");
+    const std::string ph = e["ph"];
+    if (ph != "X" && ph != "C") continue;
+    if (!e.contains("pid") || !e["pid"].is_number_integer() || !e.contains("ts") || !e["ts"].is_number()) {
+      throw Error(at + ": needs integer 'pid' and numeric 'ts'");
+    }
+    const RankId rank = e["pid"].get<int>();
+    if (rank < 0 || rank >= t.ranks) throw Error(at + ": pid " + std::to_string(rank) + " is not a rank");
+    const TimeNs ts = FromUs(e["ts"].get<double>());
+    if (ph == "C") {
+      const json args = e.value("args", json::object());
+      if (!args.contains("bytes") || !args["bytes"].is_number()) throw Error(at + ": counter without args.bytes");
+      t.memory.push_back({rank, ts, args["bytes"].get<Bytes>()});
+      continue;
+    }
+    const json args = e.value("args", json::object());
+    if (!args.contains("action") || !args["action"].is_string()) throw Error(at + ": event without args.action");
+    if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
+      throw Error(at + ": needs a non-negative 'dur'");
+    }
+    TimelineEvent ev;
+    ev.rank = rank;
+    try {
+      ev.action = ParseAction(args["action"].get<std::string>());
+    } catch (const Error& err) {
+      throw Error(at + ": " + err.what());
+    }
+    ev.start = ts;
+    ev.end = ts + FromUs(e["dur"].get<double>());
+    t.events.push_back(ev);
+  }
+  return t;
+}
+
+}  // namespace pplab

@@ -1,0 +1,312 @@
+#include "traces/render_svg.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace pplab {
+namespace {
+
+// Layout in px. Heights are integers so that rows land on whole pixels.
+constexpr int kLeft = 64;   // room for "rank r"
+constexpr int kRight = 24;  // room for half of the last tick label
+constexpr int kTop = 8;
+constexpr int kTitleHeight = 22;
+constexpr int kHeaderHeight = 18;
+constexpr int kLaneHeight = 22;
+constexpr int kLaneGap = 4;
+constexpr int kBlockGap = 10;
+constexpr int kAxisHeight = 26;
+constexpr int kLegendHeight = 22;
+constexpr double kCharPx = 6;  // approximate advance of one character at font-size 10
+
+constexpr ActionKind kComputeKinds[] = {ActionKind::kForward, ActionKind::kBackward, ActionKind::kBackwardInput,
+                                        ActionKind::kBackwardWeight};
+
+struct KindStyle {
+  const char* fill;
+  const char* text;
+  const char* legend;
+};
+
+// Okabe-Ito colours: they stay distinct under the common colour-vision deficiencies.
+KindStyle StyleOf(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return {"#0072B2", "#ffffff", "F forward"};
+    case ActionKind::kBackward:
+      return {"#009E73", "#ffffff", "B backward"};
+    case ActionKind::kBackwardInput:
+      return {"#E69F00", "#000000", "I input grad"};
+    case ActionKind::kBackwardWeight:
+      return {"#CC79A7", "#000000", "W weight grad"};
+    default:
+      return {"#555555", "#000000", "comm"};
+  }
+}
+
+// std::to_chars ignores the C locale, unlike printf, so output bytes do not
+// depend on the process's LC_NUMERIC.
+std::string Fixed(double value, int decimals) {
+  char buf[128];
+  const auto r = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::fixed, decimals);
+  return r.ec == std::errc() ? std::string(buf, r.ptr) : std::string("0");
+}
+
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string TextAt(double x, double y, const std::string& attrs, const std::string& content) {
+  return "<text x=\"" + Fixed(x, 2) + "\" y=\"" + Fixed(y, 2) + "\" " + attrs + ">" + Escape(content) + "</text>\n";
+}
+
+std::string Rect(const std::string& cls, double x, double y, double w, double h, const std::string& fill) {
+  return "<rect class=\"" + cls + "\" x=\"" + Fixed(x, 2) + "\" y=\"" + Fixed(y, 2) + "\" width=\"" + Fixed(w, 2) +
+         "\" height=\"" + Fixed(h, 2) + "\" fill=\"" + fill + "\"";
+}
+
+std::string Line(const std::string& cls, double x1, double y1, double x2, double y2, const std::string& style) {
+  return "<line class=\"" + cls + "\" x1=\"" + Fixed(x1, 2) + "\" y1=\"" + Fixed(y1, 2) + "\" x2=\"" + Fixed(x2, 2) +
+         "\" y2=\"" + Fixed(y2, 2) + "\" " + style + "/>\n";
+}
+
+std::string Summary(const Timeline& timeline) {
+  const TimelineSummary s = Summarize(timeline);
+  return "makespan " + Fixed(NsToMs(s.makespan), 3) + " ms, bubble " + Fixed(100.0 * s.bubble_fraction, 1) + "%";
+}
+
+// Maps time onto the plot area; times outside [0, end] are clamped to its edges.
+struct Scale {
+  double left = 0;
+  double width = 0;
+  TimeNs end = 0;
+
+  double X(TimeNs t) const {
+    if (end <= 0) return left;
+    return left + width * std::clamp(static_cast<double>(t) / static_cast<double>(end), 0.0, 1.0);
+  }
+};
+
+// The smallest 1/2/5 x 10^k ns step that splits [0, end] into at most six
+// intervals; integer time keeps the ticks exact.
+TimeNs TickStep(TimeNs end) {
+  for (TimeNs magnitude = 1; magnitude <= std::numeric_limits<TimeNs>::max() / 60; magnitude *= 10) {
+    for (TimeNs m : {1, 2, 5}) {
+      if (end <= 6 * m * magnitude) return m * magnitude;
+    }
+  }
+  return end;  // beyond any real step time: a single interval
+}
+
+std::vector<TimeNs> Ticks(TimeNs end) {
+  const TimeNs step = TickStep(end);
+  std::vector<TimeNs> ticks;
+  for (TimeNs t = 0; t <= end; t += step) ticks.push_back(t);
+  return ticks;
+}
+
+// Decimals that show a tick step in ms exactly, e.g. 250000 ns -> 2 ("0.25").
+int TickDecimals(const std::vector<TimeNs>& ticks) {
+  if (ticks.size() < 2) return 0;
+  const TimeNs step = ticks[1] - ticks[0];
+  int decimals = 0;
+  for (TimeNs unit = kNsPerMs; unit > 1 && step % unit != 0; unit /= 10) ++decimals;
+  return decimals;
+}
+
+double LaneTop(int top, RankId rank) { return top + rank * (kLaneHeight + kLaneGap); }
+
+using RecvKey = std::tuple<ActionKind, StageId, MicrobatchId>;
+
+std::string DrawComm(const Timeline& timeline, const Scale& scale, int top) {
+  // A SEND's peer is the rank holding the matching RECV: SEND_F(s, m) pairs
+  // with RECV_F(s+1, m), SEND_B(s, m) with RECV_B(s-1, m).
+  std::map<RecvKey, RankId> recv_rank;
+  for (const TimelineEvent& e : timeline.events) {
+    if (IsRecv(e.action.kind)) recv_rank[{e.action.kind, e.action.stage, e.action.microbatch}] = e.rank;
+  }
+  std::string out;
+  for (const TimelineEvent& e : timeline.events) {
+    if (!IsComm(e.action.kind) || e.rank < 0 || e.rank >= timeline.ranks) continue;
+    const std::string cls = KindName(e.action.kind);
+    const double x0 = scale.X(e.start);
+    const double x1 = scale.X(e.end);
+    const double y = LaneTop(top, e.rank);
+    if (IsRecv(e.action.kind)) {
+      // The bar spans posting to arrival: the time the rank may wait.
+      out += Rect(cls, x0, y + kLaneHeight - 3, x1 - x0, 3, "#777777") + "/>\n";
+      continue;
+    }
+    const bool forward = e.action.kind == ActionKind::kSendF;
+    const RecvKey key{forward ? ActionKind::kRecvF : ActionKind::kRecvB, e.action.stage + (forward ? 1 : -1),
+                      e.action.microbatch};
+    const auto peer = recv_rank.find(key);
+    const RankId to = peer == recv_rank.end() ? e.rank : peer->second;
+    // Leave from the lane edge facing the peer and arrive at the peer's facing
+    // edge; an unmatched or same-rank send runs along the lane's bottom edge.
+    double y0 = y + kLaneHeight;
+    double y1 = y + kLaneHeight;
+    if (to > e.rank && to < timeline.ranks) {
+      y1 = LaneTop(top, to);
+    } else if (to < e.rank && to >= 0) {
+      y0 = y;
+      y1 = LaneTop(top, to) + kLaneHeight;
+    }
+    out += Line(cls, x0, y0, x1, y1, "stroke=\"#333333\" stroke-width=\"0.8\" stroke-opacity=\"0.7\"");
+  }
+  return out;
+}
+
+// Lanes, rank labels, grid and boxes of one timeline whose lanes start at `top`.
+std::string DrawLanes(const Timeline& timeline, const Scale& scale, const std::vector<TimeNs>& ticks, int top,
+                      bool show_comm) {
+  std::string out;
+  const int ranks = std::max(0, timeline.ranks);
+  for (RankId r = 0; r < ranks; ++r) {
+    const double y = LaneTop(top, r);
+    out += TextAt(kLeft - 6, y + kLaneHeight / 2.0 + 4, "text-anchor=\"end\" font-size=\"11\"",
+                  "rank " + std::to_string(r));
+    out += Rect("lane", scale.left, y, scale.width, kLaneHeight, "#eeeeee") + "/>\n";
+  }
+  if (ranks > 0) {
+    for (TimeNs t : ticks) {
+      out += Line("grid", scale.X(t), top, scale.X(t), LaneTop(top, ranks) - kLaneGap,
+                  "stroke=\"#ffffff\" stroke-width=\"1\"");
+    }
+  }
+  for (const TimelineEvent& e : timeline.events) {
+    if (!IsCompute(e.action.kind) || e.rank < 0 || e.rank >= ranks) continue;
+    const KindStyle style = StyleOf(e.action.kind);
+    const double x0 = scale.X(e.start);
+    const double w = scale.X(e.end) - x0;
+    const double y = LaneTop(top, e.rank);
+    out += "<g><title>" + Escape(EventName(e.action)) + " " + Fixed(NsToMs(e.start), 3) + "-" +
+           Fixed(NsToMs(e.end), 3) + " ms</title>";
+    // A thin white outline keeps back-to-back boxes apart without hiding idle gaps.
+    out +=
+        Rect(KindName(e.action.kind), x0, y, w, kLaneHeight, style.fill) + " stroke=\"#ffffff\" stroke-width=\"0.5\"/>";
+    const std::string label = std::to_string(e.action.microbatch);
+    if (w >= 4 + kCharPx * label.size()) {
+      out += TextAt(x0 + w / 2, y + kLaneHeight / 2.0 + 3.5,
+                    "text-anchor=\"middle\" font-size=\"10\" fill=\"" + std::string(style.text) + "\"", label);
+    }
+    out += "</g>\n";
+  }
+  if (show_comm) out += DrawComm(timeline, scale, top);
+  return out;
+}
+
+std::string DrawAxis(const Scale& scale, const std::vector<TimeNs>& ticks, int y) {
+  std::string out = Line("axis", scale.left, y, scale.left + scale.width, y, "stroke=\"#000000\" stroke-width=\"1\"");
+  const int decimals = TickDecimals(ticks);
+  for (TimeNs t : ticks) {
+    out += Line("tick", scale.X(t), y, scale.X(t), y + 4, "stroke=\"#000000\" stroke-width=\"1\"");
+    out += TextAt(scale.X(t), y + 15, "text-anchor=\"middle\" font-size=\"10\"", Fixed(NsToMs(t), decimals) + " ms");
+  }
+  return out;
+}
+
+std::string DrawLegend(const std::vector<const Timeline*>& timelines, bool show_comm, int y) {
+  bool present[kNumActionKinds] = {};
+  for (const Timeline* t : timelines) {
+    for (const TimelineEvent& e : t->events) present[static_cast<int>(e.action.kind)] = true;
+  }
+  std::string out;
+  double x = kLeft;
+  const auto entry = [&](const std::string& swatch, const std::string& label) {
+    out += swatch;
+    out += TextAt(x + 16, y + 10, "font-size=\"10\"", label);
+    x += 16 + kCharPx * label.size() + 16;
+  };
+  for (ActionKind kind : kComputeKinds) {
+    if (!present[static_cast<int>(kind)]) continue;
+    entry(Rect("swatch", x, y, 12, 12, StyleOf(kind).fill) + "/>\n", StyleOf(kind).legend);
+  }
+  if (!show_comm) return out;
+  if (present[static_cast<int>(ActionKind::kSendF)] || present[static_cast<int>(ActionKind::kSendB)]) {
+    entry(Line("swatch", x, y + 6, x + 12, y + 6, "stroke=\"#333333\" stroke-width=\"0.8\""), "SEND transfer");
+  }
+  if (present[static_cast<int>(ActionKind::kRecvF)] || present[static_cast<int>(ActionKind::kRecvB)]) {
+    entry(Rect("swatch", x, y + 9, 12, 3, "#777777") + "/>\n", "RECV posted to arrival");
+  }
+  return out;
+}
+
+std::string BlockLabel(const Timeline& timeline) {
+  std::string label = timeline.source.empty() ? "timeline" : timeline.source;
+  if (!timeline.name.empty()) label += ": " + timeline.name;
+  return label + "  (" + Summary(timeline) + ")";
+}
+
+std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& options, bool stacked) {
+  std::vector<const Timeline*> timelines;
+  TimeNs end = 0;
+  for (const Timeline* t : all) {
+    if (t == nullptr) continue;
+    timelines.push_back(t);
+    end = std::max(end, t->Makespan());
+  }
+  const int plot_width = std::max(1, options.width_px - kLeft - kRight);
+  const Scale scale{static_cast<double>(kLeft), static_cast<double>(plot_width), end};
+  const std::vector<TimeNs> ticks = Ticks(end);
+
+  std::string body;
+  int y = kTop;
+  if (!options.title.empty()) {
+    body += TextAt(8, y + 15, "font-size=\"15\" font-weight=\"bold\"", options.title);
+    y += kTitleHeight;
+  }
+  for (const Timeline* t : timelines) {
+    body += TextAt(8, y + 13, "font-size=\"12\"", stacked ? BlockLabel(*t) : Summary(*t));
+    y += kHeaderHeight;
+    body += DrawLanes(*t, scale, ticks, y, options.show_comm);
+    y += std::max(0, t->ranks) * (kLaneHeight + kLaneGap) + kBlockGap;
+  }
+  body += DrawAxis(scale, ticks, y);
+  y += kAxisHeight;
+  body += DrawLegend(timelines, options.show_comm, y);
+  y += kLegendHeight;
+
+  const std::string width = std::to_string(kLeft + plot_width + kRight);
+  const std::string height = std::to_string(y + kTop);
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + width + "\" height=\"" + height + "\" viewBox=\"0 0 " +
+         width + " " + height + "\" font-family=\"sans-serif\">\n" +
+         "<rect class=\"background\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n" + body + "</svg>\n";
+}
+
+}  // namespace
+
+std::string RenderSvg(const Timeline& timeline, const SvgOptions& options) {
+  return Render({&timeline}, options, /*stacked=*/false);
+}
+
+std::string RenderSvgStack(const std::vector<const Timeline*>& timelines, const SvgOptions& options) {
+  return Render(timelines, options, /*stacked=*/true);
+}
+
+}  // namespace pplab

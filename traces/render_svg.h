@@ -1,0 +1,41 @@
+// SVG picture of a Timeline: the rank × time figure of pipeline-parallelism
+// papers, one lane per rank (rank 0 at the top) and one box per compute event.
+//
+// Contract shared by both renderers:
+//   - Time runs on the x axis from 0 to the makespan (Timeline::Makespan(), the
+//     latest compute end), scaled linearly onto the plot area; a zero makespan
+//     draws every box with zero width at the left edge.
+//   - Each compute event (F, B, I, W) is exactly one `<rect class="<KIND>">`
+//     (e.g. class="F"); no other element uses those classes. It is labelled
+//     with its microbatch number when wide enough, and carries a `<title>`
+//     tooltip "<EventName> <start>-<end> ms".
+//   - Events whose rank lies outside [0, timeline.ranks) are not drawn.
+//   - The summary "makespan X ms, bubble Y%" comes from Summarize(): makespan
+//     in ms with 3 decimals, bubble_fraction in percent with 1 decimal.
+//   - Text is XML-escaped; numbers use fixed precision and are formatted
+//     without the C locale, so the same input gives the same bytes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "traces/timeline.h"
+
+namespace pplab {
+
+struct SvgOptions {
+  std::string title;       // first line of the title, e.g. "1f1b  K=4  M=8"; may be empty
+  int width_px = 1200;     // total width of the picture in px (at least the rank labels plus 1 px of plot)
+  bool show_comm = false;  // also draw SEND as a thin line to the receiving lane, RECV as a thin wait bar
+};
+
+// One timeline: the title line, then the summary line, lanes, a time axis in
+// ms and a legend of the kinds present.
+std::string RenderSvg(const Timeline& timeline, const SvgOptions& options);
+
+// Several timelines stacked on one shared time axis (0 to the largest
+// makespan), e.g. a simulated timeline above a measured one. Each block is
+// headed by "<source>: <name>" and its own summary. Null pointers are skipped.
+std::string RenderSvgStack(const std::vector<const Timeline*>& timelines, const SvgOptions& options);
+
+}  // namespace pplab

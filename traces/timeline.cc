@@ -1,0 +1,43 @@
+#include "traces/timeline.h"
+
+#include <algorithm>
+
+namespace pplab {
+
+TimeNs Timeline::Makespan() const {
+  TimeNs end = 0;
+  for (const TimelineEvent& e : events) {
+    if (IsCompute(e.action.kind)) end = std::max(end, e.end);
+  }
+  return end;
+}
+
+TimelineSummary Summarize(const Timeline& timeline) {
+  TimelineSummary out;
+  out.per_rank.resize(timeline.ranks);
+  std::vector<bool> seen(timeline.ranks, false);
+  for (const TimelineEvent& e : timeline.events) {
+    if (!IsCompute(e.action.kind) || e.rank < 0 || e.rank >= timeline.ranks) continue;
+    RankSummary& r = out.per_rank[e.rank];
+    r.busy += e.end - e.start;
+    r.start = seen[e.rank] ? std::min(r.start, e.start) : e.start;
+    r.end = seen[e.rank] ? std::max(r.end, e.end) : e.end;
+    seen[e.rank] = true;
+    out.makespan = std::max(out.makespan, e.end);
+  }
+  TimeNs total_busy = 0;
+  for (const RankSummary& r : out.per_rank) {
+    total_busy += r.busy;
+    if (r.end > r.start) {
+      out.span_bubble_fraction = std::max(
+          out.span_bubble_fraction, 1.0 - static_cast<double>(r.busy) / static_cast<double>(r.end - r.start));
+    }
+  }
+  if (out.makespan > 0 && timeline.ranks > 0) {
+    out.bubble_fraction = 1.0 - static_cast<double>(total_busy) /
+                                    (static_cast<double>(timeline.ranks) * static_cast<double>(out.makespan));
+  }
+  return out;
+}
+
+}  // namespace pplab

@@ -1,0 +1,58 @@
+// Timeline: what ran where and when. The simulator predicts one, the
+// executor measures one; both are written in one trace format
+// (chrome_trace.h) with the same event names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/units.h"
+
+namespace pplab {
+
+struct TimelineEvent {
+  RankId rank = 0;
+  Action action;
+  TimeNs start = 0;  // compute: start of the work; SEND: start of the transfer; RECV: when posted
+  TimeNs end = 0;    // compute: end of the work; SEND: arrival at the peer; RECV: arrival (>= start)
+};
+
+// A point of a per-rank counter track (activation bytes held by the rank).
+struct MemorySample {
+  RankId rank = 0;
+  TimeNs time = 0;
+  Bytes bytes = 0;
+};
+
+struct Timeline {
+  std::string name;               // schedule name
+  std::string source;             // "simulated" or "measured"
+  int ranks = 0;
+  std::vector<TimelineEvent> events;  // per rank in program order
+  std::vector<MemorySample> memory;   // per rank in time order
+
+  // Latest end over compute events (the step time).
+  TimeNs Makespan() const;
+};
+
+// Busy and idle time of a timeline, from its compute events alone, so that
+// simulated and measured timelines are summarised the same way.
+struct RankSummary {
+  TimeNs busy = 0;   // sum of compute durations
+  TimeNs start = 0;  // first compute start (0 if the rank computes nothing)
+  TimeNs end = 0;    // last compute end
+};
+
+struct TimelineSummary {
+  TimeNs makespan = 0;  // latest compute end; time is measured from 0
+  std::vector<RankSummary> per_rank;
+  // 1 - sum(busy) / (K * makespan): idle against the global makespan.
+  double bubble_fraction = 0;
+  // max over ranks of 1 - busy / (end - start): idle inside each rank's span.
+  double span_bubble_fraction = 0;
+};
+
+TimelineSummary Summarize(const Timeline& timeline);
+
+}  // namespace pplab

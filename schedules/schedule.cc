@@ -62,6 +62,19 @@ std::vector<RankId> LoopPlacement(int ranks, int stages) {
   return placement;
 }
 
+std::string WhyOutOfPlace(const Schedule& schedule, RankId rank, const Action& a) {
+  if (a.stage < 0 || a.stage >= schedule.stages) {
+    return "stage is not in [0, " + std::to_string(schedule.stages) + ")";
+  }
+  if (a.microbatch < 0 || a.microbatch >= schedule.microbatches) {
+    return "microbatch is not in [0, " + std::to_string(schedule.microbatches) + ")";
+  }
+  if (schedule.placement[a.stage] != rank) {
+    return "stage " + std::to_string(a.stage) + " is placed on rank " + std::to_string(schedule.placement[a.stage]);
+  }
+  return "";
+}
+
 void CheckShape(const Schedule& schedule) {
   const std::string where = "schedule '" + schedule.name + "': ";
   if (schedule.ranks < 1) throw Error(where + "ranks must be >= 1, got " + std::to_string(schedule.ranks));
@@ -88,18 +101,10 @@ void CheckShape(const Schedule& schedule) {
     const Program& program = schedule.programs[r];
     for (size_t step = 0; step < program.size(); ++step) {
       const Action& a = program[step];
-      const std::string at = where + "rank " + std::to_string(r) + " step " + std::to_string(step) +
-                             " action " + FormatAction(a) + ": ";
-      if (a.stage < 0 || a.stage >= schedule.stages) {
-        throw Error(at + "stage is not in [0, " + std::to_string(schedule.stages) + ")");
-      }
-      if (a.microbatch < 0 || a.microbatch >= schedule.microbatches) {
-        throw Error(at + "microbatch is not in [0, " + std::to_string(schedule.microbatches) + ")");
-      }
-      if (schedule.placement[a.stage] != r) {
-        throw Error(at + "stage " + std::to_string(a.stage) + " is placed on rank " +
-                    std::to_string(schedule.placement[a.stage]));
-      }
+      const std::string why = WhyOutOfPlace(schedule, r, a);
+      if (why.empty()) continue;
+      throw Error(where + "rank " + std::to_string(r) + " step " + std::to_string(step) + " action " +
+                  FormatAction(a) + ": " + why);
     }
   }
 }

@@ -42,6 +42,11 @@ struct Schedule {
 // placement of interleaved and looped schedules; identity when S == K).
 std::vector<RankId> LoopPlacement(int ranks, int stages);
 
+// Why `action` cannot appear in rank `rank`'s program (stage or microbatch
+// out of range, or stage placed elsewhere); empty when it can. Needs a
+// placement of size S.
+std::string WhyOutOfPlace(const Schedule& schedule, RankId rank, const Action& action);
+
 // Checks the structural invariants a schedule needs before any pass can use
 // it: K, S, M >= 1, placement of size S with ranks in range, K programs, every
 // action's stage and microbatch in range and the action on its stage's rank.

@@ -193,14 +193,7 @@ std::vector<Problem> ShapeProblems(const Schedule& schedule) {
     const Program& program = schedule.programs[r];
     for (size_t i = 0; i < program.size(); ++i) {
       const Action& a = program[i];
-      std::string why;
-      if (a.stage < 0 || a.stage >= schedule.stages) {
-        why = "stage is not in [0, " + std::to_string(schedule.stages) + ")";
-      } else if (a.microbatch < 0 || a.microbatch >= schedule.microbatches) {
-        why = "microbatch is not in [0, " + std::to_string(schedule.microbatches) + ")";
-      } else if (schedule.placement[a.stage] != r) {
-        why = "stage " + std::to_string(a.stage) + " is placed on rank " + std::to_string(schedule.placement[a.stage]);
-      }
+      const std::string why = WhyOutOfPlace(schedule, r, a);
       if (!why.empty()) {
         out.push_back({"rank " + std::to_string(r) + " step " + std::to_string(i) + " action " + FormatAction(a) +
                            ": " + why,

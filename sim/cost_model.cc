@@ -164,9 +164,11 @@ const StageCost& CostModel::Stage(StageId stage) const {
 
 TimeNs CostModel::ComputeTime(const Action& action) const {
   const StageCost& c = Stage(action.stage);
-  const std::string at = "cost model stage " + std::to_string(action.stage) + ": ";
   auto need = [&](const std::optional<TimeNs>& t, const char* what) {
-    if (!t) throw Error(at + "no " + std::string(what) + " time for " + FormatAction(action));
+    if (!t) {
+      throw Error("cost model stage " + std::to_string(action.stage) + ": no " + std::string(what) +
+                  " time for " + FormatAction(action));
+    }
     return *t;
   };
   switch (action.kind) {

@@ -39,6 +39,9 @@ class Engine {
     inflight_.assign(s.ranks, 0);
     bytes_.assign(s.ranks, 0);
     metrics_.resize(s.ranks);
+    // Resolved compute times per (stage, kind); -1 until first needed, so a
+    // cost model only has to give the times the schedule uses.
+    time_of_.assign(static_cast<size_t>(S_) * 4, kUnknown);
     for (RankId r = 0; r < s.ranks; ++r) {
       metrics_[r].rank = r;
       metrics_[r].start = kUnknown;
@@ -150,7 +153,9 @@ class Engine {
           } else {  // W
             need_local(i_end_[Key(st, m)], "its I");
           }
-          const TimeNs cost = costs_.ComputeTime(a);
+          TimeNs& cached = time_of_[static_cast<size_t>(st) * 4 + static_cast<int>(a.kind)];
+          if (cached == kUnknown) cached = costs_.ComputeTime(a);
+          const TimeNs cost = cached;
           e.start = ready;
           e.end = ready + cost;
           pred_[ev] = pred;
@@ -249,6 +254,7 @@ class Engine {
   const Schedule& s_;
   const CostModel& costs_;
   int S_ = 0, M_ = 0;
+  std::vector<TimeNs> time_of_;
   std::vector<TimeNs> f_end_, bi_end_, i_end_;
   std::vector<TimeNs> arrival_;
   std::vector<long> send_event_, recv_event_;

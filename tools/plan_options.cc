@@ -8,6 +8,7 @@
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 #include "schedules/schedule_io.h"
+#include "schedules/validate.h"
 
 namespace pplab::cli {
 namespace {
@@ -73,7 +74,15 @@ void AddCostFlags(CLI::App& app, PlanOptions& o) {
 Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
   if (!o.plan_file.empty()) {
     Schedule s = LoadScheduleFile(o.plan_file);
-    if (!s.HasComm() && s.ranks > 1) s = Lower(s);
+    const ValidationReport shape{ShapeProblems(s)};
+    if (shape.ok() && !s.HasComm() && s.ranks > 1) s = Lower(s);
+    // Generated plans are valid by construction (tested); files are checked
+    // before anything runs them.
+    const ValidationReport report = shape.ok() ? Validate(s) : shape;
+    if (!report.ok()) {
+      throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message + " (run `pplab validate " +
+                  o.plan_file + "` for the full report)");
+    }
     return s;
   }
   const std::string gen = name.empty() ? o.schedule : name;

@@ -87,6 +87,7 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
       {"simulate --cost /nonexistent/cost.json", 2, "cannot read /nonexistent/cost.json"},
       {"simulate --plan /nonexistent/plan.csv", 2, "cannot read /nonexistent/plan.csv"},
       {"bench --sizes 4by4", 2, "--sizes: '4by4' is not KxM"},
+      {"simulate --plan " PPLAB_TEST_DATA_DIR "/deadlock.csv", 2, "deadlock.csv: invalid schedule: deadlock"},
       {"frobnicate", 2, "unknown command 'frobnicate'"},
   };
   for (const Case& c : cases) {

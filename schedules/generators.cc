@@ -50,6 +50,8 @@ const std::vector<GeneratorInfo>& Generators() {
        1, false, true},
       {"zb-h2", "zero bubble H2: like zb-h1 with up to 2K-1 microbatches in flight; no bubble when M >= 2K-1", 1,
        false, true},
+      {"zb-v", "zero bubble V: two stages per rank in a V (r and 2K-1-r), 1F1B's memory; no bubble when M >= 2K", 2,
+       false, true},
   };
   return kGenerators;
 }
@@ -66,16 +68,17 @@ const GeneratorInfo& FindGenerator(const std::string& name) {
 Schedule Generate(const std::string& name, const GeneratorOptions& options) {
   const GeneratorInfo& info = FindGenerator(name);
   const int v = options.virtual_stages == 0 ? info.default_virtual : options.virtual_stages;
-  if (!info.accepts_virtual && v != 1) {
-    throw Error(name + ": --virtual must be 1 for this schedule (it places one stage per rank), got " +
-                std::to_string(v));
+  if (!info.accepts_virtual && v != info.default_virtual) {
+    throw Error(name + ": --virtual must be " + std::to_string(info.default_virtual) +
+                " for this schedule (its placement fixes the stages per rank), got " + std::to_string(v));
   }
   if (name == "gpipe") return GenerateGPipe(options.ranks, options.microbatches);
   if (name == "1f1b") return Generate1F1B(options.ranks, options.microbatches);
   if (name == "interleaved-1f1b") return GenerateInterleaved1F1B(options.ranks, options.microbatches, v);
   if (name == "looped-bfs") return GenerateLoopedBfs(options.ranks, options.microbatches, v);
   if (name == "zb-h1") return GenerateZeroBubbleH1(options.ranks, options.microbatches);
-  return GenerateZeroBubbleH2(options.ranks, options.microbatches);
+  if (name == "zb-h2") return GenerateZeroBubbleH2(options.ranks, options.microbatches);
+  return GenerateZeroBubbleV(options.ranks, options.microbatches);
 }
 
 Schedule GenerateGPipe(int ranks, int microbatches) {

@@ -23,7 +23,7 @@ struct GeneratorInfo {
   std::string name;       // e.g. "1f1b"
   std::string summary;    // one line for `pplab schedules`
   int default_virtual;    // v used when GeneratorOptions::virtual_stages == 0
-  bool accepts_virtual;   // whether v other than 1 is meaningful
+  bool accepts_virtual;   // whether v may differ from default_virtual
   bool split_backward;    // emits I and W instead of B
 };
 
@@ -43,5 +43,10 @@ Schedule GenerateInterleaved1F1B(int ranks, int microbatches, int virtual_stages
 Schedule GenerateLoopedBfs(int ranks, int microbatches, int virtual_stages);
 Schedule GenerateZeroBubbleH1(int ranks, int microbatches);
 Schedule GenerateZeroBubbleH2(int ranks, int microbatches);
+Schedule GenerateZeroBubbleV(int ranks, int microbatches);
+
+// Stage -> rank map of V-shaped schedules: 2K stages, stage s on rank s for
+// s < K and on rank 2K-1-s after, so rank r holds stages r and 2K-1-r.
+std::vector<RankId> VPlacement(int ranks);
 
 }  // namespace pplab

@@ -1,8 +1,67 @@
 #include "schedules/lowering.h"
 
+#include <algorithm>
+#include <map>
+
 #include "schedules/error.h"
 
 namespace pplab {
+namespace {
+
+// The RECV that matches a SEND: SEND_F(s, m) -> RECV_F(s+1, m),
+// SEND_B(s, m) -> RECV_B(s-1, m).
+Action MatchingRecv(const Action& send) {
+  return send.kind == ActionKind::kSendF ? Action{ActionKind::kRecvF, send.stage + 1, send.microbatch}
+                                         : Action{ActionKind::kRecvB, send.stage - 1, send.microbatch};
+}
+
+// Moves receives earlier where needed so that on every channel (ordered pair
+// of ranks) the receiver posts its RECVs in the order the sender sends. When
+// a rank needs message Y, it first receives every message its peer sent on
+// the same channel before Y. This adds no cycle: the peer sent those before Y
+// in its own program order, and the receiver was already waiting for Y.
+void OrderReceivesBySender(const Schedule& s, std::vector<Program>& programs) {
+  // (from, to) -> RECV actions in the sender's order, and a cursor into it.
+  std::map<std::pair<RankId, RankId>, std::vector<Action>> order;
+  std::map<std::pair<RankId, RankId>, size_t> cursor;
+  for (RankId r = 0; r < s.ranks; ++r) {
+    for (const Action& a : programs[r]) {
+      if (!IsSend(a.kind)) continue;
+      const Action recv = MatchingRecv(a);
+      order[{r, s.placement[recv.stage]}].push_back(recv);
+    }
+  }
+  for (RankId r = 0; r < s.ranks; ++r) {
+    Program out;
+    out.reserve(programs[r].size());
+    std::vector<Action> pulled;  // received early; skipped where they stood
+    for (const Action& a : programs[r]) {
+      if (!IsRecv(a.kind)) {
+        out.push_back(a);
+        continue;
+      }
+      const auto found = std::find(pulled.begin(), pulled.end(), a);
+      if (found != pulled.end()) {
+        pulled.erase(found);
+        continue;
+      }
+      const StageId from_stage = a.kind == ActionKind::kRecvF ? a.stage - 1 : a.stage + 1;
+      const std::pair<RankId, RankId> channel{s.placement[from_stage], r};
+      const std::vector<Action>& sent = order[channel];
+      size_t& next = cursor[channel];
+      while (next < sent.size() && sent[next] != a) {
+        out.push_back(sent[next]);
+        pulled.push_back(sent[next]);
+        ++next;
+      }
+      out.push_back(a);
+      if (next < sent.size()) ++next;
+    }
+    programs[r] = std::move(out);
+  }
+}
+
+}  // namespace
 
 Schedule Lower(const Schedule& compute_only) {
   CheckShape(compute_only);
@@ -35,6 +94,7 @@ Schedule Lower(const Schedule& compute_only) {
       }
     }
   }
+  OrderReceivesBySender(out, out.programs);
   return out;
 }
 

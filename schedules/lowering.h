@@ -10,12 +10,14 @@ namespace pplab {
 //   - SEND_F(s, m) right after F(s, m) when stage s+1 is on another rank,
 //   - RECV_B(s, m) right before B/I(s, m) when stage s+1 is on another rank,
 //   - SEND_B(s, m) right after B/I(s, m) when stage s-1 is on another rank.
-// Nothing is inserted between stages on the same rank. Because every message
-// is sent right after it is produced and received right before it is used,
-// a compute order without a cycle stays without a cycle when RECV blocks, and
-// Validate() checks that each rank pair's channel carries the messages in the
-// same order on both sides. Throws pplab::Error if the input already holds
-// communication actions or fails CheckShape().
+// Nothing is inserted between stages on the same rank. Then, per channel
+// (ordered pair of ranks), a RECV is moved earlier where its peer sent that
+// message before the one the rank needs first, so both sides list each
+// channel's messages in the same order (what ordered point-to-point transports
+// such as NCCL require). Every message is sent right after it is produced and
+// received no later than right before it is used, so a compute order without
+// a cycle stays without a cycle even when RECV blocks. Throws pplab::Error if
+// the input already holds communication actions or fails CheckShape().
 Schedule Lower(const Schedule& compute_only);
 
 // Returns the schedule with its SEND/RECV actions removed.

@@ -1,4 +1,4 @@
-// Zero-bubble schedules ZB-H1 and ZB-H2 (Qi et al., "Zero Bubble Pipeline
+// Zero-bubble schedules ZB-H1, ZB-H2 and ZB-V (Qi et al., "Zero Bubble Pipeline
 // Parallelism", arXiv 2401.10241, section 2).
 //
 // The backward of each stage is split into I (gradient of the input, on the
@@ -16,8 +16,12 @@
 // own span holds (K - 1) T of bubble, i.e. (K-1)(T_F + T_I - T_W), once M >= K.
 // H2 allows 2(K - r) - 1 microbatches in flight (2K - 1 on rank 0, as in the
 // paper) and defers up to 2K - 2 W passes, which fills the bubble completely
-// once M >= 2K - 1. The emitted order is valid for any costs; only its bubble
-// is tuned to equal ones.
+// once M >= 2K - 1. ZB-V (the paper's section 6) gives each rank two stages in
+// a V (stage r and stage 2K-1-r), allows 2K stage-microbatches in flight (the
+// activation memory of 1F1B's rank 0) and defers up to 4K - 2 W passes; with
+// equal costs this has no bubble once M >= 2K (checked for K <= 10, M <= 32 when
+// the bound was chosen). The emitted order is valid for any costs; only its
+// bubble is tuned to equal ones.
 #include <algorithm>
 #include <deque>
 #include <limits>
@@ -30,58 +34,74 @@ namespace {
 
 constexpr int kNever = std::numeric_limits<int>::max();
 
-struct RankState {
+struct StageState {
   MicrobatchId next_f = 0;  // next forward to run
   MicrobatchId next_i = 0;  // next input-gradient backward to run
-  std::deque<MicrobatchId> deferred_w;
-  int busy_until = 0;
 };
 
-Schedule UnitTimeListSchedule(const std::string& name, int K, int M, const std::vector<int>& inflight_limit,
-                              int w_backlog) {
+struct RankState {
+  std::deque<std::pair<StageId, MicrobatchId>> deferred_w;
+  int inflight = 0;  // (stage, microbatch) with F done and I not done
+};
+
+// Unit-time list scheduling of F, I, W for any placement. Where a rank holds
+// several stages it prefers the later stage, for I and for F alike: that
+// drains microbatches towards the loss and starts backwards early.
+Schedule UnitTimeListSchedule(const std::string& name, int K, int M, const std::vector<RankId>& placement,
+                              const std::vector<int>& inflight_limit, int w_backlog) {
   Schedule s;
   s.name = name;
   s.ranks = K;
-  s.stages = K;
+  s.stages = static_cast<int>(placement.size());
   s.microbatches = M;
-  s.placement = LoopPlacement(K, K);
+  s.placement = placement;
   s.programs.assign(K, {});
-  // Finish times, in unit steps, of F(r, m) and I(r, m).
-  std::vector<std::vector<int>> f_done(K, std::vector<int>(M, kNever));
-  std::vector<std::vector<int>> i_done(K, std::vector<int>(M, kNever));
-  std::vector<RankState> state(K);
-  const long total = 3L * K * M;
+  const int S = s.stages;
+  std::vector<std::vector<StageId>> later_first(K);  // each rank's stages, last stage first
+  for (StageId st = S - 1; st >= 0; --st) later_first[placement[st]].push_back(st);
+  // Finish times, in unit steps, of F(st, m) and I(st, m).
+  std::vector<std::vector<int>> f_done(S, std::vector<int>(M, kNever));
+  std::vector<std::vector<int>> i_done(S, std::vector<int>(M, kNever));
+  std::vector<StageState> stage(S);
+  std::vector<RankState> rank(K);
+  const long total = 3L * S * M;
   long emitted = 0;
   // Every rank makes progress at least once every few steps, so the loop ends
   // long before this bound; reaching it would be a bug in the rules above.
-  const long step_bound = 4 * total + 4L * K + 16;
+  const long step_bound = 4 * total + 4L * S + 16;
   for (int t = 0; emitted < total; ++t) {
     if (t > step_bound) throw Error(name + ": internal error: list scheduling made no progress");
     for (RankId r = 0; r < K; ++r) {
-      RankState& st = state[r];
-      if (st.busy_until > t) continue;
+      RankState& rs = rank[r];
+      StageId i_stage = -1, f_stage = -1;
+      for (StageId st : later_first[r]) {
+        const MicrobatchId mi = stage[st].next_i;
+        if (i_stage < 0 && mi < M && f_done[st][mi] <= t && (st == S - 1 || i_done[st + 1][mi] <= t)) i_stage = st;
+        const MicrobatchId mf = stage[st].next_f;
+        if (f_stage < 0 && mf < M && rs.inflight < inflight_limit[r] && (st == 0 || f_done[st - 1][mf] <= t)) {
+          f_stage = st;
+        }
+      }
       Program& p = s.programs[r];
-      const MicrobatchId mi = st.next_i;
-      const bool i_ready = mi < M && f_done[r][mi] <= t && (r == K - 1 || i_done[r + 1][mi] <= t);
-      const MicrobatchId mf = st.next_f;
-      const bool f_ready =
-          mf < M && st.next_f - st.next_i < inflight_limit[r] && (r == 0 || f_done[r - 1][mf] <= t);
-      if (static_cast<int>(st.deferred_w.size()) > w_backlog || (!i_ready && !f_ready && !st.deferred_w.empty())) {
-        p.push_back({ActionKind::kBackwardWeight, r, st.deferred_w.front()});
-        st.deferred_w.pop_front();
-      } else if (i_ready) {
-        p.push_back({ActionKind::kBackwardInput, r, mi});
-        i_done[r][mi] = t + 1;
-        st.deferred_w.push_back(mi);
-        ++st.next_i;
-      } else if (f_ready) {
-        p.push_back({ActionKind::kForward, r, mf});
-        f_done[r][mf] = t + 1;
-        ++st.next_f;
+      if (static_cast<int>(rs.deferred_w.size()) > w_backlog ||
+          (i_stage < 0 && f_stage < 0 && !rs.deferred_w.empty())) {
+        const auto [st, m] = rs.deferred_w.front();
+        rs.deferred_w.pop_front();
+        p.push_back({ActionKind::kBackwardWeight, st, m});
+      } else if (i_stage >= 0) {
+        const MicrobatchId m = stage[i_stage].next_i++;
+        p.push_back({ActionKind::kBackwardInput, i_stage, m});
+        i_done[i_stage][m] = t + 1;
+        rs.deferred_w.emplace_back(i_stage, m);
+        --rs.inflight;
+      } else if (f_stage >= 0) {
+        const MicrobatchId m = stage[f_stage].next_f++;
+        p.push_back({ActionKind::kForward, f_stage, m});
+        f_done[f_stage][m] = t + 1;
+        ++rs.inflight;
       } else {
         continue;  // idle this step
       }
-      st.busy_until = t + 1;
       ++emitted;
     }
   }
@@ -101,14 +121,28 @@ Schedule GenerateZeroBubbleH1(int ranks, int microbatches) {
   CheckZeroBubble("zb-h1", ranks, microbatches);
   std::vector<int> limit(ranks);
   for (RankId r = 0; r < ranks; ++r) limit[r] = ranks - r;
-  return UnitTimeListSchedule("zb-h1", ranks, microbatches, limit, ranks - 1);
+  return UnitTimeListSchedule("zb-h1", ranks, microbatches, LoopPlacement(ranks, ranks), limit, ranks - 1);
 }
 
 Schedule GenerateZeroBubbleH2(int ranks, int microbatches) {
   CheckZeroBubble("zb-h2", ranks, microbatches);
   std::vector<int> limit(ranks);
   for (RankId r = 0; r < ranks; ++r) limit[r] = 2 * (ranks - r) - 1;
-  return UnitTimeListSchedule("zb-h2", ranks, microbatches, limit, 2 * ranks - 2);
+  return UnitTimeListSchedule("zb-h2", ranks, microbatches, LoopPlacement(ranks, ranks), limit, 2 * ranks - 2);
+}
+
+std::vector<RankId> VPlacement(int ranks) {
+  std::vector<RankId> placement(2 * ranks);
+  for (StageId s = 0; s < 2 * ranks; ++s) placement[s] = s < ranks ? s : 2 * ranks - 1 - s;
+  return placement;
+}
+
+Schedule GenerateZeroBubbleV(int ranks, int microbatches) {
+  CheckZeroBubble("zb-v", ranks, microbatches);
+  // Each stage holds half of a rank's share of activations, so 2K stage
+  // microbatches in flight is K whole ones: 1F1B's peak on rank 0.
+  const std::vector<int> limit(ranks, 2 * ranks);
+  return UnitTimeListSchedule("zb-v", ranks, microbatches, VPlacement(ranks), limit, 4 * ranks - 2);
 }
 
 }  // namespace pplab

@@ -30,7 +30,7 @@ std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const 
   const double K = schedule.ranks, M = schedule.microbatches;
   const int v = schedule.StagesPerRank();
   const std::string& name = schedule.name;
-  const bool split = name == "zb-h1" || name == "zb-h2";
+  const bool split = name == "zb-h1" || name == "zb-h2" || name == "zb-v";
   if (v == 0 || !UniformStages(costs, schedule.stages, split)) return std::nullopt;
   if ((name == "gpipe" || name == "1f1b") && v == 1) {
     return AnalyticBubble{(K - 1) / (M + K - 1), BubbleConvention::kMakespan, "(K-1)/(M+K-1)"};
@@ -41,6 +41,13 @@ std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const 
   if (name == "looped-bfs") {
     const double slots = v * std::max(M, K) + std::min(M, K) - 1;
     return AnalyticBubble{1 - v * M / slots, BubbleConvention::kMakespan, "1 - v*M/(v*max(M,K)+min(M,K)-1)"};
+  }
+  if (name == "zb-v" && v == 2 && M >= 2 * K) {
+    const TimeNs f = costs.ComputeTime({ActionKind::kForward, 0, 0});
+    const TimeNs i = costs.ComputeTime({ActionKind::kBackwardInput, 0, 0});
+    const TimeNs w = costs.ComputeTime({ActionKind::kBackwardWeight, 0, 0});
+    if (f == i && i == w) return AnalyticBubble{0.0, BubbleConvention::kSpan, "0"};
+    return std::nullopt;
   }
   if (split && v == 1) {
     const TimeNs f = costs.ComputeTime({ActionKind::kForward, 0, 0});

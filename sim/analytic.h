@@ -33,6 +33,7 @@ struct AnalyticBubble {
 //   zb-h1 (M >= K, T_F = T_I = T_W):
 //       (K-1)(T_F+T_I-T_W) / (M(T_F+T_I+T_W) + (K-1)(T_F+T_I-T_W))   span
 //   zb-h2 (M >= 2K-1, T_F = T_I = T_W): 0                   span
+//   zb-v (M >= 2K, T_F = T_I = T_W per stage): 0            span
 std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const CostModel& costs);
 
 }  // namespace pplab

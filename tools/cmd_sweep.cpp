@@ -36,8 +36,9 @@ int RunSweep(const SweepOptions& o) {
     const GeneratorInfo& info = FindGenerator(name);
     for (int K : o.ranks) {
       for (int M : o.microbatches) {
-        for (int v : o.virtuals) {
-          if (!info.accepts_virtual && v != 1) continue;
+        // A schedule whose placement fixes v runs once per (K, M).
+        const std::vector<int> virtuals = info.accepts_virtual ? o.virtuals : std::vector<int>{info.default_virtual};
+        for (int v : virtuals) {
           PlanOptions p = o.plan;
           p.ranks = K;
           p.microbatches = M;

@@ -88,7 +88,7 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
   const std::string gen = name.empty() ? o.schedule : name;
   const GeneratorInfo& info = FindGenerator(gen);
   int v = o.virtual_stages;
-  if (!info.accepts_virtual) v = 1;  // compare/sweep pass one --virtual to every schedule
+  if (!info.accepts_virtual) v = info.default_virtual;  // compare passes one --virtual to every schedule
   return Lower(Generate(gen, {o.ranks, o.microbatches, v}));
 }
 

@@ -1,4 +1,5 @@
 #include "schedules/generators.h"
+#include "tests/generator_rules.h"
 
 #include <catch2/catch.hpp>
 
@@ -7,24 +8,13 @@
 #include "schedules/validate.h"
 
 namespace pplab {
-namespace {
-
-// Whether `name` accepts (K, M, v); mirrors the rules the generators state.
-bool Applies(const GeneratorInfo& g, int K, int M, int v) {
-  if (!g.accepts_virtual && v != 1) return false;
-  if (g.name == "interleaved-1f1b") return v >= 2 && M % K == 0;
-  return true;
-}
-
-}  // namespace
-
 TEST_CASE("every generator is valid after lowering over K 1..8, M 1..16, v 1..3", "[generators]") {
   int checked = 0;
   for (const GeneratorInfo& g : Generators()) {
     for (int K = 1; K <= 8; ++K) {
       for (int M = 1; M <= 16; ++M) {
         for (int v = 1; v <= 3; ++v) {
-          if (!Applies(g, K, M, v)) continue;
+          if (!FamilyAccepts(g, K, M, v)) continue;
           const Schedule compute = Generate(g.name, {K, M, v});
           REQUIRE_FALSE(compute.HasComm());
           REQUIRE(compute.stages == K * v);

@@ -7,6 +7,7 @@
 
 #include "schedules/error.h"
 #include "schedules/generators.h"
+#include "tests/generator_rules.h"
 #include "schedules/lowering.h"
 #include "sim/analytic.h"
 
@@ -23,12 +24,6 @@ CostModel UniformCosts(int stages, TimeNs f, TimeNs b, TimeNs w = 0) {
   return CostModel::Uniform(stages, c, Link{});
 }
 
-bool Applies(const GeneratorInfo& g, int K, int M, int v) {
-  if (!g.accepts_virtual && v != 1) return false;
-  if (g.name == "interleaved-1f1b") return v >= 2 && M % K == 0;
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("simulated bubble equals the analytic one for uniform costs and free communication", "[sim]") {
@@ -40,7 +35,7 @@ TEST_CASE("simulated bubble equals the analytic one for uniform costs and free c
     for (int K = 1; K <= 8; ++K) {
       for (int M = 1; M <= 16; ++M) {
         for (int v = 1; v <= 3; ++v) {
-          if (!Applies(g, K, M, v)) continue;
+          if (!FamilyAccepts(g, K, M, v)) continue;
           const Schedule s = Lower(Generate(g.name, {K, M, v}));
           for (const auto& [f, b, w] : cost_sets) {
             const CostModel costs = UniformCosts(s.stages, f, b, w);

@@ -1,0 +1,209 @@
+#include "models/llama.h"
+
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <cmath>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+// 64-bit FNV-1a of the name, mixed with the seed (splitmix64 finaliser), so
+// each parameter's initial values depend on (seed, global name) only.
+uint64_t ParamSeed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  uint64_t z = h ^ (seed + 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+struct RMSNormImpl : torch::nn::Module {
+  RMSNormImpl(int64_t dim, double eps) : eps(eps) { weight = register_parameter("weight", torch::ones({dim})); }
+  // x (..., C) -> (..., C)
+  torch::Tensor forward(const torch::Tensor& x) {
+    return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+  }
+  double eps;
+  torch::Tensor weight;
+};
+TORCH_MODULE(RMSNorm);
+
+torch::nn::Linear Linear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+// Rotary position encoding (rotate-half form): cos and sin are (T, head_dim).
+torch::Tensor RotateHalf(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+struct AttentionImpl : torch::nn::Module {
+  explicit AttentionImpl(const LlamaConfig& c)
+      : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.HeadDim()) {
+    q_proj = register_module("q_proj", Linear(c.hidden_size, heads * head_dim));
+    k_proj = register_module("k_proj", Linear(c.hidden_size, kv_heads * head_dim));
+    v_proj = register_module("v_proj", Linear(c.hidden_size, kv_heads * head_dim));
+    o_proj = register_module("o_proj", Linear(heads * head_dim, c.hidden_size));
+  }
+  // x (B,T,C), cos/sin (T,hd), bias (B,1,T,T) additive mask -> (B,T,C)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& bias) {
+    const int64_t B = x.size(0), T = x.size(1);
+    auto q = q_proj(x).view({B, T, heads, head_dim}).transpose(1, 2);     // (B,H,T,hd)
+    auto k = k_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
+    auto v = v_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
+    q = q * cos + RotateHalf(q) * sin;
+    k = k * cos + RotateHalf(k) * sin;
+    if (kv_heads != heads) {  // grouped-query attention: each KV head serves heads/kv_heads query heads
+      k = k.repeat_interleave(heads / kv_heads, 1);                     // (B,H,T,hd)
+      v = v.repeat_interleave(heads / kv_heads, 1);
+    }
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));  // (B,H,T,T)
+    auto probs = torch::softmax(scores + bias, -1);
+    auto out = torch::matmul(probs, v);                                  // (B,H,T,hd)
+    return o_proj(out.transpose(1, 2).reshape({B, T, heads * head_dim}));
+  }
+  int64_t heads, kv_heads, head_dim;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+};
+TORCH_MODULE(Attention);
+
+struct MlpImpl : torch::nn::Module {
+  explicit MlpImpl(const LlamaConfig& c) {
+    gate_proj = register_module("gate_proj", Linear(c.hidden_size, c.intermediate_size));
+    up_proj = register_module("up_proj", Linear(c.hidden_size, c.intermediate_size));
+    down_proj = register_module("down_proj", Linear(c.intermediate_size, c.hidden_size));
+  }
+  // SwiGLU: x (B,T,C) -> (B,T,C)
+  torch::Tensor forward(const torch::Tensor& x) { return down_proj(torch::silu(gate_proj(x)) * up_proj(x)); }
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+struct DecoderLayerImpl : torch::nn::Module {
+  explicit DecoderLayerImpl(const LlamaConfig& c) {
+    input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+    self_attn = register_module("self_attn", Attention(c));
+    post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+    mlp = register_module("mlp", Mlp(c));
+  }
+  // x (B,T,C) -> (B,T,C)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& bias) {
+    auto h = x + self_attn(input_layernorm(x), cos, sin, bias);
+    return h + mlp(post_attention_layernorm(h));
+  }
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  Attention self_attn{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+class LlamaStageImpl : public torch::nn::Module {
+ public:
+  LlamaStageImpl(const LlamaConfig& c, const Partition& p, int stage)
+      : config_(c), first_(stage == 0), last_(stage == p.NumStages() - 1) {
+    if (first_) embed_tokens_ = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+    // Global layer indices as child names: "layers.7....".
+    auto holder = register_module("layers", std::make_shared<torch::nn::Module>());
+    for (int l = p.Begin(stage); l < p.End(stage); ++l) {
+      layers_.push_back(holder->register_module(std::to_string(l), DecoderLayer(c)));
+    }
+    if (last_) {
+      norm_ = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+      lm_head_ = register_module("lm_head", Linear(c.hidden_size, c.vocab_size));
+    }
+    // Rotary tables for every position the model accepts: (max_pos, hd).
+    const int64_t hd = c.HeadDim();
+    auto inv_freq = 1.0 / torch::pow(c.rope_theta, torch::arange(0, hd, 2, torch::kFloat64) / hd);
+    auto freqs = torch::outer(torch::arange(c.max_position_embeddings, torch::kFloat64), inv_freq);
+    auto emb = torch::cat({freqs, freqs}, -1);
+    cos_ = register_buffer("rope_cos", emb.cos().to(torch::kFloat32));
+    sin_ = register_buffer("rope_sin", emb.sin().to(torch::kFloat32));
+  }
+
+  void Initialise(uint64_t seed) {
+    torch::NoGradGuard no_grad;
+    for (auto& item : named_parameters()) {
+      const std::string& name = item.key();
+      if (name.find("norm") != std::string::npos) continue;  // RMSNorm weights start at 1
+      auto gen = at::detail::createCPUGenerator(ParamSeed(seed, name));
+      item.value().normal_(0.0, 0.02, gen);
+    }
+  }
+
+  TensorList Forward(const TensorList& inputs) {
+    if (inputs.size() != 2) throw Error("llama stage: expected 2 inputs (activations, attention_mask)");
+    const torch::Tensor& mask = inputs[1];  // (B,T) int64, 1 = token
+    torch::Tensor x = first_ ? embed_tokens_(inputs[0]) : inputs[0];  // (B,T,C)
+    const int64_t T = x.size(1);
+    if (T > config_.max_position_embeddings) {
+      throw Error("llama stage: sequence length " + std::to_string(T) + " exceeds max_position_embeddings " +
+                  std::to_string(config_.max_position_embeddings));
+    }
+    // Additive bias (B,1,T,T): causal, and padding keys hidden. A large finite
+    // negative instead of -inf keeps fully masked rows (leading padding) finite.
+    auto causal = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).tril();
+    auto allowed = causal.unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);  // (B,T,T)
+    auto bias = torch::zeros(allowed.sizes(), x.options()).masked_fill(allowed.logical_not(), -1e9).unsqueeze(1);
+    auto cos = cos_.narrow(0, 0, T), sin = sin_.narrow(0, 0, T);
+    for (auto& layer : layers_) x = layer(x, cos, sin, bias);
+    if (last_) return {lm_head_(norm_(x))};  // logits (B,T,V)
+    return {x, mask};
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (auto& item : named_parameters()) out.emplace_back(item.key(), item.value());
+    return out;
+  }
+
+ private:
+  LlamaConfig config_;
+  bool first_, last_;
+  torch::nn::Embedding embed_tokens_{nullptr};
+  std::vector<DecoderLayer> layers_;
+  RMSNorm norm_{nullptr};
+  torch::nn::Linear lm_head_{nullptr};
+  torch::Tensor cos_, sin_;
+};
+
+// The executor's view of a Llama stage.
+class LlamaStage : public Stage {
+ public:
+  explicit LlamaStage(std::shared_ptr<LlamaStageImpl> module) : module_(std::move(module)) {}
+  TensorList Forward(const TensorList& inputs) override { return module_->Forward(inputs); }
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() override { return module_->NamedParameters(); }
+
+ private:
+  std::shared_ptr<LlamaStageImpl> module_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage,
+                                       uint64_t seed, const c10::Device& device) {
+  config.Check("model config");
+  if (stage < 0 || stage >= partition.NumStages()) {
+    throw Error("llama: no stage " + std::to_string(stage) + " in a " + std::to_string(partition.NumStages()) +
+                "-stage partition");
+  }
+  auto module = std::make_shared<LlamaStageImpl>(config, partition, stage);
+  module->Initialise(seed);
+  module->to(device);
+  return std::make_unique<LlamaStage>(std::move(module));
+}
+
+at::Tensor TokenCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index) {
+  // logits (B,T,V), targets (B,T) -> scalar sum over non-ignored tokens
+  return torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(ignore_index).reduction(torch::kSum));
+}
+
+}  // namespace pplab

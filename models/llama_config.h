@@ -1,0 +1,49 @@
+// LlamaConfig: the shape of a Llama model (no LibTorch here, so the planner
+// can count parameters and partition without it).
+//
+// Field names follow the Hugging Face / seed-tutorial config. JSON files may
+// omit fields (defaults below, which are the tutorials') but may not carry
+// unknown ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pplab {
+
+struct LlamaConfig {
+  int vocab_size = 32000;
+  int hidden_size = 768;
+  int intermediate_size = 3072;
+  int num_hidden_layers = 12;
+  int num_attention_heads = 12;
+  int num_key_value_heads = 3;
+  int max_position_embeddings = 2048;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+
+  int HeadDim() const { return hidden_size / num_attention_heads; }
+  // Throws pplab::Error naming the field when the shape is inconsistent
+  // (e.g. heads not dividing hidden_size, KV heads not dividing heads).
+  void Check(const std::string& origin) const;
+  std::string ToJson() const;
+};
+
+// Parses a config JSON; `origin` (a file name) prefixes errors.
+LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin);
+
+// Named presets: "tiny" and "small" train in seconds on a CPU; "default" is
+// the tutorials' model (12 layers, hidden 768, 12 heads, 3 KV heads).
+LlamaConfig LlamaPreset(const std::string& name);
+std::vector<std::string> LlamaPresetNames();
+// A preset name, or a path to a JSON config file.
+LlamaConfig LoadLlamaConfig(const std::string& preset_or_file);
+
+// Parameter counts, for partitioning: one decoder layer; the embedding; the
+// final norm plus LM head.
+int64_t DecoderLayerParams(const LlamaConfig& c);
+int64_t EmbeddingParams(const LlamaConfig& c);
+int64_t HeadParams(const LlamaConfig& c);
+
+}  // namespace pplab

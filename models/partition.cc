@@ -1,0 +1,113 @@
+#include "models/partition.h"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+void CheckEnoughLayers(const LlamaConfig& config, int stages) {
+  if (stages < 1) throw Error("partition: stages must be >= 1, got " + std::to_string(stages));
+  if (config.num_hidden_layers < stages) {
+    throw Error("partition: the model has " + std::to_string(config.num_hidden_layers) +
+                " layers, fewer than the " + std::to_string(stages) + " stages (each stage needs at least one layer)");
+  }
+}
+
+}  // namespace
+
+std::string Partition::ToString() const {
+  std::ostringstream out;
+  for (int s = 0; s < NumStages(); ++s) out << (s ? "," : "") << End(s) - Begin(s);
+  return out.str();
+}
+
+Partition PartitionUniform(const LlamaConfig& config, int stages) {
+  CheckEnoughLayers(config, stages);
+  const int L = config.num_hidden_layers;
+  Partition p;
+  p.layer_begin.push_back(0);
+  for (int s = 0; s < stages; ++s) p.layer_begin.push_back(p.layer_begin.back() + L / stages + (s < L % stages));
+  return p;
+}
+
+Partition PartitionByParameters(const LlamaConfig& config, int stages) {
+  CheckEnoughLayers(config, stages);
+  const int L = config.num_hidden_layers, S = stages;
+  const int64_t layer = DecoderLayerParams(config);
+  auto cost = [&](int s, int begin, int end) {
+    return (end - begin) * layer + (s == 0 ? EmbeddingParams(config) : 0) + (s == S - 1 ? HeadParams(config) : 0);
+  };
+  // best[s][l]: smallest possible largest stage when stages 0..s-1 own layers [0, l).
+  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+  std::vector<std::vector<int64_t>> best(S + 1, std::vector<int64_t>(L + 1, kInf));
+  std::vector<std::vector<int>> cut(S + 1, std::vector<int>(L + 1, -1));
+  best[0][0] = 0;
+  for (int s = 1; s <= S; ++s) {
+    for (int l = s; l <= L - (S - s); ++l) {
+      for (int b = s - 1; b < l; ++b) {
+        if (best[s - 1][b] == kInf) continue;
+        const int64_t worst = std::max(best[s - 1][b], cost(s - 1, b, l));
+        if (worst < best[s][l]) {  // strict: ties keep the earliest cut, deterministic
+          best[s][l] = worst;
+          cut[s][l] = b;
+        }
+      }
+    }
+  }
+  Partition p;
+  p.layer_begin.assign(S + 1, 0);
+  p.layer_begin[S] = L;
+  for (int s = S, l = L; s > 0; --s) {
+    l = cut[s][l];
+    p.layer_begin[s - 1] = l;
+  }
+  return p;
+}
+
+Partition PartitionExplicit(const LlamaConfig& config, int stages, const std::vector<int>& layers_per_stage) {
+  if (static_cast<int>(layers_per_stage.size()) != stages) {
+    throw Error("--partition: " + std::to_string(layers_per_stage.size()) + " entries for " +
+                std::to_string(stages) + " stages");
+  }
+  Partition p;
+  p.layer_begin.push_back(0);
+  for (int n : layers_per_stage) {
+    if (n < 1) throw Error("--partition: every stage needs at least one layer, got " + std::to_string(n));
+    p.layer_begin.push_back(p.layer_begin.back() + n);
+  }
+  if (p.layer_begin.back() != config.num_hidden_layers) {
+    throw Error("--partition: the entries sum to " + std::to_string(p.layer_begin.back()) + " layers but the model has " +
+                std::to_string(config.num_hidden_layers));
+  }
+  return p;
+}
+
+Partition MakePartition(const LlamaConfig& config, int stages, const std::string& method) {
+  if (method == "uniform") return PartitionUniform(config, stages);
+  if (method == "parameters") return PartitionByParameters(config, stages);
+  std::vector<int> counts;
+  std::stringstream in(method);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      counts.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw Error("--partition: '" + method + "' is not uniform, parameters, or a list of layer counts like 3,2,2,1");
+    }
+  }
+  return PartitionExplicit(config, stages, counts);
+}
+
+int64_t StageParams(const LlamaConfig& config, const Partition& partition, int stage) {
+  const int S = partition.NumStages();
+  return (partition.End(stage) - partition.Begin(stage)) * DecoderLayerParams(config) +
+         (stage == 0 ? EmbeddingParams(config) : 0) + (stage == S - 1 ? HeadParams(config) : 0);
+}
+
+}  // namespace pplab

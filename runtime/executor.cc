@@ -1,0 +1,198 @@
+#include "runtime/executor.h"
+
+#include <torch/torch.h>
+
+#include "schedules/error.h"
+
+namespace pplab {
+
+// What one (stage, microbatch) keeps between its actions.
+struct Executor::Slot {
+  TensorList inputs;        // stage inputs; floating ones are leaves requiring grad
+  TensorList outputs;       // stage outputs as produced (on the last stage: {loss})
+  TensorList output_grads;  // gradient of each floating output (for B, or kept from I for W)
+  TensorList input_grads;   // gradient of each floating input, once B/I ran
+  bool has_output_grads = false;
+};
+
+namespace {
+
+bool IsFloat(const at::Tensor& t) { return t.defined() && at::isFloatingType(t.scalar_type()); }
+
+TensorList Floats(const TensorList& list) {
+  TensorList out;
+  for (const at::Tensor& t : list) {
+    if (IsFloat(t)) out.push_back(t);
+  }
+  return out;
+}
+
+// Received or handed-over activations become leaves of this stage's graph.
+TensorList AsStageInputs(const TensorList& list) {
+  TensorList out;
+  for (const at::Tensor& t : list) out.push_back(IsFloat(t) ? t.detach().requires_grad_(true) : t);
+  return out;
+}
+
+}  // namespace
+
+int64_t MessageTag(const Schedule& schedule, const Action& a) {
+  const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
+  StageId to = a.stage;
+  if (a.kind == ActionKind::kSendF) to = a.stage + 1;
+  if (a.kind == ActionKind::kSendB) to = a.stage - 1;
+  return ((forward ? 0 : 1) * static_cast<int64_t>(schedule.stages) + to) * schedule.microbatches + a.microbatch;
+}
+
+Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stage*> stages, Transport& transport,
+                   LossFn loss, ExecutorOptions options)
+    : schedule_(schedule),
+      rank_(rank),
+      stages_(std::move(stages)),
+      transport_(transport),
+      loss_(std::move(loss)),
+      options_(options) {
+  for (StageId s : schedule.StagesOf(rank)) {
+    if (stages_.count(s) == 0 || stages_[s] == nullptr) {
+      throw Error("executor rank " + std::to_string(rank) + ": no module for stage " + std::to_string(s));
+    }
+  }
+}
+
+StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, double loss_scale,
+                             std::chrono::steady_clock::time_point origin) {
+  const int S = schedule_.stages, M = schedule_.microbatches;
+  if (static_cast<int>(microbatches.size()) != M) {
+    throw Error("executor: " + std::to_string(microbatches.size()) + " microbatches given, the schedule has " +
+                std::to_string(M));
+  }
+  auto now = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count(); };
+  std::map<std::pair<StageId, MicrobatchId>, Slot> slots;
+  // Receives posted and not yet waited for: their event index, by tag.
+  std::map<int64_t, size_t> posted;
+  StepResult result;
+  const Program& program = schedule_.programs[rank_];
+  result.events.reserve(program.size());
+
+  // Waits for the message a RECV posted; sets the RECV's end to the arrival.
+  auto receive = [&](const Action& recv) -> TensorList {
+    const int64_t tag = MessageTag(schedule_, recv);
+    const StageId from_stage = recv.kind == ActionKind::kRecvF ? recv.stage - 1 : recv.stage + 1;
+    const RankId peer = schedule_.placement[from_stage];
+    const auto it = posted.find(tag);
+    if (it == posted.end()) {
+      throw Error("executor rank " + std::to_string(rank_) + ": " + FormatAction(recv) + " is needed but was not posted");
+    }
+    TensorList data;
+    try {
+      data = transport_.WaitRecv(peer, tag, options_.comm_timeout);
+    } catch (const Error& e) {
+      throw Error("rank " + std::to_string(rank_) + " waiting on " + FormatAction(recv) + " from rank " +
+                  std::to_string(peer) + ": " + e.what());
+    }
+    result.events[it->second].end = now();
+    posted.erase(it);
+    return data;
+  };
+
+  for (const Action& a : program) {
+    TimelineEvent ev;
+    ev.rank = rank_;
+    ev.action = a;
+    const StageId s = a.stage;
+    const MicrobatchId m = a.microbatch;
+    Slot& slot = slots[{s, m}];
+    switch (a.kind) {
+      case ActionKind::kRecvF:
+      case ActionKind::kRecvB: {
+        const StageId from_stage = a.kind == ActionKind::kRecvF ? s - 1 : s + 1;
+        transport_.PostRecv(schedule_.placement[from_stage], MessageTag(schedule_, a));
+        ev.start = ev.end = now();
+        posted[MessageTag(schedule_, a)] = result.events.size();
+        result.events.push_back(ev);
+        continue;
+      }
+      case ActionKind::kSendF:
+      case ActionKind::kSendB: {
+        const bool fwd = a.kind == ActionKind::kSendF;
+        const RankId peer = schedule_.placement[fwd ? s + 1 : s - 1];
+        ev.start = now();
+        transport_.Send(peer, MessageTag(schedule_, a), fwd ? slot.outputs : slot.input_grads);
+        ev.end = now();
+        if (!fwd) slot.input_grads.clear();  // sent: nothing else on this rank needs them
+        result.events.push_back(ev);
+        continue;
+      }
+      case ActionKind::kForward: {
+        TensorList inputs;
+        if (s == 0) {
+          inputs = microbatches[m].inputs;
+        } else if (schedule_.placement[s - 1] == rank_) {
+          inputs = slots[{s - 1, m}].outputs;
+        } else {
+          inputs = receive({ActionKind::kRecvF, s, m});
+        }
+        ev.start = now();
+        slot.inputs = AsStageInputs(inputs);
+        TensorList outputs = stages_[s]->Forward(slot.inputs);
+        if (s == S - 1) {
+          at::Tensor loss = loss_(outputs, microbatches[m].targets) * loss_scale;
+          result.losses[m] = loss.item<double>();
+          slot.outputs = {loss};
+        } else {
+          slot.outputs = std::move(outputs);
+        }
+        ev.end = now();
+        break;
+      }
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput: {
+        if (s < S - 1) {
+          slot.output_grads = schedule_.placement[s + 1] == rank_ ? std::move(slots[{s + 1, m}].input_grads)
+                                                                  : receive({ActionKind::kRecvB, s, m});
+        } else {
+          slot.output_grads = {};  // the loss: implicit gradient 1
+        }
+        ev.start = now();
+        const TensorList outs = Floats(slot.outputs);
+        const TensorList ins = Floats(slot.inputs);
+        if (a.kind == ActionKind::kBackward) {
+          torch::autograd::backward(outs, slot.output_grads);
+          slot.input_grads.clear();
+          for (const at::Tensor& t : ins) slot.input_grads.push_back(t.grad());
+          slot.inputs.clear();
+          slot.outputs.clear();
+        } else {
+          // I: input gradients only, keeping the graph (and output_grads) for W.
+          slot.input_grads = ins.empty() ? TensorList{}
+                                         : torch::autograd::grad(outs, ins, slot.output_grads, /*retain_graph=*/true);
+        }
+        ev.end = now();
+        break;
+      }
+      case ActionKind::kBackwardWeight: {
+        ev.start = now();
+        std::vector<at::Tensor> params;
+        for (auto& [name, p] : stages_[s]->NamedParameters()) {
+          if (p.requires_grad()) params.push_back(p);
+        }
+        torch::autograd::backward(Floats(slot.outputs), slot.output_grads, /*retain_graph=*/false,
+                                  /*create_graph=*/false, params);
+        slot.inputs.clear();
+        slot.outputs.clear();
+        slot.output_grads.clear();
+        ev.end = now();
+        break;
+      }
+    }
+    result.events.push_back(ev);
+  }
+  try {
+    transport_.WaitSends(options_.comm_timeout);
+  } catch (const Error& e) {
+    throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what());
+  }
+  return result;
+}
+
+}  // namespace pplab

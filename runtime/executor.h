@@ -1,0 +1,74 @@
+// Executor: runs one rank's lowered program for one training step.
+//
+// F runs the stage on its input (data for stage 0, a received or local
+// activation otherwise) and keeps what backward needs; on the last stage it
+// also computes the microbatch's loss. B backpropagates the output gradient
+// (from the next stage, or 1 for the loss) into the parameters' .grad and the
+// input; I computes only the input gradient and keeps the graph; W then
+// computes only the weight gradients from it (no forward is recomputed).
+// Stage boundaries are cut with detach(), so each stage's autograd graph is
+// its own. Every action is timed into a Timeline with the simulator's names.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "runtime/stage.h"
+#include "runtime/transport.h"
+#include "schedules/schedule.h"
+#include "traces/timeline.h"
+
+namespace pplab {
+
+struct MicrobatchData {
+  TensorList inputs;  // first-stage inputs, e.g. {tokens (B,T), attention_mask (B,T)}
+  at::Tensor targets;  // what the loss compares the last stage's outputs with
+};
+
+// Loss of one microbatch as a scalar: the executor multiplies it by the
+// step's loss scale, so that the M microbatch losses add up to the batch's.
+using LossFn = std::function<at::Tensor(const TensorList& outputs, const at::Tensor& targets)>;
+
+struct ExecutorOptions {
+  std::chrono::milliseconds comm_timeout{60000};
+};
+
+struct StepResult {
+  // Scaled loss of each microbatch this rank computed (last stage only; empty
+  // elsewhere); their sum is the step's loss.
+  std::map<MicrobatchId, double> losses;
+  std::vector<TimelineEvent> events;  // this rank's actions in program order
+};
+
+class Executor {
+ public:
+  // `stages` maps each stage placed on `rank` to its module. `schedule` must
+  // be lowered. Throws pplab::Error if a stage of this rank has no module.
+  Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stage*> stages, Transport& transport,
+           LossFn loss, ExecutorOptions options = {});
+
+  // Runs the rank's program once. `microbatches` holds all M microbatches
+  // (the first and last stage use theirs); `loss_scale` multiplies each
+  // microbatch loss. Gradients accumulate into the parameters' .grad.
+  // Times are measured from `origin`. Throws pplab::Error naming the action
+  // when a wait times out or a message is malformed.
+  StepResult RunStep(const std::vector<MicrobatchData>& microbatches, double loss_scale,
+                     std::chrono::steady_clock::time_point origin);
+
+ private:
+  struct Slot;  // per (stage, microbatch) state, defined in executor.cc
+  const Schedule& schedule_;
+  RankId rank_;
+  std::map<StageId, Stage*> stages_;
+  Transport& transport_;
+  LossFn loss_;
+  ExecutorOptions options_;
+};
+
+// Message tag of `action` (a SEND or RECV): the same on both ends of one
+// message and different for every message of a step.
+int64_t MessageTag(const Schedule& schedule, const Action& action);
+
+}  // namespace pplab

@@ -1,0 +1,1 @@
+// Owner of the precompiled <torch/torch.h> that the LibTorch targets reuse.

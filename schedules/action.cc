@@ -28,6 +28,22 @@ std::optional<int> ParseIndex(std::string_view digits) {
   return value;
 }
 
+// The text as typed for an error message: at most 40 bytes, control and
+// non-ASCII bytes escaped as \xNN.
+std::string Printable(std::string_view text) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text.substr(0, 40)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    }
+  }
+  if (text.size() > 40) out += "...";
+  return out;
+}
+
 }  // namespace
 
 const char* KindName(ActionKind kind) { return kNames[static_cast<int>(kind)]; }
@@ -64,12 +80,13 @@ Action ParseAction(std::string_view text) {
   const auto kind = KindFromName(s.substr(i, j - i));
   const auto microbatch = ParseIndex(s.substr(j));
   if (!stage || !kind || !microbatch) {
+    const std::string shown = Printable(s);
     std::string why = "expected <stage><KIND><microbatch> such as 2F0 or 1SEND_F3";
     if (stage && !kind && j > i) {
-      why = "unknown action kind '" + std::string(s.substr(i, j - i)) +
+      why = "unknown action kind '" + Printable(s.substr(i, j - i)) +
             "' (known: F B I W SEND_F RECV_F SEND_B RECV_B)";
     }
-    throw Error("bad action '" + std::string(s) + "': " + why);
+    throw Error("bad action '" + shown + "': " + why);
   }
   return Action{*kind, *stage, *microbatch};
 }

@@ -15,7 +15,7 @@ ActionIndex::ActionIndex(const Schedule& schedule)
   for (size_t r = 0; r < schedule.programs.size(); ++r) {
     const Program& p = schedule.programs[r];
     for (size_t i = 0; i < p.size(); ++i) {
-      const int key = Key(p[i].kind, p[i].stage, p[i].microbatch);
+      const int64_t key = Key(p[i].kind, p[i].stage, p[i].microbatch);
       if (key >= 0 && node_of_[key] < 0) node_of_[key] = Node(static_cast<RankId>(r), static_cast<int>(i));
     }
   }
@@ -27,13 +27,13 @@ ActionRef ActionIndex::Ref(int node) const {
   return {r, node - offsets_[r]};
 }
 
-int ActionIndex::Key(ActionKind kind, StageId stage, MicrobatchId microbatch) const {
+int64_t ActionIndex::Key(ActionKind kind, StageId stage, MicrobatchId microbatch) const {
   if (stage < 0 || stage >= stages_ || microbatch < 0 || microbatch >= microbatches_) return -1;
-  return (static_cast<int>(kind) * stages_ + stage) * microbatches_ + microbatch;
+  return (static_cast<int64_t>(kind) * stages_ + stage) * microbatches_ + microbatch;
 }
 
 int ActionIndex::Find(ActionKind kind, StageId stage, MicrobatchId microbatch) const {
-  const int key = Key(kind, stage, microbatch);
+  const int64_t key = Key(kind, stage, microbatch);
   return key < 0 ? -1 : node_of_[key];
 }
 

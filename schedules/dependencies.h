@@ -12,6 +12,7 @@
 // executor whether its receives block or are posted ahead.
 #pragma once
 
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,7 @@ class ActionIndex {
   int FindInputGrad(StageId stage, MicrobatchId microbatch) const;
 
  private:
-  int Key(ActionKind kind, StageId stage, MicrobatchId microbatch) const;
+  int64_t Key(ActionKind kind, StageId stage, MicrobatchId microbatch) const;
   std::vector<int> offsets_;  // size K + 1
   int stages_, microbatches_;
   std::vector<int> node_of_;  // key -> node or -1

@@ -72,6 +72,13 @@ Schedule Generate(const std::string& name, const GeneratorOptions& options) {
     throw Error(name + ": --virtual must be " + std::to_string(info.default_virtual) +
                 " for this schedule (its placement fixes the stages per rank), got " + std::to_string(v));
   }
+  const int64_t actions = static_cast<int64_t>(std::max(options.ranks, 0)) * std::max(v, 0) *
+                          std::max(options.microbatches, 0) * (info.split_backward ? 3 : 2);
+  if (actions > kMaxComputeActions) {
+    throw Error(name + ": --ranks " + std::to_string(options.ranks) + " x --virtual " + std::to_string(v) +
+                " x --microbatches " + std::to_string(options.microbatches) + " gives " + std::to_string(actions) +
+                " compute actions, more than pplab plans (" + std::to_string(kMaxComputeActions) + ")");
+  }
   if (name == "gpipe") return GenerateGPipe(options.ranks, options.microbatches);
   if (name == "1f1b") return Generate1F1B(options.ranks, options.microbatches);
   if (name == "interleaved-1f1b") return GenerateInterleaved1F1B(options.ranks, options.microbatches, v);

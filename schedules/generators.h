@@ -6,6 +6,7 @@
 // pplab::Error that states the rule.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,13 +28,18 @@ struct GeneratorInfo {
   bool split_backward;    // emits I and W instead of B
 };
 
+// The largest plan Generate() builds, in compute actions (K v M times 2, or 3
+// with a split backward): about 33.5 M, a few GiB once lowered and simulated.
+constexpr int64_t kMaxComputeActions = int64_t{1} << 25;
+
 // All generators, in the order `pplab schedules` lists them.
 const std::vector<GeneratorInfo>& Generators();
 // The generator called `name`; throws pplab::Error listing the known names.
 const GeneratorInfo& FindGenerator(const std::string& name);
 
 // Runs generator `name`. Throws pplab::Error for an unknown name, K < 1,
-// M < 1, v < 1 or a rule of the family that the options break.
+// M < 1, v < 1, a plan above kMaxComputeActions, or a rule of the family that
+// the options break.
 Schedule Generate(const std::string& name, const GeneratorOptions& options);
 
 // The families, callable directly.

@@ -75,7 +75,7 @@ std::string WhyOutOfPlace(const Schedule& schedule, RankId rank, const Action& a
   return "";
 }
 
-void CheckShape(const Schedule& schedule) {
+void CheckHeader(const Schedule& schedule) {
   const std::string where = "schedule '" + schedule.name + "': ";
   if (schedule.ranks < 1) throw Error(where + "ranks must be >= 1, got " + std::to_string(schedule.ranks));
   if (schedule.stages < 1) throw Error(where + "stages must be >= 1, got " + std::to_string(schedule.stages));
@@ -97,6 +97,11 @@ void CheckShape(const Schedule& schedule) {
     throw Error(where + "has " + std::to_string(schedule.programs.size()) +
                 " programs but ranks = " + std::to_string(schedule.ranks));
   }
+}
+
+void CheckShape(const Schedule& schedule) {
+  CheckHeader(schedule);
+  const std::string where = "schedule '" + schedule.name + "': ";
   for (RankId r = 0; r < schedule.ranks; ++r) {
     const Program& program = schedule.programs[r];
     for (size_t step = 0; step < program.size(); ++step) {

@@ -47,10 +47,13 @@ std::vector<RankId> LoopPlacement(int ranks, int stages);
 // placement of size S.
 std::string WhyOutOfPlace(const Schedule& schedule, RankId rank, const Action& action);
 
-// Checks the structural invariants a schedule needs before any pass can use
-// it: K, S, M >= 1, placement of size S with ranks in range, K programs, every
-// action's stage and microbatch in range and the action on its stage's rank.
-// Throws pplab::Error naming the rank, step and action at fault.
+// Checks the whole-schedule fields: K, S, M >= 1, placement of size S with
+// ranks in range, K programs. Throws pplab::Error naming the field.
+void CheckHeader(const Schedule& schedule);
+
+// CheckHeader(), and every action's stage and microbatch in range and the
+// action on its stage's rank: what any pass needs before it can use a
+// schedule. Throws pplab::Error naming the rank, step and action at fault.
 void CheckShape(const Schedule& schedule);
 
 }  // namespace pplab

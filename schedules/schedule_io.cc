@@ -1,6 +1,7 @@
 #include "schedules/schedule_io.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string_view>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,26 @@ std::string Basename(const std::string& path) {
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   const size_t dot = base.find_last_of('.');
   return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+}
+
+bool HasControlCharacter(const std::string& text) {
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+// A schedule needs at least two actions per (stage, microbatch), so S x M
+// far beyond the number of actions is a file that claims what it does not
+// hold; refusing it keeps memory proportional to the file.
+void CheckDeclaredSize(const Schedule& s, const std::string& origin) {
+  const int64_t pairs = static_cast<int64_t>(s.stages) * s.microbatches;
+  const int64_t actions = static_cast<int64_t>(s.NumActions());
+  if (pairs > actions + 4096) {
+    throw Error(origin + ": " + std::to_string(s.stages) + " stages x " + std::to_string(s.microbatches) +
+                " microbatches = " + std::to_string(pairs) + " (stage, microbatch) pairs, but only " +
+                std::to_string(actions) + " actions: a complete schedule has at least two per pair");
+  }
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -70,7 +91,7 @@ std::string ScheduleToJson(const Schedule& schedule) {
   return out;
 }
 
-Schedule ScheduleFromJson(const std::string& text, const std::string& origin) {
+static Schedule ScheduleFromJsonDoc(const std::string& text, const std::string& origin) {
   json doc;
   try {
     doc = json::parse(text);
@@ -97,16 +118,19 @@ Schedule ScheduleFromJson(const std::string& text, const std::string& origin) {
   const json& name = Field(doc, "name", origin);
   if (!name.is_string()) throw Error(origin + ": field 'name' must be a string");
   s.name = name.get<std::string>();
+  if (HasControlCharacter(s.name)) throw Error(origin + ": field 'name' must not hold control characters");
   s.ranks = IntField(doc, "ranks", origin);
   s.stages = IntField(doc, "stages", origin);
   s.microbatches = IntField(doc, "microbatches", origin);
   const json& placement = Field(doc, "placement", origin);
   if (!placement.is_array()) throw Error(origin + ": field 'placement' must be an array of ranks");
   for (size_t i = 0; i < placement.size(); ++i) {
-    if (!placement[i].is_number_integer()) {
-      throw Error(origin + ": placement[" + std::to_string(i) + "] must be an integer rank");
+    if (!placement[i].is_number_integer() || placement[i].get<long long>() < 0 ||
+        placement[i].get<long long>() >= s.ranks) {
+      throw Error(origin + ": placement[" + std::to_string(i) + "] must be a rank in [0, " + std::to_string(s.ranks) +
+                  "), got " + placement[i].dump());
     }
-    s.placement.push_back(placement[i].get<int>());
+    s.placement.push_back(static_cast<RankId>(placement[i].get<long long>()));
   }
   const json& programs = Field(doc, "programs", origin);
   if (!programs.is_array()) throw Error(origin + ": field 'programs' must be an array (one per rank)");
@@ -126,11 +150,20 @@ Schedule ScheduleFromJson(const std::string& text, const std::string& origin) {
     s.programs.push_back(std::move(p));
   }
   try {
-    CheckShape(s);
+    CheckHeader(s);  // action-level problems are validation's to report
   } catch (const Error& e) {
     throw Error(origin + ": " + e.what());
   }
+  CheckDeclaredSize(s, origin);
   return s;
+}
+
+Schedule ScheduleFromJson(const std::string& text, const std::string& origin) {
+  try {
+    return ScheduleFromJsonDoc(text, origin);
+  } catch (const json::exception& e) {
+    throw Error(origin + ": " + e.what());
+  }
 }
 
 Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& origin, const std::string& name) {
@@ -178,6 +211,11 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
   s.ranks = static_cast<int>(s.programs.size());
   s.stages = max_stage + 1;
   s.microbatches = max_mb + 1;
+  if (static_cast<size_t>(s.stages) > s.NumActions()) {
+    throw Error(origin + ": stage " + std::to_string(max_stage) + " implies " + std::to_string(s.stages) +
+                " stages but the file holds " + std::to_string(s.NumActions()) + " actions (each stage needs some)");
+  }
+  CheckDeclaredSize(s, origin);
   s.placement.assign(s.stages, -1);
   for (RankId r = 0; r < s.ranks; ++r) {
     for (const Action& a : s.programs[r]) {
@@ -211,7 +249,11 @@ Schedule LoadScheduleFile(const std::string& path) {
   const bool json_like = EndsWith(path, ".json") ||
                          (!EndsWith(path, ".csv") && text[text.find_first_not_of(" \t\r\n")] == '{');
   if (json_like) return ScheduleFromJson(text, path);
-  return ScheduleFromPytorchCsv(text, path, Basename(path));
+  std::string name = Basename(path);
+  for (char& c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return ScheduleFromPytorchCsv(text, path, name);
 }
 
 }  // namespace pplab

@@ -39,7 +39,7 @@ Message MessageOf(const Action& a) {
   }
 }
 
-void CheckCompleteness(const Schedule& s, std::vector<Problem>& out) {
+void CheckCompleteness(const Schedule& s, ValidationReport& out) {
   const int S = s.stages, M = s.microbatches;
   // count[kind][stage * M + mb] and where the first one was seen.
   std::vector<std::vector<int>> count(kNumActionKinds, std::vector<int>(static_cast<size_t>(S) * M, 0));
@@ -51,7 +51,7 @@ void CheckCompleteness(const Schedule& s, std::vector<Problem>& out) {
       const int k = static_cast<int>(a.kind);
       if (count[k][key]++ == 0) first[k][key] = {r, static_cast<int>(i)};
       if (count[k][key] == 2) {
-        out.push_back({"duplicate action " + FormatAction(a) + " at rank " + std::to_string(r) + " step " +
+        out.Add({"duplicate action " + FormatAction(a) + " at rank " + std::to_string(r) + " step " +
                            std::to_string(i) + " (first at " + Cell(s, first[k][key]) + ")",
                        {first[k][key], {r, static_cast<int>(i)}}});
       }
@@ -67,18 +67,18 @@ void CheckCompleteness(const Schedule& s, std::vector<Problem>& out) {
   for (StageId st = 0; st < S; ++st) {
     for (MicrobatchId m = 0; m < M; ++m) {
       const std::string id = "stage " + std::to_string(st) + " microbatch " + std::to_string(m);
-      if (n(ActionKind::kForward, st, m) == 0) out.push_back({"missing F for " + id, {}});
+      if (n(ActionKind::kForward, st, m) == 0) out.Add({"missing F for " + id, {}});
       const int b = n(ActionKind::kBackward, st, m);
       const int i = n(ActionKind::kBackwardInput, st, m);
       const int w = n(ActionKind::kBackwardWeight, st, m);
       if (b == 0 && i == 0 && w == 0) {
-        out.push_back({"missing backward (B, or I and W) for " + id, {}});
+        out.Add({"missing backward (B, or I and W) for " + id, {}});
       } else if (b > 0 && (i > 0 || w > 0)) {
-        out.push_back({"both B and I/W for " + id, {at(ActionKind::kBackward, st, m)}});
+        out.Add({"both B and I/W for " + id, {at(ActionKind::kBackward, st, m)}});
       } else if (b == 0 && i == 0) {
-        out.push_back({"W without I for " + id, {at(ActionKind::kBackwardWeight, st, m)}});
+        out.Add({"W without I for " + id, {at(ActionKind::kBackwardWeight, st, m)}});
       } else if (b == 0 && w == 0) {
-        out.push_back({"I without W for " + id, {at(ActionKind::kBackwardInput, st, m)}});
+        out.Add({"I without W for " + id, {at(ActionKind::kBackwardInput, st, m)}});
       }
       if (!lowered) continue;
       // Messages this stage must send.
@@ -93,9 +93,9 @@ void CheckCompleteness(const Schedule& s, std::vector<Problem>& out) {
       for (const auto& [kind, needed, why] : expected) {
         const int c = n(kind, st, m);
         if (needed && c == 0) {
-          out.push_back({std::string("missing ") + KindName(kind) + " for " + id + " (the " + why + ")", {}});
+          out.Add({std::string("missing ") + KindName(kind) + " for " + id + " (the " + why + ")", {}});
         } else if (!needed && c > 0) {
-          out.push_back({std::string("unexpected ") + FormatAction({kind, st, m}) +
+          out.Add({std::string("unexpected ") + FormatAction({kind, st, m}) +
                              ": no message crosses ranks there",
                          {at(kind, st, m)}});
         }
@@ -104,7 +104,7 @@ void CheckCompleteness(const Schedule& s, std::vector<Problem>& out) {
   }
 }
 
-void CheckChannels(const Schedule& s, std::vector<Problem>& out) {
+void CheckChannels(const Schedule& s, ValidationReport& out) {
   // (from, to) -> messages in program order, with their cells.
   std::map<std::pair<RankId, RankId>, std::vector<std::pair<Message, ActionRef>>> sends, recvs;
   for (RankId r = 0; r < s.ranks; ++r) {
@@ -113,7 +113,7 @@ void CheckChannels(const Schedule& s, std::vector<Problem>& out) {
       if (!IsComm(a.kind)) continue;
       const Message msg = MessageOf(a);
       if (msg.to_stage < 0 || msg.to_stage >= s.stages) {
-        out.push_back({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
+        out.Add({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
                            " talks to stage " + std::to_string(msg.to_stage) + ", which does not exist",
                        {{r, static_cast<int>(i)}}});
         continue;
@@ -123,7 +123,7 @@ void CheckChannels(const Schedule& s, std::vector<Problem>& out) {
       } else {
         const StageId from_stage = msg.forward ? a.stage - 1 : a.stage + 1;
         if (from_stage < 0 || from_stage >= s.stages) {
-          out.push_back({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
+          out.Add({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
                              " expects a message from stage " + std::to_string(from_stage) + ", which does not exist",
                          {{r, static_cast<int>(i)}}});
           continue;
@@ -139,7 +139,7 @@ void CheckChannels(const Schedule& s, std::vector<Problem>& out) {
       const auto& [sm, sref] = sent[k];
       const auto& [rm, rref] = it->second[k];
       if (!(sm == rm)) {
-        out.push_back({"channel rank " + std::to_string(channel.first) + " -> rank " + std::to_string(channel.second) +
+        out.Add({"channel rank " + std::to_string(channel.first) + " -> rank " + std::to_string(channel.second) +
                            " out of order at message " + std::to_string(k) + ": " + Cell(s, sref) + " sends the " +
                            MessageName(sm) + " but " + Cell(s, rref) + " receives the " + MessageName(rm),
                        {sref, rref}});
@@ -149,7 +149,7 @@ void CheckChannels(const Schedule& s, std::vector<Problem>& out) {
   }
 }
 
-void CheckDeadlock(const Schedule& s, std::vector<Problem>& out) {
+void CheckDeadlock(const Schedule& s, ValidationReport& out) {
   const ActionIndex index(s);
   const std::vector<int> cycle = FindCycle(index.NumNodes(), DependencyEdges(s, index));
   if (cycle.empty()) return;
@@ -173,7 +173,7 @@ void CheckDeadlock(const Schedule& s, std::vector<Problem>& out) {
   }
   msg << " -> back to the first";
   p.message = msg.str();
-  out.push_back(std::move(p));
+  out.Add(std::move(p));
 }
 
 }  // namespace
@@ -182,9 +182,7 @@ std::vector<Problem> ShapeProblems(const Schedule& schedule) {
   std::vector<Problem> out;
   try {
     // Whole-schedule fields first: without them no cell can be checked.
-    Schedule header = schedule;
-    for (Program& p : header.programs) p.clear();
-    CheckShape(header);
+    CheckHeader(schedule);
   } catch (const Error& e) {
     out.push_back({e.what(), {}});
     return out;
@@ -204,13 +202,21 @@ std::vector<Problem> ShapeProblems(const Schedule& schedule) {
   return out;
 }
 
+void ValidationReport::Add(Problem problem) {
+  if (problems.size() < kMaxProblems) {
+    problems.push_back(std::move(problem));
+  } else {
+    ++omitted;
+  }
+}
+
 ValidationReport Validate(const Schedule& schedule) {
   ValidationReport report;
-  report.problems = ShapeProblems(schedule);
-  if (!report.problems.empty()) return report;
-  CheckCompleteness(schedule, report.problems);
-  CheckChannels(schedule, report.problems);
-  CheckDeadlock(schedule, report.problems);
+  for (Problem& p : ShapeProblems(schedule)) report.Add(std::move(p));
+  if (!report.ok()) return report;
+  CheckCompleteness(schedule, report);
+  CheckChannels(schedule, report);
+  CheckDeadlock(schedule, report);
   return report;
 }
 
@@ -229,7 +235,19 @@ std::string FormatStepGrid(const Schedule& schedule, int first_step, int num_ste
     out << ' ' << std::string(width - std::min(width, h.size()), ' ') << h;
   }
   out << '\n';
-  for (RankId r = 0; r < schedule.ranks; ++r) {
+  // Many ranks: show those around the marked cells only.
+  RankId first_rank = 0, last_rank = schedule.ranks - 1;
+  constexpr int kMaxRows = 16;
+  if (schedule.ranks > kMaxRows && !marked.empty()) {
+    RankId lo = marked.front().rank, hi = lo;
+    for (const ActionRef& c : marked) {
+      lo = std::min(lo, c.rank);
+      hi = std::max(hi, c.rank);
+    }
+    first_rank = std::max(0, lo - 2);
+    last_rank = std::min(schedule.ranks - 1, std::max(hi + 2, first_rank + kMaxRows - 1));
+  }
+  for (RankId r = first_rank; r <= last_rank; ++r) {
     const std::string label = std::to_string(r);
     out << std::string(9 - std::min<size_t>(9, label.size()), ' ') << label;
     const Program& p = schedule.programs[r];
@@ -250,12 +268,14 @@ std::string FormatReport(const Schedule& schedule, const ValidationReport& repor
         << " stages, " << schedule.microbatches << " microbatches, " << schedule.NumActions() << " actions\n";
     return out.str();
   }
-  out << "schedule '" << schedule.name << "' is invalid: " << report.problems.size() << " problem(s)\n";
+  out << "schedule '" << schedule.name << "' is invalid: " << report.problems.size() + report.omitted
+      << " problem(s)\n";
   const size_t kMaxListed = 20;
   for (size_t i = 0; i < report.problems.size() && i < kMaxListed; ++i) {
     out << "  - " << report.problems[i].message << '\n';
   }
-  if (report.problems.size() > kMaxListed) out << "  ... and " << report.problems.size() - kMaxListed << " more\n";
+  const size_t total = report.problems.size() + report.omitted;
+  if (total > kMaxListed) out << "  ... and " << total - kMaxListed << " more\n";
   for (const Problem& p : report.problems) {
     if (p.cells.empty()) continue;
     int lo = p.cells.front().step, hi = lo;

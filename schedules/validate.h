@@ -16,8 +16,11 @@ struct Problem {
 };
 
 struct ValidationReport {
-  std::vector<Problem> problems;  // empty when the schedule is valid
+  static constexpr size_t kMaxProblems = 1000;
+  std::vector<Problem> problems;  // the first kMaxProblems problems found
+  size_t omitted = 0;             // problems found beyond those
   bool ok() const { return problems.empty(); }
+  void Add(Problem problem);
 };
 
 // Checks `schedule` (normally the output of Lower()):
@@ -39,7 +42,8 @@ std::vector<Problem> ShapeProblems(const Schedule& schedule);
 std::string FormatReport(const Schedule& schedule, const ValidationReport& report);
 
 // Rank x step grid of programs[rank][first_step, first_step + num_steps),
-// one row per rank, cells in `marked` shown as [cell].
+// one row per rank (with more than 16 ranks and marked cells, only the ranks
+// around them), cells in `marked` shown as [cell].
 std::string FormatStepGrid(const Schedule& schedule, int first_step, int num_steps,
                            const std::vector<ActionRef>& marked = {});
 

@@ -47,6 +47,19 @@ struct RankState {
 // Unit-time list scheduling of F, I, W for any placement. Where a rank holds
 // several stages it prefers the later stage, for I and for F alike: that
 // drains microbatches towards the loss and starts backwards early.
+//
+// Event-driven, so the cost is O(actions + makespan) rather than
+// O(K * makespan). At step t a rank's choice depends only on its own state and
+// on finish times <= t (what it starts at t finishes at t + 1), so the order in
+// which ranks are visited within a step does not matter. A rank that finds
+// nothing to do keeps finding nothing until one of its inputs arrives, so a
+// rank is visited at step t only when
+//   - t == 0,
+//   - it ran an action at t - 1 (it is free again), or
+//   - an action it may wait on finished at t: F(st, m) on stage st's rank
+//     wakes stage st+1's rank (the input of F(st+1, m)), I(st, m) wakes stage
+//     st-1's rank (the output gradient of I(st-1, m)).
+// Visiting a rank spuriously is harmless: it re-derives the same idle choice.
 Schedule UnitTimeListSchedule(const std::string& name, int K, int M, const std::vector<RankId>& placement,
                               const std::vector<int>& inflight_limit, int w_backlog) {
   Schedule s;
@@ -59,26 +72,37 @@ Schedule UnitTimeListSchedule(const std::string& name, int K, int M, const std::
   const int S = s.stages;
   std::vector<std::vector<StageId>> later_first(K);  // each rank's stages, last stage first
   for (StageId st = S - 1; st >= 0; --st) later_first[placement[st]].push_back(st);
-  // Finish times, in unit steps, of F(st, m) and I(st, m).
-  std::vector<std::vector<int>> f_done(S, std::vector<int>(M, kNever));
-  std::vector<std::vector<int>> i_done(S, std::vector<int>(M, kNever));
+  // Finish times, in unit steps, of F(st, m) and I(st, m), at st * M + m.
+  std::vector<int> f_done(static_cast<size_t>(S) * M, kNever);
+  std::vector<int> i_done(static_cast<size_t>(S) * M, kNever);
+  const auto at = [M](StageId st, MicrobatchId m) { return static_cast<size_t>(st) * M + m; };
   std::vector<StageState> stage(S);
   std::vector<RankState> rank(K);
   const long total = 3L * S * M;
   long emitted = 0;
-  // Every rank makes progress at least once every few steps, so the loop ends
-  // long before this bound; reaching it would be a bug in the rules above.
-  const long step_bound = 4 * total + 4L * S + 16;
+  // Ranks to visit at step t (`now`) and at t + 1 (`next`); queued_for[r] is
+  // the last step r was put in `next` for, so it is queued at most once.
+  std::vector<RankId> now(K), next;
+  for (RankId r = 0; r < K; ++r) now[r] = r;
+  std::vector<int> queued_for(K, 0);
+  const auto wake = [&](RankId r, int step) {
+    if (queued_for[r] == step) return;
+    queued_for[r] = step;
+    next.push_back(r);
+  };
   for (int t = 0; emitted < total; ++t) {
-    if (t > step_bound) throw Error(name + ": internal error: list scheduling made no progress");
-    for (RankId r = 0; r < K; ++r) {
+    // Nothing ran at t - 1, so no rank's inputs changed and none ever will.
+    if (now.empty()) throw Error(name + ": internal error: list scheduling made no progress");
+    for (RankId r : now) {
       RankState& rs = rank[r];
       StageId i_stage = -1, f_stage = -1;
       for (StageId st : later_first[r]) {
         const MicrobatchId mi = stage[st].next_i;
-        if (i_stage < 0 && mi < M && f_done[st][mi] <= t && (st == S - 1 || i_done[st + 1][mi] <= t)) i_stage = st;
+        if (i_stage < 0 && mi < M && f_done[at(st, mi)] <= t && (st == S - 1 || i_done[at(st + 1, mi)] <= t)) {
+          i_stage = st;
+        }
         const MicrobatchId mf = stage[st].next_f;
-        if (f_stage < 0 && mf < M && rs.inflight < inflight_limit[r] && (st == 0 || f_done[st - 1][mf] <= t)) {
+        if (f_stage < 0 && mf < M && rs.inflight < inflight_limit[r] && (st == 0 || f_done[at(st - 1, mf)] <= t)) {
           f_stage = st;
         }
       }
@@ -91,19 +115,24 @@ Schedule UnitTimeListSchedule(const std::string& name, int K, int M, const std::
       } else if (i_stage >= 0) {
         const MicrobatchId m = stage[i_stage].next_i++;
         p.push_back({ActionKind::kBackwardInput, i_stage, m});
-        i_done[i_stage][m] = t + 1;
+        i_done[at(i_stage, m)] = t + 1;
         rs.deferred_w.emplace_back(i_stage, m);
         --rs.inflight;
+        if (i_stage > 0) wake(placement[i_stage - 1], t + 1);
       } else if (f_stage >= 0) {
         const MicrobatchId m = stage[f_stage].next_f++;
         p.push_back({ActionKind::kForward, f_stage, m});
-        f_done[f_stage][m] = t + 1;
+        f_done[at(f_stage, m)] = t + 1;
         ++rs.inflight;
+        if (f_stage < S - 1) wake(placement[f_stage + 1], t + 1);
       } else {
-        continue;  // idle this step
+        continue;  // idle until woken
       }
       ++emitted;
+      wake(r, t + 1);
     }
+    now.swap(next);
+    next.clear();
   }
   return s;
 }

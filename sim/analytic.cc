@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include "schedules/error.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+
 namespace pplab {
 namespace {
 
@@ -20,6 +24,18 @@ bool UniformStages(const CostModel& costs, int stages, bool split) {
   return true;
 }
 
+
+// Whether `schedule` is what generator `name` emits for its K, M and v (a
+// file may carry a family's name without its order).
+bool IsGenerated(const Schedule& schedule, int v) {
+  try {
+    const Schedule generated = Generate(schedule.name, {schedule.ranks, schedule.microbatches, v});
+    return generated.placement == schedule.placement && generated.programs == StripComm(schedule).programs;
+  } catch (const Error&) {
+    return false;  // not a generator's name, or options it refuses
+  }
+}
+
 }  // namespace
 
 const char* ConventionName(BubbleConvention c) {
@@ -32,6 +48,14 @@ std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const 
   const std::string& name = schedule.name;
   const bool split = name == "zb-h1" || name == "zb-h2" || name == "zb-v";
   if (v == 0 || !UniformStages(costs, schedule.stages, split)) return std::nullopt;
+  // A step that costs nothing has no bubble to speak of.
+  const Action f0{ActionKind::kForward, 0, 0};
+  if (costs.ComputeTime(f0) + costs.ComputeTime({split ? ActionKind::kBackwardInput : ActionKind::kBackward, 0, 0}) +
+          (split ? costs.ComputeTime({ActionKind::kBackwardWeight, 0, 0}) : 0) ==
+      0) {
+    return std::nullopt;
+  }
+  if (!IsGenerated(schedule, v)) return std::nullopt;
   if ((name == "gpipe" || name == "1f1b") && v == 1) {
     return AnalyticBubble{(K - 1) / (M + K - 1), BubbleConvention::kMakespan, "(K-1)/(M+K-1)"};
   }

@@ -10,11 +10,12 @@ namespace {
 
 using nlohmann::json;
 
-double NonNegative(const json& obj, const char* key, const std::string& at) {
+double NonNegative(const json& obj, const char* key, const std::string& at, double max) {
   const json& v = obj.at(key);
   if (!v.is_number()) throw Error(at + "." + key + " must be a number");
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < 0) throw Error(at + "." + key + " must be finite and >= 0, got " + v.dump());
+  if (x > max) throw Error(at + "." + key + " must be at most " + json(max).dump() + ", got " + v.dump());
   return x;
 }
 
@@ -34,10 +35,10 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
              "weight_grad_bytes", "message_bytes"},
             at);
   auto time = [&](const char* key, std::optional<TimeNs>& out) {
-    if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at));
+    if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
   };
   auto bytes = [&](const char* key, Bytes& out) {
-    if (obj.contains(key)) out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at)));
+    if (obj.contains(key)) out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at, kMaxBytes)));
   };
   time("forward_ms", cost.forward);
   time("backward_ms", cost.backward);
@@ -52,8 +53,13 @@ Link ReadLink(const json& obj, Link link, const std::string& at, const std::vect
   std::vector<std::string> known = {"latency_ms", "bandwidth_gbps"};
   known.insert(known.end(), extra_keys.begin(), extra_keys.end());
   CheckKeys(obj, known, at);
-  if (obj.contains("latency_ms")) link.latency = MsToNs(NonNegative(obj, "latency_ms", at));
-  if (obj.contains("bandwidth_gbps")) link.bandwidth_gbps = NonNegative(obj, "bandwidth_gbps", at);
+  if (obj.contains("latency_ms")) link.latency = MsToNs(NonNegative(obj, "latency_ms", at, kMaxActionMs));
+  if (obj.contains("bandwidth_gbps")) {
+    link.bandwidth_gbps = NonNegative(obj, "bandwidth_gbps", at, 1e12);
+    if (link.bandwidth_gbps > 0 && link.bandwidth_gbps < kMinBandwidthGbps) {
+      throw Error(at + ".bandwidth_gbps must be 0 (infinite) or at least " + json(kMinBandwidthGbps).dump());
+    }
+  }
   return link;
 }
 
@@ -79,6 +85,16 @@ CostModel CostModel::Uniform(int stages, const StageCost& stage, const Link& lin
 }
 
 CostModel CostModel::FromJson(const std::string& text, const std::string& origin) {
+  try {
+    CostModel m = FromJsonDoc(text, origin);
+    m.origin_ = origin;
+    return m;
+  } catch (const json::exception& e) {
+    throw Error(origin + ": " + e.what());
+  }
+}
+
+CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& origin) {
   json doc;
   try {
     doc = json::parse(text);
@@ -107,10 +123,12 @@ CostModel CostModel::FromJson(const std::string& text, const std::string& origin
       throw Error(origin + ": field 'num_stages' disagrees with the length of 'stages'");
     }
   } else {
-    if (!doc.contains("num_stages") || !doc["num_stages"].is_number_integer() || doc["num_stages"].get<int>() < 1) {
-      throw Error(origin + ": give either 'stages' (one entry per stage) or 'default' with an integer 'num_stages' >= 1");
+    if (!doc.contains("num_stages") || !doc["num_stages"].is_number_integer() ||
+        doc["num_stages"].get<long long>() < 1 || doc["num_stages"].get<long long>() > kMaxStages) {
+      throw Error(origin + ": give either 'stages' (one entry per stage) or 'default' with an integer 'num_stages' in [1, " +
+                  std::to_string(kMaxStages) + "]");
     }
-    m.stages_.assign(doc["num_stages"].get<int>(), base);
+    m.stages_.assign(static_cast<size_t>(doc["num_stages"].get<long long>()), base);
   }
   if (doc.contains("link")) m.link_ = ReadLink(doc["link"], Link{}, origin + ": link");
   if (doc.contains("links")) {
@@ -118,11 +136,14 @@ CostModel CostModel::FromJson(const std::string& text, const std::string& origin
     for (size_t i = 0; i < doc["links"].size(); ++i) {
       const json& l = doc["links"][i];
       const std::string at = origin + ": links[" + std::to_string(i) + "]";
-      if (!l.is_object() || !l.contains("from") || !l.contains("to") || !l["from"].is_number_integer() ||
-          !l["to"].is_number_integer()) {
-        throw Error(at + " needs integer 'from' and 'to' ranks");
-      }
-      m.links_[{l["from"].get<int>(), l["to"].get<int>()}] = ReadLink(l, m.link_, at, {"from", "to"});
+      auto rank = [&](const char* key) {
+        if (!l.is_object() || !l.contains(key) || !l[key].is_number_integer() || l[key].get<long long>() < 0 ||
+            l[key].get<long long>() > (1LL << 30)) {
+          throw Error(at + " needs integer 'from' and 'to' ranks");
+        }
+        return static_cast<RankId>(l[key].get<long long>());
+      };
+      m.links_[{rank("from"), rank("to")}] = ReadLink(l, m.link_, at, {"from", "to"});
     }
   }
   if (doc.contains("meta")) m.meta_json = doc["meta"].dump();
@@ -166,8 +187,8 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
   const StageCost& c = Stage(action.stage);
   auto need = [&](const std::optional<TimeNs>& t, const char* what) {
     if (!t) {
-      throw Error("cost model stage " + std::to_string(action.stage) + ": no " + std::string(what) +
-                  " time for " + FormatAction(action));
+      throw Error(origin_ + ": stage " + std::to_string(action.stage) + " has no " + std::string(what) +
+                  "_ms, which " + FormatAction(action) + " needs");
     }
     return *t;
   };
@@ -200,10 +221,10 @@ TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {
   return t;
 }
 
-void CostModel::CheckStages(int stages, const std::string& origin) const {
+void CostModel::CheckStages(int stages, const std::string& schedule_name) const {
   if (NumStages() != stages) {
-    throw Error(origin + ": cost model has " + std::to_string(NumStages()) + " stages but the schedule has " +
-                std::to_string(stages));
+    throw Error(origin_ + ": cost model has " + std::to_string(NumStages()) + " stages but schedule '" +
+                schedule_name + "' has " + std::to_string(stages));
   }
 }
 

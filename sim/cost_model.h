@@ -19,6 +19,13 @@
 
 namespace pplab {
 
+// Bounds on what a cost model accepts, so that sums over millions of actions
+// stay far inside int64 nanoseconds and bytes.
+constexpr double kMaxActionMs = 1e7;        // one action, or one message latency: ~2.8 hours
+constexpr double kMaxBytes = 1e15;          // one activation stash or message: 1 PB
+constexpr double kMinBandwidthGbps = 1e-6;  // 1 kB/s; 0 means infinite
+constexpr long long kMaxStages = 1 << 20;
+
 struct StageCost {
   // Times of one microbatch; a missing B is I + W, a missing I is B - W and a
   // missing W is B - I (or B / 2 when only B is given).
@@ -50,15 +57,21 @@ class CostModel {
   // Time from the start of a send of `bytes` on from -> to until arrival.
   TimeNs TransferTime(RankId from, RankId to, Bytes bytes) const;
   // Throws pplab::Error unless the model covers exactly `stages` stages.
-  void CheckStages(int stages, const std::string& origin) const;
+  void CheckStages(int stages, const std::string& schedule_name) const;
 
   void SetLinkOverride(RankId from, RankId to, const Link& link) { links_[{from, to}] = link; }
   const Link& DefaultLink() const { return link_; }
   // Free-form metadata carried through the JSON file (e.g. the model and
   // partition a profile was measured on).
   std::string meta_json = "null";
+  // Where the model came from ("--f-time/--b-time flags" or a file name), for
+  // errors.
+  const std::string& Origin() const { return origin_; }
+  void SetOrigin(std::string origin) { origin_ = std::move(origin); }
 
  private:
+  static CostModel FromJsonDoc(const std::string& text, const std::string& origin);
+  std::string origin_ = "cost model";
   std::vector<StageCost> stages_;
   Link link_;
   std::map<std::pair<RankId, RankId>, Link> links_;

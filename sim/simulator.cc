@@ -273,11 +273,38 @@ class Engine {
   Bytes bytes_sent_ = 0;
 };
 
+// Every time and byte count of the run is bounded by these sums; refusing
+// plans whose sums do not fit far inside int64 keeps every figure exact.
+void CheckTotals(const Schedule& s, const CostModel& costs) {
+  constexpr double kLimit = 4e18;
+  double time = 0, bytes = 0;
+  for (RankId r = 0; r < s.ranks; ++r) {
+    for (const Action& a : s.programs[r]) {
+      if (IsCompute(a.kind)) {
+        time += static_cast<double>(costs.ComputeTime(a));
+        if (a.kind == ActionKind::kForward) bytes += static_cast<double>(costs.Stage(a.stage).activation_bytes);
+        if (a.kind == ActionKind::kBackwardInput) bytes += static_cast<double>(costs.Stage(a.stage).weight_grad_bytes);
+      } else if (IsSend(a.kind)) {
+        const StageId to = a.kind == ActionKind::kSendF ? a.stage + 1 : a.stage - 1;
+        if (to < 0 || to >= s.stages) continue;  // reported when the action runs
+        const Bytes message = costs.Stage(a.stage).message_bytes;
+        time += static_cast<double>(costs.TransferTime(r, s.placement[to], message));
+        bytes += static_cast<double>(message);
+      }
+    }
+  }
+  if (time > kLimit || bytes > kLimit) {
+    throw Error("simulate '" + s.name + "': the costs add up to more than int64 nanoseconds or bytes can hold (" +
+                std::to_string(time) + " ns, " + std::to_string(bytes) + " bytes); use smaller times or sizes");
+  }
+}
+
 }  // namespace
 
 SimResult Simulate(const Schedule& schedule, const CostModel& costs) {
   CheckShape(schedule);
-  costs.CheckStages(schedule.stages, "simulate '" + schedule.name + "'");
+  costs.CheckStages(schedule.stages, schedule.name);
+  CheckTotals(schedule, costs);
   if (!schedule.HasComm() && schedule.ranks > 1) {
     const Schedule lowered = Lower(schedule);
     return Engine(lowered, costs).Run();

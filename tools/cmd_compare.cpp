@@ -29,13 +29,24 @@ int RunCompare(const CompareOptions& o) {
   }
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& name : names) {
-    const Schedule schedule = BuildSchedule(o.plan, name);
-    const CostModel costs = BuildCostModel(o.plan, schedule);
+    // One --virtual serves the schedules that take it; the others keep theirs.
+    PlanOptions plan = o.plan;
+    if (!FindGenerator(name).accepts_virtual) plan.virtual_stages = 0;
+    Schedule schedule;
+    try {
+      schedule = BuildSchedule(plan, name);
+    } catch (const Error& e) {
+      if (o.schedules.size() == 1) throw;
+      std::fprintf(stderr, "skipped: %s\n", e.what());  // a rule of the family rules this plan out
+      continue;
+    }
+    const CostModel costs = BuildCostModel(plan, schedule);
     nlohmann::json j = SimulationJson(schedule, costs, Simulate(schedule, costs));
     j.erase("per_rank");
     j["critical_path"].erase("path");
     rows.push_back(std::move(j));
   }
+  if (rows.empty()) throw Error("compare: no schedule accepts these options (see the lines above)");
   if (o.json) {
     std::printf("%s\n", rows.dump(2).c_str());
     return 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/validate.h"
 #include "sim/simulator.h"
@@ -22,9 +23,22 @@ struct ShowOptions {
   bool steps = false;
 };
 
+// The picture is ranks x columns characters; past this it is no longer a
+// terminal picture and would only exhaust memory.
+constexpr long long kMaxCells = 1LL << 26;
+
+void PrintTimeline(const Timeline& timeline, int columns) {
+  if (static_cast<long long>(timeline.ranks) * columns > kMaxCells) {
+    throw Error("show: " + std::to_string(timeline.ranks) + " ranks x --columns " + std::to_string(columns) +
+                " is too large a picture for a terminal; use pplab render for an SVG");
+  }
+  const std::string text = RenderText(timeline, columns);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
 int RunShow(const ShowOptions& o) {
   if (!o.trace_path.empty()) {
-    std::printf("%s", RenderText(TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path), o.columns).c_str());
+    PrintTimeline(TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path), o.columns);
     return 0;
   }
   const Schedule schedule = BuildSchedule(o.plan);
@@ -34,8 +48,7 @@ int RunShow(const ShowOptions& o) {
     std::printf("%s", FormatStepGrid(schedule, 0, static_cast<int>(longest)).c_str());
     return 0;
   }
-  const SimResult result = Simulate(schedule, BuildCostModel(o.plan, schedule));
-  std::printf("%s", RenderText(result.timeline, o.columns).c_str());
+  PrintTimeline(Simulate(schedule, BuildCostModel(o.plan, schedule)).timeline, o.columns);
   return 0;
 }
 

@@ -42,7 +42,7 @@ int RunSweep(const SweepOptions& o) {
           PlanOptions p = o.plan;
           p.ranks = K;
           p.microbatches = M;
-          p.virtual_stages = v;
+          p.virtual_stages = info.accepts_virtual ? v : 0;
           Schedule schedule;
           try {
             schedule = BuildSchedule(p, name);

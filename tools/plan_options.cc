@@ -13,61 +13,86 @@
 namespace pplab::cli {
 namespace {
 
-// Accepts finite numbers >= 0 and names the flag otherwise.
-const CLI::Validator kNonNegative(
-    [](std::string& value) -> std::string {
-      try {
-        size_t used = 0;
-        const double x = std::stod(value, &used);
-        if (used != value.size()) return "not a number: " + value;
+// Accepts finite numbers in [0, max] (CLI11 names the flag in its message).
+CLI::Validator Bounded(double max) {
+  return CLI::Validator(
+      [max](std::string& value) -> std::string {
+        double x = 0;
+        try {
+          size_t used = 0;
+          x = std::stod(value, &used);
+          if (used != value.size()) return "not a number: " + value;
+        } catch (const std::out_of_range&) {
+          return "out of range: " + value;
+        } catch (const std::exception&) {
+          return "not a number: " + value;
+        }
         if (!std::isfinite(x) || x < 0) return "must be a finite number >= 0, got " + value;
-      } catch (const std::exception&) {
-        return "not a number: " + value;
-      }
-      return "";
-    },
-    "NUMBER>=0");
+        if (x > max) return "must be at most " + std::to_string(max) + ", got " + value;
+        return "";
+      },
+      "NUMBER>=0");
+}
+
+const CLI::Validator kTime = Bounded(kMaxActionMs);
+const CLI::Validator kBytes = Bounded(kMaxBytes);
+const CLI::Validator kBandwidth = Bounded(1e12) & CLI::Validator(
+                                                       [](std::string& value) -> std::string {
+                                                         const double x = std::stod(value);
+                                                         return x == 0 || x >= kMinBandwidthGbps
+                                                                    ? ""
+                                                                    : "must be 0 (infinite) or at least 1e-6 GB/s";
+                                                       },
+                                                       "");
 
 }  // namespace
 
 void AddPlanFlags(CLI::App& app, PlanOptions& o, bool with_schedule) {
+  std::vector<CLI::Option*> plan_shape;
   if (with_schedule) {
-    app.add_option("--schedule,-s", o.schedule, "schedule generator (see `pplab schedules`)")
-        ->capture_default_str();
-    app.add_option("--plan", o.plan_file, "a schedule file (pplab JSON or PyTorch CSV) instead of --schedule");
+    plan_shape.push_back(app.add_option("--schedule,-s", o.schedule, "schedule generator (see `pplab schedules`)")
+                             ->capture_default_str());
   }
-  app.add_option("--ranks,-k", o.ranks, "pipeline ranks K")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app.add_option("--microbatches,-m", o.microbatches, "microbatches M per step")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 24));
-  app.add_option("--virtual,-v", o.virtual_stages, "stages per rank v (interleaved-1f1b, looped-bfs; default 2)")
-      ->check(CLI::Range(1, 1 << 10));
+  plan_shape.push_back(app.add_option("--ranks,-k", o.ranks, "pipeline ranks K")
+                           ->capture_default_str()
+                           ->check(CLI::Range(1, 1 << 20)));
+  plan_shape.push_back(app.add_option("--microbatches,-m", o.microbatches, "microbatches M per step")
+                           ->capture_default_str()
+                           ->check(CLI::Range(1, 1 << 24)));
+  plan_shape.push_back(
+      app.add_option("--virtual,-v", o.virtual_stages, "stages per rank v (interleaved-1f1b, looped-bfs; default 2)")
+          ->check(CLI::Range(1, 1 << 10)));
+  if (with_schedule) {
+    CLI::Option* plan =
+        app.add_option("--plan", o.plan_file, "a schedule file (pplab JSON or PyTorch CSV) instead of --schedule");
+    for (CLI::Option* opt : plan_shape) plan->excludes(opt);  // the file fixes K, M, v and the schedule
+  }
 }
 
 void AddCostFlags(CLI::App& app, PlanOptions& o) {
   app.add_option("--f-time", o.f_time_ms, "forward of one microbatch through one rank's share of the model, ms")
       ->capture_default_str()
-      ->check(kNonNegative);
+      ->check(kTime);
   app.add_option("--b-time", o.b_time_ms, "full backward (I + W) of one microbatch, one rank's share, ms")
       ->capture_default_str()
-      ->check(kNonNegative);
+      ->check(kTime);
   app.add_option("--w-time", o.w_time_ms,
                  "weight-gradient part of --b-time, ms; split schedules then use I = b - w (default w = b/2)")
-      ->check(kNonNegative);
+      ->check(kTime);
   app.add_option("--comm-latency", o.comm_latency_ms, "latency of one point-to-point message, ms")
       ->capture_default_str()
-      ->check(kNonNegative);
+      ->check(kTime);
   app.add_option("--comm-bandwidth", o.comm_bandwidth_gbps, "link bandwidth in GB/s (0 = infinite)")
       ->capture_default_str()
-      ->check(kNonNegative);
+      ->check(kBandwidth);
   app.add_option("--message-bytes", o.message_bytes, "bytes of one activation/gradient message between stages")
-      ->check(kNonNegative);
+      ->check(kBytes);
   app.add_option("--activation-bytes", o.activation_bytes,
                  "activation bytes one microbatch keeps on a rank from F until B/I (one rank's share)")
-      ->check(kNonNegative);
+      ->check(kBytes);
   app.add_option("--weight-grad-bytes", o.weight_grad_bytes,
                  "bytes an I keeps for its W (split schedules; one rank's share)")
-      ->check(kNonNegative);
+      ->check(kBytes);
   app.add_option("--cost", o.cost_file, "cost model JSON file (overrides the uniform flags)");
 }
 
@@ -86,16 +111,13 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
     return s;
   }
   const std::string gen = name.empty() ? o.schedule : name;
-  const GeneratorInfo& info = FindGenerator(gen);
-  int v = o.virtual_stages;
-  if (!info.accepts_virtual) v = info.default_virtual;  // compare passes one --virtual to every schedule
-  return Lower(Generate(gen, {o.ranks, o.microbatches, v}));
+  return Lower(Generate(gen, {o.ranks, o.microbatches, o.virtual_stages}));
 }
 
 CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   if (!o.cost_file.empty()) {
     CostModel m = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
-    m.CheckStages(schedule.stages, o.cost_file);
+    m.CheckStages(schedule.stages, schedule.name);
     return m;
   }
   const int v = std::max(1, schedule.StagesPerRank());
@@ -110,7 +132,9 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   c.activation_bytes = static_cast<Bytes>(std::llround(o.activation_bytes / v));
   c.weight_grad_bytes = static_cast<Bytes>(std::llround(o.weight_grad_bytes / v));
   c.message_bytes = static_cast<Bytes>(std::llround(o.message_bytes));
-  return CostModel::Uniform(schedule.stages, c, Link{MsToNs(o.comm_latency_ms), o.comm_bandwidth_gbps});
+  CostModel m = CostModel::Uniform(schedule.stages, c, Link{MsToNs(o.comm_latency_ms), o.comm_bandwidth_gbps});
+  m.SetOrigin("cost flags");
+  return m;
 }
 
 }  // namespace pplab::cli

@@ -72,12 +72,12 @@ std::string SimulationText(const nlohmann::json& j) {
   if (!j["analytic_bubble_fraction"].is_null()) {
     out << "  analytic bubble   " << Fixed(100 * j["analytic_bubble_fraction"].get<double>(), 2) << " % = "
         << j["analytic_formula"].get<std::string>() << " (" << j["analytic_convention"].get<std::string>()
-        << " convention)\n";
+        << " convention, free communication)\n";
   } else {
     out << "  analytic bubble   none (no closed form for this plan and these costs)\n";
   }
-  out << "  peak in-flight    " << j["peak_inflight"] << " microbatches, " << j["peak_activation_bytes"]
-      << " activation bytes (max over ranks)\n";
+  out << "  peak in-flight    " << j["peak_inflight"] << " (stage, microbatch) forwards awaiting backward, "
+      << j["peak_activation_bytes"] << " activation bytes (max over ranks)\n";
   out << "  p2p               " << j["p2p_messages"] << " messages, " << j["p2p_bytes"] << " bytes\n";
   out << "  critical path     " << j["critical_path"]["actions"] << " actions: "
       << Fixed(j["critical_path"]["compute"].get<double>(), 3) << " ms compute + "

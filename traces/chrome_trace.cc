@@ -1,5 +1,6 @@
 #include "traces/chrome_trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -94,7 +95,11 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
   return out;
 }
 
-Timeline TimelineFromChromeTrace(const std::string& text, const std::string& origin) {
+// Largest timestamp or duration accepted, in microseconds (~31 years): far
+// inside int64 nanoseconds, so sums over a trace cannot overflow.
+constexpr double kMaxUs = 1e15;
+
+static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::string& origin) {
   json doc;
   try {
     doc = json::parse(text);
@@ -114,9 +119,19 @@ Timeline TimelineFromChromeTrace(const std::string& text, const std::string& ori
   Timeline t;
   t.name = other.value("name", std::string());
   t.source = other.value("source", std::string());
-  t.ranks = other.value("ranks", 0);
-  if (t.ranks < 1) throw Error(origin + ": otherData.ranks must be >= 1");
+  for (const std::string* field : {&t.name, &t.source}) {
+    for (unsigned char c : *field) {
+      if (c < 0x20 || c == 0x7f) throw Error(origin + ": otherData name/source must not hold control characters");
+    }
+  }
   const json& events = doc["traceEvents"];
+  // Each rank has its metadata events, so a trace cannot have more ranks than events.
+  const json ranks = other.value("ranks", json(0));
+  if (!ranks.is_number_integer() || ranks.get<long long>() < 1 ||
+      ranks.get<long long>() > static_cast<long long>(std::max<size_t>(events.size(), 1))) {
+    throw Error(origin + ": otherData.ranks must be an integer in [1, number of events], got " + ranks.dump());
+  }
+  t.ranks = static_cast<int>(ranks.get<long long>());
   for (size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     const std::string at = origin + ": traceEvents[" + std::to_string(i) + "]";
@@ -126,19 +141,24 @@ Timeline TimelineFromChromeTrace(const std::string& text, const std::string& ori
     if (!e.contains("pid") || !e["pid"].is_number_integer() || !e.contains("ts") || !e["ts"].is_number()) {
       throw Error(at + ": needs integer 'pid' and numeric 'ts'");
     }
-    const RankId rank = e["pid"].get<int>();
-    if (rank < 0 || rank >= t.ranks) throw Error(at + ": pid " + std::to_string(rank) + " is not a rank");
-    const TimeNs ts = FromUs(e["ts"].get<double>());
+    const long long pid = e["pid"].get<long long>();
+    if (pid < 0 || pid >= t.ranks) throw Error(at + ": pid " + std::to_string(pid) + " is not a rank");
+    const RankId rank = static_cast<RankId>(pid);
+    const double ts_us = e["ts"].get<double>();
+    if (!(ts_us >= 0 && ts_us <= kMaxUs)) throw Error(at + ": 'ts' must be in [0, 1e15] microseconds");
+    const TimeNs ts = FromUs(ts_us);
     if (ph == "C") {
       const json args = e.value("args", json::object());
       if (!args.contains("bytes") || !args["bytes"].is_number()) throw Error(at + ": counter without args.bytes");
+      if (!args["bytes"].is_number_integer()) throw Error(at + ": counter args.bytes must be an integer");
       t.memory.push_back({rank, ts, args["bytes"].get<Bytes>()});
       continue;
     }
     const json args = e.value("args", json::object());
     if (!args.contains("action") || !args["action"].is_string()) throw Error(at + ": event without args.action");
-    if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
-      throw Error(at + ": needs a non-negative 'dur'");
+    if (!e.contains("dur") || !e["dur"].is_number() || !(e["dur"].get<double>() >= 0) ||
+        e["dur"].get<double>() > kMaxUs) {
+      throw Error(at + ": needs a 'dur' in [0, 1e15] microseconds");
     }
     TimelineEvent ev;
     ev.rank = rank;
@@ -152,6 +172,14 @@ Timeline TimelineFromChromeTrace(const std::string& text, const std::string& ori
     t.events.push_back(ev);
   }
   return t;
+}
+
+Timeline TimelineFromChromeTrace(const std::string& text, const std::string& origin) {
+  try {
+    return TimelineFromChromeTraceDoc(text, origin);
+  } catch (const json::exception& e) {
+    throw Error(origin + ": " + e.what());
+  }
 }
 
 }  // namespace pplab

@@ -40,6 +40,8 @@ TEST_CASE("generator rules are errors that state the rule", "[generators]") {
   CHECK_THROWS_WITH(Generate("1f1b", {2, 4, 2}), Catch::Contains("--virtual must be 1"));
   CHECK_THROWS_WITH(Generate("looped-bfs", {2, 4, -1}), Catch::Contains("--virtual must be >= 1"));
   CHECK_THROWS_WITH(Generate("nope", {2, 4, 1}), Catch::Contains("unknown schedule 'nope'"));
+  CHECK_THROWS_WITH(Generate("1f1b", {100000, 100000, 1}), Catch::Contains("more than pplab plans"));
+  CHECK_THROWS_WITH(Generate("zb-v", {4, 8, 3}), Catch::Contains("--virtual must be 2"));
 }
 
 TEST_CASE("1f1b warm-up is min(K - rank - 1, M) forwards", "[generators]") {

@@ -43,10 +43,24 @@ TEST_CASE("schedule JSON errors name the file and the field", "[schedule_io]") {
                     Catch::Contains("unknown field 'rankz'"));
   CHECK_THROWS_WITH(ScheduleFromJson(with("\"0F0\"", "\"0X0\""), "p.json"),
                     Catch::Contains("p.json: programs[0][0]: bad action '0X0'"));
-  CHECK_THROWS_WITH(ScheduleFromJson(with("\"0F0\"", "\"1F0\""), "p.json"),
-                    Catch::Contains("stage 1 is placed on rank 1"));
-  CHECK_THROWS_WITH(ScheduleFromJson(with("\"microbatches\": 2", "\"microbatches\": 1"), "p.json"),
-                    Catch::Contains("microbatch is not in [0, 1)"));
+  CHECK_THROWS_WITH(ScheduleFromJson(with("[0,1]", "[0,4294967296]"), "p.json"),
+                    Catch::Contains("placement[1] must be a rank in [0, 2), got 4294967296"));
+  CHECK_THROWS_WITH(ScheduleFromJson(with("\"name\": \"1f1b\"", "\"name\": \"a\\u0000b\""), "p.json"),
+                    Catch::Contains("'name' must not hold control characters"));
+  CHECK_THROWS_WITH(ScheduleFromJson(with("\"format\": \"pplab.schedule\"", "\"format\": 5"), "p.json"),
+                    Catch::Contains("p.json: field 'format'"));
+  // A tiny file that claims a huge plan is refused before anything is allocated.
+  CHECK_THROWS_WITH(ScheduleFromJson(with("\"microbatches\": 2", "\"microbatches\": 100000000"), "p.json"),
+                    Catch::Contains("200000000 (stage, microbatch) pairs, but only 16 actions"));
+}
+
+TEST_CASE("action-level problems in a JSON file are validation's to report", "[schedule_io]") {
+  std::string text = ScheduleToJson(Lower(Generate1F1B(2, 2)));
+  text.replace(text.find("\"0F0\""), 5, "\"1F0\"");
+  const Schedule s = ScheduleFromJson(text, "p.json");  // loads
+  const ValidationReport r = Validate(s);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.problems.front().message, Catch::Contains("stage 1 is placed on rank 1"));
 }
 
 TEST_CASE("PyTorch pipelining CSV imports, with empty cells as idle steps", "[schedule_io]") {
@@ -68,7 +82,11 @@ TEST_CASE("PyTorch CSV errors name the file, line and column", "[schedule_io]") 
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0Q1\n", "a.csv", "a"), Catch::Contains("a.csv:1: column 2"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0\n0B0\n", "a.csv", "a"),
                     Catch::Contains("stage 0 has actions on rank 0 and rank 1"));
-  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0\n2F0\n", "a.csv", "a"), Catch::Contains("stage 1 has no actions"));
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0B0\n2F0,2B0\n", "a.csv", "a"), Catch::Contains("stage 1 has no actions"));
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("999999999F0\n", "a.csv", "a"),
+                    Catch::Contains("implies 1000000000 stages but the file holds 1 actions"));
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F99999999\n", "a.csv", "a"), Catch::Contains("(stage, microbatch) pairs"));
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,\x01\x02\n", "a.csv", "a"), Catch::Contains("bad action '\\x01\\x02'"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("\n\n", "a.csv", "a"), Catch::Contains("no rows"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv(",,\n", "a.csv", "a"), Catch::Contains("no actions"));
 }

@@ -116,6 +116,29 @@ TEST_CASE("simulation is deterministic and linear: same input, same timeline", "
   }
 }
 
+TEST_CASE("costs whose sums would overflow int64 are refused", "[sim]") {
+  StageCost c;
+  c.forward = int64_t{1} << 60;
+  c.backward = 1;
+  CHECK_THROWS_WITH(Simulate(Generate1F1B(2, 8), CostModel::Uniform(2, c, {})),
+                    Catch::Contains("more than int64 nanoseconds or bytes can hold"));
+}
+
+TEST_CASE("the closed form is only claimed for the generator's own order and real costs", "[sim]") {
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  const CostModel costs = CostModel::Uniform(4, c, {});
+  Schedule renamed = GenerateLoopedBfs(2, 4, 2);
+  CHECK(AnalyticBubbleFor(renamed, costs).has_value());
+  renamed.name = "interleaved-1f1b";  // same K, M, v, another family's name
+  CHECK_FALSE(AnalyticBubbleFor(renamed, costs).has_value());
+  StageCost free;
+  free.forward = 0;
+  free.backward = 0;
+  CHECK_FALSE(AnalyticBubbleFor(GenerateLoopedBfs(2, 4, 2), CostModel::Uniform(4, free, {})).has_value());
+}
+
 TEST_CASE("a schedule that cannot finish is an error naming the stuck ranks", "[sim]") {
   Schedule s = Lower(Generate1F1B(2, 1));
   // rank 0: F0 SEND_F0 RECV_B0 B0 -> put RECV_B0 ... B0 before F0's send.

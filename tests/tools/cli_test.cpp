@@ -1,4 +1,5 @@
 // Runs the pplab binary as a user would and checks exit codes and messages.
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -89,6 +90,12 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
       {"bench --sizes 4by4", 2, "--sizes: '4by4' is not KxM"},
       {"simulate --plan " PPLAB_TEST_DATA_DIR "/deadlock.csv", 2, "deadlock.csv: invalid schedule: deadlock"},
       {"frobnicate", 2, "unknown command 'frobnicate'"},
+      {"simulate -s 1f1b -v 7", 2, "--virtual must be 1"},
+      {"simulate --plan " PPLAB_TEST_DATA_DIR "/pytorch_1f1b_k2_m2.csv -k 4", 108, "--ranks excludes --plan"},
+      {"show -k 100000 -m 1 --columns 10000", 2, "too large a picture"},
+      {"simulate -k 100000 -m 100000", 2, "more than pplab plans"},
+      {"simulate --f-time 1e13", 105, "--f-time"},
+      {"simulate --comm-bandwidth 1e-300 --message-bytes 1e6", 105, "--comm-bandwidth"},
   };
   for (const Case& c : cases) {
     const Run r = Pplab(c.args);
@@ -106,6 +113,20 @@ TEST_CASE("cli: an exported plan validates and simulates like the generator", "[
   const auto from_file = nlohmann::json::parse(Pplab("simulate --plan " + plan + " --json").out);
   CHECK(from_file["makespan"] == direct["makespan"]);
   CHECK(from_file["span_bubble_fraction"] == direct["span_bubble_fraction"]);
+}
+
+TEST_CASE("cli: compare skips the schedules whose rules the options break", "[cli]") {
+  const Run r = Pplab("compare -k 4 -m 6 --csv");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b: Megatron's rule"));
+  CHECK_THAT(r.out, Catch::Contains("\nzb-v,"));
+}
+
+TEST_CASE("cli: writing to /dev/null leaves it a device", "[cli]") {
+  REQUIRE(Pplab("export -s 1f1b -k 2 -m 2 -o /dev/null").code == 0);
+  struct stat st {};
+  REQUIRE(::lstat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
 }
 
 TEST_CASE("cli: compare lists every schedule; sweep writes one row per plan", "[cli]") {

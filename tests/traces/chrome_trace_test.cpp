@@ -113,6 +113,13 @@ TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
   CHECK_THROWS_WITH(
       TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 0, "ts": 0, "dur": 1, "args": {"action": "0Z0"}}]})", "t.json"),
       Catch::Contains("bad action '0Z0'"));
+  CHECK_THROWS_WITH(
+      TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 0, "ts": 1e300, "dur": 1, "args": {"action": "0F0"}}]})", "t.json"),
+      Catch::Contains("'ts' must be in [0, 1e15]"));
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 10000000}, "traceEvents": [{"ph": "M"}]})", "t.json"),
+                    Catch::Contains("otherData.ranks must be an integer in [1, number of events]"));
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "name": 7}, "traceEvents": []})", "t.json"),
+                    Catch::Contains("t.json: "));
 }
 
 }  // namespace pplab

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <ostream>
 
 #include "schedules/error.h"
 
@@ -90,6 +91,8 @@ Action ParseAction(std::string_view text) {
   }
   return Action{*kind, *stage, *microbatch};
 }
+
+std::ostream& operator<<(std::ostream& out, const Action& action) { return out << FormatAction(action); }
 
 std::string EventName(const Action& action) {
   return std::string(KindName(action.kind)) + " s" + std::to_string(action.stage) + " mb" +

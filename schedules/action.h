@@ -10,6 +10,7 @@
 //   RECV_B(s, m): stage s receives the gradient of its output of m from s+1.
 #pragma once
 
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +62,9 @@ std::string FormatAction(const Action& action);
 // Parses the canonical text form (surrounding spaces allowed). Throws
 // pplab::Error naming the text when it is not an action.
 Action ParseAction(std::string_view text);
+
+// Writes the text form (for test messages and logs).
+std::ostream& operator<<(std::ostream& out, const Action& action);
 
 // Display name used in traces and pictures: "F s2 mb3", "SEND_F s1 mb3".
 std::string EventName(const Action& action);

@@ -3,6 +3,9 @@
 // `exit_code`. Library errors (pplab::Error) propagate to main().
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace CLI {
 class App;
 }
@@ -18,5 +21,7 @@ void SetupValidate(CLI::App& app, int& exit_code);
 void SetupRender(CLI::App& app, int& exit_code);
 void SetupShow(CLI::App& app, int& exit_code);
 void SetupBench(CLI::App& app, int& exit_code);
+// `argv` is the whole command line, which the launcher hands to the workers.
+void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& argv);
 
 }  // namespace pplab::cli

@@ -1,0 +1,61 @@
+// Transport over a torch c10d process group (Gloo on CPU).
+//
+// Each message travels as two point-to-point messages: a fixed-size int64
+// header (number of tensors, their dtypes and shapes, payload bytes) on tag
+// 2t, then all tensors' bytes in one uint8 payload on tag 2t+1. Receives
+// post the header early; the payload is received once its size is known.
+// Received tensors are placed on `device`, so the executor's stages may live
+// on a GPU while the wire is the host's.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "runtime/transport.h"
+
+namespace c10d {
+class ProcessGroup;
+class Store;
+}  // namespace c10d
+
+namespace pplab {
+
+struct ProcessGroupHandle;  // owns the c10d objects (c10d_transport.cc)
+
+// Connects to the TCPStore at host:port (rank 0 serves it) and creates a
+// Gloo process group of `world_size` ranks. Throws pplab::Error naming the
+// address after `timeout`.
+std::shared_ptr<ProcessGroupHandle> ConnectGloo(const std::string& host, int port, RankId rank, int world_size,
+                                                std::chrono::milliseconds timeout);
+
+class C10dTransport : public Transport {
+ public:
+  C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device);
+  ~C10dTransport() override;
+  RankId Rank() const override;
+  void Send(RankId peer, int64_t tag, const TensorList& tensors) override;
+  void PostRecv(RankId peer, int64_t tag) override;
+  TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
+  void WaitSends(std::chrono::milliseconds timeout) override;
+
+ private:
+  struct Pending;
+  std::shared_ptr<ProcessGroupHandle> group_;
+  c10::Device device_;
+  std::map<std::pair<RankId, int64_t>, std::unique_ptr<Pending>> receives_;
+  std::vector<std::unique_ptr<Pending>> sends_;
+};
+
+// Collectives the trainer needs besides pipeline messages.
+// Sum of `value` over all ranks.
+double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout);
+// Waits until every rank arrives.
+void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout);
+// Rank 0 gets every rank's int64 vector (others get an empty result).
+std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
+                                                std::chrono::milliseconds timeout);
+
+}  // namespace pplab

@@ -1,0 +1,118 @@
+#include "runtime/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "schedules/error.h"
+
+extern char** environ;
+
+namespace pplab {
+namespace {
+
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error(std::string("launcher: socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw Error(std::string("launcher: cannot find a free port: ") + std::strerror(errno));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string Describe(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
+  return "stopped";
+}
+
+}  // namespace
+
+int LaunchLocal(const LaunchOptions& options) {
+  const char* port_env = std::getenv("MASTER_PORT");
+  const std::string port = port_env != nullptr ? port_env : std::to_string(FreePort());
+  std::map<pid_t, int> rank_of;
+  for (int r = 0; r < options.nproc; ++r) {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      const std::string key = kv.substr(0, kv.find('='));
+      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" ||
+          key == "MASTER_PORT") {
+        continue;
+      }
+      env_strings.push_back(kv);
+    }
+    env_strings.push_back("RANK=" + std::to_string(r));
+    env_strings.push_back("LOCAL_RANK=" + std::to_string(r));
+    env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nproc));
+    env_strings.push_back("MASTER_ADDR=127.0.0.1");
+    env_strings.push_back("MASTER_PORT=" + port);
+    std::vector<char*> env, argv;
+    for (std::string& s : env_strings) env.push_back(s.data());
+    env.push_back(nullptr);
+    std::string self = "/proc/self/exe";
+    argv.push_back(self.data());
+    std::vector<std::string> args = options.args;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), env.data());
+    if (err != 0) {
+      for (const auto& [p, rank] : rank_of) ::kill(p, SIGKILL);
+      throw Error(std::string("launcher: cannot start rank ") + std::to_string(r) + ": " + std::strerror(err));
+    }
+    rank_of[pid] = r;
+  }
+  int result = 0;
+  bool deadline_set = false;
+  std::chrono::steady_clock::time_point deadline;
+  while (!rank_of.empty()) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, deadline_set ? WNOHANG : 0);
+    if (pid > 0) {
+      const int rank = rank_of[pid];
+      rank_of.erase(pid);
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        std::fprintf(stderr, "pplab: rank %d %s\n", rank, Describe(status).c_str());
+        if (result == 0) result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+        if (!deadline_set) {
+          deadline_set = true;
+          deadline = std::chrono::steady_clock::now() + options.grace;
+        }
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR) break;
+    if (deadline_set && std::chrono::steady_clock::now() > deadline) {
+      for (const auto& [p, rank] : rank_of) {
+        std::fprintf(stderr, "pplab: rank %d did not exit after a peer failed; killing it\n", rank);
+        ::kill(p, SIGKILL);
+      }
+      deadline_set = false;  // now block until they are reaped
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return result;
+}
+
+}  // namespace pplab

@@ -1,0 +1,25 @@
+// Local launcher: starts one worker process per rank on this machine, the
+// way torchrun does, and supervises them so that no failure hangs the run.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace pplab {
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::vector<std::string> args;  // the workers' arguments (argv[1..])
+  // After one worker fails, how long the others get to notice and exit by
+  // themselves before they are killed.
+  std::chrono::milliseconds grace{60000};
+};
+
+// Runs `nproc` copies of this executable with RANK, LOCAL_RANK, WORLD_SIZE,
+// MASTER_ADDR (127.0.0.1) and MASTER_PORT (a free port, unless MASTER_PORT is
+// set) in their environment and waits for all of them. Returns 0 when all
+// succeed; otherwise prints which ranks failed and returns non-zero.
+int LaunchLocal(const LaunchOptions& options);
+
+}  // namespace pplab

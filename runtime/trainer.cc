@@ -1,0 +1,96 @@
+#include "runtime/trainer.h"
+
+#include <torch/torch.h>
+
+#include "runtime/c10d_transport.h"
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+// Events travel to rank 0 as five int64 per action.
+std::vector<int64_t> Encode(const std::vector<TimelineEvent>& events) {
+  std::vector<int64_t> out;
+  out.reserve(events.size() * 5);
+  for (const TimelineEvent& e : events) {
+    out.insert(out.end(), {static_cast<int64_t>(e.action.kind), e.action.stage, e.action.microbatch, e.start, e.end});
+  }
+  return out;
+}
+
+void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
+  for (size_t i = 0; i + 4 < words.size(); i += 5) {
+    TimelineEvent e;
+    e.rank = rank;
+    e.action = {static_cast<ActionKind>(words[i]), static_cast<StageId>(words[i + 1]),
+                static_cast<MicrobatchId>(words[i + 2])};
+    e.start = words[i + 3];
+    e.end = words[i + 4];
+    into.events.push_back(e);
+  }
+}
+
+}  // namespace
+
+TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
+                   const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,
+                   const TrainerOptions& options) {
+  if (group == nullptr && schedule.ranks != 1) {
+    throw Error("train: a " + std::to_string(schedule.ranks) + "-rank schedule needs a process group");
+  }
+  std::vector<std::unique_ptr<Stage>> owned;
+  std::map<StageId, Stage*> stages;
+  std::vector<at::Tensor> params;
+  for (StageId s : schedule.StagesOf(rank)) {
+    owned.push_back(make_stage(s));
+    stages[s] = owned.back().get();
+    for (auto& [name, p] : owned.back()->NamedParameters()) params.push_back(p);
+  }
+  torch::optim::AdamW optimizer(
+      params, torch::optim::AdamWOptions(options.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(0.1));
+  Executor executor(schedule, rank, stages, transport, loss, {options.comm_timeout});
+  // Align the ranks' clocks: everyone leaves the barrier within a few
+  // microseconds and takes that moment as time 0.
+  if (group != nullptr) Barrier(*group, options.comm_timeout);
+  const auto origin = std::chrono::steady_clock::now();
+  TrainSummary summary;
+  std::vector<TimelineEvent> last_events;
+  for (int step = 0; step < options.steps; ++step) {
+    if (options.on_step) options.on_step(step);
+    const auto start = std::chrono::steady_clock::now();
+    const StepBatch b = batch(step);
+    optimizer.zero_grad();
+    StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
+    optimizer.step();
+    double step_loss = 0;
+    for (const auto& [m, l] : result.losses) step_loss += l;
+    if (group != nullptr) step_loss = AllReduceSum(*group, step_loss, options.comm_timeout);
+    summary.losses.push_back(step_loss);
+    summary.step_times_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    last_events = std::move(result.events);
+  }
+  // Gather the last step's timeline on rank 0, shifted to start at 0.
+  std::vector<std::vector<int64_t>> all;
+  if (group != nullptr) {
+    all = GatherToRank0(*group, Encode(last_events), options.comm_timeout);
+  } else {
+    all.push_back(Encode(last_events));
+  }
+  if (rank == 0) {
+    Timeline& t = summary.last_step;
+    t.name = schedule.name;
+    t.source = "measured";
+    t.ranks = schedule.ranks;
+    for (RankId r = 0; r < static_cast<RankId>(all.size()); ++r) Decode(r, all[r], t);
+    TimeNs first = t.events.empty() ? 0 : t.events.front().start;
+    for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
+    for (TimelineEvent& e : t.events) {
+      e.start -= first;
+      e.end -= first;
+    }
+  }
+  return summary;
+}
+
+}  // namespace pplab

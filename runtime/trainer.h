@@ -1,0 +1,48 @@
+// Trainer: runs training steps of one pipeline rank with the executor,
+// an AdamW step after each, and reports losses, step times and the measured
+// timeline of the last step. It knows no model: stages, batches and the loss
+// come in as functions.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/executor.h"
+#include "traces/timeline.h"
+
+namespace pplab {
+
+struct ProcessGroupHandle;
+
+struct TrainerOptions {
+  int steps = 1;
+  double lr = 1e-3;
+  std::chrono::milliseconds comm_timeout{60000};
+  // Called at the start of each step with its index (tests inject faults).
+  std::function<void(int step)> on_step;
+};
+
+struct StepBatch {
+  std::vector<MicrobatchData> microbatches;  // all M of them
+  double loss_scale = 1;                     // multiplies each microbatch loss (1 / tokens in the batch)
+};
+
+using StageFactory = std::function<std::unique_ptr<Stage>(StageId stage)>;
+using BatchFn = std::function<StepBatch(int step)>;
+
+struct TrainSummary {
+  std::vector<double> losses;         // per step, the batch loss (every rank gets it)
+  std::vector<double> step_times_ms;  // per step, wall time on this rank
+  Timeline last_step;                 // rank 0: all ranks' actions of the last step, from 0; else empty
+};
+
+// Trains `rank`'s stages of the lowered `schedule`. With `group` null the
+// schedule must have one rank (single-process training). Throws
+// pplab::Error naming the rank and action when a peer fails or times out.
+TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
+                   const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,
+                   const TrainerOptions& options);
+
+}  // namespace pplab

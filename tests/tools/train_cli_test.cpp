@@ -1,0 +1,99 @@
+// Multi-process training through the pplab binary (Gloo over loopback).
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "schedules/file_io.h"
+#include "schedules/schedule_io.h"
+#include "traces/chrome_trace.h"
+
+namespace pplab {
+namespace {
+
+struct Run {
+  int code;
+  std::string out;
+};
+
+Run Pplab(const std::string& args) {
+  FILE* pipe = popen((std::string(PPLAB_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
+}
+
+std::vector<double> Losses(const std::string& args) {
+  const Run r = Pplab("train " + args + " --json");
+  INFO(args << "\n" << r.out);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  return j["losses"].get<std::vector<double>>();
+}
+
+}  // namespace
+
+TEST_CASE("every schedule across processes gives the single-process loss sequence", "[train]") {
+  const std::string common = " --model tiny --batch-size 8 --seq-len 16 --steps 3 --seed 5";
+  const std::vector<double> reference = Losses("-k 1 -m 4" + common);
+  REQUIRE(reference.size() == 3);
+  for (const char* plan : {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2",
+                           "-s looped-bfs -k 2 -m 4 -v 2", "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4",
+                           "-s zb-v -k 2 -m 4", "-s 1f1b -k 4 -m 8", "-s zb-h1 -k 3 -m 4 --partition 1,2,1"}) {
+    const std::vector<double> losses = Losses(std::string(plan) + common);
+    INFO(plan);
+    REQUIRE(losses.size() == reference.size());
+    for (size_t i = 0; i < losses.size(); ++i) CHECK(losses[i] == Approx(reference[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {
+  const Run r = Pplab("train -s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("pplab: rank 1 was killed by signal"));
+  CHECK_THAT(r.out, Catch::Contains("pplab: error: rank 0: rank 0 waiting on 0RECV_B"));
+}
+
+TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {
+  const std::string dir = PPLAB_TEST_TMP_DIR;
+  REQUIRE(Pplab("export -s zb-h1 -k 2 -m 4 -o " + dir + "/zb.json").code == 0);
+  const Run r = Pplab("train --plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --trace " + dir +
+                      "/measured.json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const Schedule plan = LoadScheduleFile(dir + "/zb.json");
+  const Timeline t = TimelineFromChromeTrace(ReadTextFile(dir + "/measured.json"), "measured.json");
+  CHECK(t.source == "measured");
+  for (RankId rank = 0; rank < plan.ranks; ++rank) {
+    std::vector<Action> got;
+    for (const TimelineEvent& e : t.events) {
+      if (e.rank == rank) got.push_back(e.action);
+    }
+    CHECK(got == plan.programs[rank]);
+  }
+}
+
+TEST_CASE("train refuses bad options with one line", "[train]") {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"train -k 2 -m 3 --batch-size 8 --steps 1", "--batch-size 8 is not divisible by --microbatches 3"},
+                        Case{"train -k 8 --model tiny --steps 1", "fewer than the 8 stages"},
+                        Case{"train --model nope --steps 1", "unknown model preset 'nope'"},
+                        Case{"train -k 2 --partition 3,3 --steps 1", "--partition: the entries sum to 6 layers"}}) {
+    const Run r = Pplab(c.args);
+    INFO(c.args << "\n" << r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains(c.says));
+  }
+}
+
+}  // namespace pplab

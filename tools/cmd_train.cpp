@@ -1,0 +1,190 @@
+// pplab train: run a plan for real. Without RANK/WORLD_SIZE in the
+// environment it launches one worker per rank on this machine (or trains in
+// this process with --ranks 1); with them (torchrun --no-python, Slurm) it is
+// one of those workers.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "models/llama.h"
+#include "runtime/c10d_transport.h"
+#include "runtime/fake_transport.h"
+#include "runtime/launcher.h"
+#include "runtime/synthetic_data.h"
+#include "runtime/trainer.h"
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+#include "schedules/schedule_io.h"
+#include "schedules/validate.h"
+#include "tools/commands.h"
+#include "traces/chrome_trace.h"
+
+namespace pplab::cli {
+namespace {
+
+struct TrainOptions {
+  std::string schedule = "1f1b";
+  std::string plan_file;
+  int ranks = 2;
+  int microbatches = 4;
+  int virtual_stages = 0;
+  std::string model = "tiny";
+  std::string partition = "uniform";
+  int batch_size = 8;
+  int seq_len = 32;
+  int steps = 10;
+  uint64_t seed = 1;
+  double lr = 1e-3;
+  int nproc = 0;
+  double comm_timeout_s = 60;
+  std::string trace_path;
+  bool json = false;
+  std::string kill_rank_at;  // "RANK:STEP", a testing aid
+  std::vector<std::string> raw_args;
+};
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  try {
+    return std::stoi(v);
+  } catch (const std::exception&) {
+    throw Error(std::string("environment variable ") + name + "='" + v + "' is not an integer");
+  }
+}
+
+Schedule LoadPlan(const TrainOptions& o) {
+  if (o.plan_file.empty()) return Lower(Generate(o.schedule, {o.ranks, o.microbatches, o.virtual_stages}));
+  Schedule s = LoadScheduleFile(o.plan_file);
+  if (!s.HasComm() && s.ranks > 1) s = Lower(s);
+  const ValidationReport report = Validate(s);
+  if (!report.ok()) throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message);
+  return s;
+}
+
+int RunWorker(const TrainOptions& o, RankId rank, int world) {
+  const Schedule schedule = LoadPlan(o);
+  if (world != schedule.ranks) {
+    throw Error("world size " + std::to_string(world) + " but the plan has " + std::to_string(schedule.ranks) +
+                " ranks (--nproc must equal --ranks until data parallelism lands)");
+  }
+  const LlamaConfig config = LoadLlamaConfig(o.model);
+  const Partition partition = MakePartition(config, schedule.stages, o.partition);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
+  std::shared_ptr<ProcessGroupHandle> group;
+  std::unique_ptr<Transport> transport;
+  if (world > 1) {
+    const char* addr = std::getenv("MASTER_ADDR");
+    group = ConnectGloo(addr != nullptr ? addr : "127.0.0.1", EnvInt("MASTER_PORT", 29500), rank, world, timeout);
+    transport = std::make_unique<C10dTransport>(group, c10::Device(c10::kCPU));
+  } else {
+    transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
+  }
+  TrainerOptions options;
+  options.steps = o.steps;
+  options.lr = o.lr;
+  options.comm_timeout = timeout;
+  if (!o.kill_rank_at.empty()) {
+    int kill_rank = -1, kill_step = -1;
+    if (std::sscanf(o.kill_rank_at.c_str(), "%d:%d", &kill_rank, &kill_step) != 2) {
+      throw Error("--kill-rank-at: expected RANK:STEP, got '" + o.kill_rank_at + "'");
+    }
+    if (kill_rank == rank) {
+      options.on_step = [kill_step](int step) {
+        if (step == kill_step) ::raise(SIGKILL);
+      };
+    }
+  }
+  const int V = config.vocab_size;
+  const TrainSummary summary = Train(
+      schedule, rank, *transport, group.get(),
+      [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, c10::Device(c10::kCPU)); },
+      [&](int step) { return SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, V, schedule.microbatches); },
+      [](const TensorList& outputs, const at::Tensor& targets) {
+        return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
+      },
+      options);
+  if (rank != 0) return 0;
+  if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(summary.last_step));
+  if (o.json) {
+    const nlohmann::json j = {{"schedule", schedule.name},     {"ranks", schedule.ranks},
+                              {"microbatches", schedule.microbatches}, {"steps", o.steps},
+                              {"model", o.model},              {"partition", partition.ToString()},
+                              {"losses", summary.losses},      {"step_times_ms", summary.step_times_ms}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    for (size_t i = 0; i < summary.losses.size(); ++i) {
+      std::printf("step %3zu  loss %.6f  %8.2f ms\n", i, summary.losses[i], summary.step_times_ms[i]);
+    }
+    if (!o.trace_path.empty()) std::printf("measured trace of the last step written to %s\n", o.trace_path.c_str());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int RunTrain(const TrainOptions& o) {
+  const bool worker = std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
+  if (worker) {
+    const RankId rank = EnvInt("RANK", 0);
+    const int world = EnvInt("WORLD_SIZE", 1);
+    try {
+      return RunWorker(o, rank, world);
+    } catch (const std::exception& e) {
+      // Leave at once: a process group with a dead peer may block in its
+      // destructors, and a worker must never hang.
+      std::fprintf(stderr, "pplab: error: rank %d: %s\n", rank, e.what());
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+  }
+  const Schedule schedule = LoadPlan(o);  // fail here, once, on a bad plan
+  const int nproc = o.nproc > 0 ? o.nproc : schedule.ranks;
+  if (nproc == 1) return RunWorker(o, 0, 1);
+  LaunchOptions launch;
+  launch.nproc = nproc;
+  launch.args = o.raw_args;
+  launch.grace = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000) + 10000);
+  return LaunchLocal(launch);
+}
+
+}  // namespace
+
+void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& argv) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* sub = app.add_subcommand("train", "train a Llama model with a pipeline plan, one process per rank");
+  sub->add_option("--schedule,-s", o->schedule, "schedule generator")->capture_default_str();
+  sub->add_option("--plan", o->plan_file, "a plan file from `pplab export` instead of --schedule");
+  sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->check(CLI::Range(1, 4096))->capture_default_str();
+  sub->add_option("--microbatches,-m", o->microbatches, "microbatches M per step")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank (interleaved-1f1b, looped-bfs)")
+      ->check(CLI::Range(1, 64));
+  sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->capture_default_str();
+  sub->add_option("--partition", o->partition, "uniform, parameters, or layers per stage like 3,2,2,1")
+      ->capture_default_str();
+  sub->add_option("--batch-size", o->batch_size, "sequences per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  sub->add_option("--seq-len", o->seq_len, "tokens per sequence")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  sub->add_option("--steps", o->steps, "training steps")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed of the weights and the data")->capture_default_str();
+  sub->add_option("--lr", o->lr, "AdamW learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  sub->add_option("--nproc", o->nproc, "worker processes (default: the plan's ranks)")->check(CLI::Range(1, 4096));
+  sub->add_option("--comm-timeout", o->comm_timeout_s, "seconds a rank waits for a peer before giving up")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
+  sub->add_flag("--json", o->json, "print one summary object at the end");
+  sub->add_option("--kill-rank-at", o->kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")
+      ->group("");  // hidden
+  o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags
+  sub->callback([o, &exit_code] { exit_code = RunTrain(*o); });
+}
+
+}  // namespace pplab::cli

@@ -1,0 +1,18 @@
+// pplab train in a build without LibTorch: says so instead of vanishing.
+#include <CLI/CLI.hpp>
+
+#include "schedules/error.h"
+#include "tools/commands.h"
+
+namespace pplab::cli {
+
+void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>&) {
+  CLI::App* sub = app.add_subcommand("train", "train with a pipeline plan (needs a build with LibTorch)");
+  sub->allow_extras();
+  sub->callback([&exit_code] {
+    exit_code = 2;
+    throw Error("this pplab was built without LibTorch: install libtorch-dev (tools/setup.sh does) and rebuild");
+  });
+}
+
+}  // namespace pplab::cli

@@ -70,6 +70,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     last_events = std::move(result.events);
   }
+  if (options.after_last_step) options.after_last_step(stages);
   // Gather the last step's timeline on rank 0, shifted to start at 0.
   std::vector<std::vector<int64_t>> all;
   if (group != nullptr) {

@@ -22,6 +22,9 @@ struct TrainerOptions {
   std::chrono::milliseconds comm_timeout{60000};
   // Called at the start of each step with its index (tests inject faults).
   std::function<void(int step)> on_step;
+  // Called after the last step with this rank's stages, whose parameters
+  // still hold that step's gradients.
+  std::function<void(const std::map<StageId, Stage*>& stages)> after_last_step;
 };
 
 struct StepBatch {

@@ -47,6 +47,7 @@ struct TrainOptions {
   std::string trace_path;
   bool json = false;
   std::string kill_rank_at;  // "RANK:STEP", a testing aid
+  std::string dump_grads_dir;
   std::vector<std::string> raw_args;
 };
 
@@ -101,6 +102,20 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
         if (step == kill_step) ::raise(SIGKILL);
       };
     }
+  }
+  if (!o.dump_grads_dir.empty()) {
+    options.after_last_step = [&o](const std::map<StageId, Stage*>& stages) {
+      for (const auto& [s, stage] : stages) {
+        for (auto& [name, p] : stage->NamedParameters()) {
+          const std::string path = o.dump_grads_dir + "/" + name + ".pt";
+          try {
+            torch::save(p.grad().defined() ? p.grad() : torch::zeros_like(p), path);
+          } catch (const std::exception& e) {
+            throw Error("--dump-grads: cannot write " + path);
+          }
+        }
+      }
+    };
   }
   const int V = config.vocab_size;
   const TrainSummary summary = Train(
@@ -183,6 +198,8 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_flag("--json", o->json, "print one summary object at the end");
   sub->add_option("--kill-rank-at", o->kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")
       ->group("");  // hidden
+  sub->add_option("--dump-grads", o->dump_grads_dir,
+                  "write each parameter's gradient of the last step to DIR/<global name>.pt (torch::save)");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags
   sub->callback([o, &exit_code] { exit_code = RunTrain(*o); });
 }

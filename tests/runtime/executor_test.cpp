@@ -192,3 +192,29 @@ TEST_CASE("a rank whose peer never sends times out naming the action", "[executo
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("stages hold exactly their parts, with the full model's weights bit for bit", "[executor]") {
+  const LlamaConfig c = Tiny(5);
+  auto full = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 77, torch::kCPU);
+  std::map<std::string, at::Tensor> reference;
+  for (auto& [name, p] : full->NamedParameters()) reference[name] = p;
+  const Partition partition = MakePartition(c, 3, "2,2,1");
+  size_t seen = 0;
+  for (int s = 0; s < 3; ++s) {
+    auto stage = BuildLlamaStage(c, partition, s, 77, torch::kCPU);
+    for (auto& [name, p] : stage->NamedParameters()) {
+      INFO("stage " << s << " " << name);
+      REQUIRE(reference.count(name) == 1);
+      CHECK(torch::equal(p, reference[name]));
+      CHECK((name.rfind("embed_tokens", 0) != 0 || s == 0));
+      CHECK(((name.rfind("lm_head", 0) != 0 && name.rfind("norm.", 0) != 0) || s == 2));
+      ++seen;
+    }
+  }
+  CHECK(seen == reference.size());
+  CHECK(reference.count("layers.4.mlp.up_proj.weight") == 1);
+}
+
+}  // namespace pplab

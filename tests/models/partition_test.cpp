@@ -1,0 +1,81 @@
+#include "models/partition.h"
+
+#include <catch2/catch.hpp>
+
+#include "schedules/error.h"
+
+namespace pplab {
+
+TEST_CASE("uniform partition gives the first L mod S stages one layer more", "[partition]") {
+  LlamaConfig c = LlamaPreset("tiny");
+  c.num_hidden_layers = 5;
+  CHECK(PartitionUniform(c, 3).ToString() == "2,2,1");
+  CHECK(PartitionUniform(c, 5).ToString() == "1,1,1,1,1");
+  CHECK(PartitionUniform(c, 1).ToString() == "5");
+  CHECK_THROWS_WITH(PartitionUniform(c, 6), Catch::Contains("5 layers, fewer than the 6 stages"));
+}
+
+TEST_CASE("parameter-balanced partition minimises the largest stage", "[partition]") {
+  // Embedding and head each weigh as much as 2 layers: with 8 layers on 4
+  // stages the best split gives the end stages fewer layers.
+  LlamaConfig c;
+  c.vocab_size = 1000;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 4;
+  c.num_hidden_layers = 8;
+  const int64_t layer = DecoderLayerParams(c);
+  // 64*64*4 attention + 3*64*128 mlp + 128 norms = 16384 + 24576 + 128 = 41088
+  REQUIRE(layer == 41088);
+  REQUIRE(EmbeddingParams(c) == 64000);
+  const Partition p = PartitionByParameters(c, 4);
+  int64_t largest = 0;
+  for (int s = 0; s < 4; ++s) largest = std::max(largest, StageParams(c, p, s));
+  // Brute force over every split of 8 layers into 4 non-empty runs.
+  int64_t best = INT64_MAX;
+  for (int a = 1; a <= 5; ++a) {
+    for (int b = 1; a + b <= 6; ++b) {
+      for (int d = 1; a + b + d <= 7; ++d) {
+        const Partition q = PartitionExplicit(c, 4, {a, b, d, 8 - a - b - d});
+        int64_t worst = 0;
+        for (int s = 0; s < 4; ++s) worst = std::max(worst, StageParams(c, q, s));
+        best = std::min(best, worst);
+      }
+    }
+  }
+  CHECK(largest == best);
+  CHECK(p.Begin(0) == 0);
+  CHECK(p.End(3) == 8);
+}
+
+TEST_CASE("explicit partitions are checked against the model", "[partition]") {
+  const LlamaConfig c = LlamaPreset("tiny");  // 4 layers
+  CHECK(MakePartition(c, 3, "1,2,1").ToString() == "1,2,1");
+  CHECK_THROWS_WITH(MakePartition(c, 3, "1,2"), Catch::Contains("2 entries for 3 stages"));
+  CHECK_THROWS_WITH(MakePartition(c, 2, "3,3"), Catch::Contains("sum to 6 layers but the model has 4"));
+  CHECK_THROWS_WITH(MakePartition(c, 2, "4,0"), Catch::Contains("at least one layer"));
+  CHECK_THROWS_WITH(MakePartition(c, 2, "two"), Catch::Contains("not uniform, parameters, or a list"));
+}
+
+TEST_CASE("model config JSON: defaults, unknown fields and inconsistent shapes", "[partition]") {
+  const LlamaConfig c = LlamaConfigFromJson(R"({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2})", "m.json");
+  CHECK(c.num_hidden_layers == 12);
+  CHECK(c.vocab_size == 32000);
+  CHECK(LlamaConfigFromJson(c.ToJson(), "again").hidden_size == 64);
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_sise": 64})", "m.json"), Catch::Contains("unknown field 'hidden_sise'"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 60, "num_attention_heads": 8})", "m.json"),
+                    Catch::Contains("not a multiple of num_attention_heads"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"num_key_value_heads": 5})", "m.json"),
+                    Catch::Contains("not a multiple of num_key_value_heads"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"rope_theta": -1})", "m.json"), Catch::Contains("'rope_theta' must be a positive"));
+  const LlamaConfig d = LlamaPreset("default");
+  CHECK(d.num_hidden_layers == 12);
+  CHECK(d.hidden_size == 768);
+  CHECK(d.num_attention_heads == 12);
+  CHECK(d.num_key_value_heads == 3);
+  CHECK(d.intermediate_size == 3072);
+  CHECK(d.max_position_embeddings == 2048);
+}
+
+}  // namespace pplab

@@ -5,11 +5,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <ATen/Parallel.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "models/llama.h"
 #include "runtime/c10d_transport.h"
@@ -75,6 +78,12 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
   if (world != schedule.ranks) {
     throw Error("world size " + std::to_string(world) + " but the plan has " + std::to_string(schedule.ranks) +
                 " ranks (--nproc must equal --ranks until data parallelism lands)");
+  }
+  // Share the cores between the workers of this machine, as torchrun's
+  // OMP_NUM_THREADS=1 does, unless the user chose.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    at::set_num_threads(std::max(1, cores / std::max(1, world)));
   }
   const LlamaConfig config = LoadLlamaConfig(o.model);
   const Partition partition = MakePartition(config, schedule.stages, o.partition);

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   pplab::cli::SetupRender(app, exit_code);
   pplab::cli::SetupShow(app, exit_code);
   pplab::cli::SetupBench(app, exit_code);
+  pplab::cli::SetupStats(app, exit_code);
   pplab::cli::SetupTrain(app, exit_code, std::vector<std::string>(argv, argv + argc));
   std::string known;
   bool found = false;

@@ -1,0 +1,117 @@
+// pplab stats TRACE: figures of a (measured or simulated) trace, and a cost
+// model estimated from it that `pplab simulate --cost` reads.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "schedules/file_io.h"
+#include "sim/cost_model.h"
+#include "tools/commands.h"
+#include "tools/report.h"
+#include "traces/chrome_trace.h"
+
+namespace pplab::cli {
+namespace {
+
+struct StatsOptions {
+  std::string trace_path;
+  std::string cost_out;
+  bool json = false;
+};
+
+int RunStats(const StatsOptions& o) {
+  const Timeline t = TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path);
+  const TimelineSummary summary = Summarize(t);
+  // Per (stage, kind): total duration and count, for the mean.
+  std::map<std::pair<StageId, ActionKind>, std::pair<TimeNs, int>> per_stage;
+  std::vector<int> actions(t.ranks, 0);
+  StageId max_stage = -1;
+  for (const TimelineEvent& e : t.events) {
+    if (!IsCompute(e.action.kind)) continue;
+    auto& [total, count] = per_stage[{e.action.stage, e.action.kind}];
+    total += e.end - e.start;
+    ++count;
+    ++actions[e.rank];
+    max_stage = std::max(max_stage, e.action.stage);
+  }
+  auto mean_ms = [&](StageId s, ActionKind k) -> std::optional<double> {
+    const auto it = per_stage.find({s, k});
+    if (it == per_stage.end() || it->second.second == 0) return std::nullopt;
+    return NsToMs(it->second.first) / it->second.second;
+  };
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (RankId r = 0; r < t.ranks; ++r) {
+    const RankSummary& rs = summary.per_rank[r];
+    const TimeNs span = rs.end - rs.start;
+    per_rank.push_back({{"rank", r},
+                        {"actions", actions[r]},
+                        {"busy", NsToMs(rs.busy)},
+                        {"idle", NsToMs(summary.makespan - rs.busy)},
+                        {"span", NsToMs(span)},
+                        // Time inside the rank's span not spent computing: waits and executor overhead.
+                        {"gaps_per_action", actions[r] > 0 ? NsToMs(span - rs.busy) / actions[r] : 0.0}});
+  }
+  nlohmann::json stages = nlohmann::json::array();
+  nlohmann::json cost_stages = nlohmann::json::array();
+  static const std::pair<ActionKind, const char*> kKinds[] = {{ActionKind::kForward, "forward_ms"},
+                                                               {ActionKind::kBackward, "backward_ms"},
+                                                               {ActionKind::kBackwardInput, "backward_input_ms"},
+                                                               {ActionKind::kBackwardWeight, "backward_weight_ms"}};
+  for (StageId s = 0; s <= max_stage; ++s) {
+    nlohmann::json st = {{"stage", s}}, cost = nlohmann::json::object();
+    for (const auto& [kind, key] : kKinds) {
+      if (const auto m = mean_ms(s, kind)) {
+        st[key] = *m;
+        cost[key] = *m;
+      }
+    }
+    stages.push_back(st);
+    cost_stages.push_back(cost);
+  }
+  if (!o.cost_out.empty()) {
+    const nlohmann::json cost = {{"format", "pplab.cost"},
+                                 {"version", 1},
+                                 {"stages", cost_stages},
+                                 {"meta", {{"estimated_from", o.trace_path}, {"source", t.source}}}};
+    // Round-trip through the loader so a written file is a usable one.
+    const CostModel checked = CostModel::FromJson(cost.dump(), o.cost_out);
+    WriteTextFile(o.cost_out, checked.ToJson());
+  }
+  const nlohmann::json j = {{"name", t.name},
+                            {"source", t.source},
+                            {"ranks", t.ranks},
+                            {"makespan", NsToMs(summary.makespan)},
+                            {"bubble_fraction", summary.bubble_fraction},
+                            {"span_bubble_fraction", summary.span_bubble_fraction},
+                            {"per_rank", per_rank},
+                            {"stages", stages}};
+  if (o.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s (%s): K=%d makespan %s ms, bubble %s %%, span bubble %s %%\n", t.name.c_str(), t.source.c_str(),
+              t.ranks, Fixed(NsToMs(summary.makespan), 3).c_str(), Fixed(100 * summary.bubble_fraction, 2).c_str(),
+              Fixed(100 * summary.span_bubble_fraction, 2).c_str());
+  for (const auto& r : per_rank) {
+    std::printf("  rank %d: %d actions, busy %s ms, idle %s ms, gaps %s ms per action\n", r["rank"].get<int>(),
+                r["actions"].get<int>(), Fixed(r["busy"].get<double>(), 3).c_str(),
+                Fixed(r["idle"].get<double>(), 3).c_str(), Fixed(r["gaps_per_action"].get<double>(), 4).c_str());
+  }
+  for (const auto& st : stages) std::printf("  stage %s\n", st.dump().c_str());
+  if (!o.cost_out.empty()) std::printf("cost model estimated from the trace written to %s\n", o.cost_out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void SetupStats(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<StatsOptions>();
+  CLI::App* sub = app.add_subcommand("stats", "figures of a trace; --cost-out estimates a cost model from it");
+  sub->add_option("trace", o->trace_path, "trace file (from simulate --trace or train --trace)")->required();
+  sub->add_option("--cost-out", o->cost_out, "write the mean F/B/I/W time per stage as a cost-model JSON");
+  sub->add_flag("--json", o->json, "print one JSON object");
+  sub->callback([o, &exit_code] { exit_code = RunStats(*o); });
+}
+
+}  // namespace pplab::cli

@@ -8,26 +8,10 @@
 #include <string>
 
 #include "schedules/file_io.h"
+#include "tests/run_pplab.h"
 
 namespace pplab {
 namespace {
-
-struct Run {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-Run Pplab(const std::string& args) {
-  const std::string cmd = std::string(PPLAB_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
-}
 
 std::string Data(const std::string& name) { return std::string(PPLAB_TEST_DATA_DIR) + "/" + name; }
 
@@ -38,7 +22,7 @@ std::string TempPath(const std::string& name) {
 }  // namespace
 
 TEST_CASE("cli: validate exits 0 valid, 1 invalid, 2 unusable", "[cli]") {
-  Run r = Pplab("validate " + Data("pytorch_1f1b_k2_m2.csv"));
+  PplabRun r = Pplab("validate " + Data("pytorch_1f1b_k2_m2.csv"));
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("is valid"));
   r = Pplab("validate " + Data("deadlock.csv"));
@@ -55,7 +39,7 @@ TEST_CASE("cli: validate exits 0 valid, 1 invalid, 2 unusable", "[cli]") {
 }
 
 TEST_CASE("cli: simulate --json gives the figures of the formulas", "[cli]") {
-  const Run r = Pplab("simulate --schedule 1f1b --ranks 4 --microbatches 8 --f-time 1 --b-time 2 --json");
+  const PplabRun r = Pplab("simulate --schedule 1f1b --ranks 4 --microbatches 8 --f-time 1 --b-time 2 --json");
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j["schedule"] == "1f1b");
@@ -98,7 +82,7 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
       {"simulate --comm-bandwidth 1e-300 --message-bytes 1e6", 105, "--comm-bandwidth"},
   };
   for (const Case& c : cases) {
-    const Run r = Pplab(c.args);
+    const PplabRun r = Pplab(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code == c.code);
     CHECK_THAT(r.out, Catch::Contains(c.says));
@@ -116,7 +100,7 @@ TEST_CASE("cli: an exported plan validates and simulates like the generator", "[
 }
 
 TEST_CASE("cli: compare skips the schedules whose rules the options break", "[cli]") {
-  const Run r = Pplab("compare -k 4 -m 6 --csv");
+  const PplabRun r = Pplab("compare -k 4 -m 6 --csv");
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b: Megatron's rule"));
   CHECK_THAT(r.out, Catch::Contains("\nzb-v,"));
@@ -130,7 +114,7 @@ TEST_CASE("cli: writing to /dev/null leaves it a device", "[cli]") {
 }
 
 TEST_CASE("cli: compare lists every schedule; sweep writes one row per plan", "[cli]") {
-  Run r = Pplab("compare --ranks 4 --microbatches 8 --csv");
+  PplabRun r = Pplab("compare --ranks 4 --microbatches 8 --csv");
   REQUIRE(r.code == 0);
   for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2"}) {
     CHECK_THAT(r.out, Catch::Contains(std::string("\n") + name + ","));
@@ -147,11 +131,11 @@ TEST_CASE("cli: compare lists every schedule; sweep writes one row per plan", "[
 TEST_CASE("cli: simulate writes a trace that render and show read back", "[cli]") {
   const std::string trace = TempPath("t.json"), svg = TempPath("t.svg");
   REQUIRE(Pplab("simulate -s interleaved-1f1b -k 2 -m 4 --trace " + trace).code == 0);
-  const Run r = Pplab("render " + trace + " " + trace + " -o " + svg);
+  const PplabRun r = Pplab("render " + trace + " " + trace + " -o " + svg);
   REQUIRE(r.code == 0);
   const std::string picture = ReadTextFile(svg);
   CHECK(picture.rfind("<svg", 0) == 0);
-  const Run shown = Pplab("show --trace " + trace + " --columns 40");
+  const PplabRun shown = Pplab("show --trace " + trace + " --columns 40");
   CHECK(shown.code == 0);
   CHECK_THAT(shown.out, Catch::Contains("interleaved-1f1b"));
 }

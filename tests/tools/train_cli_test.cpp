@@ -10,30 +10,15 @@
 #include <string>
 
 #include "schedules/file_io.h"
+#include "tests/run_pplab.h"
 #include "schedules/schedule_io.h"
 #include "traces/chrome_trace.h"
 
 namespace pplab {
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-};
-
-Run Pplab(const std::string& args) {
-  FILE* pipe = popen((std::string(PPLAB_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
-}
-
 std::vector<double> Losses(const std::string& args) {
-  const Run r = Pplab("train " + args + " --json");
+  const PplabRun r = Pplab("train " + args + " --json");
   INFO(args << "\n" << r.out);
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
@@ -61,7 +46,7 @@ TEST_CASE("across processes every parameter gradient equals the single-process o
   const std::string common = " --model tiny --batch-size 8 --seq-len 16 --steps 1 --seed 3 --json";
   auto dump = [&](const std::string& plan, const std::string& dir) {
     REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
-    const Run r = Pplab("train " + plan + common + " --dump-grads " + dir);
+    const PplabRun r = Pplab("train " + plan + common + " --dump-grads " + dir);
     INFO(plan << "\n" << r.out);
     REQUIRE(r.code == 0);
   };
@@ -88,7 +73,7 @@ TEST_CASE("across processes every parameter gradient equals the single-process o
 }
 
 TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {
-  const Run r = Pplab("train -s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
+  const PplabRun r = Pplab("train -s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
   INFO(r.out);
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Catch::Contains("pplab: rank 1 was killed by signal"));
@@ -98,7 +83,7 @@ TEST_CASE("a killed worker makes the others exit with the rank and action they w
 TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {
   const std::string dir = PPLAB_TEST_TMP_DIR;
   REQUIRE(Pplab("export -s zb-h1 -k 2 -m 4 -o " + dir + "/zb.json").code == 0);
-  const Run r = Pplab("train --plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --trace " + dir +
+  const PplabRun r = Pplab("train --plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --trace " + dir +
                       "/measured.json");
   INFO(r.out);
   REQUIRE(r.code == 0);
@@ -123,7 +108,7 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
                         Case{"train -k 8 --model tiny --steps 1", "fewer than the 8 stages"},
                         Case{"train --model nope --steps 1", "unknown model preset 'nope'"},
                         Case{"train -k 2 --partition 3,3 --steps 1", "--partition: the entries sum to 6 layers"}}) {
-    const Run r = Pplab(c.args);
+    const PplabRun r = Pplab(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Catch::Contains(c.says));

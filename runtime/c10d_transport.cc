@@ -117,6 +117,16 @@ void C10dTransport::PostRecv(RankId peer, int64_t tag) {
   receives_[{peer, tag}] = std::move(pending);
 }
 
+void C10dTransport::PostPayload(RankId peer, int64_t tag, Pending& pending) {
+  auto h = pending.header[0].accessor<int64_t, 1>();
+  const int64_t n = h[0], total = h[1];
+  if (n < 0 || n > kMaxTensors || total < 0) {
+    throw Error("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer) + ": malformed header");
+  }
+  pending.payload = {torch::empty({total}, torch::kByte)};
+  pending.payload_work = group_->group->recv(pending.payload, peer, WireTag(tag, 1));
+}
+
 TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) {
   auto it = receives_.find({peer, tag});
   if (it == receives_.end()) PostRecv(peer, tag), it = receives_.find({peer, tag});
@@ -124,11 +134,10 @@ TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::millis
   receives_.erase(it);
   const std::string what = "receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer);
   Wait(pending->header_work, timeout, what);
+  PostPayload(peer, tag, *pending);
+  Wait(pending->payload_work, timeout, what);
   auto h = pending->header[0].accessor<int64_t, 1>();
   const int64_t n = h[0], total = h[1];
-  if (n < 0 || n > kMaxTensors || total < 0) throw Error(what + ": malformed header");
-  pending->payload = {torch::empty({total}, torch::kByte)};
-  Wait(group_->group->recv(pending->payload, peer, WireTag(tag, 1)), timeout, what);
   TensorList out;
   int64_t offset = 0, w = 2;
   for (int64_t i = 0; i < n; ++i) {

@@ -3,7 +3,9 @@
 // Each message travels as two point-to-point messages: a fixed-size int64
 // header (number of tensors, their dtypes and shapes, payload bytes) on tag
 // 2t, then all tensors' bytes in one uint8 payload on tag 2t+1. Receives
-// post the header early; the payload is received once its size is known.
+// post the header early; the payload receive is posted when the message is
+// waited for (Gloo's receive work completes only inside wait(), so there is
+// no cheap way to learn earlier that a header has landed).
 // Received tensors are placed on `device`, so the executor's stages may live
 // on a GPU while the wire is the host's.
 #pragma once
@@ -40,9 +42,10 @@ class C10dTransport : public Transport {
   void PostRecv(RankId peer, int64_t tag) override;
   TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
   void WaitSends(std::chrono::milliseconds timeout) override;
-
  private:
   struct Pending;
+  // Parses an arrived header and posts the payload receive.
+  void PostPayload(RankId peer, int64_t tag, Pending& pending);
   std::shared_ptr<ProcessGroupHandle> group_;
   c10::Device device_;
   std::map<std::pair<RankId, int64_t>, std::unique_ptr<Pending>> receives_;

@@ -95,6 +95,16 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     return data;
   };
 
+  // Post every receive of the step up front (tags are unique within a step),
+  // so messages can land while this rank computes; the RECV action then only
+  // marks where the program expects it.
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Action& a = program[i];
+    if (!IsRecv(a.kind)) continue;
+    const StageId from_stage = a.kind == ActionKind::kRecvF ? a.stage - 1 : a.stage + 1;
+    transport_.PostRecv(schedule_.placement[from_stage], MessageTag(schedule_, a));
+  }
+  const TimeNs posted_at = now();
   for (const Action& a : program) {
     TimelineEvent ev;
     ev.rank = rank_;
@@ -105,9 +115,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     switch (a.kind) {
       case ActionKind::kRecvF:
       case ActionKind::kRecvB: {
-        const StageId from_stage = a.kind == ActionKind::kRecvF ? s - 1 : s + 1;
-        transport_.PostRecv(schedule_.placement[from_stage], MessageTag(schedule_, a));
-        ev.start = ev.end = now();
+        ev.start = ev.end = posted_at;  // the end becomes the arrival, in receive()
         posted[MessageTag(schedule_, a)] = result.events.size();
         result.events.push_back(ev);
         continue;

@@ -7,7 +7,10 @@
 // input; I computes only the input gradient and keeps the graph; W then
 // computes only the weight gradients from it (no forward is recomputed).
 // Stage boundaries are cut with detach(), so each stage's autograd graph is
-// its own. Every action is timed into a Timeline with the simulator's names.
+// its own. Every receive of a step is posted when the step starts (tags are
+// unique within a step), so messages can land while the rank computes; a
+// RECV's event spans from that post to the data's arrival. Every action is
+// timed into a Timeline with the simulator's names.
 #pragma once
 
 #include <chrono>

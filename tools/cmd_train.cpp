@@ -51,6 +51,7 @@ struct TrainOptions {
   bool json = false;
   std::string kill_rank_at;  // "RANK:STEP", a testing aid
   std::string dump_grads_dir;
+  std::string device = "cpu";
   std::vector<std::string> raw_args;
 };
 
@@ -61,6 +62,22 @@ int EnvInt(const char* name, int fallback) {
     return std::stoi(v);
   } catch (const std::exception&) {
     throw Error(std::string("environment variable ") + name + "='" + v + "' is not an integer");
+  }
+}
+
+// The device of the stages; a CUDA device without an index means one GPU per
+// local rank, as torchrun does.
+c10::Device ParseDevice(const std::string& text) {
+  try {
+    c10::Device device(text);
+    if (device.is_cuda()) {
+      if (!torch::cuda::is_available()) throw Error("this LibTorch has no CUDA device");
+      if (!device.has_index()) device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(EnvInt("LOCAL_RANK", 0)));
+    }
+    return device;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw Error("--device '" + text + "': " + what.substr(0, what.find('\n')));
   }
 }
 
@@ -88,12 +105,13 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
   const LlamaConfig config = LoadLlamaConfig(o.model);
   const Partition partition = MakePartition(config, schedule.stages, o.partition);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
+  const c10::Device device = ParseDevice(o.device);
   std::shared_ptr<ProcessGroupHandle> group;
   std::unique_ptr<Transport> transport;
   if (world > 1) {
     const char* addr = std::getenv("MASTER_ADDR");
     group = ConnectGloo(addr != nullptr ? addr : "127.0.0.1", EnvInt("MASTER_PORT", 29500), rank, world, timeout);
-    transport = std::make_unique<C10dTransport>(group, c10::Device(c10::kCPU));
+    transport = std::make_unique<C10dTransport>(group, device);
   } else {
     transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
   }
@@ -129,8 +147,15 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
   const int V = config.vocab_size;
   const TrainSummary summary = Train(
       schedule, rank, *transport, group.get(),
-      [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, c10::Device(c10::kCPU)); },
-      [&](int step) { return SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, V, schedule.microbatches); },
+      [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, device); },
+      [&](int step) {
+        StepBatch b = SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, V, schedule.microbatches);
+        for (MicrobatchData& m : b.microbatches) {
+          for (at::Tensor& t : m.inputs) t = t.to(device);
+          m.targets = m.targets.to(device);
+        }
+        return b;
+      },
       [](const TensorList& outputs, const at::Tensor& targets) {
         return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
       },
@@ -168,7 +193,8 @@ int RunTrain(const TrainOptions& o) {
       std::_Exit(2);
     }
   }
-  const Schedule schedule = LoadPlan(o);  // fail here, once, on a bad plan
+  const Schedule schedule = LoadPlan(o);  // fail here, once, on a bad plan or device
+  ParseDevice(o.device);
   const int nproc = o.nproc > 0 ? o.nproc : schedule.ranks;
   if (nproc == 1) return RunWorker(o, 0, 1);
   LaunchOptions launch;
@@ -202,6 +228,8 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--nproc", o->nproc, "worker processes (default: the plan's ranks)")->check(CLI::Range(1, 4096));
   sub->add_option("--comm-timeout", o->comm_timeout_s, "seconds a rank waits for a peer before giving up")
       ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--device", o->device, "cpu, or cuda / cuda:N (a CUDA LibTorch build; default one GPU per local rank)")
       ->capture_default_str();
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub->add_flag("--json", o->json, "print one summary object at the end");

@@ -106,9 +106,10 @@ PipelineRun RunPipeline(const LlamaConfig& c, const Schedule& schedule, const Pa
   return run;
 }
 
-// Largest |a - b| / max|b| over all parameters.
-double MaxRelativeError(const Grads& got, const Grads& want, std::string* worst) {
+// Largest |a - b| / max|b| over all parameters; `max_abs` gets the largest |a - b|.
+double MaxRelativeError(const Grads& got, const Grads& want, std::string* worst, double* max_abs) {
   double max_rel = 0;
+  *max_abs = 0;
   for (const auto& [name, ref] : want) {
     const auto it = got.find(name);
     if (it == got.end()) {
@@ -116,7 +117,9 @@ double MaxRelativeError(const Grads& got, const Grads& want, std::string* worst)
       return 1e9;
     }
     const double scale = std::max(ref.abs().max().item<double>(), 1e-30);
-    const double rel = (it->second - ref).abs().max().item<double>() / scale;
+    const double abs = (it->second - ref).abs().max().item<double>();
+    *max_abs = std::max(*max_abs, abs);
+    const double rel = abs / scale;
     if (rel > max_rel) {
       max_rel = rel;
       *worst = name;
@@ -135,12 +138,13 @@ void CheckParity(const std::string& name, const LlamaConfig& c, int K, int M, in
   const Partition partition = MakePartition(c, schedule.stages, partition_method);
   const PipelineRun run = RunPipeline(c, schedule, partition, batch, seed);
   std::string worst;
-  const double rel = MaxRelativeError(run.grads, ref_grads, &worst);
+  double abs = 0;
+  const double rel = MaxRelativeError(run.grads, ref_grads, &worst, &abs);
   INFO(name << " K=" << K << " M=" << M << " S=" << schedule.stages << " partition " << partition.ToString()
             << ": loss " << run.loss << " vs " << ref_loss << ", max relative gradient error " << rel << " at "
             << worst);
-  std::printf("parity %-18s K=%d M=%-2d S=%d partition %-7s loss %.8f ref %.8f max-rel-grad-err %.2e\n", name.c_str(), K, M,
-              schedule.stages, partition.ToString().c_str(), run.loss, ref_loss, rel);
+  std::printf("parity %-18s K=%d M=%-2d S=%d partition %-7s loss %.8f ref %.8f grad error max abs %.2e rel %.2e\n",
+              name.c_str(), K, M, schedule.stages, partition.ToString().c_str(), run.loss, ref_loss, abs, rel);
   CHECK(run.grads.size() == ref_grads.size());
   CHECK(run.loss == Approx(ref_loss).epsilon(1e-6));
   CHECK(rel <= 1e-5);

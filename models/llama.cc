@@ -1,8 +1,8 @@
 #include "models/llama.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <cmath>
 
 #include "schedules/error.h"
@@ -60,12 +60,12 @@ struct AttentionImpl : torch::nn::Module {
     q = q * cos + RotateHalf(q) * sin;
     k = k * cos + RotateHalf(k) * sin;
     if (kv_heads != heads) {  // grouped-query attention: each KV head serves heads/kv_heads query heads
-      k = k.repeat_interleave(heads / kv_heads, 1);                     // (B,H,T,hd)
+      k = k.repeat_interleave(heads / kv_heads, 1);  // (B,H,T,hd)
       v = v.repeat_interleave(heads / kv_heads, 1);
     }
     auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));  // (B,H,T,T)
     auto probs = torch::softmax(scores + bias, -1);
-    auto out = torch::matmul(probs, v);                                  // (B,H,T,hd)
+    auto out = torch::matmul(probs, v);  // (B,H,T,hd)
     return o_proj(out.transpose(1, 2).reshape({B, T, heads * head_dim}));
   }
   int64_t heads, kv_heads, head_dim;
@@ -139,7 +139,7 @@ class LlamaStageImpl : public torch::nn::Module {
 
   TensorList Forward(const TensorList& inputs) {
     if (inputs.size() != 2) throw Error("llama stage: expected 2 inputs (activations, attention_mask)");
-    const torch::Tensor& mask = inputs[1];  // (B,T) int64, 1 = token
+    const torch::Tensor& mask = inputs[1];                            // (B,T) int64, 1 = token
     torch::Tensor x = first_ ? embed_tokens_(inputs[0]) : inputs[0];  // (B,T,C)
     const int64_t T = x.size(1);
     if (T > config_.max_position_embeddings) {
@@ -186,8 +186,8 @@ class LlamaStage : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage,
-                                       uint64_t seed, const c10::Device& device) {
+std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage, uint64_t seed,
+                                       const c10::Device& device) {
   config.Check("model config");
   if (stage < 0 || stage >= partition.NumStages()) {
     throw Error("llama: no stage " + std::to_string(stage) + " in a " + std::to_string(partition.NumStages()) +

@@ -25,8 +25,8 @@ namespace pplab {
 // Builds stage `stage` of `partition`. Parameters are created on the CPU from
 // the seed and then moved to `device` (so every device starts from the same
 // weights).
-std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage,
-                                       uint64_t seed, const c10::Device& device);
+std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage, uint64_t seed,
+                                       const c10::Device& device);
 
 // Sum of token cross-entropies of `logits` (B,T,V) against `targets` (B,T),
 // skipping targets equal to `ignore_index`. A scalar.

@@ -65,9 +65,10 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
     throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
   }
   if (!doc.is_object()) throw Error(origin + ": expected a JSON object");
-  static const char* kKnown[] = {"vocab_size",          "hidden_size",         "intermediate_size",
-                                 "num_hidden_layers",   "num_attention_heads", "num_key_value_heads",
-                                 "max_position_embeddings", "rope_theta",      "rms_norm_eps"};
+  static const char* kKnown[] = {
+      "vocab_size",          "hidden_size",         "intermediate_size",       "num_hidden_layers",
+      "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "rope_theta",
+      "rms_norm_eps"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* k : kKnown) known = known || it.key() == k;
@@ -132,13 +133,11 @@ int64_t DecoderLayerParams(const LlamaConfig& c) {
   const int64_t h = c.hidden_size, kv = static_cast<int64_t>(c.num_key_value_heads) * c.HeadDim();
   const int64_t attention = h * h /*q*/ + 2 * h * kv /*k, v*/ + h * h /*o*/;
   const int64_t mlp = 3 * h * c.intermediate_size;  // gate, up, down
-  return attention + mlp + 2 * h;                    // + two RMSNorm weights
+  return attention + mlp + 2 * h;                   // + two RMSNorm weights
 }
 
 int64_t EmbeddingParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vocab_size) * c.hidden_size; }
 
-int64_t HeadParams(const LlamaConfig& c) {
-  return static_cast<int64_t>(c.vocab_size) * c.hidden_size + c.hidden_size;
-}
+int64_t HeadParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vocab_size) * c.hidden_size + c.hidden_size; }
 
 }  // namespace pplab

@@ -12,8 +12,8 @@ namespace {
 void CheckEnoughLayers(const LlamaConfig& config, int stages) {
   if (stages < 1) throw Error("partition: stages must be >= 1, got " + std::to_string(stages));
   if (config.num_hidden_layers < stages) {
-    throw Error("partition: the model has " + std::to_string(config.num_hidden_layers) +
-                " layers, fewer than the " + std::to_string(stages) + " stages (each stage needs at least one layer)");
+    throw Error("partition: the model has " + std::to_string(config.num_hidden_layers) + " layers, fewer than the " +
+                std::to_string(stages) + " stages (each stage needs at least one layer)");
   }
 }
 
@@ -70,8 +70,8 @@ Partition PartitionByParameters(const LlamaConfig& config, int stages) {
 
 Partition PartitionExplicit(const LlamaConfig& config, int stages, const std::vector<int>& layers_per_stage) {
   if (static_cast<int>(layers_per_stage.size()) != stages) {
-    throw Error("--partition: " + std::to_string(layers_per_stage.size()) + " entries for " +
-                std::to_string(stages) + " stages");
+    throw Error("--partition: " + std::to_string(layers_per_stage.size()) + " entries for " + std::to_string(stages) +
+                " stages");
   }
   Partition p;
   p.layer_begin.push_back(0);
@@ -80,8 +80,8 @@ Partition PartitionExplicit(const LlamaConfig& config, int stages, const std::ve
     p.layer_begin.push_back(p.layer_begin.back() + n);
   }
   if (p.layer_begin.back() != config.num_hidden_layers) {
-    throw Error("--partition: the entries sum to " + std::to_string(p.layer_begin.back()) + " layers but the model has " +
-                std::to_string(config.num_hidden_layers));
+    throw Error("--partition: the entries sum to " + std::to_string(p.layer_begin.back()) +
+                " layers but the model has " + std::to_string(config.num_hidden_layers));
   }
   return p;
 }

@@ -1,9 +1,10 @@
 #define USE_C10D_GLOO 1
 #include "runtime/c10d_transport.h"
 
+#include <torch/torch.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 
 #include "schedules/error.h"
 
@@ -40,7 +41,8 @@ void Wait(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds 
 }
 
 int WireTag(int64_t tag, int part) {
-  if (tag < 0 || 2 * tag + 1 >= kGatherTag) throw Error("c10d transport: message tag " + std::to_string(tag) + " out of range");
+  if (tag < 0 || 2 * tag + 1 >= kGatherTag)
+    throw Error("c10d transport: message tag " + std::to_string(tag) + " out of range");
   return static_cast<int>(2 * tag + part);
 }
 
@@ -121,7 +123,8 @@ void C10dTransport::PostPayload(RankId peer, int64_t tag, Pending& pending) {
   auto h = pending.header[0].accessor<int64_t, 1>();
   const int64_t n = h[0], total = h[1];
   if (n < 0 || n > kMaxTensors || total < 0) {
-    throw Error("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer) + ": malformed header");
+    throw Error("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer) +
+                ": malformed header");
   }
   pending.payload = {torch::empty({total}, torch::kByte)};
   pending.payload_work = group_->group->recv(pending.payload, peer, WireTag(tag, 1));
@@ -181,7 +184,8 @@ std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const
     std::vector<at::Tensor> size = {torch::full({1}, static_cast<int64_t>(mine.size()), torch::kLong)};
     std::vector<at::Tensor> data = {torch::tensor(mine.empty() ? std::vector<int64_t>{0} : mine, torch::kLong)};
     Wait(group.group->send(size, 0, kGatherTag), timeout, "rank " + std::to_string(group.rank) + " sending to rank 0");
-    Wait(group.group->send(data, 0, kGatherTag + 1), timeout, "rank " + std::to_string(group.rank) + " sending to rank 0");
+    Wait(group.group->send(data, 0, kGatherTag + 1), timeout,
+         "rank " + std::to_string(group.rank) + " sending to rank 0");
     return all;
   }
   all.push_back(mine);

@@ -42,6 +42,7 @@ class C10dTransport : public Transport {
   void PostRecv(RankId peer, int64_t tag) override;
   TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
   void WaitSends(std::chrono::milliseconds timeout) override;
+
  private:
   struct Pending;
   // Parses an arrived header and posts the payload receive.

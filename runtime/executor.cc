@@ -66,7 +66,9 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     throw Error("executor: " + std::to_string(microbatches.size()) + " microbatches given, the schedule has " +
                 std::to_string(M));
   }
-  auto now = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count(); };
+  auto now = [&] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
+  };
   std::map<std::pair<StageId, MicrobatchId>, Slot> slots;
   // Receives posted and not yet waited for: their event index, by tag.
   std::map<int64_t, size_t> posted;
@@ -81,7 +83,8 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     const RankId peer = schedule_.placement[from_stage];
     const auto it = posted.find(tag);
     if (it == posted.end()) {
-      throw Error("executor rank " + std::to_string(rank_) + ": " + FormatAction(recv) + " is needed but was not posted");
+      throw Error("executor rank " + std::to_string(rank_) + ": " + FormatAction(recv) +
+                  " is needed but was not posted");
     }
     TensorList data;
     try {
@@ -172,8 +175,8 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
           slot.outputs.clear();
         } else {
           // I: input gradients only, keeping the graph (and output_grads) for W.
-          slot.input_grads = ins.empty() ? TensorList{}
-                                         : torch::autograd::grad(outs, ins, slot.output_grads, /*retain_graph=*/true);
+          slot.input_grads =
+              ins.empty() ? TensorList{} : torch::autograd::grad(outs, ins, slot.output_grads, /*retain_graph=*/true);
         }
         ev.end = now();
         break;

@@ -26,7 +26,7 @@
 namespace pplab {
 
 struct MicrobatchData {
-  TensorList inputs;  // first-stage inputs, e.g. {tokens (B,T), attention_mask (B,T)}
+  TensorList inputs;   // first-stage inputs, e.g. {tokens (B,T), attention_mask (B,T)}
   at::Tensor targets;  // what the loss compares the last stage's outputs with
 };
 
@@ -49,8 +49,8 @@ class Executor {
  public:
   // `stages` maps each stage placed on `rank` to its module. `schedule` must
   // be lowered. Throws pplab::Error if a stage of this rank has no module.
-  Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stage*> stages, Transport& transport,
-           LossFn loss, ExecutorOptions options = {});
+  Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stage*> stages, Transport& transport, LossFn loss,
+           ExecutorOptions options = {});
 
   // Runs the rank's program once. `microbatches` holds all M microbatches
   // (the first and last stage use theirs); `loss_scale` multiplies each

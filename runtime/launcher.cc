@@ -55,8 +55,7 @@ int LaunchLocal(const LaunchOptions& options) {
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string kv = *e;
       const std::string key = kv.substr(0, kv.find('='));
-      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" ||
-          key == "MASTER_PORT") {
+      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT") {
         continue;
       }
       env_strings.push_back(kv);

@@ -1,8 +1,7 @@
 #include "runtime/synthetic_data.h"
 
-#include <torch/torch.h>
-
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
 
 #include "schedules/error.h"
 

@@ -46,8 +46,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     stages[s] = owned.back().get();
     for (auto& [name, p] : owned.back()->NamedParameters()) params.push_back(p);
   }
-  torch::optim::AdamW optimizer(
-      params, torch::optim::AdamWOptions(options.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(0.1));
+  torch::optim::AdamW optimizer(params,
+                                torch::optim::AdamWOptions(options.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(0.1));
   Executor executor(schedule, rank, stages, transport, loss, {options.comm_timeout});
   // Align the ranks' clocks: everyone leaves the barrier within a few
   // microseconds and takes that moment as time 0.

@@ -9,8 +9,8 @@
 namespace pplab {
 namespace {
 
-constexpr std::array<const char*, kNumActionKinds> kNames = {
-    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+constexpr std::array<const char*, kNumActionKinds> kNames = {"F",      "B",      "I",      "W",
+                                                             "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -57,8 +57,8 @@ std::optional<ActionKind> KindFromName(std::string_view name) {
 }
 
 bool IsCompute(ActionKind kind) {
-  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
-         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight;
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput ||
+         kind == ActionKind::kBackwardWeight;
 }
 
 bool IsComm(ActionKind kind) { return !IsCompute(kind); }
@@ -84,8 +84,7 @@ Action ParseAction(std::string_view text) {
     const std::string shown = Printable(s);
     std::string why = "expected <stage><KIND><microbatch> such as 2F0 or 1SEND_F3";
     if (stage && !kind && j > i) {
-      why = "unknown action kind '" + Printable(s.substr(i, j - i)) +
-            "' (known: F B I W SEND_F RECV_F SEND_B RECV_B)";
+      why = "unknown action kind '" + Printable(s.substr(i, j - i)) + "' (known: F B I W SEND_F RECV_F SEND_B RECV_B)";
     }
     throw Error("bad action '" + shown + "': " + why);
   }

@@ -53,9 +53,7 @@ bool IsComm(ActionKind kind);     // SEND_*, RECV_*
 bool IsSend(ActionKind kind);
 bool IsRecv(ActionKind kind);
 // A "backward that produces the input gradient": B or I.
-inline bool IsInputGrad(ActionKind kind) {
-  return kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput;
-}
+inline bool IsInputGrad(ActionKind kind) { return kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput; }
 
 // Canonical text form, e.g. "1SEND_F3".
 std::string FormatAction(const Action& action);

@@ -5,8 +5,7 @@
 
 namespace pplab {
 
-ActionIndex::ActionIndex(const Schedule& schedule)
-    : stages_(schedule.stages), microbatches_(schedule.microbatches) {
+ActionIndex::ActionIndex(const Schedule& schedule) : stages_(schedule.stages), microbatches_(schedule.microbatches) {
   offsets_.assign(schedule.programs.size() + 1, 0);
   for (size_t r = 0; r < schedule.programs.size(); ++r) {
     offsets_[r + 1] = offsets_[r] + static_cast<int>(schedule.programs[r].size());
@@ -116,8 +115,8 @@ std::vector<int> FindCycle(int num_nodes, const std::vector<std::pair<int, int>>
   visitor.parent = &parent;
   visitor.first_back = &back;
   std::vector<boost::default_color_type> color(num_nodes);
-  boost::depth_first_search(
-      g, boost::visitor(visitor).color_map(boost::make_iterator_property_map(color.begin(), boost::get(boost::vertex_index, g))));
+  boost::depth_first_search(g, boost::visitor(visitor).color_map(boost::make_iterator_property_map(
+                                   color.begin(), boost::get(boost::vertex_index, g))));
   if (back.first < 0) return {};
   // back = (u -> v) with v an ancestor of u: the cycle is v -> ... -> u -> v.
   std::vector<int> cycle;

@@ -23,9 +23,7 @@ namespace pplab {
 struct ActionRef {
   RankId rank = 0;
   int step = 0;  // index in programs[rank]
-  friend bool operator==(const ActionRef& a, const ActionRef& b) {
-    return a.rank == b.rank && a.step == b.step;
-  }
+  friend bool operator==(const ActionRef& a, const ActionRef& b) { return a.rank == b.rank && a.step == b.step; }
 };
 
 class ActionIndex {

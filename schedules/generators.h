@@ -21,11 +21,11 @@ struct GeneratorOptions {
 };
 
 struct GeneratorInfo {
-  std::string name;       // e.g. "1f1b"
-  std::string summary;    // one line for `pplab schedules`
-  int default_virtual;    // v used when GeneratorOptions::virtual_stages == 0
-  bool accepts_virtual;   // whether v may differ from default_virtual
-  bool split_backward;    // emits I and W instead of B
+  std::string name;      // e.g. "1f1b"
+  std::string summary;   // one line for `pplab schedules`
+  int default_virtual;   // v used when GeneratorOptions::virtual_stages == 0
+  bool accepts_virtual;  // whether v may differ from default_virtual
+  bool split_backward;   // emits I and W instead of B
 };
 
 // The largest plan Generate() builds, in compute actions (K v M times 2, or 3

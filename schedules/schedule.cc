@@ -89,8 +89,8 @@ void CheckHeader(const Schedule& schedule) {
   for (StageId s = 0; s < schedule.stages; ++s) {
     const RankId r = schedule.placement[s];
     if (r < 0 || r >= schedule.ranks) {
-      throw Error(where + "placement[" + std::to_string(s) + "] = " + std::to_string(r) +
-                  " is not a rank in [0, " + std::to_string(schedule.ranks) + ")");
+      throw Error(where + "placement[" + std::to_string(s) + "] = " + std::to_string(r) + " is not a rank in [0, " +
+                  std::to_string(schedule.ranks) + ")");
     }
   }
   if (static_cast<int>(schedule.programs.size()) != schedule.ranks) {
@@ -108,8 +108,8 @@ void CheckShape(const Schedule& schedule) {
       const Action& a = program[step];
       const std::string why = WhyOutOfPlace(schedule, r, a);
       if (why.empty()) continue;
-      throw Error(where + "rank " + std::to_string(r) + " step " + std::to_string(step) + " action " +
-                  FormatAction(a) + ": " + why);
+      throw Error(where + "rank " + std::to_string(r) + " step " + std::to_string(step) + " action " + FormatAction(a) +
+                  ": " + why);
     }
   }
 }

@@ -18,9 +18,9 @@ using Program = std::vector<Action>;
 
 struct Schedule {
   std::string name;
-  int ranks = 0;         // K
-  int stages = 0;        // S
-  int microbatches = 0;  // M
+  int ranks = 0;                  // K
+  int stages = 0;                 // S
+  int microbatches = 0;           // M
   std::vector<RankId> placement;  // stage -> rank, size S
   std::vector<Program> programs;  // rank -> program, size K
 

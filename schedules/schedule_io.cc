@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string_view>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "schedules/error.h"
 #include "schedules/file_io.h"
@@ -70,14 +70,9 @@ std::string ScheduleToJson(const Schedule& schedule) {
     programs.push_back(std::move(row));
   }
   json doc = {
-      {"format", "pplab.schedule"},
-      {"version", kScheduleFormatVersion},
-      {"name", schedule.name},
-      {"ranks", schedule.ranks},
-      {"stages", schedule.stages},
-      {"microbatches", schedule.microbatches},
-      {"placement", schedule.placement},
-      {"programs", std::move(programs)},
+      {"format", "pplab.schedule"},      {"version", kScheduleFormatVersion}, {"name", schedule.name},
+      {"ranks", schedule.ranks},         {"stages", schedule.stages},         {"microbatches", schedule.microbatches},
+      {"placement", schedule.placement}, {"programs", std::move(programs)},
   };
   // One program per line keeps files diffable without blowing up their size.
   std::string out = "{\n";
@@ -106,8 +101,8 @@ static Schedule ScheduleFromJsonDoc(const std::string& text, const std::string& 
     throw Error(origin + ": unsupported 'version' " + version.dump() + " (this pplab reads version " +
                 std::to_string(kScheduleFormatVersion) + ")");
   }
-  static const char* kKnown[] = {"format", "version", "name", "ranks", "stages", "microbatches", "placement",
-                                 "programs"};
+  static const char* kKnown[] = {"format", "version",      "name",      "ranks",
+                                 "stages", "microbatches", "placement", "programs"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
         std::end(kKnown)) {
@@ -195,8 +190,7 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
         try {
           p.push_back(ParseAction(cell));
         } catch (const Error& e) {
-          throw Error(origin + ":" + std::to_string(line_no) + ": column " + std::to_string(column) + ": " +
-                      e.what());
+          throw Error(origin + ":" + std::to_string(line_no) + ": column " + std::to_string(column) + ": " + e.what());
         }
         max_stage = std::max(max_stage, p.back().stage);
         max_mb = std::max(max_mb, p.back().microbatch);
@@ -246,8 +240,8 @@ std::string ScheduleToPytorchCsv(const Schedule& schedule) {
 Schedule LoadScheduleFile(const std::string& path) {
   const std::string text = ReadTextFile(path);
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error(path + ": file is empty");
-  const bool json_like = EndsWith(path, ".json") ||
-                         (!EndsWith(path, ".csv") && text[text.find_first_not_of(" \t\r\n")] == '{');
+  const bool json_like =
+      EndsWith(path, ".json") || (!EndsWith(path, ".csv") && text[text.find_first_not_of(" \t\r\n")] == '{');
   if (json_like) return ScheduleFromJson(text, path);
   std::string name = Basename(path);
   for (char& c : name) {

@@ -32,10 +32,14 @@ std::string MessageName(const Message& m) {
 
 Message MessageOf(const Action& a) {
   switch (a.kind) {
-    case ActionKind::kSendF: return {true, a.stage + 1, a.microbatch};
-    case ActionKind::kRecvF: return {true, a.stage, a.microbatch};
-    case ActionKind::kSendB: return {false, a.stage - 1, a.microbatch};
-    default: return {false, a.stage, a.microbatch};  // kRecvB
+    case ActionKind::kSendF:
+      return {true, a.stage + 1, a.microbatch};
+    case ActionKind::kRecvF:
+      return {true, a.stage, a.microbatch};
+    case ActionKind::kSendB:
+      return {false, a.stage - 1, a.microbatch};
+    default:
+      return {false, a.stage, a.microbatch};  // kRecvB
   }
 }
 
@@ -52,8 +56,8 @@ void CheckCompleteness(const Schedule& s, ValidationReport& out) {
       if (count[k][key]++ == 0) first[k][key] = {r, static_cast<int>(i)};
       if (count[k][key] == 2) {
         out.Add({"duplicate action " + FormatAction(a) + " at rank " + std::to_string(r) + " step " +
-                           std::to_string(i) + " (first at " + Cell(s, first[k][key]) + ")",
-                       {first[k][key], {r, static_cast<int>(i)}}});
+                     std::to_string(i) + " (first at " + Cell(s, first[k][key]) + ")",
+                 {first[k][key], {r, static_cast<int>(i)}}});
       }
     }
   }
@@ -95,9 +99,8 @@ void CheckCompleteness(const Schedule& s, ValidationReport& out) {
         if (needed && c == 0) {
           out.Add({std::string("missing ") + KindName(kind) + " for " + id + " (the " + why + ")", {}});
         } else if (!needed && c > 0) {
-          out.Add({std::string("unexpected ") + FormatAction({kind, st, m}) +
-                             ": no message crosses ranks there",
-                         {at(kind, st, m)}});
+          out.Add({std::string("unexpected ") + FormatAction({kind, st, m}) + ": no message crosses ranks there",
+                   {at(kind, st, m)}});
         }
       }
     }
@@ -113,9 +116,9 @@ void CheckChannels(const Schedule& s, ValidationReport& out) {
       if (!IsComm(a.kind)) continue;
       const Message msg = MessageOf(a);
       if (msg.to_stage < 0 || msg.to_stage >= s.stages) {
-        out.Add({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
-                           " talks to stage " + std::to_string(msg.to_stage) + ", which does not exist",
-                       {{r, static_cast<int>(i)}}});
+        out.Add({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) + " talks to stage " +
+                     std::to_string(msg.to_stage) + ", which does not exist",
+                 {{r, static_cast<int>(i)}}});
         continue;
       }
       if (IsSend(a.kind)) {
@@ -124,8 +127,8 @@ void CheckChannels(const Schedule& s, ValidationReport& out) {
         const StageId from_stage = msg.forward ? a.stage - 1 : a.stage + 1;
         if (from_stage < 0 || from_stage >= s.stages) {
           out.Add({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
-                             " expects a message from stage " + std::to_string(from_stage) + ", which does not exist",
-                         {{r, static_cast<int>(i)}}});
+                       " expects a message from stage " + std::to_string(from_stage) + ", which does not exist",
+                   {{r, static_cast<int>(i)}}});
           continue;
         }
         recvs[{s.placement[from_stage], r}].push_back({msg, {r, static_cast<int>(i)}});
@@ -140,9 +143,9 @@ void CheckChannels(const Schedule& s, ValidationReport& out) {
       const auto& [rm, rref] = it->second[k];
       if (!(sm == rm)) {
         out.Add({"channel rank " + std::to_string(channel.first) + " -> rank " + std::to_string(channel.second) +
-                           " out of order at message " + std::to_string(k) + ": " + Cell(s, sref) + " sends the " +
-                           MessageName(sm) + " but " + Cell(s, rref) + " receives the " + MessageName(rm),
-                       {sref, rref}});
+                     " out of order at message " + std::to_string(k) + ": " + Cell(s, sref) + " sends the " +
+                     MessageName(sm) + " but " + Cell(s, rref) + " receives the " + MessageName(rm),
+                 {sref, rref}});
         break;
       }
     }
@@ -193,9 +196,9 @@ std::vector<Problem> ShapeProblems(const Schedule& schedule) {
       const Action& a = program[i];
       const std::string why = WhyOutOfPlace(schedule, r, a);
       if (!why.empty()) {
-        out.push_back({"rank " + std::to_string(r) + " step " + std::to_string(i) + " action " + FormatAction(a) +
-                           ": " + why,
-                       {{r, static_cast<int>(i)}}});
+        out.push_back(
+            {"rank " + std::to_string(r) + " step " + std::to_string(i) + " action " + FormatAction(a) + ": " + why,
+             {{r, static_cast<int>(i)}}});
       }
     }
   }

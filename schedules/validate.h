@@ -11,8 +11,8 @@
 namespace pplab {
 
 struct Problem {
-  std::string message;            // one line, names the actions at fault
-  std::vector<ActionRef> cells;   // the offending (rank, step) cells, if any
+  std::string message;           // one line, names the actions at fault
+  std::vector<ActionRef> cells;  // the offending (rank, step) cells, if any
 };
 
 struct ValidationReport {

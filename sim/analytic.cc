@@ -24,7 +24,6 @@ bool UniformStages(const CostModel& costs, int stages, bool split) {
   return true;
 }
 
-
 // Whether `schedule` is what generator `name` emits for its K, M and v (a
 // file may carry a family's name without its order).
 bool IsGenerated(const Schedule& schedule, int v) {
@@ -38,9 +37,7 @@ bool IsGenerated(const Schedule& schedule, int v) {
 
 }  // namespace
 
-const char* ConventionName(BubbleConvention c) {
-  return c == BubbleConvention::kMakespan ? "makespan" : "span";
-}
+const char* ConventionName(BubbleConvention c) { return c == BubbleConvention::kMakespan ? "makespan" : "span"; }
 
 std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const CostModel& costs) {
   const double K = schedule.ranks, M = schedule.microbatches;

@@ -125,7 +125,8 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
   } else {
     if (!doc.contains("num_stages") || !doc["num_stages"].is_number_integer() ||
         doc["num_stages"].get<long long>() < 1 || doc["num_stages"].get<long long>() > kMaxStages) {
-      throw Error(origin + ": give either 'stages' (one entry per stage) or 'default' with an integer 'num_stages' in [1, " +
+      throw Error(origin +
+                  ": give either 'stages' (one entry per stage) or 'default' with an integer 'num_stages' in [1, " +
                   std::to_string(kMaxStages) + "]");
     }
     m.stages_.assign(static_cast<size_t>(doc["num_stages"].get<long long>()), base);
@@ -187,8 +188,8 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
   const StageCost& c = Stage(action.stage);
   auto need = [&](const std::optional<TimeNs>& t, const char* what) {
     if (!t) {
-      throw Error(origin_ + ": stage " + std::to_string(action.stage) + " has no " + std::string(what) +
-                  "_ms, which " + FormatAction(action) + " needs");
+      throw Error(origin_ + ": stage " + std::to_string(action.stage) + " has no " + std::string(what) + "_ms, which " +
+                  FormatAction(action) + " needs");
     }
     return *t;
   };
@@ -223,8 +224,8 @@ TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {
 
 void CostModel::CheckStages(int stages, const std::string& schedule_name) const {
   if (NumStages() != stages) {
-    throw Error(origin_ + ": cost model has " + std::to_string(NumStages()) + " stages but schedule '" +
-                schedule_name + "' has " + std::to_string(stages));
+    throw Error(origin_ + ": cost model has " + std::to_string(NumStages()) + " stages but schedule '" + schedule_name +
+                "' has " + std::to_string(stages));
   }
 }
 

@@ -68,8 +68,8 @@ class Engine {
   }
 
   [[noreturn]] void Stuck(RankId r, const Action& a, const std::string& why) const {
-    throw Error("simulate '" + s_.name + "': rank " + std::to_string(r) + " step " + std::to_string(pc_[r]) +
-                " (" + FormatAction(a) + ") " + why + "; run `pplab validate` for the full report");
+    throw Error("simulate '" + s_.name + "': rank " + std::to_string(r) + " step " + std::to_string(pc_[r]) + " (" +
+                FormatAction(a) + ") " + why + "; run `pplab validate` for the full report");
   }
 
   void Advance(RankId r, std::vector<RankId>& runnable) {

@@ -19,10 +19,10 @@ namespace pplab {
 
 struct RankMetrics {
   RankId rank = 0;
-  TimeNs busy = 0;   // sum of compute time
-  TimeNs idle = 0;   // makespan - busy
-  TimeNs start = 0;  // start of the first compute action
-  TimeNs end = 0;    // end of the last compute action
+  TimeNs busy = 0;        // sum of compute time
+  TimeNs idle = 0;        // makespan - busy
+  TimeNs start = 0;       // start of the first compute action
+  TimeNs end = 0;         // end of the last compute action
   int peak_inflight = 0;  // max forwards whose B/I has not finished
   Bytes peak_activation_bytes = 0;
 };

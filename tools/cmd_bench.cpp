@@ -31,8 +31,8 @@ long PeakRssMiB() {
 }
 
 int RunBench(const BenchOptions& o) {
-  std::printf("%-10s %6s %6s %10s %10s %9s %9s %9s %14s %9s\n", "schedule", "K", "M", "compute", "all_actions",
-              "gen_s", "lower_s", "sim_s", "actions/s(sim)", "rss_MiB");
+  std::printf("%-10s %6s %6s %10s %10s %9s %9s %9s %14s %9s\n", "schedule", "K", "M", "compute", "all_actions", "gen_s",
+              "lower_s", "sim_s", "actions/s(sim)", "rss_MiB");
   for (const std::string& size : o.sizes) {
     int K = 0, M = 0;
     if (std::sscanf(size.c_str(), "%dx%d", &K, &M) != 2 || K < 1 || M < 1) {
@@ -65,7 +65,9 @@ void SetupBench(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* sub = app.add_subcommand("bench", "time generation, lowering and simulation of large plans");
   sub->add_option("--schedule,-s", o->schedule, "schedule generator")->capture_default_str();
-  sub->add_option("--sizes", o->sizes, "comma-separated KxM sizes, run in order")->delimiter(',')->capture_default_str();
+  sub->add_option("--sizes", o->sizes, "comma-separated KxM sizes, run in order")
+      ->delimiter(',')
+      ->capture_default_str();
   sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank for schedules that take it");
   sub->callback([o, &exit_code] { exit_code = RunBench(*o); });
 }

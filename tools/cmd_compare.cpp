@@ -51,16 +51,26 @@ int RunCompare(const CompareOptions& o) {
     std::printf("%s\n", rows.dump(2).c_str());
     return 0;
   }
-  const char* header[] = {"schedule", "K", "S", "M", "makespan_ms", "bubble_%", "analytic_%", "span_bubble_%",
-                          "peak_inflight", "peak_bytes", "p2p_messages", "p2p_bytes"};
+  const char* header[] = {"schedule",
+                          "K",
+                          "S",
+                          "M",
+                          "makespan_ms",
+                          "bubble_%",
+                          "analytic_%",
+                          "span_bubble_%",
+                          "peak_inflight",
+                          "peak_bytes",
+                          "p2p_messages",
+                          "p2p_bytes"};
   std::vector<std::vector<std::string>> table;
   table.emplace_back(std::begin(header), std::end(header));
   for (const auto& j : rows) {
-    table.push_back({j["schedule"].get<std::string>(), j["ranks"].dump(), j["stages"].dump(),
-                     j["microbatches"].dump(), Fixed(j["makespan"].get<double>(), 3),
-                     Percent(j["bubble_fraction"]), Percent(j["analytic_bubble_fraction"]),
-                     Percent(j["span_bubble_fraction"]), j["peak_inflight"].dump(), j["peak_activation_bytes"].dump(),
-                     j["p2p_messages"].dump(), j["p2p_bytes"].dump()});
+    table.push_back({j["schedule"].get<std::string>(), j["ranks"].dump(), j["stages"].dump(), j["microbatches"].dump(),
+                     Fixed(j["makespan"].get<double>(), 3), Percent(j["bubble_fraction"]),
+                     Percent(j["analytic_bubble_fraction"]), Percent(j["span_bubble_fraction"]),
+                     j["peak_inflight"].dump(), j["peak_activation_bytes"].dump(), j["p2p_messages"].dump(),
+                     j["p2p_bytes"].dump()});
   }
   if (o.csv) {
     for (const auto& row : table) {

@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "schedules/file_io.h"
+#include "tools/commands.h"
 #include "traces/chrome_trace.h"
 #include "traces/render_svg.h"
-#include "tools/commands.h"
 
 namespace pplab::cli {
 namespace {

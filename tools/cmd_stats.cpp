@@ -55,9 +55,9 @@ int RunStats(const StatsOptions& o) {
   nlohmann::json stages = nlohmann::json::array();
   nlohmann::json cost_stages = nlohmann::json::array();
   static const std::pair<ActionKind, const char*> kKinds[] = {{ActionKind::kForward, "forward_ms"},
-                                                               {ActionKind::kBackward, "backward_ms"},
-                                                               {ActionKind::kBackwardInput, "backward_input_ms"},
-                                                               {ActionKind::kBackwardWeight, "backward_weight_ms"}};
+                                                              {ActionKind::kBackward, "backward_ms"},
+                                                              {ActionKind::kBackwardInput, "backward_input_ms"},
+                                                              {ActionKind::kBackwardWeight, "backward_weight_ms"}};
   for (StageId s = 0; s <= max_stage; ++s) {
     nlohmann::json st = {{"stage", s}}, cost = nlohmann::json::object();
     for (const auto& [kind, key] : kKinds) {

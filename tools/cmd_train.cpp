@@ -2,10 +2,9 @@
 // environment it launches one worker per rank on this machine (or trains in
 // this process with --ranks 1); with them (torchrun --no-python, Slurm) it is
 // one of those workers.
+#include <ATen/Parallel.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <ATen/Parallel.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -163,10 +162,14 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
   if (rank != 0) return 0;
   if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(summary.last_step));
   if (o.json) {
-    const nlohmann::json j = {{"schedule", schedule.name},     {"ranks", schedule.ranks},
-                              {"microbatches", schedule.microbatches}, {"steps", o.steps},
-                              {"model", o.model},              {"partition", partition.ToString()},
-                              {"losses", summary.losses},      {"step_times_ms", summary.step_times_ms}};
+    const nlohmann::json j = {{"schedule", schedule.name},
+                              {"ranks", schedule.ranks},
+                              {"microbatches", schedule.microbatches},
+                              {"steps", o.steps},
+                              {"model", o.model},
+                              {"partition", partition.ToString()},
+                              {"losses", summary.losses},
+                              {"step_times_ms", summary.step_times_ms}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     for (size_t i = 0; i < summary.losses.size(); ++i) {
@@ -220,7 +223,9 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->capture_default_str();
   sub->add_option("--partition", o->partition, "uniform, parameters, or layers per stage like 3,2,2,1")
       ->capture_default_str();
-  sub->add_option("--batch-size", o->batch_size, "sequences per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  sub->add_option("--batch-size", o->batch_size, "sequences per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   sub->add_option("--seq-len", o->seq_len, "tokens per sequence")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   sub->add_option("--steps", o->steps, "training steps")->check(CLI::Range(1, 1 << 30))->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the weights and the data")->capture_default_str();
@@ -229,7 +234,8 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--comm-timeout", o->comm_timeout_s, "seconds a rank waits for a peer before giving up")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
-  sub->add_option("--device", o->device, "cpu, or cuda / cuda:N (a CUDA LibTorch build; default one GPU per local rank)")
+  sub->add_option("--device", o->device,
+                  "cpu, or cuda / cuda:N (a CUDA LibTorch build; default one GPU per local rank)")
       ->capture_default_str();
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub->add_flag("--json", o->json, "print one summary object at the end");

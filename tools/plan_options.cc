@@ -36,14 +36,13 @@ CLI::Validator Bounded(double max) {
 
 const CLI::Validator kTime = Bounded(kMaxActionMs);
 const CLI::Validator kBytes = Bounded(kMaxBytes);
-const CLI::Validator kBandwidth = Bounded(1e12) & CLI::Validator(
-                                                       [](std::string& value) -> std::string {
-                                                         const double x = std::stod(value);
-                                                         return x == 0 || x >= kMinBandwidthGbps
-                                                                    ? ""
-                                                                    : "must be 0 (infinite) or at least 1e-6 GB/s";
-                                                       },
-                                                       "");
+const CLI::Validator kBandwidth =
+    Bounded(1e12) & CLI::Validator(
+                        [](std::string& value) -> std::string {
+                          const double x = std::stod(value);
+                          return x == 0 || x >= kMinBandwidthGbps ? "" : "must be 0 (infinite) or at least 1e-6 GB/s";
+                        },
+                        "");
 
 }  // namespace
 
@@ -53,9 +52,8 @@ void AddPlanFlags(CLI::App& app, PlanOptions& o, bool with_schedule) {
     plan_shape.push_back(app.add_option("--schedule,-s", o.schedule, "schedule generator (see `pplab schedules`)")
                              ->capture_default_str());
   }
-  plan_shape.push_back(app.add_option("--ranks,-k", o.ranks, "pipeline ranks K")
-                           ->capture_default_str()
-                           ->check(CLI::Range(1, 1 << 20)));
+  plan_shape.push_back(
+      app.add_option("--ranks,-k", o.ranks, "pipeline ranks K")->capture_default_str()->check(CLI::Range(1, 1 << 20)));
   plan_shape.push_back(app.add_option("--microbatches,-m", o.microbatches, "microbatches M per step")
                            ->capture_default_str()
                            ->check(CLI::Range(1, 1 << 24)));

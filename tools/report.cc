@@ -63,15 +63,15 @@ nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, 
 
 std::string SimulationText(const nlohmann::json& j) {
   std::ostringstream out;
-  out << j["schedule"].get<std::string>() << ": K=" << j["ranks"] << " S=" << j["stages"]
-      << " M=" << j["microbatches"] << "\n";
+  out << j["schedule"].get<std::string>() << ": K=" << j["ranks"] << " S=" << j["stages"] << " M=" << j["microbatches"]
+      << "\n";
   out << "  makespan          " << Fixed(j["makespan"].get<double>(), 3) << " ms\n";
   out << "  bubble            " << Fixed(100 * j["bubble_fraction"].get<double>(), 2) << " % (makespan convention)\n";
   out << "  span bubble       " << Fixed(100 * j["span_bubble_fraction"].get<double>(), 2)
       << " % (worst rank, own span)\n";
   if (!j["analytic_bubble_fraction"].is_null()) {
-    out << "  analytic bubble   " << Fixed(100 * j["analytic_bubble_fraction"].get<double>(), 2) << " % = "
-        << j["analytic_formula"].get<std::string>() << " (" << j["analytic_convention"].get<std::string>()
+    out << "  analytic bubble   " << Fixed(100 * j["analytic_bubble_fraction"].get<double>(), 2)
+        << " % = " << j["analytic_formula"].get<std::string>() << " (" << j["analytic_convention"].get<std::string>()
         << " convention, free communication)\n";
   } else {
     out << "  analytic bubble   none (no closed form for this plan and these costs)\n";
@@ -79,16 +79,15 @@ std::string SimulationText(const nlohmann::json& j) {
   out << "  peak in-flight    " << j["peak_inflight"] << " (stage, microbatch) forwards awaiting backward, "
       << j["peak_activation_bytes"] << " activation bytes (max over ranks)\n";
   out << "  p2p               " << j["p2p_messages"] << " messages, " << j["p2p_bytes"] << " bytes\n";
-  out << "  critical path     " << j["critical_path"]["actions"] << " actions: "
-      << Fixed(j["critical_path"]["compute"].get<double>(), 3) << " ms compute + "
+  out << "  critical path     " << j["critical_path"]["actions"]
+      << " actions: " << Fixed(j["critical_path"]["compute"].get<double>(), 3) << " ms compute + "
       << Fixed(j["critical_path"]["comm"].get<double>(), 3) << " ms transfer\n";
   out << "  rank     busy ms     idle ms    start ms      end ms  in-flight  peak bytes\n";
   for (const auto& r : j["per_rank"]) {
     char line[160];
     std::snprintf(line, sizeof line, "  %4d %11.3f %11.3f %11.3f %11.3f %10d %11lld\n", r["rank"].get<int>(),
-                  r["busy"].get<double>(), r["idle"].get<double>(), r["start"].get<double>(),
-                  r["end"].get<double>(), r["peak_inflight"].get<int>(),
-                  static_cast<long long>(r["peak_activation_bytes"].get<Bytes>()));
+                  r["busy"].get<double>(), r["idle"].get<double>(), r["start"].get<double>(), r["end"].get<double>(),
+                  r["peak_inflight"].get<int>(), static_cast<long long>(r["peak_activation_bytes"].get<Bytes>()));
     out << line;
   }
   return out.str();

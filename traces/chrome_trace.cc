@@ -28,10 +28,14 @@ int ThreadOf(ActionKind kind) {
 // (forward?, receiving stage, microbatch).
 std::tuple<bool, StageId, MicrobatchId> MessageId(const Action& a) {
   switch (a.kind) {
-    case ActionKind::kSendF: return {true, a.stage + 1, a.microbatch};
-    case ActionKind::kRecvF: return {true, a.stage, a.microbatch};
-    case ActionKind::kSendB: return {false, a.stage - 1, a.microbatch};
-    default: return {false, a.stage, a.microbatch};
+    case ActionKind::kSendF:
+      return {true, a.stage + 1, a.microbatch};
+    case ActionKind::kRecvF:
+      return {true, a.stage, a.microbatch};
+    case ActionKind::kSendB:
+      return {false, a.stage - 1, a.microbatch};
+    default:
+      return {false, a.stage, a.microbatch};
   }
 }
 
@@ -53,7 +57,11 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
   };
   static const char* kThreadNames[] = {"compute", "send", "recv"};
   for (RankId r = 0; r < timeline.ranks; ++r) {
-    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+    emit({{"ph", "M"},
+          {"name", "process_name"},
+          {"pid", r},
+          {"tid", 0},
+          {"args", {{"name", "rank " + std::to_string(r)}}}});
     emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r}, {"tid", 0}, {"args", {{"sort_index", r}}}});
     for (int t = 0; t < 3; ++t) {
       emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", t}, {"args", {{"name", kThreadNames[t]}}}});
@@ -75,21 +83,39 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
           {"ts", Us(e.start)},
           {"dur", Us(e.end - e.start)},
           {"args",
-           {{"kind", KindName(a.kind)}, {"stage", a.stage}, {"microbatch", a.microbatch}, {"action", FormatAction(a)}}}});
+           {{"kind", KindName(a.kind)},
+            {"stage", a.stage},
+            {"microbatch", a.microbatch},
+            {"action", FormatAction(a)}}}});
     if (IsRecv(a.kind)) {
       const auto it = sends.find(MessageId(a));
       if (it == sends.end()) continue;
       const int id = static_cast<int>(flow_ids.size()) + 1;
       flow_ids[MessageId(a)] = id;
       const TimelineEvent& s = *it->second;
-      emit({{"ph", "s"}, {"name", "p2p"}, {"cat", "p2p"}, {"id", id}, {"pid", s.rank}, {"tid", kSendTid},
+      emit({{"ph", "s"},
+            {"name", "p2p"},
+            {"cat", "p2p"},
+            {"id", id},
+            {"pid", s.rank},
+            {"tid", kSendTid},
             {"ts", Us(s.start)}});
-      emit({{"ph", "f"}, {"bp", "e"}, {"name", "p2p"}, {"cat", "p2p"}, {"id", id}, {"pid", e.rank},
-            {"tid", kRecvTid}, {"ts", Us(e.end)}});
+      emit({{"ph", "f"},
+            {"bp", "e"},
+            {"name", "p2p"},
+            {"cat", "p2p"},
+            {"id", id},
+            {"pid", e.rank},
+            {"tid", kRecvTid},
+            {"ts", Us(e.end)}});
     }
   }
   for (const MemorySample& m : timeline.memory) {
-    emit({{"ph", "C"}, {"name", "activation bytes"}, {"pid", m.rank}, {"ts", Us(m.time)}, {"args", {{"bytes", m.bytes}}}});
+    emit({{"ph", "C"},
+          {"name", "activation bytes"},
+          {"pid", m.rank},
+          {"ts", Us(m.time)},
+          {"args", {{"bytes", m.bytes}}}});
   }
   out += "\n]}\n";
   return out;

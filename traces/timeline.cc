@@ -29,8 +29,8 @@ TimelineSummary Summarize(const Timeline& timeline) {
   for (const RankSummary& r : out.per_rank) {
     total_busy += r.busy;
     if (r.end > r.start) {
-      out.span_bubble_fraction = std::max(
-          out.span_bubble_fraction, 1.0 - static_cast<double>(r.busy) / static_cast<double>(r.end - r.start));
+      out.span_bubble_fraction =
+          std::max(out.span_bubble_fraction, 1.0 - static_cast<double>(r.busy) / static_cast<double>(r.end - r.start));
     }
   }
   if (out.makespan > 0 && timeline.ranks > 0) {

@@ -26,8 +26,8 @@ struct MemorySample {
 };
 
 struct Timeline {
-  std::string name;               // schedule name
-  std::string source;             // "simulated" or "measured"
+  std::string name;    // schedule name
+  std::string source;  // "simulated" or "measured"
   int ranks = 0;
   std::vector<TimelineEvent> events;  // per rank in program order
   std::vector<MemorySample> memory;   // per rank in time order

@@ -59,16 +59,19 @@ TEST_CASE("explicit partitions are checked against the model", "[partition]") {
 }
 
 TEST_CASE("model config JSON: defaults, unknown fields and inconsistent shapes", "[partition]") {
-  const LlamaConfig c = LlamaConfigFromJson(R"({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2})", "m.json");
+  const LlamaConfig c =
+      LlamaConfigFromJson(R"({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2})", "m.json");
   CHECK(c.num_hidden_layers == 12);
   CHECK(c.vocab_size == 32000);
   CHECK(LlamaConfigFromJson(c.ToJson(), "again").hidden_size == 64);
-  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_sise": 64})", "m.json"), Catch::Contains("unknown field 'hidden_sise'"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_sise": 64})", "m.json"),
+                    Catch::Contains("unknown field 'hidden_sise'"));
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 60, "num_attention_heads": 8})", "m.json"),
                     Catch::Contains("not a multiple of num_attention_heads"));
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"num_key_value_heads": 5})", "m.json"),
                     Catch::Contains("not a multiple of num_key_value_heads"));
-  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"rope_theta": -1})", "m.json"), Catch::Contains("'rope_theta' must be a positive"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"rope_theta": -1})", "m.json"),
+                    Catch::Contains("'rope_theta' must be a positive"));
   const LlamaConfig d = LlamaPreset("default");
   CHECK(d.num_hidden_layers == 12);
   CHECK(d.hidden_size == 768);

@@ -128,8 +128,8 @@ double MaxRelativeError(const Grads& got, const Grads& want, std::string* worst,
   return max_rel;
 }
 
-void CheckParity(const std::string& name, const LlamaConfig& c, int K, int M, int v, const std::string& partition_method,
-                 int64_t batch_size) {
+void CheckParity(const std::string& name, const LlamaConfig& c, int K, int M, int v,
+                 const std::string& partition_method, int64_t batch_size) {
   torch::manual_seed(0);
   const uint64_t seed = 1234;
   const Batch batch = MakeBatch(c, batch_size, 12, 99);
@@ -177,9 +177,7 @@ TEST_CASE("K=4 plans, uneven partitions and M not a multiple of K match too", "[
   SECTION("interleaved-1f1b K=4 v=2 M=4") { CheckParity("interleaved-1f1b", Tiny(8), 4, 4, 2, "uniform", 8); }
   SECTION("zb-h1 K=4 M=8, balanced by parameters") { CheckParity("zb-h1", Tiny(6), 4, 8, 1, "parameters", 8); }
   SECTION("5 layers on 3 ranks, M=4 (1f1b)") { CheckParity("1f1b", Tiny(5), 3, 4, 1, "uniform", 8); }
-  SECTION("5 layers on 3 ranks, M=5 (zb-h2), explicit 1,3,1") {
-    CheckParity("zb-h2", Tiny(5), 3, 5, 1, "1,3,1", 10);
-  }
+  SECTION("5 layers on 3 ranks, M=5 (zb-h2), explicit 1,3,1") { CheckParity("zb-h2", Tiny(5), 3, 5, 1, "1,3,1", 10); }
 }
 
 TEST_CASE("a rank whose peer never sends times out naming the action", "[executor]") {
@@ -191,8 +189,9 @@ TEST_CASE("a rank whose peer never sends times out naming the action", "[executo
   Executor executor(schedule, 1, {{1, stage.get()}}, transport, CrossEntropy(), {std::chrono::milliseconds(200)});
   const Batch batch = MakeBatch(c, 2, 4, 1);
   std::vector<MicrobatchData> mbs = {{{batch.inputs, batch.mask}, batch.targets}};
-  CHECK_THROWS_WITH(executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
-                    Catch::Contains("rank 1 waiting on 1RECV_F0 from rank 0") && Catch::Contains("timed out after 200 ms"));
+  CHECK_THROWS_WITH(
+      executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
+      Catch::Contains("rank 1 waiting on 1RECV_F0 from rank 0") && Catch::Contains("timed out after 200 ms"));
 }
 
 }  // namespace pplab

@@ -37,7 +37,8 @@ TEST_CASE("writing through a symlink or a device never replaces it", "[file_io]"
 TEST_CASE("unreadable and unwritable paths are errors naming them", "[file_io]") {
   CHECK_THROWS_WITH(ReadTextFile("/nonexistent/x"), Catch::Contains("cannot read /nonexistent/x"));
   CHECK_THROWS_WITH(ReadTextFile(PPLAB_TEST_TMP_DIR), Catch::Contains("is a directory"));
-  CHECK_THROWS_WITH(WriteTextFile("/nonexistent/dir/x.svg", "a"), Catch::Contains("cannot write /nonexistent/dir/x.svg"));
+  CHECK_THROWS_WITH(WriteTextFile("/nonexistent/dir/x.svg", "a"),
+                    Catch::Contains("cannot write /nonexistent/dir/x.svg"));
   CHECK_THROWS_WITH(WriteTextFile(PPLAB_TEST_TMP_DIR, "a"), Catch::Contains("is a directory"));
 }
 

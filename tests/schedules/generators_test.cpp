@@ -1,11 +1,11 @@
 #include "schedules/generators.h"
-#include "tests/generator_rules.h"
 
 #include <catch2/catch.hpp>
 
 #include "schedules/error.h"
 #include "schedules/lowering.h"
 #include "schedules/validate.h"
+#include "tests/generator_rules.h"
 
 namespace pplab {
 TEST_CASE("every generator is valid after lowering over K 1..8, M 1..16, v 1..3", "[generators]") {

@@ -33,7 +33,8 @@ TEST_CASE("schedule JSON errors name the file and the field", "[schedule_io]") {
     REQUIRE(at != std::string::npos);
     return t.replace(at, from.size(), to);
   };
-  CHECK_THROWS_WITH(ScheduleFromJson(good.substr(0, good.size() / 2), "p.json"), Catch::Contains("p.json: not valid JSON"));
+  CHECK_THROWS_WITH(ScheduleFromJson(good.substr(0, good.size() / 2), "p.json"),
+                    Catch::Contains("p.json: not valid JSON"));
   CHECK_THROWS_WITH(ScheduleFromJson("[]", "p.json"), Catch::Contains("JSON object"));
   CHECK_THROWS_WITH(ScheduleFromJson(with("\"version\": 1", "\"version\": 7"), "p.json"),
                     Catch::Contains("unsupported 'version' 7"));
@@ -82,7 +83,8 @@ TEST_CASE("PyTorch CSV errors name the file, line and column", "[schedule_io]") 
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0Q1\n", "a.csv", "a"), Catch::Contains("a.csv:1: column 2"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0\n0B0\n", "a.csv", "a"),
                     Catch::Contains("stage 0 has actions on rank 0 and rank 1"));
-  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0B0\n2F0,2B0\n", "a.csv", "a"), Catch::Contains("stage 1 has no actions"));
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0B0\n2F0,2B0\n", "a.csv", "a"),
+                    Catch::Contains("stage 1 has no actions"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("999999999F0\n", "a.csv", "a"),
                     Catch::Contains("implies 1000000000 stages but the file holds 1 actions"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F99999999\n", "a.csv", "a"), Catch::Contains("(stage, microbatch) pairs"));

@@ -41,9 +41,9 @@ TEST_CASE("backward before its own forward on one rank is a deadlock", "[validat
 }
 
 TEST_CASE("messages sent in another order than received break the channel", "[validate]") {
-  const Schedule s =
-      FromCsv("0F0,0F1,0SEND_F1,0SEND_F0,0RECV_B0,0B0,0RECV_B1,0B1\n"
-              "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n");
+  const Schedule s = FromCsv(
+      "0F0,0F1,0SEND_F1,0SEND_F0,0RECV_B0,0B0,0RECV_B1,0B1\n"
+      "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n");
   const ValidationReport r = Validate(s);
   REQUIRE_FALSE(r.ok());
   CHECK(AnyProblemContains(r, "channel rank 0 -> rank 1 out of order at message 0"));

@@ -64,15 +64,18 @@ TEST_CASE("bad cost files are rejected naming the field", "[cost_model]") {
                     Catch::Contains("links[0] needs integer 'from' and 'to'"));
   CHECK_THROWS_WITH(CostModel::FromJson("{", "c.json"), Catch::Contains("c.json: not valid JSON"));
   const CostModel two = load(R"("num_stages": 2, "default": {"forward_ms": 1, "backward_ms": 1})");
-  CHECK_THROWS_WITH(two.CheckStages(4, "zb-v"), Catch::Contains("c.json: cost model has 2 stages but schedule 'zb-v' has 4"));
+  CHECK_THROWS_WITH(two.CheckStages(4, "zb-v"),
+                    Catch::Contains("c.json: cost model has 2 stages but schedule 'zb-v' has 4"));
   CHECK_THROWS_WITH(load(R"("num_stages": 100000000, "default": {"forward_ms": 1, "backward_ms": 1})"),
                     Catch::Contains("'num_stages' in [1, 1048576]"));
   CHECK_THROWS_WITH(load(R"("num_stages": 1, "default": {"forward_ms": 1e300, "backward_ms": 1})"),
                     Catch::Contains("default.forward_ms must be at most"));
-  CHECK_THROWS_WITH(load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1e19})"),
-                    Catch::Contains("default.activation_bytes must be at most"));
-  CHECK_THROWS_WITH(load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_ms": 1}, "link": {"bandwidth_gbps": 1e-300})"),
-                    Catch::Contains("bandwidth_gbps must be 0 (infinite) or at least"));
+  CHECK_THROWS_WITH(
+      load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1e19})"),
+      Catch::Contains("default.activation_bytes must be at most"));
+  CHECK_THROWS_WITH(
+      load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_ms": 1}, "link": {"bandwidth_gbps": 1e-300})"),
+      Catch::Contains("bandwidth_gbps must be 0 (infinite) or at least"));
   CHECK_THROWS_WITH(CostModel::FromJson(R"({"format": 5, "version": 1})", "c.json"), Catch::Contains("c.json: "));
   const CostModel only_split = load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_input_ms": 1})");
   CHECK_THROWS_WITH(only_split.ComputeTime({ActionKind::kBackward, 0, 0}),

@@ -1,15 +1,14 @@
 #include "sim/simulator.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
 
 #include "schedules/error.h"
 #include "schedules/generators.h"
-#include "tests/generator_rules.h"
 #include "schedules/lowering.h"
 #include "sim/analytic.h"
+#include "tests/generator_rules.h"
 
 namespace pplab {
 namespace {
@@ -42,9 +41,8 @@ TEST_CASE("simulated bubble equals the analytic one for uniform costs and free c
             const auto analytic = AnalyticBubbleFor(s, costs);
             if (!analytic) continue;
             const SimResult r = Simulate(s, costs);
-            const double simulated = analytic->convention == BubbleConvention::kMakespan
-                                         ? r.bubble_fraction
-                                         : r.span_bubble_fraction;
+            const double simulated =
+                analytic->convention == BubbleConvention::kMakespan ? r.bubble_fraction : r.span_bubble_fraction;
             INFO(g.name << " K=" << K << " M=" << M << " v=" << v << " f=" << f << " b=" << b << " w=" << w
                         << " formula " << analytic->formula << " makespan " << r.makespan);
             CHECK(simulated == Approx(analytic->fraction).margin(1e-12));
@@ -142,18 +140,22 @@ TEST_CASE("the closed form is only claimed for the generator's own order and rea
 TEST_CASE("a schedule that cannot finish is an error naming the stuck ranks", "[sim]") {
   Schedule s = Lower(Generate1F1B(2, 1));
   // rank 0: F0 SEND_F0 RECV_B0 B0 -> put RECV_B0 ... B0 before F0's send.
-  s.programs[0] = {{ActionKind::kRecvB, 0, 0}, {ActionKind::kBackward, 0, 0}, {ActionKind::kForward, 0, 0},
+  s.programs[0] = {{ActionKind::kRecvB, 0, 0},
+                   {ActionKind::kBackward, 0, 0},
+                   {ActionKind::kForward, 0, 0},
                    {ActionKind::kSendF, 0, 0}};
   StageCost c;
   c.forward = 1;
   c.backward = 1;
-  CHECK_THROWS_WITH(Simulate(s, CostModel::Uniform(2, c, {})), Catch::Contains("rank 0 step 1 (0B0) needs its own forward"));
+  CHECK_THROWS_WITH(Simulate(s, CostModel::Uniform(2, c, {})),
+                    Catch::Contains("rank 0 step 1 (0B0) needs its own forward"));
   CHECK_THROWS_WITH(Simulate(s, CostModel::Uniform(3, c, {})), Catch::Contains("cost model has 3 stages"));
   // Looped placement, stages 0 and 2 on rank 0: rank 0 waits for stage 1's
   // output before it has sent stage 1 its input, so both ranks wait forever.
   Schedule looped = Lower(GenerateLoopedBfs(2, 1, 2));
   Program& p = looped.programs[0];
-  std::stable_partition(p.begin(), p.end(), [](const Action& a) { return a.stage == 2 && a.kind != ActionKind::kSendB; });
+  std::stable_partition(p.begin(), p.end(),
+                        [](const Action& a) { return a.stage == 2 && a.kind != ActionKind::kSendB; });
   CHECK_THROWS_WITH(Simulate(looped, CostModel::Uniform(4, c, {})),
                     Catch::Contains("deadlock, these ranks wait for messages never sent: rank 0 at step 1 (2F0)"));
 }

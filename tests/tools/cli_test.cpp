@@ -15,9 +15,7 @@ namespace {
 
 std::string Data(const std::string& name) { return std::string(PPLAB_TEST_DATA_DIR) + "/" + name; }
 
-std::string TempPath(const std::string& name) {
-  return std::string(PPLAB_TEST_TMP_DIR) + "/" + name;
-}
+std::string TempPath(const std::string& name) { return std::string(PPLAB_TEST_TMP_DIR) + "/" + name; }
 
 }  // namespace
 

@@ -1,17 +1,16 @@
 // Multi-process training through the pplab binary (Gloo over loopback).
 #include <sys/wait.h>
-
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "schedules/file_io.h"
-#include "tests/run_pplab.h"
 #include "schedules/schedule_io.h"
+#include "tests/run_pplab.h"
 #include "traces/chrome_trace.h"
 
 namespace pplab {
@@ -86,8 +85,8 @@ TEST_CASE("a killed worker makes the others exit with the rank and action they w
 TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {
   const std::string dir = PPLAB_TEST_TMP_DIR;
   REQUIRE(Pplab("export -s zb-h1 -k 2 -m 4 -o " + dir + "/zb.json").code == 0);
-  const PplabRun r = Pplab("train --plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --trace " + dir +
-                      "/measured.json");
+  const PplabRun r =
+      Pplab("train --plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --trace " + dir + "/measured.json");
   INFO(r.out);
   REQUIRE(r.code == 0);
   const Schedule plan = LoadScheduleFile(dir + "/zb.json");
@@ -107,11 +106,12 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
     const char* args;
     const char* says;
   };
-  for (const Case& c : {Case{"train -k 2 -m 3 --batch-size 8 --steps 1", "--batch-size 8 is not divisible by --microbatches 3"},
-                        Case{"train -k 8 --model tiny --steps 1", "fewer than the 8 stages"},
-                        Case{"train --model nope --steps 1", "unknown model preset 'nope'"},
-                        Case{"train -k 2 --partition 3,3 --steps 1", "--partition: the entries sum to 6 layers"},
-                        Case{"train --device bogus --steps 1", "--device 'bogus'"}}) {
+  for (const Case& c :
+       {Case{"train -k 2 -m 3 --batch-size 8 --steps 1", "--batch-size 8 is not divisible by --microbatches 3"},
+        Case{"train -k 8 --model tiny --steps 1", "fewer than the 8 stages"},
+        Case{"train --model nope --steps 1", "unknown model preset 'nope'"},
+        Case{"train -k 2 --partition 3,3 --steps 1", "--partition: the entries sum to 6 layers"},
+        Case{"train --device bogus --steps 1", "--device 'bogus'"}}) {
     const PplabRun r = Pplab(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);

@@ -44,8 +44,8 @@ TEST_CASE("simulated traces equal the golden files byte for byte", "[trace]") {
     if (got != golden) {
       size_t i = 0;
       while (i < got.size() && i < golden.size() && got[i] == golden[i]) ++i;
-      FAIL("first difference at byte " << i << ": got '" << got.substr(i, 80) << "' expected '"
-                                       << golden.substr(i, 80) << "'");
+      FAIL("first difference at byte " << i << ": got '" << got.substr(i, 80) << "' expected '" << golden.substr(i, 80)
+                                       << "'");
     }
   }
 }
@@ -92,8 +92,8 @@ TEST_CASE("trace has named rank processes, flow arrows and a memory counter", "[
     if (e["ph"] == "C") ++counters;
     if (e["ph"] == "X" && e["cat"] == "compute") {
       ++compute;
-      CHECK(e["name"].get<std::string>() == std::string(e["args"]["kind"]) + " s" + e["args"]["stage"].dump() +
-                                                " mb" + e["args"]["microbatch"].dump());
+      CHECK(e["name"].get<std::string>() ==
+            std::string(e["args"]["kind"]) + " s" + e["args"]["stage"].dump() + " mb" + e["args"]["microbatch"].dump());
     }
   }
   CHECK(process_names == 2);
@@ -105,21 +105,25 @@ TEST_CASE("trace has named rank processes, flow arrows and a memory counter", "[
 
 TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
   CHECK_THROWS_WITH(TimelineFromChromeTrace("{", "t.json"), Catch::Contains("t.json: not valid JSON"));
-  CHECK_THROWS_WITH(TimelineFromChromeTrace("{\"traceEvents\": []}", "t.json"),
-                    Catch::Contains("not a pplab trace"));
+  CHECK_THROWS_WITH(TimelineFromChromeTrace("{\"traceEvents\": []}", "t.json"), Catch::Contains("not a pplab trace"));
   const std::string head = R"({"otherData": {"pplab_trace_version": 1, "ranks": 1}, "traceEvents": [)";
   CHECK_THROWS_WITH(TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 3, "ts": 0, "dur": 1}]})", "t.json"),
                     Catch::Contains("t.json: traceEvents[0]: pid 3 is not a rank"));
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(
+                        head + R"({"ph": "X", "pid": 0, "ts": 0, "dur": 1, "args": {"action": "0Z0"}}]})", "t.json"),
+                    Catch::Contains("bad action '0Z0'"));
   CHECK_THROWS_WITH(
-      TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 0, "ts": 0, "dur": 1, "args": {"action": "0Z0"}}]})", "t.json"),
-      Catch::Contains("bad action '0Z0'"));
-  CHECK_THROWS_WITH(
-      TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 0, "ts": 1e300, "dur": 1, "args": {"action": "0F0"}}]})", "t.json"),
+      TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 0, "ts": 1e300, "dur": 1, "args": {"action": "0F0"}}]})",
+                              "t.json"),
       Catch::Contains("'ts' must be in [0, 1e15]"));
-  CHECK_THROWS_WITH(TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 10000000}, "traceEvents": [{"ph": "M"}]})", "t.json"),
-                    Catch::Contains("otherData.ranks must be an integer in [1, number of events]"));
-  CHECK_THROWS_WITH(TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "name": 7}, "traceEvents": []})", "t.json"),
-                    Catch::Contains("t.json: "));
+  CHECK_THROWS_WITH(
+      TimelineFromChromeTrace(
+          R"({"otherData": {"pplab_trace_version": 1, "ranks": 10000000}, "traceEvents": [{"ph": "M"}]})", "t.json"),
+      Catch::Contains("otherData.ranks must be an integer in [1, number of events]"));
+  CHECK_THROWS_WITH(
+      TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "name": 7}, "traceEvents": []})",
+                              "t.json"),
+      Catch::Contains("t.json: "));
 }
 
 }  // namespace pplab

@@ -2,7 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "runtime/c10d_transport.h"
+#include "runtime/lr_schedule.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -32,6 +35,16 @@ void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
 
 }  // namespace
 
+double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group,
+                      std::chrono::milliseconds timeout) {
+  double squares = 0;
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) squares += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
+  }
+  if (group != nullptr) squares = AllReduceSum(*group, squares, timeout);
+  return std::sqrt(squares);
+}
+
 TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
                    const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,
                    const TrainerOptions& options) {
@@ -49,6 +62,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   torch::optim::AdamW optimizer(params,
                                 torch::optim::AdamWOptions(options.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(0.1));
   Executor executor(schedule, rank, stages, transport, loss, {options.comm_timeout});
+  const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
   // Align the ranks' clocks: everyone leaves the barrier within a few
   // microseconds and takes that moment as time 0.
   if (group != nullptr) Barrier(*group, options.comm_timeout);
@@ -61,7 +75,23 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const StepBatch b = batch(step);
     optimizer.zero_grad();
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
+    // Clip by the norm over every stage of every rank, so the clipped
+    // gradients equal single-process clipping (per-stage norms would not).
+    const double norm = GlobalGradNorm(params, group, options.comm_timeout);
+    if (options.clip_norm > 0 && norm > options.clip_norm) {
+      torch::NoGradGuard no_grad;
+      const double scale = options.clip_norm / (norm + 1e-6);
+      for (at::Tensor& p : params) {
+        if (p.grad().defined()) p.grad().mul_(scale);
+      }
+    }
+    const double lr = lr_schedule.At(step);
+    for (auto& group_options : optimizer.param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(group_options.options()).lr(lr);
+    }
     optimizer.step();
+    summary.lrs.push_back(lr);
+    summary.grad_norms.push_back(norm);
     double step_loss = 0;
     for (const auto& [m, l] : result.losses) step_loss += l;
     if (group != nullptr) step_loss = AllReduceSum(*group, step_loss, options.comm_timeout);

@@ -19,6 +19,9 @@ struct ProcessGroupHandle;
 struct TrainerOptions {
   int steps = 1;
   double lr = 1e-3;
+  int warmup_steps = 0;  // linear warm-up, then cosine decay to 0 over the remaining steps
+  // Clip gradients to this global L2 norm, over all stages and ranks; 0 = off.
+  double clip_norm = 0;
   std::chrono::milliseconds comm_timeout{60000};
   // Called at the start of each step with its index (tests inject faults).
   std::function<void(int step)> on_step;
@@ -38,8 +41,15 @@ using BatchFn = std::function<StepBatch(int step)>;
 struct TrainSummary {
   std::vector<double> losses;         // per step, the batch loss (every rank gets it)
   std::vector<double> step_times_ms;  // per step, wall time on this rank
+  std::vector<double> lrs;            // per step, the learning rate used
+  std::vector<double> grad_norms;     // per step, the global gradient norm before clipping
   Timeline last_step;                 // rank 0: all ranks' actions of the last step, from 0; else empty
 };
+
+// The global L2 norm of the gradients of `params` on every rank (the square
+// root of the all-reduced sum of squares; local when `group` is null).
+double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group,
+                     std::chrono::milliseconds timeout);
 
 // Trains `rank`'s stages of the lowered `schedule`. With `group` null the
 // schedule must have one rank (single-process training). Throws

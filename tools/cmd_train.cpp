@@ -44,6 +44,8 @@ struct TrainOptions {
   int steps = 10;
   uint64_t seed = 1;
   double lr = 1e-3;
+  int warmup_steps = 0;
+  double clip_norm = 0;
   int nproc = 0;
   double comm_timeout_s = 60;
   std::string trace_path;
@@ -117,6 +119,8 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
   TrainerOptions options;
   options.steps = o.steps;
   options.lr = o.lr;
+  options.warmup_steps = o.warmup_steps;
+  options.clip_norm = o.clip_norm;
   options.comm_timeout = timeout;
   if (!o.kill_rank_at.empty()) {
     int kill_rank = -1, kill_step = -1;
@@ -169,7 +173,9 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
                               {"model", o.model},
                               {"partition", partition.ToString()},
                               {"losses", summary.losses},
-                              {"step_times_ms", summary.step_times_ms}};
+                              {"step_times_ms", summary.step_times_ms},
+                              {"lrs", summary.lrs},
+                              {"grad_norms", summary.grad_norms}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     for (size_t i = 0; i < summary.losses.size(); ++i) {
@@ -230,6 +236,12 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--steps", o->steps, "training steps")->check(CLI::Range(1, 1 << 30))->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the weights and the data")->capture_default_str();
   sub->add_option("--lr", o->lr, "AdamW learning rate")->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  sub->add_option("--warmup-steps", o->warmup_steps, "linear warm-up steps, then cosine decay to 0")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  sub->add_option("--clip-norm", o->clip_norm, "clip gradients to this global L2 norm (0: off)")
+      ->check(CLI::Range(0.0, 1e30))
+      ->capture_default_str();
   sub->add_option("--nproc", o->nproc, "worker processes (default: the plan's ranks)")->check(CLI::Range(1, 4096));
   sub->add_option("--comm-timeout", o->comm_timeout_s, "seconds a rank waits for a peer before giving up")
       ->check(CLI::Range(0.1, 86400.0))

@@ -74,6 +74,42 @@ TEST_CASE("across processes every parameter gradient equals the single-process o
   }
 }
 
+TEST_CASE("gradients clipped by the global norm across processes equal single-process clipping", "[train]") {
+  const std::string tmp = PPLAB_TEST_TMP_DIR;
+  const std::string common = " --model tiny --batch-size 8 --seq-len 16 --steps 1 --seed 9 --json --dump-grads ";
+  auto run = [&](const std::string& args, const std::string& dir) {
+    REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+    const PplabRun r = Pplab("train " + args + common + dir);
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  };
+  const auto plain = run("-k 1 -m 1", tmp + "/clip_ref");
+  const double norm = plain["grad_norms"][0].get<double>();
+  const double clip = norm / 4;  // clipping is active
+  const auto single = run("-k 1 -m 1 --clip-norm " + std::to_string(clip), tmp + "/clip_single");
+  const auto piped = run("-s zb-h1 -k 2 -m 4 --clip-norm " + std::to_string(clip), tmp + "/clip_pp");
+  // The global norm is the same in both runs, measured before clipping.
+  CHECK(piped["grad_norms"][0].get<double>() == Approx(norm).epsilon(1e-5));
+  double worst = 0;
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp + "/clip_ref")) {
+    at::Tensor unclipped, want, got;
+    torch::load(unclipped, entry.path().string());
+    torch::load(want, tmp + "/clip_single/" + entry.path().filename().string());
+    torch::load(got, tmp + "/clip_pp/" + entry.path().filename().string());
+    // Single-process clipping scales everything by clip / norm ...
+    CHECK(torch::allclose(want, unclipped * (clip / (norm + 1e-6)), 1e-5, 1e-9));
+    // ... and so does the pipeline, which sees only its stages' gradients.
+    const double scale = std::max(want.abs().max().item<double>(), 1e-30);
+    worst = std::max(worst, (got - want).abs().max().item<double>() / scale);
+    ++compared;
+  }
+  std::printf("global clipping across 2 processes: %d tensors, max relative error %.2e\n", compared, worst);
+  CHECK(compared == 39);
+  CHECK(worst <= 1e-5);
+}
+
 TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {
   const PplabRun r = Pplab("train -s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
   INFO(r.out);

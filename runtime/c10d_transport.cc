@@ -3,8 +3,11 @@
 
 #include <torch/torch.h>
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
 
 #include "schedules/error.h"
 
@@ -37,6 +40,18 @@ void Wait(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds 
     const size_t newline = message.find('\n');  // c10 errors append a stack trace
     if (newline != std::string::npos) message.resize(newline);
     throw Error(what + ": " + message);
+  }
+}
+
+// Runs `post` (which starts a c10d operation), turning a failure to start it
+// (e.g. a peer already gone) into pplab::Error with `what` in the message.
+template <typename F>
+void Guard(const std::string& what, F post) {
+  try {
+    post();
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    throw Error(what + ": " + message.substr(0, message.find('\n')));
   }
 }
 
@@ -79,12 +94,12 @@ std::shared_ptr<ProcessGroupHandle> ConnectGloo(const std::string& host, int por
   return handle;
 }
 
-C10dTransport::C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device)
-    : group_(std::move(group)), device_(device) {}
+C10dTransport::C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset)
+    : group_(std::move(group)), device_(device), rank_offset_(rank_offset) {}
 
 C10dTransport::~C10dTransport() = default;
 
-RankId C10dTransport::Rank() const { return group_->rank; }
+RankId C10dTransport::Rank() const { return group_->rank - rank_offset_; }
 
 void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
   if (static_cast<int>(tensors.size()) > kMaxTensors) throw Error("c10d transport: more than 6 tensors in a message");
@@ -107,15 +122,19 @@ void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
   h[1] = total;
   pending->header = {header};
   pending->payload = {bytes.empty() ? torch::zeros({0}, torch::kByte) : torch::cat(bytes)};
-  pending->header_work = group_->group->send(pending->header, peer, WireTag(tag, 0));
-  pending->payload_work = group_->group->send(pending->payload, peer, WireTag(tag, 1));
+  Guard("sending message " + std::to_string(tag) + " to rank " + std::to_string(peer), [&] {
+    pending->header_work = group_->group->send(pending->header, rank_offset_ + peer, WireTag(tag, 0));
+    pending->payload_work = group_->group->send(pending->payload, rank_offset_ + peer, WireTag(tag, 1));
+  });
   sends_.push_back(std::move(pending));
 }
 
 void C10dTransport::PostRecv(RankId peer, int64_t tag) {
   auto pending = std::make_unique<Pending>();
   pending->header = {torch::zeros({kHeaderWords}, torch::kLong)};
-  pending->header_work = group_->group->recv(pending->header, peer, WireTag(tag, 0));
+  Guard("posting the receive of message " + std::to_string(tag) + " from rank " + std::to_string(peer), [&] {
+    pending->header_work = group_->group->recv(pending->header, rank_offset_ + peer, WireTag(tag, 0));
+  });
   receives_[{peer, tag}] = std::move(pending);
 }
 
@@ -127,7 +146,9 @@ void C10dTransport::PostPayload(RankId peer, int64_t tag, Pending& pending) {
                 ": malformed header");
   }
   pending.payload = {torch::empty({total}, torch::kByte)};
-  pending.payload_work = group_->group->recv(pending.payload, peer, WireTag(tag, 1));
+  Guard("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer), [&] {
+    pending.payload_work = group_->group->recv(pending.payload, rank_offset_ + peer, WireTag(tag, 1));
+  });
 }
 
 TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) {
@@ -171,6 +192,32 @@ double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::millis
   std::vector<at::Tensor> t = {torch::full({1}, value, torch::kFloat64)};
   Wait(group.group->allreduce(t), timeout, "rank " + std::to_string(group.rank) + " in all-reduce");
   return t[0].item<double>();
+}
+
+void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout) {
+  std::vector<at::Tensor> t = {tensor};
+  Wait(group.group->allreduce(t), timeout, "rank " + std::to_string(group.rank) + " in gradient all-reduce");
+}
+
+std::shared_ptr<ProcessGroupHandle> Subgroup(const ProcessGroupHandle& world, const std::string& name,
+                                             const std::vector<RankId>& members, std::chrono::milliseconds timeout) {
+  auto handle = std::make_shared<ProcessGroupHandle>();
+  const auto me = std::find(members.begin(), members.end(), world.rank);
+  if (me == members.end()) throw Error("subgroup " + name + ": rank " + std::to_string(world.rank) + " is not a member");
+  handle->rank = static_cast<RankId>(me - members.begin());
+  handle->world_size = static_cast<int>(members.size());
+  handle->store = world.store;
+  try {
+    auto store = c10::make_intrusive<c10d::PrefixStore>(name, world.store);
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices = world.group->getOptions()->devices;
+    handle->group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, handle->rank, handle->world_size, options);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw Error("rank " + std::to_string(world.rank) + ": creating group " + name + " failed: " +
+                what.substr(0, what.find('\n')));
+  }
+  return handle;
 }
 
 void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {

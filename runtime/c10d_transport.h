@@ -33,9 +33,18 @@ struct ProcessGroupHandle;  // owns the c10d objects (c10d_transport.cc)
 std::shared_ptr<ProcessGroupHandle> ConnectGloo(const std::string& host, int port, RankId rank, int world_size,
                                                 std::chrono::milliseconds timeout);
 
+// A Gloo group of some ranks of `world` (e.g. the data-parallel replicas of
+// one stage), rendezvousing under `name` in the world's store. Every member
+// calls it with the same name and members; `members` lists world ranks and
+// must hold the caller's.
+std::shared_ptr<ProcessGroupHandle> Subgroup(const ProcessGroupHandle& world, const std::string& name,
+                                             const std::vector<RankId>& members, std::chrono::milliseconds timeout);
+
+// Peers are pipeline ranks; pipeline rank p is world rank `rank_offset + p`
+// (data-parallel replica d of a K-rank pipeline has offset d K).
 class C10dTransport : public Transport {
  public:
-  C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device);
+  C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset = 0);
   ~C10dTransport() override;
   RankId Rank() const override;
   void Send(RankId peer, int64_t tag, const TensorList& tensors) override;
@@ -49,6 +58,7 @@ class C10dTransport : public Transport {
   void PostPayload(RankId peer, int64_t tag, Pending& pending);
   std::shared_ptr<ProcessGroupHandle> group_;
   c10::Device device_;
+  RankId rank_offset_;
   std::map<std::pair<RankId, int64_t>, std::unique_ptr<Pending>> receives_;
   std::vector<std::unique_ptr<Pending>> sends_;
 };
@@ -56,6 +66,8 @@ class C10dTransport : public Transport {
 // Collectives the trainer needs besides pipeline messages.
 // Sum of `value` over all ranks.
 double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout);
+// Sums `tensor` (a CPU tensor, in place) over all ranks of `group`.
+void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout);
 // Waits until every rank arrives.
 void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout);
 // Rank 0 gets every rank's int64 vector (others get an empty result).

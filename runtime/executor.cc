@@ -105,7 +105,11 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     const Action& a = program[i];
     if (!IsRecv(a.kind)) continue;
     const StageId from_stage = a.kind == ActionKind::kRecvF ? a.stage - 1 : a.stage + 1;
-    transport_.PostRecv(schedule_.placement[from_stage], MessageTag(schedule_, a));
+    try {
+      transport_.PostRecv(schedule_.placement[from_stage], MessageTag(schedule_, a));
+    } catch (const Error& e) {
+      throw Error("rank " + std::to_string(rank_) + " posting " + FormatAction(a) + ": " + e.what());
+    }
   }
   const TimeNs posted_at = now();
   for (const Action& a : program) {
@@ -128,7 +132,12 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         const bool fwd = a.kind == ActionKind::kSendF;
         const RankId peer = schedule_.placement[fwd ? s + 1 : s - 1];
         ev.start = now();
-        transport_.Send(peer, MessageTag(schedule_, a), fwd ? slot.outputs : slot.input_grads);
+        try {
+          transport_.Send(peer, MessageTag(schedule_, a), fwd ? slot.outputs : slot.input_grads);
+        } catch (const Error& e) {
+          throw Error("rank " + std::to_string(rank_) + " on " + FormatAction(a) + " to rank " + std::to_string(peer) +
+                      ": " + e.what());
+        }
         ev.end = now();
         if (!fwd) slot.input_grads.clear();  // sent: nothing else on this rank needs them
         result.events.push_back(ev);

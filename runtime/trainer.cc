@@ -35,15 +35,38 @@ void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
 
 }  // namespace
 
-double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group,
+double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group, int replicas,
                       std::chrono::milliseconds timeout) {
   double squares = 0;
   for (const at::Tensor& p : params) {
     if (p.grad().defined()) squares += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
   }
-  if (group != nullptr) squares = AllReduceSum(*group, squares, timeout);
+  if (group != nullptr) squares = AllReduceSum(*group, squares, timeout) / replicas;
   return std::sqrt(squares);
 }
+
+namespace {
+
+// Sums one stage's gradients over its data-parallel replicas as one flat
+// bucket (one all-reduce per stage rather than one per parameter).
+void AllReduceStageGrads(Stage& stage, ProcessGroupHandle& dp_group, std::chrono::milliseconds timeout) {
+  std::vector<at::Tensor> grads;
+  for (auto& [name, p] : stage.NamedParameters()) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return;
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& g : grads) flat.push_back(g.reshape({-1}).to(torch::kCPU));
+  at::Tensor bucket = torch::cat(flat);
+  AllReduceSumInPlace(dp_group, bucket, timeout);
+  int64_t offset = 0;
+  for (at::Tensor& g : grads) {
+    g.copy_(bucket.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
+}
+
+}  // namespace
 
 TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
                    const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,
@@ -75,9 +98,12 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const StepBatch b = batch(step);
     optimizer.zero_grad();
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
+    if (options.dp_group != nullptr) {
+      for (auto& [s, stage] : stages) AllReduceStageGrads(*stage, *options.dp_group, options.comm_timeout);
+    }
     // Clip by the norm over every stage of every rank, so the clipped
     // gradients equal single-process clipping (per-stage norms would not).
-    const double norm = GlobalGradNorm(params, group, options.comm_timeout);
+    const double norm = GlobalGradNorm(params, group, options.dp_size, options.comm_timeout);
     if (options.clip_norm > 0 && norm > options.clip_norm) {
       torch::NoGradGuard no_grad;
       const double scale = options.clip_norm / (norm + 1e-6);
@@ -113,7 +139,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     t.name = schedule.name;
     t.source = "measured";
     t.ranks = schedule.ranks;
-    for (RankId r = 0; r < static_cast<RankId>(all.size()); ++r) Decode(r, all[r], t);
+    // The first replica's pipeline (world ranks 0..K-1) stands for all.
+    for (RankId r = 0; r < static_cast<RankId>(all.size()) && r < schedule.ranks; ++r) Decode(r, all[r], t);
     TimeNs first = t.events.empty() ? 0 : t.events.front().start;
     for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
     for (TimelineEvent& e : t.events) {

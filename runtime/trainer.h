@@ -22,6 +22,11 @@ struct TrainerOptions {
   int warmup_steps = 0;  // linear warm-up, then cosine decay to 0 over the remaining steps
   // Clip gradients to this global L2 norm, over all stages and ranks; 0 = off.
   double clip_norm = 0;
+  // Data parallelism: the group of this stage's replicas (null without), and
+  // their number. Each replica runs the same plan on its own shard; after the
+  // step each stage's gradients are summed over its replicas.
+  ProcessGroupHandle* dp_group = nullptr;
+  int dp_size = 1;
   std::chrono::milliseconds comm_timeout{60000};
   // Called at the start of each step with its index (tests inject faults).
   std::function<void(int step)> on_step;
@@ -46,13 +51,14 @@ struct TrainSummary {
   Timeline last_step;                 // rank 0: all ranks' actions of the last step, from 0; else empty
 };
 
-// The global L2 norm of the gradients of `params` on every rank (the square
-// root of the all-reduced sum of squares; local when `group` is null).
-double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group,
-                     std::chrono::milliseconds timeout);
+// The global L2 norm of the gradients of `params` over every rank of `group`
+// (local when null), counting each of `replicas` identical copies once.
+double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group, int replicas,
+                      std::chrono::milliseconds timeout);
 
-// Trains `rank`'s stages of the lowered `schedule`. With `group` null the
-// schedule must have one rank (single-process training). Throws
+// Trains pipeline rank `rank`'s stages of the lowered `schedule`. `group` is
+// the world (all pipeline ranks of all replicas); with it null the schedule
+// must have one rank and there is one replica (single-process training). Throws
 // pplab::Error naming the rank and action when a peer fails or times out.
 TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
                    const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,

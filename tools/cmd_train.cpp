@@ -35,6 +35,7 @@ struct TrainOptions {
   std::string schedule = "1f1b";
   std::string plan_file;
   int ranks = 2;
+  int dp = 1;
   int microbatches = 4;
   int virtual_stages = 0;
   std::string model = "tiny";
@@ -91,12 +92,15 @@ Schedule LoadPlan(const TrainOptions& o) {
   return s;
 }
 
-int RunWorker(const TrainOptions& o, RankId rank, int world) {
+int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
   const Schedule schedule = LoadPlan(o);
-  if (world != schedule.ranks) {
-    throw Error("world size " + std::to_string(world) + " but the plan has " + std::to_string(schedule.ranks) +
-                " ranks (--nproc must equal --ranks until data parallelism lands)");
+  const int K = schedule.ranks;
+  if (world != o.dp * K) {
+    throw Error("world size " + std::to_string(world) + " but --dp " + std::to_string(o.dp) + " x " +
+                std::to_string(K) + " pipeline ranks = " + std::to_string(o.dp * K));
   }
+  const int replica = world_rank / K;
+  const RankId rank = world_rank % K;  // pipeline rank within the replica
   // Share the cores between the workers of this machine, as torchrun's
   // OMP_NUM_THREADS=1 does, unless the user chose.
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {
@@ -107,12 +111,18 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
   const Partition partition = MakePartition(config, schedule.stages, o.partition);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   const c10::Device device = ParseDevice(o.device);
-  std::shared_ptr<ProcessGroupHandle> group;
+  std::shared_ptr<ProcessGroupHandle> group, dp_group;
   std::unique_ptr<Transport> transport;
   if (world > 1) {
     const char* addr = std::getenv("MASTER_ADDR");
-    group = ConnectGloo(addr != nullptr ? addr : "127.0.0.1", EnvInt("MASTER_PORT", 29500), rank, world, timeout);
-    transport = std::make_unique<C10dTransport>(group, device);
+    group = ConnectGloo(addr != nullptr ? addr : "127.0.0.1", EnvInt("MASTER_PORT", 29500), world_rank, world, timeout);
+    transport = std::make_unique<C10dTransport>(group, device, replica * K);
+    if (o.dp > 1) {
+      // The replicas of this pipeline rank's stages.
+      std::vector<RankId> members;
+      for (int d = 0; d < o.dp; ++d) members.push_back(d * K + rank);
+      dp_group = Subgroup(*group, "dp" + std::to_string(rank) + "/", members, timeout);
+    }
   } else {
     transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
   }
@@ -121,19 +131,21 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
   options.lr = o.lr;
   options.warmup_steps = o.warmup_steps;
   options.clip_norm = o.clip_norm;
+  options.dp_group = dp_group.get();
+  options.dp_size = o.dp;
   options.comm_timeout = timeout;
   if (!o.kill_rank_at.empty()) {
     int kill_rank = -1, kill_step = -1;
     if (std::sscanf(o.kill_rank_at.c_str(), "%d:%d", &kill_rank, &kill_step) != 2) {
       throw Error("--kill-rank-at: expected RANK:STEP, got '" + o.kill_rank_at + "'");
     }
-    if (kill_rank == rank) {
+    if (kill_rank == world_rank) {
       options.on_step = [kill_step](int step) {
         if (step == kill_step) ::raise(SIGKILL);
       };
     }
   }
-  if (!o.dump_grads_dir.empty()) {
+  if (!o.dump_grads_dir.empty() && replica == 0) {  // replicas hold the same gradients
     options.after_last_step = [&o](const std::map<StageId, Stage*>& stages) {
       for (const auto& [s, stage] : stages) {
         for (auto& [name, p] : stage->NamedParameters()) {
@@ -152,7 +164,7 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
       schedule, rank, *transport, group.get(),
       [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, device); },
       [&](int step) {
-        StepBatch b = SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, V, schedule.microbatches);
+        StepBatch b = SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, V, schedule.microbatches, replica, o.dp);
         for (MicrobatchData& m : b.microbatches) {
           for (at::Tensor& t : m.inputs) t = t.to(device);
           m.targets = m.targets.to(device);
@@ -163,11 +175,12 @@ int RunWorker(const TrainOptions& o, RankId rank, int world) {
         return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
       },
       options);
-  if (rank != 0) return 0;
+  if (world_rank != 0) return 0;
   if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(summary.last_step));
   if (o.json) {
     const nlohmann::json j = {{"schedule", schedule.name},
                               {"ranks", schedule.ranks},
+                              {"dp", o.dp},
                               {"microbatches", schedule.microbatches},
                               {"steps", o.steps},
                               {"model", o.model},
@@ -202,9 +215,11 @@ int RunTrain(const TrainOptions& o) {
       std::_Exit(2);
     }
   }
-  const Schedule schedule = LoadPlan(o);  // fail here, once, on a bad plan or device
+  // Fail here, once, on a bad plan, device or batch, before any worker starts.
+  const Schedule schedule = LoadPlan(o);
   ParseDevice(o.device);
-  const int nproc = o.nproc > 0 ? o.nproc : schedule.ranks;
+  SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
+  const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
   if (nproc == 1) return RunWorker(o, 0, 1);
   LaunchOptions launch;
   launch.nproc = nproc;
@@ -221,6 +236,9 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--schedule,-s", o->schedule, "schedule generator")->capture_default_str();
   sub->add_option("--plan", o->plan_file, "a plan file from `pplab export` instead of --schedule");
   sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->check(CLI::Range(1, 4096))->capture_default_str();
+  sub->add_option("--dp", o->dp, "data-parallel replicas D of the pipeline (world = D x K processes)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   sub->add_option("--microbatches,-m", o->microbatches, "microbatches M per step")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();

@@ -34,6 +34,8 @@ run "2 processes, 1f1b -m 4" 1 -s 1f1b -k 2 -m 4
 run "2 processes, 1f1b -m 8" 1 -s 1f1b -k 2 -m 8
 run "2 processes, interleaved-1f1b -v 2 -m 8" 1 -s interleaved-1f1b -v 2 -k 2 -m 8
 run "2 processes, zb-h1 -m 8" 1 -s zb-h1 -k 2 -m 8
+run "DP 2 x PP 1 (plain DDP), -m 1" 1 --dp 2 -k 1 -m 1
+run "DP 2 x PP 2, 1f1b -m 4 (world 4 on these cores)" 1 --dp 2 -k 2 -m 4
 echo
 
 echo "## Executor overhead (1 process, 1f1b -m 8, last step)"

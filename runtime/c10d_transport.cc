@@ -3,11 +3,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
-#include <algorithm>
 
 #include "schedules/error.h"
 
@@ -132,9 +131,8 @@ void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
 void C10dTransport::PostRecv(RankId peer, int64_t tag) {
   auto pending = std::make_unique<Pending>();
   pending->header = {torch::zeros({kHeaderWords}, torch::kLong)};
-  Guard("posting the receive of message " + std::to_string(tag) + " from rank " + std::to_string(peer), [&] {
-    pending->header_work = group_->group->recv(pending->header, rank_offset_ + peer, WireTag(tag, 0));
-  });
+  Guard("posting the receive of message " + std::to_string(tag) + " from rank " + std::to_string(peer),
+        [&] { pending->header_work = group_->group->recv(pending->header, rank_offset_ + peer, WireTag(tag, 0)); });
   receives_[{peer, tag}] = std::move(pending);
 }
 
@@ -146,9 +144,8 @@ void C10dTransport::PostPayload(RankId peer, int64_t tag, Pending& pending) {
                 ": malformed header");
   }
   pending.payload = {torch::empty({total}, torch::kByte)};
-  Guard("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer), [&] {
-    pending.payload_work = group_->group->recv(pending.payload, rank_offset_ + peer, WireTag(tag, 1));
-  });
+  Guard("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer),
+        [&] { pending.payload_work = group_->group->recv(pending.payload, rank_offset_ + peer, WireTag(tag, 1)); });
 }
 
 TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) {
@@ -203,7 +200,8 @@ std::shared_ptr<ProcessGroupHandle> Subgroup(const ProcessGroupHandle& world, co
                                              const std::vector<RankId>& members, std::chrono::milliseconds timeout) {
   auto handle = std::make_shared<ProcessGroupHandle>();
   const auto me = std::find(members.begin(), members.end(), world.rank);
-  if (me == members.end()) throw Error("subgroup " + name + ": rank " + std::to_string(world.rank) + " is not a member");
+  if (me == members.end())
+    throw Error("subgroup " + name + ": rank " + std::to_string(world.rank) + " is not a member");
   handle->rank = static_cast<RankId>(me - members.begin());
   handle->world_size = static_cast<int>(members.size());
   handle->store = world.store;
@@ -214,8 +212,8 @@ std::shared_ptr<ProcessGroupHandle> Subgroup(const ProcessGroupHandle& world, co
     handle->group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, handle->rank, handle->world_size, options);
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    throw Error("rank " + std::to_string(world.rank) + ": creating group " + name + " failed: " +
-                what.substr(0, what.find('\n')));
+    throw Error("rank " + std::to_string(world.rank) + ": creating group " + name +
+                " failed: " + what.substr(0, what.find('\n')));
   }
   return handle;
 }

@@ -37,11 +37,9 @@ TensorList AsStageInputs(const TensorList& list) {
 }  // namespace
 
 int64_t MessageTag(const Schedule& schedule, const Action& a) {
-  const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
-  StageId to = a.stage;
-  if (a.kind == ActionKind::kSendF) to = a.stage + 1;
-  if (a.kind == ActionKind::kSendB) to = a.stage - 1;
-  return ((forward ? 0 : 1) * static_cast<int64_t>(schedule.stages) + to) * schedule.microbatches + a.microbatch;
+  const MessageKey key = MessageOf(a);
+  return ((key.forward ? 0 : 1) * static_cast<int64_t>(schedule.stages) + key.to_stage) * schedule.microbatches +
+         key.microbatch;
 }
 
 Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stage*> stages, Transport& transport,
@@ -79,8 +77,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   // Waits for the message a RECV posted; sets the RECV's end to the arrival.
   auto receive = [&](const Action& recv) -> TensorList {
     const int64_t tag = MessageTag(schedule_, recv);
-    const StageId from_stage = recv.kind == ActionKind::kRecvF ? recv.stage - 1 : recv.stage + 1;
-    const RankId peer = schedule_.placement[from_stage];
+    const RankId peer = schedule_.placement[PeerStage(recv)];
     const auto it = posted.find(tag);
     if (it == posted.end()) {
       throw Error("executor rank " + std::to_string(rank_) + ": " + FormatAction(recv) +
@@ -104,9 +101,8 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   for (size_t i = 0; i < program.size(); ++i) {
     const Action& a = program[i];
     if (!IsRecv(a.kind)) continue;
-    const StageId from_stage = a.kind == ActionKind::kRecvF ? a.stage - 1 : a.stage + 1;
     try {
-      transport_.PostRecv(schedule_.placement[from_stage], MessageTag(schedule_, a));
+      transport_.PostRecv(schedule_.placement[PeerStage(a)], MessageTag(schedule_, a));
     } catch (const Error& e) {
       throw Error("rank " + std::to_string(rank_) + " posting " + FormatAction(a) + ": " + e.what());
     }
@@ -130,7 +126,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
       case ActionKind::kSendF:
       case ActionKind::kSendB: {
         const bool fwd = a.kind == ActionKind::kSendF;
-        const RankId peer = schedule_.placement[fwd ? s + 1 : s - 1];
+        const RankId peer = schedule_.placement[PeerStage(a)];
         ev.start = now();
         try {
           transport_.Send(peer, MessageTag(schedule_, a), fwd ? slot.outputs : slot.input_grads);

@@ -67,6 +67,19 @@ bool IsSend(ActionKind kind) { return kind == ActionKind::kSendF || kind == Acti
 
 bool IsRecv(ActionKind kind) { return kind == ActionKind::kRecvF || kind == ActionKind::kRecvB; }
 
+StageId PeerStage(const Action& comm) {
+  return comm.kind == ActionKind::kSendF || comm.kind == ActionKind::kRecvB ? comm.stage + 1 : comm.stage - 1;
+}
+
+MessageKey MessageOf(const Action& comm) {
+  const bool forward = comm.kind == ActionKind::kSendF || comm.kind == ActionKind::kRecvF;
+  return {forward, IsSend(comm.kind) ? PeerStage(comm) : comm.stage, comm.microbatch};
+}
+
+Action MatchingRecv(const Action& send) {
+  return {send.kind == ActionKind::kSendF ? ActionKind::kRecvF : ActionKind::kRecvB, PeerStage(send), send.microbatch};
+}
+
 std::string FormatAction(const Action& action) {
   return std::to_string(action.stage) + KindName(action.kind) + std::to_string(action.microbatch);
 }

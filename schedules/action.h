@@ -55,6 +55,31 @@ bool IsRecv(ActionKind kind);
 // A "backward that produces the input gradient": B or I.
 inline bool IsInputGrad(ActionKind kind) { return kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput; }
 
+// The stage at the other end of a communication action: s+1 for SEND_F,
+// s-1 for RECV_F and SEND_B, s+1 for RECV_B.
+StageId PeerStage(const Action& comm);
+
+// What a message is, the same on both of its ends: activations (forward) or
+// gradients, the stage that receives it, and the microbatch.
+struct MessageKey {
+  bool forward = true;
+  StageId to_stage = 0;
+  MicrobatchId microbatch = 0;
+  friend bool operator==(const MessageKey& a, const MessageKey& b) {
+    return a.forward == b.forward && a.to_stage == b.to_stage && a.microbatch == b.microbatch;
+  }
+  friend bool operator<(const MessageKey& a, const MessageKey& b) {
+    if (a.forward != b.forward) return a.forward < b.forward;
+    if (a.to_stage != b.to_stage) return a.to_stage < b.to_stage;
+    return a.microbatch < b.microbatch;
+  }
+};
+// The message a SEND or RECV carries.
+MessageKey MessageOf(const Action& comm);
+// The RECV that takes the message of `send`: SEND_F(s,m) -> RECV_F(s+1,m),
+// SEND_B(s,m) -> RECV_B(s-1,m).
+Action MatchingRecv(const Action& send);
+
 // Canonical text form, e.g. "1SEND_F3".
 std::string FormatAction(const Action& action);
 // Parses the canonical text form (surrounding spaces allowed). Throws

@@ -8,13 +8,6 @@
 namespace pplab {
 namespace {
 
-// The RECV that matches a SEND: SEND_F(s, m) -> RECV_F(s+1, m),
-// SEND_B(s, m) -> RECV_B(s-1, m).
-Action MatchingRecv(const Action& send) {
-  return send.kind == ActionKind::kSendF ? Action{ActionKind::kRecvF, send.stage + 1, send.microbatch}
-                                         : Action{ActionKind::kRecvB, send.stage - 1, send.microbatch};
-}
-
 // Moves receives earlier where needed so that on every channel (ordered pair
 // of ranks) the receiver posts its RECVs in the order the sender sends. When
 // a rank needs message Y, it first receives every message its peer sent on
@@ -45,8 +38,7 @@ void OrderReceivesBySender(const Schedule& s, std::vector<Program>& programs) {
         pulled.erase(found);
         continue;
       }
-      const StageId from_stage = a.kind == ActionKind::kRecvF ? a.stage - 1 : a.stage + 1;
-      const std::pair<RankId, RankId> channel{s.placement[from_stage], r};
+      const std::pair<RankId, RankId> channel{s.placement[PeerStage(a)], r};
       const std::vector<Action>& sent = order[channel];
       size_t& next = cursor[channel];
       while (next < sent.size() && sent[next] != a) {

@@ -15,32 +15,9 @@ std::string Cell(const Schedule& s, const ActionRef& ref) {
          FormatAction(s.programs[ref.rank][ref.step]) + ")";
 }
 
-// A message between stages: the stage that receives it and its direction.
-struct Message {
-  bool forward;
-  StageId to_stage;
-  MicrobatchId microbatch;
-  friend bool operator==(const Message& a, const Message& b) {
-    return a.forward == b.forward && a.to_stage == b.to_stage && a.microbatch == b.microbatch;
-  }
-};
-
-std::string MessageName(const Message& m) {
+std::string MessageName(const MessageKey& m) {
   return std::string(m.forward ? "activation for stage " : "gradient for stage ") + std::to_string(m.to_stage) +
          " mb " + std::to_string(m.microbatch);
-}
-
-Message MessageOf(const Action& a) {
-  switch (a.kind) {
-    case ActionKind::kSendF:
-      return {true, a.stage + 1, a.microbatch};
-    case ActionKind::kRecvF:
-      return {true, a.stage, a.microbatch};
-    case ActionKind::kSendB:
-      return {false, a.stage - 1, a.microbatch};
-    default:
-      return {false, a.stage, a.microbatch};  // kRecvB
-  }
 }
 
 void CheckCompleteness(const Schedule& s, ValidationReport& out) {
@@ -109,12 +86,12 @@ void CheckCompleteness(const Schedule& s, ValidationReport& out) {
 
 void CheckChannels(const Schedule& s, ValidationReport& out) {
   // (from, to) -> messages in program order, with their cells.
-  std::map<std::pair<RankId, RankId>, std::vector<std::pair<Message, ActionRef>>> sends, recvs;
+  std::map<std::pair<RankId, RankId>, std::vector<std::pair<MessageKey, ActionRef>>> sends, recvs;
   for (RankId r = 0; r < s.ranks; ++r) {
     for (size_t i = 0; i < s.programs[r].size(); ++i) {
       const Action& a = s.programs[r][i];
       if (!IsComm(a.kind)) continue;
-      const Message msg = MessageOf(a);
+      const MessageKey msg = MessageOf(a);
       if (msg.to_stage < 0 || msg.to_stage >= s.stages) {
         out.Add({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) + " talks to stage " +
                      std::to_string(msg.to_stage) + ", which does not exist",
@@ -124,7 +101,7 @@ void CheckChannels(const Schedule& s, ValidationReport& out) {
       if (IsSend(a.kind)) {
         sends[{r, s.placement[msg.to_stage]}].push_back({msg, {r, static_cast<int>(i)}});
       } else {
-        const StageId from_stage = msg.forward ? a.stage - 1 : a.stage + 1;
+        const StageId from_stage = PeerStage(a);
         if (from_stage < 0 || from_stage >= s.stages) {
           out.Add({FormatAction(a) + " at rank " + std::to_string(r) + " step " + std::to_string(i) +
                        " expects a message from stage " + std::to_string(from_stage) + ", which does not exist",

@@ -285,7 +285,7 @@ void CheckTotals(const Schedule& s, const CostModel& costs) {
         if (a.kind == ActionKind::kForward) bytes += static_cast<double>(costs.Stage(a.stage).activation_bytes);
         if (a.kind == ActionKind::kBackwardInput) bytes += static_cast<double>(costs.Stage(a.stage).weight_grad_bytes);
       } else if (IsSend(a.kind)) {
-        const StageId to = a.kind == ActionKind::kSendF ? a.stage + 1 : a.stage - 1;
+        const StageId to = PeerStage(a);
         if (to < 0 || to >= s.stages) continue;  // reported when the action runs
         const Bytes message = costs.Stage(a.stage).message_bytes;
         time += static_cast<double>(costs.TransferTime(r, s.placement[to], message));

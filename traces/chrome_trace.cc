@@ -24,21 +24,6 @@ int ThreadOf(ActionKind kind) {
   return kComputeTid;
 }
 
-// Identity of the message a SEND or RECV carries, shared by both ends:
-// (forward?, receiving stage, microbatch).
-std::tuple<bool, StageId, MicrobatchId> MessageId(const Action& a) {
-  switch (a.kind) {
-    case ActionKind::kSendF:
-      return {true, a.stage + 1, a.microbatch};
-    case ActionKind::kRecvF:
-      return {true, a.stage, a.microbatch};
-    case ActionKind::kSendB:
-      return {false, a.stage - 1, a.microbatch};
-    default:
-      return {false, a.stage, a.microbatch};
-  }
-}
-
 }  // namespace
 
 std::string TimelineToChromeTrace(const Timeline& timeline) {
@@ -68,11 +53,11 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
     }
   }
   // SEND events by message, to draw the flow arrow when the RECV comes by.
-  std::map<std::tuple<bool, StageId, MicrobatchId>, const TimelineEvent*> sends;
+  std::map<MessageKey, const TimelineEvent*> sends;
   for (const TimelineEvent& e : timeline.events) {
-    if (IsSend(e.action.kind)) sends[MessageId(e.action)] = &e;
+    if (IsSend(e.action.kind)) sends[MessageOf(e.action)] = &e;
   }
-  std::map<std::tuple<bool, StageId, MicrobatchId>, int> flow_ids;
+  std::map<MessageKey, int> flow_ids;
   for (const TimelineEvent& e : timeline.events) {
     const Action& a = e.action;
     emit({{"ph", "X"},
@@ -88,10 +73,10 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
             {"microbatch", a.microbatch},
             {"action", FormatAction(a)}}}});
     if (IsRecv(a.kind)) {
-      const auto it = sends.find(MessageId(a));
+      const auto it = sends.find(MessageOf(a));
       if (it == sends.end()) continue;
       const int id = static_cast<int>(flow_ids.size()) + 1;
-      flow_ids[MessageId(a)] = id;
+      flow_ids[MessageOf(a)] = id;
       const TimelineEvent& s = *it->second;
       emit({{"ph", "s"},
             {"name", "p2p"},

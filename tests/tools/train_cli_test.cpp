@@ -30,10 +30,10 @@ TEST_CASE("every schedule across processes gives the single-process loss sequenc
   const std::string common = " --model tiny --batch-size 8 --seq-len 16 --steps 3 --seed 5";
   const std::vector<double> reference = Losses("-k 1 -m 1" + common);  // the whole batch at once
   REQUIRE(reference.size() == 3);
-  for (const char* plan : {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2",
-                           "-s looped-bfs -k 2 -m 4 -v 2", "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4",
-                           "-s zb-v -k 2 -m 4", "-s 1f1b -k 4 -m 8", "-s zb-h1 -k 3 -m 4 --partition 1,2,1",
-                           "--dp 2 -s 1f1b -k 2 -m 2"}) {
+  for (const char* plan :
+       {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2", "-s looped-bfs -k 2 -m 4 -v 2",
+        "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4", "-s zb-v -k 2 -m 4", "-s 1f1b -k 4 -m 8",
+        "-s zb-h1 -k 3 -m 4 --partition 1,2,1", "--dp 2 -s 1f1b -k 2 -m 2"}) {
     const std::vector<double> losses = Losses(std::string(plan) + common);
     INFO(plan);
     REQUIRE(losses.size() == reference.size());
@@ -120,8 +120,8 @@ TEST_CASE("a killed worker makes the others exit with the rank and action they w
   CHECK_THAT(r.out, Catch::Contains("pplab: rank 1 was killed by signal"));
   // Rank 0 is at its first backward of step 2 (waiting for the gradient), or
   // still sending that step's activations when it learns that rank 1 is gone.
-  CHECK_THAT(r.out, Catch::Matches(
-                        "[\\s\\S]*pplab: error: rank 0: rank 0 (waiting on 0RECV_B0|on 0SEND_F[01]) [\\s\\S]*"));
+  CHECK_THAT(r.out,
+             Catch::Matches("[\\s\\S]*pplab: error: rank 0: rank 0 (waiting on 0RECV_B0|on 0SEND_F[01]) [\\s\\S]*"));
 }
 
 TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {

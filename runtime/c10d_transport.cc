@@ -185,6 +185,10 @@ void C10dTransport::WaitSends(std::chrono::milliseconds timeout) {
   sends_.clear();
 }
 
+RankId GroupRank(const ProcessGroupHandle& group) { return group.rank; }
+
+int GroupSize(const ProcessGroupHandle& group) { return group.world_size; }
+
 double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> t = {torch::full({1}, value, torch::kFloat64)};
   Wait(group.group->allreduce(t), timeout, "rank " + std::to_string(group.rank) + " in all-reduce");

@@ -63,6 +63,10 @@ class C10dTransport : public Transport {
   std::vector<std::unique_ptr<Pending>> sends_;
 };
 
+// This process's rank in `group`, and the group's size.
+RankId GroupRank(const ProcessGroupHandle& group);
+int GroupSize(const ProcessGroupHandle& group);
+
 // Collectives the trainer needs besides pipeline messages.
 // Sum of `value` over all ranks.
 double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout);

@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "runtime/adamw.h"
 #include "runtime/c10d_transport.h"
+#include "runtime/checkpoint.h"
 #include "runtime/lr_schedule.h"
 #include "schedules/error.h"
 
@@ -77,13 +79,28 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
   std::vector<at::Tensor> params;
+  std::vector<std::pair<std::string, at::Tensor>> named;
   for (StageId s : schedule.StagesOf(rank)) {
     owned.push_back(make_stage(s));
     stages[s] = owned.back().get();
-    for (auto& [name, p] : owned.back()->NamedParameters()) params.push_back(p);
+    for (auto& [name, p] : owned.back()->NamedParameters()) {
+      params.push_back(p);
+      named.emplace_back(name, p);
+    }
   }
-  torch::optim::AdamW optimizer(params,
-                                torch::optim::AdamWOptions(options.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(0.1));
+  AdamW optimizer(named, AdamWConfig{});
+  const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
+  const bool writes_shards = world_rank < schedule.ranks;  // replica 0; the others hold the same values
+  int first_step = 0;
+  if (options.resume && !options.checkpoint_dir.empty()) {
+    const std::string latest = LatestCheckpoint(options.checkpoint_dir);
+    if (!latest.empty()) {
+      const std::string manifest = VerifyCheckpoint(latest);
+      if (options.check_resume) options.check_resume(manifest);
+      LoadCheckpoint(latest, optimizer);
+      first_step = CheckpointStep(manifest);
+    }
+  }
   Executor executor(schedule, rank, stages, transport, loss, {options.comm_timeout});
   const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
   // Align the ranks' clocks: everyone leaves the barrier within a few
@@ -91,12 +108,13 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   if (group != nullptr) Barrier(*group, options.comm_timeout);
   const auto origin = std::chrono::steady_clock::now();
   TrainSummary summary;
+  summary.first_step = first_step;
   std::vector<TimelineEvent> last_events;
-  for (int step = 0; step < options.steps; ++step) {
+  for (int step = first_step; step < options.steps; ++step) {
     if (options.on_step) options.on_step(step);
     const auto start = std::chrono::steady_clock::now();
     const StepBatch b = batch(step);
-    optimizer.zero_grad();
+    optimizer.ZeroGrad();
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
     if (options.dp_group != nullptr) {
       for (auto& [s, stage] : stages) AllReduceStageGrads(*stage, *options.dp_group, options.comm_timeout);
@@ -112,10 +130,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       }
     }
     const double lr = lr_schedule.At(step);
-    for (auto& group_options : optimizer.param_groups()) {
-      static_cast<torch::optim::AdamWOptions&>(group_options.options()).lr(lr);
-    }
-    optimizer.step();
+    optimizer.Step(lr);
     summary.lrs.push_back(lr);
     summary.grad_norms.push_back(norm);
     double step_loss = 0;
@@ -125,6 +140,14 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     summary.step_times_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     last_events = std::move(result.events);
+    const int done = step + 1;
+    if (!options.checkpoint_dir.empty() &&
+        (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
+      const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
+      if (writes_shards) WriteShard(tmp, rank, optimizer);
+      if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
+      if (world_rank == 0) PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks, options.manifest_json);
+    }
   }
   if (options.after_last_step) options.after_last_step(stages);
   // Gather the last step's timeline on rank 0, shifted to start at 0.

@@ -27,6 +27,17 @@ struct TrainerOptions {
   // step each stage's gradients are summed over its replicas.
   ProcessGroupHandle* dp_group = nullptr;
   int dp_size = 1;
+  // Checkpoints: written every `checkpoint_every` steps and after the last
+  // one into `checkpoint_dir` (none when empty). With `resume`, training
+  // continues from the latest checkpoint there, if any.
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  bool resume = false;
+  // Recorded in the manifest (model, plan, partition, seed: what the
+  // caller needs to check a resume against).
+  std::string manifest_json = "{}";
+  // Called with a verified manifest before resuming; throws to refuse it.
+  std::function<void(const std::string& manifest_json)> check_resume;
   std::chrono::milliseconds comm_timeout{60000};
   // Called at the start of each step with its index (tests inject faults).
   std::function<void(int step)> on_step;
@@ -44,6 +55,7 @@ using StageFactory = std::function<std::unique_ptr<Stage>(StageId stage)>;
 using BatchFn = std::function<StepBatch(int step)>;
 
 struct TrainSummary {
+  int first_step = 0;                 // 0, or the step a resumed run started at
   std::vector<double> losses;         // per step, the batch loss (every rank gets it)
   std::vector<double> step_times_ms;  // per step, wall time on this rank
   std::vector<double> lrs;            // per step, the learning rate used

@@ -54,6 +54,9 @@ struct TrainOptions {
   std::string kill_rank_at;  // "RANK:STEP", a testing aid
   std::string dump_grads_dir;
   std::string device = "cpu";
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  bool resume = false;
   std::vector<std::string> raw_args;
 };
 
@@ -133,6 +136,32 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
   options.clip_norm = o.clip_norm;
   options.dp_group = dp_group.get();
   options.dp_size = o.dp;
+  options.checkpoint_dir = o.checkpoint_dir;
+  options.checkpoint_every = o.checkpoint_every;
+  options.resume = o.resume;
+  // What a resumed run must share with the run that wrote the checkpoint for
+  // its data and weights to continue exactly; plan, K, D and partition may
+  // change (parameters and optimizer state are stored by name).
+  const nlohmann::json must_match = {{"model", nlohmann::json::parse(config.ToJson())},
+                                     {"seed", o.seed},
+                                     {"batch_size", o.batch_size},
+                                     {"seq_len", o.seq_len}};
+  nlohmann::json manifest = must_match;
+  manifest["schedule"] = schedule.name;
+  manifest["ranks"] = K;
+  manifest["dp"] = o.dp;
+  manifest["partition"] = partition.ToString();
+  options.manifest_json = manifest.dump();
+  options.check_resume = [must_match, &o](const std::string& text) {
+    const nlohmann::json found = nlohmann::json::parse(text);
+    for (const auto& [key, value] : must_match.items()) {
+      if (!found.contains(key) || found[key] != value) {
+        throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
+                    (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " +
+                    value.dump());
+      }
+    }
+  };
   options.comm_timeout = timeout;
   if (!o.kill_rank_at.empty()) {
     int kill_rank = -1, kill_step = -1;
@@ -187,6 +216,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
                               {"partition", partition.ToString()},
                               {"losses", summary.losses},
                               {"step_times_ms", summary.step_times_ms},
+                              {"first_step", summary.first_step},
                               {"lrs", summary.lrs},
                               {"grad_norms", summary.grad_norms}};
     std::printf("%s\n", j.dump().c_str());
@@ -267,6 +297,12 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--device", o->device,
                   "cpu, or cuda / cuda:N (a CUDA LibTorch build; default one GPU per local rank)")
       ->capture_default_str();
+  sub->add_option("--checkpoint-dir", o->checkpoint_dir, "write checkpoints here (one shard per rank, atomic)");
+  sub->add_option("--checkpoint-every", o->checkpoint_every,
+                  "steps between checkpoints (one is written at the end too)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  sub->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir, if there is one");
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub->add_flag("--json", o->json, "print one summary object at the end");
   sub->add_option("--kill-rank-at", o->kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")

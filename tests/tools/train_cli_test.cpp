@@ -1,5 +1,6 @@
 // Multi-process training through the pplab binary (Gloo over loopback).
 #include <sys/wait.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -111,6 +112,81 @@ TEST_CASE("gradients clipped by the global norm across processes equal single-pr
   std::printf("global clipping across 2 processes: %d tensors, max relative error %.2e\n", compared, worst);
   CHECK(compared == 39);
   CHECK(worst <= 1e-5);
+}
+
+namespace {
+
+// Every tensor of a checkpoint's shards, by key.
+std::map<std::string, at::Tensor> ReadCheckpoint(const std::string& dir) {
+  std::map<std::string, at::Tensor> all;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".pt") continue;
+    const std::string bytes = ReadTextFile(entry.path().string());
+    const auto value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    for (const auto& item : value.toGenericDict()) all[item.key().toStringRef()] = item.value().toTensor();
+  }
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("a run killed with SIGKILL and resumed ends bit-identical to an uninterrupted run", "[train][checkpoint]") {
+  const std::string tmp = PPLAB_TEST_TMP_DIR;
+  const std::string a = tmp + "/ck_straight", b = tmp + "/ck_killed";
+  REQUIRE(std::system(("rm -rf " + a + " " + b).c_str()) == 0);
+  const std::string common = "train -s zb-h1 -k 2 -m 2 --steps 4 --checkpoint-every 2 --comm-timeout 5 --json";
+  const PplabRun straight = Pplab(common + " --checkpoint-dir " + a);
+  REQUIRE(straight.code == 0);
+  const PplabRun killed = Pplab(common + " --checkpoint-dir " + b + " --kill-rank-at 1:3");
+  REQUIRE(killed.code != 0);
+  CHECK(ReadTextFile(b + "/latest") == "step-000002\n");
+  const PplabRun resumed = Pplab(common + " --checkpoint-dir " + b + " --resume");
+  INFO(resumed.out);
+  REQUIRE(resumed.code == 0);
+  const auto s = nlohmann::json::parse(straight.out.substr(straight.out.find('{')));
+  const auto r = nlohmann::json::parse(resumed.out.substr(resumed.out.find('{')));
+  CHECK(r["first_step"] == 2);
+  CHECK(r["losses"][0] == s["losses"][2]);
+  CHECK(r["losses"][1] == s["losses"][3]);
+  const auto want = ReadCheckpoint(a + "/step-000004");
+  const auto got = ReadCheckpoint(b + "/step-000004");
+  REQUIRE(want.size() == got.size());
+  for (const auto& [key, tensor] : want) {
+    INFO(key);
+    REQUIRE(got.count(key) == 1);
+    CHECK(torch::equal(got.at(key), tensor));  // weights and AdamW state, bit for bit
+  }
+}
+
+TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refused by name", "[train][checkpoint]") {
+  const std::string tmp = PPLAB_TEST_TMP_DIR;
+  const std::string dir = tmp + "/ck_repartition";
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  const std::string common = " --steps 4 --checkpoint-every 2 --json --checkpoint-dir " + dir;
+  const PplabRun first = Pplab("train -s 1f1b -k 2 -m 2" + common);
+  REQUIRE(first.code == 0);
+  WriteTextFile(dir + "/latest", "step-000002\n");  // go back to the middle of that run
+  // The same steps on one rank, from the 2-rank checkpoint.
+  const PplabRun single = Pplab("train -k 1 -m 1 --resume" + common);
+  INFO(single.out);
+  REQUIRE(single.code == 0);
+  const PplabRun reference = Pplab("train -k 1 -m 1 --steps 4 --json");
+  const auto got = nlohmann::json::parse(single.out.substr(single.out.find('{')));
+  const auto want = nlohmann::json::parse(reference.out.substr(reference.out.find('{')));
+  CHECK(got["first_step"] == 2);
+  CHECK(got["losses"][1].get<double>() == Approx(want["losses"][3].get<double>()).epsilon(1e-5));
+  // Another seed (another model and data) cannot resume this checkpoint.
+  const PplabRun other = Pplab("train -k 1 -m 1 --resume --seed 99" + common);
+  CHECK(other.code != 0);
+  CHECK_THAT(other.out, Catch::Contains("--resume: the checkpoint in " + dir + " was taken with seed 1"));
+  // Flip one byte of a shard: the checksum names it.
+  const std::string shard = dir + "/step-000004/rank-0.pt";
+  std::string bytes = ReadTextFile(shard);
+  bytes[bytes.size() / 2] ^= 0x5a;
+  WriteTextFile(shard, bytes);
+  const PplabRun corrupted = Pplab("train -k 1 -m 1 --resume" + common);
+  CHECK(corrupted.code != 0);
+  CHECK_THAT(corrupted.out, Catch::Contains("rank-0.pt: checksum mismatch"));
 }
 
 TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {

@@ -1,0 +1,152 @@
+#include "runtime/checkpoint.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+
+namespace pplab {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kExpAvg = "#exp_avg";
+constexpr const char* kExpAvgSq = "#exp_avg_sq";
+constexpr const char* kStep = "#step";
+
+std::string ShardName(RankId rank) { return "rank-" + std::to_string(rank) + ".pt"; }
+
+// 64-bit FNV-1a of a file's bytes, as 16 hex digits.
+std::string Checksum(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+void WriteBytes(const std::string& path, const std::vector<char>& bytes) {
+  WriteTextFile(path, std::string(bytes.begin(), bytes.end()));
+}
+
+}  // namespace
+
+std::string CheckpointDirName(const std::string& dir, int step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%06d", step);
+  return (fs::path(dir) / name).string();
+}
+
+void WriteShard(const std::string& tmp_dir, RankId rank, AdamW& optimizer) {
+  std::error_code ec;
+  fs::create_directories(tmp_dir, ec);
+  if (ec) throw Error("checkpoint: cannot create " + tmp_dir + ": " + ec.message());
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, p] : optimizer.Params()) {
+    dict.insert(name, p.detach().to(torch::kCPU).clone());
+    const auto it = optimizer.State().find(name);
+    if (it == optimizer.State().end()) continue;
+    dict.insert(name + kExpAvg, it->second.exp_avg.to(torch::kCPU));
+    dict.insert(name + kExpAvgSq, it->second.exp_avg_sq.to(torch::kCPU));
+    dict.insert(name + kStep, torch::full({1}, it->second.step, torch::kLong));
+  }
+  WriteBytes((fs::path(tmp_dir) / ShardName(rank)).string(), torch::pickle_save(dict));
+}
+
+void PublishCheckpoint(const std::string& dir, int step, int shards, const std::string& manifest_json) {
+  const std::string final_dir = CheckpointDirName(dir, step);
+  const std::string tmp_dir = final_dir + ".tmp";
+  nlohmann::json manifest = nlohmann::json::parse(manifest_json);
+  manifest["format"] = "pplab.checkpoint";
+  manifest["version"] = 1;
+  manifest["step"] = step;
+  manifest["files"] = nlohmann::json::array();
+  for (RankId r = 0; r < shards; ++r) {
+    const std::string bytes = ReadTextFile((fs::path(tmp_dir) / ShardName(r)).string());
+    manifest["files"].push_back({{"name", ShardName(r)}, {"bytes", bytes.size()}, {"fnv1a64", Checksum(bytes)}});
+  }
+  WriteTextFile((fs::path(tmp_dir) / "manifest.json").string(), manifest.dump(2) + "\n");
+  std::error_code ec;
+  fs::remove_all(final_dir, ec);  // a stale copy of this very step, if a run died after publishing it
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) throw Error("checkpoint: cannot publish " + final_dir + ": " + ec.message());
+  WriteTextFile((fs::path(dir) / "latest").string(), fs::path(final_dir).filename().string() + "\n");
+  // Keep this checkpoint and the one before it.
+  std::vector<std::string> published;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.find(".tmp") == std::string::npos) published.push_back(name);
+  }
+  std::sort(published.begin(), published.end());
+  for (size_t i = 0; i + 2 < published.size(); ++i) fs::remove_all(fs::path(dir) / published[i], ec);
+}
+
+std::string LatestCheckpoint(const std::string& dir) {
+  const fs::path latest = fs::path(dir) / "latest";
+  if (!fs::exists(latest)) return "";
+  std::string name = ReadTextFile(latest.string());
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (name.empty() || name.find('/') != std::string::npos) throw Error(latest.string() + ": not a checkpoint name");
+  return (fs::path(dir) / name).string();
+}
+
+std::string VerifyCheckpoint(const std::string& path) {
+  const std::string manifest_path = (fs::path(path) / "manifest.json").string();
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(ReadTextFile(manifest_path));
+    if (manifest.at("format") != "pplab.checkpoint" || manifest.at("version") != 1) throw Error("unknown format");
+    for (const auto& f : manifest.at("files")) {
+      const std::string file = (fs::path(path) / f.at("name").get<std::string>()).string();
+      const std::string bytes = ReadTextFile(file);
+      if (bytes.size() != f.at("bytes").get<size_t>()) {
+        throw Error(file + ": " + std::to_string(bytes.size()) + " bytes, the manifest says " + f.at("bytes").dump() +
+                    " (partial or corrupted checkpoint)");
+      }
+      if (Checksum(bytes) != f.at("fnv1a64").get<std::string>()) {
+        throw Error(file + ": checksum mismatch (corrupted checkpoint)");
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(manifest_path + ": " + e.what());
+  }
+  return manifest.dump();
+}
+
+int CheckpointStep(const std::string& manifest_json) { return nlohmann::json::parse(manifest_json).at("step"); }
+
+void LoadCheckpoint(const std::string& path, AdamW& optimizer) {
+  const nlohmann::json manifest = nlohmann::json::parse(VerifyCheckpoint(path));
+  // Any shard may hold any parameter (another partition wrote it): read all.
+  std::map<std::string, at::Tensor> all;
+  for (const auto& f : manifest.at("files")) {
+    const std::string file = (fs::path(path) / f.at("name").get<std::string>()).string();
+    const std::string bytes = ReadTextFile(file);
+    c10::IValue value;
+    try {
+      value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    } catch (const std::exception& e) {
+      throw Error(file + ": not a pplab checkpoint shard");
+    }
+    for (const auto& item : value.toGenericDict()) all[item.key().toStringRef()] = item.value().toTensor();
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : optimizer.Params()) {
+    const auto it = all.find(name);
+    if (it == all.end()) throw Error(path + ": the checkpoint has no parameter " + name);
+    if (it->second.sizes() != p.sizes()) throw Error(path + ": parameter " + name + " has another shape");
+    p.copy_(it->second);
+    if (all.count(name + kExpAvg) == 0) continue;
+    AdamWState& s = optimizer.State()[name];
+    s.exp_avg = all[name + kExpAvg].to(p.device()).clone();
+    s.exp_avg_sq = all[name + kExpAvgSq].to(p.device()).clone();
+    s.step = all[name + kStep].item<int64_t>();
+  }
+}
+
+}  // namespace pplab

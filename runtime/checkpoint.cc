@@ -21,17 +21,31 @@ constexpr const char* kStep = "#step";
 
 std::string ShardName(RankId rank) { return "rank-" + std::to_string(rank) + ".pt"; }
 
-// 64-bit FNV-1a of a file's bytes, as 16 hex digits.
-std::string Checksum(const std::string& bytes) {
+// 64-bit FNV-1a of bytes, as 16 hex digits.
+std::string Checksum(const std::vector<char>& bytes) {
   uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  for (char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
 }
 
-void WriteBytes(const std::string& path, const std::vector<char>& bytes) {
-  WriteTextFile(path, std::string(bytes.begin(), bytes.end()));
+// A whole shard (shards can exceed the 1 GiB that ReadTextFile allows).
+std::vector<char> ReadShard(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw Error("checkpoint: cannot read " + path);
+  const std::streamsize size = in.tellg();
+  std::vector<char> bytes(static_cast<size_t>(size));
+  in.seekg(0);
+  if (!in.read(bytes.data(), size)) throw Error("checkpoint: cannot read " + path);
+  return bytes;
+}
+
+void WriteShardFile(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) throw Error("checkpoint: cannot write " + path + " (disk full or not writable?)");
 }
 
 }  // namespace
@@ -55,7 +69,7 @@ void WriteShard(const std::string& tmp_dir, RankId rank, AdamW& optimizer) {
     dict.insert(name + kExpAvgSq, it->second.exp_avg_sq.to(torch::kCPU));
     dict.insert(name + kStep, torch::full({1}, it->second.step, torch::kLong));
   }
-  WriteBytes((fs::path(tmp_dir) / ShardName(rank)).string(), torch::pickle_save(dict));
+  WriteShardFile((fs::path(tmp_dir) / ShardName(rank)).string(), torch::pickle_save(dict));
 }
 
 void PublishCheckpoint(const std::string& dir, int step, int shards, const std::string& manifest_json) {
@@ -67,7 +81,7 @@ void PublishCheckpoint(const std::string& dir, int step, int shards, const std::
   manifest["step"] = step;
   manifest["files"] = nlohmann::json::array();
   for (RankId r = 0; r < shards; ++r) {
-    const std::string bytes = ReadTextFile((fs::path(tmp_dir) / ShardName(r)).string());
+    const std::vector<char> bytes = ReadShard((fs::path(tmp_dir) / ShardName(r)).string());
     manifest["files"].push_back({{"name", ShardName(r)}, {"bytes", bytes.size()}, {"fnv1a64", Checksum(bytes)}});
   }
   WriteTextFile((fs::path(tmp_dir) / "manifest.json").string(), manifest.dump(2) + "\n");
@@ -103,7 +117,7 @@ std::string VerifyCheckpoint(const std::string& path) {
     if (manifest.at("format") != "pplab.checkpoint" || manifest.at("version") != 1) throw Error("unknown format");
     for (const auto& f : manifest.at("files")) {
       const std::string file = (fs::path(path) / f.at("name").get<std::string>()).string();
-      const std::string bytes = ReadTextFile(file);
+      const std::vector<char> bytes = ReadShard(file);
       if (bytes.size() != f.at("bytes").get<size_t>()) {
         throw Error(file + ": " + std::to_string(bytes.size()) + " bytes, the manifest says " + f.at("bytes").dump() +
                     " (partial or corrupted checkpoint)");
@@ -120,16 +134,15 @@ std::string VerifyCheckpoint(const std::string& path) {
 
 int CheckpointStep(const std::string& manifest_json) { return nlohmann::json::parse(manifest_json).at("step"); }
 
-void LoadCheckpoint(const std::string& path, AdamW& optimizer) {
-  const nlohmann::json manifest = nlohmann::json::parse(VerifyCheckpoint(path));
+void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer) {
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_json);
   // Any shard may hold any parameter (another partition wrote it): read all.
   std::map<std::string, at::Tensor> all;
   for (const auto& f : manifest.at("files")) {
     const std::string file = (fs::path(path) / f.at("name").get<std::string>()).string();
-    const std::string bytes = ReadTextFile(file);
     c10::IValue value;
     try {
-      value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+      value = torch::pickle_load(ReadShard(file));
     } catch (const std::exception& e) {
       throw Error(file + ": not a pplab checkpoint shard");
     }

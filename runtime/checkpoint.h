@@ -38,9 +38,10 @@ std::string LatestCheckpoint(const std::string& dir);
 std::string VerifyCheckpoint(const std::string& path);
 
 // Loads every parameter of `optimizer` (and its AdamW state) by name from
-// the checkpoint's shards. Throws pplab::Error naming a parameter the
-// checkpoint lacks or whose shape differs.
-void LoadCheckpoint(const std::string& path, AdamW& optimizer);
+// the shards of the checkpoint at `path`, whose manifest VerifyCheckpoint()
+// returned. Throws pplab::Error naming a parameter the checkpoint lacks or
+// whose shape differs.
+void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer);
 
 // The number of steps a verified manifest records.
 int CheckpointStep(const std::string& manifest_json);

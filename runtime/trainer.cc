@@ -92,13 +92,16 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
   const bool writes_shards = world_rank < schedule.ranks;  // replica 0; the others hold the same values
   int first_step = 0;
+  double load_ms = 0;
   if (options.resume && !options.checkpoint_dir.empty()) {
     const std::string latest = LatestCheckpoint(options.checkpoint_dir);
     if (!latest.empty()) {
+      const auto start = std::chrono::steady_clock::now();
       const std::string manifest = VerifyCheckpoint(latest);
       if (options.check_resume) options.check_resume(manifest);
-      LoadCheckpoint(latest, optimizer);
+      LoadCheckpoint(latest, manifest, optimizer);
       first_step = CheckpointStep(manifest);
+      load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
   Executor executor(schedule, rank, stages, transport, loss, {options.comm_timeout});
@@ -109,6 +112,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   const auto origin = std::chrono::steady_clock::now();
   TrainSummary summary;
   summary.first_step = first_step;
+  summary.checkpoint_load_ms = load_ms;
   std::vector<TimelineEvent> last_events;
   for (int step = first_step; step < options.steps; ++step) {
     if (options.on_step) options.on_step(step);
@@ -143,10 +147,13 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const int done = step + 1;
     if (!options.checkpoint_dir.empty() &&
         (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
+      const auto save_start = std::chrono::steady_clock::now();
       const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
       if (writes_shards) WriteShard(tmp, rank, optimizer);
       if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
       if (world_rank == 0) PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks, options.manifest_json);
+      summary.checkpoint_save_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start).count();
     }
   }
   if (options.after_last_step) options.after_last_step(stages);

@@ -56,6 +56,8 @@ using BatchFn = std::function<StepBatch(int step)>;
 
 struct TrainSummary {
   int first_step = 0;                 // 0, or the step a resumed run started at
+  double checkpoint_load_ms = 0;      // time to verify and load the resumed checkpoint
+  double checkpoint_save_ms = 0;      // time of the last checkpoint save (shards, barrier, publish)
   std::vector<double> losses;         // per step, the batch loss (every rank gets it)
   std::vector<double> step_times_ms;  // per step, wall time on this rank
   std::vector<double> lrs;            // per step, the learning rate used

@@ -217,6 +217,8 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
                               {"losses", summary.losses},
                               {"step_times_ms", summary.step_times_ms},
                               {"first_step", summary.first_step},
+                              {"checkpoint_save_ms", summary.checkpoint_save_ms},
+                              {"checkpoint_load_ms", summary.checkpoint_load_ms},
                               {"lrs", summary.lrs},
                               {"grad_norms", summary.grad_norms}};
     std::printf("%s\n", j.dump().c_str());

@@ -224,7 +224,8 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     for (size_t i = 0; i < summary.losses.size(); ++i) {
-      std::printf("step %3zu  loss %.6f  %8.2f ms\n", i, summary.losses[i], summary.step_times_ms[i]);
+      std::printf("step %3zu  loss %.6f  lr %.3g  %8.2f ms\n", summary.first_step + i, summary.losses[i],
+                  summary.lrs[i], summary.step_times_ms[i]);
     }
     if (!o.trace_path.empty()) std::printf("measured trace of the last step written to %s\n", o.trace_path.c_str());
   }

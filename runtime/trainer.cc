@@ -120,6 +120,18 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const StepBatch b = batch(step);
     optimizer.ZeroGrad();
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
+    double step_loss = 0;
+    for (const auto& [m, l] : result.losses) step_loss += l;
+    if (group != nullptr) step_loss = AllReduceSum(*group, step_loss, options.comm_timeout);
+    // Every rank sees the same reduced loss, so all stop together, before an
+    // update that would spoil the weights; the last checkpoint stays valid.
+    if (!std::isfinite(step_loss)) {
+      throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(step_loss) +
+                  "; stopping before the update" +
+                  (options.checkpoint_dir.empty()
+                       ? std::string()
+                       : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
+    }
     if (options.dp_group != nullptr) {
       for (auto& [s, stage] : stages) AllReduceStageGrads(*stage, *options.dp_group, options.comm_timeout);
     }
@@ -137,9 +149,6 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     optimizer.Step(lr);
     summary.lrs.push_back(lr);
     summary.grad_norms.push_back(norm);
-    double step_loss = 0;
-    for (const auto& [m, l] : result.losses) step_loss += l;
-    if (group != nullptr) step_loss = AllReduceSum(*group, step_loss, options.comm_timeout);
     summary.losses.push_back(step_loss);
     summary.step_times_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());

@@ -52,6 +52,7 @@ struct TrainOptions {
   std::string trace_path;
   bool json = false;
   std::string kill_rank_at;  // "RANK:STEP", a testing aid
+  int nan_at = -1;           // a testing aid: that step's loss is NaN
   std::string dump_grads_dir;
   std::string device = "cpu";
   std::string checkpoint_dir;
@@ -194,6 +195,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
       [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, device); },
       [&](int step) {
         StepBatch b = SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, V, schedule.microbatches, replica, o.dp);
+        if (step == o.nan_at) b.loss_scale = std::nan("");
         for (MicrobatchData& m : b.microbatches) {
           for (at::Tensor& t : m.inputs) t = t.to(device);
           m.targets = m.targets.to(device);
@@ -310,6 +312,7 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_flag("--json", o->json, "print one summary object at the end");
   sub->add_option("--kill-rank-at", o->kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")
       ->group("");  // hidden
+  sub->add_option("--nan-at", o->nan_at, "testing aid: make that step's loss NaN")->group("");
   sub->add_option("--dump-grads", o->dump_grads_dir,
                   "write each parameter's gradient of the last step to DIR/<global name>.pt (torch::save)");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags

@@ -189,6 +189,25 @@ TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refuse
   CHECK_THAT(corrupted.out, Catch::Contains("rank-0.pt: checksum mismatch"));
 }
 
+TEST_CASE("a NaN loss stops every rank before the update and keeps the last checkpoint", "[train][checkpoint]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/ck_nan";
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  const PplabRun r = Pplab("train -k 2 -m 2 --steps 4 --checkpoint-every 1 --nan-at 2 --checkpoint-dir " + dir);
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("step 2: the loss is nan; stopping before the update (the last checkpoint in " +
+                                    dir + " is intact)"));
+  CHECK(ReadTextFile(dir + "/latest") == "step-000002\n");
+  CHECK(Pplab("train -k 2 -m 2 --steps 3 --resume --checkpoint-dir " + dir).code == 0);  // and it resumes
+}
+
+TEST_CASE("an unwritable checkpoint directory is one clear error", "[train][checkpoint]") {
+  const PplabRun r = Pplab("train -k 1 -m 1 --steps 1 --checkpoint-dir /proc/pplab-no-such-dir");
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("checkpoint: cannot create /proc/pplab-no-such-dir/step-000001.tmp"));
+}
+
 TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {
   const PplabRun r = Pplab("train -s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
   INFO(r.out);

@@ -132,11 +132,10 @@ std::string VerifyCheckpoint(const std::string& path) {
   return manifest.dump();
 }
 
-int CheckpointStep(const std::string& manifest_json) { return nlohmann::json::parse(manifest_json).at("step"); }
+namespace {
 
-void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer) {
-  const nlohmann::json manifest = nlohmann::json::parse(manifest_json);
-  // Any shard may hold any parameter (another partition wrote it): read all.
+// Every tensor of a verified checkpoint's shards, by key.
+std::map<std::string, at::Tensor> ReadAllShards(const std::string& path, const nlohmann::json& manifest) {
   std::map<std::string, at::Tensor> all;
   for (const auto& f : manifest.at("files")) {
     const std::string file = (fs::path(path) / f.at("name").get<std::string>()).string();
@@ -148,6 +147,38 @@ void LoadCheckpoint(const std::string& path, const std::string& manifest_json, A
     }
     for (const auto& item : value.toGenericDict()) all[item.key().toStringRef()] = item.value().toTensor();
   }
+  return all;
+}
+
+}  // namespace
+
+int ExportModel(const std::string& path, const std::string& out_file) {
+  std::string dir = path;
+  if (!fs::exists(fs::path(path) / "manifest.json")) {
+    dir = LatestCheckpoint(path);
+    if (dir.empty()) throw Error("export-model: " + path + " holds no checkpoint");
+  }
+  const nlohmann::json manifest = nlohmann::json::parse(VerifyCheckpoint(dir));
+  c10::Dict<std::string, at::Tensor> params;
+  int count = 0;
+  for (const auto& [key, tensor] : ReadAllShards(dir, manifest)) {
+    if (key.find('#') != std::string::npos) continue;  // optimizer state
+    params.insert(key, tensor);
+    ++count;
+  }
+  const std::vector<char> bytes = torch::pickle_save(params);
+  WriteShardFile(out_file + ".tmp", bytes);
+  std::error_code ec;
+  fs::rename(out_file + ".tmp", out_file, ec);
+  if (ec) throw Error("export-model: cannot write " + out_file + ": " + ec.message());
+  return count;
+}
+
+int CheckpointStep(const std::string& manifest_json) { return nlohmann::json::parse(manifest_json).at("step"); }
+
+void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer) {
+  // Any shard may hold any parameter (another partition wrote it): read all.
+  std::map<std::string, at::Tensor> all = ReadAllShards(path, nlohmann::json::parse(manifest_json));
   torch::NoGradGuard no_grad;
   for (auto& [name, p] : optimizer.Params()) {
     const auto it = all.find(name);

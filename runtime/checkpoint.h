@@ -43,6 +43,12 @@ std::string VerifyCheckpoint(const std::string& path);
 // whose shape differs.
 void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer);
 
+// Writes the parameters (no optimizer state) of DIR's latest checkpoint, or
+// of the checkpoint directory `path` itself, as one file for single-process
+// use: a pickled dictionary from global name to tensor (`torch.load` reads
+// it). Returns the number of parameters written.
+int ExportModel(const std::string& path, const std::string& out_file);
+
 // The number of steps a verified manifest records.
 int CheckpointStep(const std::string& manifest_json);
 

@@ -15,4 +15,13 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>&) 
   });
 }
 
+void SetupExportModel(CLI::App& app, int& exit_code) {
+  CLI::App* sub = app.add_subcommand("export-model", "write a checkpoint as one file (needs a build with LibTorch)");
+  sub->allow_extras();
+  sub->callback([&exit_code] {
+    exit_code = 2;
+    throw Error("this pplab was built without LibTorch: install libtorch-dev (tools/setup.sh does) and rebuild");
+  });
+}
+
 }  // namespace pplab::cli

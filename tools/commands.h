@@ -24,5 +24,6 @@ void SetupBench(CLI::App& app, int& exit_code);
 void SetupStats(CLI::App& app, int& exit_code);
 // `argv` is the whole command line, which the launcher hands to the workers.
 void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& argv);
+void SetupExportModel(CLI::App& app, int& exit_code);
 
 }  // namespace pplab::cli

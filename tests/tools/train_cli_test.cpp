@@ -175,6 +175,20 @@ TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refuse
   const auto want = nlohmann::json::parse(reference.out.substr(reference.out.find('{')));
   CHECK(got["first_step"] == 2);
   CHECK(got["losses"][1].get<double>() == Approx(want["losses"][3].get<double>()).epsilon(1e-5));
+  // One file for single-process use holds exactly the parameters.
+  const std::string model = tmp + "/model.pt";
+  const PplabRun exported = Pplab("export-model --checkpoint " + dir + " -o " + model);
+  INFO(exported.out);
+  REQUIRE(exported.code == 0);
+  CHECK_THAT(exported.out, Catch::Contains("wrote 39 parameters"));
+  {
+    const std::string bytes = ReadTextFile(model);
+    const auto dict = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
+    const auto shards = ReadCheckpoint(dir + "/step-000004");
+    CHECK(dict.size() == 39);
+    for (const auto& item : dict) CHECK(torch::equal(item.value().toTensor(), shards.at(item.key().toStringRef())));
+  }
+  CHECK(Pplab("export-model --checkpoint /nonexistent -o " + model).code != 0);
   // Another seed (another model and data) cannot resume this checkpoint.
   const PplabRun other = Pplab("train -k 1 -m 1 --resume --seed 99" + common);
   CHECK(other.code != 0);

@@ -27,23 +27,9 @@ constexpr int kMaxTensors = 6, kMaxDims = 6;
 // pipeline messages (whose tags are 2 * MessageTag and 2 * MessageTag + 1).
 constexpr int kGatherTag = 1 << 30;
 
-// Waits for a c10d work item, turning its failures and a timeout into
-// pplab::Error with `what` in the message.
-void Wait(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout, const std::string& what) {
-  try {
-    if (!work->wait(timeout)) throw Error(what + ": timed out after " + std::to_string(timeout.count()) + " ms");
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    std::string message = e.what();
-    const size_t newline = message.find('\n');  // c10 errors append a stack trace
-    if (newline != std::string::npos) message.resize(newline);
-    throw Error(what + ": " + message);
-  }
-}
-
-// Runs `post` (which starts a c10d operation), turning a failure to start it
-// (e.g. a peer already gone) into pplab::Error with `what` in the message.
+// Runs `post` (which starts or waits for c10d operations), turning its
+// failure (e.g. a peer already gone) into pplab::Error with `what` and the
+// first line of the c10 message (the rest is a stack trace).
 template <typename F>
 void Guard(const std::string& what, F post) {
   try {
@@ -52,6 +38,13 @@ void Guard(const std::string& what, F post) {
     const std::string message = e.what();
     throw Error(what + ": " + message.substr(0, message.find('\n')));
   }
+}
+
+// Waits for a c10d work item, at most `timeout`.
+void Wait(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout, const std::string& what) {
+  bool done = false;
+  Guard(what, [&] { done = work->wait(timeout); });
+  if (!done) throw Error(what + ": timed out after " + std::to_string(timeout.count()) + " ms");
 }
 
 int WireTag(int64_t tag, int part) {
@@ -73,7 +66,7 @@ std::shared_ptr<ProcessGroupHandle> ConnectGloo(const std::string& host, int por
   handle->rank = rank;
   handle->world_size = world_size;
   const std::string where = "rank " + std::to_string(rank) + ": connecting to " + host + ":" + std::to_string(port);
-  try {
+  Guard(where + " failed", [&] {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(port);
     options.isServer = rank == 0;
@@ -84,12 +77,7 @@ std::shared_ptr<ProcessGroupHandle> ConnectGloo(const std::string& host, int por
     auto pg_options = c10d::ProcessGroupGloo::Options::create(timeout);
     pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
     handle->group = c10::make_intrusive<c10d::ProcessGroupGloo>(handle->store, rank, world_size, pg_options);
-  } catch (const std::exception& e) {
-    std::string message = e.what();
-    const size_t newline = message.find('\n');
-    if (newline != std::string::npos) message.resize(newline);
-    throw Error(where + " failed: " + message);
-  }
+  });
   return handle;
 }
 
@@ -209,16 +197,12 @@ std::shared_ptr<ProcessGroupHandle> Subgroup(const ProcessGroupHandle& world, co
   handle->rank = static_cast<RankId>(me - members.begin());
   handle->world_size = static_cast<int>(members.size());
   handle->store = world.store;
-  try {
+  Guard("rank " + std::to_string(world.rank) + ": creating group " + name + " failed", [&] {
     auto store = c10::make_intrusive<c10d::PrefixStore>(name, world.store);
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices = world.group->getOptions()->devices;
     handle->group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, handle->rank, handle->world_size, options);
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    throw Error("rank " + std::to_string(world.rank) + ": creating group " + name +
-                " failed: " + what.substr(0, what.find('\n')));
-  }
+  });
   return handle;
 }
 

@@ -86,7 +86,7 @@ class Engine {
         case ActionKind::kSendF:
         case ActionKind::kSendB: {
           const bool fwd = a.kind == ActionKind::kSendF;
-          const StageId to = fwd ? st + 1 : st - 1;
+          const StageId to = PeerStage(a);
           if (to < 0 || to >= S_) Stuck(r, a, "sends to a stage that does not exist");
           if ((fwd ? f_end_[Key(st, m)] : bi_end_[Key(st, m)]) == kUnknown) {
             Stuck(r, a, "sends data its rank has not produced yet");

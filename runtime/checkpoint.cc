@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runtime/fnv.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -21,14 +22,7 @@ constexpr const char* kStep = "#step";
 
 std::string ShardName(RankId rank) { return "rank-" + std::to_string(rank) + ".pt"; }
 
-// 64-bit FNV-1a of bytes, as 16 hex digits.
-std::string Checksum(const std::vector<char>& bytes) {
-  uint64_t h = 1469598103934665603ULL;
-  for (char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
+std::string Checksum(const std::vector<char>& bytes) { return FnvHex(Fnv1a64(bytes.data(), bytes.size())); }
 
 // A whole shard (shards can exceed the 1 GiB that ReadTextFile allows).
 std::vector<char> ReadShard(const std::string& path) {
@@ -152,12 +146,15 @@ std::map<std::string, at::Tensor> ReadAllShards(const std::string& path, const n
 
 }  // namespace
 
+std::string ResolveCheckpoint(const std::string& path) {
+  if (fs::exists(fs::path(path) / "manifest.json")) return path;
+  const std::string dir = LatestCheckpoint(path);
+  if (dir.empty()) throw Error("--checkpoint " + path + " holds no checkpoint");
+  return dir;
+}
+
 int ExportModel(const std::string& path, const std::string& out_file) {
-  std::string dir = path;
-  if (!fs::exists(fs::path(path) / "manifest.json")) {
-    dir = LatestCheckpoint(path);
-    if (dir.empty()) throw Error("export-model: " + path + " holds no checkpoint");
-  }
+  const std::string dir = ResolveCheckpoint(path);
   const nlohmann::json manifest = nlohmann::json::parse(VerifyCheckpoint(dir));
   c10::Dict<std::string, at::Tensor> params;
   int count = 0;

@@ -49,6 +49,11 @@ void LoadCheckpoint(const std::string& path, const std::string& manifest_json, A
 // it). Returns the number of parameters written.
 int ExportModel(const std::string& path, const std::string& out_file);
 
+// `path` itself when it is a checkpoint (holds manifest.json), else the
+// latest checkpoint of the checkpoint directory `path`. Throws pplab::Error
+// when there is none.
+std::string ResolveCheckpoint(const std::string& path);
+
 // The number of steps a verified manifest records.
 int CheckpointStep(const std::string& manifest_json);
 

@@ -9,6 +9,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/lr_schedule.h"
 #include "schedules/error.h"
+#include "schedules/lowering.h"
 
 namespace pplab {
 namespace {
@@ -68,6 +69,37 @@ void AllReduceStageGrads(Stage& stage, ProcessGroupHandle& dp_group, std::chrono
   }
 }
 
+// The plan with only its forward actions (and their messages): validation
+// runs through the same placement without keeping activations.
+Schedule ForwardOnly(const Schedule& schedule) {
+  Schedule f = StripComm(schedule);
+  for (Program& program : f.programs) {
+    Program kept;
+    for (const Action& a : program) {
+      if (a.kind == ActionKind::kForward) kept.push_back(a);
+    }
+    program = std::move(kept);
+  }
+  f.name = schedule.name + " (forward only)";
+  return f.ranks > 1 ? Lower(f) : f;
+}
+
+// Compute time of `events` and the span from the first compute start to the
+// last compute end, in ns.
+std::pair<double, double> BusyAndSpan(const std::vector<TimelineEvent>& events) {
+  double busy = 0;
+  TimeNs first = 0, last = 0;
+  bool any = false;
+  for (const TimelineEvent& e : events) {
+    if (!IsCompute(e.action.kind)) continue;
+    busy += static_cast<double>(e.end - e.start);
+    first = any ? std::min(first, e.start) : e.start;
+    last = any ? std::max(last, e.end) : e.end;
+    any = true;
+  }
+  return {busy, static_cast<double>(last - first)};
+}
+
 }  // namespace
 
 TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
@@ -105,6 +137,20 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     }
   }
   Executor executor(schedule, rank, stages, transport, loss, {options.comm_timeout});
+  const Schedule eval_plan = ForwardOnly(schedule);
+  Executor evaluator(eval_plan, rank, stages, transport, loss, {options.comm_timeout});
+  // Mean validation loss over the eval batches, on every rank.
+  auto evaluate = [&](std::chrono::steady_clock::time_point origin) {
+    torch::NoGradGuard no_grad;
+    const std::vector<StepBatch> batches = options.eval_batches();
+    double sum = 0;
+    for (const StepBatch& b : batches) {
+      const StepResult r = evaluator.RunStep(b.microbatches, b.loss_scale, origin);
+      for (const auto& [m, l] : r.losses) sum += l;
+    }
+    if (group != nullptr) sum = AllReduceSum(*group, sum, options.comm_timeout);
+    return batches.empty() ? -1.0 : sum / static_cast<double>(batches.size());
+  };
   const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
   // Align the ranks' clocks: everyone leaves the barrier within a few
   // microseconds and takes that moment as time 0.
@@ -120,9 +166,15 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const StepBatch b = batch(step);
     optimizer.ZeroGrad();
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
-    double step_loss = 0;
-    for (const auto& [m, l] : result.losses) step_loss += l;
-    if (group != nullptr) step_loss = AllReduceSum(*group, step_loss, options.comm_timeout);
+    // The loss and every rank's compute time, summed over the world in one
+    // all-reduce.
+    const auto [busy, span] = BusyAndSpan(result.events);
+    at::Tensor sums = torch::zeros({2}, torch::kFloat64);
+    for (const auto& [m, l] : result.losses) sums[0] += l;
+    sums[1] = busy;
+    if (group != nullptr) AllReduceSumInPlace(*group, sums, options.comm_timeout);
+    const double step_loss = sums[0].item<double>();
+    const double bubble = span > 0 ? 1.0 - sums[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
     // Every rank sees the same reduced loss, so all stop together, before an
     // update that would spoil the weights; the last checkpoint stays valid.
     if (!std::isfinite(step_loss)) {
@@ -152,18 +204,34 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     summary.losses.push_back(step_loss);
     summary.step_times_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    summary.bubbles.push_back(bubble);
     last_events = std::move(result.events);
     const int done = step + 1;
+    StepReport report;
+    report.step = step;
+    report.loss = step_loss;
+    report.lr = lr;
+    report.grad_norm = norm;
+    report.step_ms = summary.step_times_ms.back();
+    report.bubble = bubble;
+    if (options.eval_batches && options.eval_every > 0 && (done == options.steps || done % options.eval_every == 0)) {
+      report.val_loss = evaluate(origin);
+      summary.val_losses.emplace_back(done, report.val_loss);
+    }
     if (!options.checkpoint_dir.empty() &&
         (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
       const auto save_start = std::chrono::steady_clock::now();
       const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
       if (writes_shards) WriteShard(tmp, rank, optimizer);
       if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
-      if (world_rank == 0) PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks, options.manifest_json);
+      if (world_rank == 0) {
+        PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks,
+                          options.manifest_for_step ? options.manifest_for_step(done) : options.manifest_json);
+      }
       summary.checkpoint_save_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start).count();
     }
+    if (options.on_step_end) options.on_step_end(report);
   }
   if (options.after_last_step) options.after_last_step(stages);
   // Gather the last step's timeline on rank 0, shifted to start at 0.

@@ -16,6 +16,25 @@ namespace pplab {
 
 struct ProcessGroupHandle;
 
+struct StepBatch {
+  std::vector<MicrobatchData> microbatches;  // all M of them
+  double loss_scale = 1;                     // multiplies each microbatch loss (1 / tokens in the batch)
+};
+
+// What one step did, as every rank sees it after the step.
+struct StepReport {
+  int step = 0;          // 0-based index of the step just done
+  double loss = 0;       // the batch loss
+  double lr = 0;         // the learning rate used
+  double grad_norm = 0;  // global gradient norm before clipping
+  double step_ms = 0;    // wall time of the step on this rank
+  // 1 - (sum of all ranks' compute time / D) / (K x this rank's compute
+  // span): the measured bubble, meaningful on pipeline rank 0, whose span is
+  // the step's (it computes first and last in every plan pplab generates).
+  double bubble = 0;
+  double val_loss = -1;  // the validation loss after this step, or -1
+};
+
 struct TrainerOptions {
   int steps = 1;
   double lr = 1e-3;
@@ -44,25 +63,32 @@ struct TrainerOptions {
   // Called after the last step with this rank's stages, whose parameters
   // still hold that step's gradients.
   std::function<void(const std::map<StageId, Stage*>& stages)> after_last_step;
-};
-
-struct StepBatch {
-  std::vector<MicrobatchData> microbatches;  // all M of them
-  double loss_scale = 1;                     // multiplies each microbatch loss (1 / tokens in the batch)
+  // Validation: every `eval_every` steps and after the last one (never when
+  // 0 or when `eval_batches` is unset), the mean loss over `eval_batches`,
+  // run forward only through the same placement and reduced like the loss.
+  int eval_every = 0;
+  std::function<std::vector<StepBatch>()> eval_batches;
+  // Called on every rank after each step (and its evaluation, if any).
+  std::function<void(const StepReport&)> on_step_end;
+  // When set, the manifest of the checkpoint written after `steps_done`
+  // steps (overrides manifest_json; e.g. to record the data position).
+  std::function<std::string(int steps_done)> manifest_for_step;
 };
 
 using StageFactory = std::function<std::unique_ptr<Stage>(StageId stage)>;
 using BatchFn = std::function<StepBatch(int step)>;
 
 struct TrainSummary {
-  int first_step = 0;                 // 0, or the step a resumed run started at
-  double checkpoint_load_ms = 0;      // time to verify and load the resumed checkpoint
-  double checkpoint_save_ms = 0;      // time of the last checkpoint save (shards, barrier, publish)
-  std::vector<double> losses;         // per step, the batch loss (every rank gets it)
-  std::vector<double> step_times_ms;  // per step, wall time on this rank
-  std::vector<double> lrs;            // per step, the learning rate used
-  std::vector<double> grad_norms;     // per step, the global gradient norm before clipping
-  Timeline last_step;                 // rank 0: all ranks' actions of the last step, from 0; else empty
+  int first_step = 0;                              // 0, or the step a resumed run started at
+  double checkpoint_load_ms = 0;                   // time to verify and load the resumed checkpoint
+  double checkpoint_save_ms = 0;                   // time of the last checkpoint save (shards, barrier, publish)
+  std::vector<double> losses;                      // per step, the batch loss (every rank gets it)
+  std::vector<double> step_times_ms;               // per step, wall time on this rank
+  std::vector<double> lrs;                         // per step, the learning rate used
+  std::vector<double> grad_norms;                  // per step, the global gradient norm before clipping
+  std::vector<double> bubbles;                     // per step, the measured bubble (see StepReport)
+  std::vector<std::pair<int, double>> val_losses;  // (steps done, validation loss)
+  Timeline last_step;                              // rank 0: all ranks' actions of the last step, from 0; else empty
 };
 
 // The global L2 norm of the gradients of `params` over every rank of `group`

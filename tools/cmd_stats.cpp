@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "schedules/file_io.h"
-#include "sim/cost_model.h"
+#include "sim/measured_costs.h"
 #include "tools/commands.h"
 #include "tools/report.h"
 #include "traces/chrome_trace.h"
@@ -53,31 +53,18 @@ int RunStats(const StatsOptions& o) {
                         {"gaps_per_action", actions[r] > 0 ? NsToMs(span - rs.busy) / actions[r] : 0.0}});
   }
   nlohmann::json stages = nlohmann::json::array();
-  nlohmann::json cost_stages = nlohmann::json::array();
   static const std::pair<ActionKind, const char*> kKinds[] = {{ActionKind::kForward, "forward_ms"},
                                                               {ActionKind::kBackward, "backward_ms"},
                                                               {ActionKind::kBackwardInput, "backward_input_ms"},
                                                               {ActionKind::kBackwardWeight, "backward_weight_ms"}};
   for (StageId s = 0; s <= max_stage; ++s) {
-    nlohmann::json st = {{"stage", s}}, cost = nlohmann::json::object();
+    nlohmann::json st = {{"stage", s}};
     for (const auto& [kind, key] : kKinds) {
-      if (const auto m = mean_ms(s, kind)) {
-        st[key] = *m;
-        cost[key] = *m;
-      }
+      if (const auto m = mean_ms(s, kind)) st[key] = *m;
     }
     stages.push_back(st);
-    cost_stages.push_back(cost);
   }
-  if (!o.cost_out.empty()) {
-    const nlohmann::json cost = {{"format", "pplab.cost"},
-                                 {"version", 1},
-                                 {"stages", cost_stages},
-                                 {"meta", {{"estimated_from", o.trace_path}, {"source", t.source}}}};
-    // Round-trip through the loader so a written file is a usable one.
-    const CostModel checked = CostModel::FromJson(cost.dump(), o.cost_out);
-    WriteTextFile(o.cost_out, checked.ToJson());
-  }
+  if (!o.cost_out.empty()) WriteTextFile(o.cost_out, MeasuredCostJson(t, o.trace_path));
   const nlohmann::json j = {{"name", t.name},
                             {"source", t.source},
                             {"ranks", t.ranks},

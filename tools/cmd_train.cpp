@@ -7,17 +7,27 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "models/llama.h"
+#include "runtime/batches.h"
 #include "runtime/c10d_transport.h"
+#include "runtime/corpus.h"
 #include "runtime/fake_transport.h"
+#include "runtime/fnv.h"
 #include "runtime/launcher.h"
-#include "runtime/synthetic_data.h"
+#include "runtime/text_dataset.h"
+#include "runtime/text_prepare.h"
+#include "runtime/token_cache.h"
+#include "runtime/tokenizer.h"
 #include "runtime/trainer.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
@@ -25,32 +35,55 @@
 #include "schedules/lowering.h"
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
+#include "sim/measured_costs.h"
+#include "sim/simulator.h"
 #include "tools/commands.h"
+#include "tools/progress.h"
 #include "traces/chrome_trace.h"
+#include "traces/render_svg.h"
+
+namespace fs = std::filesystem;
 
 namespace pplab::cli {
 namespace {
 
+// The defaults are the main job: the small preset on the default corpus,
+// 2 ranks of 1F1B, a few minutes on two CPU cores.
 struct TrainOptions {
   std::string schedule = "1f1b";
   std::string plan_file;
   int ranks = 2;
   int dp = 1;
-  int microbatches = 4;
+  int microbatches = 8;
   int virtual_stages = 0;
-  std::string model = "tiny";
+  std::string model = "small";
   std::string partition = "uniform";
-  int batch_size = 8;
-  int seq_len = 32;
-  int steps = 10;
+  int batch_size = 16;
+  int seq_len = 128;
+  int steps = 300;
   uint64_t seed = 1;
   double lr = 1e-3;
-  int warmup_steps = 0;
-  double clip_norm = 0;
+  int warmup_steps = 30;
+  double clip_norm = 1.0;
+  // Data: text files (default corpus when empty) or synthetic tokens.
+  std::vector<std::string> data;
+  bool synthetic = false;
+  std::string tokenizer;
+  int vocab_size = 0;  // 0: the model's
+  bool packed = false;
+  double val_fraction = 0.05;
+  std::string cache_dir;
+  int eval_every = 50;
+  int eval_batches = 4;
+  // Outputs: everything not given goes into out_dir (none when it is "").
+  std::string out_dir = "pplab-run";
+  std::string metrics_path;
   int nproc = 0;
   double comm_timeout_s = 60;
   std::string trace_path;
+  std::string sim_trace_path;
   bool json = false;
+  bool quiet = false;
   std::string kill_rank_at;  // "RANK:STEP", a testing aid
   int nan_at = -1;           // a testing aid: that step's loss is NaN
   std::string dump_grads_dir;
@@ -96,6 +129,88 @@ Schedule LoadPlan(const TrainOptions& o) {
   return s;
 }
 
+// Fills in the output paths not given: everything goes into --out, unless
+// that is "".
+TrainOptions WithOutputs(TrainOptions o) {
+  if (o.out_dir.empty()) return o;
+  const fs::path out(o.out_dir);
+  if (o.metrics_path.empty()) o.metrics_path = (out / "metrics.jsonl").string();
+  if (o.checkpoint_dir.empty()) o.checkpoint_dir = (out / "checkpoints").string();
+  if (o.trace_path.empty()) o.trace_path = (out / "trace-measured.json").string();
+  if (o.sim_trace_path.empty()) o.sim_trace_path = (out / "trace-simulated.json").string();
+  return o;
+}
+
+TextSource SourceOf(const TrainOptions& o, const LlamaConfig& config) {
+  TextSource source;
+  source.paths = o.data;
+  if (source.paths.empty()) {
+    if (!fs::is_directory(DefaultCorpusDir())) {
+      throw Error("no --data given and the default corpus " + DefaultCorpusDir() +
+                  " is missing (apt-get install fortunes fortunes-min, or pass --data FILE...)");
+    }
+    source.paths = {DefaultCorpusDir()};
+  }
+  source.tokenizer = o.tokenizer;
+  source.vocab_size = o.vocab_size > 0 ? o.vocab_size : config.vocab_size;
+  source.cache_dir = o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir;
+  return source;
+}
+
+// A run's text: the tokenizer, the mapped token cache and the samples.
+struct RunText {
+  PreparedText prepared;
+  std::optional<Tokenizer> tokenizer;
+  std::unique_ptr<TokenCache> cache;
+  std::unique_ptr<TextDataset> dataset;
+};
+
+std::unique_ptr<RunText> OpenText(const TrainOptions& o, const LlamaConfig& config,
+                                  const std::function<void(const std::string&)>& log) {
+  auto text = std::make_unique<RunText>();
+  text->prepared = PrepareText(SourceOf(o, config), log);
+  text->tokenizer.emplace(Tokenizer::Load(text->prepared.tokenizer_path));
+  text->cache = std::make_unique<TokenCache>(text->prepared.cache_path, text->prepared.corpus_fingerprint,
+                                             text->prepared.tokenizer_fingerprint);
+  TextDataOptions d;
+  d.seq_len = o.seq_len;
+  d.packed = o.packed;
+  d.val_fraction = o.val_fraction;
+  d.seed = o.seed;
+  d.bos = text->tokenizer->Bos();
+  d.eos = text->tokenizer->Eos();
+  d.pad = text->tokenizer->Pad();
+  text->dataset = std::make_unique<TextDataset>(*text->cache, d);
+  return text;
+}
+
+// Appends one JSON object per line to the metrics file.
+class MetricsFile {
+ public:
+  explicit MetricsFile(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    const fs::path parent = fs::path(path).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    file_ = std::fopen(path.c_str(), "a");
+    if (file_ == nullptr) throw Error("--metrics " + path + ": cannot open for appending: " + std::strerror(errno));
+  }
+  ~MetricsFile() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  void Write(const nlohmann::json& record) {
+    if (file_ == nullptr) return;
+    const std::string line = record.dump() + "\n";
+    if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+      throw Error("--metrics " + path_ + ": write failed: " + std::strerror(errno));
+    }
+  }
+
+ private:
+  std::string path_;
+  FILE* file_ = nullptr;
+};
+
 int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
   const Schedule schedule = LoadPlan(o);
   const int K = schedule.ranks;
@@ -111,7 +226,12 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     at::set_num_threads(std::max(1, cores / std::max(1, world)));
   }
-  const LlamaConfig config = LoadLlamaConfig(o.model);
+  LlamaConfig config = LoadLlamaConfig(o.model);
+  std::unique_ptr<RunText> text;
+  if (!o.synthetic) {
+    text = OpenText(o, config, nullptr);
+    config.vocab_size = text->tokenizer->VocabSize();  // the model predicts the tokenizer's pieces
+  }
   const Partition partition = MakePartition(config, schedule.stages, o.partition);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   const c10::Device device = ParseDevice(o.device);
@@ -140,27 +260,60 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
   options.checkpoint_dir = o.checkpoint_dir;
   options.checkpoint_every = o.checkpoint_every;
   options.resume = o.resume;
+  options.eval_every = o.eval_every;
   // What a resumed run must share with the run that wrote the checkpoint for
   // its data and weights to continue exactly; plan, K, D and partition may
   // change (parameters and optimizer state are stored by name).
-  const nlohmann::json must_match = {{"model", nlohmann::json::parse(config.ToJson())},
-                                     {"seed", o.seed},
-                                     {"batch_size", o.batch_size},
-                                     {"seq_len", o.seq_len}};
+  nlohmann::json must_match = {{"model", nlohmann::json::parse(config.ToJson())},
+                               {"seed", o.seed},
+                               {"batch_size", o.batch_size},
+                               {"seq_len", o.seq_len}};
+  if (text != nullptr) {
+    must_match["tokenizer"] = FnvHex(text->prepared.tokenizer_fingerprint);
+    must_match["corpus"] = FnvHex(text->prepared.corpus_fingerprint);
+    must_match["packed"] = o.packed;
+  } else {
+    must_match["data"] = "synthetic";
+  }
   nlohmann::json manifest = must_match;
   manifest["schedule"] = schedule.name;
   manifest["ranks"] = K;
   manifest["dp"] = o.dp;
   manifest["partition"] = partition.ToString();
   options.manifest_json = manifest.dump();
-  options.check_resume = [must_match, &o](const std::string& text) {
-    const nlohmann::json found = nlohmann::json::parse(text);
+  // The data position: samples consumed. It is step x batch size from the
+  // start, plus what a resumed checkpoint recorded beyond that.
+  const int64_t G = o.batch_size;
+  int64_t data_offset = 0;
+  if (text != nullptr) {
+    const std::string tokenizer_file = "tokenizer-" + FnvHex(text->prepared.tokenizer_fingerprint) + ".model";
+    options.manifest_for_step = [manifest, &text, &data_offset, G, &o, tokenizer_file](int done) {
+      nlohmann::json m = manifest;
+      const int64_t position = data_offset + done * G;
+      const auto [epoch, offset] = text->dataset->EpochOf(position);
+      m["data_position"] = {{"samples_consumed", position},
+                            {"epoch", epoch},
+                            {"offset_in_epoch", offset},
+                            {"train_samples", text->dataset->NumTrainSamples()}};
+      // The checkpoint carries its tokenizer, so `pplab generate` needs
+      // nothing else (rank 0 only calls this, before publishing).
+      m["tokenizer_file"] = tokenizer_file;
+      const fs::path copy = fs::path(o.checkpoint_dir) / tokenizer_file;
+      if (!fs::exists(copy)) WriteTextFile(copy.string(), ReadTextFile(text->prepared.tokenizer_path));
+      return m.dump();
+    };
+  }
+  options.check_resume = [must_match, &o, &data_offset, G](const std::string& found_text) {
+    const nlohmann::json found = nlohmann::json::parse(found_text);
     for (const auto& [key, value] : must_match.items()) {
       if (!found.contains(key) || found[key] != value) {
         throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
                     (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " +
                     value.dump());
       }
+    }
+    if (found.contains("data_position")) {
+      data_offset = found["data_position"].at("samples_consumed").get<int64_t>() - found.at("step").get<int64_t>() * G;
     }
   };
   options.comm_timeout = timeout;
@@ -190,34 +343,120 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
     };
   }
   const int V = config.vocab_size;
+  const int M = schedule.microbatches;
+  const int32_t pad = text != nullptr ? text->tokenizer->Pad() : 0;
+  auto to_device = [&device](StepBatch b) {
+    for (MicrobatchData& m : b.microbatches) {
+      for (at::Tensor& t : m.inputs) t = t.to(device);
+      m.targets = m.targets.to(device);
+    }
+    return b;
+  };
+  if (text != nullptr && o.eval_every > 0 && text->dataset->NumValSamples() > 0) {
+    options.eval_batches = [&] {
+      const int64_t n = text->dataset->NumValSamples();
+      const int64_t batches = std::min<int64_t>(o.eval_batches, (n + G - 1) / G);
+      std::vector<StepBatch> out;
+      for (int64_t b = 0; b < batches; ++b) {
+        out.push_back(to_device(
+            BatchFromRows([&](int64_t row, int32_t* ids) { text->dataset->ValSample((b * G + row) % n, ids); },
+                          o.batch_size, o.seq_len, M, replica, o.dp, pad)));
+      }
+      return out;
+    };
+  }
+  // Rank 0 reports: progress, metrics.
+  const bool reporter = world_rank == 0;
+  MetricsFile metrics(reporter ? o.metrics_path : std::string());
+  std::unique_ptr<Progress> progress;
+  const auto run_start = std::chrono::steady_clock::now();
+  int first_done = -1;
+  if (reporter) {
+    options.on_step_end = [&](const StepReport& r) {
+      const int done = r.step + 1;
+      if (first_done < 0) first_done = r.step;
+      if (progress == nullptr) {
+        const bool quiet = o.quiet || (o.json && !isatty(fileno(stderr)));
+        progress = std::make_unique<Progress>(r.step, o.steps, quiet ? nullptr : stderr, isatty(fileno(stderr)));
+      }
+      const double tokens = static_cast<double>(G) * o.seq_len;
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+      ProgressLine line;
+      line.done = done;
+      line.loss = r.loss;
+      line.lr = r.lr;
+      line.tokens_per_s = r.step_ms > 0 ? tokens / (r.step_ms / 1000) : 0;
+      line.bubble = r.bubble;
+      line.val_loss = r.val_loss;
+      line.seconds_left = elapsed / (done - first_done) * (o.steps - done);
+      progress->Update(line);
+      nlohmann::json record = {{"step", done},         {"loss", r.loss},
+                               {"lr", r.lr},           {"grad_norm", r.grad_norm},
+                               {"step_ms", r.step_ms}, {"tokens_per_s", line.tokens_per_s},
+                               {"bubble", r.bubble}};
+      if (r.val_loss >= 0) record["val_loss"] = r.val_loss;
+      if (text != nullptr) record["epoch"] = text->dataset->EpochOf(data_offset + done * G).first;
+      metrics.Write(record);
+    };
+  }
   const TrainSummary summary = Train(
       schedule, rank, *transport, group.get(),
       [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, device); },
       [&](int step) {
-        StepBatch b = SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, V, schedule.microbatches, replica, o.dp);
+        StepBatch b =
+            text != nullptr
+                ? BatchFromRows(
+                      [&](int64_t row, int32_t* ids) { text->dataset->TrainSample(data_offset + step * G + row, ids); },
+                      o.batch_size, o.seq_len, M, replica, o.dp, pad)
+                : SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, V, M, replica, o.dp);
         if (step == o.nan_at) b.loss_scale = std::nan("");
-        for (MicrobatchData& m : b.microbatches) {
-          for (at::Tensor& t : m.inputs) t = t.to(device);
-          m.targets = m.targets.to(device);
-        }
-        return b;
+        return to_device(std::move(b));
       },
-      [](const TensorList& outputs, const at::Tensor& targets) {
-        return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
+      [pad](const TensorList& outputs, const at::Tensor& targets) {
+        return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/pad);
       },
       options);
   if (world_rank != 0) return 0;
+  if (progress != nullptr) progress->Finish();
+  // The measured last step, and the same plan simulated with the compute
+  // costs measured in it: the gaps between the two are communication and
+  // executor overhead (see docs/fidelity.md).
+  std::string svg_path;
   if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(summary.last_step));
+  if (!o.sim_trace_path.empty()) {
+    CostModel costs = MeasuredCostModel(summary.last_step, o.trace_path.empty() ? "the measured step" : o.trace_path);
+    SimResult predicted = Simulate(schedule, costs);
+    predicted.timeline.name = schedule.name;
+    WriteTextFile(o.sim_trace_path, TimelineToChromeTrace(predicted.timeline));
+    if (!o.out_dir.empty()) {
+      svg_path = (fs::path(o.out_dir) / "timeline.svg").string();
+      SvgOptions svg;
+      svg.title = schedule.name + "  K=" + std::to_string(K) + "  M=" + std::to_string(M) +
+                  ": simulated (measured compute costs) above measured";
+      WriteTextFile(svg_path, RenderSvgStack({&predicted.timeline, &summary.last_step}, svg));
+    }
+  }
+  const double tokens = static_cast<double>(G) * o.seq_len;
+  double total_ms = 0;
+  for (double ms : summary.step_times_ms) total_ms += ms;
+  const double tokens_per_s = total_ms > 0 ? tokens * summary.step_times_ms.size() / (total_ms / 1000) : 0;
   if (o.json) {
+    nlohmann::json val = nlohmann::json::array();
+    for (const auto& [step, loss] : summary.val_losses) val.push_back({{"step", step}, {"loss", loss}});
     const nlohmann::json j = {{"schedule", schedule.name},
                               {"ranks", schedule.ranks},
                               {"dp", o.dp},
                               {"microbatches", schedule.microbatches},
                               {"steps", o.steps},
                               {"model", o.model},
+                              {"vocab_size", config.vocab_size},
+                              {"data", text != nullptr ? "text" : "synthetic"},
                               {"partition", partition.ToString()},
                               {"losses", summary.losses},
+                              {"val_losses", val},
                               {"step_times_ms", summary.step_times_ms},
+                              {"tokens_per_s", tokens_per_s},
+                              {"bubbles", summary.bubbles},
                               {"first_step", summary.first_step},
                               {"checkpoint_save_ms", summary.checkpoint_save_ms},
                               {"checkpoint_load_ms", summary.checkpoint_load_ms},
@@ -225,17 +464,28 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
                               {"grad_norms", summary.grad_norms}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    for (size_t i = 0; i < summary.losses.size(); ++i) {
-      std::printf("step %3zu  loss %.6f  lr %.3g  %8.2f ms\n", summary.first_step + i, summary.losses[i],
-                  summary.lrs[i], summary.step_times_ms[i]);
+    if (!summary.losses.empty()) {
+      std::printf("trained steps %d..%d of %s: loss %.4f -> %.4f", summary.first_step + 1, o.steps,
+                  schedule.name.c_str(), summary.losses.front(), summary.losses.back());
+      if (!summary.val_losses.empty()) std::printf(", validation loss %.4f", summary.val_losses.back().second);
+      std::printf(", %.0f tokens/s\n", tokens_per_s);
     }
-    if (!o.trace_path.empty()) std::printf("measured trace of the last step written to %s\n", o.trace_path.c_str());
+    if (!o.checkpoint_dir.empty()) std::printf("checkpoint: %s\n", o.checkpoint_dir.c_str());
+    if (!o.metrics_path.empty()) std::printf("metrics: %s\n", o.metrics_path.c_str());
+    if (!o.trace_path.empty()) std::printf("measured trace of the last step: %s\n", o.trace_path.c_str());
+    if (!o.sim_trace_path.empty()) std::printf("simulated trace of the same plan: %s\n", o.sim_trace_path.c_str());
+    if (!svg_path.empty()) std::printf("both, stacked: %s\n", svg_path.c_str());
+    if (text != nullptr && !o.checkpoint_dir.empty()) {
+      std::printf("sample from it: pplab generate --checkpoint %s --prompt \"The meaning of life\"\n",
+                  o.checkpoint_dir.c_str());
+    }
   }
   std::fflush(stdout);
   return 0;
 }
 
-int RunTrain(const TrainOptions& o) {
+int RunTrain(const TrainOptions& given) {
+  const TrainOptions o = WithOutputs(given);
   const bool worker = std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
   if (worker) {
     const RankId rank = EnvInt("RANK", 0);
@@ -254,6 +504,21 @@ int RunTrain(const TrainOptions& o) {
   const Schedule schedule = LoadPlan(o);
   ParseDevice(o.device);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
+  if (!o.synthetic) {
+    // Build the tokenizer and token cache once, here, so the workers find them.
+    const LlamaConfig config = LoadLlamaConfig(o.model);
+    const auto text = OpenText(o, config, [&o](const std::string& line) {
+      if (!o.quiet) std::fprintf(stderr, "pplab: %s\n", line.c_str());
+    });
+    if (!o.quiet && !o.json) {
+      std::fprintf(
+          stderr,
+          "pplab: data: %lld documents, %lld tokens; %lld training and %lld validation samples of %d+1 tokens (%s)\n",
+          static_cast<long long>(text->prepared.documents), static_cast<long long>(text->prepared.tokens),
+          static_cast<long long>(text->dataset->NumTrainSamples()),
+          static_cast<long long>(text->dataset->NumValSamples()), o.seq_len, o.packed ? "packed" : "padded");
+    }
+  }
   const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
   if (nproc == 1) return RunWorker(o, 0, 1);
   LaunchOptions launch;
@@ -268,6 +533,8 @@ int RunTrain(const TrainOptions& o) {
 void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& argv) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* sub = app.add_subcommand("train", "train a Llama model with a pipeline plan, one process per rank");
+  // A flag given twice takes the last value, so scripts can append overrides.
+  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub->add_option("--schedule,-s", o->schedule, "schedule generator")->capture_default_str();
   sub->add_option("--plan", o->plan_file, "a plan file from `pplab export` instead of --schedule");
   sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->check(CLI::Range(1, 4096))->capture_default_str();
@@ -308,7 +575,36 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   sub->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir, if there is one");
+  sub->add_option(
+         "--data", o->data,
+         "UTF-8 text files or directories to train on (default: Debian's fortunes, " + DefaultCorpusDir() + ")")
+      ->expected(1, -1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_flag("--synthetic", o->synthetic, "train on random tokens instead of text (benchmarks, parity tests)");
+  sub->add_option("--tokenizer", o->tokenizer, "a SentencePiece .model to use instead of training one");
+  sub->add_option("--vocab-size", o->vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")
+      ->check(CLI::Range(8, 1 << 20));
+  sub->add_flag("--packed", o->packed, "pack documents into full sequences instead of one padded document each");
+  sub->add_option("--val-fraction", o->val_fraction, "share of the documents held out for validation")
+      ->check(CLI::Range(0.0, 0.5))
+      ->capture_default_str();
+  sub->add_option("--cache-dir", o->cache_dir,
+                  "where tokenizers and token caches are kept (default: " + DefaultCacheDir() + ")");
+  sub->add_option("--eval-every", o->eval_every, "steps between validation losses (0: none)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  sub->add_option("--eval-batches", o->eval_batches, "batches of validation data per evaluation")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--out", o->out_dir,
+                  "directory for the outputs not given otherwise: metrics.jsonl, checkpoints/, trace-measured.json, "
+                  "trace-simulated.json, timeline.svg (\"\" for none)")
+      ->capture_default_str();
+  sub->add_option("--metrics", o->metrics_path, "append one JSON line per step (loss, lr, tokens/s, bubble, val loss)");
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
+  sub->add_option("--sim-trace", o->sim_trace_path,
+                  "write the plan simulated with the compute costs measured in the last step (Chrome trace)");
+  sub->add_flag("--quiet,-q", o->quiet, "no progress line");
   sub->add_flag("--json", o->json, "print one summary object at the end");
   sub->add_option("--kill-rank-at", o->kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")
       ->group("");  // hidden

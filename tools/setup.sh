@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ ninja-build ccache pkg-config libboost-graph-dev libcli11-dev nlohmann-json3-dev catch2
-          libtorch-dev libgloo-dev libopenblas0-pthread)
+          libtorch-dev libgloo-dev libopenblas0-pthread libsentencepiece-dev fortunes fortunes-min)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

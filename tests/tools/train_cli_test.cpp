@@ -17,8 +17,18 @@
 namespace pplab {
 namespace {
 
+// `pplab train` with small test settings in front of `args` (a flag given
+// twice takes the last value): synthetic tokens, the tiny model, no output
+// files unless asked, no progress line.
+PplabRun Train(const std::string& args) {
+  return Pplab(
+      "train --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 --steps 10 -m 4 --warmup-steps 0 "
+      "--clip-norm 0 --eval-every 0 " +
+      args);
+}
+
 std::vector<double> Losses(const std::string& args) {
-  const PplabRun r = Pplab("train " + args + " --json");
+  const PplabRun r = Train(args + " --json");
   INFO(args << "\n" << r.out);
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
@@ -47,7 +57,7 @@ TEST_CASE("across processes every parameter gradient equals the single-process o
   const std::string common = " --model tiny --batch-size 8 --seq-len 16 --steps 1 --seed 3 --json";
   auto dump = [&](const std::string& plan, const std::string& dir) {
     REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
-    const PplabRun r = Pplab("train " + plan + common + " --dump-grads " + dir);
+    const PplabRun r = Train(plan + common + " --dump-grads " + dir);
     INFO(plan << "\n" << r.out);
     REQUIRE(r.code == 0);
   };
@@ -83,7 +93,7 @@ TEST_CASE("gradients clipped by the global norm across processes equal single-pr
   const std::string common = " --model tiny --batch-size 8 --seq-len 16 --steps 1 --seed 9 --json --dump-grads ";
   auto run = [&](const std::string& args, const std::string& dir) {
     REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
-    const PplabRun r = Pplab("train " + args + common + dir);
+    const PplabRun r = Train(args + common + dir);
     INFO(args << "\n" << r.out);
     REQUIRE(r.code == 0);
     return nlohmann::json::parse(r.out.substr(r.out.find('{')));
@@ -134,13 +144,13 @@ TEST_CASE("a run killed with SIGKILL and resumed ends bit-identical to an uninte
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   const std::string a = tmp + "/ck_straight", b = tmp + "/ck_killed";
   REQUIRE(std::system(("rm -rf " + a + " " + b).c_str()) == 0);
-  const std::string common = "train -s zb-h1 -k 2 -m 2 --steps 4 --checkpoint-every 2 --comm-timeout 5 --json";
-  const PplabRun straight = Pplab(common + " --checkpoint-dir " + a);
+  const std::string common = "-s zb-h1 -k 2 -m 2 --steps 4 --checkpoint-every 2 --comm-timeout 5 --json";
+  const PplabRun straight = Train(common + " --checkpoint-dir " + a);
   REQUIRE(straight.code == 0);
-  const PplabRun killed = Pplab(common + " --checkpoint-dir " + b + " --kill-rank-at 1:3");
+  const PplabRun killed = Train(common + " --checkpoint-dir " + b + " --kill-rank-at 1:3");
   REQUIRE(killed.code != 0);
   CHECK(ReadTextFile(b + "/latest") == "step-000002\n");
-  const PplabRun resumed = Pplab(common + " --checkpoint-dir " + b + " --resume");
+  const PplabRun resumed = Train(common + " --checkpoint-dir " + b + " --resume");
   INFO(resumed.out);
   REQUIRE(resumed.code == 0);
   const auto s = nlohmann::json::parse(straight.out.substr(straight.out.find('{')));
@@ -163,14 +173,14 @@ TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refuse
   const std::string dir = tmp + "/ck_repartition";
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
   const std::string common = " --steps 4 --checkpoint-every 2 --json --checkpoint-dir " + dir;
-  const PplabRun first = Pplab("train -s 1f1b -k 2 -m 2" + common);
+  const PplabRun first = Train("-s 1f1b -k 2 -m 2" + common);
   REQUIRE(first.code == 0);
   WriteTextFile(dir + "/latest", "step-000002\n");  // go back to the middle of that run
   // The same steps on one rank, from the 2-rank checkpoint.
-  const PplabRun single = Pplab("train -k 1 -m 1 --resume" + common);
+  const PplabRun single = Train("-k 1 -m 1 --resume" + common);
   INFO(single.out);
   REQUIRE(single.code == 0);
-  const PplabRun reference = Pplab("train -k 1 -m 1 --steps 4 --json");
+  const PplabRun reference = Train("-k 1 -m 1 --steps 4 --json");
   const auto got = nlohmann::json::parse(single.out.substr(single.out.find('{')));
   const auto want = nlohmann::json::parse(reference.out.substr(reference.out.find('{')));
   CHECK(got["first_step"] == 2);
@@ -190,7 +200,7 @@ TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refuse
   }
   CHECK(Pplab("export-model --checkpoint /nonexistent -o " + model).code != 0);
   // Another seed (another model and data) cannot resume this checkpoint.
-  const PplabRun other = Pplab("train -k 1 -m 1 --resume --seed 99" + common);
+  const PplabRun other = Train("-k 1 -m 1 --resume --seed 99" + common);
   CHECK(other.code != 0);
   CHECK_THAT(other.out, Catch::Contains("--resume: the checkpoint in " + dir + " was taken with seed 1"));
   // Flip one byte of a shard: the checksum names it.
@@ -198,7 +208,7 @@ TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refuse
   std::string bytes = ReadTextFile(shard);
   bytes[bytes.size() / 2] ^= 0x5a;
   WriteTextFile(shard, bytes);
-  const PplabRun corrupted = Pplab("train -k 1 -m 1 --resume" + common);
+  const PplabRun corrupted = Train("-k 1 -m 1 --resume" + common);
   CHECK(corrupted.code != 0);
   CHECK_THAT(corrupted.out, Catch::Contains("rank-0.pt: checksum mismatch"));
 }
@@ -206,24 +216,24 @@ TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refuse
 TEST_CASE("a NaN loss stops every rank before the update and keeps the last checkpoint", "[train][checkpoint]") {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/ck_nan";
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
-  const PplabRun r = Pplab("train -k 2 -m 2 --steps 4 --checkpoint-every 1 --nan-at 2 --checkpoint-dir " + dir);
+  const PplabRun r = Train("-k 2 -m 2 --steps 4 --checkpoint-every 1 --nan-at 2 --checkpoint-dir " + dir);
   INFO(r.out);
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Catch::Contains("step 2: the loss is nan; stopping before the update (the last checkpoint in " +
                                     dir + " is intact)"));
   CHECK(ReadTextFile(dir + "/latest") == "step-000002\n");
-  CHECK(Pplab("train -k 2 -m 2 --steps 3 --resume --checkpoint-dir " + dir).code == 0);  // and it resumes
+  CHECK(Train("-k 2 -m 2 --steps 3 --resume --checkpoint-dir " + dir).code == 0);  // and it resumes
 }
 
 TEST_CASE("an unwritable checkpoint directory is one clear error", "[train][checkpoint]") {
-  const PplabRun r = Pplab("train -k 1 -m 1 --steps 1 --checkpoint-dir /proc/pplab-no-such-dir");
+  const PplabRun r = Train("-k 1 -m 1 --steps 1 --checkpoint-dir /proc/pplab-no-such-dir");
   INFO(r.out);
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Catch::Contains("checkpoint: cannot create /proc/pplab-no-such-dir/step-000001.tmp"));
 }
 
 TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {
-  const PplabRun r = Pplab("train -s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
+  const PplabRun r = Train("-s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
   INFO(r.out);
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Catch::Contains("pplab: rank 1 was killed by signal"));
@@ -237,7 +247,7 @@ TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in pro
   const std::string dir = PPLAB_TEST_TMP_DIR;
   REQUIRE(Pplab("export -s zb-h1 -k 2 -m 4 -o " + dir + "/zb.json").code == 0);
   const PplabRun r =
-      Pplab("train --plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --trace " + dir + "/measured.json");
+      Train("--plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --trace " + dir + "/measured.json");
   INFO(r.out);
   REQUIRE(r.code == 0);
   const Schedule plan = LoadScheduleFile(dir + "/zb.json");
@@ -258,12 +268,12 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
     const char* says;
   };
   for (const Case& c :
-       {Case{"train -k 2 -m 3 --batch-size 8 --steps 1", "--batch-size 8 is not divisible by --microbatches 3"},
-        Case{"train -k 8 --model tiny --steps 1", "fewer than the 8 stages"},
-        Case{"train --model nope --steps 1", "unknown model preset 'nope'"},
-        Case{"train -k 2 --partition 3,3 --steps 1", "--partition: the entries sum to 6 layers"},
-        Case{"train --device bogus --steps 1", "--device 'bogus'"}}) {
-    const PplabRun r = Pplab(c.args);
+       {Case{"-k 2 -m 3 --batch-size 8 --steps 1", "--batch-size 8 is not divisible by --microbatches 3"},
+        Case{"-k 8 --model tiny --steps 1", "fewer than the 8 stages"},
+        Case{"--model nope --steps 1", "unknown model preset 'nope'"},
+        Case{"-k 2 --partition 3,3 --steps 1", "--partition: the entries sum to 6 layers"},
+        Case{"--device bogus --steps 1", "--device 'bogus'"}}) {
+    const PplabRun r = Train(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Catch::Contains(c.says));

@@ -1,0 +1,32 @@
+// Corpus: UTF-8 text files read as a list of documents. No LibTorch.
+//
+// A file whose lines include a lone "%" (the fortune format) is split at
+// those lines; any other file is split at blank lines (paragraphs). A
+// directory stands for its regular files, sorted by name, except hidden ones
+// and fortune indexes (*.dat). Backspace overstrikes ("_\bx") are undone and
+// other control characters except newline and tab dropped; documents are
+// trimmed and empty ones skipped.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pplab {
+
+struct Corpus {
+  std::vector<std::string> files;      // the files read, in order
+  std::vector<std::string> documents;  // in file order
+  uint64_t fingerprint = 0;            // FNV-1a over every file's name and bytes
+  size_t bytes = 0;                    // total size of the files
+};
+
+// Throws pplab::Error naming the path when a file is missing, unreadable,
+// not UTF-8 (with the byte offset), or when no document is found at all.
+Corpus ReadCorpus(const std::vector<std::string>& paths);
+
+// The corpus used when --data is absent: the English text of Debian's
+// `fortunes` packages (/usr/share/games/fortunes).
+std::string DefaultCorpusDir();
+
+}  // namespace pplab

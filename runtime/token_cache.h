@@ -1,0 +1,48 @@
+// TokenCache: a corpus tokenized once, stored in a binary file and read back
+// by memory map, so every worker of every run shares the same pages and
+// starts at once. No LibTorch.
+//
+// File layout (little-endian): a 64-byte header {magic "PPLABTOK", u32
+// version 1, u32 0, u64 documents D, u64 tokens N, u64 corpus fingerprint,
+// u64 tokenizer fingerprint, 16 bytes 0}, then D+1 u64 document offsets
+// (offset[0] = 0, offset[D] = N), then N i32 token ids. BOS/EOS are not
+// stored; samples add them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pplab {
+
+class Tokenizer;
+struct Corpus;
+
+// Tokenizes `corpus` with `tokenizer` and writes the cache file at `path`
+// (atomically). Returns the number of tokens.
+int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const std::string& path);
+
+class TokenCache {
+ public:
+  // Maps `path`. Throws pplab::Error naming the file when it is missing,
+  // truncated, or not a cache of these fingerprints.
+  TokenCache(const std::string& path, uint64_t corpus_fingerprint, uint64_t tokenizer_fingerprint);
+  ~TokenCache();
+  TokenCache(const TokenCache&) = delete;
+  TokenCache& operator=(const TokenCache&) = delete;
+
+  int64_t NumDocuments() const { return docs_; }
+  int64_t NumTokens() const { return tokens_; }
+  // Document d's tokens: [DocBegin(d), DocBegin(d) + DocSize(d)).
+  const int32_t* DocBegin(int64_t d) const { return ids_ + offsets_[d]; }
+  int64_t DocSize(int64_t d) const { return static_cast<int64_t>(offsets_[d + 1] - offsets_[d]); }
+
+ private:
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  int64_t docs_ = 0, tokens_ = 0;
+  const uint64_t* offsets_ = nullptr;
+  const int32_t* ids_ = nullptr;
+};
+
+}  // namespace pplab

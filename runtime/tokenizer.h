@@ -1,0 +1,51 @@
+// Tokenizer: a SentencePiece model, trained here (BPE) or loaded from a
+// `.model` file. No LibTorch.
+//
+// Ids: 0 is PAD (the loss ignores it), 1 UNK, 2 BOS (begin of text), 3 EOS
+// (end of text). Models trained by pplab have exactly these; a loaded model
+// must have PAD, BOS and EOS (any ids) or it is refused.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pplab {
+
+class Tokenizer {
+ public:
+  // Loads a SentencePiece model file. Throws pplab::Error naming `path` when
+  // it cannot be read or lacks PAD/BOS/EOS.
+  static Tokenizer Load(const std::string& path);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  std::vector<int32_t> Encode(const std::string& text) const;  // no BOS/EOS added
+  std::string Decode(const std::vector<int32_t>& ids) const;   // PAD/BOS/EOS dropped
+  int VocabSize() const;
+  int32_t Pad() const { return pad_; }
+  int32_t Bos() const { return bos_; }
+  int32_t Eos() const { return eos_; }
+  // FNV-1a of the model file's bytes: what a checkpoint records so that a
+  // different tokenizer is refused.
+  uint64_t Fingerprint() const { return fingerprint_; }
+  const std::string& Path() const { return path_; }
+
+ private:
+  Tokenizer() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int32_t pad_ = 0, bos_ = 2, eos_ = 3;
+  uint64_t fingerprint_ = 0;
+  std::string path_;
+};
+
+// Trains a BPE model of `vocab_size` pieces on `documents` and writes it to
+// `model_path` (atomically: a temporary file, then a rename). Deterministic
+// for the same documents and size. Throws pplab::Error when SentencePiece
+// refuses (e.g. a vocabulary smaller than the corpus's characters need).
+void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path);
+
+}  // namespace pplab

@@ -25,5 +25,6 @@ void SetupStats(CLI::App& app, int& exit_code);
 // `argv` is the whole command line, which the launcher hands to the workers.
 void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& argv);
 void SetupExportModel(CLI::App& app, int& exit_code);
+void SetupGenerate(CLI::App& app, int& exit_code);
 
 }  // namespace pplab::cli

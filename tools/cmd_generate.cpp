@@ -1,0 +1,132 @@
+// pplab generate --checkpoint DIR --prompt TEXT: samples a continuation from
+// a checkpoint in one process, so a user can see what the model learned.
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "models/llama.h"
+#include "runtime/adamw.h"
+#include "runtime/checkpoint.h"
+#include "runtime/fnv.h"
+#include "runtime/tokenizer.h"
+#include "schedules/error.h"
+#include "tools/commands.h"
+
+namespace fs = std::filesystem;
+
+namespace pplab::cli {
+namespace {
+
+struct GenerateOptions {
+  std::string checkpoint;
+  std::string prompt;
+  std::string tokenizer;
+  int max_new_tokens = 64;
+  double temperature = 0.8;
+  int top_k = 40;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+// The checkpoint's tokenizer (or --tokenizer), refused unless it is the one
+// the model was trained with.
+Tokenizer LoadTokenizer(const GenerateOptions& o, const std::string& dir, const nlohmann::json& manifest) {
+  if (!manifest.contains("tokenizer")) {
+    throw Error("--checkpoint " + dir + " was trained on synthetic tokens: it has no tokenizer to generate text with");
+  }
+  const std::string want = manifest.at("tokenizer").get<std::string>();
+  const std::string path = !o.tokenizer.empty()
+                               ? o.tokenizer
+                               : (fs::path(dir).parent_path() / manifest.at("tokenizer_file").get<std::string>()).string();
+  Tokenizer t = Tokenizer::Load(path);
+  if (FnvHex(t.Fingerprint()) != want) {
+    throw Error("tokenizer " + path + " (fingerprint " + FnvHex(t.Fingerprint()) +
+                ") is not the one the checkpoint was trained with (" + want + ")");
+  }
+  return t;
+}
+
+int RunGenerate(const GenerateOptions& o) {
+  const std::string dir = ResolveCheckpoint(o.checkpoint);
+  const std::string manifest_text = VerifyCheckpoint(dir);
+  const nlohmann::json manifest = nlohmann::json::parse(manifest_text);
+  const LlamaConfig config = LlamaConfigFromJson(manifest.at("model").dump(), dir + "/manifest.json");
+  const Tokenizer tokenizer = LoadTokenizer(o, dir, manifest);
+  if (tokenizer.VocabSize() != config.vocab_size) {
+    throw Error("the tokenizer has " + std::to_string(tokenizer.VocabSize()) + " pieces, the model " +
+                std::to_string(config.vocab_size));
+  }
+  // The whole model as one stage, its weights loaded by global name.
+  const Partition whole = PartitionUniform(config, 1);
+  std::unique_ptr<Stage> model = BuildLlamaStage(config, whole, 0, manifest.at("seed").get<uint64_t>(), c10::kCPU);
+  AdamW holder(model->NamedParameters(), AdamWConfig{});
+  LoadCheckpoint(dir, manifest_text, holder);
+
+  torch::NoGradGuard no_grad;
+  auto gen = at::detail::createCPUGenerator(o.seed);
+  std::vector<int32_t> ids = {tokenizer.Bos()};
+  for (int32_t id : tokenizer.Encode(o.prompt)) ids.push_back(id);
+  const size_t prompt_size = ids.size();
+  const int64_t window = config.max_position_embeddings;
+  for (int i = 0; i < o.max_new_tokens; ++i) {
+    const int64_t T = std::min<int64_t>(static_cast<int64_t>(ids.size()), window);
+    std::vector<int64_t> last(ids.end() - T, ids.end());
+    at::Tensor tokens = torch::tensor(last, torch::kLong).view({1, T});            // (1, T)
+    at::Tensor logits = model->Forward({tokens, torch::ones_like(tokens)}).at(0);  // (1, T, V)
+    at::Tensor next = logits[0][T - 1].to(torch::kFloat64);                         // (V)
+    int32_t chosen;
+    if (o.temperature <= 0) {
+      chosen = static_cast<int32_t>(next.argmax().item<int64_t>());
+    } else {
+      next = next / o.temperature;
+      if (o.top_k > 0 && o.top_k < next.size(0)) {
+        const at::Tensor kth = std::get<0>(next.topk(o.top_k)).min();
+        next = next.masked_fill(next < kth, -std::numeric_limits<double>::infinity());
+      }
+      chosen = static_cast<int32_t>(torch::multinomial(torch::softmax(next, 0), 1, false, gen).item<int64_t>());
+    }
+    if (chosen == tokenizer.Eos()) break;
+    ids.push_back(chosen);
+  }
+  const std::string continuation = tokenizer.Decode(std::vector<int32_t>(ids.begin() + prompt_size, ids.end()));
+  if (o.json) {
+    const nlohmann::json j = {{"checkpoint", dir},
+                              {"step", manifest.at("step")},
+                              {"prompt", o.prompt},
+                              {"continuation", continuation},
+                              {"new_tokens", ids.size() - prompt_size}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s%s\n", o.prompt.c_str(), continuation.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void SetupGenerate(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* sub = app.add_subcommand("generate", "sample text from a checkpoint (one process, CPU)");
+  sub->add_option("--checkpoint", o->checkpoint, "a --checkpoint-dir (its latest checkpoint) or one checkpoint")
+      ->required();
+  sub->add_option("--prompt", o->prompt, "text to continue")->required();
+  sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to add at most (stops at end of text)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "sampling temperature (0: always the likeliest token)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  sub->add_option("--top-k", o->top_k, "sample among the k likeliest tokens (0: all)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed of the sampling")->capture_default_str();
+  sub->add_option("--tokenizer", o->tokenizer, "a tokenizer .model instead of the checkpoint's (must be the same)");
+  sub->add_flag("--json", o->json, "print one JSON object");
+  sub->callback([o, &exit_code] { exit_code = RunGenerate(*o); });
+}
+
+}  // namespace pplab::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   pplab::cli::SetupBench(app, exit_code);
   pplab::cli::SetupStats(app, exit_code);
   pplab::cli::SetupDiff(app, exit_code);
+  pplab::cli::SetupPlan(app, exit_code);
   pplab::cli::SetupTrain(app, exit_code, std::vector<std::string>(argv, argv + argc));
   pplab::cli::SetupExportModel(app, exit_code);
   std::string known;

@@ -79,13 +79,14 @@ double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, in
 
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
   const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size, kv = KvDim(c);
-  // fp32 values kept per token for the backward of one layer: norm input and
-  // output twice (4h), q, k, v (h + 2kv), attention output (h), the MLP's
-  // gate, up, activation and product (4f), and the softmax probabilities
-  // (heads * seq_len).
-  const double layer = 4.0 * T * (5 * h + 2 * kv + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
+  // fp32 values kept per token for the backward of one layer: each RMSNorm's
+  // input and output (2 x 2h), q, k, v (h + 2kv), the attention output (h),
+  // the MLP's gate, up, activation and product (4f), and the softmax
+  // probabilities (heads x seq_len).
+  const double layer = 4.0 * T * (6 * h + 2 * kv + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
-  if (stage == p.NumStages() - 1) bytes += 4.0 * T * (h + 2.0 * c.vocab_size);  // final norm input, logits, softmax
+  // The head: final norm input and output, logits and their softmax.
+  if (stage == p.NumStages() - 1) bytes += 4.0 * T * (2 * h + 2.0 * c.vocab_size);
   return bytes;
 }
 

@@ -148,6 +148,10 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   if (o.ranks < 1 || o.dp < 1 || o.global_batch < 1 || o.seq_len < 1) {
     throw Error("plan: --ranks, --dp, --global-batch and --seq-len must be positive");
   }
+  if (o.seq_len > o.config.max_position_embeddings) {
+    throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
+                std::to_string(o.config.max_position_embeddings) + " (train would refuse it)");
+  }
   if (o.global_batch % o.dp != 0) {
     throw Error("--global-batch " + std::to_string(o.global_batch) + " is not a multiple of --dp " +
                 std::to_string(o.dp));

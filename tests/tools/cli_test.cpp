@@ -275,6 +275,12 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
   r = Pplab(base + " --memory-per-rank 1kB");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("no plan fits in --memory-per-rank 1000 bytes"));
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --seq-len 129 --memory-per-rank 1GiB -o " + plan);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--seq-len 129 exceeds the model's max_position_embeddings 128"));
+  r = Pplab("plan --model tiny --ranks 2 --dp 3 --global-batch 8 --memory-per-rank 1GiB -o " + plan);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--global-batch 8 is not a multiple of --dp 3"));
   r = Pplab(base + " --memory-per-rank 2 furlongs");
   CHECK(r.code != 0);
   const std::string cost = WriteProfiledCost("plan_profile.json");

@@ -1,5 +1,6 @@
 #include "sim/cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -77,9 +78,93 @@ json StageToJson(const StageCost& c) {
 
 }  // namespace
 
+std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int num_stages, const std::string& origin) {
+  json meta;
+  try {
+    meta = json::parse(meta_json);
+  } catch (const json::parse_error&) {
+    throw Error(origin + ": field 'meta' is not valid JSON");
+  }
+  if (!meta.is_object() || !meta.contains("source") || meta["source"] != kProfileSource) return std::nullopt;
+  const std::string at = origin + ": meta";
+  CheckKeys(
+      meta,
+      {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device", "threads_per_rank", "ranks"},
+      at + " (source \"pplab profile\")");
+  auto need = [&](const char* key) -> const json& {
+    if (!meta.contains(key)) throw Error(at + "." + key + " is missing (a \"pplab profile\" meta needs it)");
+    return meta[key];
+  };
+  auto text = [&](const char* key) {
+    const json& v = need(key);
+    if (!v.is_string() || v.get<std::string>().empty()) throw Error(at + "." + key + " must be a non-empty string");
+    return v.get<std::string>();
+  };
+  auto positive = [&](const char* key) {
+    const json& v = need(key);
+    if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > (1LL << 30)) {
+      throw Error(at + "." + key + " must be a positive integer, got " + v.dump());
+    }
+    return v.get<int>();
+  };
+  ProfileMeta p;
+  p.model = text("model");
+  const json& config = need("config");
+  if (!config.is_object()) throw Error(at + ".config must be an object (the model config), got " + config.dump());
+  p.config_json = config.dump();
+  p.partition = text("partition");
+  p.microbatch_size = positive("microbatch_size");
+  p.seq_len = positive("seq_len");
+  p.device = text("device");
+  p.threads_per_rank = positive("threads_per_rank");
+  p.ranks = positive("ranks");
+  // The partition is layers per stage, one positive count per stage of the file.
+  int entries = 0;
+  size_t begin = 0;
+  while (begin <= p.partition.size()) {
+    const size_t comma = std::min(p.partition.find(',', begin), p.partition.size());
+    const std::string item = p.partition.substr(begin, comma - begin);
+    const bool digits = !item.empty() && item.size() < 9 && item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(item) < 1) {
+      throw Error(at + ".partition must be layers per stage like \"2,2\", got \"" + p.partition + "\"");
+    }
+    ++entries;
+    begin = comma + 1;
+  }
+  if (entries != num_stages) {
+    throw Error(at + ".partition \"" + p.partition + "\" has " + std::to_string(entries) + " stages but the file has " +
+                std::to_string(num_stages));
+  }
+  if (num_stages % p.ranks != 0) {
+    throw Error(at + ".ranks " + std::to_string(p.ranks) + " does not divide the file's " + std::to_string(num_stages) +
+                " stages");
+  }
+  return p;
+}
+
+std::string ProfileMetaToJson(const ProfileMeta& p) {
+  return json{{"source", kProfileSource},
+              {"model", p.model},
+              {"config", json::parse(p.config_json)},
+              {"partition", p.partition},
+              {"microbatch_size", p.microbatch_size},
+              {"seq_len", p.seq_len},
+              {"device", p.device},
+              {"threads_per_rank", p.threads_per_rank},
+              {"ranks", p.ranks}}
+      .dump();
+}
+
 CostModel CostModel::Uniform(int stages, const StageCost& stage, const Link& link) {
   CostModel m;
   m.stages_.assign(stages, stage);
+  m.link_ = link;
+  return m;
+}
+
+CostModel CostModel::FromStages(std::vector<StageCost> stages, const Link& link) {
+  CostModel m;
+  m.stages_ = std::move(stages);
   m.link_ = link;
   return m;
 }
@@ -147,7 +232,10 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
       m.links_[{rank("from"), rank("to")}] = ReadLink(l, m.link_, at, {"from", "to"});
     }
   }
-  if (doc.contains("meta")) m.meta_json = doc["meta"].dump();
+  if (doc.contains("meta")) {
+    m.meta_json = doc["meta"].dump();
+    ParseProfileMeta(m.meta_json, static_cast<int>(m.stages_.size()), origin);  // validates a profiler's meta
+  }
   // Resolve every stage once so a model that cannot cost F fails at load.
   for (size_t s = 0; s < m.stages_.size(); ++s) {
     if (!m.stages_[s].forward) throw Error(origin + ": stages[" + std::to_string(s) + "] has no forward_ms");

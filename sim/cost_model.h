@@ -40,11 +40,37 @@ struct Link {
   double bandwidth_gbps = 0;  // gigabytes per second (= bytes per ns); 0 = infinite
 };
 
+// The `meta` of a cost file written by `pplab profile` (meta.source ==
+// "pplab profile"): what the measured stage costs are valid for. The model
+// config stays JSON text so that sim/ needs nothing from models/.
+struct ProfileMeta {
+  std::string model;        // preset name or config path, as given to the profiler
+  std::string config_json;  // the LlamaConfig as LlamaConfig::ToJson writes it (compact dump)
+  std::string partition;    // layers per stage, e.g. "2,2"; one entry per stage of the file
+  int microbatch_size = 0;  // sequences per microbatch
+  int seq_len = 0;          // tokens per sequence
+  std::string device;       // e.g. "cpu"
+  int threads_per_rank = 0;
+  int ranks = 0;
+};
+
+constexpr const char* kProfileSource = "pplab profile";
+
+// Parses `meta_json` as a profile meta when its `source` is kProfileSource
+// (std::nullopt for any other meta, which stays free-form). Throws
+// pplab::Error naming `origin` and the field when a field is missing, of the
+// wrong type, unknown, or (partition) disagrees with `num_stages`.
+std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int num_stages, const std::string& origin);
+// The meta object of `profile` as the profiler writes it (JSON text).
+std::string ProfileMetaToJson(const ProfileMeta& profile);
+
 class CostModel {
  public:
   // Uniform model: every one of `stages` stages costs `stage`; every link is
   // `link`.
   static CostModel Uniform(int stages, const StageCost& stage, const Link& link);
+  // One entry per stage; every link is `link`.
+  static CostModel FromStages(std::vector<StageCost> stages, const Link& link);
   // Parses the JSON form; errors name `origin` and the field.
   static CostModel FromJson(const std::string& text, const std::string& origin);
   std::string ToJson() const;
@@ -64,6 +90,8 @@ class CostModel {
   // Free-form metadata carried through the JSON file (e.g. the model and
   // partition a profile was measured on).
   std::string meta_json = "null";
+  // The profile meta when meta.source is "pplab profile" (checked at load).
+  std::optional<ProfileMeta> Profile() const { return ParseProfileMeta(meta_json, NumStages(), origin_); }
   // Where the model came from ("--f-time/--b-time flags" or a file name), for
   // errors.
   const std::string& Origin() const { return origin_; }

@@ -100,6 +100,7 @@ void SetupCompare(CLI::App& app, int& exit_code) {
   sub->add_option("--schedules", o->schedules, "comma-separated generators (default: all)")->delimiter(',');
   AddPlanFlags(*sub, o->plan, /*with_schedule=*/false);
   AddCostFlags(*sub, o->plan);
+  AddProfileCheckFlags(*sub, o->plan);
   auto* json = sub->add_flag("--json", o->json, "print a JSON array");
   sub->add_flag("--csv", o->csv, "print CSV")->excludes(json);
   sub->callback([o, &exit_code] { exit_code = RunCompare(*o); });

@@ -50,6 +50,7 @@ void SetupSimulate(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand("simulate", "simulate one schedule and report makespan, bubble, memory");
   AddPlanFlags(*sub, o->plan);
   AddCostFlags(*sub, o->plan);
+  AddProfileCheckFlags(*sub, o->plan);
   sub->add_option("--trace", o->trace_path, "write the timeline as a Chrome trace (Perfetto) JSON file");
   sub->add_option("--svg", o->svg_path, "write the timeline picture as SVG");
   sub->add_flag("--json", o->json, "print one JSON object instead of text");

@@ -22,6 +22,8 @@ void SetupRender(CLI::App& app, int& exit_code);
 void SetupShow(CLI::App& app, int& exit_code);
 void SetupBench(CLI::App& app, int& exit_code);
 void SetupStats(CLI::App& app, int& exit_code);
+void SetupDiff(CLI::App& app, int& exit_code);
+void SetupPlan(CLI::App& app, int& exit_code);
 // `argv` is the whole command line, which the launcher hands to the workers.
 void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& argv);
 void SetupExportModel(CLI::App& app, int& exit_code);

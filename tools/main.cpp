@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   pplab::cli::SetupShow(app, exit_code);
   pplab::cli::SetupBench(app, exit_code);
   pplab::cli::SetupStats(app, exit_code);
+  pplab::cli::SetupDiff(app, exit_code);
+  pplab::cli::SetupPlan(app, exit_code);
   pplab::cli::SetupTrain(app, exit_code, std::vector<std::string>(argv, argv + argc));
   pplab::cli::SetupExportModel(app, exit_code);
   pplab::cli::SetupGenerate(app, exit_code);

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 
+#include "models/llama_config.h"
+#include "models/partition.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/generators.h"
@@ -94,6 +96,61 @@ void AddCostFlags(CLI::App& app, PlanOptions& o) {
   app.add_option("--cost", o.cost_file, "cost model JSON file (overrides the uniform flags)");
 }
 
+void AddProfileCheckFlags(CLI::App& app, PlanOptions& o) {
+  const std::string group = "Checks of a --cost file from `pplab profile`";
+  app.add_option("--model", o.model, "model preset or config file the --cost profile must have been measured on")
+      ->group(group);
+  app.add_option("--microbatch-size", o.microbatch_size, "sequences per microbatch the --cost profile must have used")
+      ->check(CLI::Range(1, 1 << 30))
+      ->group(group);
+  app.add_option("--seq-len", o.seq_len, "tokens per sequence the --cost profile must have used")
+      ->check(CLI::Range(1, 1 << 30))
+      ->group(group);
+  app.add_option("--partition", o.partition,
+                 "uniform, parameters or layers per stage (3,2,2,1) the --cost profile must have used")
+      ->group(group);
+}
+
+void CheckProfile(const PlanOptions& o, const CostModel& costs) {
+  const bool any = !o.model.empty() || o.microbatch_size || o.seq_len || !o.partition.empty();
+  if (!any) return;
+  const char* flag = !o.model.empty()    ? "--model"
+                     : o.microbatch_size ? "--microbatch-size"
+                     : o.seq_len         ? "--seq-len"
+                                         : "--partition";
+  if (o.cost_file.empty()) {
+    throw Error(std::string(flag) + " checks a --cost file written by `pplab profile`; give one with --cost");
+  }
+  const std::optional<ProfileMeta> profile = costs.Profile();
+  if (!profile) {
+    throw Error(std::string(flag) + ": --cost " + o.cost_file +
+                " has no profile meta (meta.source is not \"pplab profile\"), so there is nothing to check against");
+  }
+  const std::string measured = "--cost " + o.cost_file + " was measured with ";
+  const LlamaConfig recorded = LlamaConfigFromJson(profile->config_json, o.cost_file + ": meta.config");
+  LlamaConfig config = recorded;
+  if (!o.model.empty()) {
+    config = LoadLlamaConfig(o.model);
+    if (config.ToJson() != recorded.ToJson()) {
+      throw Error(measured + "--model " + profile->model + ", not " + o.model + " (the model configs differ)");
+    }
+  }
+  if (o.microbatch_size && *o.microbatch_size != profile->microbatch_size) {
+    throw Error(measured + "--microbatch-size " + std::to_string(profile->microbatch_size) + ", not " +
+                std::to_string(*o.microbatch_size));
+  }
+  if (o.seq_len && *o.seq_len != profile->seq_len) {
+    throw Error(measured + "--seq-len " + std::to_string(profile->seq_len) + ", not " + std::to_string(*o.seq_len));
+  }
+  if (!o.partition.empty()) {
+    const std::string wanted = MakePartition(config, costs.NumStages(), o.partition).ToString();
+    if (wanted != profile->partition) {
+      throw Error(measured + "--partition " + profile->partition + ", not " + o.partition +
+                  (wanted != o.partition ? " (= " + wanted + ")" : ""));
+    }
+  }
+}
+
 Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
   if (!o.plan_file.empty()) {
     Schedule s = LoadScheduleFile(o.plan_file);
@@ -116,8 +173,10 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   if (!o.cost_file.empty()) {
     CostModel m = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
     m.CheckStages(schedule.stages, schedule.name);
+    CheckProfile(o, m);
     return m;
   }
+  CheckProfile(o, CostModel{});  // refuses the profile checks without --cost
   const int v = std::max(1, schedule.StagesPerRank());
   if (o.w_time_ms && *o.w_time_ms > o.b_time_ms) {
     throw Error("--w-time (" + std::to_string(*o.w_time_ms) + ") must not exceed --b-time (" +

@@ -31,6 +31,12 @@ struct PlanOptions {
   double activation_bytes = 0;
   double weight_grad_bytes = 0;
   std::string cost_file;
+  // What a profiled --cost file must have been measured with (checked
+  // against its meta; see CheckProfile). Empty / nullopt: not checked.
+  std::string model;
+  std::optional<int> microbatch_size;
+  std::optional<int> seq_len;
+  std::string partition;
 };
 
 // Binds the size flags (--ranks, --microbatches, --virtual) and, unless
@@ -38,6 +44,15 @@ struct PlanOptions {
 void AddPlanFlags(CLI::App& app, PlanOptions& options, bool with_schedule = true);
 // Binds the cost flags (--f-time ... --cost).
 void AddCostFlags(CLI::App& app, PlanOptions& options);
+
+// Binds --model, --microbatch-size, --seq-len and --partition, which check a
+// --cost file written by `pplab profile` against what it was measured with.
+void AddProfileCheckFlags(CLI::App& app, PlanOptions& options);
+// Throws pplab::Error unless `costs` (from options.cost_file) was measured
+// with the model, microbatch size, sequence length and partition the options
+// name, e.g. "--cost c.json was measured with --microbatch-size 2, not 4".
+// Also refuses those flags when the cost model has no profile meta.
+void CheckProfile(const PlanOptions& options, const CostModel& costs);
 
 // The lowered schedule the options name: from --plan FILE, else generated
 // by `name` (defaults to options.schedule) and lowered.

@@ -257,18 +257,22 @@ std::string DrawLegend(const std::vector<const Timeline*>& timelines, bool show_
   return out;
 }
 
-std::string BlockLabel(const Timeline& timeline) {
-  std::string label = timeline.source.empty() ? "timeline" : timeline.source;
+std::string BlockLabel(const Timeline& timeline, const std::string& given) {
+  std::string label = !given.empty() ? given : timeline.source.empty() ? "timeline" : timeline.source;
   if (!timeline.name.empty()) label += ": " + timeline.name;
   return label + "  (" + Summary(timeline) + ")";
 }
 
-std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& options, bool stacked) {
+std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& options, bool stacked,
+                   const std::vector<std::string>& all_labels) {
   std::vector<const Timeline*> timelines;
+  std::vector<std::string> labels;
   TimeNs end = 0;
-  for (const Timeline* t : all) {
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Timeline* t = all[i];
     if (t == nullptr) continue;
     timelines.push_back(t);
+    labels.push_back(i < all_labels.size() ? all_labels[i] : "");
     end = std::max(end, t->Makespan());
   }
   const int plot_width = std::max(1, options.width_px - kLeft - kRight);
@@ -281,8 +285,9 @@ std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& op
     body += TextAt(8, y + 15, "font-size=\"15\" font-weight=\"bold\"", options.title);
     y += kTitleHeight;
   }
-  for (const Timeline* t : timelines) {
-    body += TextAt(8, y + 13, "font-size=\"12\"", stacked ? BlockLabel(*t) : Summary(*t));
+  for (size_t i = 0; i < timelines.size(); ++i) {
+    const Timeline* t = timelines[i];
+    body += TextAt(8, y + 13, "font-size=\"12\"", stacked ? BlockLabel(*t, labels[i]) : Summary(*t));
     y += kHeaderHeight;
     body += DrawLanes(*t, scale, ticks, y, options.show_comm);
     y += std::max(0, t->ranks) * (kLaneHeight + kLaneGap) + kBlockGap;
@@ -302,11 +307,12 @@ std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& op
 }  // namespace
 
 std::string RenderSvg(const Timeline& timeline, const SvgOptions& options) {
-  return Render({&timeline}, options, /*stacked=*/false);
+  return Render({&timeline}, options, /*stacked=*/false, {});
 }
 
-std::string RenderSvgStack(const std::vector<const Timeline*>& timelines, const SvgOptions& options) {
-  return Render(timelines, options, /*stacked=*/true);
+std::string RenderSvgStack(const std::vector<const Timeline*>& timelines, const SvgOptions& options,
+                           const std::vector<std::string>& labels) {
+  return Render(timelines, options, /*stacked=*/true, labels);
 }
 
 }  // namespace pplab

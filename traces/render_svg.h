@@ -35,7 +35,11 @@ std::string RenderSvg(const Timeline& timeline, const SvgOptions& options);
 
 // Several timelines stacked on one shared time axis (0 to the largest
 // makespan), e.g. a simulated timeline above a measured one. Each block is
-// headed by "<source>: <name>" and its own summary. Null pointers are skipped.
-std::string RenderSvgStack(const std::vector<const Timeline*>& timelines, const SvgOptions& options);
+// headed by "<label>: <name>" and its own summary, where the label is
+// labels[i] when given and non-empty, else the timeline's source. Null
+// pointers are skipped (with their labels). Every block uses the same
+// ns-to-px scale, so equal durations draw equal widths.
+std::string RenderSvgStack(const std::vector<const Timeline*>& timelines, const SvgOptions& options,
+                           const std::vector<std::string>& labels = {});
 
 }  // namespace pplab

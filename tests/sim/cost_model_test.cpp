@@ -1,6 +1,7 @@
 #include "sim/cost_model.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "schedules/error.h"
 
@@ -80,6 +81,80 @@ TEST_CASE("bad cost files are rejected naming the field", "[cost_model]") {
   const CostModel only_split = load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_input_ms": 1})");
   CHECK_THROWS_WITH(only_split.ComputeTime({ActionKind::kBackward, 0, 0}),
                     Catch::Contains("c.json: stage 0 has no backward_weight_ms, which 0B0 needs"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// A cost file as `pplab profile` writes it: tiny model, 2 stages of 2 layers.
+std::string ProfiledCost(const std::string& meta_overrides = "") {
+  return R"({"format": "pplab.cost", "version": 1,
+    "stages": [{"forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 4096, "message_bytes": 1024},
+               {"forward_ms": 1.5, "backward_ms": 3.0, "activation_bytes": 8192, "message_bytes": 1024}],
+    "link": {"latency_ms": 0.01, "bandwidth_gbps": 1},
+    "meta": {"source": "pplab profile", "model": "tiny",
+             "config": {"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+                        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+                        "rope_theta": 10000.0, "rms_norm_eps": 1e-05},
+             "partition": "2,2", "microbatch_size": 2, "seq_len": 32, "device": "cpu",
+             "threads_per_rank": 1, "ranks": 2)" +
+         meta_overrides + "}}";
+}
+
+}  // namespace
+
+TEST_CASE("a profiled cost file round-trips with its meta and typed profile", "[cost_model]") {
+  const CostModel m = CostModel::FromJson(ProfiledCost(), "cost.json");
+  const CostModel back = CostModel::FromJson(m.ToJson(), "again.json");
+  CHECK(back.ToJson() == m.ToJson());
+  CHECK(back.meta_json == m.meta_json);
+  for (const CostModel* c : {&m, &back}) {
+    const std::optional<ProfileMeta> p = c->Profile();
+    REQUIRE(p);
+    CHECK(p->model == "tiny");
+    CHECK(p->partition == "2,2");
+    CHECK(p->microbatch_size == 2);
+    CHECK(p->seq_len == 32);
+    CHECK(p->device == "cpu");
+    CHECK(p->threads_per_rank == 1);
+    CHECK(p->ranks == 2);
+    CHECK(nlohmann::json::parse(p->config_json)["hidden_size"] == 32);
+    CHECK(c->ComputeTime({ActionKind::kForward, 1, 0}) == 1500000);
+    CHECK(c->Stage(1).activation_bytes == 8192);
+  }
+  // The writer's form parses back to the same profile.
+  const ProfileMeta p = *m.Profile();
+  const std::optional<ProfileMeta> again = ParseProfileMeta(ProfileMetaToJson(p), 2, "x");
+  REQUIRE(again);
+  CHECK(again->config_json == p.config_json);
+  CHECK(again->partition == p.partition);
+  // Other sources stay free-form.
+  CostModel other = m;
+  other.meta_json = R"({"source": "measured", "anything": [1, 2]})";
+  CHECK_FALSE(other.Profile());
+}
+
+TEST_CASE("a bad profile meta is refused naming the field", "[cost_model]") {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"(, "microbatch_size": 0)", "cost.json: meta.microbatch_size must be a positive integer"},
+      {R"(, "seq_len": "32")", "cost.json: meta.seq_len must be a positive integer"},
+      {R"(, "partition": "2,x")", "cost.json: meta.partition must be layers per stage"},
+      {R"(, "partition": "1,1,2")", "meta.partition \"1,1,2\" has 3 stages but the file has 2"},
+      {R"(, "config": "tiny")", "cost.json: meta.config must be an object"},
+      {R"(, "device": "")", "cost.json: meta.device must be a non-empty string"},
+      {R"(, "ranks": 3)", "meta.ranks 3 does not divide the file's 2 stages"},
+      {R"(, "steps": 3)", "unknown field 'steps'"},
+  };
+  for (const auto& [overrides, says] : cases) {
+    // A repeated key: nlohmann keeps the last one, so the override wins.
+    INFO(overrides);
+    CHECK_THROWS_WITH(CostModel::FromJson(ProfiledCost(overrides), "cost.json"), Catch::Contains(says));
+  }
+  std::string missing = ProfiledCost();
+  missing.replace(missing.find(R"("seq_len": 32, )"), std::string(R"("seq_len": 32, )").size(), "");
+  CHECK_THROWS_WITH(CostModel::FromJson(missing, "cost.json"), Catch::Contains("cost.json: meta.seq_len is missing"));
 }
 
 }  // namespace pplab

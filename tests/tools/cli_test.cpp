@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
+#include "traces/chrome_trace.h"
 
 namespace pplab {
 namespace {
@@ -136,6 +138,161 @@ TEST_CASE("cli: simulate writes a trace that render and show read back", "[cli]"
   const PplabRun shown = Pplab("show --trace " + trace + " --columns 40");
   CHECK(shown.code == 0);
   CHECK_THAT(shown.out, Catch::Contains("interleaved-1f1b"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// A cost file as `pplab profile` writes it for the tiny model on 2 stages.
+std::string WriteProfiledCost(const std::string& name) {
+  const std::string path = TempPath(name);
+  WriteTextFile(path, R"({"format": "pplab.cost", "version": 1,
+    "stages": [{"forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 4096, "message_bytes": 8192},
+               {"forward_ms": 1.5, "backward_ms": 3.0, "activation_bytes": 8192, "message_bytes": 8192}],
+    "link": {"latency_ms": 0.01, "bandwidth_gbps": 1},
+    "meta": {"source": "pplab profile", "model": "tiny",
+             "config": {"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+                        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+                        "rope_theta": 10000.0, "rms_norm_eps": 1e-05},
+             "partition": "2,2", "microbatch_size": 2, "seq_len": 32, "device": "cpu",
+             "threads_per_rank": 1, "ranks": 2}})");
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("cli: diff of a trace with itself shows no drift; a delayed action is the first drift", "[cli][diff]") {
+  const std::string sim = TempPath("diff_sim.json"), late = TempPath("diff_late.json");
+  REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --trace " + sim).code == 0);
+  PplabRun r = Pplab("diff " + sim + " " + sim + " --json");
+  REQUIRE(r.code == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["first_drift"].is_null());
+  CHECK(j["makespan_ratio"].get<double>() == 1.0);
+  CHECK(j["predicted"]["makespan"].get<double>() == Approx(15.0));  // (M+K-1)(f+b)
+  CHECK(j["threshold_ms"].get<double>() == Approx(0.75));           // 5% of 15 ms
+  CHECK(j["matched_compute_actions"] == 16);
+  // Delay rank 0's last compute action (0B3, predicted at 13 ms) by 2 ms.
+  Timeline t = TimelineFromChromeTrace(ReadTextFile(sim), sim);
+  TimelineEvent* last = nullptr;
+  for (TimelineEvent& e : t.events) {
+    if (e.rank == 0 && IsCompute(e.action.kind)) last = &e;
+  }
+  REQUIRE(last != nullptr);
+  REQUIRE(FormatAction(last->action) == "0B3");
+  last->start += MsToNs(2);
+  last->end += MsToNs(2);
+  WriteTextFile(late, TimelineToChromeTrace(t));
+  r = Pplab("diff " + sim + " " + late + " --json --top 1");
+  REQUIRE(r.code == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["first_drift"]["rank"] == 0);
+  CHECK(j["first_drift"]["action"] == "0B3");
+  CHECK(j["first_drift"]["predicted"].get<double>() == Approx(13.0));
+  CHECK(j["first_drift"]["delta"].get<double>() == Approx(2.0));
+  CHECK(j["makespan_error"].get<double>() == Approx(2.0 / 15.0));
+  CHECK(j["top_start_deviations"].size() == 1);
+  r = Pplab("diff " + sim + " " + late);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("first drift (|start delta| > 0.750 ms): rank 0 0B3"));
+  // A larger threshold sees none.
+  r = Pplab("diff " + sim + " " + late + " --threshold-ms 2.5");
+  CHECK_THAT(r.out, Catch::Contains("no drift"));
+}
+
+TEST_CASE("cli: diff refuses traces of different schedules", "[cli][diff]") {
+  const std::string a = TempPath("diff_a.json"), b = TempPath("diff_b.json");
+  REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --trace " + a).code == 0);
+  REQUIRE(Pplab("simulate -s zb-h1 -k 2 -m 4 --trace " + b).code == 0);
+  const PplabRun r = Pplab("diff " + a + " " + b);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("do not run the same compute actions"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+}
+
+TEST_CASE("cli: render labels the stacked panels with file names or --labels", "[cli][render]") {
+  const std::string a = TempPath("lab_sim.json"), svg = TempPath("lab.svg");
+  REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --trace " + a).code == 0);
+  REQUIRE(Pplab("render " + a + " " + a + " -o " + svg + " --labels predicted,measured").code == 0);
+  std::string picture = ReadTextFile(svg);
+  CHECK_THAT(picture, Catch::Contains(">predicted: 1f1b  (makespan 15.000 ms") &&
+                          Catch::Contains(">measured: 1f1b  (makespan 15.000 ms"));
+  REQUIRE(Pplab("render " + a + " " + a + " -o " + svg).code == 0);
+  picture = ReadTextFile(svg);
+  CHECK_THAT(picture, Catch::Contains(">lab_sim.json (simulated): 1f1b"));
+  const PplabRun r = Pplab("render " + a + " " + a + " -o " + svg + " --labels one");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--labels: 1 labels for 2 traces"));
+}
+
+TEST_CASE("cli: a profiled --cost refuses flags that disagree with what it was measured with", "[cli][cost]") {
+  const std::string cost = WriteProfiledCost("profiled.json");
+  const std::string run = "simulate -s 1f1b -k 2 -m 4 --cost " + cost;
+  CHECK(Pplab(run + " --model tiny --microbatch-size 2 --seq-len 32 --partition uniform").code == 0);
+  CHECK(Pplab(run + " --partition 2,2").code == 0);
+  struct Case {
+    const char* flags;
+    const char* says;
+  };
+  const Case cases[] = {
+      {" --microbatch-size 4", "was measured with --microbatch-size 2, not 4"},
+      {" --seq-len 64", "was measured with --seq-len 32, not 64"},
+      {" --model small", "was measured with --model tiny, not small"},
+      {" --partition 3,1", "was measured with --partition 2,2, not 3,1"},
+  };
+  for (const Case& c : cases) {
+    const PplabRun r = Pplab(run + c.flags);
+    INFO(c.flags);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("--cost " + cost + " " + c.says));
+  }
+  PplabRun r = Pplab("compare --schedules 1f1b,zb-h1 -k 2 -m 4 --cost " + cost + " --microbatch-size 4");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--microbatch-size 2, not 4"));
+  r = Pplab("simulate --seq-len 32");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--seq-len checks a --cost file written by `pplab profile`"));
+}
+
+TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates", "[cli][plan]") {
+  const std::string plan = TempPath("best_plan.json");
+  const std::string base = "plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 -o " + plan;
+  PplabRun r = Pplab(base + " --memory-per-rank 2MiB --json --top 1000");
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(!j["candidates"].empty());
+  CHECK(j["over_memory"].get<int>() > 0);
+  for (const auto& c : j["candidates"]) CHECK(c["peak_memory_bytes"].get<long long>() <= 2 * 1024 * 1024);
+  CHECK(j["candidates"][0] == j["best"]);
+  CHECK_THAT(j["train_command"].get<std::string>(),
+             Catch::StartsWith("pplab train --plan " + plan + " --model tiny --partition ") &&
+                 Catch::Contains("--batch-size 8 --seq-len 32 --ranks 2 --dp 1"));
+  r = Pplab("validate " + plan);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("'" + j["best"]["schedule"].get<std::string>() + "' is valid"));
+  r = Pplab(base + " --memory-per-rank 1kB");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("no plan fits in --memory-per-rank 1000 bytes"));
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --seq-len 129 --memory-per-rank 1GiB -o " + plan);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--seq-len 129 exceeds the model's max_position_embeddings 128"));
+  r = Pplab("plan --model tiny --ranks 2 --dp 3 --global-batch 8 --memory-per-rank 1GiB -o " + plan);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--global-batch 8 is not a multiple of --dp 3"));
+  r = Pplab(base + " --memory-per-rank 2 furlongs");
+  CHECK(r.code != 0);
+  const std::string cost = WriteProfiledCost("plan_profile.json");
+  r = Pplab("plan --model small --ranks 2 --global-batch 8 --memory-per-rank 1GiB --cost " + cost);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured with --model tiny, not small"));
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --seq-len 16 --cost " + cost);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured with --seq-len 32, not 16"));
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + plan + " --cost " + cost);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("fitted to " + cost));
 }
 
 }  // namespace pplab

@@ -258,6 +258,31 @@ TEST_CASE("svg stack shares one time axis and labels each block", "[render]") {
   CHECK(Attr(lanes[2], "y") > Attr(lanes[1], "y"));
 }
 
+TEST_CASE("svg stack labels each panel as given and draws equal durations with equal widths", "[render]") {
+  const Timeline predicted = Tiny1F1B();
+  Timeline measured = Tiny1F1B();
+  measured.source = "measured";
+  measured.events[3].end += MsToNs(2);  // B s0 mb1 runs 2 ms longer: makespan 11 ms
+  const std::string svg = RenderSvgStack({&predicted, &measured}, {"", 1200, false}, {"predicted", "measured run"});
+  CHECK(XmlProblem(svg) == "");
+  const size_t first = svg.find(">predicted: tiny  (makespan 9.000 ms");
+  const size_t second = svg.find(">measured run: tiny  (makespan 11.000 ms");
+  REQUIRE(first != std::string::npos);
+  REQUIRE(second != std::string::npos);
+  CHECK(first < second);
+  // F s0 mb0 lasts 1 ms in both panels: same x and width, 1/11 of the plot.
+  const std::vector<std::string> f = Tags(svg, "<rect class=\"F\"");
+  REQUIRE(f.size() == 8);
+  const double plot = Attr(Tags(svg, "<rect class=\"lane\"").at(0), "width");
+  CHECK(Attr(f[0], "width") == Approx(plot / 11).margin(0.011));
+  CHECK(Attr(f[4], "width") == Approx(Attr(f[0], "width")));
+  CHECK(Attr(f[4], "x") == Approx(Attr(f[0], "x")));
+  // An empty label falls back to the timeline's source.
+  const std::string fallback = RenderSvgStack({&predicted, &measured}, {"", 1200, false}, {"", "real"});
+  CHECK(fallback.find(">simulated: tiny  (makespan") != std::string::npos);
+  CHECK(fallback.find(">real: tiny  (makespan") != std::string::npos);
+}
+
 TEST_CASE("svg output is deterministic", "[render]") {
   const Timeline t = Tiny1F1B();
   CHECK(RenderSvg(t, {"a", 900, true}) == RenderSvg(t, {"a", 900, true}));

@@ -1,0 +1,160 @@
+#include "tools/plan_search.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "schedules/error.h"
+#include "schedules/schedule_io.h"
+
+namespace pplab::cli {
+namespace {
+
+// A model whose LM head costs exactly one decoder layer (2 V h = 2 P + 4 L h
+// FLOPs per token, i.e. V = P / h + 2 L), so with 3 layers on 2 stages (2 + 1,
+// the head on the last) both stages cost the same: uniform stage costs.
+constexpr int kSeqLen = 16;
+LlamaConfig BalancedModel() {
+  LlamaConfig c;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.num_hidden_layers = 3;
+  c.max_position_embeddings = 64;
+  c.vocab_size = static_cast<int>(DecoderLayerParams(c) / c.hidden_size + 2 * kSeqLen);
+  REQUIRE(DecoderLayerParams(c) % c.hidden_size == 0);
+  return c;
+}
+
+PlanSearchOptions Options(const LlamaConfig& config, Bytes memory) {
+  PlanSearchOptions o;
+  o.config = config;
+  o.ranks = 2;
+  o.global_batch = 8;
+  o.seq_len = kSeqLen;
+  o.memory_per_rank = memory;
+  o.schedules = {"gpipe", "1f1b"};
+  o.fit = AnalyticFit(1e9);  // one FLOP per ns: times are FLOP counts
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("plan: the balanced model's stages cost the same", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  const Partition p = PartitionUniform(c, 2);
+  REQUIRE(p.ToString() == "2,1");
+  CHECK(StageForwardFlops(c, p, 0, 1, kSeqLen) == StageForwardFlops(c, p, 1, 1, kSeqLen));
+  // 2 layers of 2 T P + 4 L^2 h FLOPs, T = 16 tokens.
+  const double layer = 2.0 * 16 * DecoderLayerParams(c) + 4.0 * 16 * 16 * 32;
+  CHECK(StageForwardFlops(c, p, 0, 1, kSeqLen) == 2 * layer);
+  CHECK(StageForwardFlops(c, p, 0, 4, kSeqLen) == 4 * 2 * layer);  // linear in the microbatch size
+  CHECK(MessageBytes(c, 2, kSeqLen) == 4.0 * 2 * 16 * 32);
+}
+
+TEST_CASE("plan: picks the fastest plan, whose step time is the hand formula", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  const PlanSearchResult r = SearchPlans(Options(c, Bytes{1} << 40));
+  // gpipe and 1f1b x M in {1, 2, 4, 8}; "parameters" equals "uniform" here (2,1), so it is not repeated.
+  CHECK(r.simulated == 8);
+  CHECK(r.over_memory == 0);
+  const PlanCandidate& best = r.fitting.front();
+  // Uniform stages and free links: makespan (M + K - 1)(F + B), B = 2F, F = mb * f1 where f1 is one
+  // sequence's stage FLOPs (= ns). With G = 8: M = 8 gives 9 * 3 * f1, the least over M.
+  const double f1 = StageForwardFlops(c, best.partition, 0, 1, kSeqLen);
+  const TimeNs F = std::llround(f1);
+  CHECK(best.microbatches == 8);
+  CHECK(best.microbatch_size == 1);
+  CHECK(best.step_time == (8 + 2 - 1) * (F + 2 * F));
+  CHECK(best.bubble_fraction == Approx(1.0 / 9.0));  // (K-1)/(M+K-1)
+  // gpipe ties on time but keeps all 8 microbatches' activations: 1f1b (2 in flight) wins on memory.
+  CHECK(best.schedule == "1f1b");
+  REQUIRE(r.fitting.size() == 8);
+  CHECK(r.fitting[1].schedule == "gpipe");
+  CHECK(r.fitting[1].step_time == best.step_time);
+  CHECK(r.fitting[1].peak_memory > best.peak_memory);
+  for (size_t i = 1; i < r.fitting.size(); ++i) CHECK(r.fitting[i - 1].step_time <= r.fitting[i].step_time);
+  // Peak memory of rank 0: 16 bytes per parameter of stage 0, plus K = 2 microbatches of activations.
+  const Bytes weights = 16 * StageParams(c, best.partition, 0);
+  const Bytes act = std::llround(StageActivationBytes(c, best.partition, 0, 1, kSeqLen));
+  const Bytes weights1 = 16 * StageParams(c, best.partition, 1);
+  const Bytes act1 = std::llround(StageActivationBytes(c, best.partition, 1, 1, kSeqLen));
+  CHECK(best.peak_memory == std::max(weights + 2 * act, weights1 + act1));
+  CHECK(best.tokens_per_second == Approx(8.0 * kSeqLen / (best.step_time * 1e-9)));
+}
+
+TEST_CASE("plan: every candidate kept fits the memory limit; too small a limit is refused", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  const PlanSearchResult all = SearchPlans(Options(c, Bytes{1} << 40));
+  // A limit just under gpipe's M = 8 peak rules out that plan and every bigger one.
+  Bytes gpipe8 = 0;
+  for (const PlanCandidate& p : all.fitting) {
+    if (p.schedule == "gpipe" && p.microbatches == 8) gpipe8 = p.peak_memory;
+  }
+  REQUIRE(gpipe8 > 0);
+  const PlanSearchResult r = SearchPlans(Options(c, gpipe8 - 1));
+  CHECK(r.over_memory >= 1);
+  CHECK(r.fitting.size() + r.over_memory == 8);
+  for (const PlanCandidate& p : r.fitting) CHECK(p.peak_memory <= gpipe8 - 1);
+  CHECK_THROWS_WITH(SearchPlans(Options(c, 1000)), Catch::Contains("no plan fits in --memory-per-rank 1000 bytes"));
+}
+
+TEST_CASE("plan: the best candidate's schedule round-trips through the schedule JSON", "[plan]") {
+  const PlanSearchResult r = SearchPlans(Options(BalancedModel(), Bytes{1} << 40));
+  const Schedule s = CandidateSchedule(r.fitting.front(), 2);
+  const Schedule back = ScheduleFromJson(ScheduleToJson(s), "plan.json");
+  CHECK(back.name == "1f1b");
+  CHECK(back.ranks == 2);
+  CHECK(back.microbatches == 8);
+  CHECK(back.programs == s.programs);
+}
+
+TEST_CASE("plan: a profile's own configuration uses its measured costs; others are fitted", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  const Partition p = PartitionUniform(c, 2);
+  // Measured at 2 sequences per microbatch: F = 3 ns per FLOP (B = 2F, I = W = F), bytes = the formulas.
+  std::string stages;
+  for (int s = 0; s < 2; ++s) {
+    const double f = 3 * StageForwardFlops(c, p, s, 2, kSeqLen) / 1e6;  // ms
+    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
+              ", \"backward_ms\": " + std::to_string(2 * f) +
+              ", \"activation_bytes\": " + std::to_string(std::llround(StageActivationBytes(c, p, s, 2, kSeqLen))) +
+              "}";
+  }
+  const std::string text =
+      "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages +
+      "], \"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", \"config\": " + c.ToJson() +
+      ", \"partition\": \"2,1\", \"microbatch_size\": 2, \"seq_len\": 16, " +
+      "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
+  const CostModel profile = CostModel::FromJson(text, "cost.json");
+  const CostFit fit = FitProfile(profile, c);
+  CHECK(fit.ns_per_flop[0] == Approx(3.0).epsilon(1e-6));
+  CHECK(fit.ns_per_flop[1] == Approx(6.0).epsilon(1e-6));
+  CHECK(fit.ns_per_flop[2] == Approx(3.0).epsilon(1e-6));
+  CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.fit = fit;
+  o.profile = &profile;
+  const PlanSearchResult r = SearchPlans(o);
+  int measured = 0;
+  for (const PlanCandidate& cand : r.fitting) {
+    measured += cand.measured_costs;
+    if (cand.measured_costs) CHECK(cand.microbatch_size == 2);
+  }
+  CHECK(measured == 2);  // gpipe and 1f1b at M = 4 (2 sequences each)
+  // Fitted and measured costs agree here, so M = 8 is still the best: 9 * 3 * (3 f1).
+  const TimeNs F = std::llround(3 * StageForwardFlops(c, p, 0, 1, kSeqLen));
+  CHECK(r.fitting.front().step_time == Approx(static_cast<double>(9 * 3 * F)).margin(9 * 3));
+}
+
+TEST_CASE("plan: byte sizes take decimal and binary suffixes", "[plan]") {
+  CHECK(ParseByteSize("8GiB", "--m") == 8LL * 1024 * 1024 * 1024);
+  CHECK(ParseByteSize("500MB", "--m") == 500000000);
+  CHECK(ParseByteSize("1e9", "--m") == 1000000000);
+  CHECK(ParseByteSize("2k", "--m") == 2000);
+  CHECK_THROWS_WITH(ParseByteSize("8 parsecs", "--m"), Catch::Contains("--m: unknown unit"));
+  CHECK_THROWS_WITH(ParseByteSize("lots", "--m"), Catch::Contains("--m: 'lots' is not a size"));
+  CHECK_THROWS_WITH(ParseByteSize("-1GB", "--m"), Catch::Contains("must be a positive size"));
+}
+
+}  // namespace pplab::cli

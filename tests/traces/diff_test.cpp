@@ -1,0 +1,120 @@
+#include "traces/diff.h"
+
+#include <catch2/catch.hpp>
+
+#include "schedules/error.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+#include "sim/simulator.h"
+
+namespace pplab {
+namespace {
+
+// Simulated timeline of `name` with F = 1 ms and B = 2 ms per stage, free comms.
+Timeline Simulated(const std::string& name, int ranks, int microbatches) {
+  const Schedule s = Lower(Generate(name, {ranks, microbatches, 0}));
+  StageCost c;
+  c.forward = MsToNs(1);
+  c.backward = MsToNs(2);
+  return Simulate(s, CostModel::Uniform(s.stages, c, Link{})).timeline;
+}
+
+size_t CountComm(const Timeline& t) {
+  size_t n = 0;
+  for (const TimelineEvent& e : t.events) n += IsComm(e.action.kind);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("diff of a trace with itself has no deviation and no drift", "[diff]") {
+  const Timeline t = Simulated("1f1b", 2, 4);
+  const TimelineDiff d = DiffTimelines(t, t, {});
+  CHECK(d.matched_compute == 2 * 4 * 2);  // K ranks x M microbatches x (F, B)
+  CHECK(d.only_predicted == 0);
+  CHECK(d.only_measured == 0);
+  CHECK(d.predicted.makespan == MsToNs(15));  // (M+K-1)(f+b)
+  CHECK(d.measured.makespan == d.predicted.makespan);
+  CHECK(d.threshold == MsToNs(15) / 20);  // 5% of the predicted makespan
+  CHECK_FALSE(d.first_drift);
+  REQUIRE(d.top_start.size() == 10);
+  for (const ActionDeviation& a : d.top_start) CHECK(a.StartDelta() == 0);
+  for (const ActionDeviation& a : d.top_duration) CHECK(a.DurationDelta() == 0);
+}
+
+TEST_CASE("diff shifts both timelines so their first compute starts at 0", "[diff]") {
+  const Timeline t = Simulated("gpipe", 2, 3);
+  Timeline late = t;
+  for (TimelineEvent& e : late.events) {
+    e.start += MsToNs(100);
+    e.end += MsToNs(100);
+  }
+  const TimelineDiff d = DiffTimelines(t, late, {});
+  CHECK(d.measured.makespan == d.predicted.makespan);
+  CHECK_FALSE(d.first_drift);
+  CHECK(d.top_start.front().StartDelta() == 0);
+}
+
+TEST_CASE("diff names the shifted action as the first drift with its delta", "[diff]") {
+  const Timeline t = Simulated("1f1b", 2, 4);
+  // Delay rank 1's third compute action by 3 ms, and everything after it on rank 1.
+  Timeline measured = t;
+  int compute_seen = 0;
+  bool shifting = false;
+  Action delayed;
+  TimeNs delayed_start = 0;
+  for (TimelineEvent& e : measured.events) {
+    if (e.rank != 1) continue;
+    if (!shifting && IsCompute(e.action.kind) && ++compute_seen == 3) {
+      shifting = true;
+      delayed = e.action;
+      delayed_start = e.start;
+    }
+    if (shifting) {
+      e.start += MsToNs(3);
+      e.end += MsToNs(3);
+    }
+  }
+  REQUIRE(shifting);
+  const TimelineDiff d = DiffTimelines(t, measured, {});
+  REQUIRE(d.first_drift);
+  CHECK(d.first_drift->rank == 1);
+  CHECK(d.first_drift->action == delayed);
+  CHECK(d.first_drift->predicted_start == delayed_start);
+  CHECK(d.first_drift->StartDelta() == MsToNs(3));
+  CHECK(d.top_start.front().StartDelta() == MsToNs(3));
+  CHECK(d.top_duration.front().DurationDelta() == 0);  // shifted, not stretched
+  // A threshold above the shift sees no drift.
+  DiffOptions loose;
+  loose.threshold = MsToNs(3);
+  CHECK_FALSE(DiffTimelines(t, measured, loose).first_drift);
+}
+
+TEST_CASE("diff counts SEND/RECV present on one side only", "[diff]") {
+  const Timeline t = Simulated("1f1b", 2, 4);
+  Timeline compute_only = t;
+  compute_only.events.clear();
+  for (const TimelineEvent& e : t.events) {
+    if (IsCompute(e.action.kind)) compute_only.events.push_back(e);
+  }
+  const TimelineDiff d = DiffTimelines(t, compute_only, {});
+  CHECK(d.only_predicted == CountComm(t));
+  CHECK(d.only_predicted == 2 * 4 * 2);  // one SEND and one RECV per message, M messages each way
+  CHECK(d.only_measured == 0);
+  CHECK(d.matched_compute == 16);
+}
+
+TEST_CASE("diff refuses timelines of different plans", "[diff]") {
+  const Timeline a = Simulated("1f1b", 2, 4);
+  CHECK_THROWS_WITH(DiffTimelines(a, Simulated("zb-h1", 2, 4), {}, "sim.json", "real.json"),
+                    Catch::Contains("sim.json and real.json do not run the same compute actions") &&
+                        Catch::Contains("rank 0 0B0") && Catch::Contains("only in real.json, e.g. rank 0 0I0"));
+  CHECK_THROWS_WITH(DiffTimelines(a, Simulated("1f1b", 4, 4), {}, "sim.json", "real.json"),
+                    Catch::Contains("sim.json has 2 ranks but real.json has 4"));
+  Timeline empty = a;
+  empty.events.clear();
+  CHECK_THROWS_WITH(DiffTimelines(a, empty, {}, "sim.json", "real.json"),
+                    Catch::Contains("real.json has no compute action"));
+}
+
+}  // namespace pplab

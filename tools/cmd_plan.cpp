@@ -1,0 +1,186 @@
+// pplab plan: search schedules, microbatch counts, stages per rank and
+// partitions for a model on K ranks, keep what fits in memory, rank by
+// predicted step time, and write the best as a plan file for `pplab train`.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+#include "schedules/schedule_io.h"
+#include "tools/commands.h"
+#include "tools/plan_search.h"
+#include "tools/report.h"
+
+namespace pplab::cli {
+namespace {
+
+using nlohmann::json;
+
+struct PlanCmdOptions {
+  std::string model;
+  int ranks = 1;
+  int dp = 1;
+  int global_batch = 0;
+  std::string memory_per_rank;
+  std::string cost_file;
+  std::optional<int> seq_len;
+  std::vector<std::string> schedules;
+  int top = 10;
+  std::string out_path = "plan.json";
+  bool json = false;
+  double flops_per_second = 5e10;
+};
+
+std::string HumanBytes(Bytes b) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double x = static_cast<double>(b);
+  int u = 0;
+  while (x >= 1024 && u < 4) {
+    x /= 1024;
+    ++u;
+  }
+  return Fixed(x, u == 0 ? 0 : 2) + " " + kUnits[u];
+}
+
+json CandidateJson(const PlanCandidate& c) {
+  return {{"schedule", c.schedule},
+          {"microbatches", c.microbatches},
+          {"virtual_stages", c.virtual_stages},
+          {"stages", c.stages},
+          {"partition", c.partition_method},
+          {"layers_per_stage", c.partition.ToString()},
+          {"microbatch_size", c.microbatch_size},
+          {"step_time", NsToMs(c.step_time)},
+          {"bubble_fraction", c.bubble_fraction},
+          {"peak_memory_bytes", c.peak_memory},
+          {"tokens_per_second", c.tokens_per_second},
+          {"measured_costs", c.measured_costs}};
+}
+
+int RunPlan(const PlanCmdOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
+  PlanSearchOptions search;
+  search.config = LoadLlamaConfig(o.model);
+  search.ranks = o.ranks;
+  search.dp = o.dp;
+  search.global_batch = o.global_batch;
+  search.memory_per_rank = ParseByteSize(o.memory_per_rank, "--memory-per-rank");
+  search.schedules = o.schedules;
+  std::optional<CostModel> profiled;
+  if (!o.cost_file.empty()) {
+    profiled = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
+    const std::optional<ProfileMeta> meta = profiled->Profile();
+    if (!meta) {
+      throw Error("--cost " + o.cost_file + " has no profile meta (meta.source is not \"pplab profile\"); plan needs " +
+                  "a cost file from `pplab profile`");
+    }
+    const LlamaConfig recorded = LlamaConfigFromJson(meta->config_json, o.cost_file + ": meta.config");
+    if (recorded.ToJson() != search.config.ToJson()) {
+      throw Error("--cost " + o.cost_file + " was measured with --model " + meta->model + ", not " + o.model +
+                  " (the model configs differ)");
+    }
+    if (o.seq_len && *o.seq_len != meta->seq_len) {
+      throw Error("--cost " + o.cost_file + " was measured with --seq-len " + std::to_string(meta->seq_len) + ", not " +
+                  std::to_string(*o.seq_len));
+    }
+    search.seq_len = meta->seq_len;
+    search.fit = FitProfile(*profiled, recorded);
+    search.link = profiled->DefaultLink();
+    search.profile = &*profiled;
+  } else {
+    search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
+    search.fit = AnalyticFit(o.flops_per_second);
+  }
+  const PlanSearchResult result = SearchPlans(search);
+  const PlanCandidate& best = result.fitting.front();
+  WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best, o.ranks)));
+  const std::string train = "pplab train --plan " + o.out_path + " --model " + o.model + " --partition " +
+                            best.partition_method + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
+                            std::to_string(search.seq_len) + " --ranks " + std::to_string(o.ranks) + " --dp " +
+                            std::to_string(o.dp);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const size_t shown = std::min(result.fitting.size(), static_cast<size_t>(o.top));
+  if (o.json) {
+    json rows = json::array();
+    for (size_t i = 0; i < shown; ++i) rows.push_back(CandidateJson(result.fitting[i]));
+    const json j = {{"model", o.model},
+                    {"ranks", o.ranks},
+                    {"dp", o.dp},
+                    {"global_batch", o.global_batch},
+                    {"seq_len", search.seq_len},
+                    {"memory_per_rank", search.memory_per_rank},
+                    {"costs", o.cost_file.empty() ? "analytic" : o.cost_file},
+                    {"simulated", result.simulated},
+                    {"skipped", result.skipped},
+                    {"over_memory", result.over_memory},
+                    {"fitting", result.fitting.size()},
+                    {"candidates", rows},
+                    {"best", CandidateJson(best)},
+                    {"plan_file", o.out_path},
+                    {"train_command", train}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf(
+      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank); costs: %s\n",
+      result.simulated, Fixed(seconds, 2).c_str(), result.skipped, result.over_memory,
+      HumanBytes(search.memory_per_rank).c_str(),
+      o.cost_file.empty() ? "analytic" : ("fitted to " + o.cost_file).c_str());
+  std::vector<std::vector<std::string>> table = {
+      {"#", "schedule", "M", "v", "partition", "mb", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
+  for (size_t i = 0; i < shown; ++i) {
+    const PlanCandidate& c = result.fitting[i];
+    table.push_back({std::to_string(i + 1), c.schedule, std::to_string(c.microbatches),
+                     std::to_string(c.virtual_stages), c.partition_method + (c.measured_costs ? "*" : ""),
+                     std::to_string(c.microbatch_size), Fixed(NsToMs(c.step_time), 3),
+                     Fixed(100 * c.bubble_fraction, 2), HumanBytes(c.peak_memory), Fixed(c.tokens_per_second, 0)});
+  }
+  std::vector<size_t> width(table[0].size(), 0);
+  for (const auto& row : table) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : table) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      std::printf(c == 1 || c == 4 ? "  %-*s" : "  %*s", static_cast<int>(width[c]), row[c].c_str());
+    }
+    std::printf("\n");
+  }
+  if (result.fitting.size() > shown) std::printf("  ... %zu more fit\n", result.fitting.size() - shown);
+  if (best.measured_costs) std::printf("* stage costs measured (the profile's own configuration), not fitted\n");
+  std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s); run it with:\n  %s\n", o.out_path.c_str(),
+              best.schedule.c_str(), best.microbatches, best.virtual_stages, best.partition_method.c_str(),
+              best.partition.ToString().c_str(), train.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void SetupPlan(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<PlanCmdOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "search schedules, microbatches and partitions for a model; write the fastest that fits in memory");
+  sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->required();
+  sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->required()->check(CLI::Range(1, 4096));
+  sub->add_option("--dp", o->dp, "data-parallel replicas D")->check(CLI::Range(1, 4096))->capture_default_str();
+  sub->add_option("--global-batch", o->global_batch, "sequences per step over all replicas (G)")
+      ->required()
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--memory-per-rank", o->memory_per_rank, "memory limit of one rank, e.g. 8GiB, 500MB, 2e9")
+      ->required();
+  sub->add_option("--cost", o->cost_file, "cost file from `pplab profile` to fit the costs to (default: analytic)");
+  sub->add_option("--seq-len", o->seq_len,
+                  "tokens per sequence (default: the profile's, else the model's max_position_embeddings)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--schedules", o->schedules, "comma-separated generators to search (default: all)")->delimiter(',');
+  sub->add_option("--top", o->top, "rows of the ranked table")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate)")->capture_default_str();
+  sub->add_option("--flops-per-second", o->flops_per_second, "analytic costs: sustained FLOP/s of one rank")
+      ->check(CLI::Range(1.0, 1e18))
+      ->capture_default_str();
+  sub->add_flag("--json", o->json, "print one JSON object");
+  sub->callback([o, &exit_code] { exit_code = RunPlan(*o); });
+}
+
+}  // namespace pplab::cli

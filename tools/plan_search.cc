@@ -1,0 +1,281 @@
+#include "tools/plan_search.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "schedules/error.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+#include "sim/simulator.h"
+
+namespace pplab::cli {
+namespace {
+
+constexpr ActionKind kFitKinds[4] = {ActionKind::kForward, ActionKind::kBackward, ActionKind::kBackwardInput,
+                                     ActionKind::kBackwardWeight};
+
+int KvDim(const LlamaConfig& c) { return c.num_key_value_heads * c.HeadDim(); }
+
+// Per decoder layer and microbatch of T = mb * seq_len tokens: the matmuls
+// do 2 FLOPs per parameter per token, and attention's QK^T and AV each
+// 2 * seq_len^2 * hidden per sequence (the full square; no causal saving).
+double LayerFlops(const LlamaConfig& c, int mb, int seq_len) {
+  const double T = static_cast<double>(mb) * seq_len;
+  return 2.0 * T * static_cast<double>(DecoderLayerParams(c)) +
+         4.0 * mb * static_cast<double>(seq_len) * seq_len * c.hidden_size;
+}
+
+std::vector<int> Divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Least-squares slope through the origin of y against x.
+double Slope(const std::vector<double>& x, const std::vector<double>& y) {
+  double xy = 0, xx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    xy += x[i] * y[i];
+    xx += x[i] * x[i];
+  }
+  return xx > 0 ? xy / xx : 0;
+}
+
+TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x))); }
+
+// Stage costs of one candidate: the fit applied to the formulas, or the
+// profile verbatim when the candidate is the profiled configuration.
+CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int mb, bool verbatim) {
+  if (verbatim) return *o.profile;
+  const int S = p.NumStages();
+  const CostFit& f = o.fit;
+  std::vector<StageCost> stages(S);
+  for (int s = 0; s < S; ++s) {
+    const double flops = StageForwardFlops(o.config, p, s, mb, o.seq_len);
+    StageCost& c = stages[s];
+    c.forward = Ns(f.ns_per_flop[0] * flops);
+    c.backward = Ns(f.ns_per_flop[1] * flops);
+    c.backward_input = Ns(f.ns_per_flop[2] * flops);
+    c.backward_weight = Ns(f.ns_per_flop[3] * flops);
+    c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(o.config, p, s, mb, o.seq_len));
+    c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len));
+    c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len));
+  }
+  CostModel m = CostModel::FromStages(std::move(stages), o.link);
+  m.SetOrigin("plan cost estimate");
+  return m;
+}
+
+}  // namespace
+
+double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
+  double flops = (p.End(stage) - p.Begin(stage)) * LayerFlops(c, mb, seq_len);  // the embedding is a lookup: ~0
+  if (stage == p.NumStages() - 1) flops += 2.0 * c.vocab_size * c.hidden_size * static_cast<double>(mb) * seq_len;
+  return flops;
+}
+
+double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
+  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size, kv = KvDim(c);
+  // fp32 values kept per token for the backward of one layer: each RMSNorm's
+  // input and output (2 x 2h), q, k, v (h + 2kv), the attention output (h),
+  // the MLP's gate, up, activation and product (4f), and the softmax
+  // probabilities (heads x seq_len).
+  const double layer = 4.0 * T * (6 * h + 2 * kv + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
+  double bytes = (p.End(stage) - p.Begin(stage)) * layer;
+  // The head: final norm input and output, logits and their softmax.
+  if (stage == p.NumStages() - 1) bytes += 4.0 * T * (2 * h + 2.0 * c.vocab_size);
+  return bytes;
+}
+
+double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
+  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size, kv = KvDim(c);
+  // W needs every matmul's input (q/k/v, o, gate/up: h each; down: f) and
+  // output gradient (h + 2kv, h, 2f, h).
+  const double layer = 4.0 * T * (6 * h + 2 * kv + 3 * f);
+  double bytes = (p.End(stage) - p.Begin(stage)) * layer;
+  if (stage == p.NumStages() - 1) bytes += 4.0 * T * (h + c.vocab_size);
+  return bytes;
+}
+
+double MessageBytes(const LlamaConfig& c, int mb, int seq_len) {
+  return 4.0 * static_cast<double>(mb) * seq_len * c.hidden_size;  // (mb, seq_len, hidden) fp32
+}
+
+CostFit AnalyticFit(double flops_per_second) {
+  if (!(flops_per_second > 0) || !std::isfinite(flops_per_second)) {
+    throw Error("--flops-per-second must be a positive number");
+  }
+  CostFit f;
+  const double ns = 1e9 / flops_per_second;
+  f.ns_per_flop[0] = ns;
+  f.ns_per_flop[1] = 2 * ns;
+  f.ns_per_flop[2] = ns;
+  f.ns_per_flop[3] = ns;
+  return f;
+}
+
+CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
+  const std::optional<ProfileMeta> meta = profiled.Profile();
+  if (!meta) throw Error(profiled.Origin() + ": not a profile (meta.source is not \"pplab profile\")");
+  const Partition p = MakePartition(config, profiled.NumStages(), meta->partition);
+  std::vector<double> flops, act, wgrad, msg;
+  std::vector<double> time[4], act_y, wgrad_y, msg_y;
+  for (int s = 0; s < profiled.NumStages(); ++s) {
+    flops.push_back(StageForwardFlops(config, p, s, meta->microbatch_size, meta->seq_len));
+    act.push_back(StageActivationBytes(config, p, s, meta->microbatch_size, meta->seq_len));
+    wgrad.push_back(StageWeightGradBytes(config, p, s, meta->microbatch_size, meta->seq_len));
+    msg.push_back(MessageBytes(config, meta->microbatch_size, meta->seq_len));
+    for (int k = 0; k < 4; ++k) {
+      time[k].push_back(static_cast<double>(profiled.ComputeTime({kFitKinds[k], s, 0})));
+    }
+    const StageCost& c = profiled.Stage(s);
+    act_y.push_back(static_cast<double>(c.activation_bytes));
+    wgrad_y.push_back(static_cast<double>(c.weight_grad_bytes));
+    msg_y.push_back(static_cast<double>(c.message_bytes));
+  }
+  CostFit f;
+  for (int k = 0; k < 4; ++k) f.ns_per_flop[k] = Slope(flops, time[k]);
+  f.activation_scale = Slope(act, act_y);
+  f.weight_grad_scale = Slope(wgrad, wgrad_y);
+  f.message_scale = Slope(msg, msg_y);
+  return f;
+}
+
+PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
+  if (o.ranks < 1 || o.dp < 1 || o.global_batch < 1 || o.seq_len < 1) {
+    throw Error("plan: --ranks, --dp, --global-batch and --seq-len must be positive");
+  }
+  if (o.seq_len > o.config.max_position_embeddings) {
+    throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
+                std::to_string(o.config.max_position_embeddings) + " (train would refuse it)");
+  }
+  if (o.global_batch % o.dp != 0) {
+    throw Error("--global-batch " + std::to_string(o.global_batch) + " is not a multiple of --dp " +
+                std::to_string(o.dp));
+  }
+  std::vector<std::string> names = o.schedules;
+  if (names.empty()) {
+    for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
+  }
+  std::optional<ProfileMeta> meta;
+  if (o.profile != nullptr) meta = o.profile->Profile();
+  const std::vector<int> ms = Divisors(o.global_batch / o.dp);
+  const int L = o.config.num_hidden_layers;
+
+  PlanSearchResult result;
+  bool seen_memory = false;
+  for (const std::string& name : names) {
+    const GeneratorInfo& gen = FindGenerator(name);
+    std::vector<int> vs = {gen.default_virtual};
+    if (gen.accepts_virtual) vs = {1, 2, 4};
+    for (int v : vs) {
+      const int S = o.ranks * v;
+      if (S > L) {  // every stage needs a layer
+        result.skipped += static_cast<int>(ms.size());
+        continue;
+      }
+      // Partitions depend only on S; "parameters" is dropped when it equals "uniform".
+      std::vector<std::pair<std::string, Partition>> partitions = {{"uniform", PartitionUniform(o.config, S)}};
+      const Partition by_params = PartitionByParameters(o.config, S);
+      if (by_params.layer_begin != partitions[0].second.layer_begin) partitions.push_back({"parameters", by_params});
+      for (int M : ms) {
+        Schedule schedule;
+        try {
+          schedule = Lower(Generate(name, {o.ranks, M, gen.accepts_virtual ? v : 0}));
+        } catch (const Error&) {
+          ++result.skipped;  // a rule of the family (e.g. M % K == 0)
+          continue;
+        }
+        const int mb = o.global_batch / (o.dp * M);
+        for (const auto& [method, partition] : partitions) {
+          const bool verbatim = meta && v == 1 && S == o.profile->NumStages() &&
+                                partition.ToString() == meta->partition && mb == meta->microbatch_size;
+          const CostModel costs = CandidateCosts(o, partition, mb, verbatim);
+          const SimResult sim = Simulate(schedule, costs);
+          ++result.simulated;
+          std::vector<Bytes> memory(o.ranks, 0);
+          for (int s = 0; s < S; ++s) {
+            // fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter.
+            memory[schedule.placement[s]] += 16 * StageParams(o.config, partition, s);
+          }
+          Bytes peak = 0;
+          for (const RankMetrics& r : sim.per_rank) peak = std::max(peak, memory[r.rank] + r.peak_activation_bytes);
+          result.smallest_memory = seen_memory ? std::min(result.smallest_memory, peak) : peak;
+          seen_memory = true;
+          if (peak > o.memory_per_rank) {
+            ++result.over_memory;
+            continue;
+          }
+          PlanCandidate c;
+          c.schedule = name;
+          c.microbatches = M;
+          c.virtual_stages = v;
+          c.stages = S;
+          c.partition_method = method;
+          c.partition = partition;
+          c.microbatch_size = mb;
+          c.step_time = sim.makespan;
+          c.bubble_fraction = sim.bubble_fraction;
+          c.peak_memory = peak;
+          c.tokens_per_second = sim.makespan > 0 ? static_cast<double>(o.global_batch) * o.seq_len /
+                                                       (static_cast<double>(sim.makespan) * 1e-9)
+                                                 : 0;
+          c.measured_costs = verbatim;
+          result.fitting.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  if (result.simulated == 0) {
+    throw Error("plan: no candidate to cost: the model's " + std::to_string(L) + " layers allow no schedule on " +
+                std::to_string(o.ranks) + " ranks with these options");
+  }
+  if (result.fitting.empty()) {
+    throw Error("no plan fits in --memory-per-rank " + std::to_string(o.memory_per_rank) +
+                " bytes: the smallest peak memory per rank of " + std::to_string(result.simulated) + " candidates is " +
+                std::to_string(result.smallest_memory) + " bytes");
+  }
+  std::stable_sort(result.fitting.begin(), result.fitting.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
+    if (a.step_time != b.step_time) return a.step_time < b.step_time;
+    return a.peak_memory < b.peak_memory;
+  });
+  return result;
+}
+
+Schedule CandidateSchedule(const PlanCandidate& c, int ranks) {
+  const bool takes_v = FindGenerator(c.schedule).accepts_virtual;
+  return Lower(Generate(c.schedule, {ranks, c.microbatches, takes_v ? c.virtual_stages : 0}));
+}
+
+Bytes ParseByteSize(const std::string& text, const std::string& flag) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw Error(flag + ": '" + text + "' is not a size like 8GiB, 500MB or 1e9");
+  }
+  std::string unit = text.substr(used);
+  unit.erase(0, std::min(unit.size(), unit.find_first_not_of(' ')));
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (!unit.empty() && unit.back() == 'b') unit.pop_back();
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},           {"k", 1e3},           {"m", 1e6},
+      {"g", 1e9},        {"t", 1e12},          {"ki", 1024.0},
+      {"mi", 1048576.0}, {"gi", 1073741824.0}, {"ti", 1099511627776.0}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit == name) {
+      const double bytes = x * scale;
+      if (!std::isfinite(bytes) || bytes <= 0 || bytes > kMaxBytes) {
+        throw Error(flag + ": '" + text + "' must be a positive size of at most 1e15 bytes");
+      }
+      return static_cast<Bytes>(std::llround(bytes));
+    }
+  }
+  throw Error(flag + ": unknown unit in '" + text + "' (use B, kB, MB, GB, TB, KiB, MiB, GiB, TiB)");
+}
+
+}  // namespace pplab::cli

@@ -1,0 +1,87 @@
+// Plan search: every schedule family, microbatch count, stages per rank and
+// partition for a model on K pipeline ranks (times D replicas), costed in the
+// simulator, filtered by memory per rank and ranked by predicted step time.
+// Cost and memory formulas are documented in docs/planning.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/llama_config.h"
+#include "models/partition.h"
+#include "schedules/schedule.h"
+#include "sim/cost_model.h"
+
+namespace pplab::cli {
+
+// Per-microbatch estimates of one stage from the model's shapes, for `mb`
+// sequences of `seq_len` tokens (see docs/planning.md).
+double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
+double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
+double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
+double MessageBytes(const LlamaConfig& c, int mb, int seq_len);
+
+// How FLOPs and shape-derived bytes turn into a cost model: ns per forward
+// FLOP of each of F, B, I, W, and scale factors for the byte estimates.
+struct CostFit {
+  double ns_per_flop[4] = {0, 0, 0, 0};  // F, B, I, W
+  double activation_scale = 1, weight_grad_scale = 1, message_scale = 1;
+};
+// Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
+CostFit AnalyticFit(double flops_per_second);
+// Least squares (through the origin, over the profile's stages) of each
+// measured time and byte count against the same formulas. `profiled` must
+// carry a profile meta; `config` is the meta's config.
+CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
+
+struct PlanSearchOptions {
+  LlamaConfig config;
+  int ranks = 1;         // K
+  int dp = 1;            // D
+  int global_batch = 1;  // G sequences per step, over all replicas
+  int seq_len = 1;       // tokens per sequence
+  Bytes memory_per_rank = 0;
+  std::vector<std::string> schedules;  // generator names; empty = all
+  CostFit fit;
+  Link link;
+  // A profile whose stage costs are used verbatim for the candidate that
+  // matches it (same partition, microbatch size, v = 1).
+  const CostModel* profile = nullptr;
+};
+
+struct PlanCandidate {
+  std::string schedule;
+  int microbatches = 0;          // M
+  int virtual_stages = 1;        // v = S / K
+  int stages = 0;                // S
+  std::string partition_method;  // "uniform" or "parameters"
+  Partition partition;
+  int microbatch_size = 0;  // sequences per microbatch, G / (D M)
+  TimeNs step_time = 0;     // predicted makespan of one step
+  double bubble_fraction = 0;
+  Bytes peak_memory = 0;         // max over ranks of weights, grads, AdamW moments and activations
+  double tokens_per_second = 0;  // G seq_len / step time
+  bool measured_costs = false;   // the profile's stage costs were used verbatim
+};
+
+struct PlanSearchResult {
+  std::vector<PlanCandidate> fitting;  // within memory, best first
+  int simulated = 0;                   // candidates costed
+  int skipped = 0;                     // ruled out by a generator rule or too few layers
+  int over_memory = 0;
+  Bytes smallest_memory = 0;  // least peak memory seen, for the "no plan fits" message
+};
+
+// Searches; throws pplab::Error for bad options, and "no plan fits" (naming
+// the smallest peak memory seen) when every candidate is over the limit.
+PlanSearchResult SearchPlans(const PlanSearchOptions& options);
+
+// The lowered schedule of a candidate, as `pplab train --plan` reads it.
+Schedule CandidateSchedule(const PlanCandidate& candidate, int ranks);
+
+// "8GiB", "500MB", "1e9", "123": bytes (k/M/G/T powers of 1000, Ki/Mi/Gi/Ti of
+// 1024, optional trailing B). Throws pplab::Error naming `flag`.
+Bytes ParseByteSize(const std::string& text, const std::string& flag);
+
+}  // namespace pplab::cli

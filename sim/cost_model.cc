@@ -87,10 +87,10 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   }
   if (!meta.is_object() || !meta.contains("source") || meta["source"] != kProfileSource) return std::nullopt;
   const std::string at = origin + ": meta";
-  CheckKeys(
-      meta,
-      {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device", "threads_per_rank", "ranks", "extra"},
-      at + " (source \"pplab profile\")");
+  CheckKeys(meta,
+            {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device", "threads_per_rank",
+             "ranks", "extra"},
+            at + " (source \"pplab profile\")");
   auto need = [&](const char* key) -> const json& {
     if (!meta.contains(key)) throw Error(at + "." + key + " is missing (a \"pplab profile\" meta needs it)");
     return meta[key];

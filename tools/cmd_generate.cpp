@@ -39,9 +39,9 @@ Tokenizer LoadTokenizer(const GenerateOptions& o, const std::string& dir, const 
     throw Error("--checkpoint " + dir + " was trained on synthetic tokens: it has no tokenizer to generate text with");
   }
   const std::string want = manifest.at("tokenizer").get<std::string>();
-  const std::string path = !o.tokenizer.empty()
-                               ? o.tokenizer
-                               : (fs::path(dir).parent_path() / manifest.at("tokenizer_file").get<std::string>()).string();
+  const std::string path =
+      !o.tokenizer.empty() ? o.tokenizer
+                           : (fs::path(dir).parent_path() / manifest.at("tokenizer_file").get<std::string>()).string();
   Tokenizer t = Tokenizer::Load(path);
   if (FnvHex(t.Fingerprint()) != want) {
     throw Error("tokenizer " + path + " (fingerprint " + FnvHex(t.Fingerprint()) +
@@ -77,7 +77,7 @@ int RunGenerate(const GenerateOptions& o) {
     std::vector<int64_t> last(ids.end() - T, ids.end());
     at::Tensor tokens = torch::tensor(last, torch::kLong).view({1, T});            // (1, T)
     at::Tensor logits = model->Forward({tokens, torch::ones_like(tokens)}).at(0);  // (1, T, V)
-    at::Tensor next = logits[0][T - 1].to(torch::kFloat64);                         // (V)
+    at::Tensor next = logits[0][T - 1].to(torch::kFloat64);                        // (V)
     int32_t chosen;
     if (o.temperature <= 0) {
       chosen = static_cast<int32_t>(next.argmax().item<int64_t>());

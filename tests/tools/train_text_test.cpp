@@ -1,0 +1,151 @@
+// `pplab train` on text and `pplab generate`, through the binary as a user
+// runs them.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "schedules/file_io.h"
+#include "tests/run_pplab.h"
+
+namespace fs = std::filesystem;
+
+namespace pplab {
+namespace {
+
+const std::string kCorpus = std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.txt";
+
+std::string Tmp(const std::string& name) {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/train_text_" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Train on the test corpus with small settings; `args` come last and win.
+PplabRun TrainText(const std::string& cache, const std::string& args) {
+  return Pplab("train -q --out '' --model tiny --data " + kCorpus + " --vocab-size 200 --cache-dir " + cache +
+               " --batch-size 8 --seq-len 32 -m 2 --warmup-steps 0 --eval-every 0 " + args);
+}
+
+nlohmann::json Json(const PplabRun& r) {
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+}
+
+}  // namespace
+
+TEST_CASE("training on text lowers the loss, and pipelined equals single-process on padded text", "[train][data]") {
+  const std::string cache = Tmp("cache_a");
+  const auto pipelined = Json(TrainText(cache, "-s 1f1b -k 2 --steps 30 --lr 3e-3 --seed 4 --json"));
+  const auto losses = pipelined["losses"].get<std::vector<double>>();
+  REQUIRE(losses.size() == 30);
+  CHECK(pipelined["data"] == "text");
+  CHECK(pipelined["vocab_size"] == 200);
+  const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[27] + losses[28] + losses[29]) / 3;
+  INFO("first " << first << " last " << last);
+  CHECK(last < first - 0.5);
+  // The same 3 steps in one process over the whole batch: equal losses, so
+  // the padding mask and the loss scale travel through the pipeline right.
+  const auto a = Json(TrainText(cache, "-s 1f1b -k 2 -m 4 --steps 3 --seed 4 --json"));
+  const auto b = Json(TrainText(cache, "-k 1 -m 1 --steps 3 --seed 4 --json"));
+  const auto la = a["losses"].get<std::vector<double>>(), lb = b["losses"].get<std::vector<double>>();
+  REQUIRE(la.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(la[i] == Approx(lb[i]).epsilon(1e-5));
+}
+
+TEST_CASE("text training resumes at the recorded data position, and generate samples from it",
+          "[train][data][checkpoint]") {
+  const std::string cache = Tmp("cache_b"), dir = Tmp("ck");
+  const std::string common = "--steps 4 --checkpoint-every 2 --seed 6 --json --checkpoint-dir " + dir;
+  const auto straight = Json(TrainText(cache, common));
+  const nlohmann::json manifest = nlohmann::json::parse(ReadTextFile(dir + "/step-000002/manifest.json"));
+  CHECK(manifest["data_position"]["samples_consumed"] == 2 * 8);
+  CHECK(manifest["tokenizer_file"].get<std::string>().find("tokenizer-") == 0);
+  CHECK(fs::exists(dir + "/" + manifest["tokenizer_file"].get<std::string>()));
+  WriteTextFile(dir + "/latest", "step-000002\n");  // back to the middle of the run
+  const auto resumed = Json(TrainText(cache, common + " --resume"));
+  CHECK(resumed["first_step"] == 2);
+  const auto ls = straight["losses"].get<std::vector<double>>(), lr = resumed["losses"].get<std::vector<double>>();
+  REQUIRE(lr.size() == 2);
+  CHECK(lr[0] == ls[2]);
+  CHECK(lr[1] == ls[3]);
+
+  // Greedy sampling is deterministic and produces text.
+  const std::string gen =
+      "generate --checkpoint " + dir + " --prompt 'The pipeline' --max-new-tokens 8 --temperature 0 --json";
+  const auto g1 = Json(Pplab(gen)), g2 = Json(Pplab(gen));
+  CHECK(g1["continuation"] == g2["continuation"]);
+  CHECK(g1["step"] == 4);
+  CHECK(g1["new_tokens"].get<int>() <= 8);
+
+  // Another tokenizer is refused, by generate and by a resume.
+  const std::string other_cache = Tmp("cache_other");
+  REQUIRE(TrainText(other_cache, "--steps 1 --vocab-size 180").code == 0);
+  std::string other_model;
+  for (const auto& e : fs::directory_iterator(other_cache)) {
+    if (e.path().extension() == ".model") other_model = e.path().string();
+  }
+  REQUIRE(!other_model.empty());
+  const PplabRun g3 = Pplab("generate --checkpoint " + dir + " --prompt x --tokenizer " + other_model);
+  CHECK(g3.code != 0);
+  CHECK_THAT(g3.out, Catch::Contains("is not the one the checkpoint was trained with"));
+  const PplabRun r = TrainText(cache, common + " --resume --steps 6 --tokenizer " + other_model);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("--resume: the checkpoint in " + dir + " was taken with"));
+
+  // A checkpoint of synthetic training has no tokenizer to generate with.
+  const std::string synth = Tmp("ck_synth");
+  REQUIRE(Pplab("train -q --out '' --synthetic --model tiny -k 1 -m 1 --batch-size 2 --seq-len 8 --steps 1 "
+                "--checkpoint-dir " +
+                synth)
+              .code == 0);
+  const PplabRun g4 = Pplab("generate --checkpoint " + synth + " --prompt x");
+  CHECK(g4.code != 0);
+  CHECK_THAT(g4.out, Catch::Contains("was trained on synthetic tokens"));
+}
+
+TEST_CASE("the outputs of a run: metrics lines, validation, both traces and the picture", "[train][data]") {
+  const std::string cache = Tmp("cache_c"), out = Tmp("out");
+  const PplabRun r = Pplab("train -q --model tiny --data " + kCorpus + " --vocab-size 200 --cache-dir " + cache +
+                           " --batch-size 8 --seq-len 32 -m 2 --steps 6 --eval-every 3 --out " + out);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::ifstream metrics(out + "/metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 6);
+  for (int i = 0; i < 6; ++i) {
+    CHECK(lines[i]["step"] == i + 1);
+    CHECK(lines[i].contains("val_loss") == ((i + 1) % 3 == 0));
+    CHECK(lines[i]["bubble"].get<double>() >= 0);
+    CHECK(lines[i]["bubble"].get<double>() < 1);
+  }
+  CHECK(fs::exists(out + "/checkpoints/latest"));
+  CHECK(fs::exists(out + "/trace-measured.json"));
+  CHECK(fs::exists(out + "/trace-simulated.json"));
+  const std::string svg = ReadTextFile(out + "/timeline.svg");
+  CHECK_THAT(svg, Catch::Contains("simulated"));
+  CHECK_THAT(svg, Catch::Contains("measured"));
+}
+
+TEST_CASE("bad data is one clear line", "[train][data]") {
+  const std::string dir = Tmp("bad");
+  WriteTextFile(dir + "/empty.txt", "\n");
+  const std::string base = "train -q --out '' --model tiny --steps 1 --cache-dir " + dir + "/cache ";
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : {Case{"--data " + dir + "/none.txt", "none.txt: no such file or directory"},
+                        Case{"--data " + dir + "/empty.txt", "no text in " + dir + "/empty.txt"},
+                        Case{"--data " + kCorpus + " --vocab-size 20", "--vocab-size 20"},
+                        Case{"--data " + kCorpus + " --tokenizer " + kCorpus, "not a SentencePiece model"}}) {
+    const PplabRun r = Pplab(base + c.args);
+    INFO(c.args << "\n" << r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains(c.says));
+  }
+}
+
+}  // namespace pplab

@@ -183,6 +183,24 @@ double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::millis
   return t[0].item<double>();
 }
 
+struct PendingCollective {
+  std::vector<at::Tensor> tensors;  // kept alive until the work completes
+  c10::intrusive_ptr<c10d::Work> work;
+  std::string what;
+};
+
+std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, const at::Tensor& tensor) {
+  auto pending = std::make_shared<PendingCollective>();
+  pending->tensors = {tensor};
+  pending->what = "rank " + std::to_string(group.rank) + " in gradient all-reduce";
+  Guard(pending->what, [&] { pending->work = group.group->allreduce(pending->tensors); });
+  return pending;
+}
+
+void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout) {
+  Wait(pending.work, timeout, pending.what);
+}
+
 void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> t = {tensor};
   Wait(group.group->allreduce(t), timeout, "rank " + std::to_string(group.rank) + " in gradient all-reduce");

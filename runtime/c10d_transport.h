@@ -72,6 +72,17 @@ int GroupSize(const ProcessGroupHandle& group);
 double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout);
 // Sums `tensor` (a CPU tensor, in place) over all ranks of `group`.
 void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout);
+// An all-reduce started and not yet waited for (c10d_transport.cc).
+struct PendingCollective;
+
+// Starts summing `tensor` (a CPU tensor, in place) over all ranks of `group`
+// and returns at once; Gloo does the work in its own threads, so it
+// overlaps what the caller computes next. Every rank must start the group's
+// collectives in the same order.
+std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, const at::Tensor& tensor);
+// Waits for a started all-reduce, at most `timeout`.
+void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout);
+
 // Waits until every rank arrives.
 void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout);
 // Rank 0 gets every rank's int64 vector (others get an empty result).

@@ -107,8 +107,15 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
       throw Error("rank " + std::to_string(rank_) + " posting " + FormatAction(a) + ": " + e.what());
     }
   }
+  // Where each stage's weight gradients are complete: its last B or W.
+  std::map<StageId, size_t> grads_done_at;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const ActionKind k = program[i].kind;
+    if (k == ActionKind::kBackward || k == ActionKind::kBackwardWeight) grads_done_at[program[i].stage] = i;
+  }
   const TimeNs posted_at = now();
-  for (const Action& a : program) {
+  for (size_t index = 0; index < program.size(); ++index) {
+    const Action& a = program[index];
     TimelineEvent ev;
     ev.rank = rank_;
     ev.action = a;
@@ -202,6 +209,10 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
       }
     }
     result.events.push_back(ev);
+    if (options_.on_stage_grads_done) {
+      const auto done = grads_done_at.find(s);
+      if (done != grads_done_at.end() && done->second == index) options_.on_stage_grads_done(s);
+    }
   }
   try {
     transport_.WaitSends(options_.comm_timeout);

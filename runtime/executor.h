@@ -36,6 +36,11 @@ using LossFn = std::function<at::Tensor(const TensorList& outputs, const at::Ten
 
 struct ExecutorOptions {
   std::chrono::milliseconds comm_timeout{60000};
+  // Called right after the action that completes a stage's weight
+  // gradients for the step (its last B, or its last W in split plans), e.g.
+  // to start the data-parallel all-reduce of that stage while the rank goes
+  // on computing.
+  std::function<void(StageId stage)> on_stage_grads_done;
 };
 
 struct StepResult {

@@ -50,24 +50,36 @@ double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle*
 
 namespace {
 
-// Sums one stage's gradients over its data-parallel replicas as one flat
-// bucket (one all-reduce per stage rather than one per parameter).
-void AllReduceStageGrads(Stage& stage, ProcessGroupHandle& dp_group, std::chrono::milliseconds timeout) {
-  std::vector<at::Tensor> grads;
-  for (auto& [name, p] : stage.NamedParameters()) {
-    if (p.grad().defined()) grads.push_back(p.grad());
+// One stage's gradients summed over its data-parallel replicas as one flat
+// bucket (one all-reduce per stage rather than one per parameter), started
+// as soon as the stage's backward is done and finished after the step.
+class StageBucket {
+ public:
+  StageBucket(Stage& stage, ProcessGroupHandle& dp_group) {
+    for (auto& [name, p] : stage.NamedParameters()) {
+      if (p.grad().defined()) grads_.push_back(p.grad());
+    }
+    if (grads_.empty()) return;
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& g : grads_) flat.push_back(g.reshape({-1}).to(torch::kCPU));
+    bucket_ = torch::cat(flat);
+    pending_ = StartAllReduceSum(dp_group, bucket_);
   }
-  if (grads.empty()) return;
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& g : grads) flat.push_back(g.reshape({-1}).to(torch::kCPU));
-  at::Tensor bucket = torch::cat(flat);
-  AllReduceSumInPlace(dp_group, bucket, timeout);
-  int64_t offset = 0;
-  for (at::Tensor& g : grads) {
-    g.copy_(bucket.narrow(0, offset, g.numel()).view_as(g));
-    offset += g.numel();
+  void Finish(std::chrono::milliseconds timeout) {
+    if (pending_ == nullptr) return;
+    WaitCollective(*pending_, timeout);
+    int64_t offset = 0;
+    for (at::Tensor& g : grads_) {
+      g.copy_(bucket_.narrow(0, offset, g.numel()).view_as(g));
+      offset += g.numel();
+    }
   }
-}
+
+ private:
+  std::vector<at::Tensor> grads_;
+  at::Tensor bucket_;
+  std::shared_ptr<PendingCollective> pending_;
+};
 
 // The plan with only its forward actions (and their messages): validation
 // runs through the same placement without keeping activations.
@@ -136,9 +148,21 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
-  Executor executor(schedule, rank, stages, transport, loss, {options.comm_timeout});
+  // With data parallelism, each stage's all-reduce starts when the executor
+  // reports its gradients complete, overlapping the rest of the step.
+  std::vector<std::unique_ptr<StageBucket>> buckets;
+  ExecutorOptions exec_options;
+  exec_options.comm_timeout = options.comm_timeout;
+  if (options.dp_group != nullptr) {
+    exec_options.on_stage_grads_done = [&](StageId s) {
+      buckets.push_back(std::make_unique<StageBucket>(*stages.at(s), *options.dp_group));
+    };
+  }
+  Executor executor(schedule, rank, stages, transport, loss, exec_options);
   const Schedule eval_plan = ForwardOnly(schedule);
-  Executor evaluator(eval_plan, rank, stages, transport, loss, {options.comm_timeout});
+  ExecutorOptions eval_options;
+  eval_options.comm_timeout = options.comm_timeout;
+  Executor evaluator(eval_plan, rank, stages, transport, loss, eval_options);
   // Mean validation loss over the eval batches, on every rank.
   auto evaluate = [&](std::chrono::steady_clock::time_point origin) {
     torch::NoGradGuard no_grad;
@@ -184,9 +208,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
                        ? std::string()
                        : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
     }
-    if (options.dp_group != nullptr) {
-      for (auto& [s, stage] : stages) AllReduceStageGrads(*stage, *options.dp_group, options.comm_timeout);
-    }
+    for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
+    buckets.clear();
     // Clip by the norm over every stage of every rank, so the clipped
     // gradients equal single-process clipping (per-stage norms would not).
     const double norm = GlobalGradNorm(params, group, options.dp_size, options.comm_timeout);

@@ -82,7 +82,7 @@ PipelineRun RunPipeline(const LlamaConfig& c, const Schedule& schedule, const Pa
         std::map<StageId, Stage*> mine;
         for (StageId s : schedule.StagesOf(r)) mine[s] = stages[s].get();
         FakeTransport transport(r, network);
-        Executor executor(schedule, r, mine, transport, CrossEntropy(), {std::chrono::milliseconds(20000)});
+        Executor executor(schedule, r, mine, transport, CrossEntropy(), {std::chrono::milliseconds(20000), {}});
         results[r] = executor.RunStep(microbatches, 1.0 / static_cast<double>(batch.valid_tokens), origin);
       } catch (const std::exception& e) {
         errors[r] = e.what();
@@ -186,7 +186,7 @@ TEST_CASE("a rank whose peer never sends times out naming the action", "[executo
   auto stage = BuildLlamaStage(c, PartitionUniform(c, 2), 1, 1, torch::kCPU);
   auto network = std::make_shared<FakeNetwork>();
   FakeTransport transport(1, network);
-  Executor executor(schedule, 1, {{1, stage.get()}}, transport, CrossEntropy(), {std::chrono::milliseconds(200)});
+  Executor executor(schedule, 1, {{1, stage.get()}}, transport, CrossEntropy(), {std::chrono::milliseconds(200), {}});
   const Batch batch = MakeBatch(c, 2, 4, 1);
   std::vector<MicrobatchData> mbs = {{{batch.inputs, batch.mask}, batch.targets}};
   CHECK_THROWS_WITH(

@@ -64,8 +64,9 @@ TEST_CASE("across processes every parameter gradient equals the single-process o
   dump("-k 1 -m 1", tmp + "/grads_ref");  // the whole batch at once
   for (const char* plan : {"-s 1f1b -k 2 -m 4", "-s zb-h1 -k 2 -m 4", "-s zb-v -k 2 -m 4",
                            "-s interleaved-1f1b -k 2 -m 4 -v 2", "-s zb-h2 -k 4 -m 8",
-                           // data parallelism: plain DDP, and the DP x PP grid (world 4)
-                           "--dp 2 -k 1 -m 2", "--dp 2 -s 1f1b -k 2 -m 2"}) {
+                           // data parallelism: plain DDP, and the DP x PP grid (world 4), whose
+                           // all-reduces start after a stage's last B, or last W (zb-h1)
+                           "--dp 2 -k 1 -m 2", "--dp 2 -s 1f1b -k 2 -m 2", "--dp 2 -s zb-h1 -k 2 -m 2"}) {
     const std::string dir = tmp + "/grads_pp";
     dump(plan, dir);
     double worst = 0, worst_abs = 0;

@@ -575,13 +575,16 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   sub->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir, if there is one");
-  sub->add_option(
+  CLI::Option* data = sub->add_option(
          "--data", o->data,
          "UTF-8 text files or directories to train on (default: Debian's fortunes, " + DefaultCorpusDir() + ")")
       ->expected(1, -1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_flag("--synthetic", o->synthetic, "train on random tokens instead of text (benchmarks, parity tests)");
-  sub->add_option("--tokenizer", o->tokenizer, "a SentencePiece .model to use instead of training one");
+  CLI::Option* synthetic =
+      sub->add_flag("--synthetic", o->synthetic, "train on random tokens instead of text (benchmarks, parity tests)")
+          ->excludes(data);
+  sub->add_option("--tokenizer", o->tokenizer, "a SentencePiece .model to use instead of training one")
+      ->excludes(synthetic);
   sub->add_option("--vocab-size", o->vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")
       ->check(CLI::Range(8, 1 << 20));
   sub->add_flag("--packed", o->packed, "pack documents into full sequences instead of one padded document each");

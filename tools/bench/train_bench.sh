@@ -8,7 +8,8 @@ set -euo pipefail
 pplab=${1:-build/pplab}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-model=(--model small --batch-size 16 --seq-len 128 --steps 8 --seed 1)
+common=(--model small --batch-size 16 --seq-len 128 --steps 8 --seed 1 --out '' -q --eval-every 0 --warmup-steps 0)
+model=("${common[@]}" --synthetic)
 tokens=$((16 * 128))
 
 median_ms() {  # the median step time, ignoring the first (warm-up) step
@@ -36,6 +37,9 @@ run "2 processes, interleaved-1f1b -v 2 -m 8" 1 -s interleaved-1f1b -v 2 -k 2 -m
 run "2 processes, zb-h1 -m 8" 1 -s zb-h1 -k 2 -m 8
 run "DP 2 x PP 1 (plain DDP), -m 1" 1 --dp 2 -k 1 -m 1
 run "DP 2 x PP 2, 1f1b -m 4 (world 4 on these cores)" 1 --dp 2 -k 2 -m 4
+model=("${common[@]}")  # text: the default corpus, padded
+run "2 processes, 1f1b -m 8, text (default corpus)" 1 -s 1f1b -k 2 -m 8
+model=("${common[@]}" --synthetic)
 echo
 
 echo "## Executor overhead (1 process, 1f1b -m 8, last step)"

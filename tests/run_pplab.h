@@ -14,8 +14,10 @@ struct PplabRun {
   std::string out;  // stdout and stderr together
 };
 
-inline PplabRun Pplab(const std::string& args) {
-  FILE* pipe = popen((std::string(PPLAB_BINARY) + " " + args + " 2>&1").c_str(), "r");
+// Runs `pplab args` through the shell, after `shell_prefix` (e.g. "ulimit
+// -f 64; " to limit file sizes).
+inline PplabRun Pplab(const std::string& args, const std::string& shell_prefix = "") {
+  FILE* pipe = popen((shell_prefix + std::string(PPLAB_BINARY) + " " + args + " 2>&1").c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
   char buf[4096];

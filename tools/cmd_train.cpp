@@ -575,11 +575,11 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   sub->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir, if there is one");
-  CLI::Option* data = sub->add_option(
-         "--data", o->data,
-         "UTF-8 text files or directories to train on (default: Debian's fortunes, " + DefaultCorpusDir() + ")")
-      ->expected(1, -1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  CLI::Option* data = sub->add_option("--data", o->data,
+                                      "UTF-8 text files or directories to train on (default: Debian's fortunes, " +
+                                          DefaultCorpusDir() + ")")
+                          ->expected(1, -1)
+                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI::Option* synthetic =
       sub->add_flag("--synthetic", o->synthetic, "train on random tokens instead of text (benchmarks, parity tests)")
           ->excludes(data);

@@ -1,5 +1,7 @@
 // pplab: plan, simulate and compare pipeline-parallel training schedules.
 // main() only dispatches; it is the one place that catches errors.
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <new>
@@ -9,6 +11,9 @@
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
+  // A file-size limit reached while writing (a checkpoint, a trace) is a
+  // write error with a message, not a silent kill.
+  ::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"pplab: plan, simulate and compare pipeline-parallel training schedules"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pplab 0.1.0");

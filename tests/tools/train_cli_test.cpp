@@ -233,6 +233,28 @@ TEST_CASE("an unwritable checkpoint directory is one clear error", "[train][chec
   CHECK_THAT(r.out, Catch::Contains("checkpoint: cannot create /proc/pplab-no-such-dir/step-000001.tmp"));
 }
 
+TEST_CASE("a checkpoint that cannot be written (full disk) is one error and the previous one stays loadable",
+          "[train][checkpoint]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/ck_full";
+  std::filesystem::remove_all(dir);
+  REQUIRE(Train("-k 2 -m 2 --steps 2 --checkpoint-dir " + dir).code == 0);
+  // A file-size limit of 64 KiB makes the next shard write fail as a full
+  // disk would (the tiny model's shard is larger).
+  const PplabRun full = Pplab(
+      "train --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 -m 2 -k 2 "
+      "--steps 4 --resume --comm-timeout 5 --checkpoint-dir " +
+          dir,
+      /*shell_prefix=*/"ulimit -f 64; ");
+  INFO(full.out);
+  CHECK(full.code != 0);
+  CHECK_THAT(full.out, Catch::Contains("checkpoint: cannot write " + dir + "/step-000004.tmp/rank-"));
+  CHECK(ReadTextFile(dir + "/latest") == "step-000002\n");
+  const PplabRun resumed = Train("-k 2 -m 2 --steps 4 --resume --json --checkpoint-dir " + dir);
+  INFO(resumed.out);
+  CHECK(resumed.code == 0);
+  CHECK(ReadTextFile(dir + "/latest") == "step-000004\n");
+}
+
 TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {
   const PplabRun r = Train("-s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
   INFO(r.out);

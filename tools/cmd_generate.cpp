@@ -92,7 +92,13 @@ int RunGenerate(const GenerateOptions& o) {
     if (chosen == tokenizer.Eos()) break;
     ids.push_back(chosen);
   }
-  const std::string continuation = tokenizer.Decode(std::vector<int32_t>(ids.begin() + prompt_size, ids.end()));
+  // Decode prompt and continuation together (a piece may carry the space
+  // before it), then split off what the prompt decodes to.
+  const std::string prompt_text = tokenizer.Decode(std::vector<int32_t>(ids.begin(), ids.begin() + prompt_size));
+  const std::string all_text = tokenizer.Decode(ids);
+  const std::string continuation = all_text.compare(0, prompt_text.size(), prompt_text) == 0
+                                       ? all_text.substr(prompt_text.size())
+                                       : tokenizer.Decode(std::vector<int32_t>(ids.begin() + prompt_size, ids.end()));
   if (o.json) {
     const nlohmann::json j = {{"checkpoint", dir},
                               {"step", manifest.at("step")},

@@ -5,17 +5,23 @@
 
 namespace pplab {
 
-std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin) {
+std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& timeline) {
   // Per (stage, kind): total duration and count, for the mean.
-  std::map<std::pair<StageId, ActionKind>, std::pair<TimeNs, int>> per_stage;
-  StageId max_stage = -1;
+  std::map<std::pair<StageId, ActionKind>, std::pair<TimeNs, int>> sums;
   for (const TimelineEvent& e : timeline.events) {
     if (!IsCompute(e.action.kind)) continue;
-    auto& [total, count] = per_stage[{e.action.stage, e.action.kind}];
+    auto& [total, count] = sums[{e.action.stage, e.action.kind}];
     total += e.end - e.start;
     ++count;
-    max_stage = std::max(max_stage, e.action.stage);
   }
+  std::map<std::pair<StageId, ActionKind>, double> means;
+  for (const auto& [key, sum] : sums) means[key] = NsToMs(sum.first) / sum.second;
+  return means;
+}
+
+std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin) {
+  const auto means = MeanComputeMs(timeline);
+  const StageId max_stage = means.empty() ? -1 : means.rbegin()->first.first;
   static const std::pair<ActionKind, const char*> kKinds[] = {{ActionKind::kForward, "forward_ms"},
                                                               {ActionKind::kBackward, "backward_ms"},
                                                               {ActionKind::kBackwardInput, "backward_input_ms"},
@@ -24,8 +30,8 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
   for (StageId s = 0; s <= max_stage; ++s) {
     nlohmann::json cost = nlohmann::json::object();
     for (const auto& [kind, key] : kKinds) {
-      const auto it = per_stage.find({s, kind});
-      if (it != per_stage.end() && it->second.second > 0) cost[key] = NsToMs(it->second.first) / it->second.second;
+      const auto it = means.find({s, kind});
+      if (it != means.end()) cost[key] = it->second;
     }
     stages.push_back(cost);
   }

@@ -23,22 +23,16 @@ struct StatsOptions {
 int RunStats(const StatsOptions& o) {
   const Timeline t = TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path);
   const TimelineSummary summary = Summarize(t);
-  // Per (stage, kind): total duration and count, for the mean.
-  std::map<std::pair<StageId, ActionKind>, std::pair<TimeNs, int>> per_stage;
+  const auto means = MeanComputeMs(t);
   std::vector<int> actions(t.ranks, 0);
-  StageId max_stage = -1;
   for (const TimelineEvent& e : t.events) {
-    if (!IsCompute(e.action.kind)) continue;
-    auto& [total, count] = per_stage[{e.action.stage, e.action.kind}];
-    total += e.end - e.start;
-    ++count;
-    ++actions[e.rank];
-    max_stage = std::max(max_stage, e.action.stage);
+    if (IsCompute(e.action.kind)) ++actions[e.rank];
   }
+  const StageId max_stage = means.empty() ? -1 : means.rbegin()->first.first;
   auto mean_ms = [&](StageId s, ActionKind k) -> std::optional<double> {
-    const auto it = per_stage.find({s, k});
-    if (it == per_stage.end() || it->second.second == 0) return std::nullopt;
-    return NsToMs(it->second.first) / it->second.second;
+    const auto it = means.find({s, k});
+    if (it == means.end()) return std::nullopt;
+    return it->second;
   };
   nlohmann::json per_rank = nlohmann::json::array();
   for (RankId r = 0; r < t.ranks; ++r) {

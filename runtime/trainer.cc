@@ -104,7 +104,10 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
-  Executor executor(schedule, rank, stages, transport, loss, {options.comm_timeout});
+  ExecutorOptions executor_options;
+  executor_options.comm_timeout = options.comm_timeout;
+  executor_options.memory = options.memory;
+  Executor executor(schedule, rank, stages, transport, loss, executor_options);
   const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
   // Align the ranks' clocks: everyone leaves the barrier within a few
   // microseconds and takes that moment as time 0.
@@ -114,6 +117,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   summary.first_step = first_step;
   summary.checkpoint_load_ms = load_ms;
   std::vector<TimelineEvent> last_events;
+  Bytes last_peak = 0;
   for (int step = first_step; step < options.steps; ++step) {
     if (options.on_step) options.on_step(step);
     const auto start = std::chrono::steady_clock::now();
@@ -153,6 +157,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     summary.step_times_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     last_events = std::move(result.events);
+    last_peak = result.peak_activation_bytes;
     const int done = step + 1;
     if (!options.checkpoint_dir.empty() &&
         (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
@@ -172,6 +177,14 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     all = GatherToRank0(*group, Encode(last_events), options.comm_timeout);
   } else {
     all.push_back(Encode(last_events));
+  }
+  if (options.memory != nullptr) {
+    const std::vector<std::vector<int64_t>> peaks = group != nullptr
+                                                        ? GatherToRank0(*group, {last_peak}, options.comm_timeout)
+                                                        : std::vector<std::vector<int64_t>>{{last_peak}};
+    for (RankId r = 0; r < static_cast<RankId>(peaks.size()) && r < schedule.ranks; ++r) {
+      summary.peak_activation_bytes.push_back(peaks[r].at(0));
+    }
   }
   if (rank == 0) {
     Timeline& t = summary.last_step;

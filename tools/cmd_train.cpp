@@ -17,6 +17,7 @@
 #include "runtime/c10d_transport.h"
 #include "runtime/fake_transport.h"
 #include "runtime/launcher.h"
+#include "runtime/memory_meter.h"
 #include "runtime/synthetic_data.h"
 #include "runtime/trainer.h"
 #include "schedules/error.h"
@@ -58,6 +59,7 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   bool resume = false;
+  bool measure_memory = false;
   std::vector<std::string> raw_args;
 };
 
@@ -164,6 +166,10 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
     }
   };
   options.comm_timeout = timeout;
+  if (o.measure_memory) {
+    if (!device.is_cpu()) throw Error("--measure-memory counts CPU memory only; --device is " + o.device);
+    options.memory = &MemoryMeter::Cpu();
+  }
   if (!o.kill_rank_at.empty()) {
     int kill_rank = -1, kill_step = -1;
     if (std::sscanf(o.kill_rank_at.c_str(), "%d:%d", &kill_rank, &kill_step) != 2) {
@@ -223,7 +229,9 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
                               {"checkpoint_load_ms", summary.checkpoint_load_ms},
                               {"lrs", summary.lrs},
                               {"grad_norms", summary.grad_norms}};
-    std::printf("%s\n", j.dump().c_str());
+    nlohmann::json out = j;
+    if (o.measure_memory) out["measured_peak_activation_bytes"] = summary.peak_activation_bytes;
+    std::printf("%s\n", out.dump().c_str());
   } else {
     for (size_t i = 0; i < summary.losses.size(); ++i) {
       std::printf("step %3zu  loss %.6f  lr %.3g  %8.2f ms\n", summary.first_step + i, summary.losses[i],
@@ -308,6 +316,8 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   sub->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir, if there is one");
+  sub->add_flag("--measure-memory", o->measure_memory,
+                "count CPU tensor memory; --json reports each rank's peak activation bytes of the last step");
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub->add_flag("--json", o->json, "print one summary object at the end");
   sub->add_option("--kill-rank-at", o->kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")

@@ -24,4 +24,13 @@ void SetupExportModel(CLI::App& app, int& exit_code) {
   });
 }
 
+void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&) {
+  CLI::App* sub = app.add_subcommand("profile", "measure stage and link costs (needs a build with LibTorch)");
+  sub->allow_extras();
+  sub->callback([&exit_code] {
+    exit_code = 2;
+    throw Error("this pplab was built without LibTorch: install libtorch-dev (tools/setup.sh does) and rebuild");
+  });
+}
+
 }  // namespace pplab::cli

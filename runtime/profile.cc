@@ -122,7 +122,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
                    const ProfileOptions& options, bool split, std::map<StageId, StageProfile>& profiles,
                    std::map<StageId, std::vector<double>>& forward_ms) {
   std::map<StageId, std::vector<double>> b_ms, w_ms;
-  std::map<StageId, std::vector<Bytes>> held;
+  std::map<StageId, std::vector<Bytes>> held, f_transient, b_transient;
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     const bool measured = i >= options.warmup;
     for (auto& [s, stage] : stages) {
@@ -130,17 +130,25 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
       StageSlot slot;
       const Bytes before = meter.Live();
       const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
+      meter.ResetPeak();
       auto start = Clock::now();
       RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
       const double f = MsSince(start);
       const Bytes activation = meter.Live() - before;
+      const Bytes forward_transient = meter.Peak() - meter.Live();
       slot.output_grads = in.grads_received ? Clone(in.output_grads) : in.output_grads;
+      const Bytes before_backward = meter.Live();
+      meter.ResetPeak();
       start = Clock::now();
       if (!split) {
         RunBackwardAction(slot);
         b_ms[s].push_back(MsSince(start));
         slot.input_grads.clear();
-        if (measured) held[s].push_back(activation);
+        if (measured) {
+          held[s].push_back(activation);
+          f_transient[s].push_back(forward_transient);
+          b_transient[s].push_back(meter.Peak() - before_backward);
+        }
       } else {
         RunBackwardInputAction(slot);
         b_ms[s].push_back(MsSince(start));
@@ -161,6 +169,8 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
     if (!split) {
       p.backward_ms = tail(b_ms[s]);
       p.activation_bytes = MedianBytes(held[s]);
+      p.forward_transient_bytes = MedianBytes(f_transient[s]);
+      p.backward_transient_bytes = MedianBytes(b_transient[s]);
     } else {
       p.backward_input_ms = tail(b_ms[s]);
       p.backward_weight_ms = tail(w_ms[s]);
@@ -237,11 +247,12 @@ void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const Profi
 }
 
 // Stage profiles as int64 words for the gather.
-constexpr size_t kStageWords = 11;
+constexpr size_t kStageWords = 13;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
-  out.insert(out.end(), {p.stage, p.rank, Bits(p.forward_ms), Bits(p.backward_ms), Bits(p.backward_input_ms),
-                         Bits(p.backward_weight_ms), p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes,
-                         p.backward_message_bytes, p.output_bytes});
+  out.insert(out.end(),
+             {p.stage, p.rank, Bits(p.forward_ms), Bits(p.backward_ms), Bits(p.backward_input_ms),
+              Bits(p.backward_weight_ms), p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes,
+              p.backward_message_bytes, p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes});
 }
 
 }  // namespace
@@ -368,6 +379,8 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
       p.forward_message_bytes = w.at(i + 8);
       p.backward_message_bytes = w.at(i + 9);
       p.output_bytes = w.at(i + 10);
+      p.forward_transient_bytes = w.at(i + 11);
+      p.backward_transient_bytes = w.at(i + 12);
       every[p.stage] = p;
     }
     const int64_t nl = w.at(i++);

@@ -51,6 +51,10 @@ struct StageProfile {
   Bytes forward_message_bytes = 0, backward_message_bytes = 0;
   // Bytes of the floating-point outputs of F (on the last stage: the loss).
   Bytes output_bytes = 0;
+  // Transient memory the cost model does not hold: the peak of live bytes
+  // during F above what F leaves allocated, and during B above what was
+  // live when B started (temporaries freed before the action ends).
+  Bytes forward_transient_bytes = 0, backward_transient_bytes = 0;
 };
 
 struct LinkSample {

@@ -105,7 +105,9 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                             {"layers", partition.End(p.stage) - partition.Begin(p.stage)},
                             {"forward_message_bytes", p.forward_message_bytes},
                             {"backward_message_bytes", p.backward_message_bytes},
-                            {"output_bytes", p.output_bytes}});
+                            {"output_bytes", p.output_bytes},
+                            {"forward_transient_bytes", p.forward_transient_bytes},
+                            {"backward_transient_bytes", p.backward_transient_bytes}});
   }
   json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}};
   json links = json::array(), extra_links = json::array();

@@ -53,6 +53,7 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK(meta["threads_per_rank"].get<int>() >= 1);
   CHECK(meta["ranks"] == 2);
   CHECK(meta["extra"]["action_overhead_ms"].get<double>() >= 0);
+  CHECK(meta["extra"]["stages"][1]["backward_transient_bytes"].get<int64_t>() > 0);
   // Exactly these fields; anything else goes under extra.
   CHECK(meta.size() == 10);
 

@@ -19,25 +19,35 @@ echo '```'
 "$pplab" profile "${prof[@]}" --virtual 2 -o "$out/cost_v2.json"
 echo '```'
 echo
+python3 - "$out/cost.json" "$out/cost_v2.json" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    d = json.load(open(path))
+    print("%s: transient MB per stage (F above what it keeps / B above what was live):" % d["meta"]["partition"],
+          ", ".join("%.2f / %.2f" % (s["forward_transient_bytes"] / 1e6, s["backward_transient_bytes"] / 1e6)
+                    for s in d["meta"]["extra"]["stages"]))
+PY
+echo
 echo "## Predicted against measured (M=8)"
 echo
-echo "| plan | predicted makespan ms | measured median step ms | error | predicted peak MB rank 0 / 1 | measured peak MB rank 0 / 1 |"
-echo "|---|---|---|---|---|---|"
+echo "| plan | predicted makespan ms | measured median step ms | error | measured last-step makespan ms (trace) | predicted peak MB rank 0 / 1 | measured peak MB rank 0 / 1 |"
+echo "|---|---|---|---|---|---|---|"
 for plan in "-s gpipe" "-s 1f1b" "-s interleaved-1f1b -v 2" "-s zb-h1"; do
   cost=$out/cost.json
   [[ $plan == *"-v 2"* ]] && cost=$out/cost_v2.json
   # shellcheck disable=SC2086
   "$pplab" simulate $plan -k 2 -m 8 --cost "$cost" --json > "$out/sim.json"
   # shellcheck disable=SC2086
-  "$pplab" train $plan -k 2 -m 8 "${train[@]}" > "$out/train.json"
-  python3 - "$plan" "$out/sim.json" "$out/train.json" <<'PY'
+  "$pplab" train $plan -k 2 -m 8 "${train[@]}" --trace "$out/trace.json" > "$out/train.json"
+  "$pplab" stats "$out/trace.json" --json > "$out/stats.json"
+  python3 - "$plan" "$out/sim.json" "$out/train.json" "$out/stats.json" <<'PY'
 import json, statistics, sys
-plan, s, t = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+plan, s, t, st = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
 measured = statistics.median(t["step_times_ms"][1:])
 pred = s["makespan"]
 pp = [r["peak_activation_bytes"] / 1e6 for r in s["per_rank"]]
 mp = [b / 1e6 for b in t["measured_peak_activation_bytes"]]
-print("| %s | %.1f | %.1f | %+.1f %% | %.2f / %.2f | %.2f / %.2f |" %
-      (plan, pred, measured, 100 * (pred - measured) / measured, pp[0], pp[1], mp[0], mp[1]))
+print("| %s | %.1f | %.1f | %+.1f %% | %.1f | %.2f / %.2f | %.2f / %.2f |" %
+      (plan, pred, measured, 100 * (pred - measured) / measured, st["makespan"], pp[0], pp[1], mp[0], mp[1]))
 PY
 done

@@ -227,6 +227,8 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
   options.warmup = o.warmup;
   options.repeats = o.repeats;
   options.comm_timeout = timeout;
+  // Ping-pong one activation's payload (hidden (B,L,C) float32) and 16 MiB.
+  options.link_payload_bytes = {static_cast<Bytes>(o.microbatch_size) * o.seq_len * config.hidden_size * 4, 16 << 20};
   const ProfileResult result = Profile(
       placement, rank, stages, batch.microbatches.at(0),
       [](const TensorList& outputs, const at::Tensor& targets) {

@@ -30,8 +30,8 @@ PY
 echo
 echo "## Predicted against measured (M=8)"
 echo
-echo "| plan | predicted makespan ms | measured median step ms | error | measured last-step makespan ms (trace) | predicted peak MB rank 0 / 1 | measured peak MB rank 0 / 1 |"
-echo "|---|---|---|---|---|---|---|"
+echo "| plan | predicted makespan ms | measured median step ms | error | measured last-step makespan ms (trace) | busy measured / predicted rank 0, 1 | predicted peak MB rank 0 / 1 | measured peak MB rank 0 / 1 |"
+echo "|---|---|---|---|---|---|---|---|"
 for plan in "-s gpipe" "-s 1f1b" "-s interleaved-1f1b -v 2" "-s zb-h1"; do
   cost=$out/cost.json
   [[ $plan == *"-v 2"* ]] && cost=$out/cost_v2.json
@@ -47,7 +47,9 @@ measured = statistics.median(t["step_times_ms"][1:])
 pred = s["makespan"]
 pp = [r["peak_activation_bytes"] / 1e6 for r in s["per_rank"]]
 mp = [b / 1e6 for b in t["measured_peak_activation_bytes"]]
-print("| %s | %.1f | %.1f | %+.1f %% | %.1f | %.2f / %.2f | %.2f / %.2f |" %
-      (plan, pred, measured, 100 * (pred - measured) / measured, st["makespan"], pp[0], pp[1], mp[0], mp[1]))
+busy = ["%.2f" % (m["busy"] / p["busy"]) for m, p in zip(st["per_rank"], s["per_rank"])]
+print("| %s | %.1f | %.1f | %+.1f %% | %.1f | %s | %.2f / %.2f | %.2f / %.2f |" %
+      (plan, pred, measured, 100 * (pred - measured) / measured, st["makespan"], ", ".join(busy), pp[0], pp[1],
+       mp[0], mp[1]))
 PY
 done

@@ -254,6 +254,7 @@ int RunProfile(const ProfileCliOptions& o) {
   if (worker) {
     const RankId rank = EnvInt("RANK", 0);
     try {
+      Check(o, LoadLlamaConfig(o.model));  // started by torchrun or Slurm: nobody checked before
       return RunWorker(o, rank, EnvInt("WORLD_SIZE", 1));
     } catch (const std::exception& e) {
       // As pplab train: leave at once, a process group with a dead peer may block in its destructors.

@@ -173,6 +173,12 @@ void C10dTransport::WaitSends(std::chrono::milliseconds timeout) {
   sends_.clear();
 }
 
+Bytes WireBytes(const TensorList& tensors) {
+  Bytes total = kHeaderWords * static_cast<Bytes>(sizeof(int64_t));
+  for (const at::Tensor& t : tensors) total += static_cast<Bytes>(t.numel() * t.element_size());
+  return total;
+}
+
 RankId GroupRank(const ProcessGroupHandle& group) { return group.rank; }
 
 int GroupSize(const ProcessGroupHandle& group) { return group.world_size; }

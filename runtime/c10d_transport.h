@@ -63,6 +63,10 @@ class C10dTransport : public Transport {
   std::vector<std::unique_ptr<Pending>> sends_;
 };
 
+// Bytes that one message of `tensors` puts on the wire: the header (512
+// bytes) and every tensor's bytes.
+Bytes WireBytes(const TensorList& tensors);
+
 // This process's rank in `group`, and the group's size.
 RankId GroupRank(const ProcessGroupHandle& group);
 int GroupSize(const ProcessGroupHandle& group);

@@ -2,18 +2,10 @@
 
 #include <torch/torch.h>
 
+#include "runtime/memory_meter.h"
 #include "schedules/error.h"
 
 namespace pplab {
-
-// What one (stage, microbatch) keeps between its actions.
-struct Executor::Slot {
-  TensorList inputs;        // stage inputs; floating ones are leaves requiring grad
-  TensorList outputs;       // stage outputs as produced (on the last stage: {loss})
-  TensorList output_grads;  // gradient of each floating output (for B, or kept from I for W)
-  TensorList input_grads;   // gradient of each floating input, once B/I ran
-  bool has_output_grads = false;
-};
 
 namespace {
 
@@ -35,6 +27,48 @@ TensorList AsStageInputs(const TensorList& list) {
 }
 
 }  // namespace
+
+double RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
+                        const at::Tensor& targets, double loss_scale) {
+  slot.inputs = AsStageInputs(inputs);
+  TensorList outputs = stage.Forward(slot.inputs);
+  if (loss == nullptr) {
+    slot.outputs = std::move(outputs);
+    return 0;
+  }
+  at::Tensor value = (*loss)(outputs, targets) * loss_scale;
+  slot.outputs = {value};
+  return value.item<double>();
+}
+
+void RunBackwardAction(StageSlot& slot) {
+  const TensorList ins = Floats(slot.inputs);
+  torch::autograd::backward(Floats(slot.outputs), slot.output_grads);
+  slot.input_grads.clear();
+  for (const at::Tensor& t : ins) slot.input_grads.push_back(t.grad());
+  slot.inputs.clear();
+  slot.outputs.clear();
+  slot.output_grads.clear();
+}
+
+void RunBackwardInputAction(StageSlot& slot) {
+  const TensorList ins = Floats(slot.inputs);
+  slot.input_grads = ins.empty() ? TensorList{}
+                                 : torch::autograd::grad(Floats(slot.outputs), ins, slot.output_grads,
+                                                         /*retain_graph=*/true);
+}
+
+void RunBackwardWeightAction(Stage& stage, StageSlot& slot) {
+  std::vector<at::Tensor> params;
+  for (auto& [name, p] : stage.NamedParameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  torch::autograd::backward(Floats(slot.outputs), slot.output_grads, /*retain_graph=*/false,
+                            /*create_graph=*/false, params);
+  slot.inputs.clear();
+  slot.outputs.clear();
+  slot.output_grads.clear();
+}
 
 int64_t MessageTag(const Schedule& schedule, const Action& a) {
   const MessageKey key = MessageOf(a);
@@ -67,7 +101,9 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   auto now = [&] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
   };
-  std::map<std::pair<StageId, MicrobatchId>, Slot> slots;
+  std::map<std::pair<StageId, MicrobatchId>, StageSlot> slots;
+  const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() : 0;
+  if (options_.memory != nullptr) options_.memory->ResetPeak();
   // Receives posted and not yet waited for: their event index, by tag.
   std::map<int64_t, size_t> posted;
   StepResult result;
@@ -121,7 +157,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     ev.action = a;
     const StageId s = a.stage;
     const MicrobatchId m = a.microbatch;
-    Slot& slot = slots[{s, m}];
+    StageSlot& slot = slots[{s, m}];
     switch (a.kind) {
       case ActionKind::kRecvF:
       case ActionKind::kRecvB: {
@@ -156,15 +192,9 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
           inputs = receive({ActionKind::kRecvF, s, m});
         }
         ev.start = now();
-        slot.inputs = AsStageInputs(inputs);
-        TensorList outputs = stages_[s]->Forward(slot.inputs);
-        if (s == S - 1) {
-          at::Tensor loss = loss_(outputs, microbatches[m].targets) * loss_scale;
-          result.losses[m] = loss.item<double>();
-          slot.outputs = {loss};
-        } else {
-          slot.outputs = std::move(outputs);
-        }
+        const double loss = RunForwardAction(*stages_[s], slot, inputs, s == S - 1 ? &loss_ : nullptr,
+                                             microbatches[m].targets, loss_scale);
+        if (s == S - 1) result.losses[m] = loss;
         ev.end = now();
         break;
       }
@@ -177,33 +207,17 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
           slot.output_grads = {};  // the loss: implicit gradient 1
         }
         ev.start = now();
-        const TensorList outs = Floats(slot.outputs);
-        const TensorList ins = Floats(slot.inputs);
         if (a.kind == ActionKind::kBackward) {
-          torch::autograd::backward(outs, slot.output_grads);
-          slot.input_grads.clear();
-          for (const at::Tensor& t : ins) slot.input_grads.push_back(t.grad());
-          slot.inputs.clear();
-          slot.outputs.clear();
+          RunBackwardAction(slot);
         } else {
-          // I: input gradients only, keeping the graph (and output_grads) for W.
-          slot.input_grads =
-              ins.empty() ? TensorList{} : torch::autograd::grad(outs, ins, slot.output_grads, /*retain_graph=*/true);
+          RunBackwardInputAction(slot);
         }
         ev.end = now();
         break;
       }
       case ActionKind::kBackwardWeight: {
         ev.start = now();
-        std::vector<at::Tensor> params;
-        for (auto& [name, p] : stages_[s]->NamedParameters()) {
-          if (p.requires_grad()) params.push_back(p);
-        }
-        torch::autograd::backward(Floats(slot.outputs), slot.output_grads, /*retain_graph=*/false,
-                                  /*create_graph=*/false, params);
-        slot.inputs.clear();
-        slot.outputs.clear();
-        slot.output_grads.clear();
+        RunBackwardWeightAction(*stages_[s], slot);
         ev.end = now();
         break;
       }
@@ -219,6 +233,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   } catch (const Error& e) {
     throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what());
   }
+  if (options_.memory != nullptr) result.peak_activation_bytes = options_.memory->Peak() - memory_base;
   return result;
 }
 

@@ -34,6 +34,8 @@ struct MicrobatchData {
 // step's loss scale, so that the M microbatch losses add up to the batch's.
 using LossFn = std::function<at::Tensor(const TensorList& outputs, const at::Tensor& targets)>;
 
+class MemoryMeter;
+
 struct ExecutorOptions {
   std::chrono::milliseconds comm_timeout{60000};
   // Called right after the action that completes a stage's weight
@@ -41,6 +43,9 @@ struct ExecutorOptions {
   // to start the data-parallel all-reduce of that stage while the rank goes
   // on computing.
   std::function<void(StageId stage)> on_stage_grads_done;
+  // When set, each step reports the peak of the meter's live bytes over the
+  // step minus its live bytes when the step began (StepResult).
+  MemoryMeter* memory = nullptr;
 };
 
 struct StepResult {
@@ -48,7 +53,33 @@ struct StepResult {
   // elsewhere); their sum is the step's loss.
   std::map<MicrobatchId, double> losses;
   std::vector<TimelineEvent> events;  // this rank's actions in program order
+  // With ExecutorOptions::memory: the most bytes allocated during the step
+  // and alive at once (weights, and gradients that existed before, excluded).
+  Bytes peak_activation_bytes = 0;
 };
+
+// What one (stage, microbatch) keeps between its actions.
+struct StageSlot {
+  TensorList inputs;        // stage inputs; floating ones are leaves requiring grad
+  TensorList outputs;       // stage outputs as produced (on the last stage: {loss})
+  TensorList output_grads;  // gradient of each floating output (for B, or kept from I for W)
+  TensorList input_grads;   // gradient of each floating input, once B/I ran
+};
+
+// The compute actions exactly as the executor runs them; the profiler
+// (runtime/profile.h) times these same functions.
+// F: `inputs` become the stage's leaves (floating ones detached, requiring
+// grad), the stage runs, and on the last stage (`loss` given) the outputs
+// become {loss(outputs, targets) * loss_scale}. Returns that loss (0 without).
+double RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
+                        const at::Tensor& targets, double loss_scale);
+// B: backpropagates slot.output_grads (empty for the loss) into the
+// parameters' .grad and slot.input_grads, and frees the graph.
+void RunBackwardAction(StageSlot& slot);
+// I: slot.input_grads only; the graph and output_grads stay for W.
+void RunBackwardInputAction(StageSlot& slot);
+// W: the parameters' gradients from the graph I kept; frees it.
+void RunBackwardWeightAction(Stage& stage, StageSlot& slot);
 
 class Executor {
  public:
@@ -66,7 +97,6 @@ class Executor {
                      std::chrono::steady_clock::time_point origin);
 
  private:
-  struct Slot;  // per (stage, microbatch) state, defined in executor.cc
   const Schedule& schedule_;
   RankId rank_;
   std::map<StageId, Stage*> stages_;

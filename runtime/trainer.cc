@@ -153,6 +153,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   std::vector<std::unique_ptr<StageBucket>> buckets;
   ExecutorOptions exec_options;
   exec_options.comm_timeout = options.comm_timeout;
+  exec_options.memory = options.memory;
   if (options.dp_group != nullptr) {
     exec_options.on_stage_grads_done = [&](StageId s) {
       buckets.push_back(std::make_unique<StageBucket>(*stages.at(s), *options.dp_group));
@@ -184,6 +185,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   summary.first_step = first_step;
   summary.checkpoint_load_ms = load_ms;
   std::vector<TimelineEvent> last_events;
+  Bytes last_peak = 0;
   for (int step = first_step; step < options.steps; ++step) {
     if (options.on_step) options.on_step(step);
     const auto start = std::chrono::steady_clock::now();
@@ -229,6 +231,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     summary.bubbles.push_back(bubble);
     last_events = std::move(result.events);
+    last_peak = result.peak_activation_bytes;
     const int done = step + 1;
     StepReport report;
     report.step = step;
@@ -263,6 +266,14 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     all = GatherToRank0(*group, Encode(last_events), options.comm_timeout);
   } else {
     all.push_back(Encode(last_events));
+  }
+  if (options.memory != nullptr) {
+    const std::vector<std::vector<int64_t>> peaks = group != nullptr
+                                                        ? GatherToRank0(*group, {last_peak}, options.comm_timeout)
+                                                        : std::vector<std::vector<int64_t>>{{last_peak}};
+    for (RankId r = 0; r < static_cast<RankId>(peaks.size()) && r < schedule.ranks; ++r) {
+      summary.peak_activation_bytes.push_back(peaks[r].at(0));
+    }
   }
   if (rank == 0) {
     Timeline& t = summary.last_step;

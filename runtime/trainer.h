@@ -15,6 +15,7 @@
 namespace pplab {
 
 struct ProcessGroupHandle;
+class MemoryMeter;
 
 struct StepBatch {
   std::vector<MicrobatchData> microbatches;  // all M of them
@@ -58,6 +59,9 @@ struct TrainerOptions {
   // Called with a verified manifest before resuming; throws to refuse it.
   std::function<void(const std::string& manifest_json)> check_resume;
   std::chrono::milliseconds comm_timeout{60000};
+  // When set, each step's peak activation bytes are measured (Executor) and
+  // rank 0 gathers the last step's from every pipeline rank.
+  MemoryMeter* memory = nullptr;
   // Called at the start of each step with its index (tests inject faults).
   std::function<void(int step)> on_step;
   // Called after the last step with this rank's stages, whose parameters
@@ -89,6 +93,9 @@ struct TrainSummary {
   std::vector<double> bubbles;                     // per step, the measured bubble (see StepReport)
   std::vector<std::pair<int, double>> val_losses;  // (steps done, validation loss)
   Timeline last_step;                              // rank 0: all ranks' actions of the last step, from 0; else empty
+  // With TrainerOptions::memory, rank 0: per pipeline rank (first replica),
+  // the last step's peak of bytes allocated during the step and alive at once.
+  std::vector<Bytes> peak_activation_bytes;
 };
 
 // The global L2 norm of the gradients of `params` over every rank of `group`

@@ -24,6 +24,7 @@
 #include "runtime/fake_transport.h"
 #include "runtime/fnv.h"
 #include "runtime/launcher.h"
+#include "runtime/memory_meter.h"
 #include "runtime/text_dataset.h"
 #include "runtime/text_prepare.h"
 #include "runtime/token_cache.h"
@@ -91,6 +92,7 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   bool resume = false;
+  bool measure_memory = false;
   std::vector<std::string> raw_args;
 };
 
@@ -317,6 +319,10 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
     }
   };
   options.comm_timeout = timeout;
+  if (o.measure_memory) {
+    if (!device.is_cpu()) throw Error("--measure-memory counts CPU memory only; --device is " + o.device);
+    options.memory = &MemoryMeter::Cpu();
+  }
   if (!o.kill_rank_at.empty()) {
     int kill_rank = -1, kill_step = -1;
     if (std::sscanf(o.kill_rank_at.c_str(), "%d:%d", &kill_rank, &kill_step) != 2) {
@@ -462,7 +468,9 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
                               {"checkpoint_load_ms", summary.checkpoint_load_ms},
                               {"lrs", summary.lrs},
                               {"grad_norms", summary.grad_norms}};
-    std::printf("%s\n", j.dump().c_str());
+    nlohmann::json out = j;
+    if (o.measure_memory) out["measured_peak_activation_bytes"] = summary.peak_activation_bytes;
+    std::printf("%s\n", out.dump().c_str());
   } else {
     if (!summary.losses.empty()) {
       std::printf("trained steps %d..%d of %s: loss %.4f -> %.4f", summary.first_step + 1, o.steps,
@@ -604,6 +612,8 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
                   "trace-simulated.json, timeline.svg (\"\" for none)")
       ->capture_default_str();
   sub->add_option("--metrics", o->metrics_path, "append one JSON line per step (loss, lr, tokens/s, bubble, val loss)");
+  sub->add_flag("--measure-memory", o->measure_memory,
+                "count CPU tensor memory; --json reports each rank's peak activation bytes of the last step");
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub->add_option("--sim-trace", o->sim_trace_path,
                   "write the plan simulated with the compute costs measured in the last step (Chrome trace)");

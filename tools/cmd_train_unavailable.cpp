@@ -31,4 +31,8 @@ void SetupGenerate(CLI::App& app, int& exit_code) {
   Unavailable(app, exit_code, "generate", "sample text from a checkpoint");
 }
 
+void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&) {
+  Unavailable(app, exit_code, "profile", "measure stage and link costs");
+}
+
 }  // namespace pplab::cli

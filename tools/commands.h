@@ -28,5 +28,7 @@ void SetupPlan(CLI::App& app, int& exit_code);
 void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& argv);
 void SetupExportModel(CLI::App& app, int& exit_code);
 void SetupGenerate(CLI::App& app, int& exit_code);
+// `argv` is the whole command line, which the launcher hands to the workers.
+void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>& argv);
 
 }  // namespace pplab::cli

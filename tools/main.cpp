@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   pplab::cli::SetupTrain(app, exit_code, std::vector<std::string>(argv, argv + argc));
   pplab::cli::SetupExportModel(app, exit_code);
   pplab::cli::SetupGenerate(app, exit_code);
+  pplab::cli::SetupProfile(app, exit_code, std::vector<std::string>(argv, argv + argc));
   std::string known;
   bool found = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

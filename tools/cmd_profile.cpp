@@ -1,0 +1,300 @@
+// pplab profile: measure each stage's F, B, I and W time, its activation and
+// message bytes, and the links between neighbouring ranks on this machine,
+// with K worker processes launched as `pplab train` launches them, and write
+// the simulator's cost model (docs/profile.md).
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "models/llama.h"
+#include "runtime/batches.h"
+#include "runtime/c10d_transport.h"
+#include "runtime/fake_transport.h"
+#include "runtime/launcher.h"
+#include "runtime/memory_meter.h"
+#include "runtime/profile.h"
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+#include "sim/cost_model.h"
+#include "tools/commands.h"
+#include "tools/report.h"
+
+namespace pplab::cli {
+namespace {
+
+struct ProfileCliOptions {
+  std::string model = "tiny";
+  int ranks = 2;
+  std::string partition = "uniform";
+  int virtual_stages = 1;
+  int microbatch_size = 0;
+  int seq_len = 0;
+  int warmup = 2;
+  int repeats = 5;
+  uint64_t seed = 1;
+  double comm_timeout_s = 60;
+  std::string output;
+  bool json = false;
+  std::vector<std::string> raw_args;
+};
+
+constexpr int kMaxMicrobatchSize = 1 << 16;
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  try {
+    return std::stoi(v);
+  } catch (const std::exception&) {
+    throw Error(std::string("environment variable ") + name + "='" + v + "' is not an integer");
+  }
+}
+
+// Everything that can be refused without running a worker, once, before
+// any starts: the model, the partition over K v stages, the sizes, -o.
+void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
+  if (o.ranks < 1 || o.ranks > 4096) throw Error("--ranks " + std::to_string(o.ranks) + ": must be in [1, 4096]");
+  if (o.virtual_stages < 1 || o.virtual_stages > 64) {
+    throw Error("--virtual " + std::to_string(o.virtual_stages) + ": must be in [1, 64]");
+  }
+  if (o.microbatch_size < 1 || o.microbatch_size > kMaxMicrobatchSize) {
+    throw Error("--microbatch-size " + std::to_string(o.microbatch_size) + ": must be in [1, " +
+                std::to_string(kMaxMicrobatchSize) + "]");
+  }
+  if (o.seq_len < 1 || o.seq_len > config.max_position_embeddings) {
+    throw Error("--seq-len " + std::to_string(o.seq_len) + ": must be in [1, " +
+                std::to_string(config.max_position_embeddings) + "] (the model's max_position_embeddings)");
+  }
+  if (o.repeats < 1 || o.repeats > 10000)
+    throw Error("--repeats " + std::to_string(o.repeats) + ": must be in [1, 10000]");
+  if (o.warmup < 0 || o.warmup > 10000) throw Error("--warmup " + std::to_string(o.warmup) + ": must be in [0, 10000]");
+  MakePartition(config, o.ranks * o.virtual_stages, o.partition);
+  if (!o.output.empty()) {
+    const auto slash = o.output.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : o.output.substr(0, slash));
+    const bool exists = ::access(o.output.c_str(), F_OK) == 0;
+    if (::access(dir.c_str(), W_OK) != 0 || (exists && ::access(o.output.c_str(), W_OK) != 0)) {
+      throw Error("-o " + o.output + ": cannot write there");
+    }
+  }
+}
+
+// The cost-model document: stages, link, meta (docs/profile.md).
+nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, const Partition& partition,
+                        const ProfileResult& r, int threads) {
+  using nlohmann::json;
+  json stages = json::array(), extra_stages = json::array();
+  for (const StageProfile& p : r.stages) {
+    const bool last = p.stage == partition.NumStages() - 1;
+    stages.push_back({{"forward_ms", p.forward_ms},
+                      {"backward_ms", p.backward_ms},
+                      {"backward_input_ms", p.backward_input_ms},
+                      {"backward_weight_ms", p.backward_weight_ms},
+                      {"activation_bytes", p.activation_bytes},
+                      {"weight_grad_bytes", p.weight_grad_bytes},
+                      // What the stage sends: its outputs, or on the last stage its input gradient.
+                      {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes}});
+    extra_stages.push_back({{"stage", p.stage},
+                            {"rank", p.rank},
+                            {"layers", partition.End(p.stage) - partition.Begin(p.stage)},
+                            {"forward_message_bytes", p.forward_message_bytes},
+                            {"backward_message_bytes", p.backward_message_bytes},
+                            {"output_bytes", p.output_bytes},
+                            {"forward_transient_bytes", p.forward_transient_bytes},
+                            {"backward_transient_bytes", p.backward_transient_bytes}});
+  }
+  json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}};
+  json links = json::array(), extra_links = json::array();
+  std::vector<double> latencies, bandwidths;
+  for (const LinkProfile& l : r.links) {
+    latencies.push_back(l.latency_ms);
+    bandwidths.push_back(l.bandwidth_gbps);
+    json samples = json::array();
+    for (const LinkSample& s : l.samples) samples.push_back({{"bytes", s.bytes}, {"one_way_ms", s.one_way_ms}});
+    extra_links.push_back({{"from", l.from},
+                           {"to", l.to},
+                           {"latency_ms", l.latency_ms},
+                           {"bandwidth_gbps", l.bandwidth_gbps},
+                           {"samples", samples}});
+    if (r.links.size() > 1) {  // one pair is the default link; several get their own entries, both ways
+      links.push_back(
+          {{"from", l.from}, {"to", l.to}, {"latency_ms", l.latency_ms}, {"bandwidth_gbps", l.bandwidth_gbps}});
+      links.push_back(
+          {{"from", l.to}, {"to", l.from}, {"latency_ms", l.latency_ms}, {"bandwidth_gbps", l.bandwidth_gbps}});
+    }
+  }
+  auto median = [](std::vector<double> xs) {
+    std::sort(xs.begin(), xs.end());
+    return xs.empty() ? 0.0 : xs[xs.size() / 2];
+  };
+  if (!r.links.empty()) doc["link"] = {{"latency_ms", median(latencies)}, {"bandwidth_gbps", median(bandwidths)}};
+  if (!links.empty()) doc["links"] = links;
+  double overhead = 0;
+  for (double x : r.action_overhead_ms) overhead += x;
+  if (!r.action_overhead_ms.empty()) overhead /= static_cast<double>(r.action_overhead_ms.size());
+  doc["meta"] = {{"source", "pplab profile"},
+                 {"model", o.model},
+                 {"config", json::parse(config.ToJson())},
+                 {"partition", partition.ToString()},
+                 {"microbatch_size", o.microbatch_size},
+                 {"seq_len", o.seq_len},
+                 {"device", "cpu"},
+                 {"threads_per_rank", threads},
+                 {"ranks", o.ranks},
+                 {"extra",
+                  {{"virtual_stages", o.virtual_stages},
+                   {"warmup", o.warmup},
+                   {"repeats", o.repeats},
+                   {"seed", o.seed},
+                   {"action_overhead_ms", overhead},
+                   {"action_overhead_ms_per_rank", r.action_overhead_ms},
+                   {"stages", extra_stages},
+                   {"links", extra_links}}}};
+  return doc;
+}
+
+void PrintTable(const nlohmann::json& doc, const std::string& output) {
+  const auto& meta = doc["meta"];
+  std::printf("profile of %s, partition %s, microbatch %d x %d tokens, %d ranks x %d threads\n",
+              meta["model"].get<std::string>().c_str(), meta["partition"].get<std::string>().c_str(),
+              meta["microbatch_size"].get<int>(), meta["seq_len"].get<int>(), meta["ranks"].get<int>(),
+              meta["threads_per_rank"].get<int>());
+  std::printf("%5s %4s %10s %10s %10s %10s %13s %13s %11s\n", "stage", "rank", "F ms", "B ms", "I ms", "W ms",
+              "activ. MB", "I->W MB", "message KB");
+  for (size_t s = 0; s < doc["stages"].size(); ++s) {
+    const auto& st = doc["stages"][s];
+    std::printf("%5zu %4d %10s %10s %10s %10s %13s %13s %11s\n", s, meta["extra"]["stages"][s]["rank"].get<int>(),
+                Fixed(st["forward_ms"].get<double>(), 3).c_str(), Fixed(st["backward_ms"].get<double>(), 3).c_str(),
+                Fixed(st["backward_input_ms"].get<double>(), 3).c_str(),
+                Fixed(st["backward_weight_ms"].get<double>(), 3).c_str(),
+                Fixed(st["activation_bytes"].get<double>() / 1e6, 3).c_str(),
+                Fixed(st["weight_grad_bytes"].get<double>() / 1e6, 3).c_str(),
+                Fixed(st["message_bytes"].get<double>() / 1e3, 1).c_str());
+  }
+  for (const auto& l : meta["extra"]["links"]) {
+    std::printf("link %d <-> %d: latency %s ms, bandwidth %s GB/s (one way:", l["from"].get<int>(), l["to"].get<int>(),
+                Fixed(l["latency_ms"].get<double>(), 4).c_str(), Fixed(l["bandwidth_gbps"].get<double>(), 3).c_str());
+    for (const auto& s : l["samples"]) {
+      std::printf(" %lld B %s ms;", s["bytes"].get<long long>(), Fixed(s["one_way_ms"].get<double>(), 4).c_str());
+    }
+    std::printf(")\n");
+  }
+  std::printf("executor overhead: %s ms per action\n",
+              Fixed(meta["extra"]["action_overhead_ms"].get<double>(), 4).c_str());
+  if (!output.empty()) std::printf("cost model written to %s\n", output.c_str());
+}
+
+int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
+  if (world != o.ranks) {
+    throw Error("world size " + std::to_string(world) + " but --ranks " + std::to_string(o.ranks));
+  }
+  // The same thread policy as pplab train, so the ranks contend as in training.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    at::set_num_threads(std::max(1, cores / std::max(1, world)));
+  }
+  MemoryMeter& meter = MemoryMeter::Cpu();
+  const LlamaConfig config = LoadLlamaConfig(o.model);
+  const int S = o.ranks * o.virtual_stages;
+  const Partition partition = MakePartition(config, S, o.partition);
+  std::vector<RankId> placement(S);
+  for (int s = 0; s < S; ++s) placement[s] = s % o.ranks;  // looped, as interleaved-1f1b places stages
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
+  std::shared_ptr<ProcessGroupHandle> group;
+  std::unique_ptr<Transport> transport;
+  if (world > 1) {
+    const char* addr = std::getenv("MASTER_ADDR");
+    group = ConnectGloo(addr != nullptr ? addr : "127.0.0.1", EnvInt("MASTER_PORT", 29500), rank, world, timeout);
+    transport = std::make_unique<C10dTransport>(group, c10::Device(c10::kCPU));
+  } else {
+    transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
+  }
+  std::vector<std::unique_ptr<Stage>> owned;
+  std::map<StageId, Stage*> stages;
+  for (int s = 0; s < S; ++s) {
+    if (placement[s] != rank) continue;
+    owned.push_back(BuildLlamaStage(config, partition, s, o.seed, c10::Device(c10::kCPU)));
+    stages[s] = owned.back().get();
+  }
+  const StepBatch batch = SyntheticBatch(o.seed, 0, o.microbatch_size, o.seq_len, config.vocab_size, 1);
+  ProfileOptions options;
+  options.warmup = o.warmup;
+  options.repeats = o.repeats;
+  options.comm_timeout = timeout;
+  // Ping-pong one activation's payload (hidden (B,L,C) float32) and 16 MiB.
+  options.link_payload_bytes = {static_cast<Bytes>(o.microbatch_size) * o.seq_len * config.hidden_size * 4, 16 << 20};
+  const ProfileResult result = Profile(
+      placement, rank, stages, batch.microbatches.at(0),
+      [](const TensorList& outputs, const at::Tensor& targets) {
+        return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
+      },
+      batch.loss_scale, *transport, group.get(), meter, options);
+  if (rank != 0) return 0;
+  const nlohmann::json doc = CostJson(o, config, partition, result, at::get_num_threads());
+  // Round-trip through the loader so a written file is a usable one.
+  const CostModel checked = CostModel::FromJson(doc.dump(), o.output.empty() ? "profile" : o.output);
+  if (!o.output.empty()) WriteTextFile(o.output, checked.ToJson());
+  if (o.json) {
+    std::printf("%s\n", doc.dump().c_str());
+  } else {
+    PrintTable(doc, o.output);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int RunProfile(const ProfileCliOptions& o) {
+  const bool worker = std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
+  if (worker) {
+    const RankId rank = EnvInt("RANK", 0);
+    try {
+      Check(o, LoadLlamaConfig(o.model));  // started by torchrun or Slurm: nobody checked before
+      return RunWorker(o, rank, EnvInt("WORLD_SIZE", 1));
+    } catch (const std::exception& e) {
+      // As pplab train: leave at once, a process group with a dead peer may block in its destructors.
+      std::fprintf(stderr, "pplab: error: rank %d: %s\n", rank, e.what());
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+  }
+  Check(o, LoadLlamaConfig(o.model));
+  if (o.ranks == 1) return RunWorker(o, 0, 1);
+  LaunchOptions launch;
+  launch.nproc = o.ranks;
+  launch.args = o.raw_args;
+  launch.grace = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000) + 10000);
+  return LaunchLocal(launch);
+}
+
+}  // namespace
+
+void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>& argv) {
+  auto o = std::make_shared<ProfileCliOptions>();
+  CLI::App* sub = app.add_subcommand("profile", "measure stage and link costs on this machine; write a cost model");
+  sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->capture_default_str();
+  sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K (worker processes)")->capture_default_str();
+  sub->add_option("--partition", o->partition, "uniform, parameters, or layers per stage like 3,2,2,1")
+      ->capture_default_str();
+  sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank v (S = K v, stage s on rank s mod K)")
+      ->capture_default_str();
+  sub->add_option("--microbatch-size", o->microbatch_size, "sequences per microbatch")->required();
+  sub->add_option("--seq-len", o->seq_len, "tokens per sequence")->required();
+  sub->add_option("--warmup", o->warmup, "unmeasured runs before measuring")->capture_default_str();
+  sub->add_option("--repeats", o->repeats, "measured runs; the medians are reported")->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed of the weights and the data")->capture_default_str();
+  sub->add_option("--comm-timeout", o->comm_timeout_s, "seconds a rank waits for a peer before giving up")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
+  sub->add_flag("--json", o->json, "print the cost model as one JSON object instead of the table");
+  o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags
+  sub->callback([o, &exit_code] { exit_code = RunProfile(*o); });
+}
+
+}  // namespace pplab::cli

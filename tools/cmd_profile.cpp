@@ -19,6 +19,7 @@
 #include "runtime/launcher.h"
 #include "runtime/memory_meter.h"
 #include "runtime/profile.h"
+#include "runtime/threads.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "sim/cost_model.h"
@@ -195,10 +196,7 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
     throw Error("world size " + std::to_string(world) + " but --ranks " + std::to_string(o.ranks));
   }
   // The same thread policy as pplab train, so the ranks contend as in training.
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    at::set_num_threads(std::max(1, cores / std::max(1, world)));
-  }
+  ShareCores(world);
   MemoryMeter& meter = MemoryMeter::Cpu();
   const LlamaConfig config = LoadLlamaConfig(o.model);
   const int S = o.ranks * o.virtual_stages;

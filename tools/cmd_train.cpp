@@ -27,6 +27,7 @@
 #include "runtime/memory_meter.h"
 #include "runtime/text_dataset.h"
 #include "runtime/text_prepare.h"
+#include "runtime/threads.h"
 #include "runtime/token_cache.h"
 #include "runtime/tokenizer.h"
 #include "runtime/trainer.h"
@@ -222,12 +223,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
   }
   const int replica = world_rank / K;
   const RankId rank = world_rank % K;  // pipeline rank within the replica
-  // Share the cores between the workers of this machine, as torchrun's
-  // OMP_NUM_THREADS=1 does, unless the user chose.
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    at::set_num_threads(std::max(1, cores / std::max(1, world)));
-  }
+  ShareCores(world);
   LlamaConfig config = LoadLlamaConfig(o.model);
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {

@@ -33,7 +33,7 @@ void CheckKeys(const json& obj, const std::vector<std::string>& known, const std
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
-             "weight_grad_bytes", "message_bytes"},
+             "weight_grad_bytes", "workspace_bytes", "message_bytes"},
             at);
   auto time = [&](const char* key, std::optional<TimeNs>& out) {
     if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
@@ -47,6 +47,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   time("backward_weight_ms", cost.backward_weight);
   bytes("activation_bytes", cost.activation_bytes);
   bytes("weight_grad_bytes", cost.weight_grad_bytes);
+  bytes("workspace_bytes", cost.workspace_bytes);
   bytes("message_bytes", cost.message_bytes);
 }
 
@@ -72,6 +73,7 @@ json StageToJson(const StageCost& c) {
   if (c.backward_weight) j["backward_weight_ms"] = NsToMs(*c.backward_weight);
   j["activation_bytes"] = c.activation_bytes;
   j["weight_grad_bytes"] = c.weight_grad_bytes;
+  if (c.workspace_bytes != 0) j["workspace_bytes"] = c.workspace_bytes;
   j["message_bytes"] = c.message_bytes;
   return j;
 }

@@ -32,7 +32,11 @@ struct StageCost {
   std::optional<TimeNs> forward, backward, backward_input, backward_weight;
   Bytes activation_bytes = 0;   // held from the start of F to the end of B/I
   Bytes weight_grad_bytes = 0;  // held from the end of I to the end of W
-  Bytes message_bytes = 0;      // one activation or gradient sent to a neighbour
+  // Temporaries of a compute action of this stage: bytes it allocates above
+  // what it holds, alive only while it runs (e.g. the logits' gradient of
+  // the last stage's B). Counted in the peak, not in what is held after.
+  Bytes workspace_bytes = 0;
+  Bytes message_bytes = 0;  // one activation or gradient sent to a neighbour
 };
 
 struct Link {

@@ -166,6 +166,12 @@ class Engine {
           if (rm.start == kUnknown) rm.start = e.start;
           rm.end = e.end;
           const StageCost& sc = costs_.Stage(st);
+          // While it runs, the action also holds its temporaries: on top of
+          // what is held before it (and, for F, its own activations).
+          const Bytes during = bytes_[r] + (a.kind == ActionKind::kForward ? sc.activation_bytes : 0);
+          if (sc.workspace_bytes > 0) {
+            rm.peak_activation_bytes = std::max(rm.peak_activation_bytes, during + sc.workspace_bytes);
+          }
           if (a.kind == ActionKind::kForward) {
             if (f_end_[Key(st, m)] != kUnknown) Stuck(r, a, "runs a forward twice");
             f_end_[Key(st, m)] = e.end;

@@ -99,6 +99,8 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                       {"backward_weight_ms", p.backward_weight_ms},
                       {"activation_bytes", p.activation_bytes},
                       {"weight_grad_bytes", p.weight_grad_bytes},
+                      // The larger of F's and B's temporaries.
+                      {"workspace_bytes", std::max(p.forward_transient_bytes, p.backward_transient_bytes)},
                       // What the stage sends: its outputs, or on the last stage its input gradient.
                       {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes}});
     extra_stages.push_back({{"stage", p.stage},

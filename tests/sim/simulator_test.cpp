@@ -99,6 +99,26 @@ TEST_CASE("peak in-flight microbatches per rank follow each family's memory rule
   }
 }
 
+TEST_CASE("an action's workspace counts in the peak while it runs, on top of what is held", "[sim]") {
+  const int K = 4, M = 12;
+  StageCost c;
+  c.forward = 1;
+  c.backward = 2;
+  c.activation_bytes = 1000;
+  c.workspace_bytes = 300;
+  for (RankId r = 0; r < K; ++r) {
+    // GPipe holds all M microbatches when the first B starts; 1F1B holds
+    // K - r when a rank's F of its last warm-up microbatch runs.
+    CHECK(Simulate(GenerateGPipe(K, M), CostModel::Uniform(K, c, {})).per_rank[r].peak_activation_bytes ==
+          M * 1000 + 300);
+    CHECK(Simulate(Generate1F1B(K, M), CostModel::Uniform(K, c, {})).per_rank[r].peak_activation_bytes ==
+          (K - r) * 1000 + 300);
+  }
+  // It round-trips through the JSON form.
+  const CostModel m = CostModel::Uniform(2, c, {});
+  CHECK(CostModel::FromJson(m.ToJson(), "t").Stage(1).workspace_bytes == 300);
+}
+
 TEST_CASE("simulation is deterministic and linear: same input, same timeline", "[sim]") {
   const Schedule s = Lower(GenerateInterleaved1F1B(4, 8, 2));
   StageCost c;

@@ -10,7 +10,8 @@ pplab=${1:-build/pplab}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 prof=(--model small -k 2 --microbatch-size 2 --seq-len 128 --warmup 3 --repeats 15)
-train=(--model small --batch-size 16 --seq-len 128 --steps 8 --seed 1 --measure-memory --json)
+train=(--model small --batch-size 16 --seq-len 128 --steps 8 --seed 1 --measure-memory --json --synthetic --out '' -q
+       --eval-every 0 --warmup-steps 0)
 
 echo "## Profile (small preset, K=2, microbatch 2 x 128 tokens, $(nproc) cores)"
 echo

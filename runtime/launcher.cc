@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -46,6 +48,16 @@ std::string Describe(int status) {
 
 }  // namespace
 
+void DieWithLauncher() {
+  const char* launcher = std::getenv("PPLAB_LAUNCHER_PID");
+  if (launcher == nullptr) return;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The launcher may have died before the line above took effect.
+  if (std::to_string(::getppid()) != launcher) {
+    throw Error(std::string("the launching pplab (pid ") + launcher + ") is gone");
+  }
+}
+
 int LaunchLocal(const LaunchOptions& options) {
   const char* port_env = std::getenv("MASTER_PORT");
   const std::string port = port_env != nullptr ? port_env : std::to_string(FreePort());
@@ -55,7 +67,8 @@ int LaunchLocal(const LaunchOptions& options) {
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string kv = *e;
       const std::string key = kv.substr(0, kv.find('='));
-      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT") {
+      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
+          key == "PPLAB_LAUNCHER_PID") {
         continue;
       }
       env_strings.push_back(kv);
@@ -65,10 +78,15 @@ int LaunchLocal(const LaunchOptions& options) {
     env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nproc));
     env_strings.push_back("MASTER_ADDR=127.0.0.1");
     env_strings.push_back("MASTER_PORT=" + port);
+    env_strings.push_back("PPLAB_LAUNCHER_PID=" + std::to_string(::getpid()));
     std::vector<char*> env, argv;
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
-    std::string self = "/proc/self/exe";
+    // argv[0] is the executable's real path, so that ps and pkill show the
+    // workers as what they are.
+    std::error_code ec;
+    std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec || self.empty()) self = "/proc/self/exe";
     argv.push_back(self.data());
     std::vector<std::string> args = options.args;
     for (std::string& a : args) argv.push_back(a.data());

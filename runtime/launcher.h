@@ -22,4 +22,10 @@ struct LaunchOptions {
 // succeed; otherwise prints which ranks failed and returns non-zero.
 int LaunchLocal(const LaunchOptions& options);
 
+// In a worker that LaunchLocal started (PPLAB_LAUNCHER_PID is set): makes
+// the kernel kill this process when the launcher dies, so that killing
+// `pplab train` never leaves workers behind. Throws pplab::Error if the
+// launcher is already gone. Does nothing under torchrun or Slurm.
+void DieWithLauncher();
+
 }  // namespace pplab

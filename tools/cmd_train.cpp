@@ -215,6 +215,7 @@ class MetricsFile {
 };
 
 int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
+  DieWithLauncher();
   const Schedule schedule = LoadPlan(o);
   const int K = schedule.ranks;
   if (world != o.dp * K) {

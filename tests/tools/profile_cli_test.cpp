@@ -82,7 +82,8 @@ TEST_CASE("the profile's activation bytes predict the executor's measured peak",
     const PplabRun sim = Pplab(std::string("simulate -s ") + schedule + " -k 2 -m 4 --cost " + path + " --json");
     const PplabRun train =
         Pplab(std::string("train -s ") + schedule +
-              " -k 2 -m 4 --model tiny --batch-size 8 --seq-len 16 --steps 2 --measure-memory --json");
+              " -k 2 -m 4 --model tiny --batch-size 8 --seq-len 16 --steps 2 --measure-memory --json --synthetic"
+              " --out '' -q --eval-every 0");
     INFO(schedule << "\n" << sim.out << "\n" << train.out);
     REQUIRE(sim.code == 0);
     REQUIRE(train.code == 0);
@@ -95,11 +96,11 @@ TEST_CASE("the profile's activation bytes predict the executor's measured peak",
       const double got = measured[r].get<double>();
       std::printf("peak activation bytes %-6s rank %d: predicted %.0f, measured %.0f (%+.1f %%)\n", schedule, r, want,
                   got, 100 * (want - got) / got);
-      // The stash the simulator counts is held for real; the executor holds
-      // more only by temporaries and sent payloads.
-      CHECK(got >= want);
-      // GPipe holds all M microbatches at once, so the stash dominates.
-      if (std::string(schedule) == "gpipe") CHECK(want >= 0.9 * got);
+      // The stash plus the largest temporaries (workspace_bytes) is what the
+      // executor holds, but for sent payloads it keeps to the end of the
+      // step: within 10 % (the target).
+      CHECK(want <= 1.1 * got);
+      CHECK(want >= 0.9 * got);
     }
   }
 }

@@ -255,6 +255,30 @@ TEST_CASE("a checkpoint that cannot be written (full disk) is one error and the 
   CHECK(ReadTextFile(dir + "/latest") == "step-000004\n");
 }
 
+TEST_CASE("killing the launcher takes its workers with it", "[train]") {
+  // Start a long run, wait until its launcher and two workers are up, kill
+  // the launcher with SIGKILL (no chance to clean up), and count what is
+  // left. The seed is computed by the shell and the pattern is a regular
+  // expression, so that 918273 is in the run's command lines and nowhere in
+  // this script's (pgrep would count the shell and its subshells).
+  const std::string script = std::string(PPLAB_BINARY) +
+                             " train --synthetic --out '' -q --model tiny --steps 1000000 --seed $((918270 + 3)) "
+                             ">/dev/null 2>&1 & L=$!\n"
+                             "count() { pgrep -f 'seed 91827[3]' | wc -l; }\n"
+                             "for i in $(seq 1 600); do [ $(count) -ge 3 ] && break; sleep 0.1; done\n"
+                             "before=$(count)\n"
+                             "kill -9 $L\n"
+                             "for i in $(seq 1 300); do [ $(count) -eq 0 ] && break; sleep 0.1; done\n"
+                             "echo \"$before $(count)\"\n";
+  FILE* pipe = popen(script.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  int before = -1, after = -1;
+  REQUIRE(std::fscanf(pipe, "%d %d", &before, &after) == 2);
+  pclose(pipe);
+  CHECK(before == 3);
+  CHECK(after == 0);
+}
+
 TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {
   const PplabRun r = Train("-s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
   INFO(r.out);

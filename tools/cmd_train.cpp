@@ -279,6 +279,15 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
   manifest["ranks"] = K;
   manifest["dp"] = o.dp;
   manifest["partition"] = partition.ToString();
+  // The LR schedule is a function of the step and these; training draws no
+  // random numbers beyond the seed (weights from (seed, name), the data
+  // order from (seed, epoch), no dropout), so the seed and the data position
+  // are the whole random state.
+  manifest["lr_schedule"] = {{"lr", o.lr},
+                             {"warmup_steps", o.warmup_steps},
+                             {"total_steps", o.steps},
+                             {"kind", "linear warm-up, cosine to 0"}};
+  manifest["rng"] = {{"seed", o.seed}, {"stateful_generators", 0}};
   options.manifest_json = manifest.dump();
   // The data position: samples consumed. It is step x batch size from the
   // start, plus what a resumed checkpoint recorded beyond that.

@@ -62,6 +62,8 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   const auto straight = Json(TrainText(cache, common));
   const nlohmann::json manifest = nlohmann::json::parse(ReadTextFile(dir + "/step-000002/manifest.json"));
   CHECK(manifest["data_position"]["samples_consumed"] == 2 * 8);
+  CHECK(manifest["lr_schedule"]["total_steps"] == 4);
+  CHECK(manifest["rng"]["seed"] == 6);
   CHECK(manifest["tokenizer_file"].get<std::string>().find("tokenizer-") == 0);
   CHECK(fs::exists(dir + "/" + manifest["tokenizer_file"].get<std::string>()));
   WriteTextFile(dir + "/latest", "step-000002\n");  // back to the middle of the run

@@ -1,5 +1,7 @@
 // Text data without LibTorch: corpus reading, the tokenizer, the token cache
 // and the samples and their order.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <numeric>
@@ -27,13 +29,14 @@ std::string Tmp(const std::string& name) {
   return dir;
 }
 
-// The test corpus's tokenizer and cache, built once per test binary.
+// The test corpus's tokenizer and cache, built once per test process (ctest
+// runs test cases as parallel processes: each gets its own directory).
 const PreparedText& Prepared() {
   static const PreparedText prepared = [] {
     TextSource source;
     source.paths = {kText + "/fortunes.txt"};
     source.vocab_size = 200;
-    source.cache_dir = Tmp("cache");
+    source.cache_dir = Tmp("cache_" + std::to_string(::getpid()));
     return PrepareText(source, nullptr);
   }();
   return prepared;

@@ -132,4 +132,12 @@ int LaunchLocal(const LaunchOptions& options) {
   return result;
 }
 
+int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s) {
+  LaunchOptions launch;
+  launch.nproc = nproc;
+  launch.args = args;
+  launch.grace = std::chrono::milliseconds(static_cast<int64_t>(comm_timeout_s * 1000) + 10000);
+  return LaunchLocal(launch);
+}
+
 }  // namespace pplab

@@ -22,6 +22,10 @@ struct LaunchOptions {
 // succeed; otherwise prints which ranks failed and returns non-zero.
 int LaunchLocal(const LaunchOptions& options);
 
+// LaunchLocal of `nproc` workers with `args`, whose peers time out after
+// `comm_timeout_s` seconds: after a failure the others get that plus 10 s.
+int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s);
+
 // In a worker that LaunchLocal started (PPLAB_LAUNCHER_PID is set): makes
 // the kernel kill this process when the launcher dies, so that killing
 // `pplab train` never leaves workers behind. Throws pplab::Error if the

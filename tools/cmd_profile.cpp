@@ -266,11 +266,7 @@ int RunProfile(const ProfileCliOptions& o) {
   }
   Check(o, LoadLlamaConfig(o.model));
   if (o.ranks == 1) return RunWorker(o, 0, 1);
-  LaunchOptions launch;
-  launch.nproc = o.ranks;
-  launch.args = o.raw_args;
-  launch.grace = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000) + 10000);
-  return LaunchLocal(launch);
+  return LaunchWorkers(o.ranks, o.raw_args, o.comm_timeout_s);
 }
 
 }  // namespace

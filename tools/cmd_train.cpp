@@ -535,11 +535,7 @@ int RunTrain(const TrainOptions& given) {
   }
   const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
   if (nproc == 1) return RunWorker(o, 0, 1);
-  LaunchOptions launch;
-  launch.nproc = nproc;
-  launch.args = o.raw_args;
-  launch.grace = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000) + 10000);
-  return LaunchLocal(launch);
+  return LaunchWorkers(nproc, o.raw_args, o.comm_timeout_s);
 }
 
 }  // namespace

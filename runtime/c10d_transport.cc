@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "runtime/launcher.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -210,6 +211,11 @@ void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeou
 void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> t = {tensor};
   Wait(group.group->allreduce(t), timeout, "rank " + std::to_string(group.rank) + " in gradient all-reduce");
+}
+
+std::shared_ptr<ProcessGroupHandle> ConnectGlooFromEnv(RankId rank, int world_size, std::chrono::milliseconds timeout) {
+  const char* addr = std::getenv("MASTER_ADDR");
+  return ConnectGloo(addr != nullptr ? addr : "127.0.0.1", EnvInt("MASTER_PORT", 29500), rank, world_size, timeout);
 }
 
 std::shared_ptr<ProcessGroupHandle> Subgroup(const ProcessGroupHandle& world, const std::string& name,

@@ -33,6 +33,10 @@ struct ProcessGroupHandle;  // owns the c10d objects (c10d_transport.cc)
 std::shared_ptr<ProcessGroupHandle> ConnectGloo(const std::string& host, int port, RankId rank, int world_size,
                                                 std::chrono::milliseconds timeout);
 
+// ConnectGloo at MASTER_ADDR (default 127.0.0.1) and MASTER_PORT (default
+// 29500) from the environment, as torchrun sets them.
+std::shared_ptr<ProcessGroupHandle> ConnectGlooFromEnv(RankId rank, int world_size, std::chrono::milliseconds timeout);
+
 // A Gloo group of some ranks of `world` (e.g. the data-parallel replicas of
 // one stage), rendezvousing under `name` in the world's store. Every member
 // calls it with the same name and members; `members` lists world ranks and

@@ -48,6 +48,30 @@ std::string Describe(int status) {
 
 }  // namespace
 
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  try {
+    return std::stoi(v);
+  } catch (const std::exception&) {
+    throw Error(std::string("environment variable ") + name + "='" + v + "' is not an integer");
+  }
+}
+
+bool IsWorker() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
+
+int RunAsWorker(const std::function<int(RankId rank, int world)>& body) {
+  int rank = 0;
+  try {
+    rank = EnvInt("RANK", 0);
+    return body(rank, EnvInt("WORLD_SIZE", 1));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pplab: error: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
+}
+
 void DieWithLauncher() {
   const char* launcher = std::getenv("PPLAB_LAUNCHER_PID");
   if (launcher == nullptr) return;

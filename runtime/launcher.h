@@ -3,8 +3,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "schedules/units.h"
 
 namespace pplab {
 
@@ -25,6 +28,20 @@ int LaunchLocal(const LaunchOptions& options);
 // LaunchLocal of `nproc` workers with `args`, whose peers time out after
 // `comm_timeout_s` seconds: after a failure the others get that plus 10 s.
 int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s);
+
+// The integer environment variable `name`, or `fallback` when unset. Throws
+// pplab::Error naming the variable when it is not an integer.
+int EnvInt(const char* name, int fallback);
+
+// True when this process is one worker of a launch (RANK and WORLD_SIZE
+// set, by LaunchLocal, torchrun or Slurm).
+bool IsWorker();
+
+// Runs `body(rank, world)` with RANK and WORLD_SIZE from the environment.
+// On an error it prints "pplab: error: rank R: ..." and leaves at once
+// (_Exit(2)): a process group with a dead peer may block in its destructors,
+// and a worker must never hang.
+int RunAsWorker(const std::function<int(RankId rank, int world)>& body);
 
 // In a worker that LaunchLocal started (PPLAB_LAUNCHER_PID is set): makes
 // the kernel kill this process when the launcher dies, so that killing

@@ -47,16 +47,6 @@ struct ProfileCliOptions {
 
 constexpr int kMaxMicrobatchSize = 1 << 16;
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return fallback;
-  try {
-    return std::stoi(v);
-  } catch (const std::exception&) {
-    throw Error(std::string("environment variable ") + name + "='" + v + "' is not an integer");
-  }
-}
-
 // Everything that can be refused without running a worker, once, before
 // any starts: the model, the partition over K v stages, the sizes, -o.
 void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
@@ -210,8 +200,7 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
   std::shared_ptr<ProcessGroupHandle> group;
   std::unique_ptr<Transport> transport;
   if (world > 1) {
-    const char* addr = std::getenv("MASTER_ADDR");
-    group = ConnectGloo(addr != nullptr ? addr : "127.0.0.1", EnvInt("MASTER_PORT", 29500), rank, world, timeout);
+    group = ConnectGlooFromEnv(rank, world, timeout);
     transport = std::make_unique<C10dTransport>(group, c10::Device(c10::kCPU));
   } else {
     transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
@@ -251,18 +240,11 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
 }
 
 int RunProfile(const ProfileCliOptions& o) {
-  const bool worker = std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
-  if (worker) {
-    const RankId rank = EnvInt("RANK", 0);
-    try {
+  if (IsWorker()) {
+    return RunAsWorker([&o](RankId rank, int world) {
       Check(o, LoadLlamaConfig(o.model));  // started by torchrun or Slurm: nobody checked before
-      return RunWorker(o, rank, EnvInt("WORLD_SIZE", 1));
-    } catch (const std::exception& e) {
-      // As pplab train: leave at once, a process group with a dead peer may block in its destructors.
-      std::fprintf(stderr, "pplab: error: rank %d: %s\n", rank, e.what());
-      std::fflush(stderr);
-      std::_Exit(2);
-    }
+      return RunWorker(o, rank, world);
+    });
   }
   Check(o, LoadLlamaConfig(o.model));
   if (o.ranks == 1) return RunWorker(o, 0, 1);

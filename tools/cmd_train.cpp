@@ -97,16 +97,6 @@ struct TrainOptions {
   std::vector<std::string> raw_args;
 };
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return fallback;
-  try {
-    return std::stoi(v);
-  } catch (const std::exception&) {
-    throw Error(std::string("environment variable ") + name + "='" + v + "' is not an integer");
-  }
-}
-
 // The device of the stages; a CUDA device without an index means one GPU per
 // local rank, as torchrun does.
 c10::Device ParseDevice(const std::string& text) {
@@ -237,8 +227,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
   std::shared_ptr<ProcessGroupHandle> group, dp_group;
   std::unique_ptr<Transport> transport;
   if (world > 1) {
-    const char* addr = std::getenv("MASTER_ADDR");
-    group = ConnectGloo(addr != nullptr ? addr : "127.0.0.1", EnvInt("MASTER_PORT", 29500), world_rank, world, timeout);
+    group = ConnectGlooFromEnv(world_rank, world, timeout);
     transport = std::make_unique<C10dTransport>(group, device, replica * K);
     if (o.dp > 1) {
       // The replicas of this pipeline rank's stages.
@@ -500,20 +489,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
 
 int RunTrain(const TrainOptions& given) {
   const TrainOptions o = WithOutputs(given);
-  const bool worker = std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr;
-  if (worker) {
-    const RankId rank = EnvInt("RANK", 0);
-    const int world = EnvInt("WORLD_SIZE", 1);
-    try {
-      return RunWorker(o, rank, world);
-    } catch (const std::exception& e) {
-      // Leave at once: a process group with a dead peer may block in its
-      // destructors, and a worker must never hang.
-      std::fprintf(stderr, "pplab: error: rank %d: %s\n", rank, e.what());
-      std::fflush(stderr);
-      std::_Exit(2);
-    }
-  }
+  if (IsWorker()) return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
   // Fail here, once, on a bad plan, device or batch, before any worker starts.
   const Schedule schedule = LoadPlan(o);
   ParseDevice(o.device);

@@ -95,6 +95,10 @@ int LaunchLocal(const LaunchOptions& options) {
           key == "PPLAB_LAUNCHER_PID") {
         continue;
       }
+      bool replaced = false;
+      for (const std::string& extra : options.env)
+        replaced = replaced || extra.compare(0, key.size() + 1, key + "=") == 0;
+      if (replaced) continue;
       env_strings.push_back(kv);
     }
     env_strings.push_back("RANK=" + std::to_string(r));
@@ -103,6 +107,7 @@ int LaunchLocal(const LaunchOptions& options) {
     env_strings.push_back("MASTER_ADDR=127.0.0.1");
     env_strings.push_back("MASTER_PORT=" + port);
     env_strings.push_back("PPLAB_LAUNCHER_PID=" + std::to_string(::getpid()));
+    env_strings.insert(env_strings.end(), options.env.begin(), options.env.end());
     std::vector<char*> env, argv;
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
@@ -156,10 +161,12 @@ int LaunchLocal(const LaunchOptions& options) {
   return result;
 }
 
-int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s) {
+int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s,
+                  const std::vector<std::string>& env) {
   LaunchOptions launch;
   launch.nproc = nproc;
   launch.args = args;
+  launch.env = env;
   launch.grace = std::chrono::milliseconds(static_cast<int64_t>(comm_timeout_s * 1000) + 10000);
   return LaunchLocal(launch);
 }

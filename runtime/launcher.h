@@ -14,6 +14,7 @@ namespace pplab {
 struct LaunchOptions {
   int nproc = 1;
   std::vector<std::string> args;  // the workers' arguments (argv[1..])
+  std::vector<std::string> env;   // extra "KEY=value" entries of the workers' environment
   // After one worker fails, how long the others get to notice and exit by
   // themselves before they are killed.
   std::chrono::milliseconds grace{60000};
@@ -27,7 +28,8 @@ int LaunchLocal(const LaunchOptions& options);
 
 // LaunchLocal of `nproc` workers with `args`, whose peers time out after
 // `comm_timeout_s` seconds: after a failure the others get that plus 10 s.
-int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s);
+int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s,
+                  const std::vector<std::string>& env = {});
 
 // The integer environment variable `name`, or `fallback` when unset. Throws
 // pplab::Error naming the variable when it is not an integer.

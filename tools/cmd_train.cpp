@@ -158,10 +158,45 @@ struct RunText {
   std::unique_ptr<TextDataset> dataset;
 };
 
+// The launcher prepares the text once and hands its workers the result in
+// this variable, so that they do not read and fingerprint the corpus again.
+constexpr char kPreparedTextEnv[] = "PPLAB_PREPARED_TEXT";
+
+std::string PreparedTextEnv(const PreparedText& p) {
+  const nlohmann::json j = {{"tokenizer_path", p.tokenizer_path},
+                            {"cache_path", p.cache_path},
+                            {"corpus", FnvHex(p.corpus_fingerprint)},
+                            {"tokenizer", FnvHex(p.tokenizer_fingerprint)},
+                            {"documents", p.documents},
+                            {"tokens", p.tokens}};
+  return std::string(kPreparedTextEnv) + "=" + j.dump();
+}
+
+std::optional<PreparedText> PreparedTextFromEnv() {
+  const char* text = std::getenv(kPreparedTextEnv);
+  if (text == nullptr) return std::nullopt;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    PreparedText p;
+    p.tokenizer_path = j.at("tokenizer_path").get<std::string>();
+    p.cache_path = j.at("cache_path").get<std::string>();
+    p.corpus_fingerprint = std::stoull(j.at("corpus").get<std::string>(), nullptr, 16);
+    p.tokenizer_fingerprint = std::stoull(j.at("tokenizer").get<std::string>(), nullptr, 16);
+    p.documents = j.at("documents").get<int64_t>();
+    p.tokens = j.at("tokens").get<int64_t>();
+    return p;
+  } catch (const std::exception& e) {
+    throw Error(std::string("environment variable ") + kPreparedTextEnv + " is malformed: " + e.what());
+  }
+}
+
+// `prepared`: what the launcher already prepared, or null to prepare here
+// (the launcher itself, or a worker started by torchrun or Slurm).
 std::unique_ptr<RunText> OpenText(const TrainOptions& o, const LlamaConfig& config,
-                                  const std::function<void(const std::string&)>& log) {
+                                  const std::function<void(const std::string&)>& log,
+                                  const std::optional<PreparedText>& prepared = std::nullopt) {
   auto text = std::make_unique<RunText>();
-  text->prepared = PrepareText(SourceOf(o, config), log);
+  text->prepared = prepared ? *prepared : PrepareText(SourceOf(o, config), log);
   text->tokenizer.emplace(Tokenizer::Load(text->prepared.tokenizer_path));
   text->cache = std::make_unique<TokenCache>(text->prepared.cache_path, text->prepared.corpus_fingerprint,
                                              text->prepared.tokenizer_fingerprint);
@@ -204,7 +239,10 @@ class MetricsFile {
   FILE* file_ = nullptr;
 };
 
-int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
+// `prepared`: the text the caller prepared, if any (else from the launcher's
+// environment, else prepared here).
+int RunWorker(const TrainOptions& o, RankId world_rank, int world,
+              const std::optional<PreparedText>& prepared = std::nullopt) {
   DieWithLauncher();
   const Schedule schedule = LoadPlan(o);
   const int K = schedule.ranks;
@@ -218,7 +256,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world) {
   LlamaConfig config = LoadLlamaConfig(o.model);
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {
-    text = OpenText(o, config, nullptr);
+    text = OpenText(o, config, nullptr, prepared ? prepared : PreparedTextFromEnv());
     config.vocab_size = text->tokenizer->VocabSize();  // the model predicts the tokenizer's pieces
   }
   const Partition partition = MakePartition(config, schedule.stages, o.partition);
@@ -494,6 +532,7 @@ int RunTrain(const TrainOptions& given) {
   const Schedule schedule = LoadPlan(o);
   ParseDevice(o.device);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
+  std::optional<PreparedText> prepared;
   if (!o.synthetic) {
     // Build the tokenizer and token cache once, here, so the workers find them.
     const LlamaConfig config = LoadLlamaConfig(o.model);
@@ -508,10 +547,13 @@ int RunTrain(const TrainOptions& given) {
           static_cast<long long>(text->dataset->NumTrainSamples()),
           static_cast<long long>(text->dataset->NumValSamples()), o.seq_len, o.packed ? "packed" : "padded");
     }
+    prepared = text->prepared;
   }
   const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
-  if (nproc == 1) return RunWorker(o, 0, 1);
-  return LaunchWorkers(nproc, o.raw_args, o.comm_timeout_s);
+  if (nproc == 1) return RunWorker(o, 0, 1, prepared);
+  std::vector<std::string> env;
+  if (prepared) env.push_back(PreparedTextEnv(*prepared));
+  return LaunchWorkers(nproc, o.raw_args, o.comm_timeout_s, env);
 }
 
 }  // namespace

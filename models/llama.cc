@@ -157,6 +157,16 @@ class LlamaStageImpl : public torch::nn::Module {
     return {x, mask};
   }
 
+  // Forward: {hidden (B,T,C) in the parameters' dtype, attention_mask (B,T)
+  // int64} from the previous stage; backward: the gradient of hidden (B,T,C).
+  MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const {
+    if (forward ? first_ : last_) return {};  // the first stage reads data; the last one starts from the loss
+    const c10::ScalarType dtype = cos_.scalar_type();
+    MessageSpec spec = {{dtype, {rows, seq_len, config_.hidden_size}}};
+    if (forward) spec.push_back({c10::ScalarType::Long, {rows, seq_len}});
+    return spec;
+  }
+
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (auto& item : named_parameters()) out.emplace_back(item.key(), item.value());
@@ -179,6 +189,9 @@ class LlamaStage : public Stage {
   explicit LlamaStage(std::shared_ptr<LlamaStageImpl> module) : module_(std::move(module)) {}
   TensorList Forward(const TensorList& inputs) override { return module_->Forward(inputs); }
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() override { return module_->NamedParameters(); }
+  MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const override {
+    return module_->ReceivedSpec(forward, rows, seq_len);
+  }
 
  private:
   std::shared_ptr<LlamaStageImpl> module_;

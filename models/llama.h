@@ -18,7 +18,7 @@
 
 #include "models/llama_config.h"
 #include "models/partition.h"
-#include "runtime/stage.h"
+#include "runtime/exec/stage.h"
 
 namespace pplab {
 

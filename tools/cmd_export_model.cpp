@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "runtime/checkpoint.h"
+#include "runtime/train/checkpoint.h"
 #include "tools/commands.h"
 
 namespace pplab::cli {

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "models/llama.h"
-#include "runtime/adamw.h"
-#include "runtime/checkpoint.h"
-#include "runtime/fnv.h"
-#include "runtime/tokenizer.h"
+#include "runtime/train/adamw.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/data/fnv.h"
+#include "runtime/data/tokenizer.h"
 #include "schedules/error.h"
 #include "tools/commands.h"
 

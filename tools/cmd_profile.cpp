@@ -13,13 +13,12 @@
 #include <thread>
 
 #include "models/llama.h"
-#include "runtime/batches.h"
-#include "runtime/c10d_transport.h"
-#include "runtime/fake_transport.h"
-#include "runtime/launcher.h"
-#include "runtime/memory_meter.h"
-#include "runtime/profile.h"
-#include "runtime/threads.h"
+#include "runtime/train/batches.h"
+#include "runtime/train/launcher.h"
+#include "runtime/train/worker_setup.h"
+#include "runtime/exec/memory_meter.h"
+#include "runtime/train/profile.h"
+#include "runtime/train/threads.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "sim/cost_model.h"
@@ -197,14 +196,10 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
   std::vector<RankId> placement(S);
   for (int s = 0; s < S; ++s) placement[s] = s % o.ranks;  // looped, as interleaved-1f1b places stages
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
-  std::shared_ptr<ProcessGroupHandle> group;
-  std::unique_ptr<Transport> transport;
-  if (world > 1) {
-    group = ConnectGlooFromEnv(rank, world, timeout);
-    transport = std::make_unique<C10dTransport>(group, c10::Device(c10::kCPU));
-  } else {
-    transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
-  }
+  WorkerOptions setup;
+  setup.pipeline_ranks = o.ranks;
+  setup.comm_timeout = timeout;
+  Worker worker = SetUpWorker(setup, rank, world);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
   for (int s = 0; s < S; ++s) {
@@ -224,7 +219,7 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
       [](const TensorList& outputs, const at::Tensor& targets) {
         return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
       },
-      batch.loss_scale, *transport, group.get(), meter, options);
+      batch.loss_scale, *worker.transport, worker.group.get(), meter, options);
   if (rank != 0) return 0;
   const nlohmann::json doc = CostJson(o, config, partition, result, at::get_num_threads());
   // Round-trip through the loader so a written file is a usable one.

@@ -18,19 +18,18 @@
 #include <thread>
 
 #include "models/llama.h"
-#include "runtime/batches.h"
-#include "runtime/c10d_transport.h"
-#include "runtime/corpus.h"
-#include "runtime/fake_transport.h"
-#include "runtime/fnv.h"
-#include "runtime/launcher.h"
-#include "runtime/memory_meter.h"
-#include "runtime/text_dataset.h"
-#include "runtime/text_prepare.h"
-#include "runtime/threads.h"
-#include "runtime/token_cache.h"
-#include "runtime/tokenizer.h"
-#include "runtime/trainer.h"
+#include "runtime/train/batches.h"
+#include "runtime/data/corpus.h"
+#include "runtime/data/fnv.h"
+#include "runtime/train/launcher.h"
+#include "runtime/exec/memory_meter.h"
+#include "runtime/data/text_dataset.h"
+#include "runtime/data/text_prepare.h"
+#include "runtime/train/threads.h"
+#include "runtime/data/token_cache.h"
+#include "runtime/data/tokenizer.h"
+#include "runtime/train/trainer.h"
+#include "runtime/train/worker_setup.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/generators.h"
@@ -90,6 +89,7 @@ struct TrainOptions {
   int nan_at = -1;           // a testing aid: that step's loss is NaN
   std::string dump_grads_dir;
   std::string device = "cpu";
+  std::string backend = "auto";
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   bool resume = false;
@@ -97,20 +97,14 @@ struct TrainOptions {
   std::vector<std::string> raw_args;
 };
 
-// The device of the stages; a CUDA device without an index means one GPU per
-// local rank, as torchrun does.
-c10::Device ParseDevice(const std::string& text) {
-  try {
-    c10::Device device(text);
-    if (device.is_cuda()) {
-      if (!torch::cuda::is_available()) throw Error("this LibTorch has no CUDA device");
-      if (!device.has_index()) device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(EnvInt("LOCAL_RANK", 0)));
-    }
-    return device;
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    throw Error("--device '" + text + "': " + what.substr(0, what.find('\n')));
-  }
+WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
+  WorkerOptions w;
+  w.pipeline_ranks = pipeline_ranks;
+  w.dp = o.dp;
+  w.device = o.device;
+  w.backend = o.backend;
+  w.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
+  return w;
 }
 
 Schedule LoadPlan(const TrainOptions& o) {
@@ -246,13 +240,11 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   DieWithLauncher();
   const Schedule schedule = LoadPlan(o);
   const int K = schedule.ranks;
-  if (world != o.dp * K) {
-    throw Error("world size " + std::to_string(world) + " but --dp " + std::to_string(o.dp) + " x " +
-                std::to_string(K) + " pipeline ranks = " + std::to_string(o.dp * K));
-  }
-  const int replica = world_rank / K;
-  const RankId rank = world_rank % K;  // pipeline rank within the replica
   ShareCores(world);
+  Worker worker = SetUpWorker(WorkerOptionsOf(o, K), world_rank, world);
+  const int replica = worker.replica;
+  const RankId rank = worker.rank;  // pipeline rank within the replica
+  const c10::Device device = worker.device;
   LlamaConfig config = LoadLlamaConfig(o.model);
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {
@@ -261,27 +253,13 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   }
   const Partition partition = MakePartition(config, schedule.stages, o.partition);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
-  const c10::Device device = ParseDevice(o.device);
-  std::shared_ptr<ProcessGroupHandle> group, dp_group;
-  std::unique_ptr<Transport> transport;
-  if (world > 1) {
-    group = ConnectGlooFromEnv(world_rank, world, timeout);
-    transport = std::make_unique<C10dTransport>(group, device, replica * K);
-    if (o.dp > 1) {
-      // The replicas of this pipeline rank's stages.
-      std::vector<RankId> members;
-      for (int d = 0; d < o.dp; ++d) members.push_back(d * K + rank);
-      dp_group = Subgroup(*group, "dp" + std::to_string(rank) + "/", members, timeout);
-    }
-  } else {
-    transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
-  }
   TrainerOptions options;
   options.steps = o.steps;
   options.lr = o.lr;
   options.warmup_steps = o.warmup_steps;
   options.clip_norm = o.clip_norm;
-  options.dp_group = dp_group.get();
+  options.dp_group = worker.dp_group.get();
+  options.clock = worker.clock.get();
   options.dp_size = o.dp;
   options.checkpoint_dir = o.checkpoint_dir;
   options.checkpoint_every = o.checkpoint_every;
@@ -439,7 +417,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
     };
   }
   const TrainSummary summary = Train(
-      schedule, rank, *transport, group.get(),
+      schedule, rank, *worker.transport, worker.group.get(),
       [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, device); },
       [&](int step) {
         StepBatch b =
@@ -530,7 +508,8 @@ int RunTrain(const TrainOptions& given) {
   if (IsWorker()) return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
   // Fail here, once, on a bad plan, device or batch, before any worker starts.
   const Schedule schedule = LoadPlan(o);
-  ParseDevice(o.device);
+  const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), o.nproc > 0 ? o.nproc : o.dp * schedule.ranks);
+  if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
   std::optional<PreparedText> prepared;
   if (!o.synthetic) {
@@ -596,6 +575,8 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->capture_default_str();
   sub->add_option("--device", o->device,
                   "cpu, or cuda / cuda:N (a CUDA LibTorch build; default one GPU per local rank)")
+      ->capture_default_str();
+  sub->add_option("--backend", o->backend, "auto (NCCL for CUDA devices, Gloo for the CPU), gloo or nccl")
       ->capture_default_str();
   sub->add_option("--checkpoint-dir", o->checkpoint_dir, "write checkpoints here (one shard per rank, atomic)");
   sub->add_option("--checkpoint-every", o->checkpoint_every,

@@ -1,0 +1,63 @@
+// Inside the comm layer only: the c10d objects behind a ProcessGroupHandle,
+// and the two helpers that turn c10d failures and timeouts into pplab::Error.
+// Includes c10d headers: keep it out of headers other layers include.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/version.h>
+
+#include <chrono>
+#include <string>
+
+#include "runtime/comm/process_group.h"
+#include "schedules/error.h"
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+namespace pplab {
+
+// The class Gloo and NCCL derive from: c10d::Backend since LibTorch 2.0,
+// c10d::ProcessGroup before. Both offer the same send/recv/allreduce/barrier.
+#if TORCH_VERSION_MAJOR >= 2
+using C10dBackend = c10d::Backend;
+#else
+using C10dBackend = c10d::ProcessGroup;
+#endif
+
+struct ProcessGroupHandle {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<C10dBackend> group;
+  RankId rank = 0;
+  int world_size = 1;
+  Backend backend = Backend::kGloo;
+  c10::Device device{c10::kCPU};
+  std::chrono::milliseconds timeout{60000};
+};
+
+// Runs `post` (which starts or waits for c10d operations), turning its
+// failure (e.g. a peer already gone) into pplab::Error with `what` and the
+// first line of the c10 message (the rest is a stack trace).
+template <typename F>
+void Guard(const std::string& what, F post) {
+  try {
+    post();
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    throw Error(what + ": " + message.substr(0, message.find('\n')));
+  }
+}
+
+// Waits for a c10d work item, at most `timeout`. On NCCL the wait orders the
+// current CUDA stream after the work and returns without blocking the host.
+void Wait(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout, const std::string& what);
+
+// The NCCL backend of `store`'s group (nccl_group.cc; CUDA builds only).
+c10::intrusive_ptr<C10dBackend> MakeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, RankId rank,
+                                                int world_size, c10::Device device, std::chrono::milliseconds timeout);
+
+}  // namespace pplab

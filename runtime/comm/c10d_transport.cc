@@ -1,0 +1,191 @@
+#include "runtime/comm/c10d_transport.h"
+
+#include <torch/torch.h>
+
+#include "runtime/comm/c10d_group.h"
+
+namespace pplab {
+namespace {
+
+constexpr int64_t kHeaderWords = 64;
+constexpr int kMaxTensors = 6, kMaxDims = 6;
+// Each message owns 8 wire tags: header and payload (kHeader), or one per
+// tensor (kKnownShapes). Collectives use tags from 2^30 up (collectives.cc).
+constexpr int64_t kTagsPerMessage = 8;
+constexpr int64_t kFirstCollectiveTag = int64_t{1} << 30;
+
+int WireTag(int64_t tag, int part) {
+  if (tag < 0 || (tag + 1) * kTagsPerMessage > kFirstCollectiveTag)
+    throw Error("c10d transport: message tag " + std::to_string(tag) + " out of range");
+  return static_cast<int>(tag * kTagsPerMessage + part);
+}
+
+// A tensor as flat bytes, contiguous, on `device` (the send buffer).
+at::Tensor AsBytes(const at::Tensor& t, const c10::Device& device) {
+  return t.detach().to(device).contiguous().view({-1}).view(torch::kByte);
+}
+
+}  // namespace
+
+struct C10dTransport::Pending {
+  std::vector<at::Tensor> header, payload;  // kept alive until the work completes
+  c10::intrusive_ptr<c10d::Work> header_work, payload_work;
+  // kKnownShapes: one buffer and one work per tensor, and the spec.
+  std::vector<std::vector<at::Tensor>> parts;
+  std::vector<c10::intrusive_ptr<c10d::Work>> part_works;
+  MessageSpec spec;
+};
+
+WireFormat DefaultWireFormat(const ProcessGroupHandle& group) {
+  return GroupBackend(group) == Backend::kNccl ? WireFormat::kKnownShapes : WireFormat::kHeader;
+}
+
+C10dTransport::C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset,
+                             WireFormat format)
+    : group_(std::move(group)), device_(device), rank_offset_(rank_offset), format_(format) {}
+
+C10dTransport::~C10dTransport() = default;
+
+RankId C10dTransport::Rank() const { return group_->rank - rank_offset_; }
+
+void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
+  if (static_cast<int>(tensors.size()) > kMaxTensors) throw Error("c10d transport: more than 6 tensors in a message");
+  auto pending = std::make_unique<Pending>();
+  const std::string what = "sending message " + std::to_string(tag) + " to rank " + std::to_string(peer);
+  if (format_ == WireFormat::kKnownShapes) {
+    // Each tensor as its own bytes on the group's device: no header, no host copy.
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      pending->parts.push_back({AsBytes(tensors[i], group_->device)});
+      Guard(what, [&] {
+        pending->part_works.push_back(
+            group_->group->send(pending->parts.back(), rank_offset_ + peer, WireTag(tag, static_cast<int>(i))));
+      });
+    }
+    sends_.push_back(std::move(pending));
+    return;
+  }
+  at::Tensor header = torch::zeros({kHeaderWords}, torch::kLong);
+  auto h = header.accessor<int64_t, 1>();
+  std::vector<at::Tensor> bytes;
+  int64_t total = 0, w = 2;
+  h[0] = static_cast<int64_t>(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    if (t.dim() > kMaxDims) throw Error("c10d transport: tensor with more than 6 dimensions");
+    h[w++] = static_cast<int64_t>(t.scalar_type());
+    h[w++] = t.dim();
+    for (int64_t d = 0; d < kMaxDims; ++d) h[w++] = d < t.dim() ? t.size(d) : 0;
+    at::Tensor flat = AsBytes(t, torch::kCPU);  // (B,T,...) any dtype -> flat bytes on the host
+    total += flat.numel();
+    bytes.push_back(flat);
+  }
+  h[1] = total;
+  pending->header = {header};
+  pending->payload = {bytes.empty() ? torch::zeros({0}, torch::kByte) : torch::cat(bytes)};
+  Guard(what, [&] {
+    pending->header_work = group_->group->send(pending->header, rank_offset_ + peer, WireTag(tag, 0));
+    pending->payload_work = group_->group->send(pending->payload, rank_offset_ + peer, WireTag(tag, 1));
+  });
+  sends_.push_back(std::move(pending));
+}
+
+void C10dTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) {
+  auto pending = std::make_unique<Pending>();
+  const std::string what = "posting the receive of message " + std::to_string(tag) + " from rank " + std::to_string(peer);
+  if (format_ == WireFormat::kKnownShapes) {
+    if (spec.empty() || static_cast<int>(spec.size()) > kMaxTensors) {
+      throw Error(what + ": this transport needs the message's dtypes and shapes in advance, and has none");
+    }
+    pending->spec = spec;
+    for (size_t i = 0; i < spec.size(); ++i) {
+      int64_t numel = 1;
+      for (int64_t d : spec[i].shape) numel *= d;
+      const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(spec[i].dtype));
+      pending->parts.push_back({torch::empty({nbytes}, torch::TensorOptions(torch::kByte).device(group_->device))});
+      Guard(what, [&] {
+        pending->part_works.push_back(
+            group_->group->recv(pending->parts.back(), rank_offset_ + peer, WireTag(tag, static_cast<int>(i))));
+      });
+    }
+    receives_[{peer, tag}] = std::move(pending);
+    return;
+  }
+  pending->header = {torch::zeros({kHeaderWords}, torch::kLong)};
+  Guard(what, [&] { pending->header_work = group_->group->recv(pending->header, rank_offset_ + peer, WireTag(tag, 0)); });
+  receives_[{peer, tag}] = std::move(pending);
+}
+
+void C10dTransport::PostPayload(RankId peer, int64_t tag, Pending& pending) {
+  auto h = pending.header[0].accessor<int64_t, 1>();
+  const int64_t n = h[0], total = h[1];
+  if (n < 0 || n > kMaxTensors || total < 0) {
+    throw Error("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer) +
+                ": malformed header");
+  }
+  pending.payload = {torch::empty({total}, torch::kByte)};
+  Guard("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer),
+        [&] { pending.payload_work = group_->group->recv(pending.payload, rank_offset_ + peer, WireTag(tag, 1)); });
+}
+
+TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) {
+  auto it = receives_.find({peer, tag});
+  if (it == receives_.end()) {
+    if (format_ == WireFormat::kKnownShapes) {
+      throw Error("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer) +
+                  ": no receive was posted with its shapes");
+    }
+    PostRecv(peer, tag, {}), it = receives_.find({peer, tag});
+  }
+  std::unique_ptr<Pending> pending = std::move(it->second);
+  receives_.erase(it);
+  const std::string what = "receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer);
+  if (format_ == WireFormat::kKnownShapes) {
+    TensorList out;
+    for (size_t i = 0; i < pending->parts.size(); ++i) {
+      Wait(pending->part_works[i], timeout, what);
+      const TensorSpec& spec = pending->spec[i];
+      out.push_back(pending->parts[i][0].view(spec.dtype).view(spec.shape).to(device_));
+    }
+    return out;
+  }
+  Wait(pending->header_work, timeout, what);
+  PostPayload(peer, tag, *pending);
+  Wait(pending->payload_work, timeout, what);
+  auto h = pending->header[0].accessor<int64_t, 1>();
+  const int64_t n = h[0], total = h[1];
+  TensorList out;
+  int64_t offset = 0, w = 2;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto dtype = static_cast<c10::ScalarType>(h[w++]);
+    const int64_t dims = h[w++];
+    std::vector<int64_t> shape(h.data() + w, h.data() + w + dims);
+    w += kMaxDims;
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+    if (offset + nbytes > total) throw Error(what + ": payload shorter than its header says");
+    at::Tensor t = pending->payload[0].narrow(0, offset, nbytes).clone().view(dtype).view(shape);
+    out.push_back(t.to(device_));
+    offset += nbytes;
+  }
+  return out;
+}
+
+void C10dTransport::WaitSends(std::chrono::milliseconds timeout) {
+  for (const auto& s : sends_) {
+    if (s->header_work) Wait(s->header_work, timeout, "sending");
+    if (s->payload_work) Wait(s->payload_work, timeout, "sending");
+    for (const auto& work : s->part_works) Wait(work, timeout, "sending");
+  }
+  // On NCCL a finished wait orders the current stream after the send, and
+  // ProcessGroupNCCL records its buffers on its own stream with the caching
+  // allocator, so dropping them here never frees memory a kernel still reads.
+  sends_.clear();
+}
+
+Bytes WireBytes(const TensorList& tensors) {
+  Bytes total = kHeaderWords * static_cast<Bytes>(sizeof(int64_t));
+  for (const at::Tensor& t : tensors) total += static_cast<Bytes>(t.numel() * t.element_size());
+  return total;
+}
+
+}  // namespace pplab

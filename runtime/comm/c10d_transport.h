@@ -1,0 +1,64 @@
+// Transport over a c10d process group (runtime/comm/process_group.h): Gloo
+// on the CPU, NCCL between GPUs.
+//
+// Two wire formats, chosen when the transport is made; both ends of a run
+// use the same one:
+// - kHeader (Gloo's default): a fixed-size int64 header (number of tensors,
+//   their dtypes and shapes, payload bytes) on one tag, then all tensors'
+//   bytes in one uint8 payload on the next. Nothing needs to be known in
+//   advance. The payload goes through the host.
+// - kKnownShapes (NCCL's): receives are posted with the message's
+//   MessageSpec, each tensor travels as its own bytes on the group's device,
+//   with no header and no host copy. Send buffers are kept until their send
+//   completes (WaitSends), so the caller may drop its tensors at once.
+// Messages between two ranks are matched in the order the lowering pass
+// guarantees per channel; tags tell them apart on Gloo.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "runtime/comm/process_group.h"
+#include "runtime/comm/transport.h"
+
+namespace pplab {
+
+enum class WireFormat { kHeader, kKnownShapes };
+
+// Peers are pipeline ranks; pipeline rank p is group rank `rank_offset + p`
+// (data-parallel replica d of a K-rank pipeline has offset d K). Received
+// tensors are placed on `device` (the stages' device).
+class C10dTransport : public Transport {
+ public:
+  C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset = 0,
+                WireFormat format = WireFormat::kHeader);
+  ~C10dTransport() override;
+  RankId Rank() const override;
+  void Send(RankId peer, int64_t tag, const TensorList& tensors) override;
+  void PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) override;
+  TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
+  void WaitSends(std::chrono::milliseconds timeout) override;
+
+ private:
+  struct Pending;
+  // Parses an arrived header and posts the payload receive.
+  void PostPayload(RankId peer, int64_t tag, Pending& pending);
+  std::shared_ptr<ProcessGroupHandle> group_;
+  c10::Device device_;
+  RankId rank_offset_;
+  WireFormat format_;
+  std::map<std::pair<RankId, int64_t>, std::unique_ptr<Pending>> receives_;
+  std::vector<std::unique_ptr<Pending>> sends_;
+};
+
+// The wire format a group's transport uses: kKnownShapes on NCCL, kHeader on Gloo.
+WireFormat DefaultWireFormat(const ProcessGroupHandle& group);
+
+// Bytes that one message of `tensors` puts on the wire in the header format:
+// the header (512 bytes) and every tensor's bytes.
+Bytes WireBytes(const TensorList& tensors);
+
+}  // namespace pplab

@@ -1,0 +1,82 @@
+#include "runtime/comm/collectives.h"
+
+#include <torch/torch.h>
+
+#include "runtime/comm/c10d_group.h"
+
+namespace pplab {
+namespace {
+
+// Tags at and above this one belong to GatherToRank0, not to pipeline
+// messages (c10d_transport.cc keeps its tags below it).
+constexpr int kGatherTag = 1 << 30;
+
+std::string Who(const ProcessGroupHandle& group, const char* what) {
+  return "rank " + std::to_string(group.rank) + " in " + what;
+}
+
+}  // namespace
+
+double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout) {
+  std::vector<at::Tensor> t = {torch::full({1}, value, torch::TensorOptions(torch::kFloat64).device(group.device))};
+  Wait(group.group->allreduce(t), timeout, Who(group, "all-reduce"));
+  return t[0].item<double>();
+}
+
+struct PendingCollective {
+  std::vector<at::Tensor> tensors;  // kept alive until the work completes
+  c10::intrusive_ptr<c10d::Work> work;
+  std::string what;
+};
+
+std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, const at::Tensor& tensor) {
+  auto pending = std::make_shared<PendingCollective>();
+  pending->tensors = {tensor};
+  pending->what = Who(group, "gradient all-reduce");
+  Guard(pending->what, [&] { pending->work = group.group->allreduce(pending->tensors); });
+  return pending;
+}
+
+void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout) {
+  Wait(pending.work, timeout, pending.what);
+}
+
+void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout) {
+  std::vector<at::Tensor> t = {tensor};
+  Wait(group.group->allreduce(t), timeout, Who(group, "all-reduce"));
+}
+
+void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {
+  Wait(group.group->barrier(), timeout, Who(group, "barrier"));
+}
+
+std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
+                                                std::chrono::milliseconds timeout) {
+  const auto on_group = torch::TensorOptions(torch::kLong).device(group.device);
+  std::vector<std::vector<int64_t>> all;
+  if (group.rank != 0) {
+    std::vector<at::Tensor> size = {torch::full({1}, static_cast<int64_t>(mine.size()), on_group)};
+    std::vector<at::Tensor> data = {
+        torch::tensor(mine.empty() ? std::vector<int64_t>{0} : mine, torch::kLong).to(group.device)};
+    const std::string what = "rank " + std::to_string(group.rank) + " sending to rank 0";
+    Wait(group.group->send(size, 0, kGatherTag), timeout, what);
+    Wait(group.group->send(data, 0, kGatherTag + 1), timeout, what);
+    if (group.device.is_cuda()) data[0].cpu();  // keep the buffers alive until NCCL is done with them
+    return all;
+  }
+  all.push_back(mine);
+  for (RankId r = 1; r < group.world_size; ++r) {
+    const std::string what = "rank 0 gathering from rank " + std::to_string(r);
+    std::vector<at::Tensor> size = {torch::zeros({1}, on_group)};
+    Wait(group.group->recv(size, r, kGatherTag), timeout, what);
+    const int64_t n = size[0].item<int64_t>();
+    std::vector<at::Tensor> data = {torch::zeros({std::max<int64_t>(n, 1)}, on_group)};
+    Wait(group.group->recv(data, r, kGatherTag + 1), timeout, what);
+    const at::Tensor host = data[0].cpu();
+    const int64_t* p = host.data_ptr<int64_t>();
+    all.emplace_back(p, p + n);
+  }
+  return all;
+}
+
+}  // namespace pplab

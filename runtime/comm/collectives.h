@@ -1,0 +1,39 @@
+// Collectives over a process group (runtime/comm/process_group.h), the same
+// calls on Gloo and NCCL. Tensors passed in must live on the group's device
+// (GroupDevice); the scalar forms move their value there and back. Every
+// wait is bounded by `timeout` and throws pplab::Error naming the rank.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "runtime/comm/process_group.h"
+
+namespace pplab {
+
+// Sum of `value` over all ranks (one host round trip: not for the hot path).
+double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout);
+// Sums `tensor` in place over all ranks of `group`.
+void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout);
+
+// An all-reduce started and not yet waited for (collectives.cc).
+struct PendingCollective;
+// Starts summing `tensor` in place over all ranks and returns at once: Gloo
+// works in its own threads, NCCL on its own stream, so it overlaps what the
+// caller computes next. Every rank must start the group's collectives in the
+// same order.
+std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, const at::Tensor& tensor);
+// Waits for a started all-reduce, at most `timeout`. On NCCL this orders the
+// current CUDA stream after it and does not block the host.
+void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout);
+
+// Waits until every rank arrives.
+void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout);
+// Rank 0 gets every rank's int64 vector (others get an empty result).
+std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
+                                                std::chrono::milliseconds timeout);
+
+}  // namespace pplab

@@ -1,0 +1,140 @@
+#define USE_C10D_GLOO 1
+#include "runtime/comm/process_group.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "runtime/comm/c10d_group.h"
+
+namespace pplab {
+
+const char* BackendName(Backend backend) { return backend == Backend::kNccl ? "nccl" : "gloo"; }
+
+bool NcclCompiled() {
+#ifdef PPLAB_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+Backend ParseBackend(std::string_view text, const c10::Device& device) {
+  if (text == "auto") return device.is_cuda() && NcclCompiled() ? Backend::kNccl : Backend::kGloo;
+  if (text == "gloo") return Backend::kGloo;
+  if (text == "nccl") {
+    if (!NcclCompiled()) throw Error("--backend nccl: this build's LibTorch has no CUDA/NCCL");
+    if (!device.is_cuda()) throw Error("--backend nccl needs a CUDA --device (NCCL moves CUDA tensors only)");
+    return Backend::kNccl;
+  }
+  throw Error("--backend '" + std::string(text) + "': expected auto, gloo or nccl");
+}
+
+void Wait(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout, const std::string& what) {
+  bool done = false;
+  Guard(what, [&] { done = work->wait(timeout); });
+  if (!done) throw Error(what + ": timed out after " + std::to_string(timeout.count()) + " ms");
+}
+
+#ifndef PPLAB_WITH_NCCL
+c10::intrusive_ptr<C10dBackend> MakeNcclBackend(const c10::intrusive_ptr<c10d::Store>&, RankId, int, c10::Device,
+                                                std::chrono::milliseconds) {
+  throw Error("NCCL: this build's LibTorch has no CUDA/NCCL");
+}
+#endif
+
+namespace {
+
+c10::intrusive_ptr<C10dBackend> MakeBackend(const c10::intrusive_ptr<c10d::Store>& store, RankId rank, int size,
+                                            Backend backend, c10::Device device, std::chrono::milliseconds timeout,
+                                            const std::string& host) {
+  if (backend == Backend::kNccl) return MakeNcclBackend(store, rank, size, device, timeout);
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(host));
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
+  auto handle = std::make_shared<ProcessGroupHandle>();
+  handle->rank = o.rank;
+  handle->world_size = o.world_size;
+  handle->backend = o.backend;
+  handle->device = o.device;
+  handle->timeout = o.timeout;
+  const std::string where =
+      "rank " + std::to_string(o.rank) + ": connecting to " + o.host + ":" + std::to_string(o.port);
+  Guard(where + " failed", [&] {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(o.port);
+    options.isServer = o.rank == 0;
+    options.numWorkers = o.world_size;
+    options.waitWorkers = true;
+    options.timeout = o.timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    // LibTorch 2.4+ defaults to the libuv store, which Debian's build lacks;
+    // the classic store works in every build.
+    options.useLibUV = false;
+#endif
+    handle->store = c10::make_intrusive<c10d::TCPStore>(o.host, options);
+    handle->group = MakeBackend(handle->store, o.rank, o.world_size, o.backend, o.device, o.timeout, o.host);
+  });
+  return handle;
+}
+
+std::shared_ptr<ProcessGroupHandle> ConnectFromEnv(GroupOptions options) {
+  const char* addr = std::getenv("MASTER_ADDR");
+  options.host = addr != nullptr ? addr : "127.0.0.1";
+  options.port = EnvInt("MASTER_PORT", 29500);
+  return Connect(options);
+}
+
+std::shared_ptr<ProcessGroupHandle> Subgroup(const ProcessGroupHandle& world, const std::string& name,
+                                             const std::vector<RankId>& members, std::chrono::milliseconds timeout) {
+  auto handle = std::make_shared<ProcessGroupHandle>();
+  const auto me = std::find(members.begin(), members.end(), world.rank);
+  if (me == members.end())
+    throw Error("subgroup " + name + ": rank " + std::to_string(world.rank) + " is not a member");
+  handle->rank = static_cast<RankId>(me - members.begin());
+  handle->world_size = static_cast<int>(members.size());
+  handle->backend = world.backend;
+  handle->device = world.device;
+  handle->timeout = timeout;
+  handle->store = world.store;
+  Guard("rank " + std::to_string(world.rank) + ": creating group " + name + " failed", [&] {
+    auto store = c10::make_intrusive<c10d::PrefixStore>(name, world.store);
+    if (world.backend == Backend::kNccl) {
+      handle->group = MakeNcclBackend(store, handle->rank, handle->world_size, world.device, timeout);
+      return;
+    }
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices = static_cast<c10d::ProcessGroupGloo&>(*world.group).getOptions()->devices;
+    handle->group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, handle->rank, handle->world_size, options);
+  });
+  return handle;
+}
+
+RankId GroupRank(const ProcessGroupHandle& group) { return group.rank; }
+int GroupSize(const ProcessGroupHandle& group) { return group.world_size; }
+Backend GroupBackend(const ProcessGroupHandle& group) { return group.backend; }
+c10::Device GroupDevice(const ProcessGroupHandle& group) { return group.device; }
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  try {
+    size_t used = 0;
+    const int value = std::stoi(v, &used);
+    if (used != std::string(v).size()) throw std::invalid_argument(v);
+    return value;
+  } catch (const std::exception&) {
+    throw Error(std::string("environment variable ") + name + "='" + v + "' is not an integer");
+  }
+}
+
+}  // namespace pplab

@@ -1,0 +1,37 @@
+// Transport: point-to-point messages between pipeline ranks.
+//
+// A message is a list of tensors identified by (peer, tag); the executor
+// derives tags from the IR so that each message of a step has its own. Sends
+// never block; receives are posted ahead, with the message's dtypes and
+// shapes when the plan and the model know them (MessageSpec), and waited for
+// when the data is needed. Implementations: FakeTransport (in-process, for tests) and the c10d
+// Gloo/NCCL one. Every wait is bounded: a peer that never answers makes
+// WaitRecv throw pplab::Error naming the peer and the tag.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "runtime/exec/stage.h"
+#include "schedules/units.h"
+
+namespace pplab {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual RankId Rank() const = 0;
+  // Starts sending `tensors` to `peer`. The tensors may be reused by the
+  // caller as soon as this returns.
+  virtual void Send(RankId peer, int64_t tag, const TensorList& tensors) = 0;
+  // Posts the receive of message `tag` from `peer`; returns at once. `spec`
+  // is what the message holds, or empty when not known in advance (a
+  // transport that needs it throws pplab::Error naming the message).
+  virtual void PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) = 0;
+  // Waits for a posted receive, at most `timeout`.
+  virtual TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) = 0;
+  // Waits until every send has left this rank, at most `timeout`.
+  virtual void WaitSends(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace pplab

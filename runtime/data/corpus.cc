@@ -1,0 +1,128 @@
+#include "runtime/data/corpus.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "runtime/data/fnv.h"
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+
+namespace fs = std::filesystem;
+
+namespace pplab {
+namespace {
+
+// Byte offset of the first invalid UTF-8 sequence, or npos.
+size_t InvalidUtf8At(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = s[i];
+    int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+    if (extra < 0 || (extra > 0 && i + extra >= s.size())) return i;
+    for (int k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return i;
+    }
+    i += extra + 1;
+  }
+  return std::string::npos;
+}
+
+// Undoes overstrikes and drops control characters other than \n and \t.
+std::string Clean(const std::string& raw) {
+  std::string out;
+  out.reserve(raw.size());
+  for (char ch : raw) {
+    if (ch == '\b') {
+      if (!out.empty()) {
+        // Remove the whole UTF-8 character before the backspace.
+        while (!out.empty() && (static_cast<unsigned char>(out.back()) >> 6) == 0x2) out.pop_back();
+        if (!out.empty()) out.pop_back();
+      }
+    } else if (ch == '\r' || (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) {
+      continue;
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\n") - b + 1);
+}
+
+void SplitDocuments(const std::string& text, std::vector<std::string>& into) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  const bool fortune = std::find(lines.begin(), lines.end(), "%") != lines.end();
+  std::string doc;
+  auto flush = [&] {
+    std::string t = Trim(doc);
+    if (!t.empty()) into.push_back(std::move(t));
+    doc.clear();
+  };
+  for (const std::string& line : lines) {
+    const bool separator = fortune ? line == "%" : Trim(line).empty();
+    if (separator) {
+      flush();
+    } else {
+      doc += line;
+      doc += '\n';
+    }
+  }
+  flush();
+}
+
+}  // namespace
+
+std::string DefaultCorpusDir() { return "/usr/share/games/fortunes"; }
+
+Corpus ReadCorpus(const std::vector<std::string>& paths) {
+  Corpus corpus;
+  corpus.fingerprint = kFnvOffset;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      std::vector<std::string> files;
+      for (const auto& entry : fs::directory_iterator(path, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || name[0] == '.' || entry.path().extension() == ".dat") continue;
+        if (entry.path().extension() == ".u8") continue;  // Debian's UTF-8 aliases of the same files
+        if (entry.is_regular_file(ec)) files.push_back(entry.path().string());
+      }
+      if (ec) throw Error("--data " + path + ": cannot list: " + ec.message());
+      std::sort(files.begin(), files.end());
+      if (files.empty()) throw Error("--data " + path + ": the directory holds no text files");
+      corpus.files.insert(corpus.files.end(), files.begin(), files.end());
+    } else if (fs::exists(path, ec)) {
+      corpus.files.push_back(path);
+    } else {
+      throw Error("--data " + path + ": no such file or directory");
+    }
+  }
+  for (const std::string& file : corpus.files) {
+    const std::string raw = ReadTextFile(file);
+    const size_t bad = InvalidUtf8At(raw);
+    if (bad != std::string::npos) {
+      throw Error("--data " + file + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
+    }
+    corpus.fingerprint = Fnv1a64(file, corpus.fingerprint);
+    corpus.fingerprint = Fnv1a64(raw, corpus.fingerprint);
+    corpus.bytes += raw.size();
+    SplitDocuments(Clean(raw), corpus.documents);
+  }
+  if (corpus.documents.empty()) {
+    throw Error("--data: no text in " + (corpus.files.size() == 1 ? corpus.files[0] : "the given files"));
+  }
+  return corpus;
+}
+
+}  // namespace pplab

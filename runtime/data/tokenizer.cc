@@ -1,0 +1,165 @@
+#include "runtime/data/tokenizer.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "runtime/data/fnv.h"
+#include "runtime/data/spm_module.h"
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+
+namespace pplab {
+namespace {
+
+// The SentencePiece module's functions (see spm_module.h for why it is
+// loaded at run time).
+struct SpmModule {
+  decltype(&pplab_spm_load) load;
+  decltype(&pplab_spm_free) free;
+  decltype(&pplab_spm_info) info;
+  decltype(&pplab_spm_encode) encode;
+  decltype(&pplab_spm_decode) decode;
+  decltype(&pplab_spm_train) train;
+  decltype(&pplab_spm_free_buffer) free_buffer;
+};
+
+// Where the module is: $PPLAB_SPM_MODULE, beside the executable, or where
+// the build put it.
+std::vector<std::string> ModuleCandidates() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("PPLAB_SPM_MODULE"); env != nullptr && *env != '\0') out.push_back(env);
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) out.push_back((exe.parent_path() / "libpplab_spm.so").string());
+#ifdef PPLAB_SPM_MODULE_PATH
+  out.push_back(PPLAB_SPM_MODULE_PATH);
+#endif
+  return out;
+}
+
+const SpmModule& Module() {
+  // Loaded once per process and never unloaded; a function-local static is
+  // initialised once even with threads.
+  static const SpmModule module = [] {
+    void* lib = nullptr;
+    std::string tried, why;
+    for (const std::string& path : ModuleCandidates()) {
+      lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      if (lib != nullptr) break;
+      tried += (tried.empty() ? "" : ", ") + path;
+      if (const char* e = ::dlerror()) why = e;
+    }
+    if (lib == nullptr) {
+      throw Error("tokenizer: cannot load the SentencePiece module (tried " + tried + "): " + why +
+                  " (is libsentencepiece-dev installed and pplab built with it?)");
+    }
+    auto sym = [lib](const char* name) {
+      void* f = ::dlsym(lib, name);
+      if (f == nullptr) throw Error(std::string("tokenizer: the SentencePiece module lacks ") + name);
+      return f;
+    };
+    SpmModule m;
+    m.load = reinterpret_cast<decltype(m.load)>(sym("pplab_spm_load"));
+    m.free = reinterpret_cast<decltype(m.free)>(sym("pplab_spm_free"));
+    m.info = reinterpret_cast<decltype(m.info)>(sym("pplab_spm_info"));
+    m.encode = reinterpret_cast<decltype(m.encode)>(sym("pplab_spm_encode"));
+    m.decode = reinterpret_cast<decltype(m.decode)>(sym("pplab_spm_decode"));
+    m.train = reinterpret_cast<decltype(m.train)>(sym("pplab_spm_train"));
+    m.free_buffer = reinterpret_cast<decltype(m.free_buffer)>(sym("pplab_spm_free_buffer"));
+    return m;
+  }();
+  return module;
+}
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  void* handle = nullptr;
+  int pieces = 0;
+  ~Impl() {
+    if (handle != nullptr) Module().free(handle);
+  }
+};
+
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+Tokenizer Tokenizer::Load(const std::string& path) {
+  const std::string bytes = ReadTextFile(path);
+  const SpmModule& spm = Module();
+  Tokenizer t;
+  t.impl_ = std::make_unique<Impl>();
+  char error[512] = "";
+  if (spm.load(bytes.data(), bytes.size(), &t.impl_->handle, error, sizeof error) != 0) {
+    throw Error(path + ": not a SentencePiece model (" + error + ")");
+  }
+  int pad = -1, bos = -1, eos = -1;
+  spm.info(t.impl_->handle, &t.impl_->pieces, &pad, &bos, &eos);
+  if (pad < 0 || bos < 0 || eos < 0) {
+    throw Error(path + ": the tokenizer needs PAD, BOS and EOS pieces (let pplab train one with --vocab-size)");
+  }
+  t.pad_ = pad;
+  t.bos_ = bos;
+  t.eos_ = eos;
+  t.fingerprint_ = Fnv1a64(bytes);
+  t.path_ = path;
+  return t;
+}
+
+std::vector<int32_t> Tokenizer::Encode(const std::string& text) const {
+  const SpmModule& spm = Module();
+  int32_t* ids = nullptr;
+  size_t count = 0;
+  char error[512] = "";
+  if (spm.encode(impl_->handle, text.data(), text.size(), &ids, &count, error, sizeof error) != 0) {
+    throw Error(path_ + ": cannot encode text: " + error);
+  }
+  std::vector<int32_t> out(ids, ids + count);
+  spm.free_buffer(ids);
+  return out;
+}
+
+std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
+  std::vector<int32_t> kept;
+  for (int32_t id : ids) {
+    if (id != pad_ && id != bos_ && id != eos_ && id >= 0 && id < VocabSize()) kept.push_back(id);
+  }
+  const SpmModule& spm = Module();
+  char* text = nullptr;
+  size_t size = 0;
+  char error[512] = "";
+  if (spm.decode(impl_->handle, kept.data(), kept.size(), &text, &size, error, sizeof error) != 0) {
+    throw Error(path_ + ": cannot decode: " + error);
+  }
+  std::string out(text, size);
+  spm.free_buffer(text);
+  return out;
+}
+
+int Tokenizer::VocabSize() const { return impl_->pieces; }
+
+void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path) {
+  if (documents.empty()) throw Error("tokenizer: no text to train on");
+  std::string text;
+  for (const std::string& d : documents) {
+    text += d;
+    text += '\n';
+  }
+  const SpmModule& spm = Module();
+  char* model = nullptr;
+  size_t size = 0;
+  char error[1024] = "";
+  if (spm.train(text.data(), text.size(), vocab_size, &model, &size, error, sizeof error) != 0) {
+    throw Error("--vocab-size " + std::to_string(vocab_size) +
+                ": SentencePiece cannot train a BPE model of that size on this corpus: " + error);
+  }
+  const std::string bytes(model, size);
+  spm.free_buffer(model);
+  WriteTextFile(model_path, bytes);
+}
+
+}  // namespace pplab

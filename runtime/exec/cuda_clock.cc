@@ -1,0 +1,78 @@
+// The CUDA-event StepClock (compiled only in CUDA builds). Each mark is an
+// event recorded on the current stream. Time 0 of the step is the host time
+// `origin`; the first event, recorded in BeginStep, is placed at the host
+// time it was recorded, and every later mark at that plus the GPU time
+// between the two events. If the stream still had work queued at BeginStep
+// the whole step shifts later by that backlog: the executor starts steps on
+// an idle stream (the previous step's Resolve waited for it).
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <memory>
+
+#include "runtime/exec/step_clock.h"
+#include "schedules/error.h"
+
+// The event class moved from ATen to c10 in LibTorch 2.x.
+#if __has_include(<c10/cuda/CUDAEvent.h>)
+#include <c10/cuda/CUDAEvent.h>
+using CudaEvent = c10::cuda::CUDAEvent;
+#else
+#include <ATen/cuda/CUDAEvent.h>
+using CudaEvent = at::cuda::CUDAEvent;
+#endif
+
+namespace pplab {
+namespace {
+
+class CudaClock final : public StepClock {
+ public:
+  explicit CudaClock(const c10::Device& device) : device_(device) {}
+
+  void BeginStep(std::chrono::steady_clock::time_point origin) override {
+    c10::cuda::CUDAGuard guard(device_);
+    used_ = 0;
+    start_.record(at::cuda::getCurrentCUDAStream(device_.index()));
+    start_host_ns_ =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
+  }
+
+  int Mark() override {
+    c10::cuda::CUDAGuard guard(device_);
+    // Events are reused from step to step: creating one per action would
+    // cost a driver call each.
+    if (used_ == events_.size()) events_.push_back(std::make_unique<CudaEvent>(cudaEventDefault));
+    events_[used_]->record(at::cuda::getCurrentCUDAStream(device_.index()));
+    return static_cast<int>(used_++);
+  }
+
+  std::vector<TimeNs> Resolve() override {
+    c10::cuda::CUDAGuard guard(device_);
+    std::vector<TimeNs> out;
+    out.reserve(used_);
+    if (used_ > 0) events_[used_ - 1]->synchronize();  // the stream orders every earlier event before it
+    for (size_t i = 0; i < used_; ++i) {
+      const double ms = start_.elapsed_time(*events_[i]);
+      out.push_back(start_host_ns_ + static_cast<TimeNs>(ms * 1e6));
+    }
+    return out;
+  }
+
+  const char* Name() const override { return "cuda-events"; }
+
+ private:
+  c10::Device device_;
+  CudaEvent start_{cudaEventDefault};
+  TimeNs start_host_ns_ = 0;
+  std::vector<std::unique_ptr<CudaEvent>> events_;
+  size_t used_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<StepClock> MakeCudaClock(const c10::Device& device) {
+  if (!device.has_index()) throw Error("step clock: CUDA device without an index");
+  return std::make_unique<CudaClock>(device);
+}
+
+}  // namespace pplab

@@ -1,0 +1,253 @@
+#include "runtime/exec/executor.h"
+
+#include <torch/torch.h>
+
+#include "runtime/exec/memory_meter.h"
+#include "runtime/exec/step_clock.h"
+#include "schedules/error.h"
+
+namespace pplab {
+
+namespace {
+
+bool IsFloat(const at::Tensor& t) { return t.defined() && at::isFloatingType(t.scalar_type()); }
+
+TensorList Floats(const TensorList& list) {
+  TensorList out;
+  for (const at::Tensor& t : list) {
+    if (IsFloat(t)) out.push_back(t);
+  }
+  return out;
+}
+
+// Received or handed-over activations become leaves of this stage's graph.
+TensorList AsStageInputs(const TensorList& list) {
+  TensorList out;
+  for (const at::Tensor& t : list) out.push_back(IsFloat(t) ? t.detach().requires_grad_(true) : t);
+  return out;
+}
+
+}  // namespace
+
+double RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
+                        const at::Tensor& targets, double loss_scale) {
+  slot.inputs = AsStageInputs(inputs);
+  TensorList outputs = stage.Forward(slot.inputs);
+  if (loss == nullptr) {
+    slot.outputs = std::move(outputs);
+    return 0;
+  }
+  at::Tensor value = (*loss)(outputs, targets) * loss_scale;
+  slot.outputs = {value};
+  return value.item<double>();
+}
+
+void RunBackwardAction(StageSlot& slot) {
+  const TensorList ins = Floats(slot.inputs);
+  torch::autograd::backward(Floats(slot.outputs), slot.output_grads);
+  slot.input_grads.clear();
+  for (const at::Tensor& t : ins) slot.input_grads.push_back(t.grad());
+  slot.inputs.clear();
+  slot.outputs.clear();
+  slot.output_grads.clear();
+}
+
+void RunBackwardInputAction(StageSlot& slot) {
+  const TensorList ins = Floats(slot.inputs);
+  slot.input_grads = ins.empty() ? TensorList{}
+                                 : torch::autograd::grad(Floats(slot.outputs), ins, slot.output_grads,
+                                                         /*retain_graph=*/true);
+}
+
+void RunBackwardWeightAction(Stage& stage, StageSlot& slot) {
+  std::vector<at::Tensor> params;
+  for (auto& [name, p] : stage.NamedParameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  torch::autograd::backward(Floats(slot.outputs), slot.output_grads, /*retain_graph=*/false,
+                            /*create_graph=*/false, params);
+  slot.inputs.clear();
+  slot.outputs.clear();
+  slot.output_grads.clear();
+}
+
+int64_t MessageTag(const Schedule& schedule, const Action& a) {
+  const MessageKey key = MessageOf(a);
+  return ((key.forward ? 0 : 1) * static_cast<int64_t>(schedule.stages) + key.to_stage) * schedule.microbatches +
+         key.microbatch;
+}
+
+Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stage*> stages, Transport& transport,
+                   LossFn loss, ExecutorOptions options)
+    : schedule_(schedule),
+      rank_(rank),
+      stages_(std::move(stages)),
+      transport_(transport),
+      loss_(std::move(loss)),
+      options_(options) {
+  for (StageId s : schedule.StagesOf(rank)) {
+    if (stages_.count(s) == 0 || stages_[s] == nullptr) {
+      throw Error("executor rank " + std::to_string(rank) + ": no module for stage " + std::to_string(s));
+    }
+  }
+}
+
+StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, double loss_scale,
+                             std::chrono::steady_clock::time_point origin) {
+  const int S = schedule_.stages, M = schedule_.microbatches;
+  if (static_cast<int>(microbatches.size()) != M) {
+    throw Error("executor: " + std::to_string(microbatches.size()) + " microbatches given, the schedule has " +
+                std::to_string(M));
+  }
+  // Event times are clock marks during the step, resolved to ns at its end.
+  HostClock host_clock;
+  StepClock& clock = options_.clock != nullptr ? *options_.clock : host_clock;
+  clock.BeginStep(origin);
+  auto now = [&]() -> TimeNs { return clock.Mark(); };
+  std::map<std::pair<StageId, MicrobatchId>, StageSlot> slots;
+  const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() : 0;
+  if (options_.memory != nullptr) options_.memory->ResetPeak();
+  // Receives posted and not yet waited for: their event index, by tag.
+  std::map<int64_t, size_t> posted;
+  StepResult result;
+  const Program& program = schedule_.programs[rank_];
+  result.events.reserve(program.size());
+
+  // Waits for the message a RECV posted; sets the RECV's end to the arrival.
+  auto receive = [&](const Action& recv) -> TensorList {
+    const int64_t tag = MessageTag(schedule_, recv);
+    const RankId peer = schedule_.placement[PeerStage(recv)];
+    const auto it = posted.find(tag);
+    if (it == posted.end()) {
+      throw Error("executor rank " + std::to_string(rank_) + ": " + FormatAction(recv) +
+                  " is needed but was not posted");
+    }
+    TensorList data;
+    try {
+      data = transport_.WaitRecv(peer, tag, options_.comm_timeout);
+    } catch (const Error& e) {
+      throw Error("rank " + std::to_string(rank_) + " waiting on " + FormatAction(recv) + " from rank " +
+                  std::to_string(peer) + ": " + e.what());
+    }
+    result.events[it->second].end = now();
+    posted.erase(it);
+    return data;
+  };
+
+  // Post every receive of the step up front (tags are unique within a step),
+  // so messages can land while this rank computes; the RECV action then only
+  // marks where the program expects it.
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Action& a = program[i];
+    if (!IsRecv(a.kind)) continue;
+    try {
+      // The microbatch's rows and length, from its data (every rank has it).
+      const MicrobatchData& data = microbatches[a.microbatch];
+      const at::Tensor& shape_of = data.targets.defined() ? data.targets : data.inputs.at(0);
+      const MessageSpec spec =
+          stages_[a.stage]->ReceivedSpec(a.kind == ActionKind::kRecvF, shape_of.size(0), shape_of.size(1));
+      transport_.PostRecv(schedule_.placement[PeerStage(a)], MessageTag(schedule_, a), spec);
+    } catch (const Error& e) {
+      throw Error("rank " + std::to_string(rank_) + " posting " + FormatAction(a) + ": " + e.what());
+    }
+  }
+  // Where each stage's weight gradients are complete: its last B or W.
+  std::map<StageId, size_t> grads_done_at;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const ActionKind k = program[i].kind;
+    if (k == ActionKind::kBackward || k == ActionKind::kBackwardWeight) grads_done_at[program[i].stage] = i;
+  }
+  const TimeNs posted_at = now();
+  for (size_t index = 0; index < program.size(); ++index) {
+    const Action& a = program[index];
+    TimelineEvent ev;
+    ev.rank = rank_;
+    ev.action = a;
+    const StageId s = a.stage;
+    const MicrobatchId m = a.microbatch;
+    StageSlot& slot = slots[{s, m}];
+    switch (a.kind) {
+      case ActionKind::kRecvF:
+      case ActionKind::kRecvB: {
+        ev.start = ev.end = posted_at;  // the end becomes the arrival, in receive()
+        posted[MessageTag(schedule_, a)] = result.events.size();
+        result.events.push_back(ev);
+        continue;
+      }
+      case ActionKind::kSendF:
+      case ActionKind::kSendB: {
+        const bool fwd = a.kind == ActionKind::kSendF;
+        const RankId peer = schedule_.placement[PeerStage(a)];
+        ev.start = now();
+        try {
+          transport_.Send(peer, MessageTag(schedule_, a), fwd ? slot.outputs : slot.input_grads);
+        } catch (const Error& e) {
+          throw Error("rank " + std::to_string(rank_) + " on " + FormatAction(a) + " to rank " + std::to_string(peer) +
+                      ": " + e.what());
+        }
+        ev.end = now();
+        if (!fwd) slot.input_grads.clear();  // sent: nothing else on this rank needs them
+        result.events.push_back(ev);
+        continue;
+      }
+      case ActionKind::kForward: {
+        TensorList inputs;
+        if (s == 0) {
+          inputs = microbatches[m].inputs;
+        } else if (schedule_.placement[s - 1] == rank_) {
+          inputs = slots[{s - 1, m}].outputs;
+        } else {
+          inputs = receive({ActionKind::kRecvF, s, m});
+        }
+        ev.start = now();
+        const double loss = RunForwardAction(*stages_[s], slot, inputs, s == S - 1 ? &loss_ : nullptr,
+                                             microbatches[m].targets, loss_scale);
+        if (s == S - 1) result.losses[m] = loss;
+        ev.end = now();
+        break;
+      }
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput: {
+        if (s < S - 1) {
+          slot.output_grads = schedule_.placement[s + 1] == rank_ ? std::move(slots[{s + 1, m}].input_grads)
+                                                                  : receive({ActionKind::kRecvB, s, m});
+        } else {
+          slot.output_grads = {};  // the loss: implicit gradient 1
+        }
+        ev.start = now();
+        if (a.kind == ActionKind::kBackward) {
+          RunBackwardAction(slot);
+        } else {
+          RunBackwardInputAction(slot);
+        }
+        ev.end = now();
+        break;
+      }
+      case ActionKind::kBackwardWeight: {
+        ev.start = now();
+        RunBackwardWeightAction(*stages_[s], slot);
+        ev.end = now();
+        break;
+      }
+    }
+    result.events.push_back(ev);
+    if (options_.on_stage_grads_done) {
+      const auto done = grads_done_at.find(s);
+      if (done != grads_done_at.end() && done->second == index) options_.on_stage_grads_done(s);
+    }
+  }
+  try {
+    transport_.WaitSends(options_.comm_timeout);
+  } catch (const Error& e) {
+    throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what());
+  }
+  if (options_.memory != nullptr) result.peak_activation_bytes = options_.memory->Peak() - memory_base;
+  const std::vector<TimeNs> marks = clock.Resolve();
+  for (TimelineEvent& ev : result.events) {
+    ev.start = marks.at(ev.start);
+    ev.end = marks.at(ev.end);
+  }
+  return result;
+}
+
+}  // namespace pplab

@@ -1,0 +1,118 @@
+// Executor: runs one rank's lowered program for one training step.
+//
+// F runs the stage on its input (data for stage 0, a received or local
+// activation otherwise) and keeps what backward needs; on the last stage it
+// also computes the microbatch's loss. B backpropagates the output gradient
+// (from the next stage, or 1 for the loss) into the parameters' .grad and the
+// input; I computes only the input gradient and keeps the graph; W then
+// computes only the weight gradients from it (no forward is recomputed).
+// Stage boundaries are cut with detach(), so each stage's autograd graph is
+// its own. Every receive of a step is posted when the step starts (tags are
+// unique within a step), with the dtypes and shapes the receiving stage
+// declares (Stage::ReceivedSpec), so messages can land while the rank
+// computes; a RECV's event spans from that post to the data's arrival. Every
+// action is timed through a StepClock into a Timeline with the simulator's
+// names.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "runtime/comm/transport.h"
+#include "runtime/exec/stage.h"
+#include "schedules/schedule.h"
+#include "traces/timeline.h"
+
+namespace pplab {
+
+struct MicrobatchData {
+  TensorList inputs;   // first-stage inputs, e.g. {tokens (B,T), attention_mask (B,T)}
+  at::Tensor targets;  // what the loss compares the last stage's outputs with
+};
+
+// Loss of one microbatch as a scalar: the executor multiplies it by the
+// step's loss scale, so that the M microbatch losses add up to the batch's.
+using LossFn = std::function<at::Tensor(const TensorList& outputs, const at::Tensor& targets)>;
+
+class MemoryMeter;
+class StepClock;
+
+struct ExecutorOptions {
+  std::chrono::milliseconds comm_timeout{60000};
+  // Called right after the action that completes a stage's weight
+  // gradients for the step (its last B, or its last W in split plans), e.g.
+  // to start the data-parallel all-reduce of that stage while the rank goes
+  // on computing.
+  std::function<void(StageId stage)> on_stage_grads_done;
+  // When set, each step reports the peak of the meter's live bytes over the
+  // step minus its live bytes when the step began (StepResult).
+  MemoryMeter* memory = nullptr;
+  // Times the actions (runtime/exec/step_clock.h); the host clock when null.
+  // On a GPU, a CUDA-event clock measures the work, not its launch.
+  StepClock* clock = nullptr;
+};
+
+struct StepResult {
+  // Scaled loss of each microbatch this rank computed (last stage only; empty
+  // elsewhere); their sum is the step's loss.
+  std::map<MicrobatchId, double> losses;
+  std::vector<TimelineEvent> events;  // this rank's actions in program order
+  // With ExecutorOptions::memory: the most bytes allocated during the step
+  // and alive at once (weights, and gradients that existed before, excluded).
+  Bytes peak_activation_bytes = 0;
+};
+
+// What one (stage, microbatch) keeps between its actions.
+struct StageSlot {
+  TensorList inputs;        // stage inputs; floating ones are leaves requiring grad
+  TensorList outputs;       // stage outputs as produced (on the last stage: {loss})
+  TensorList output_grads;  // gradient of each floating output (for B, or kept from I for W)
+  TensorList input_grads;   // gradient of each floating input, once B/I ran
+};
+
+// The compute actions exactly as the executor runs them; the profiler
+// (runtime/profile.h) times these same functions.
+// F: `inputs` become the stage's leaves (floating ones detached, requiring
+// grad), the stage runs, and on the last stage (`loss` given) the outputs
+// become {loss(outputs, targets) * loss_scale}. Returns that loss (0 without).
+double RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
+                        const at::Tensor& targets, double loss_scale);
+// B: backpropagates slot.output_grads (empty for the loss) into the
+// parameters' .grad and slot.input_grads, and frees the graph.
+void RunBackwardAction(StageSlot& slot);
+// I: slot.input_grads only; the graph and output_grads stay for W.
+void RunBackwardInputAction(StageSlot& slot);
+// W: the parameters' gradients from the graph I kept; frees it.
+void RunBackwardWeightAction(Stage& stage, StageSlot& slot);
+
+class Executor {
+ public:
+  // `stages` maps each stage placed on `rank` to its module. `schedule` must
+  // be lowered. Throws pplab::Error if a stage of this rank has no module.
+  Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stage*> stages, Transport& transport, LossFn loss,
+           ExecutorOptions options = {});
+
+  // Runs the rank's program once. `microbatches` holds all M microbatches
+  // (the first and last stage use theirs); `loss_scale` multiplies each
+  // microbatch loss. Gradients accumulate into the parameters' .grad.
+  // Times are measured from `origin`. Throws pplab::Error naming the action
+  // when a wait times out or a message is malformed.
+  StepResult RunStep(const std::vector<MicrobatchData>& microbatches, double loss_scale,
+                     std::chrono::steady_clock::time_point origin);
+
+ private:
+  const Schedule& schedule_;
+  RankId rank_;
+  std::map<StageId, Stage*> stages_;
+  Transport& transport_;
+  LossFn loss_;
+  ExecutorOptions options_;
+};
+
+// Message tag of `action` (a SEND or RECV): the same on both ends of one
+// message and different for every message of a step.
+int64_t MessageTag(const Schedule& schedule, const Action& action);
+
+}  // namespace pplab

@@ -1,0 +1,52 @@
+// StepClock: when each action of a step ran, on the device that ran it.
+//
+// The executor calls Mark() on its host thread before and after each action.
+// A host clock reads the steady clock there. A CUDA clock records an event on
+// the current stream instead, so a mark is when the GPU reaches that point of
+// the stream, not when the host launched the work; the events are resolved
+// once, after the step (Resolve), so timing adds no synchronisation inside it.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "schedules/units.h"
+
+namespace pplab {
+
+class StepClock {
+ public:
+  virtual ~StepClock() = default;
+  // Starts a step whose time 0 is `origin` (a host time shared by the ranks).
+  // Marks of an earlier step are forgotten.
+  virtual void BeginStep(std::chrono::steady_clock::time_point origin) = 0;
+  // Takes a mark now; returns its index within the step (0, 1, 2, ...).
+  virtual int Mark() = 0;
+  // Every mark of the step, in ns since `origin`. A CUDA clock waits here for
+  // the device to pass the last mark.
+  virtual std::vector<TimeNs> Resolve() = 0;
+  // "host" or "cuda-events".
+  virtual const char* Name() const = 0;
+};
+
+// The host's steady clock.
+class HostClock final : public StepClock {
+ public:
+  void BeginStep(std::chrono::steady_clock::time_point origin) override;
+  int Mark() override;
+  std::vector<TimeNs> Resolve() override;
+  const char* Name() const override { return "host"; }
+
+ private:
+  std::chrono::steady_clock::time_point origin_;
+  std::vector<TimeNs> marks_;
+};
+
+// The clock for stages on `device`: CUDA events on a CUDA device (a CUDA
+// build only; pplab::Error otherwise), the host clock elsewhere.
+std::unique_ptr<StepClock> MakeStepClock(const c10::Device& device);
+
+}  // namespace pplab

@@ -1,0 +1,56 @@
+#include "runtime/train/batches.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+void CheckDivisible(int batch_size, int microbatches, int replicas) {
+  if (microbatches < 1 || replicas < 1 || batch_size % (microbatches * replicas) != 0) {
+    throw Error("--batch-size " + std::to_string(batch_size) + " is not divisible by " +
+                (replicas > 1 ? "--dp " + std::to_string(replicas) + " x " : std::string()) + "--microbatches " +
+                std::to_string(microbatches));
+  }
+}
+
+// rows (G, L+1) int64 -> this replica's microbatches.
+StepBatch Split(const at::Tensor& rows, int seq_len, int microbatches, int replica, int replicas, int32_t pad) {
+  const int64_t batch_size = rows.size(0);
+  const int64_t share = batch_size / replicas;
+  const at::Tensor targets_all = rows.narrow(1, 1, seq_len);  // (G, L)
+  const double counted = targets_all.ne(pad).sum().item<double>();
+  auto mine = rows.narrow(0, replica * share, share);  // (G/D, L+1)
+  auto inputs = mine.narrow(1, 0, seq_len).chunk(microbatches);
+  auto targets = mine.narrow(1, 1, seq_len).chunk(microbatches);
+  StepBatch batch;
+  for (int m = 0; m < microbatches; ++m) {
+    auto x = inputs[m].contiguous();                                                           // (b, L)
+    batch.microbatches.push_back({{x, x.ne(pad).to(torch::kLong)}, targets[m].contiguous()});  // mask (b, L)
+  }
+  // A batch of nothing but padding has no loss to average; 1 keeps it finite.
+  batch.loss_scale = counted > 0 ? 1.0 / counted : 1.0;
+  return batch;
+}
+
+}  // namespace
+
+StepBatch BatchFromRows(const RowFn& row_fn, int batch_size, int seq_len, int microbatches, int replica, int replicas,
+                        int32_t pad) {
+  CheckDivisible(batch_size, microbatches, replicas);
+  at::Tensor rows = torch::empty({batch_size, seq_len + 1}, torch::kInt);  // (G, L+1)
+  for (int64_t r = 0; r < batch_size; ++r) row_fn(r, rows[r].data_ptr<int32_t>());
+  return Split(rows.to(torch::kLong), seq_len, microbatches, replica, replicas, pad);
+}
+
+StepBatch SyntheticBatch(uint64_t seed, int step, int batch_size, int seq_len, int vocab_size, int microbatches,
+                         int replica, int replicas) {
+  CheckDivisible(batch_size, microbatches, replicas);
+  auto gen = at::detail::createCPUGenerator(seed * 1000003ULL + static_cast<uint64_t>(step));
+  auto tokens = torch::randint(1, vocab_size, {batch_size, seq_len + 1}, gen, torch::kLong);  // (G, L+1)
+  return Split(tokens, seq_len, microbatches, replica, replicas, /*pad=*/0);
+}
+
+}  // namespace pplab

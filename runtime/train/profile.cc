@@ -1,0 +1,410 @@
+#include "runtime/train/profile.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/comm/c10d_transport.h"
+#include "runtime/comm/collectives.h"
+#include "runtime/comm/fake_transport.h"
+#include "runtime/exec/memory_meter.h"
+#include "schedules/error.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+
+namespace pplab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> xs) {
+  if (xs.empty()) return 0;
+  std::sort(xs.begin(), xs.end());
+  const size_t n = xs.size();
+  return n % 2 == 1 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
+Bytes MedianBytes(const std::vector<Bytes>& xs) {
+  std::vector<double> d(xs.begin(), xs.end());
+  return static_cast<Bytes>(Median(d));
+}
+
+Bytes FloatBytes(const TensorList& list) {
+  Bytes total = 0;
+  for (const at::Tensor& t : list) {
+    if (t.defined() && at::isFloatingType(t.scalar_type())) total += t.numel() * t.element_size();
+  }
+  return total;
+}
+
+// Fresh copies, as a transport's receive allocates them.
+TensorList Clone(const TensorList& list) {
+  TensorList out;
+  for (const at::Tensor& t : list) out.push_back(t.defined() ? t.clone() : t);
+  return out;
+}
+
+// Doubles travel through the int64 gather bit for bit.
+int64_t Bits(double x) {
+  int64_t i;
+  std::memcpy(&i, &x, sizeof i);
+  return i;
+}
+double FromBits(int64_t i) {
+  double x;
+  std::memcpy(&x, &i, sizeof x);
+  return x;
+}
+
+void Sync(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
+  if (group != nullptr) Barrier(*group, timeout);
+}
+
+// What the measuring phases need of one stage: its input (as the forward
+// pass through the pipeline produced it) and a gradient for its outputs.
+struct StageInput {
+  TensorList inputs;
+  bool received = false;    // from another rank: the transport allocates it afresh each time
+  TensorList output_grads;  // empty on the last stage (the loss)
+  bool grads_received = false;
+};
+
+// One forward and backward pass through the whole pipeline, stage after
+// stage, with real messages: every stage gets a real input, and the sizes of
+// the messages are those of training.
+std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& placement, RankId rank,
+                                                     const std::map<StageId, Stage*>& stages,
+                                                     const MicrobatchData& data, const LossFn& loss, double loss_scale,
+                                                     Transport& transport, std::chrono::milliseconds timeout,
+                                                     std::map<StageId, StageProfile>& profiles) {
+  const int S = static_cast<int>(placement.size());
+  std::map<StageId, StageInput> result;
+  std::map<StageId, TensorList> outputs;
+  for (StageId s = 0; s < S; ++s) {
+    if (placement[s] != rank) continue;
+    StageInput& in = result[s];
+    if (s == 0) {
+      in.inputs = data.inputs;
+    } else if (placement[s - 1] == rank) {
+      in.inputs = outputs[s - 1];
+    } else {
+      in.inputs = transport.WaitRecv(placement[s - 1], s, timeout);
+      in.received = true;
+    }
+    StageSlot slot;
+    RunForwardAction(*stages.at(s), slot, in.inputs, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
+    StageProfile& p = profiles[s];
+    p.output_bytes = FloatBytes(slot.outputs);
+    if (s < S - 1) {
+      outputs[s] = slot.outputs;
+      p.forward_message_bytes = WireBytes(slot.outputs);
+      for (const at::Tensor& t : slot.outputs) {
+        if (t.defined() && at::isFloatingType(t.scalar_type())) in.output_grads.push_back(torch::randn_like(t) * 1e-3);
+      }
+      in.grads_received = placement[s + 1] != rank;
+      if (in.grads_received) transport.Send(placement[s + 1], s + 1, slot.outputs);
+    }
+    slot.output_grads = in.output_grads;
+    RunBackwardAction(slot);
+    if (s > 0) p.backward_message_bytes = WireBytes(slot.input_grads);
+  }
+  transport.WaitSends(timeout);
+  return result;
+}
+
+// F then B, or F then I then W, on every stage of this rank, repeated.
+void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, StageInput>& inputs, int S,
+                   const MicrobatchData& data, const LossFn& loss, double loss_scale, MemoryMeter& meter,
+                   const ProfileOptions& options, bool split, std::map<StageId, StageProfile>& profiles,
+                   std::map<StageId, std::vector<double>>& forward_ms) {
+  std::map<StageId, std::vector<double>> b_ms, w_ms;
+  std::map<StageId, std::vector<Bytes>> held, f_transient, b_transient;
+  for (int i = 0; i < options.warmup + options.repeats; ++i) {
+    const bool measured = i >= options.warmup;
+    for (auto& [s, stage] : stages) {
+      StageInput& in = inputs.at(s);
+      StageSlot slot;
+      const Bytes before = meter.Live();
+      const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
+      meter.ResetPeak();
+      auto start = Clock::now();
+      RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
+      const double f = MsSince(start);
+      const Bytes activation = meter.Live() - before;
+      const Bytes forward_transient = meter.Peak() - meter.Live();
+      slot.output_grads = in.grads_received ? Clone(in.output_grads) : in.output_grads;
+      const Bytes before_backward = meter.Live();
+      meter.ResetPeak();
+      start = Clock::now();
+      if (!split) {
+        RunBackwardAction(slot);
+        b_ms[s].push_back(MsSince(start));
+        slot.input_grads.clear();
+        if (measured) {
+          held[s].push_back(activation);
+          f_transient[s].push_back(forward_transient);
+          b_transient[s].push_back(meter.Peak() - before_backward);
+        }
+      } else {
+        RunBackwardInputAction(slot);
+        b_ms[s].push_back(MsSince(start));
+        slot.input_grads.clear();  // sent to the previous stage
+        if (measured) held[s].push_back(meter.Live() - before);
+        start = Clock::now();
+        RunBackwardWeightAction(*stage, slot);
+        w_ms[s].push_back(MsSince(start));
+      }
+      if (measured) forward_ms[s].push_back(f);
+    }
+  }
+  for (auto& [s, stage] : stages) {
+    StageProfile& p = profiles[s];
+    auto tail = [&](const std::vector<double>& xs) {
+      return Median(std::vector<double>(xs.begin() + options.warmup, xs.end()));
+    };
+    if (!split) {
+      p.backward_ms = tail(b_ms[s]);
+      p.activation_bytes = MedianBytes(held[s]);
+      p.forward_transient_bytes = MedianBytes(f_transient[s]);
+      p.backward_transient_bytes = MedianBytes(b_transient[s]);
+    } else {
+      p.backward_input_ms = tail(b_ms[s]);
+      p.backward_weight_ms = tail(w_ms[s]);
+      p.weight_grad_bytes = MedianBytes(held[s]);
+    }
+  }
+}
+
+// The executor's own time per action outside F and B: the real Executor runs
+// a one-rank GPipe plan of this rank's first stage (its loss, when it is not
+// the last stage, is the dot product with the output gradient, so B does the
+// same work as in training).
+double MeasureActionOverhead(Stage& stage, const StageInput& in, bool last, const MicrobatchData& data,
+                             const LossFn& loss, double loss_scale, const ProfileOptions& options) {
+  const int M = options.overhead_microbatches;
+  const Schedule schedule = Lower(Generate("gpipe", {1, M, 1}));
+  const TensorList grads = in.output_grads;
+  LossFn surrogate = [grads](const TensorList& outputs, const at::Tensor&) {
+    at::Tensor sum = torch::zeros({}, torch::kFloat32);
+    size_t g = 0;
+    for (const at::Tensor& t : outputs) {
+      if (t.defined() && at::isFloatingType(t.scalar_type())) sum = sum + (t * grads.at(g++)).sum();
+    }
+    return sum;
+  };
+  FakeTransport transport(0, std::make_shared<FakeNetwork>());
+  ExecutorOptions exec_options;
+  exec_options.comm_timeout = options.comm_timeout;
+  Executor executor(schedule, 0, {{0, &stage}}, transport, last ? loss : surrogate, exec_options);
+  std::vector<MicrobatchData> microbatches(M, MicrobatchData{in.inputs, data.targets});
+  std::vector<double> per_action;
+  for (int i = 0; i < 1 + options.repeats; ++i) {
+    const auto start = Clock::now();
+    const StepResult r = executor.RunStep(microbatches, last ? loss_scale : 1.0, start);
+    const double wall = MsSince(start);
+    double busy = 0;
+    int actions = 0;
+    for (const TimelineEvent& e : r.events) {
+      if (!IsCompute(e.action.kind)) continue;
+      busy += NsToMs(e.end - e.start);
+      ++actions;
+    }
+    if (i >= 1 && actions > 0) per_action.push_back(std::max(0.0, wall - busy) / actions);
+  }
+  for (auto& [name, p] : stage.NamedParameters()) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+  return Median(per_action);
+}
+
+// Ping-pong between `a` (which times) and `b`; every other rank returns at once.
+void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const ProfileOptions& options, int64_t& tag,
+              LinkProfile& link) {
+  std::vector<Bytes> sizes = {1};
+  sizes.insert(sizes.end(), options.link_payload_bytes.begin(), options.link_payload_bytes.end());
+  link.from = a;
+  link.to = b;
+  for (const Bytes size : sizes) {
+    const TensorList message = {torch::zeros({std::max<Bytes>(size, 1)}, torch::kUInt8)};
+    std::vector<double> one_way;
+    for (int i = 0; i < options.warmup + options.repeats; ++i, tag += 2) {
+      if (rank == a) {
+        const auto start = Clock::now();
+        transport.Send(b, tag, message);
+        transport.WaitRecv(b, tag + 1, options.comm_timeout);
+        if (i >= options.warmup) one_way.push_back(MsSince(start) / 2);
+      } else if (rank == b) {
+        transport.WaitRecv(a, tag, options.comm_timeout);
+        transport.Send(a, tag + 1, message);
+      }
+      transport.WaitSends(options.comm_timeout);
+    }
+    if (rank == a) link.samples.push_back({WireBytes(message), Median(one_way)});
+  }
+  if (rank == a) FitLink(link);
+}
+
+// Stage profiles as int64 words for the gather.
+constexpr size_t kStageWords = 13;
+void Encode(const StageProfile& p, std::vector<int64_t>& out) {
+  out.insert(out.end(),
+             {p.stage, p.rank, Bits(p.forward_ms), Bits(p.backward_ms), Bits(p.backward_input_ms),
+              Bits(p.backward_weight_ms), p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes,
+              p.backward_message_bytes, p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes});
+}
+
+}  // namespace
+
+void FitLink(LinkProfile& link) {
+  const size_t n = link.samples.size();
+  if (n == 0) return;
+  double mx = 0, my = 0;
+  for (const LinkSample& s : link.samples) mx += s.bytes, my += s.one_way_ms;
+  mx /= n, my /= n;
+  double sxx = 0, sxy = 0;
+  for (const LinkSample& s : link.samples) {
+    sxx += (s.bytes - mx) * (s.bytes - mx);
+    sxy += (s.bytes - mx) * (s.one_way_ms - my);
+  }
+  const double slope = sxx > 0 ? sxy / sxx : 0;  // ms per byte
+  double smallest = link.samples.front().one_way_ms;
+  for (const LinkSample& s : link.samples) smallest = std::min(smallest, s.one_way_ms);
+  if (slope <= 0) {
+    link.latency_ms = smallest;
+    link.bandwidth_gbps = 0;
+    return;
+  }
+  const double intercept = my - slope * mx;
+  // A negative intercept is noise around a tiny latency: use the smallest message's time.
+  link.latency_ms = intercept > 0 ? intercept : smallest;
+  link.bandwidth_gbps = 1.0 / (slope * 1e6);  // bytes per ms / 1e6 = bytes per ns = GB/s
+}
+
+ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const std::map<StageId, Stage*>& stages,
+                      const MicrobatchData& data, const LossFn& loss, double loss_scale, Transport& transport,
+                      ProcessGroupHandle* group, MemoryMeter& meter, const ProfileOptions& options) {
+  const int S = static_cast<int>(placement.size());
+  const int K = S == 0 ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
+  if (options.repeats < 1 || options.warmup < 0) throw Error("profile: repeats must be >= 1 and warm-up >= 0");
+  const std::string who = "profile rank " + std::to_string(rank);
+  auto phase = [&](const char* name, auto run) {
+    try {
+      run();
+    } catch (const Error& e) {
+      throw Error(who + ", " + name + ": " + e.what());
+    }
+  };
+  std::map<StageId, StageProfile> profiles;
+  for (auto& [s, stage] : stages) {
+    profiles[s].stage = s;
+    profiles[s].rank = rank;
+  }
+  std::map<StageId, StageInput> inputs;
+  phase("forward through the pipeline", [&] {
+    inputs = ForwardThroughPipeline(placement, rank, stages, data, loss, loss_scale, transport, options.comm_timeout,
+                                    profiles);
+  });
+  std::map<StageId, std::vector<double>> forward_ms;
+  phase("F and B", [&] {
+    Sync(group, options.comm_timeout);
+    MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, false, profiles, forward_ms);
+  });
+  phase("F, I and W", [&] {
+    Sync(group, options.comm_timeout);
+    MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms);
+  });
+  for (auto& [s, p] : profiles) p.forward_ms = Median(forward_ms[s]);
+  double overhead = 0;
+  if (options.overhead_microbatches > 0 && !stages.empty()) {
+    phase("executor overhead", [&] {
+      Sync(group, options.comm_timeout);
+      const StageId first = stages.begin()->first;
+      overhead = MeasureActionOverhead(*stages.begin()->second, inputs.at(first), first == S - 1, data, loss,
+                                       loss_scale, options);
+    });
+  }
+  // Neighbouring pairs, one at a time (the others wait at the barrier).
+  std::vector<LinkProfile> links;
+  int64_t tag = 0;
+  for (RankId a = 0; a < K && K > 1; ++a) {
+    const RankId b = (a + 1) % K;
+    if (K == 2 && a == 1) break;  // the same pair again
+    LinkProfile link;
+    phase("link ping-pong", [&] {
+      Sync(group, options.comm_timeout);
+      PingPong(rank, a, b, transport, options, tag, link);
+    });
+    if (rank == a) links.push_back(link);
+  }
+  // Gather on rank 0: stages, links and overhead per rank.
+  std::vector<int64_t> mine;
+  mine.push_back(static_cast<int64_t>(profiles.size()));
+  for (const auto& [s, p] : profiles) Encode(p, mine);
+  mine.push_back(static_cast<int64_t>(links.size()));
+  for (const LinkProfile& l : links) {
+    mine.insert(mine.end(),
+                {l.from, l.to, Bits(l.latency_ms), Bits(l.bandwidth_gbps), static_cast<int64_t>(l.samples.size())});
+    for (const LinkSample& x : l.samples) mine.insert(mine.end(), {x.bytes, Bits(x.one_way_ms)});
+  }
+  mine.push_back(Bits(overhead));
+  std::vector<std::vector<int64_t>> all;
+  phase("gathering the results", [&] {
+    if (group != nullptr) {
+      all = GatherToRank0(*group, mine, options.comm_timeout);
+    } else {
+      all.push_back(mine);
+    }
+  });
+  ProfileResult result;
+  if (rank != 0) {
+    for (const auto& [s, p] : profiles) result.stages.push_back(p);
+    return result;
+  }
+  std::map<StageId, StageProfile> every;
+  for (const std::vector<int64_t>& w : all) {
+    size_t i = 0;
+    const int64_t n = w.at(i++);
+    for (int64_t k = 0; k < n; ++k, i += kStageWords) {
+      StageProfile p;
+      p.stage = static_cast<StageId>(w.at(i));
+      p.rank = static_cast<RankId>(w.at(i + 1));
+      p.forward_ms = FromBits(w.at(i + 2));
+      p.backward_ms = FromBits(w.at(i + 3));
+      p.backward_input_ms = FromBits(w.at(i + 4));
+      p.backward_weight_ms = FromBits(w.at(i + 5));
+      p.activation_bytes = w.at(i + 6);
+      p.weight_grad_bytes = w.at(i + 7);
+      p.forward_message_bytes = w.at(i + 8);
+      p.backward_message_bytes = w.at(i + 9);
+      p.output_bytes = w.at(i + 10);
+      p.forward_transient_bytes = w.at(i + 11);
+      p.backward_transient_bytes = w.at(i + 12);
+      every[p.stage] = p;
+    }
+    const int64_t nl = w.at(i++);
+    for (int64_t k = 0; k < nl; ++k) {
+      LinkProfile l;
+      l.from = static_cast<RankId>(w.at(i));
+      l.to = static_cast<RankId>(w.at(i + 1));
+      l.latency_ms = FromBits(w.at(i + 2));
+      l.bandwidth_gbps = FromBits(w.at(i + 3));
+      const int64_t ns = w.at(i + 4);
+      i += 5;
+      for (int64_t j = 0; j < ns; ++j, i += 2) l.samples.push_back({w.at(i), FromBits(w.at(i + 1))});
+      result.links.push_back(l);
+    }
+    result.action_overhead_ms.push_back(FromBits(w.at(i)));
+  }
+  if (static_cast<int>(every.size()) != S)
+    throw Error(who + ": gathered " + std::to_string(every.size()) + " stage profiles, the partition has " +
+                std::to_string(S));
+  for (const auto& [s, p] : every) result.stages.push_back(p);
+  return result;
+}
+
+}  // namespace pplab

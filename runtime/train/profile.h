@@ -1,0 +1,91 @@
+// Profile: what each pipeline stage and link costs on this machine, measured
+// with the executor's own compute functions while every rank measures at
+// once (so the ranks contend for the cores as they do in training).
+//
+// Every rank of the group calls Profile() with its stages. Per stage it
+// measures, for one microbatch, the times of F, B, I and W (medians of
+// `repeats` after `warmup` unmeasured runs), the bytes an F leaves allocated
+// until its backward (MemoryMeter, not an estimate), the bytes an I leaves
+// until its W, and the bytes of the message the stage sends. Per pair of
+// neighbouring ranks it measures the one-way time of messages through the
+// transport (ping-pong) and fits latency + bytes / bandwidth. Each rank also
+// runs the real Executor on a one-rank GPipe plan of its first stage to
+// measure the time per action that the executor spends outside F/B.
+// Rank 0 gathers everything.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <vector>
+
+#include "runtime/exec/executor.h"
+
+namespace pplab {
+
+struct ProcessGroupHandle;
+class MemoryMeter;
+
+struct ProfileOptions {
+  int warmup = 2;
+  int repeats = 5;
+  // Microbatches of the executor-overhead run (one-rank GPipe); 0 skips it.
+  int overhead_microbatches = 4;
+  // Payload sizes of the link ping-pong besides a one-byte message.
+  std::vector<Bytes> link_payload_bytes = {16 << 20};
+  std::chrono::milliseconds comm_timeout{60000};
+};
+
+struct StageProfile {
+  StageId stage = 0;
+  RankId rank = 0;
+  // Medians over the repeats, ms.
+  double forward_ms = 0, backward_ms = 0, backward_input_ms = 0, backward_weight_ms = 0;
+  // Allocated during F (plus a received input, which the transport allocates)
+  // and still alive after it, with the graph alive: held until B or I.
+  Bytes activation_bytes = 0;
+  // Allocated from the start of F (plus a received output gradient) and
+  // still alive after I, once the input gradient is sent: held until W.
+  Bytes weight_grad_bytes = 0;
+  // Wire bytes (WireBytes) of the stage's forward message (its outputs; 0 on
+  // the last stage) and backward message (its input gradient; 0 on stage 0).
+  Bytes forward_message_bytes = 0, backward_message_bytes = 0;
+  // Bytes of the floating-point outputs of F (on the last stage: the loss).
+  Bytes output_bytes = 0;
+  // Transient memory the cost model does not hold: the peak of live bytes
+  // during F above what F leaves allocated, and during B above what was
+  // live when B started (temporaries freed before the action ends).
+  Bytes forward_transient_bytes = 0, backward_transient_bytes = 0;
+};
+
+struct LinkSample {
+  Bytes bytes = 0;        // wire bytes of one message
+  double one_way_ms = 0;  // median of half a round trip
+};
+
+struct LinkProfile {
+  RankId from = 0, to = 0;
+  std::vector<LinkSample> samples;
+  // Least-squares fit of one_way_ms = latency_ms + bytes / (bandwidth_gbps * 1e6).
+  double latency_ms = 0;
+  double bandwidth_gbps = 0;  // 0 = no bandwidth limit could be measured
+};
+
+struct ProfileResult {
+  std::vector<StageProfile> stages;        // rank 0: every stage, by stage; elsewhere: this rank's
+  std::vector<LinkProfile> links;          // rank 0: one per pair of neighbouring ranks
+  std::vector<double> action_overhead_ms;  // rank 0: per rank, executor time per action outside F/B
+};
+
+// Profiles pipeline rank `rank`'s `stages` (placement[s] = rank of stage s).
+// `data` is one microbatch: stage 0's inputs and the last stage's targets;
+// the other stages get their inputs from one forward pass through the
+// pipeline. `group` is null for a single rank. Throws pplab::Error naming the
+// rank and phase when a peer fails or times out.
+ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const std::map<StageId, Stage*>& stages,
+                      const MicrobatchData& data, const LossFn& loss, double loss_scale, Transport& transport,
+                      ProcessGroupHandle* group, MemoryMeter& meter, const ProfileOptions& options);
+
+// The fit of LinkProfile from samples; exposed for tests.
+void FitLink(LinkProfile& link);
+
+}  // namespace pplab

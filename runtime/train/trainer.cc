@@ -1,0 +1,309 @@
+#include "runtime/train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "runtime/train/adamw.h"
+#include "runtime/comm/c10d_transport.h"
+#include "runtime/comm/collectives.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/lr_schedule.h"
+#include "schedules/error.h"
+#include "schedules/lowering.h"
+
+namespace pplab {
+namespace {
+
+// Events travel to rank 0 as five int64 per action.
+std::vector<int64_t> Encode(const std::vector<TimelineEvent>& events) {
+  std::vector<int64_t> out;
+  out.reserve(events.size() * 5);
+  for (const TimelineEvent& e : events) {
+    out.insert(out.end(), {static_cast<int64_t>(e.action.kind), e.action.stage, e.action.microbatch, e.start, e.end});
+  }
+  return out;
+}
+
+void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
+  for (size_t i = 0; i + 4 < words.size(); i += 5) {
+    TimelineEvent e;
+    e.rank = rank;
+    e.action = {static_cast<ActionKind>(words[i]), static_cast<StageId>(words[i + 1]),
+                static_cast<MicrobatchId>(words[i + 2])};
+    e.start = words[i + 3];
+    e.end = words[i + 4];
+    into.events.push_back(e);
+  }
+}
+
+}  // namespace
+
+double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group, int replicas,
+                      std::chrono::milliseconds timeout) {
+  // The squares are summed where the gradients live, reduced over the group
+  // on its device, and read back once: one host round trip per step.
+  at::Tensor squares;
+  for (const at::Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    const at::Tensor s = p.grad().to(torch::kFloat64).pow(2).sum();
+    squares = squares.defined() ? squares + s : s;
+  }
+  const c10::Device where = group != nullptr ? GroupDevice(*group)
+                                             : (squares.defined() ? squares.device() : c10::Device(c10::kCPU));
+  at::Tensor total = (squares.defined() ? squares.reshape({1}) : torch::zeros({1}, torch::kFloat64)).to(where);
+  if (group != nullptr) AllReduceSumInPlace(*group, total, timeout);
+  return std::sqrt(total.item<double>() / (group != nullptr ? replicas : 1));
+}
+
+namespace {
+
+// One stage's gradients summed over its data-parallel replicas as one flat
+// bucket (one all-reduce per stage rather than one per parameter), started
+// as soon as the stage's backward is done and finished after the step.
+class StageBucket {
+ public:
+  StageBucket(Stage& stage, ProcessGroupHandle& dp_group) {
+    for (auto& [name, p] : stage.NamedParameters()) {
+      if (p.grad().defined()) grads_.push_back(p.grad());
+    }
+    if (grads_.empty()) return;
+    std::vector<at::Tensor> flat;
+    // (sum of numel,) on the group's device: the CPU for Gloo, the GPU for NCCL.
+    for (const at::Tensor& g : grads_) flat.push_back(g.reshape({-1}).to(GroupDevice(dp_group)));
+    bucket_ = torch::cat(flat);
+    pending_ = StartAllReduceSum(dp_group, bucket_);
+  }
+  void Finish(std::chrono::milliseconds timeout) {
+    if (pending_ == nullptr) return;
+    WaitCollective(*pending_, timeout);
+    int64_t offset = 0;
+    for (at::Tensor& g : grads_) {
+      g.copy_(bucket_.narrow(0, offset, g.numel()).view_as(g));
+      offset += g.numel();
+    }
+  }
+
+ private:
+  std::vector<at::Tensor> grads_;
+  at::Tensor bucket_;
+  std::shared_ptr<PendingCollective> pending_;
+};
+
+// The plan with only its forward actions (and their messages): validation
+// runs through the same placement without keeping activations.
+Schedule ForwardOnly(const Schedule& schedule) {
+  Schedule f = StripComm(schedule);
+  for (Program& program : f.programs) {
+    Program kept;
+    for (const Action& a : program) {
+      if (a.kind == ActionKind::kForward) kept.push_back(a);
+    }
+    program = std::move(kept);
+  }
+  f.name = schedule.name + " (forward only)";
+  return f.ranks > 1 ? Lower(f) : f;
+}
+
+// Compute time of `events` and the span from the first compute start to the
+// last compute end, in ns.
+std::pair<double, double> BusyAndSpan(const std::vector<TimelineEvent>& events) {
+  double busy = 0;
+  TimeNs first = 0, last = 0;
+  bool any = false;
+  for (const TimelineEvent& e : events) {
+    if (!IsCompute(e.action.kind)) continue;
+    busy += static_cast<double>(e.end - e.start);
+    first = any ? std::min(first, e.start) : e.start;
+    last = any ? std::max(last, e.end) : e.end;
+    any = true;
+  }
+  return {busy, static_cast<double>(last - first)};
+}
+
+}  // namespace
+
+TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
+                   const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,
+                   const TrainerOptions& options) {
+  if (group == nullptr && schedule.ranks != 1) {
+    throw Error("train: a " + std::to_string(schedule.ranks) + "-rank schedule needs a process group");
+  }
+  std::vector<std::unique_ptr<Stage>> owned;
+  std::map<StageId, Stage*> stages;
+  std::vector<at::Tensor> params;
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (StageId s : schedule.StagesOf(rank)) {
+    owned.push_back(make_stage(s));
+    stages[s] = owned.back().get();
+    for (auto& [name, p] : owned.back()->NamedParameters()) {
+      params.push_back(p);
+      named.emplace_back(name, p);
+    }
+  }
+  AdamW optimizer(named, AdamWConfig{});
+  const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
+  const bool writes_shards = world_rank < schedule.ranks;  // replica 0; the others hold the same values
+  int first_step = 0;
+  double load_ms = 0;
+  if (options.resume && !options.checkpoint_dir.empty()) {
+    const std::string latest = LatestCheckpoint(options.checkpoint_dir);
+    if (!latest.empty()) {
+      const auto start = std::chrono::steady_clock::now();
+      const std::string manifest = VerifyCheckpoint(latest);
+      if (options.check_resume) options.check_resume(manifest);
+      LoadCheckpoint(latest, manifest, optimizer);
+      first_step = CheckpointStep(manifest);
+      load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
+  // With data parallelism, each stage's all-reduce starts when the executor
+  // reports its gradients complete, overlapping the rest of the step.
+  std::vector<std::unique_ptr<StageBucket>> buckets;
+  ExecutorOptions exec_options;
+  exec_options.comm_timeout = options.comm_timeout;
+  exec_options.memory = options.memory;
+  exec_options.clock = options.clock;
+  if (options.dp_group != nullptr) {
+    exec_options.on_stage_grads_done = [&](StageId s) {
+      buckets.push_back(std::make_unique<StageBucket>(*stages.at(s), *options.dp_group));
+    };
+  }
+  Executor executor(schedule, rank, stages, transport, loss, exec_options);
+  const Schedule eval_plan = ForwardOnly(schedule);
+  ExecutorOptions eval_options;
+  eval_options.comm_timeout = options.comm_timeout;
+  Executor evaluator(eval_plan, rank, stages, transport, loss, eval_options);
+  // Mean validation loss over the eval batches, on every rank.
+  auto evaluate = [&](std::chrono::steady_clock::time_point origin) {
+    torch::NoGradGuard no_grad;
+    const std::vector<StepBatch> batches = options.eval_batches();
+    double sum = 0;
+    for (const StepBatch& b : batches) {
+      const StepResult r = evaluator.RunStep(b.microbatches, b.loss_scale, origin);
+      for (const auto& [m, l] : r.losses) sum += l;
+    }
+    if (group != nullptr) sum = AllReduceSum(*group, sum, options.comm_timeout);
+    return batches.empty() ? -1.0 : sum / static_cast<double>(batches.size());
+  };
+  const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
+  // Align the ranks' clocks: everyone leaves the barrier within a few
+  // microseconds and takes that moment as time 0.
+  if (group != nullptr) Barrier(*group, options.comm_timeout);
+  const auto origin = std::chrono::steady_clock::now();
+  TrainSummary summary;
+  summary.first_step = first_step;
+  summary.checkpoint_load_ms = load_ms;
+  std::vector<TimelineEvent> last_events;
+  Bytes last_peak = 0;
+  for (int step = first_step; step < options.steps; ++step) {
+    if (options.on_step) options.on_step(step);
+    const auto start = std::chrono::steady_clock::now();
+    const StepBatch b = batch(step);
+    optimizer.ZeroGrad();
+    StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
+    // The loss and every rank's compute time, summed over the world in one
+    // all-reduce.
+    const auto [busy, span] = BusyAndSpan(result.events);
+    double local_loss = 0;
+    for (const auto& [m, l] : result.losses) local_loss += l;
+    at::Tensor sums = torch::tensor({local_loss, busy}, torch::kFloat64);
+    if (group != nullptr) {
+      sums = sums.to(GroupDevice(*group));
+      AllReduceSumInPlace(*group, sums, options.comm_timeout);
+      sums = sums.cpu();
+    }
+    const double step_loss = sums[0].item<double>();
+    const double bubble = span > 0 ? 1.0 - sums[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
+    // Every rank sees the same reduced loss, so all stop together, before an
+    // update that would spoil the weights; the last checkpoint stays valid.
+    if (!std::isfinite(step_loss)) {
+      throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(step_loss) +
+                  "; stopping before the update" +
+                  (options.checkpoint_dir.empty()
+                       ? std::string()
+                       : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
+    }
+    for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
+    buckets.clear();
+    // Clip by the norm over every stage of every rank, so the clipped
+    // gradients equal single-process clipping (per-stage norms would not).
+    const double norm = GlobalGradNorm(params, group, options.dp_size, options.comm_timeout);
+    if (options.clip_norm > 0 && norm > options.clip_norm) {
+      torch::NoGradGuard no_grad;
+      const double scale = options.clip_norm / (norm + 1e-6);
+      for (at::Tensor& p : params) {
+        if (p.grad().defined()) p.grad().mul_(scale);
+      }
+    }
+    const double lr = lr_schedule.At(step);
+    optimizer.Step(lr);
+    summary.lrs.push_back(lr);
+    summary.grad_norms.push_back(norm);
+    summary.losses.push_back(step_loss);
+    summary.step_times_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    summary.bubbles.push_back(bubble);
+    last_events = std::move(result.events);
+    last_peak = result.peak_activation_bytes;
+    const int done = step + 1;
+    StepReport report;
+    report.step = step;
+    report.loss = step_loss;
+    report.lr = lr;
+    report.grad_norm = norm;
+    report.step_ms = summary.step_times_ms.back();
+    report.bubble = bubble;
+    if (options.eval_batches && options.eval_every > 0 && (done == options.steps || done % options.eval_every == 0)) {
+      report.val_loss = evaluate(origin);
+      summary.val_losses.emplace_back(done, report.val_loss);
+    }
+    if (!options.checkpoint_dir.empty() &&
+        (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
+      const auto save_start = std::chrono::steady_clock::now();
+      const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
+      if (writes_shards) WriteShard(tmp, rank, optimizer);
+      if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
+      if (world_rank == 0) {
+        PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks,
+                          options.manifest_for_step ? options.manifest_for_step(done) : options.manifest_json);
+      }
+      summary.checkpoint_save_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start).count();
+    }
+    if (options.on_step_end) options.on_step_end(report);
+  }
+  if (options.after_last_step) options.after_last_step(stages);
+  // Gather the last step's timeline on rank 0, shifted to start at 0.
+  std::vector<std::vector<int64_t>> all;
+  if (group != nullptr) {
+    all = GatherToRank0(*group, Encode(last_events), options.comm_timeout);
+  } else {
+    all.push_back(Encode(last_events));
+  }
+  if (options.memory != nullptr) {
+    const std::vector<std::vector<int64_t>> peaks = group != nullptr
+                                                        ? GatherToRank0(*group, {last_peak}, options.comm_timeout)
+                                                        : std::vector<std::vector<int64_t>>{{last_peak}};
+    for (RankId r = 0; r < static_cast<RankId>(peaks.size()) && r < schedule.ranks; ++r) {
+      summary.peak_activation_bytes.push_back(peaks[r].at(0));
+    }
+  }
+  if (rank == 0) {
+    Timeline& t = summary.last_step;
+    t.name = schedule.name;
+    t.source = "measured";
+    t.ranks = schedule.ranks;
+    // The first replica's pipeline (world ranks 0..K-1) stands for all.
+    for (RankId r = 0; r < static_cast<RankId>(all.size()) && r < schedule.ranks; ++r) Decode(r, all[r], t);
+    TimeNs first = t.events.empty() ? 0 : t.events.front().start;
+    for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
+    for (TimelineEvent& e : t.events) {
+      e.start -= first;
+      e.end -= first;
+    }
+  }
+  return summary;
+}
+
+}  // namespace pplab

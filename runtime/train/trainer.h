@@ -1,0 +1,117 @@
+// Trainer: runs training steps of one pipeline rank with the executor,
+// an AdamW step after each, and reports losses, step times and the measured
+// timeline of the last step. It knows no model: stages, batches and the loss
+// come in as functions.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/exec/executor.h"
+#include "traces/timeline.h"
+
+namespace pplab {
+
+struct ProcessGroupHandle;
+class MemoryMeter;
+class StepClock;
+
+struct StepBatch {
+  std::vector<MicrobatchData> microbatches;  // all M of them
+  double loss_scale = 1;                     // multiplies each microbatch loss (1 / tokens in the batch)
+};
+
+// What one step did, as every rank sees it after the step.
+struct StepReport {
+  int step = 0;          // 0-based index of the step just done
+  double loss = 0;       // the batch loss
+  double lr = 0;         // the learning rate used
+  double grad_norm = 0;  // global gradient norm before clipping
+  double step_ms = 0;    // wall time of the step on this rank
+  // 1 - (sum of all ranks' compute time / D) / (K x this rank's compute
+  // span): the measured bubble, meaningful on pipeline rank 0, whose span is
+  // the step's (it computes first and last in every plan pplab generates).
+  double bubble = 0;
+  double val_loss = -1;  // the validation loss after this step, or -1
+};
+
+struct TrainerOptions {
+  int steps = 1;
+  double lr = 1e-3;
+  int warmup_steps = 0;  // linear warm-up, then cosine decay to 0 over the remaining steps
+  // Clip gradients to this global L2 norm, over all stages and ranks; 0 = off.
+  double clip_norm = 0;
+  // Data parallelism: the group of this stage's replicas (null without), and
+  // their number. Each replica runs the same plan on its own shard; after the
+  // step each stage's gradients are summed over its replicas.
+  ProcessGroupHandle* dp_group = nullptr;
+  int dp_size = 1;
+  // Checkpoints: written every `checkpoint_every` steps and after the last
+  // one into `checkpoint_dir` (none when empty). With `resume`, training
+  // continues from the latest checkpoint there, if any.
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  bool resume = false;
+  // Recorded in the manifest (model, plan, partition, seed: what the
+  // caller needs to check a resume against).
+  std::string manifest_json = "{}";
+  // Called with a verified manifest before resuming; throws to refuse it.
+  std::function<void(const std::string& manifest_json)> check_resume;
+  std::chrono::milliseconds comm_timeout{60000};
+  // When set, each step's peak activation bytes are measured (Executor) and
+  // rank 0 gathers the last step's from every pipeline rank.
+  MemoryMeter* memory = nullptr;
+  // Times the actions (host clock when null; CUDA events on a GPU).
+  StepClock* clock = nullptr;
+  // Called at the start of each step with its index (tests inject faults).
+  std::function<void(int step)> on_step;
+  // Called after the last step with this rank's stages, whose parameters
+  // still hold that step's gradients.
+  std::function<void(const std::map<StageId, Stage*>& stages)> after_last_step;
+  // Validation: every `eval_every` steps and after the last one (never when
+  // 0 or when `eval_batches` is unset), the mean loss over `eval_batches`,
+  // run forward only through the same placement and reduced like the loss.
+  int eval_every = 0;
+  std::function<std::vector<StepBatch>()> eval_batches;
+  // Called on every rank after each step (and its evaluation, if any).
+  std::function<void(const StepReport&)> on_step_end;
+  // When set, the manifest of the checkpoint written after `steps_done`
+  // steps (overrides manifest_json; e.g. to record the data position).
+  std::function<std::string(int steps_done)> manifest_for_step;
+};
+
+using StageFactory = std::function<std::unique_ptr<Stage>(StageId stage)>;
+using BatchFn = std::function<StepBatch(int step)>;
+
+struct TrainSummary {
+  int first_step = 0;                              // 0, or the step a resumed run started at
+  double checkpoint_load_ms = 0;                   // time to verify and load the resumed checkpoint
+  double checkpoint_save_ms = 0;                   // time of the last checkpoint save (shards, barrier, publish)
+  std::vector<double> losses;                      // per step, the batch loss (every rank gets it)
+  std::vector<double> step_times_ms;               // per step, wall time on this rank
+  std::vector<double> lrs;                         // per step, the learning rate used
+  std::vector<double> grad_norms;                  // per step, the global gradient norm before clipping
+  std::vector<double> bubbles;                     // per step, the measured bubble (see StepReport)
+  std::vector<std::pair<int, double>> val_losses;  // (steps done, validation loss)
+  Timeline last_step;                              // rank 0: all ranks' actions of the last step, from 0; else empty
+  // With TrainerOptions::memory, rank 0: per pipeline rank (first replica),
+  // the last step's peak of bytes allocated during the step and alive at once.
+  std::vector<Bytes> peak_activation_bytes;
+};
+
+// The global L2 norm of the gradients of `params` over every rank of `group`
+// (local when null), counting each of `replicas` identical copies once.
+double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group, int replicas,
+                      std::chrono::milliseconds timeout);
+
+// Trains pipeline rank `rank`'s stages of the lowered `schedule`. `group` is
+// the world (all pipeline ranks of all replicas); with it null the schedule
+// must have one rank and there is one replica (single-process training). Throws
+// pplab::Error naming the rank and action when a peer fails or times out.
+TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
+                   const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,
+                   const TrainerOptions& options);
+
+}  // namespace pplab

@@ -1,0 +1,62 @@
+// WorkerSetup: one rank of a run, assembled from options, the same way for
+// `pplab train` and `pplab profile`: where it sits in the D x K grid, its
+// device, its process groups (world and data-parallel) on the chosen
+// backend, its transport and its step clock. Backend, device and precision
+// are decided here once, not in each command.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "runtime/comm/process_group.h"
+#include "runtime/comm/transport.h"
+#include "runtime/exec/step_clock.h"
+
+namespace pplab {
+
+struct WorkerOptions {
+  int pipeline_ranks = 1;          // K
+  int dp = 1;                      // D: world = D x K
+  std::string device = "cpu";      // cpu, cuda (one GPU per local rank) or cuda:N
+  std::string backend = "auto";    // auto, gloo or nccl
+  std::chrono::milliseconds comm_timeout{60000};
+};
+
+// The device of local rank `local_rank` among `local_ranks` for --device
+// `text`: "cuda" alone maps local rank r to GPU r mod (GPUs on this machine),
+// as torchrun does, so ranks share GPUs round-robin when there are fewer GPUs
+// than local ranks. Throws pplab::Error naming --device for a bad name, a
+// build without CUDA, or no GPU. `shared` (when given) is set when ranks
+// share a GPU.
+c10::Device ResolveDevice(const std::string& text, int local_rank, int local_ranks, bool* shared = nullptr);
+
+// Checks what a worker would refuse, without connecting to anyone: the
+// device, the backend and the grid. Throws pplab::Error naming the flag. The
+// launcher calls it before starting any worker. Returns a warning to print
+// once ("" when none), e.g. that ranks share a GPU.
+std::string CheckWorkerOptions(const WorkerOptions& options, int local_ranks);
+
+struct Worker {
+  RankId world_rank = 0;
+  int world_size = 1;
+  int replica = 0;   // d in [0, D)
+  RankId rank = 0;   // pipeline rank in [0, K)
+  c10::Device device{c10::kCPU};
+  Backend backend = Backend::kGloo;
+  std::shared_ptr<ProcessGroupHandle> group;     // the world; null in a single-process run
+  std::shared_ptr<ProcessGroupHandle> dp_group;  // this pipeline rank's replicas; null when D = 1
+  std::unique_ptr<Transport> transport;          // to the other pipeline ranks of this replica
+  std::unique_ptr<StepClock> clock;              // host clock on the CPU, CUDA events on a GPU
+};
+
+// Sets up world rank `world_rank` of `world_size` (= D x K). With
+// world_size > 1 it rendezvouses at MASTER_ADDR:MASTER_PORT; LOCAL_RANK and
+// LOCAL_WORLD_SIZE pick the device. When ranks share a GPU under NCCL and
+// NCCL_HOSTID is unset, it sets a distinct one per rank (NCCL refuses two
+// ranks of one host on one GPU otherwise). Throws pplab::Error.
+Worker SetUpWorker(const WorkerOptions& options, RankId world_rank, int world_size);
+
+}  // namespace pplab

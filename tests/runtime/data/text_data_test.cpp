@@ -1,0 +1,201 @@
+// Text data without LibTorch: corpus reading, the tokenizer, the token cache
+// and the samples and their order.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <numeric>
+#include <set>
+
+#include "runtime/data/corpus.h"
+#include "runtime/data/text_dataset.h"
+#include "runtime/data/text_prepare.h"
+#include "runtime/data/token_cache.h"
+#include "runtime/data/tokenizer.h"
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+
+namespace fs = std::filesystem;
+
+namespace pplab {
+namespace {
+
+const std::string kText = std::string(PPLAB_TEST_DATA_DIR) + "/text";
+
+std::string Tmp(const std::string& name) {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/text_data_" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The test corpus's tokenizer and cache, built once per test process (ctest
+// runs test cases as parallel processes: each gets its own directory).
+const PreparedText& Prepared() {
+  static const PreparedText prepared = [] {
+    TextSource source;
+    source.paths = {kText + "/fortunes.txt"};
+    source.vocab_size = 200;
+    source.cache_dir = Tmp("cache_" + std::to_string(::getpid()));
+    return PrepareText(source, nullptr);
+  }();
+  return prepared;
+}
+
+}  // namespace
+
+TEST_CASE("a fortune file splits at % lines, a plain file at blank lines", "[data]") {
+  const Corpus fortunes = ReadCorpus({kText + "/fortunes.txt"});
+  CHECK(fortunes.documents.size() == 120);
+  const Corpus paragraphs = ReadCorpus({kText + "/paragraphs.txt"});
+  CHECK(paragraphs.documents.size() == 40);
+  for (const std::string& d : paragraphs.documents) {
+    CHECK(!d.empty());
+    CHECK(d.find("\n\n") == std::string::npos);
+  }
+  // A directory is its files in name order.
+  const Corpus both = ReadCorpus({kText});
+  CHECK(both.documents.size() == 160);
+  CHECK(both.documents.front() == fortunes.documents.front());
+  CHECK(both.fingerprint != fortunes.fingerprint);
+}
+
+TEST_CASE("overstrikes are undone and control characters dropped", "[data]") {
+  const std::string dir = Tmp("overstrike");
+  WriteTextFile(dir + "/a.txt", "_\bb_\bo_\bl_\bd text\x01 here\n%\nsecond\n");
+  const Corpus c = ReadCorpus({dir + "/a.txt"});
+  REQUIRE(c.documents.size() == 2);
+  CHECK(c.documents[0] == "bold text here");
+  CHECK(c.documents[1] == "second");
+}
+
+TEST_CASE("bad text input names the file", "[data]") {
+  const std::string dir = Tmp("bad");
+  WriteTextFile(dir + "/empty.txt", "\n\n  \n");
+  WriteTextFile(dir + "/binary.txt", std::string("ok\xff\xfe", 4));
+  CHECK_THROWS_WITH(ReadCorpus({dir + "/missing.txt"}), Catch::Contains("missing.txt: no such file"));
+  CHECK_THROWS_WITH(ReadCorpus({dir + "/empty.txt"}), Catch::Contains("no text in " + dir + "/empty.txt"));
+  CHECK_THROWS_WITH(ReadCorpus({dir + "/binary.txt"}), Catch::Contains("not UTF-8 text (invalid byte at offset 2)"));
+}
+
+TEST_CASE("a trained tokenizer round-trips text and has PAD 0, BOS 2, EOS 3", "[data]") {
+  const Tokenizer t = Tokenizer::Load(Prepared().tokenizer_path);
+  CHECK(t.VocabSize() == 200);
+  CHECK(t.Pad() == 0);
+  CHECK(t.Bos() == 2);
+  CHECK(t.Eos() == 3);
+  const std::string text = "The pipeline sends a message to its neighbour.";
+  const std::vector<int32_t> ids = t.Encode(text);
+  CHECK(ids.size() < text.size());  // pieces, not characters
+  CHECK(t.Decode(ids) == text);
+  // Training is deterministic: the same corpus gives the same model bytes.
+  const std::string again = Tmp("again") + "/t.model";
+  TrainTokenizer(ReadCorpus({kText + "/fortunes.txt"}).documents, 200, again);
+  CHECK(ReadTextFile(again) == ReadTextFile(Prepared().tokenizer_path));
+  CHECK_THROWS_WITH(Tokenizer::Load(kText + "/fortunes.txt"), Catch::Contains("not a SentencePiece model"));
+}
+
+TEST_CASE("the token cache holds each document's tokens and refuses a stale or cut file", "[data]") {
+  const PreparedText& p = Prepared();
+  const Tokenizer t = Tokenizer::Load(p.tokenizer_path);
+  const Corpus corpus = ReadCorpus({kText + "/fortunes.txt"});
+  const TokenCache cache(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+  REQUIRE(cache.NumDocuments() == 120);
+  int64_t total = 0;
+  for (int64_t d = 0; d < cache.NumDocuments(); ++d) {
+    const std::vector<int32_t> want = t.Encode(corpus.documents[d]);
+    const std::vector<int32_t> got(cache.DocBegin(d), cache.DocBegin(d) + cache.DocSize(d));
+    CHECK(got == want);
+    total += cache.DocSize(d);
+  }
+  CHECK(total == cache.NumTokens());
+  CHECK_THROWS_WITH(TokenCache(p.cache_path, p.corpus_fingerprint + 1, p.tokenizer_fingerprint),
+                    Catch::Contains("built from another corpus"));
+  const std::string cut = Tmp("cut") + "/tokens.bin";
+  const std::string bytes = ReadTextFile(p.cache_path);
+  WriteTextFile(cut, bytes.substr(0, bytes.size() - 4));
+  CHECK_THROWS_WITH(TokenCache(cut, p.corpus_fingerprint, p.tokenizer_fingerprint), Catch::Contains("truncated"));
+}
+
+TEST_CASE("padded samples are BOS + document + EOS in windows that cover every next-token pair", "[data]") {
+  const PreparedText& p = Prepared();
+  const TokenCache cache(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+  TextDataOptions o;
+  o.seq_len = 16;
+  o.val_fraction = 0.1;
+  const TextDataset data(cache, o);
+  // Every training window of one epoch, grouped by the document it starts
+  // with: the windows' pairs (a[i], a[i+1]) are exactly those of BOS+doc+EOS.
+  const int64_t n = data.NumTrainSamples();
+  std::multiset<std::pair<int32_t, int32_t>> seen, want;
+  std::vector<int32_t> row(o.seq_len + 1);
+  int64_t windows_with_pad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    data.TrainSample(i, row.data());
+    for (int k = 0; k < o.seq_len; ++k) {
+      if (row[k + 1] != o.pad) seen.insert({row[k], row[k + 1]});
+    }
+    windows_with_pad += row.back() == o.pad;
+  }
+  std::set<int64_t> val_docs;
+  int64_t val_windows = 0;
+  for (int64_t d = 0; d < cache.NumDocuments(); ++d) {
+    std::vector<int32_t> seq = {o.bos};
+    seq.insert(seq.end(), cache.DocBegin(d), cache.DocBegin(d) + cache.DocSize(d));
+    seq.push_back(o.eos);
+    std::multiset<std::pair<int32_t, int32_t>> pairs;
+    for (size_t k = 0; k + 1 < seq.size(); ++k) pairs.insert({seq[k], seq[k + 1]});
+    want.insert(pairs.begin(), pairs.end());
+    val_windows += (static_cast<int64_t>(seq.size()) - 2 + o.seq_len) / o.seq_len;
+  }
+  // Training pairs plus validation pairs are all pairs.
+  for (int64_t i = 0; i < data.NumValSamples(); ++i) {
+    data.ValSample(i, row.data());
+    for (int k = 0; k < o.seq_len; ++k) {
+      if (row[k + 1] != o.pad) seen.insert({row[k], row[k + 1]});
+    }
+  }
+  CHECK(seen == want);
+  CHECK(data.NumTrainSamples() + data.NumValSamples() == val_windows);
+  CHECK(data.NumValDocuments() > 0);
+  CHECK(data.NumValDocuments() < 30);  // about 10 % of 120
+  CHECK(windows_with_pad > 0);
+}
+
+TEST_CASE("each epoch reads every training sample once, in an order set by seed and epoch", "[data]") {
+  const PreparedText& p = Prepared();
+  const TokenCache cache(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+  TextDataOptions o;
+  o.seq_len = 8;
+  o.packed = true;
+  const TextDataset a(cache, o);
+  o.seed = 2;
+  const TextDataset b(cache, o);
+  const int64_t n = a.NumTrainSamples();
+  REQUIRE(n > 10);
+  auto rows = [&](const TextDataset& d, int64_t first) {
+    std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(o.seq_len + 1));
+    for (int64_t i = 0; i < n; ++i) d.TrainSample(first + i, out[i].data());
+    return out;
+  };
+  const auto epoch0 = rows(a, 0), epoch1 = rows(a, n), other_seed = rows(b, 0);
+  CHECK(std::multiset<std::vector<int32_t>>(epoch0.begin(), epoch0.end()) ==
+        std::multiset<std::vector<int32_t>>(epoch1.begin(), epoch1.end()));
+  CHECK(epoch0 != epoch1);
+  CHECK(epoch0 != other_seed);
+  CHECK(rows(a, 0) == epoch0);  // the same seed and epoch: the same order
+  CHECK(a.EpochOf(n + 3) == std::make_pair<int64_t, int64_t>(1, 3));
+  // Packed windows hold no PAD.
+  for (const auto& r : epoch0) CHECK(std::count(r.begin(), r.end(), o.pad) == 0);
+}
+
+TEST_CASE("a training split shorter than one sequence is refused", "[data]") {
+  const PreparedText& p = Prepared();
+  const TokenCache cache(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+  TextDataOptions o;
+  o.packed = true;
+  o.seq_len = 1 << 20;
+  CHECK_THROWS_WITH(TextDataset(cache, o), Catch::Contains("shorter than one sequence"));
+}
+
+}  // namespace pplab

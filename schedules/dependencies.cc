@@ -3,6 +3,8 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/depth_first_search.hpp>
 
+#include "schedules/action_kinds.h"
+
 namespace pplab {
 
 ActionIndex::ActionIndex(const Schedule& schedule) : stages_(schedule.stages), microbatches_(schedule.microbatches) {
@@ -14,8 +16,16 @@ ActionIndex::ActionIndex(const Schedule& schedule) : stages_(schedule.stages), m
   for (size_t r = 0; r < schedule.programs.size(); ++r) {
     const Program& p = schedule.programs[r];
     for (size_t i = 0; i < p.size(); ++i) {
-      const int64_t key = Key(p[i].kind, p[i].stage, p[i].microbatch);
-      if (key >= 0 && node_of_[key] < 0) node_of_[key] = Node(static_cast<RankId>(r), static_cast<int>(i));
+      const int node = Node(static_cast<RankId>(r), static_cast<int>(i));
+      auto record = [&](const Action& a) {
+        const int64_t key = Key(a.kind, a.stage, a.microbatch);
+        if (key >= 0 && node_of_[key] < 0) node_of_[key] = node;
+      };
+      record(p[i]);
+      // A composite is found under each of its parts too.
+      if (p[i].kind == ActionKind::kOverlapFB) {
+        for (const Action& part : PartsOf(p[i])) record(part);
+      }
     }
   }
 }
@@ -47,6 +57,21 @@ std::vector<std::pair<int, int>> DependencyEdges(const Schedule& schedule, const
     if (from >= 0 && to >= 0) edges.emplace_back(from, to);
   };
   const int S = schedule.stages;
+  // What one simple compute action (a part of `node`) waits for.
+  auto compute_deps = [&](const Action& a, int node) {
+    const StageId s = a.stage;
+    const MicrobatchId m = a.microbatch;
+    if (a.kind == ActionKind::kForward) {
+      if (s > 0) add(index.Find(ActionKind::kForward, s - 1, m), node);
+      add(index.Find(ActionKind::kRecvF, s, m), node);
+    } else if (IsInputGrad(a.kind)) {
+      add(index.Find(ActionKind::kForward, s, m), node);
+      if (s < S - 1) add(index.FindInputGrad(s + 1, m), node);
+      add(index.Find(ActionKind::kRecvB, s, m), node);
+    } else {  // W
+      add(index.Find(ActionKind::kBackwardInput, s, m), node);
+    }
+  };
   for (RankId r = 0; r < schedule.ranks; ++r) {
     const Program& p = schedule.programs[r];
     for (size_t i = 0; i < p.size(); ++i) {
@@ -55,31 +80,30 @@ std::vector<std::pair<int, int>> DependencyEdges(const Schedule& schedule, const
       const Action& a = p[i];
       const StageId s = a.stage;
       const MicrobatchId m = a.microbatch;
-      switch (a.kind) {
-        case ActionKind::kForward:
-          if (s > 0) add(index.Find(ActionKind::kForward, s - 1, m), node);
-          add(index.Find(ActionKind::kRecvF, s, m), node);
+      switch (InfoOf(a.kind).role) {
+        case KindRole::kCompute:
+        case KindRole::kComposite:
+          for (const Action& part : PartsOf(a)) compute_deps(part, node);
           break;
-        case ActionKind::kBackward:
-        case ActionKind::kBackwardInput:
-          add(index.Find(ActionKind::kForward, s, m), node);
-          if (s < S - 1) add(index.FindInputGrad(s + 1, m), node);
-          add(index.Find(ActionKind::kRecvB, s, m), node);
+        case KindRole::kSend:
+          add(a.kind == ActionKind::kSendF ? index.Find(ActionKind::kForward, s, m) : index.FindInputGrad(s, m), node);
           break;
-        case ActionKind::kBackwardWeight:
-          add(index.Find(ActionKind::kBackwardInput, s, m), node);
+        case KindRole::kRecv: {
+          const StageId from = PeerStage(a);
+          if (from >= 0 && from < S) {
+            add(index.Find(a.kind == ActionKind::kRecvF ? ActionKind::kSendF : ActionKind::kSendB, from, m), node);
+          }
           break;
-        case ActionKind::kSendF:
-          add(index.Find(ActionKind::kForward, s, m), node);
-          break;
-        case ActionKind::kRecvF:
-          if (s > 0) add(index.Find(ActionKind::kSendF, s - 1, m), node);
-          break;
-        case ActionKind::kSendB:
-          add(index.FindInputGrad(s, m), node);
-          break;
-        case ActionKind::kRecvB:
-          if (s < S - 1) add(index.Find(ActionKind::kSendB, s + 1, m), node);
+        }
+        case KindRole::kPerStage:
+          // The reduction follows every gradient of its stage; UNSHARD and
+          // RESHARD are ordered by their program alone.
+          if (a.kind == ActionKind::kReduceGrad) {
+            for (MicrobatchId mb = 0; mb < schedule.microbatches; ++mb) {
+              add(index.Find(ActionKind::kBackward, s, mb), node);
+              add(index.Find(ActionKind::kBackwardWeight, s, mb), node);
+            }
+          }
           break;
       }
     }

@@ -7,6 +7,9 @@
 //           B/I(s+1,m) -> B/I(s,m); I(s,m) -> W(s,m);
 //   - messages: producer -> SEND -> RECV -> consumer, e.g.
 //           F(s,m) -> SEND_F(s,m) -> RECV_F(s+1,m) -> F(s+1,m).
+//   - composites: an OVERLAP_F_B waits for what each of its parts waits for,
+//           and is found (ActionIndex::Find) under each part's kind;
+//   - per-stage: REDUCE_GRAD(s) after every B and W of stage s.
 // A RECV is treated as blocking until its message arrives, which is the
 // conservative reading: a schedule without a cycle here cannot deadlock in an
 // executor whether its receives block or are posted ahead.

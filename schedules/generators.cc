@@ -3,6 +3,7 @@
 #include "schedules/generators.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "schedules/error.h"
 
@@ -38,35 +39,54 @@ Action B(StageId s, MicrobatchId m) { return {ActionKind::kBackward, s, m}; }
 const std::vector<GeneratorInfo>& Generators() {
   static const std::vector<GeneratorInfo> kGenerators = {
       {"gpipe", "all forwards, then all backwards (GPipe); activations of all M microbatches live at once", 1, false,
-       false},
+       false, "GPipe"},
       {"1f1b", "PipeDream-Flush / Megatron 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down", 1,
-       false, false},
+       false, false, "1F1B"},
       {"interleaved-1f1b",
        "Megatron interleaved 1F1B: v stages per rank, depth-first in groups of K microbatches; needs M % K == 0", 2,
-       true, false},
+       true, false, "Interleaved1F1B"},
       {"looped-bfs", "looped breadth-first: v stages per rank, each stage runs all microbatches before the next", 2,
-       true, false},
+       true, false, "LoopedBFS"},
       {"zb-h1", "zero bubble H1: backward split into I and W, W deferred into the bubbles; 1F1B's in-flight limit", 1,
-       false, true},
+       false, true, ""},
       {"zb-h2", "zero bubble H2: like zb-h1 with up to 2K-1 microbatches in flight; no bubble when M >= 2K-1", 1, false,
-       true},
+       true, ""},
       {"zb-v", "zero bubble V: two stages per rank in a V (r and 2K-1-r), 1F1B's memory; no bubble when M >= 2K", 2,
-       false, true},
+       false, true, "ZBVZeroBubble"},
+      {"interleaved-zb",
+       "interleaved zero bubble (PyTorch's ZB1P): interleaved 1F1B's order with I/W split and W deferred by r; "
+       "needs M % max(1, M/K) == 0",
+       2, true, true, "InterleavedZeroBubble"},
+      {"dualpipev",
+       "DualPipeV (DeepSeek): V placement, overlapped F&B of the two stages in the steady phase; needs M >= 2K", 2,
+       false, true, "DualPipeV"},
   };
   return kGenerators;
 }
 
+namespace {
+
+std::string Lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
 const GeneratorInfo& FindGenerator(const std::string& name) {
   std::string known;
+  const std::string wanted = Lowercase(name);
   for (const GeneratorInfo& g : Generators()) {
-    if (g.name == name) return g;
+    if (Lowercase(g.name) == wanted || (!g.pytorch_name.empty() && Lowercase(g.pytorch_name) == wanted)) return g;
     known += (known.empty() ? "" : ", ") + g.name;
+    if (!g.pytorch_name.empty()) known += " (" + g.pytorch_name + ")";
   }
   throw Error("unknown schedule '" + name + "' (known: " + known + ")");
 }
 
-Schedule Generate(const std::string& name, const GeneratorOptions& options) {
-  const GeneratorInfo& info = FindGenerator(name);
+Schedule Generate(const std::string& requested, const GeneratorOptions& options) {
+  const GeneratorInfo& info = FindGenerator(requested);
+  const std::string& name = info.name;
   const int v = options.virtual_stages == 0 ? info.default_virtual : options.virtual_stages;
   if (!info.accepts_virtual && v != info.default_virtual) {
     throw Error(name + ": --virtual must be " + std::to_string(info.default_virtual) +
@@ -85,6 +105,8 @@ Schedule Generate(const std::string& name, const GeneratorOptions& options) {
   if (name == "looped-bfs") return GenerateLoopedBfs(options.ranks, options.microbatches, v);
   if (name == "zb-h1") return GenerateZeroBubbleH1(options.ranks, options.microbatches);
   if (name == "zb-h2") return GenerateZeroBubbleH2(options.ranks, options.microbatches);
+  if (name == "interleaved-zb") return GenerateInterleavedZeroBubble(options.ranks, options.microbatches, v);
+  if (name == "dualpipev") return GenerateDualPipeV(options.ranks, options.microbatches);
   return GenerateZeroBubbleV(options.ranks, options.microbatches);
 }
 

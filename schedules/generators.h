@@ -26,6 +26,7 @@ struct GeneratorInfo {
   int default_virtual;   // v used when GeneratorOptions::virtual_stages == 0
   bool accepts_virtual;  // whether v may differ from default_virtual
   bool split_backward;   // emits I and W instead of B
+  std::string pytorch_name;  // PyTorch's schedule class name (get_schedule_class), an alias; may be empty
 };
 
 // The largest plan Generate() builds, in compute actions (K v M times 2, or 3
@@ -34,10 +35,13 @@ constexpr int64_t kMaxComputeActions = int64_t{1} << 25;
 
 // All generators, in the order `pplab schedules` lists them.
 const std::vector<GeneratorInfo>& Generators();
-// The generator called `name`; throws pplab::Error listing the known names.
+// The generator called `name` or whose PyTorch name is `name`, ignoring
+// case (e.g. "ZBVZeroBubble" or "zbvzerobubble" for zb-v); throws
+// pplab::Error listing the known names.
 const GeneratorInfo& FindGenerator(const std::string& name);
 
-// Runs generator `name`. Throws pplab::Error for an unknown name, K < 1,
+// Runs generator `name` (or an alias, see FindGenerator); the schedule is
+// named after the generator. Throws pplab::Error for an unknown name, K < 1,
 // M < 1, v < 1, a plan above kMaxComputeActions, or a rule of the family that
 // the options break.
 Schedule Generate(const std::string& name, const GeneratorOptions& options);
@@ -50,6 +54,8 @@ Schedule GenerateLoopedBfs(int ranks, int microbatches, int virtual_stages);
 Schedule GenerateZeroBubbleH1(int ranks, int microbatches);
 Schedule GenerateZeroBubbleH2(int ranks, int microbatches);
 Schedule GenerateZeroBubbleV(int ranks, int microbatches);
+Schedule GenerateInterleavedZeroBubble(int ranks, int microbatches, int virtual_stages);
+Schedule GenerateDualPipeV(int ranks, int microbatches);
 
 // Stage -> rank map of V-shaped schedules: 2K stages, stage s on rank s for
 // s < K and on rank 2K-1-s after, so rank r holds stages r and 2K-1-r.

@@ -69,21 +69,26 @@ Schedule Lower(const Schedule& compute_only) {
     program.clear();
     program.reserve(in.size() * 3);
     for (const Action& a : in) {
-      const StageId s = a.stage;
-      const MicrobatchId m = a.microbatch;
-      const bool prev_remote = s > 0 && place[s - 1] != r;
-      const bool next_remote = s < S - 1 && place[s + 1] != r;
-      if (a.kind == ActionKind::kForward) {
-        if (prev_remote) program.push_back({ActionKind::kRecvF, s, m});
-        program.push_back(a);
-        if (next_remote) program.push_back({ActionKind::kSendF, s, m});
-      } else if (IsInputGrad(a.kind)) {
-        if (next_remote) program.push_back({ActionKind::kRecvB, s, m});
-        program.push_back(a);
-        if (prev_remote) program.push_back({ActionKind::kSendB, s, m});
-      } else {
-        program.push_back(a);
+      // Receives of every part before the action, sends of every part after
+      // it: an OVERLAP_F_B needs both inputs to start and yields both outputs
+      // when it ends.
+      Action after[2];
+      int num_after = 0;
+      for (const Action& part : PartsOf(a)) {
+        const StageId s = part.stage;
+        const MicrobatchId m = part.microbatch;
+        const bool prev_remote = s > 0 && place[s - 1] != r;
+        const bool next_remote = s < S - 1 && place[s + 1] != r;
+        if (part.kind == ActionKind::kForward) {
+          if (prev_remote) program.push_back({ActionKind::kRecvF, s, m});
+          if (next_remote) after[num_after++] = {ActionKind::kSendF, s, m};
+        } else if (IsInputGrad(part.kind)) {
+          if (next_remote) program.push_back({ActionKind::kRecvB, s, m});
+          if (prev_remote) after[num_after++] = {ActionKind::kSendB, s, m};
+        }
       }
+      program.push_back(a);
+      program.insert(program.end(), after, after + num_after);
     }
   }
   OrderReceivesBySender(out, out.programs);
@@ -96,9 +101,32 @@ Schedule StripComm(const Schedule& schedule) {
     Program kept;
     kept.reserve(p.size());
     for (const Action& a : p) {
-      if (IsCompute(a.kind)) kept.push_back(a);
+      if (!IsComm(a.kind)) kept.push_back(a);
     }
     p = std::move(kept);
+  }
+  return out;
+}
+
+Schedule AddReduceGrad(const Schedule& schedule) {
+  CheckShape(schedule);
+  Schedule out = schedule;
+  // Gradients of a stage are complete after M actions that end one: B, or W.
+  std::vector<int> done(schedule.stages, 0);
+  for (Program& p : out.programs) {
+    Program with;
+    with.reserve(p.size() + 4);
+    for (const Action& a : p) {
+      if (a.kind == ActionKind::kReduceGrad) {
+        throw Error("schedule '" + schedule.name + "' already holds REDUCE_GRAD actions");
+      }
+      with.push_back(a);
+      for (const Action& part : PartsOf(a)) {
+        if (part.kind != ActionKind::kBackward && part.kind != ActionKind::kBackwardWeight) continue;
+        if (++done[part.stage] == schedule.microbatches) with.push_back({ActionKind::kReduceGrad, part.stage, 0});
+      }
+    }
+    p = std::move(with);
   }
   return out;
 }

@@ -10,7 +10,9 @@ namespace pplab {
 //   - SEND_F(s, m) right after F(s, m) when stage s+1 is on another rank,
 //   - RECV_B(s, m) right before B/I(s, m) when stage s+1 is on another rank,
 //   - SEND_B(s, m) right after B/I(s, m) when stage s-1 is on another rank.
-// Nothing is inserted between stages on the same rank. Then, per channel
+// Nothing is inserted between stages on the same rank. An OVERLAP_F_B gets
+// the receives of both its parts before it and their sends after it;
+// per-stage actions (REDUCE_GRAD, UNSHARD, RESHARD) stay where they are. Then, per channel
 // (ordered pair of ranks), a RECV is moved earlier where its peer sent that
 // message before the one the rank needs first, so both sides list each
 // channel's messages in the same order (what ordered point-to-point transports
@@ -20,7 +22,13 @@ namespace pplab {
 // the input already holds communication actions or fails CheckShape().
 Schedule Lower(const Schedule& compute_only);
 
-// Returns the schedule with its SEND/RECV actions removed.
+// Returns the schedule with its SEND/RECV actions removed (compute and
+// per-stage actions stay).
 Schedule StripComm(const Schedule& schedule);
+
+// Returns `schedule` with REDUCE_GRAD(s) inserted right after the last B or W
+// of each stage s on its rank (where PyTorch's lowering puts it). Throws
+// pplab::Error if the schedule already holds a REDUCE_GRAD.
+Schedule AddReduceGrad(const Schedule& schedule);
 
 }  // namespace pplab

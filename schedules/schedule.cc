@@ -19,7 +19,9 @@ int Schedule::StagesPerRank() const {
 bool Schedule::HasSplitBackward() const {
   for (const Program& p : programs) {
     for (const Action& a : p) {
-      if (a.kind == ActionKind::kBackwardInput || a.kind == ActionKind::kBackwardWeight) return true;
+      for (const Action& part : PartsOf(a)) {
+        if (part.kind == ActionKind::kBackwardInput || part.kind == ActionKind::kBackwardWeight) return true;
+      }
     }
   }
   return false;
@@ -43,7 +45,7 @@ size_t Schedule::NumActions() const {
 size_t Schedule::NumComputeActions() const {
   size_t n = 0;
   for (const Program& p : programs) {
-    for (const Action& a : p) n += IsCompute(a.kind) ? 1 : 0;
+    for (const Action& a : p) n += PartsOf(a).count;
   }
   return n;
 }
@@ -62,7 +64,18 @@ std::vector<RankId> LoopPlacement(int ranks, int stages) {
   return placement;
 }
 
-std::string WhyOutOfPlace(const Schedule& schedule, RankId rank, const Action& a) {
+std::string WhyOutOfPlace(const Schedule& schedule, RankId rank, const Action& action) {
+  if (action.kind == ActionKind::kOverlapFB) {
+    for (const Action& part : PartsOf(action)) {
+      const std::string why = WhyOutOfPlace(schedule, rank, part);
+      if (!why.empty()) {
+        return std::string(part.kind == ActionKind::kForward ? "its F part: " : "its backward part: ") + why +
+               " (both parts of an overlapped action must be on its rank)";
+      }
+    }
+    return "";
+  }
+  const Action& a = action;
   if (a.stage < 0 || a.stage >= schedule.stages) {
     return "stage is not in [0, " + std::to_string(schedule.stages) + ")";
   }

@@ -28,11 +28,13 @@ struct Schedule {
   int StagesPerRank() const;
   // True when any backward is split into I and W.
   bool HasSplitBackward() const;
-  // True when any program holds a SEND or RECV.
+  // True when any program holds a SEND or RECV (per-stage actions such as
+  // REDUCE_GRAD do not count: a schedule with them may still need lowering).
   bool HasComm() const;
   // Total number of actions over all ranks.
   size_t NumActions() const;
-  // Number of compute actions over all ranks.
+  // Number of simple compute actions (F, B, I, W) over all ranks, an
+  // OVERLAP_F_B counting as its two parts.
   size_t NumComputeActions() const;
   // Stages placed on rank r, ascending.
   std::vector<StageId> StagesOf(RankId r) const;

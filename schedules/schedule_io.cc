@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "schedules/action_kinds.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -161,6 +162,76 @@ Schedule ScheduleFromJson(const std::string& text, const std::string& origin) {
   }
 }
 
+namespace {
+
+// Where each action of a CSV came from, for error messages.
+struct CellAt {
+  int row;     // 1-based line
+  int column;  // 1-based cell
+};
+
+std::string At(const std::string& origin, const CellAt& c) {
+  return origin + ":" + std::to_string(c.row) + ": column " + std::to_string(c.column);
+}
+
+// Stage -> rank of a CSV schedule. The compute actions decide (a stage's F,
+// B, I and W run where the stage lives); composites, then messages and
+// per-stage actions, only place stages no plain compute action names. Then
+// every action must be on its stage's rank: an error names the cell.
+std::vector<RankId> CsvPlacement(const Schedule& s, const std::vector<std::vector<CellAt>>& cells,
+                                 const std::string& origin) {
+  std::vector<RankId> placement(s.stages, -1);
+  std::vector<CellAt> placed_by(s.stages, CellAt{0, 0});
+  // Pass 0: F/B/I/W; pass 1: composites' parts; pass 2: everything else.
+  for (int pass = 0; pass < 3; ++pass) {
+    for (RankId r = 0; r < s.ranks; ++r) {
+      for (size_t i = 0; i < s.programs[r].size(); ++i) {
+        const Action& a = s.programs[r][i];
+        const KindRole role = InfoOf(a.kind).role;
+        const int a_pass = role == KindRole::kCompute ? 0 : role == KindRole::kComposite ? 1 : 2;
+        if (a_pass != pass) continue;
+        ComputeParts parts = PartsOf(a);
+        if (parts.count == 0) parts.part[parts.count++] = a;
+        for (const Action& part : parts) {
+          if (placement[part.stage] == -1) {
+            placement[part.stage] = r;
+            placed_by[part.stage] = cells[r][i];
+          } else if (pass == 0 && placement[part.stage] != r) {
+            throw Error(At(origin, cells[r][i]) + ": " + FormatAction(a) + ": stage " + std::to_string(part.stage) +
+                        " also computes on rank " + std::to_string(placement[part.stage]) + " (row " +
+                        std::to_string(placed_by[part.stage].row) + "); a stage must live on one rank");
+          }
+        }
+      }
+    }
+  }
+  for (RankId r = 0; r < s.ranks; ++r) {
+    for (size_t i = 0; i < s.programs[r].size(); ++i) {
+      const Action& a = s.programs[r][i];
+      const KindRole role = InfoOf(a.kind).role;
+      if (role == KindRole::kComposite) {
+        for (const Action& part : PartsOf(a)) {
+          if (placement[part.stage] == r) continue;
+          throw Error(At(origin, cells[r][i]) + ": " + FormatAction(a) + " runs stage " + std::to_string(part.stage) +
+                      ", which lives on rank " + std::to_string(placement[part.stage]) + " (row " +
+                      std::to_string(placed_by[part.stage].row) + "), on rank " + std::to_string(r) +
+                      ": both parts of an overlapped action must be on one rank");
+        }
+      } else if (role != KindRole::kCompute && placement[a.stage] != r) {
+        throw Error(At(origin, cells[r][i]) + ": " + FormatAction(a) + " on rank " + std::to_string(r) +
+                    ", which does not own stage " + std::to_string(a.stage) + " (it lives on rank " +
+                    std::to_string(placement[a.stage]) + ", row " + std::to_string(placed_by[a.stage].row) + ")");
+      }
+    }
+  }
+  for (StageId st = 0; st < s.stages; ++st) {
+    if (placement[st] == -1) throw Error(origin + ": stage " + std::to_string(st) + " has no actions on any rank");
+  }
+  return placement;
+}
+
+}  // namespace
+
 Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& origin, const std::string& name) {
   Schedule s;
   s.name = name;
@@ -170,7 +241,7 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
   const size_t last = text.find_last_not_of(" \t\r\n");
   const std::string_view body(text.data(), last == std::string::npos ? 0 : last + 1);
   int max_stage = -1, max_mb = -1;
-  std::vector<std::vector<int>> stage_lines;  // stage -> ranks seen (first two)
+  std::vector<std::vector<CellAt>> cells;  // per rank, per action
   while (pos < body.size()) {
     size_t end = body.find('\n', pos);
     if (end == std::string::npos) end = body.size();
@@ -179,6 +250,7 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     Program p;
+    std::vector<CellAt> at;
     size_t cpos = 0;
     int column = 0;
     while (true) {
@@ -190,18 +262,25 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
         try {
           p.push_back(ParseAction(cell));
         } catch (const Error& e) {
-          throw Error(origin + ":" + std::to_string(line_no) + ": column " + std::to_string(column) + ": " + e.what());
+          throw Error(At(origin, {line_no, column}) + ": " + e.what());
         }
-        max_stage = std::max(max_stage, p.back().stage);
-        max_mb = std::max(max_mb, p.back().microbatch);
+        at.push_back({line_no, column});
+        ComputeParts parts = PartsOf(p.back());
+        if (parts.count == 0) parts.part[parts.count++] = p.back();
+        for (const Action& part : parts) {
+          max_stage = std::max(max_stage, part.stage);
+          if (InfoOf(part.kind).has_microbatch) max_mb = std::max(max_mb, part.microbatch);
+        }
       }
       if (comma == std::string::npos) break;
       cpos = comma + 1;
     }
     s.programs.push_back(std::move(p));
+    cells.push_back(std::move(at));
   }
   if (s.programs.empty()) throw Error(origin + ": no rows (expected one row of actions per rank)");
   if (max_stage < 0) throw Error(origin + ": no actions in any row");
+  if (max_mb < 0) throw Error(origin + ": no action names a microbatch (a schedule needs F and B actions)");
   s.ranks = static_cast<int>(s.programs.size());
   s.stages = max_stage + 1;
   s.microbatches = max_mb + 1;
@@ -210,21 +289,7 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
                 " stages but the file holds " + std::to_string(s.NumActions()) + " actions (each stage needs some)");
   }
   CheckDeclaredSize(s, origin);
-  s.placement.assign(s.stages, -1);
-  for (RankId r = 0; r < s.ranks; ++r) {
-    for (const Action& a : s.programs[r]) {
-      if (s.placement[a.stage] == -1) {
-        s.placement[a.stage] = r;
-      } else if (s.placement[a.stage] != r) {
-        throw Error(origin + ": stage " + std::to_string(a.stage) + " has actions on rank " +
-                    std::to_string(s.placement[a.stage]) + " and rank " + std::to_string(r) +
-                    " (a stage must live on one rank)");
-      }
-    }
-  }
-  for (StageId st = 0; st < s.stages; ++st) {
-    if (s.placement[st] == -1) throw Error(origin + ": stage " + std::to_string(st) + " has no actions on any rank");
-  }
+  s.placement = CsvPlacement(s, cells, origin);
   return s;
 }
 
@@ -235,6 +300,19 @@ std::string ScheduleToPytorchCsv(const Schedule& schedule) {
     out += '\n';
   }
   return out;
+}
+
+std::string ScheduleToPytorchComputeCsv(const Schedule& schedule) {
+  Schedule compute = schedule;
+  for (Program& p : compute.programs) {
+    Program kept;
+    kept.reserve(p.size());
+    for (const Action& a : p) {
+      if (IsCompute(a.kind)) kept.push_back(a);
+    }
+    p = std::move(kept);
+  }
+  return ScheduleToPytorchCsv(compute);
 }
 
 Schedule LoadScheduleFile(const std::string& path) {

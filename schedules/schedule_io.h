@@ -16,13 +16,22 @@ std::string ScheduleToJson(const Schedule& schedule);
 // names the field at fault. Checks the shape (CheckShape()) too.
 Schedule ScheduleFromJson(const std::string& text, const std::string& origin);
 
-// PyTorch pipelining CSV: one row per rank, comma-separated action strings
-// such as 0F0 or 1SEND_F3, an empty cell for an idle step. K is the number of
+// PyTorch pipelining CSV (what torch.distributed.pipelining's _dump_csv
+// writes and _load_csv reads): one row per rank, comma-separated action
+// strings such as 0F0, 1SEND_F3, 2REDUCE_GRAD, 0UNSHARD or
+// (0F7;7B3)OVERLAP_F_B, an empty cell for an idle step. K is the number of
 // rows; S and M are one more than the largest stage and microbatch seen; the
-// placement is where each stage's actions appear. `name` becomes the
-// schedule's name.
+// placement is where each stage's F/B/I/W run (composites, messages and
+// per-stage actions must agree with it). `name` becomes the schedule's name.
+// Errors name origin:row: column N.
 Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& origin, const std::string& name);
+// Every action of every program: PyTorch's "compute_comms" form
+// (_load_csv(path, format="compute_comms") runs it as written).
 std::string ScheduleToPytorchCsv(const Schedule& schedule);
+// Only the compute actions (F, B, I, W, OVERLAP_F_B): PyTorch's
+// "compute_only" form, the default of _load_csv, which adds its own
+// communication, REDUCE_GRAD and UNSHARD/RESHARD when it loads it.
+std::string ScheduleToPytorchComputeCsv(const Schedule& schedule);
 
 // Loads a schedule from a .json or .csv file (by extension; other files are
 // tried as JSON when they start with '{', else as CSV).

@@ -27,14 +27,21 @@ void CheckCompleteness(const Schedule& s, ValidationReport& out) {
   std::vector<std::vector<ActionRef>> first(kNumActionKinds, std::vector<ActionRef>(static_cast<size_t>(S) * M));
   for (RankId r = 0; r < s.ranks; ++r) {
     for (size_t i = 0; i < s.programs[r].size(); ++i) {
-      const Action& a = s.programs[r][i];
-      const size_t key = static_cast<size_t>(a.stage) * M + a.microbatch;
-      const int k = static_cast<int>(a.kind);
-      if (count[k][key]++ == 0) first[k][key] = {r, static_cast<int>(i)};
-      if (count[k][key] == 2) {
-        out.Add({"duplicate action " + FormatAction(a) + " at rank " + std::to_string(r) + " step " +
-                     std::to_string(i) + " (first at " + Cell(s, first[k][key]) + ")",
-                 {first[k][key], {r, static_cast<int>(i)}}});
+      const Action& whole = s.programs[r][i];
+      if (IsPerStage(whole.kind)) continue;  // CheckPerStage()
+      // A composite counts as each of its parts; a message as itself.
+      ComputeParts parts = PartsOf(whole);
+      if (parts.count == 0) parts.part[parts.count++] = whole;
+      for (const Action& a : parts) {
+        const size_t key = static_cast<size_t>(a.stage) * M + a.microbatch;
+        const int k = static_cast<int>(a.kind);
+        if (count[k][key]++ == 0) first[k][key] = {r, static_cast<int>(i)};
+        if (count[k][key] == 2) {
+          const std::string inside = whole == a ? "" : " (in " + FormatAction(whole) + ")";
+          out.Add({"duplicate action " + FormatAction(a) + inside + " at rank " + std::to_string(r) + " step " +
+                       std::to_string(i) + " (first at " + Cell(s, first[k][key]) + ")",
+                   {first[k][key], {r, static_cast<int>(i)}}});
+        }
       }
     }
   }
@@ -79,6 +86,77 @@ void CheckCompleteness(const Schedule& s, ValidationReport& out) {
           out.Add({std::string("unexpected ") + FormatAction({kind, st, m}) + ": no message crosses ranks there",
                    {at(kind, st, m)}});
         }
+      }
+    }
+  }
+}
+
+// REDUCE_GRAD at most once per stage and after every B and W of its stage;
+// UNSHARD and RESHARD of a stage alternate, starting with UNSHARD and ending
+// with RESHARD, and a stage that is ever unsharded computes only while it is.
+void CheckPerStage(const Schedule& s, ValidationReport& out) {
+  const int S = s.stages;
+  std::vector<ActionRef> reduce_at(S, {-1, -1});
+  std::vector<bool> sharded_fsdp(S, false);       // has any UNSHARD
+  for (RankId r = 0; r < s.ranks; ++r) {
+    for (const Action& a : s.programs[r]) {
+      if (a.kind == ActionKind::kUnshard) sharded_fsdp[a.stage] = true;
+    }
+  }
+  for (RankId r = 0; r < s.ranks; ++r) {
+    const Program& p = s.programs[r];
+    std::vector<int> unsharded_at(S, -1);  // step of the open UNSHARD, or -1
+    for (int i = 0; i < static_cast<int>(p.size()); ++i) {
+      const Action& a = p[i];
+      const ActionRef here{r, i};
+      const StageId st = a.stage;
+      switch (a.kind) {
+        case ActionKind::kReduceGrad:
+          if (reduce_at[st].rank >= 0) {
+            out.Add({"duplicate REDUCE_GRAD for stage " + std::to_string(st) + " at " + Cell(s, here) +
+                         " (first at " + Cell(s, reduce_at[st]) + ")",
+                     {reduce_at[st], here}});
+          } else {
+            reduce_at[st] = here;
+          }
+          break;
+        case ActionKind::kUnshard:
+          if (unsharded_at[st] >= 0) {
+            out.Add({"UNSHARD of stage " + std::to_string(st) + " at " + Cell(s, here) + " while it is unsharded since " +
+                         Cell(s, {r, unsharded_at[st]}) + " (no RESHARD between)",
+                     {{r, unsharded_at[st]}, here}});
+          }
+          unsharded_at[st] = i;
+          break;
+        case ActionKind::kReshard:
+          if (unsharded_at[st] < 0) {
+            out.Add({"RESHARD of stage " + std::to_string(st) + " at " + Cell(s, here) + " without an UNSHARD before it",
+                     {here}});
+          }
+          unsharded_at[st] = -1;
+          break;
+        default:
+          for (const Action& part : PartsOf(a)) {
+            if (sharded_fsdp[part.stage] && unsharded_at[part.stage] < 0) {
+              out.Add({"compute on stage " + std::to_string(part.stage) + " at " + Cell(s, here) +
+                           " while its parameters are sharded (no UNSHARD before it since the last RESHARD)",
+                       {here}});
+            }
+            if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardWeight) {
+              if (reduce_at[part.stage].rank >= 0) {
+                out.Add({"REDUCE_GRAD for stage " + std::to_string(part.stage) + " at " + Cell(s, reduce_at[part.stage]) +
+                             " comes before " + Cell(s, here) + ": it must follow every B and W of its stage",
+                         {reduce_at[part.stage], here}});
+              }
+            }
+          }
+      }
+    }
+    for (StageId st = 0; st < S; ++st) {
+      if (unsharded_at[st] >= 0) {
+        out.Add({"UNSHARD of stage " + std::to_string(st) + " at " + Cell(s, {r, unsharded_at[st]}) +
+                     " is never followed by its RESHARD",
+                 {{r, unsharded_at[st]}}});
       }
     }
   }
@@ -195,6 +273,7 @@ ValidationReport Validate(const Schedule& schedule) {
   for (Problem& p : ShapeProblems(schedule)) report.Add(std::move(p));
   if (!report.ok()) return report;
   CheckCompleteness(schedule, report);
+  CheckPerStage(schedule, report);
   CheckChannels(schedule, report);
   CheckDeadlock(schedule, report);
   return report;

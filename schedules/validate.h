@@ -30,6 +30,10 @@ struct ValidationReport {
 //     exactly one SEND and one RECV, and there are no others;
 //   - channel order: for each ordered rank pair, the SENDs on the sender and
 //     the RECVs on the receiver list the same messages in the same order;
+//   - per-stage actions: at most one REDUCE_GRAD per stage, after every B
+//     and W of its stage; UNSHARD/RESHARD of a stage alternate (UNSHARD
+//     first, RESHARD last) and a stage that is ever unsharded computes only
+//     while it is;
 //   - deadlock: the dependency DAG (dependencies.h) has no cycle.
 // Never throws for a bad schedule: problems are returned.
 ValidationReport Validate(const Schedule& schedule);

@@ -43,7 +43,7 @@ std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const 
   const double K = schedule.ranks, M = schedule.microbatches;
   const int v = schedule.StagesPerRank();
   const std::string& name = schedule.name;
-  const bool split = name == "zb-h1" || name == "zb-h2" || name == "zb-v";
+  const bool split = name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == "interleaved-zb";
   if (v == 0 || !UniformStages(costs, schedule.stages, split)) return std::nullopt;
   // A step that costs nothing has no bubble to speak of.
   const Action f0{ActionKind::kForward, 0, 0};
@@ -69,6 +69,17 @@ std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const 
     const TimeNs w = costs.ComputeTime({ActionKind::kBackwardWeight, 0, 0});
     if (f == i && i == w) return AnalyticBubble{0.0, BubbleConvention::kSpan, "0"};
     return std::nullopt;
+  }
+  if (name == "interleaved-zb" && M >= K) {
+    // ZB-H1's bubble at 1/v of the stage time: every rank's own span holds
+    // (K-1) stage-steps of T_F + T_I - T_W; measured here in stage times.
+    const TimeNs f = costs.ComputeTime({ActionKind::kForward, 0, 0});
+    const TimeNs i = costs.ComputeTime({ActionKind::kBackwardInput, 0, 0});
+    const TimeNs w = costs.ComputeTime({ActionKind::kBackwardWeight, 0, 0});
+    if (f != i || i != w) return std::nullopt;
+    const double bubble = (K - 1) * static_cast<double>(f + i - w);
+    return AnalyticBubble{bubble / (v * M * static_cast<double>(f + i + w) + bubble), BubbleConvention::kSpan,
+                          "(K-1)(F+I-W) / (vM(F+I+W) + (K-1)(F+I-W))"};
   }
   if (split && v == 1) {
     const TimeNs f = costs.ComputeTime({ActionKind::kForward, 0, 0});

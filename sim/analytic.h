@@ -34,6 +34,9 @@ struct AnalyticBubble {
 //       (K-1)(T_F+T_I-T_W) / (M(T_F+T_I+T_W) + (K-1)(T_F+T_I-T_W))   span
 //   zb-h2 (M >= 2K-1, T_F = T_I = T_W): 0                   span
 //   zb-v (M >= 2K, T_F = T_I = T_W per stage): 0            span
+//   interleaved-zb (M >= K, T_F = T_I = T_W per stage, so per stage times):
+//       (K-1)(T_F+T_I-T_W) / (vM(T_F+T_I+T_W) + (K-1)(T_F+T_I-T_W))  span
+//   dualpipev: no closed form is claimed (see docs/schedule-format.md)
 std::optional<AnalyticBubble> AnalyticBubbleFor(const Schedule& schedule, const CostModel& costs);
 
 }  // namespace pplab

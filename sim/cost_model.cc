@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "schedules/action_kinds.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -33,7 +34,8 @@ void CheckKeys(const json& obj, const std::vector<std::string>& known, const std
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
-             "weight_grad_bytes", "workspace_bytes", "message_bytes"},
+             "weight_grad_bytes", "workspace_bytes", "message_bytes", "forward_backward_ms", "overlap_penalty_ms",
+             "param_bytes"},
             at);
   auto time = [&](const char* key, std::optional<TimeNs>& out) {
     if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
@@ -49,6 +51,11 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   bytes("weight_grad_bytes", cost.weight_grad_bytes);
   bytes("workspace_bytes", cost.workspace_bytes);
   bytes("message_bytes", cost.message_bytes);
+  time("forward_backward_ms", cost.forward_backward);
+  if (obj.contains("overlap_penalty_ms")) {
+    cost.overlap_penalty = MsToNs(NonNegative(obj, "overlap_penalty_ms", at, kMaxActionMs));
+  }
+  bytes("param_bytes", cost.param_bytes);
 }
 
 Link ReadLink(const json& obj, Link link, const std::string& at, const std::vector<std::string>& extra_keys = {}) {
@@ -75,6 +82,9 @@ json StageToJson(const StageCost& c) {
   j["weight_grad_bytes"] = c.weight_grad_bytes;
   if (c.workspace_bytes != 0) j["workspace_bytes"] = c.workspace_bytes;
   j["message_bytes"] = c.message_bytes;
+  if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
+  if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
+  if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;
   return j;
 }
 
@@ -188,7 +198,8 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
   } catch (const json::parse_error& e) {
     throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
   }
-  CheckKeys(doc, {"format", "version", "stages", "default", "num_stages", "link", "links", "meta"}, origin);
+  CheckKeys(doc, {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel"},
+            origin);
   if (doc.value("format", std::string()) != "pplab.cost") {
     throw Error(origin + ": field 'format' must be \"pplab.cost\"");
   }
@@ -234,6 +245,16 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
       m.links_[{rank("from"), rank("to")}] = ReadLink(l, m.link_, at, {"from", "to"});
     }
   }
+  if (doc.contains("data_parallel")) {
+    const json& dp = doc["data_parallel"];
+    const std::string at = origin + ": data_parallel";
+    if (!dp.is_object() || !dp.contains("degree") || !dp["degree"].is_number_integer() ||
+        dp["degree"].get<long long>() < 1 || dp["degree"].get<long long>() > (1LL << 20)) {
+      throw Error(at + " needs an integer 'degree' in [1, 1048576]");
+    }
+    m.dp_.degree = static_cast<int>(dp["degree"].get<long long>());
+    m.dp_.link = ReadLink(dp, Link{}, at, {"degree"});
+  }
   if (doc.contains("meta")) {
     m.meta_json = doc["meta"].dump();
     ParseProfileMeta(m.meta_json, static_cast<int>(m.stages_.size()), origin);  // validates a profiler's meta
@@ -264,6 +285,11 @@ std::string CostModel::ToJson() const {
               {"link", {{"latency_ms", NsToMs(link_.latency)}, {"bandwidth_gbps", link_.bandwidth_gbps}}},
               {"links", links},
               {"meta", json::parse(meta_json)}};
+  if (dp_.degree != 1) {
+    doc["data_parallel"] = {{"degree", dp_.degree},
+                            {"latency_ms", NsToMs(dp_.link.latency)},
+                            {"bandwidth_gbps", dp_.link.bandwidth_gbps}};
+  }
   return doc.dump(2) + "\n";
 }
 
@@ -284,6 +310,14 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
     return *t;
   };
   switch (action.kind) {
+    case ActionKind::kOverlapFB: {
+      // DualPipe's F&B: the two parts share the rank, so the pair takes the
+      // longer of the two plus what running them together costs, unless a
+      // measured pair time is given.
+      if (c.forward_backward) return *c.forward_backward;
+      const ComputeParts parts = PartsOf(action);
+      return std::max(ComputeTime(parts.part[0]), ComputeTime(parts.part[1])) + c.overlap_penalty;
+    }
     case ActionKind::kForward:
       return need(c.forward, "forward");
     case ActionKind::kBackward:
@@ -300,6 +334,19 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
     default:
       return 0;
   }
+}
+
+TimeNs CostModel::CollectiveTime(const Action& action) const {
+  const KindCost rule = InfoOf(action.kind).cost;
+  if (dp_.degree <= 1 || (rule != KindCost::kAllReduce && rule != KindCost::kAllGather)) return 0;
+  const double D = dp_.degree;
+  // A ring all-reduce moves 2(D-1)/D of the buffer through every link; an
+  // all-gather half of that.
+  const double share = (rule == KindCost::kAllReduce ? 2.0 : 1.0) * (D - 1) / D;
+  const double bytes = share * static_cast<double>(Stage(action.stage).param_bytes);
+  TimeNs t = dp_.link.latency;
+  if (dp_.link.bandwidth_gbps > 0 && bytes > 0) t += static_cast<TimeNs>(std::llround(bytes / dp_.link.bandwidth_gbps));
+  return t;
 }
 
 TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {

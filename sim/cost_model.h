@@ -37,11 +37,26 @@ struct StageCost {
   // the last stage's B). Counted in the peak, not in what is held after.
   Bytes workspace_bytes = 0;
   Bytes message_bytes = 0;  // one activation or gradient sent to a neighbour
+  // OVERLAP_F_B whose forward part is on this stage: its measured time
+  // (forward_backward_ms) when given, else max(F, backward part) plus
+  // overlap_penalty (the cost of running both at once).
+  std::optional<TimeNs> forward_backward;
+  TimeNs overlap_penalty = 0;
+  // The stage's parameter (and gradient) bytes: what REDUCE_GRAD all-reduces
+  // and UNSHARD all-gathers across the data-parallel replicas.
+  Bytes param_bytes = 0;
 };
 
 struct Link {
   TimeNs latency = 0;
   double bandwidth_gbps = 0;  // gigabytes per second (= bytes per ns); 0 = infinite
+};
+
+// The data-parallel group every pipeline rank belongs to: D replicas joined
+// by `link`, over which REDUCE_GRAD, UNSHARD and RESHARD run.
+struct DataParallel {
+  int degree = 1;  // D; 1 = no replicas, the per-stage collectives cost nothing
+  Link link;
 };
 
 // The `meta` of a cost file written by `pplab profile` (meta.source ==
@@ -79,11 +94,21 @@ class CostModel {
   static CostModel FromJson(const std::string& text, const std::string& origin);
   std::string ToJson() const;
 
-  // Resolved times (see StageCost); throws pplab::Error when the model cannot
+  // Resolved times of F, B, I, W and OVERLAP_F_B (see StageCost); 0 for
+  // other kinds; throws pplab::Error when the model cannot
   // give the time an action needs, naming the stage and the missing field.
   TimeNs ComputeTime(const Action& action) const;
   const StageCost& Stage(StageId stage) const;
   int NumStages() const { return static_cast<int>(stages_.size()); }
+  // Time of a per-stage collective (REDUCE_GRAD, UNSHARD, RESHARD) of
+  // `action`'s stage over the data-parallel group, from the kind table's
+  // cost rule:
+  //   all-reduce (ring): 2(D-1)/D * param_bytes / bandwidth + latency
+  //   all-gather:         (D-1)/D * param_bytes / bandwidth + latency
+  //   free: 0; and 0 for any of them when D = 1.
+  TimeNs CollectiveTime(const Action& action) const;
+  const DataParallel& DataParallelGroup() const { return dp_; }
+  void SetDataParallel(const DataParallel& dp) { dp_ = dp; }
   // Time from the start of a send of `bytes` on from -> to until arrival.
   TimeNs TransferTime(RankId from, RankId to, Bytes bytes) const;
   // Throws pplab::Error unless the model covers exactly `stages` stages.
@@ -107,6 +132,7 @@ class CostModel {
   std::vector<StageCost> stages_;
   Link link_;
   std::map<std::pair<RankId, RankId>, Link> links_;
+  DataParallel dp_;
 };
 
 }  // namespace pplab

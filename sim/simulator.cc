@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "schedules/action_kinds.h"
 #include "schedules/error.h"
 #include "schedules/lowering.h"
 
@@ -39,6 +40,8 @@ class Engine {
     inflight_.assign(s.ranks, 0);
     bytes_.assign(s.ranks, 0);
     metrics_.resize(s.ranks);
+    grads_done_.assign(S_, 0);
+    gathered_.assign(S_, 0);
     // Resolved compute times per (stage, kind); -1 until first needed, so a
     // cost model only has to give the times the schedule uses.
     time_of_.assign(static_cast<size_t>(S_) * 4, kUnknown);
@@ -114,84 +117,157 @@ class Engine {
           recv_event_[key] = ev;
           break;
         }
-        default: {
-          TimeNs ready = clock_[r];
-          long pred = last_compute_[r];
-          // Returns false when the rank must park until the message is sent.
-          auto need_message = [&](bool forward) {
-            const size_t key = MsgKey(forward, st, m);
-            if (arrival_[key] == kUnknown) {
-              waiting_[key] = r;
-              return false;
-            }
-            if (arrival_[key] >= ready) {
-              ready = arrival_[key];
-              pred = send_event_[key];
-            }
-            return true;
-          };
-          auto need_local = [&](TimeNs end, const char* what) {
-            if (end == kUnknown) Stuck(r, a, std::string("needs ") + what + ", which its rank has not run before it");
-          };
-          if (a.kind == ActionKind::kForward) {
-            if (st > 0) {
-              if (s_.placement[st - 1] == r) {
-                need_local(f_end_[Key(st - 1, m)], "the forward of the previous stage");
-              } else if (!need_message(true)) {
-                return;
-              }
-            }
-          } else if (IsInputGrad(a.kind)) {
-            need_local(f_end_[Key(st, m)], "its own forward");
-            if (st < S_ - 1) {
-              if (s_.placement[st + 1] == r) {
-                need_local(bi_end_[Key(st + 1, m)], "the backward of the next stage");
-              } else if (!need_message(false)) {
-                return;
-              }
-            }
-          } else {  // W
-            need_local(i_end_[Key(st, m)], "its I");
-          }
-          TimeNs& cached = time_of_[static_cast<size_t>(st) * 4 + static_cast<int>(a.kind)];
-          if (cached == kUnknown) cached = costs_.ComputeTime(a);
-          const TimeNs cost = cached;
-          e.start = ready;
-          e.end = ready + cost;
-          pred_[ev] = pred;
-          clock_[r] = e.end;
-          last_compute_[r] = ev;
-          RankMetrics& rm = metrics_[r];
-          rm.busy += cost;
-          if (rm.start == kUnknown) rm.start = e.start;
-          rm.end = e.end;
-          const StageCost& sc = costs_.Stage(st);
-          // While it runs, the action also holds its temporaries: on top of
-          // what is held before it (and, for F, its own activations).
-          const Bytes during = bytes_[r] + (a.kind == ActionKind::kForward ? sc.activation_bytes : 0);
-          if (sc.workspace_bytes > 0) {
-            rm.peak_activation_bytes = std::max(rm.peak_activation_bytes, during + sc.workspace_bytes);
-          }
-          if (a.kind == ActionKind::kForward) {
-            if (f_end_[Key(st, m)] != kUnknown) Stuck(r, a, "runs a forward twice");
-            f_end_[Key(st, m)] = e.end;
-            ++inflight_[r];
-            rm.peak_inflight = std::max(rm.peak_inflight, inflight_[r]);
-            Sample(r, e.start, sc.activation_bytes);
-          } else if (IsInputGrad(a.kind)) {
-            if (bi_end_[Key(st, m)] != kUnknown) Stuck(r, a, "runs a backward twice");
-            bi_end_[Key(st, m)] = e.end;
-            if (a.kind == ActionKind::kBackwardInput) i_end_[Key(st, m)] = e.end;
-            --inflight_[r];
-            const Bytes stash = a.kind == ActionKind::kBackwardInput ? sc.weight_grad_bytes : 0;
-            Sample(r, e.end, stash - sc.activation_bytes);
-          } else {
-            Sample(r, e.end, -sc.weight_grad_bytes);
+        default:
+          if (IsPerStage(a.kind)) {
+            RunPerStage(r, ev, a);
+          } else if (!RunCompute(r, ev, a)) {
+            return;  // parked until a message it needs is sent
           }
           break;
-        }
       }
       ++pc_[r];
+    }
+  }
+
+  // Whether compute part `part` of action `a` may start on rank r: raises
+  // `ready` to the arrival of its message or the end of its local input and
+  // keeps in `pred` the event that set it. False (the rank parks) when a
+  // message it needs has not been sent yet.
+  bool PartReady(RankId r, const Action& a, const Action& part, TimeNs& ready, long& pred) {
+    const StageId st = part.stage;
+    const MicrobatchId m = part.microbatch;
+    auto need_message = [&](bool forward) {
+      const size_t key = MsgKey(forward, st, m);
+      if (arrival_[key] == kUnknown) {
+        waiting_[key] = r;
+        return false;
+      }
+      if (arrival_[key] >= ready) {
+        ready = arrival_[key];
+        pred = send_event_[key];
+      }
+      return true;
+    };
+    auto need_local = [&](TimeNs end, const char* what) {
+      if (end == kUnknown) Stuck(r, a, std::string("needs ") + what + ", which its rank has not run before it");
+    };
+    if (part.kind == ActionKind::kForward) {
+      if (st > 0) {
+        if (s_.placement[st - 1] == r) {
+          need_local(f_end_[Key(st - 1, m)], "the forward of the previous stage");
+        } else if (!need_message(true)) {
+          return false;
+        }
+      }
+    } else if (IsInputGrad(part.kind)) {
+      need_local(f_end_[Key(st, m)], "its own forward");
+      if (st < S_ - 1) {
+        if (s_.placement[st + 1] == r) {
+          need_local(bi_end_[Key(st + 1, m)], "the backward of the next stage");
+        } else if (!need_message(false)) {
+          return false;
+        }
+      }
+    } else {  // W
+      need_local(i_end_[Key(st, m)], "its I");
+    }
+    return true;
+  }
+
+  // Time of a compute action; simple kinds are resolved once per stage.
+  TimeNs CostOf(const Action& a) {
+    if (a.kind == ActionKind::kOverlapFB) return costs_.ComputeTime(a);
+    TimeNs& cached = time_of_[static_cast<size_t>(a.stage) * 4 + static_cast<int>(a.kind)];
+    if (cached == kUnknown) cached = costs_.ComputeTime(a);
+    return cached;
+  }
+
+  // Runs a compute action (F, B, I, W or a composite) once all its parts'
+  // inputs are there; false when the rank must park.
+  bool RunCompute(RankId r, long ev, const Action& a) {
+    TimelineEvent& e = events_[ev];
+    TimeNs ready = clock_[r];
+    long pred = last_compute_[r];
+    const ComputeParts parts = PartsOf(a);
+    for (const Action& part : parts) {
+      if (!PartReady(r, a, part, ready, pred)) return false;
+    }
+    const TimeNs cost = CostOf(a);
+    e.start = ready;
+    e.end = ready + cost;
+    pred_[ev] = pred;
+    clock_[r] = e.end;
+    last_compute_[r] = ev;
+    RankMetrics& rm = metrics_[r];
+    rm.busy += cost;
+    if (rm.start == kUnknown) rm.start = e.start;
+    rm.end = e.end;
+    // While it runs, the action also holds its temporaries: on top of what
+    // is held before it (and, for a forward, its own activations).
+    Bytes during = bytes_[r], workspace = 0;
+    for (const Action& part : parts) {
+      const StageCost& sc = costs_.Stage(part.stage);
+      if (part.kind == ActionKind::kForward) during += sc.activation_bytes;
+      workspace = std::max(workspace, sc.workspace_bytes);
+    }
+    if (workspace > 0) rm.peak_activation_bytes = std::max(rm.peak_activation_bytes, during + workspace);
+    for (const Action& part : parts) FinishPart(r, a, part, e);
+    return true;
+  }
+
+  // Records the end of one compute part: its output time and what it holds
+  // or releases (the kind table's memory rule).
+  void FinishPart(RankId r, const Action& a, const Action& part, const TimelineEvent& e) {
+    const StageId st = part.stage;
+    const MicrobatchId m = part.microbatch;
+    const StageCost& sc = costs_.Stage(st);
+    RankMetrics& rm = metrics_[r];
+    switch (InfoOf(part.kind).memory) {
+      case KindMemory::kHoldActivations:
+        if (f_end_[Key(st, m)] != kUnknown) Stuck(r, a, "runs a forward twice");
+        f_end_[Key(st, m)] = e.end;
+        ++inflight_[r];
+        rm.peak_inflight = std::max(rm.peak_inflight, inflight_[r]);
+        Sample(r, e.start, sc.activation_bytes);
+        break;
+      case KindMemory::kReleaseActivations:
+      case KindMemory::kSwapActivationsForStash: {
+        if (bi_end_[Key(st, m)] != kUnknown) Stuck(r, a, "runs a backward twice");
+        bi_end_[Key(st, m)] = e.end;
+        const bool split = part.kind == ActionKind::kBackwardInput;
+        if (split) i_end_[Key(st, m)] = e.end;
+        if (!split) ++grads_done_[st];
+        --inflight_[r];
+        Sample(r, e.end, (split ? sc.weight_grad_bytes : 0) - sc.activation_bytes);
+        break;
+      }
+      default:  // W
+        ++grads_done_[st];
+        Sample(r, e.end, -sc.weight_grad_bytes);
+    }
+  }
+
+  // A per-stage collective (REDUCE_GRAD, UNSHARD, RESHARD): blocks its rank
+  // in program order for CostModel::CollectiveTime.
+  void RunPerStage(RankId r, long ev, const Action& a) {
+    TimelineEvent& e = events_[ev];
+    const StageId st = a.stage;
+    if (a.kind == ActionKind::kReduceGrad && grads_done_[st] < M_) {
+      Stuck(r, a, "reduces its stage's gradients before every B and W of the stage has run");
+    }
+    e.start = clock_[r];
+    e.end = e.start + costs_.CollectiveTime(a);
+    pred_[ev] = last_compute_[r];
+    clock_[r] = e.end;
+    last_compute_[r] = ev;
+    const KindMemory memory = InfoOf(a.kind).memory;
+    if (memory == KindMemory::kHoldParams && gathered_[st] == 0) {
+      const int D = costs_.DataParallelGroup().degree;
+      gathered_[st] = costs_.Stage(st).param_bytes / D * (D - 1);
+      Sample(r, e.start, gathered_[st]);
+    } else if (memory == KindMemory::kReleaseParams) {
+      Sample(r, e.end, -gathered_[st]);
+      gathered_[st] = 0;
     }
   }
 
@@ -226,8 +302,9 @@ class Engine {
     }
     long last = -1;
     for (long ev = 0; ev < static_cast<long>(events_.size()); ++ev) {
-      if (IsCompute(events_[ev].action.kind) && (last < 0 || events_[ev].end > events_[last].end)) last = ev;
-      out.makespan = std::max(out.makespan, events_[ev].end * IsCompute(events_[ev].action.kind));
+      if (!OccupiesRank(events_[ev].action.kind)) continue;
+      if (last < 0 || events_[ev].end > events_[last].end) last = ev;
+      out.makespan = std::max(out.makespan, events_[ev].end);
     }
     for (long ev = last; ev >= 0; ev = pred_[ev]) {
       const TimelineEvent& e = events_[ev];
@@ -272,6 +349,8 @@ class Engine {
   std::vector<TimeNs> clock_;
   std::vector<long> last_compute_;
   std::vector<int> inflight_;
+  std::vector<int> grads_done_;    // per stage: B and W run so far
+  std::vector<Bytes> gathered_;    // per stage: bytes an UNSHARD holds until its RESHARD
   std::vector<Bytes> bytes_;
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;
@@ -288,8 +367,15 @@ void CheckTotals(const Schedule& s, const CostModel& costs) {
     for (const Action& a : s.programs[r]) {
       if (IsCompute(a.kind)) {
         time += static_cast<double>(costs.ComputeTime(a));
-        if (a.kind == ActionKind::kForward) bytes += static_cast<double>(costs.Stage(a.stage).activation_bytes);
-        if (a.kind == ActionKind::kBackwardInput) bytes += static_cast<double>(costs.Stage(a.stage).weight_grad_bytes);
+        for (const Action& part : PartsOf(a)) {
+          if (part.kind == ActionKind::kForward) bytes += static_cast<double>(costs.Stage(part.stage).activation_bytes);
+          if (part.kind == ActionKind::kBackwardInput) {
+            bytes += static_cast<double>(costs.Stage(part.stage).weight_grad_bytes);
+          }
+        }
+      } else if (IsPerStage(a.kind)) {
+        time += static_cast<double>(costs.CollectiveTime(a));
+        bytes += static_cast<double>(costs.Stage(a.stage).param_bytes);
       } else if (IsSend(a.kind)) {
         const StageId to = PeerStage(a);
         if (to < 0 || to >= s.stages) continue;  // reported when the action runs

@@ -4,7 +4,10 @@
 // when its rank reaches it and never blocks the rank; its message arrives
 // after CostModel::TransferTime. A RECV only posts the receive (no time); the
 // compute action that consumes the message starts no earlier than its
-// arrival. Time is integer nanoseconds; the same input gives the same output.
+// arrival. An OVERLAP_F_B starts when the inputs of both its parts are there
+// and holds the rank for its overlapped cost. REDUCE_GRAD, UNSHARD and
+// RESHARD block their rank in program order for CostModel::CollectiveTime;
+// they count in the makespan but not in a rank's busy (compute) time. Time is integer nanoseconds; the same input gives the same output.
 // Cost is linear in the number of actions.
 #pragma once
 
@@ -50,7 +53,7 @@ struct SimResult {
   // message arrived).
   std::vector<CriticalStep> critical_path;
   TimeNs critical_compute = 0;  // compute time on the critical path
-  TimeNs critical_comm = 0;     // transfer time on the critical path
+  TimeNs critical_comm = 0;     // transfer and collective time on the critical path
 };
 
 // Simulates `schedule`. A schedule without communication actions is lowered

@@ -25,7 +25,9 @@ int RunExport(const ExportOptions& o) {
     std::fprintf(stderr, "%s", FormatReport(schedule, report).c_str());
     return 1;
   }
-  const std::string text = o.format == "csv" ? ScheduleToPytorchCsv(schedule) : ScheduleToJson(schedule);
+  const std::string text = o.format == "csv"           ? ScheduleToPytorchCsv(schedule)
+                           : o.format == "csv-compute" ? ScheduleToPytorchComputeCsv(schedule)
+                                                       : ScheduleToJson(schedule);
   if (o.out_path.empty() || o.out_path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
   } else {
@@ -43,8 +45,10 @@ void SetupExport(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand("export", "write the lowered per-rank programs (plan.json) the executor runs");
   AddPlanFlags(*sub, o->plan);
   sub->add_option("-o,--output", o->out_path, "output file ('-' or absent: standard output)");
-  sub->add_option("--format", o->format, "json (pplab) or csv (PyTorch pipelining)")
-      ->check(CLI::IsMember({"json", "csv"}))
+  sub->add_option("--format", o->format,
+                  "json (pplab), csv (PyTorch pipelining with comms: _load_csv(f, format=\"compute_comms\")) or "
+                  "csv-compute (compute only: _load_csv(f))")
+      ->check(CLI::IsMember({"json", "csv", "csv-compute"}))
       ->capture_default_str();
   sub->callback([o, &exit_code] { exit_code = RunExport(*o); });
 }

@@ -12,6 +12,7 @@ void SetupSchedules(CLI::App& app, int& exit_code) {
   sub->callback([&exit_code] {
     for (const GeneratorInfo& g : Generators()) {
       std::printf("%-17s %s\n", g.name.c_str(), g.summary.c_str());
+      if (!g.pytorch_name.empty()) std::printf("%-17s also -s %s (PyTorch's name)\n", "", g.pytorch_name.c_str());
     }
     exit_code = 0;
   });

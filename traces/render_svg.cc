@@ -6,6 +6,8 @@
 #include <map>
 #include <tuple>
 
+#include "schedules/action_kinds.h"
+
 namespace pplab {
 namespace {
 
@@ -22,29 +24,16 @@ constexpr int kAxisHeight = 26;
 constexpr int kLegendHeight = 22;
 constexpr double kCharPx = 6;  // approximate advance of one character at font-size 10
 
-constexpr ActionKind kComputeKinds[] = {ActionKind::kForward, ActionKind::kBackward, ActionKind::kBackwardInput,
-                                        ActionKind::kBackwardWeight};
-
 struct KindStyle {
   const char* fill;
   const char* text;
   const char* legend;
 };
 
-// Okabe-Ito colours: they stay distinct under the common colour-vision deficiencies.
+// Colours, label colours and legends come from the kind table.
 KindStyle StyleOf(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward:
-      return {"#0072B2", "#ffffff", "F forward"};
-    case ActionKind::kBackward:
-      return {"#009E73", "#ffffff", "B backward"};
-    case ActionKind::kBackwardInput:
-      return {"#E69F00", "#000000", "I input grad"};
-    case ActionKind::kBackwardWeight:
-      return {"#CC79A7", "#000000", "W weight grad"};
-    default:
-      return {"#555555", "#000000", "comm"};
-  }
+  const KindInfo& info = InfoOf(kind);
+  return {info.fill, info.label, info.legend};
 }
 
 // std::to_chars ignores the C locale, unlike printf, so output bytes do not
@@ -210,6 +199,13 @@ std::string DrawLanes(const Timeline& timeline, const Scale& scale, const std::v
     // A thin white outline keeps back-to-back boxes apart without hiding idle gaps.
     out +=
         Rect(KindName(e.action.kind), x0, y, w, kLaneHeight, style.fill) + " stroke=\"#ffffff\" stroke-width=\"0.5\"/>";
+    if (e.action.kind == ActionKind::kOverlapFB) {
+      // One split box: the forward's colour above, the backward's below.
+      const ComputeParts parts = PartsOf(e.action);
+      out += Rect("OVERLAP_F_B-F", x0, y, w, kLaneHeight / 2.0, StyleOf(parts.part[0].kind).fill) + "/>";
+      out += Rect("OVERLAP_F_B-B", x0, y + kLaneHeight / 2.0, w, kLaneHeight / 2.0, StyleOf(parts.part[1].kind).fill) +
+             "/>";
+    }
     const std::string label = std::to_string(e.action.microbatch);
     if (w >= 4 + kCharPx * label.size()) {
       out += TextAt(x0 + w / 2, y + kLaneHeight / 2.0 + 3.5,
@@ -243,9 +239,9 @@ std::string DrawLegend(const std::vector<const Timeline*>& timelines, bool show_
     out += TextAt(x + 16, y + 10, "font-size=\"10\"", label);
     x += 16 + kCharPx * label.size() + 16;
   };
-  for (ActionKind kind : kComputeKinds) {
-    if (!present[static_cast<int>(kind)]) continue;
-    entry(Rect("swatch", x, y, 12, 12, StyleOf(kind).fill) + "/>\n", StyleOf(kind).legend);
+  for (const KindInfo& info : KindTable()) {
+    if (!present[static_cast<int>(info.kind)] || !IsCompute(info.kind)) continue;
+    entry(Rect("swatch", x, y, 12, 12, info.fill) + "/>\n", info.legend);
   }
   if (!show_comm) return out;
   if (present[static_cast<int>(ActionKind::kSendF)] || present[static_cast<int>(ActionKind::kSendB)]) {

@@ -8,7 +8,10 @@
 //   - Each compute event (F, B, I, W) is exactly one `<rect class="<KIND>">`
 //     (e.g. class="F"); no other element uses those classes. It is labelled
 //     with its microbatch number when wide enough, and carries a `<title>`
-//     tooltip "<EventName> <start>-<end> ms".
+//     tooltip "<EventName> <start>-<end> ms". An OVERLAP_F_B is drawn as one
+//     split box: its `<rect class="OVERLAP_F_B">` overlaid by a forward-coloured
+//     upper half (class "OVERLAP_F_B-F") and a backward-coloured lower half
+//     (class "OVERLAP_F_B-B").
 //   - Events whose rank lies outside [0, timeline.ranks) are not drawn.
 //   - The summary "makespan X ms, bubble Y%" comes from Summarize(): makespan
 //     in ms with 3 decimals, bubble_fraction in percent with 1 decimal.

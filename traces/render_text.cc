@@ -4,6 +4,8 @@
 #include <charconv>
 #include <vector>
 
+#include "schedules/action_kinds.h"
+
 namespace pplab {
 namespace {
 
@@ -59,7 +61,7 @@ std::string RenderText(const Timeline& timeline, int columns) {
       const Action& a = timeline.events[i].action;
       const bool run_start = c == 0 || owner[r][c - 1] != i;
       const bool run_single = run_start && (c + 1 == columns || owner[r][c + 1] != i);
-      row[c] = run_start && !run_single ? static_cast<char>('0' + (a.microbatch % 10 + 10) % 10) : KindName(a.kind)[0];
+      row[c] = run_start && !run_single ? static_cast<char>('0' + (a.microbatch % 10 + 10) % 10) : InfoOf(a.kind).letter;
     }
     out += label + " |" + row + "|\n";
   }

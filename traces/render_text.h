@@ -15,7 +15,8 @@
 //     ties go to the event earlier in timeline.events. A cell no compute event
 //     overlaps is idle: '.'.
 //   - Each maximal run of cells belonging to one event shows the last digit of
-//     its microbatch in its first cell and the kind letter (F, B, I or W) in
+//     its microbatch in its first cell and the kind letter (F, B, I or W; X for
+//     an overlapped OVERLAP_F_B) in
 //     the others. A run of a single cell shows only the kind letter, so the
 //     kind stays readable when an event is narrower than two cells.
 // Communication events are not drawn. Events whose rank lies outside

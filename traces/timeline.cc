@@ -7,7 +7,7 @@ namespace pplab {
 TimeNs Timeline::Makespan() const {
   TimeNs end = 0;
   for (const TimelineEvent& e : events) {
-    if (IsCompute(e.action.kind)) end = std::max(end, e.end);
+    if (OccupiesRank(e.action.kind)) end = std::max(end, e.end);
   }
   return end;
 }
@@ -17,13 +17,14 @@ TimelineSummary Summarize(const Timeline& timeline) {
   out.per_rank.resize(timeline.ranks);
   std::vector<bool> seen(timeline.ranks, false);
   for (const TimelineEvent& e : timeline.events) {
-    if (!IsCompute(e.action.kind) || e.rank < 0 || e.rank >= timeline.ranks) continue;
+    if (e.rank < 0 || e.rank >= timeline.ranks) continue;
+    if (OccupiesRank(e.action.kind)) out.makespan = std::max(out.makespan, e.end);
+    if (!IsCompute(e.action.kind)) continue;
     RankSummary& r = out.per_rank[e.rank];
     r.busy += e.end - e.start;
     r.start = seen[e.rank] ? std::min(r.start, e.start) : e.start;
     r.end = seen[e.rank] ? std::max(r.end, e.end) : e.end;
     seen[e.rank] = true;
-    out.makespan = std::max(out.makespan, e.end);
   }
   TimeNs total_busy = 0;
   for (const RankSummary& r : out.per_rank) {

@@ -32,11 +32,13 @@ struct Timeline {
   std::vector<TimelineEvent> events;  // per rank in program order
   std::vector<MemorySample> memory;   // per rank in time order
 
-  // Latest end over compute events (the step time).
+  // Latest end over events that occupy a rank: compute and per-stage
+  // collectives (the step time).
   TimeNs Makespan() const;
 };
 
-// Busy and idle time of a timeline, from its compute events alone, so that
+// Busy and idle time of a timeline, from its compute events (the makespan
+// also from its collectives), so that
 // simulated and measured timelines are summarised the same way.
 struct RankSummary {
   TimeNs busy = 0;   // sum of compute durations
@@ -45,7 +47,7 @@ struct RankSummary {
 };
 
 struct TimelineSummary {
-  TimeNs makespan = 0;  // latest compute end; time is measured from 0
+  TimeNs makespan = 0;  // latest end of compute or collective; time is measured from 0
   std::vector<RankSummary> per_rank;
   // 1 - sum(busy) / (K * makespan): idle against the global makespan.
   double bubble_fraction = 0;

@@ -229,6 +229,8 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         ev.end = now();
         break;
       }
+      default:  // OVERLAP_F_B, REDUCE_GRAD, UNSHARD, RESHARD
+        throw Error("executor: action kind " + std::string(KindName(a.kind)) + " is not supported yet");
     }
     result.events.push_back(ev);
     if (options_.on_stage_grads_done) {

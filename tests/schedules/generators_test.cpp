@@ -2,7 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cctype>
+
 #include "schedules/error.h"
+#include "schedules/schedule_io.h"
 #include "schedules/lowering.h"
 #include "schedules/validate.h"
 #include "tests/generator_rules.h"
@@ -18,7 +21,17 @@ TEST_CASE("every generator is valid after lowering over K 1..8, M 1..16, v 1..3"
           const Schedule compute = Generate(g.name, {K, M, v});
           REQUIRE_FALSE(compute.HasComm());
           REQUIRE(compute.stages == K * v);
-          REQUIRE(compute.NumComputeActions() == static_cast<size_t>(K * v * M * (g.split_backward ? 3 : 2)));
+          // One F per (stage, microbatch); the backwards are counted by Validate.
+          size_t forwards = 0;
+          for (const Program& p : compute.programs) {
+            for (const Action& a : p) {
+              for (const Action& part : PartsOf(a)) forwards += part.kind == ActionKind::kForward;
+            }
+          }
+          REQUIRE(forwards == static_cast<size_t>(K * v * M));
+          if (g.name != "dualpipev") {
+            REQUIRE(compute.NumComputeActions() == static_cast<size_t>(K * v * M * (g.split_backward ? 3 : 2)));
+          }
           const Schedule lowered = Lower(compute);
           const ValidationReport report = Validate(lowered);
           if (!report.ok()) {
@@ -70,6 +83,72 @@ TEST_CASE("lowering inserts no messages between stages on one rank", "[lowering]
   std::vector<std::string> got;
   for (const Action& a : two.programs[0]) got.push_back(FormatAction(a));
   CHECK(got == std::vector<std::string>{"0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0", "0RECV_B1", "0B1"});
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("PyTorch's schedule class names are aliases, case-insensitive", "[generators]") {
+  const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"GPipe", "gpipe"},           {"1F1B", "1f1b"},
+      {"Interleaved1F1B", "interleaved-1f1b"}, {"LoopedBFS", "looped-bfs"},
+      {"InterleavedZeroBubble", "interleaved-zb"}, {"ZBVZeroBubble", "zb-v"},
+      {"DualPipeV", "dualpipev"}};
+  for (const auto& [alias, name] : aliases) {
+    INFO(alias);
+    CHECK(FindGenerator(alias).name == name);
+    std::string lower = alias;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    CHECK(FindGenerator(lower).name == name);
+    CHECK(Generate(alias, {2, 4, 0}).name == name);
+  }
+  CHECK(FindGenerator("ZB-H1").name == "zb-h1");
+  CHECK_THROWS_WITH(FindGenerator("ZeroBubble"), Catch::Contains("dualpipev (DualPipeV)"));
+}
+
+TEST_CASE("dualpipev and interleaved-zb state their rules", "[generators]") {
+  CHECK_THROWS_WITH(Generate("dualpipev", {4, 7, 0}), Catch::Contains("M >= 2K = 8"));
+  CHECK_NOTHROW(Generate("dualpipev", {4, 8, 0}));
+  CHECK_THROWS_WITH(Generate("dualpipev", {4, 8, 3}), Catch::Contains("--virtual must be 2"));
+  // K = 4, M = 9: two rounds of 4.5 microbatches.
+  CHECK_THROWS_WITH(Generate("interleaved-zb", {4, 9, 2}), Catch::Contains("multiple of the rounds max(1, M/K) = 2"));
+  CHECK_NOTHROW(Generate("interleaved-zb", {4, 3, 2}));  // one round of 3
+}
+
+TEST_CASE("dualpipev matches the order PyTorch's ScheduleDualPipeV writes (K=2, M=4)", "[generators]") {
+  const Schedule ours = GenerateDualPipeV(2, 4);
+  const Schedule theirs = LoadScheduleFile(PPLAB_TEST_DATA_DIR "/pytorch/dualpipev_k2_m4_compute_only.csv");
+  CHECK(theirs.placement == ours.placement);
+  CHECK(theirs.programs == ours.programs);
+}
+
+TEST_CASE("dualpipev overlaps F and B in its steady phase: 2(M-2K+r+1) - [r = K-1] + (K-r-1) per rank",
+          "[generators]") {
+  for (int K : {1, 2, 3, 5}) {
+    for (int M : {2 * K, 2 * K + 3, 20}) {
+      const Schedule s = GenerateDualPipeV(K, M);
+      for (RankId r = 0; r < K; ++r) {
+        int overlapped = 0;
+        for (const Action& a : s.programs[r]) overlapped += a.kind == ActionKind::kOverlapFB;
+        INFO("K=" << K << " M=" << M << " r=" << r);
+        CHECK(overlapped == 2 * (M - 2 * K + r + 1) - (r == K - 1 ? 1 : 0) + (K - r - 1));
+      }
+    }
+  }
+}
+
+TEST_CASE("interleaved-zb defers r weight passes on rank r before its first W", "[generators]") {
+  const int K = 4, M = 8, v = 2;
+  const Schedule s = GenerateInterleavedZeroBubble(K, M, v);
+  for (RankId r = 0; r < K; ++r) {
+    int inputs_before_w = 0;
+    for (const Action& a : s.programs[r]) {
+      if (a.kind == ActionKind::kBackwardWeight) break;
+      inputs_before_w += a.kind == ActionKind::kBackwardInput;
+    }
+    CHECK(inputs_before_w == r + 1);
+  }
 }
 
 }  // namespace pplab

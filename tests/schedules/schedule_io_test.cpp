@@ -6,6 +6,8 @@
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 #include "schedules/validate.h"
+#include "sim/simulator.h"
+#include "tests/generator_rules.h"
 
 namespace pplab {
 
@@ -82,7 +84,7 @@ TEST_CASE("PyTorch pipelining CSV imports, with empty cells as idle steps", "[sc
 TEST_CASE("PyTorch CSV errors name the file, line and column", "[schedule_io]") {
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0Q1\n", "a.csv", "a"), Catch::Contains("a.csv:1: column 2"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0\n0B0\n", "a.csv", "a"),
-                    Catch::Contains("stage 0 has actions on rank 0 and rank 1"));
+                    Catch::Contains("a.csv:2: column 1: 0B0: stage 0 also computes on rank 0 (row 1)"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0B0\n2F0,2B0\n", "a.csv", "a"),
                     Catch::Contains("stage 1 has no actions"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("999999999F0\n", "a.csv", "a"),
@@ -96,6 +98,162 @@ TEST_CASE("PyTorch CSV errors name the file, line and column", "[schedule_io]") 
 TEST_CASE("loading a missing or empty file is an error naming it", "[schedule_io]") {
   CHECK_THROWS_WITH(LoadScheduleFile("/nonexistent/plan.json"), Catch::Contains("cannot read /nonexistent/plan.json"));
   CHECK_THROWS_WITH(LoadScheduleFile(PPLAB_TEST_DATA_DIR "/empty.csv"), Catch::Contains("empty.csv: file is empty"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("PyTorch's compute-only GPipe and 1F1B files, with REDUCE_GRAD, import as our programs", "[schedule_io]") {
+  for (const auto& [file, generated] : {std::pair<std::string, Schedule>{"gpipe_k2_m2_compute_only.csv", GenerateGPipe(2, 2)},
+                                        {"1f1b_k2_m2_compute_only.csv", Generate1F1B(2, 2)}}) {
+    INFO(file);
+    const Schedule s = LoadScheduleFile(PPLAB_TEST_DATA_DIR "/pytorch/" + file);
+    CHECK(s.microbatches == 2);
+    CHECK(s.placement == generated.placement);
+    // PyTorch puts REDUCE_GRAD right after each stage's last backward, as AddReduceGrad does.
+    CHECK(s.programs == AddReduceGrad(generated).programs);
+    CHECK(Validate(Lower(s)).ok());
+  }
+}
+
+TEST_CASE("PyTorch's with-comms form, with UNSHARD, RESHARD and REDUCE_GRAD, validates and simulates", "[schedule_io]") {
+  const Schedule s = LoadScheduleFile(PPLAB_TEST_DATA_DIR "/pytorch/1f1b_k2_m2_compute_comms.csv");
+  REQUIRE(s.HasComm());
+  const ValidationReport report = Validate(s);
+  INFO(FormatReport(s, report));
+  REQUIRE(report.ok());
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.param_bytes = 1000;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  // D = 4, 100 ns, 1 B/ns: all-reduce 2*3/4*1000 + 100 = 1600 ns, all-gather 3/4*1000 + 100 = 850 ns.
+  costs.SetDataParallel({4, Link{100, 1.0}});
+  CHECK(costs.CollectiveTime({ActionKind::kReduceGrad, 0, 0}) == 1600);
+  CHECK(costs.CollectiveTime({ActionKind::kUnshard, 0, 0}) == 850);
+  CHECK(costs.CollectiveTime({ActionKind::kReshard, 0, 0}) == 0);
+  const SimResult r = Simulate(s, costs);
+  // rank 0: UNSHARD 0-850, F0, F1 to 2850, B0 4850-6850 (after rank 1's B0),
+  // B1 7850-9850, REDUCE_GRAD 9850-11450, RESHARD.
+  CHECK(r.makespan == 11450);
+  CHECK(r.per_rank[0].busy == 6000);
+  CHECK(r.per_rank[0].peak_activation_bytes == 750);  // the gathered 3/4 of 1000 parameter bytes
+  // The collective is on the critical path: it ends the step.
+  REQUIRE_FALSE(r.critical_path.empty());
+  CHECK(r.critical_path.back().action == Action{ActionKind::kReduceGrad, 0, 0});
+  CHECK(r.critical_comm >= 1600);
+  // One data-parallel replica: the collectives cost nothing.
+  costs.SetDataParallel({1, Link{100, 1.0}});
+  CHECK(Simulate(s, costs).makespan == 9000);
+}
+
+TEST_CASE("REDUCE_GRAD costs a ring all-reduce at the end of each stage's gradients", "[schedule_io]") {
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.param_bytes = 1000;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  costs.SetDataParallel({4, Link{100, 1.0}});
+  const Schedule s = Lower(AddReduceGrad(Generate1F1B(2, 2)));
+  REQUIRE(Validate(s).ok());
+  CHECK(Simulate(s, costs).makespan == 9000 + 1600);
+  CHECK(Simulate(Generate1F1B(2, 2), costs).makespan == 9000);
+  CHECK_THROWS_WITH(AddReduceGrad(AddReduceGrad(Generate1F1B(2, 2))), Catch::Contains("already holds REDUCE_GRAD"));
+  // The cost model's JSON carries the group.
+  CHECK(CostModel::FromJson(costs.ToJson(), "c.json").DataParallelGroup().degree == 4);
+}
+
+TEST_CASE("export in PyTorch's compute-only form and import give back the same programs", "[schedule_io]") {
+  int compared = 0;
+  for (const GeneratorInfo& g : Generators()) {
+    for (int K : {1, 2, 3, 4}) {
+      for (int M : {4, 8}) {
+        const int v = g.default_virtual;
+        if (!FamilyAccepts(g, K, M, v)) continue;
+        const Schedule compute = Generate(g.name, {K, M, v});
+        const Schedule lowered = Lower(compute);
+        INFO(g.name << " K=" << K << " M=" << M);
+        const Schedule back = ScheduleFromPytorchCsv(ScheduleToPytorchComputeCsv(lowered), "x.csv", g.name);
+        // A rank may hold no action of the last stages' only when S > K ... never for these generators.
+        CHECK(back.placement == compute.placement);
+        CHECK(back.programs == compute.programs);
+        const Schedule with_comms = ScheduleFromPytorchCsv(ScheduleToPytorchCsv(lowered), "y.csv", g.name);
+        CHECK(with_comms.programs == lowered.programs);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 20);
+}
+
+TEST_CASE("bad PyTorch CSV cells get one line with file, row and column", "[schedule_io]") {
+  // Unknown kind.
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0B0\n1F0,1FOO0\n", "k.csv", "k"),
+                    Catch::Contains("k.csv:2: column 2: bad action '1FOO0': unknown action kind 'FOO'"));
+  // Malformed composite.
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,(0F1;1B0\n", "k.csv", "k"),
+                    Catch::Contains("k.csv:1: column 2: bad action '(0F1;1B0': composite without a closing ')'"));
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,(1B0;0F1)OVERLAP_F_B\n", "k.csv", "k"),
+                    Catch::Contains("k.csv:1: column 2: bad action '(1B0;0F1)OVERLAP_F_B': OVERLAP_F_B's parts must be"));
+  // A composite whose parts live on different ranks.
+  CHECK_THROWS_WITH(
+      ScheduleFromPytorchCsv("0F0,0F1,(0F2;1B0)OVERLAP_F_B,0B1,0B2\n1F0,1F1,1B1,1F2,1B2\n", "k.csv", "k"),
+      Catch::Contains("k.csv:1: column 3: (0F2;1B0)OVERLAP_F_B runs stage 1, which lives on rank 1 (row 2), on "
+                      "rank 0: both parts of an overlapped action must be on one rank"));
+  // REDUCE_GRAD for a stage the rank does not own.
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0B0,1REDUCE_GRAD\n1F0,1B0\n", "k.csv", "k"),
+                    Catch::Contains("k.csv:1: column 3: 1REDUCE_GRAD on rank 0, which does not own stage 1 (it "
+                                    "lives on rank 1, row 2)"));
+}
+
+TEST_CASE("an overlapped F&B imports, lowers and simulates as max(F, B) + penalty or its measured time", "[schedule_io]") {
+  // Two stages on one rank: the forward of mb 1 runs with the backward of mb 0.
+  const Schedule s = ScheduleFromPytorchCsv("0F0,1F0,1B0,(0F1;0B0)OVERLAP_F_B,1F1,1B1,0B1\n", "o.csv", "o");
+  REQUIRE(s.placement == std::vector<RankId>{0, 0});
+  REQUIRE(Validate(s).ok());
+  CHECK(s.NumComputeActions() == 8);
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.overlap_penalty = 300;
+  c.activation_bytes = 10;
+  // 0F0 1F0 1B0 to 4000, overlap 2300 to 6300, 1F1 1B1 0B1 to 11300.
+  const SimResult r = Simulate(s, CostModel::Uniform(2, c, {}));
+  CHECK(r.makespan == 11300);
+  CHECK(r.per_rank[0].busy == 11300);
+  // 0F0 and 1F0 held; during the overlap 0F0 and 0F1 (0B0 frees 0F0 at its end).
+  CHECK(r.per_rank[0].peak_activation_bytes == 20);
+  c.forward_backward = 2500;
+  CHECK(Simulate(s, CostModel::Uniform(2, c, {})).makespan == 11500);
+  // Across two ranks, lowering puts both parts' receives before it and sends after it.
+  const Schedule two = ScheduleFromPytorchCsv(
+      "0F0,0F1,0B0,(0F2;0B1)OVERLAP_F_B,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n", "t.csv", "t");
+  const Schedule lowered = Lower(two);
+  std::vector<std::string> got;
+  for (const Action& a : lowered.programs[0]) got.push_back(FormatAction(a));
+  CHECK(got == std::vector<std::string>{"0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0", "0RECV_B1",
+                                        "(0F2;0B1)OVERLAP_F_B", "0SEND_F2", "0RECV_B2", "0B2"});
+  const ValidationReport report = Validate(lowered);
+  INFO(FormatReport(lowered, report));
+  CHECK(report.ok());
+}
+
+TEST_CASE("validation checks per-stage actions and composites", "[validate]") {
+  auto problems = [](const std::string& csv) {
+    const Schedule s = ScheduleFromPytorchCsv(csv, "v.csv", "v");
+    return FormatReport(s, Validate(s));
+  };
+  CHECK_THAT(problems("0F0,0F1,0REDUCE_GRAD,0B0,0B1\n"),
+             Catch::Contains("REDUCE_GRAD for stage 0 at rank 0 step 2 (0REDUCE_GRAD) comes before rank 0 step 3"));
+  CHECK_THAT(problems("0F0,0B0,0REDUCE_GRAD,0REDUCE_GRAD\n"), Catch::Contains("duplicate REDUCE_GRAD for stage 0"));
+  CHECK_THAT(problems("0F0,0UNSHARD,0B0,0RESHARD\n"),
+             Catch::Contains("compute on stage 0 at rank 0 step 0 (0F0) while its parameters are sharded"));
+  CHECK_THAT(problems("0UNSHARD,0F0,0B0\n"), Catch::Contains("is never followed by its RESHARD"));
+  CHECK_THAT(problems("0F0,0B0,0RESHARD\n"), Catch::Contains("RESHARD of stage 0 at rank 0 step 2 (0RESHARD) without"));
+  CHECK_THAT(problems("0F0,(0F1;0B0)OVERLAP_F_B,0B0,0B1\n"), Catch::Contains("duplicate action 0B0"));
+  // A composite that needs its own output is a cycle.
+  CHECK_THAT(problems("(0F0;0B0)OVERLAP_F_B\n"), Catch::Contains("deadlock"));
 }
 
 }  // namespace pplab

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 #include <catch2/catch.hpp>
 
 #include "schedules/error.h"
@@ -27,6 +28,7 @@ CostModel UniformCosts(int stages, TimeNs f, TimeNs b, TimeNs w = 0) {
 
 TEST_CASE("simulated bubble equals the analytic one for uniform costs and free communication", "[sim]") {
   int compared = 0;
+  std::set<std::string> families;
   // (f, b, w) in ns: w only matters for split schedules; the zero-bubble
   // closed forms hold for T_F = T_I = T_W, i.e. b = 2f, w = f.
   const std::vector<std::array<TimeNs, 3>> cost_sets = {{1000, 2000, 1000}, {1000, 1000, 500}, {3000, 2000, 1000}};
@@ -46,6 +48,7 @@ TEST_CASE("simulated bubble equals the analytic one for uniform costs and free c
             INFO(g.name << " K=" << K << " M=" << M << " v=" << v << " f=" << f << " b=" << b << " w=" << w
                         << " formula " << analytic->formula << " makespan " << r.makespan);
             CHECK(simulated == Approx(analytic->fraction).margin(1e-12));
+            families.insert(g.name);
             ++compared;
           }
         }
@@ -53,6 +56,8 @@ TEST_CASE("simulated bubble equals the analytic one for uniform costs and free c
     }
   }
   CHECK(compared > 1000);
+  CHECK(families == std::set<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v",
+                                          "interleaved-zb"});
 }
 
 }  // namespace pplab

@@ -296,3 +296,33 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cli: PyTorch's schedule names work with -s and appear in pplab schedules", "[cli]") {
+  PplabRun r = Pplab("schedules");
+  REQUIRE(r.code == 0);
+  for (const char* alias :
+       {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"}) {
+    CHECK_THAT(r.out, Catch::Contains(std::string("also -s ") + alias + " (PyTorch's name)"));
+  }
+  r = Pplab("simulate -s dualPipeV -k 2 -m 4");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("dualpipev"));
+}
+
+TEST_CASE("cli: export --format csv-compute writes what PyTorch's _load_csv reads; it validates back", "[cli]") {
+  const std::string path = TempPath("dualpipev.csv");
+  PplabRun r = Pplab("export -s dualpipev -k 2 -m 4 --format csv-compute -o " + path);
+  REQUIRE(r.code == 0);
+  CHECK(ReadTextFile(path) == ReadTextFile(Data("pytorch/dualpipev_k2_m4_compute_only.csv")));
+  r = Pplab("validate " + path);
+  CHECK(r.code == 0);
+  for (const char* file : {"pytorch/gpipe_k2_m2_compute_only.csv", "pytorch/1f1b_k2_m2_compute_comms.csv"}) {
+    r = Pplab(std::string("validate ") + Data(file));
+    INFO(file << "\n" << r.out);
+    CHECK(r.code == 0);
+  }
+}
+
+}  // namespace pplab

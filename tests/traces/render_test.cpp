@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "traces/render_svg.h"
+#include "schedules/generators.h"
+#include "sim/simulator.h"
 #include "traces/render_text.h"
 
 namespace pplab {
@@ -332,6 +334,42 @@ TEST_CASE("text render handles no events, idle ranks and columns below 1", "[ren
                    0) == 0);
   CHECK(text.substr(text.size() - 8) == "r10 |.|\n");
   CHECK(RenderText(t, -5) == text);
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("svg: an overlapped F&B is one split box, in the legend", "[render]") {
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  const Schedule s = GenerateDualPipeV(2, 4);
+  const Timeline t = Simulate(s, CostModel::Uniform(4, c, {})).timeline;
+  int overlapped = 0;
+  for (const Program& p : s.programs) {
+    for (const Action& a : p) overlapped += a.kind == ActionKind::kOverlapFB;
+  }
+  REQUIRE(overlapped == 6);
+  const std::string svg = RenderSvg(t, {});
+  auto count = [&](const std::string& needle) {
+    int n = 0;
+    for (size_t at = svg.find(needle); at != std::string::npos; at = svg.find(needle, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("<rect class=\"OVERLAP_F_B\"") == overlapped);
+  CHECK(count("<rect class=\"OVERLAP_F_B-F\"") == overlapped);
+  CHECK(count("<rect class=\"OVERLAP_F_B-B\"") == overlapped);
+  // The upper half takes F's fill, the lower half B's; the legend names the kind.
+  auto first_rect = [&](const std::string& cls) {
+    const size_t at = svg.find("<rect class=\"" + cls + "\"");
+    return at == std::string::npos ? std::string() : svg.substr(at, svg.find('>', at) - at);
+  };
+  CHECK_THAT(first_rect("OVERLAP_F_B-F"), Catch::Contains("fill=\"#0072B2\""));
+  CHECK_THAT(first_rect("OVERLAP_F_B-B"), Catch::Contains("fill=\"#009E73\""));
+  CHECK_THAT(svg, Catch::Contains("fill=\"#56B4E9\"") && Catch::Contains("F&amp;B overlapped"));
+  // The terminal picture shows it as X.
+  CHECK_THAT(RenderText(t, 60), Catch::Contains("X"));
 }
 
 }  // namespace pplab

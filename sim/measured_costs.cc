@@ -25,7 +25,9 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
   static const std::pair<ActionKind, const char*> kKinds[] = {{ActionKind::kForward, "forward_ms"},
                                                               {ActionKind::kBackward, "backward_ms"},
                                                               {ActionKind::kBackwardInput, "backward_input_ms"},
-                                                              {ActionKind::kBackwardWeight, "backward_weight_ms"}};
+                                                              {ActionKind::kBackwardWeight, "backward_weight_ms"},
+                                                              // an overlap, by its forward part's stage
+                                                              {ActionKind::kOverlapFB, "forward_backward_ms"}};
   nlohmann::json stages = nlohmann::json::array();
   for (StageId s = 0; s <= max_stage; ++s) {
     nlohmann::json cost = nlohmann::json::object();

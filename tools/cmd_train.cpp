@@ -107,12 +107,26 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   return w;
 }
 
+// The plan as the workers run it: lowered, and with data parallelism a
+// REDUCE_GRAD after each stage's last B or W (unless the plan has its own).
 Schedule LoadPlan(const TrainOptions& o) {
-  if (o.plan_file.empty()) return Lower(Generate(o.schedule, {o.ranks, o.microbatches, o.virtual_stages}));
-  Schedule s = LoadScheduleFile(o.plan_file);
-  if (!s.HasComm() && s.ranks > 1) s = Lower(s);
+  Schedule s;
+  if (o.plan_file.empty()) {
+    s = Lower(Generate(o.schedule, {o.ranks, o.microbatches, o.virtual_stages}));
+  } else {
+    s = LoadScheduleFile(o.plan_file);
+    if (!s.HasComm() && s.ranks > 1) s = Lower(s);
+  }
+  bool has_reduce = false;
+  for (const Program& p : s.programs) {
+    for (const Action& a : p) has_reduce = has_reduce || a.kind == ActionKind::kReduceGrad;
+  }
+  if (o.dp > 1 && !has_reduce) s = AddReduceGrad(s);
   const ValidationReport report = Validate(s);
-  if (!report.ok()) throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message);
+  if (!report.ok()) {
+    throw Error((o.plan_file.empty() ? o.schedule : o.plan_file) +
+                ": invalid schedule: " + report.problems.front().message);
+  }
   return s;
 }
 
@@ -331,8 +345,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   };
   options.comm_timeout = timeout;
   if (o.measure_memory) {
-    if (!device.is_cpu()) throw Error("--measure-memory counts CPU memory only; --device is " + o.device);
-    options.memory = &MemoryMeter::Cpu();
+    options.memory = &MemoryMeter::For(device);
   }
   if (!o.kill_rank_at.empty()) {
     int kill_rank = -1, kill_step = -1;
@@ -472,6 +485,10 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
                               {"losses", summary.losses},
                               {"val_losses", val},
                               {"step_times_ms", summary.step_times_ms},
+                              {"step_clock_ms", summary.step_clock_ms},
+                              {"device", device.str()},
+                              {"backend", BackendName(worker.backend)},
+                              {"clock", worker.clock->Name()},
                               {"tokens_per_s", tokens_per_s},
                               {"bubbles", summary.bubbles},
                               {"first_step", summary.first_step},
@@ -614,7 +631,8 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->capture_default_str();
   sub->add_option("--metrics", o->metrics_path, "append one JSON line per step (loss, lr, tokens/s, bubble, val loss)");
   sub->add_flag("--measure-memory", o->measure_memory,
-                "count CPU tensor memory; --json reports each rank's peak activation bytes of the last step");
+                "count tensor memory (CPU: a counting allocator; CUDA: the caching allocator's statistics); --json reports each "
+                "rank's peak activation bytes of the last step");
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub->add_option("--sim-trace", o->sim_trace_path,
                   "write the plan simulated with the compute costs measured in the last step (Chrome trace)");

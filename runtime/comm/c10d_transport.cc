@@ -27,6 +27,14 @@ at::Tensor AsBytes(const at::Tensor& t, const c10::Device& device) {
 
 }  // namespace
 
+bool Matches(const TensorList& tensors, const MessageSpec& spec) {
+  if (tensors.size() != spec.size()) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].scalar_type() != spec[i].dtype || tensors[i].sizes().vec() != spec[i].shape) return false;
+  }
+  return true;
+}
+
 struct C10dTransport::Pending {
   std::vector<at::Tensor> header, payload;  // kept alive until the work completes
   c10::intrusive_ptr<c10d::Work> header_work, payload_work;
@@ -109,6 +117,7 @@ void C10dTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) 
     receives_[{peer, tag}] = std::move(pending);
     return;
   }
+  pending->spec = spec;  // checked against the header when the message arrives
   pending->header = {torch::zeros({kHeaderWords}, torch::kLong)};
   Guard(what, [&] { pending->header_work = group_->group->recv(pending->header, rank_offset_ + peer, WireTag(tag, 0)); });
   receives_[{peer, tag}] = std::move(pending);
@@ -166,6 +175,9 @@ TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::millis
     at::Tensor t = pending->payload[0].narrow(0, offset, nbytes).clone().view(dtype).view(shape);
     out.push_back(t.to(device_));
     offset += nbytes;
+  }
+  if (!pending->spec.empty() && !Matches(out, pending->spec)) {
+    throw Error(what + ": the message does not have the dtypes and shapes its receive was posted with");
   }
   return out;
 }

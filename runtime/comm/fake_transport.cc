@@ -47,10 +47,7 @@ TensorList FakeTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::millis
   if (it == specs_.end()) return got;
   const MessageSpec spec = std::move(it->second);
   specs_.erase(it);
-  bool same = spec.size() == got.size();
-  for (size_t i = 0; same && i < got.size(); ++i)
-    same = got[i].scalar_type() == spec[i].dtype && got[i].sizes().vec() == spec[i].shape;
-  if (!same) {
+  if (!Matches(got, spec)) {
     throw Error("rank " + std::to_string(rank_) + ": message " + std::to_string(tag) + " from rank " +
                 std::to_string(peer) + " does not have the dtypes and shapes its receive was posted with");
   }

@@ -34,4 +34,7 @@ class Transport {
   virtual void WaitSends(std::chrono::milliseconds timeout) = 0;
 };
 
+// True when `tensors` have exactly the dtypes and shapes of `spec`.
+bool Matches(const TensorList& tensors, const MessageSpec& spec);
+
 }  // namespace pplab

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "schedules/error.h"
@@ -104,6 +106,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   StepClock& clock = options_.clock != nullptr ? *options_.clock : host_clock;
   clock.BeginStep(origin);
   auto now = [&]() -> TimeNs { return clock.Mark(); };
+  const int step_begin = clock.Mark();
   std::map<std::pair<StageId, MicrobatchId>, StageSlot> slots;
   const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() : 0;
   if (options_.memory != nullptr) options_.memory->ResetPeak();
@@ -151,21 +154,69 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
       throw Error("rank " + std::to_string(rank_) + " posting " + FormatAction(a) + ": " + e.what());
     }
   }
-  // Where each stage's weight gradients are complete: its last B or W.
-  std::map<StageId, size_t> grads_done_at;
-  for (size_t i = 0; i < program.size(); ++i) {
-    const ActionKind k = program[i].kind;
-    if (k == ActionKind::kBackward || k == ActionKind::kBackwardWeight) grads_done_at[program[i].stage] = i;
-  }
+  // The message an F (activations) or a B/I (output gradients) needs from
+  // another rank, if it needs one.
+  auto fetch = [&](const Action& part) -> std::optional<TensorList> {
+    const StageId s = part.stage;
+    if (part.kind == ActionKind::kForward && s > 0 && schedule_.placement[s - 1] != rank_) {
+      return receive({ActionKind::kRecvF, s, part.microbatch});
+    }
+    if (IsInputGrad(part.kind) && s < S - 1 && schedule_.placement[s + 1] != rank_) {
+      return receive({ActionKind::kRecvB, s, part.microbatch});
+    }
+    return std::nullopt;
+  };
+  // One F, B, I or W, as its own action or as a part of an OVERLAP_F_B (on
+  // the CPU the two parts of an overlap run one after the other), with what
+  // fetch() received for it.
+  auto run_part = [&](const Action& part, std::optional<TensorList> received) {
+    const StageId s = part.stage;
+    const MicrobatchId m = part.microbatch;
+    StageSlot& slot = slots[{s, m}];
+    switch (part.kind) {
+      case ActionKind::kForward: {
+        TensorList inputs;
+        if (received) {
+          inputs = std::move(*received);
+        } else if (s == 0) {
+          inputs = microbatches[m].inputs;
+        } else {
+          inputs = slots[{s - 1, m}].outputs;
+        }
+        const double loss = RunForwardAction(*stages_[s], slot, inputs, s == S - 1 ? &loss_ : nullptr,
+                                             microbatches[m].targets, loss_scale);
+        if (s == S - 1) result.losses[m] = loss;
+        return;
+      }
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput: {
+        if (received) {
+          slot.output_grads = std::move(*received);
+        } else if (s < S - 1) {
+          slot.output_grads = std::move(slots[{s + 1, m}].input_grads);
+        } else {
+          slot.output_grads = {};  // the loss: implicit gradient 1
+        }
+        if (part.kind == ActionKind::kBackward) {
+          RunBackwardAction(slot);
+        } else {
+          RunBackwardInputAction(slot);
+        }
+        return;
+      }
+      case ActionKind::kBackwardWeight:
+        RunBackwardWeightAction(*stages_[s], slot);
+        return;
+      default:
+        throw Error("executor: " + FormatAction(part) + " is not a compute action");
+    }
+  };
   const TimeNs posted_at = now();
   for (size_t index = 0; index < program.size(); ++index) {
     const Action& a = program[index];
     TimelineEvent ev;
     ev.rank = rank_;
     ev.action = a;
-    const StageId s = a.stage;
-    const MicrobatchId m = a.microbatch;
-    StageSlot& slot = slots[{s, m}];
     switch (a.kind) {
       case ActionKind::kRecvF:
       case ActionKind::kRecvB: {
@@ -177,6 +228,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
       case ActionKind::kSendF:
       case ActionKind::kSendB: {
         const bool fwd = a.kind == ActionKind::kSendF;
+        StageSlot& slot = slots[{a.stage, a.microbatch}];
         const RankId peer = schedule_.placement[PeerStage(a)];
         ev.start = now();
         try {
@@ -187,56 +239,36 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         }
         ev.end = now();
         if (!fwd) slot.input_grads.clear();  // sent: nothing else on this rank needs them
-        result.events.push_back(ev);
-        continue;
-      }
-      case ActionKind::kForward: {
-        TensorList inputs;
-        if (s == 0) {
-          inputs = microbatches[m].inputs;
-        } else if (schedule_.placement[s - 1] == rank_) {
-          inputs = slots[{s - 1, m}].outputs;
-        } else {
-          inputs = receive({ActionKind::kRecvF, s, m});
-        }
-        ev.start = now();
-        const double loss = RunForwardAction(*stages_[s], slot, inputs, s == S - 1 ? &loss_ : nullptr,
-                                             microbatches[m].targets, loss_scale);
-        if (s == S - 1) result.losses[m] = loss;
-        ev.end = now();
         break;
       }
+      case ActionKind::kForward:
       case ActionKind::kBackward:
-      case ActionKind::kBackwardInput: {
-        if (s < S - 1) {
-          slot.output_grads = schedule_.placement[s + 1] == rank_ ? std::move(slots[{s + 1, m}].input_grads)
-                                                                  : receive({ActionKind::kRecvB, s, m});
-        } else {
-          slot.output_grads = {};  // the loss: implicit gradient 1
-        }
+      case ActionKind::kBackwardInput:
+      case ActionKind::kBackwardWeight:
+      case ActionKind::kOverlapFB: {
+        // The messages the parts need are waited for before the event
+        // starts, so the event is the computation alone.
+        const ComputeParts parts = PartsOf(a);
+        std::vector<std::optional<TensorList>> received;
+        for (const Action& part : parts) received.push_back(fetch(part));
         ev.start = now();
-        if (a.kind == ActionKind::kBackward) {
-          RunBackwardAction(slot);
-        } else {
-          RunBackwardInputAction(slot);
-        }
+        for (int i = 0; i < parts.count; ++i) run_part(parts.part[i], std::move(received[i]));
         ev.end = now();
         break;
       }
-      case ActionKind::kBackwardWeight: {
+      case ActionKind::kReduceGrad:
+        // The stage's gradients are complete here (the plan puts REDUCE_GRAD
+        // after its last B or W); the hook starts their data-parallel sum,
+        // which overlaps the rest of the step.
         ev.start = now();
-        RunBackwardWeightAction(*stages_[s], slot);
+        if (options_.on_reduce_grad) options_.on_reduce_grad(a.stage);
         ev.end = now();
         break;
-      }
-      default:  // OVERLAP_F_B, REDUCE_GRAD, UNSHARD, RESHARD
-        throw Error("executor: action kind " + std::string(KindName(a.kind)) + " is not supported yet");
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+        throw Error("executor: " + FormatAction(a) + ": pplab has no FSDP yet, so it cannot run UNSHARD/RESHARD");
     }
     result.events.push_back(ev);
-    if (options_.on_stage_grads_done) {
-      const auto done = grads_done_at.find(s);
-      if (done != grads_done_at.end() && done->second == index) options_.on_stage_grads_done(s);
-    }
   }
   try {
     transport_.WaitSends(options_.comm_timeout);
@@ -244,7 +276,9 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what());
   }
   if (options_.memory != nullptr) result.peak_activation_bytes = options_.memory->Peak() - memory_base;
+  const int step_end = clock.Mark();
   const std::vector<TimeNs> marks = clock.Resolve();
+  result.clock_span_ns = marks.at(step_end) - marks.at(step_begin);
   for (TimelineEvent& ev : result.events) {
     ev.start = marks.at(ev.start);
     ev.end = marks.at(ev.end);

@@ -41,11 +41,10 @@ class StepClock;
 
 struct ExecutorOptions {
   std::chrono::milliseconds comm_timeout{60000};
-  // Called right after the action that completes a stage's weight
-  // gradients for the step (its last B, or its last W in split plans), e.g.
-  // to start the data-parallel all-reduce of that stage while the rank goes
-  // on computing.
-  std::function<void(StageId stage)> on_stage_grads_done;
+  // Called at each REDUCE_GRAD(stage) of the program (placed after the
+  // stage's last B or W: its gradients are complete), e.g. to start the
+  // data-parallel all-reduce of that stage while the rank goes on computing.
+  std::function<void(StageId stage)> on_reduce_grad;
   // When set, each step reports the peak of the meter's live bytes over the
   // step minus its live bytes when the step began (StepResult).
   MemoryMeter* memory = nullptr;
@@ -62,6 +61,9 @@ struct StepResult {
   // With ExecutorOptions::memory: the most bytes allocated during the step
   // and alive at once (weights, and gradients that existed before, excluded).
   Bytes peak_activation_bytes = 0;
+  // The whole step on the step clock: from before the first action to after
+  // the last send left (on a GPU: CUDA events around the step's stream work).
+  TimeNs clock_span_ns = 0;
 };
 
 // What one (stage, microbatch) keeps between its actions.

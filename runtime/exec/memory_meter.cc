@@ -1,6 +1,7 @@
 #include "runtime/exec/memory_meter.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/Device.h>
 #include <torch/version.h>
 
 #include <atomic>
@@ -67,7 +68,26 @@ struct CountingAllocator final : c10::Allocator {
 
 CountingAllocator g_counting;
 
+class CpuMeter final : public MemoryMeter {
+ public:
+  Bytes Live() const override { return g_live.load(std::memory_order_relaxed); }
+  Bytes Peak() const override { return g_peak.load(std::memory_order_relaxed); }
+  void ResetPeak() override { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+};
+
 }  // namespace
+
+#ifdef PPLAB_WITH_CUDA
+MemoryMeter& CudaMemoryMeter(const c10::Device& device);  // cuda_memory_meter.cc
+#endif
+
+MemoryMeter& MemoryMeter::For(const c10::Device& device) {
+  if (device.is_cpu()) return Cpu();
+#ifdef PPLAB_WITH_CUDA
+  if (device.is_cuda()) return CudaMemoryMeter(device);
+#endif
+  throw Error("memory meter: no meter for device " + device.str() + " in this build");
+}
 
 MemoryMeter& MemoryMeter::Cpu() {
   static std::once_flag installed;
@@ -81,14 +101,8 @@ MemoryMeter& MemoryMeter::Cpu() {
     c10::SetCPUAllocator(&g_counting, /*priority=*/100);
     if (c10::GetCPUAllocator() != &g_counting) throw Error("memory meter: LibTorch kept its own CPU allocator");
   });
-  static MemoryMeter meter;
+  static CpuMeter meter;
   return meter;
 }
-
-Bytes MemoryMeter::Live() const { return g_live.load(std::memory_order_relaxed); }
-
-Bytes MemoryMeter::Peak() const { return g_peak.load(std::memory_order_relaxed); }
-
-void MemoryMeter::ResetPeak() { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 }  // namespace pplab

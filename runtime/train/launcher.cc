@@ -82,8 +82,8 @@ int LaunchLocal(const LaunchOptions& options) {
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string kv = *e;
       const std::string key = kv.substr(0, kv.find('='));
-      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
-          key == "PPLAB_LAUNCHER_PID") {
+      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "LOCAL_WORLD_SIZE" ||
+          key == "MASTER_ADDR" || key == "MASTER_PORT" || key == "PPLAB_LAUNCHER_PID") {
         continue;
       }
       bool replaced = false;
@@ -95,6 +95,7 @@ int LaunchLocal(const LaunchOptions& options) {
     env_strings.push_back("RANK=" + std::to_string(r));
     env_strings.push_back("LOCAL_RANK=" + std::to_string(r));
     env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nproc));
+    env_strings.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
     env_strings.push_back("MASTER_ADDR=127.0.0.1");
     env_strings.push_back("MASTER_PORT=" + port);
     env_strings.push_back("PPLAB_LAUNCHER_PID=" + std::to_string(::getpid()));

@@ -21,8 +21,8 @@ struct LaunchOptions {
 };
 
 // Runs `nproc` copies of this executable with RANK, LOCAL_RANK, WORLD_SIZE,
-// MASTER_ADDR (127.0.0.1) and MASTER_PORT (a free port, unless MASTER_PORT is
-// set) in their environment and waits for all of them. Returns 0 when all
+// LOCAL_WORLD_SIZE, MASTER_ADDR (127.0.0.1) and MASTER_PORT (a free port,
+// unless MASTER_PORT is set) in their environment and waits for all of them. Returns 0 when all
 // succeed; otherwise prints which ranks failed and returns non-zero.
 int LaunchLocal(const LaunchOptions& options);
 

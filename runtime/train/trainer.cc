@@ -15,24 +15,33 @@
 namespace pplab {
 namespace {
 
-// Events travel to rank 0 as five int64 per action.
+// Events travel to rank 0 as eight int64 per action: the action (with an
+// overlap's backward part) and its start and end.
+constexpr size_t kEventWords = 8;
+
 std::vector<int64_t> Encode(const std::vector<TimelineEvent>& events) {
   std::vector<int64_t> out;
-  out.reserve(events.size() * 5);
+  out.reserve(events.size() * kEventWords);
   for (const TimelineEvent& e : events) {
-    out.insert(out.end(), {static_cast<int64_t>(e.action.kind), e.action.stage, e.action.microbatch, e.start, e.end});
+    const Action& a = e.action;
+    out.insert(out.end(), {static_cast<int64_t>(a.kind), a.stage, a.microbatch, static_cast<int64_t>(a.overlap_kind),
+                           a.overlap_stage, a.overlap_microbatch, e.start, e.end});
   }
   return out;
 }
 
 void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
-  for (size_t i = 0; i + 4 < words.size(); i += 5) {
+  for (size_t i = 0; i + kEventWords <= words.size(); i += kEventWords) {
     TimelineEvent e;
     e.rank = rank;
-    e.action = {static_cast<ActionKind>(words[i]), static_cast<StageId>(words[i + 1]),
-                static_cast<MicrobatchId>(words[i + 2])};
-    e.start = words[i + 3];
-    e.end = words[i + 4];
+    e.action.kind = static_cast<ActionKind>(words[i]);
+    e.action.stage = static_cast<StageId>(words[i + 1]);
+    e.action.microbatch = static_cast<MicrobatchId>(words[i + 2]);
+    e.action.overlap_kind = static_cast<ActionKind>(words[i + 3]);
+    e.action.overlap_stage = static_cast<StageId>(words[i + 4]);
+    e.action.overlap_microbatch = static_cast<MicrobatchId>(words[i + 5]);
+    e.start = words[i + 6];
+    e.end = words[i + 7];
     into.events.push_back(e);
   }
 }
@@ -165,7 +174,17 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   exec_options.memory = options.memory;
   exec_options.clock = options.clock;
   if (options.dp_group != nullptr) {
-    exec_options.on_stage_grads_done = [&](StageId s) {
+    // Every stage of this rank must reach a REDUCE_GRAD, or its replicas
+    // would update with unreduced gradients.
+    for (StageId s : schedule.StagesOf(rank)) {
+      bool found = false;
+      for (const Action& a : schedule.programs[rank]) found = found || (a.kind == ActionKind::kReduceGrad && a.stage == s);
+      if (!found) {
+        throw Error("data parallelism: the plan has no REDUCE_GRAD for stage " + std::to_string(s) +
+                    " on rank " + std::to_string(rank) + " (AddReduceGrad inserts them)");
+      }
+    }
+    exec_options.on_reduce_grad = [&](StageId s) {
       buckets.push_back(std::make_unique<StageBucket>(*stages.at(s), *options.dp_group));
     };
   }
@@ -244,6 +263,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     summary.step_times_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     summary.bubbles.push_back(bubble);
+    summary.step_clock_ms.push_back(static_cast<double>(result.clock_span_ns) / 1e6);
     last_events = std::move(result.events);
     last_peak = result.peak_activation_bytes;
     const int done = step + 1;

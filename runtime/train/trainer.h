@@ -91,6 +91,7 @@ struct TrainSummary {
   double checkpoint_save_ms = 0;                   // time of the last checkpoint save (shards, barrier, publish)
   std::vector<double> losses;                      // per step, the batch loss (every rank gets it)
   std::vector<double> step_times_ms;               // per step, wall time on this rank
+  std::vector<double> step_clock_ms;               // per step, the executor's step on the step clock (StepResult)
   std::vector<double> lrs;                         // per step, the learning rate used
   std::vector<double> grad_norms;                  // per step, the global gradient norm before clipping
   std::vector<double> bubbles;                     // per step, the measured bubble (see StepReport)

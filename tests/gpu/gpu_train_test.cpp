@@ -1,0 +1,121 @@
+// Training on a GPU through the pplab binary: NCCL between ranks that share
+// one GPU (NCCL_HOSTID per rank), CUDA-event timelines, GPU memory. Run by
+// `ctest -L gpu` (tools/gpu_check.sh); skipped without a CUDA device.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "schedules/file_io.h"
+#include "tests/run_pplab.h"
+#include "traces/chrome_trace.h"
+
+namespace pplab {
+namespace {
+
+const std::string kCommon =
+    " --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 --warmup-steps 0 --clip-norm 0 "
+    "--eval-every 0 --device cuda --comm-timeout 30 --json";
+
+nlohmann::json TrainJson(const std::string& args) {
+  const PplabRun r = Pplab("train" + kCommon + " " + args);
+  INFO(args << "\n" << r.out);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+}
+
+// Max relative error of every gradient in `dir` against `ref` (same names).
+std::pair<int, double> CompareGrads(const std::string& ref, const std::string& dir) {
+  int compared = 0;
+  double worst = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(ref)) {
+    at::Tensor want, got;
+    torch::load(want, entry.path().string());
+    torch::load(got, dir + "/" + entry.path().filename().string());
+    const double scale = std::max(want.abs().max().item<double>(), 1e-30);
+    worst = std::max(worst, (got.cpu() - want.cpu()).abs().max().item<double>() / scale);
+    ++compared;
+  }
+  return {compared, worst};
+}
+
+void DumpGrads(const std::string& plan, const std::string& dir) {
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  TrainJson(plan + " --steps 1 --seed 3 --dump-grads " + dir);
+}
+
+}  // namespace
+
+TEST_CASE("gpu: every schedule's gradients over NCCL equal the single-process CUDA run", "[gpu]") {
+  const std::string tmp = PPLAB_TEST_TMP_DIR;
+  DumpGrads("-k 1 -m 1", tmp + "/gpu_grads_ref");
+  for (const char* plan : {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2",
+                           "-s looped-bfs -k 2 -m 4 -v 2", "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4",
+                           "-s zb-v -k 2 -m 4", "-s interleaved-zb -k 2 -m 4 -v 2"}) {
+    const std::string dir = tmp + "/gpu_grads_pp";
+    DumpGrads(plan, dir);
+    const auto [compared, worst] = CompareGrads(tmp + "/gpu_grads_ref", dir);
+    std::printf("gpu gradient parity %-36s %d tensors, max relative error %.2e\n", plan, compared, worst);
+    INFO(plan);
+    CHECK(compared == 39);
+    CHECK(worst <= 1e-4);
+  }
+}
+
+TEST_CASE("gpu: data parallelism over NCCL equals one process", "[gpu]") {
+  const std::string tmp = PPLAB_TEST_TMP_DIR;
+  DumpGrads("-k 1 -m 1", tmp + "/gpu_dp_ref");
+  for (const char* plan : {"--dp 2 -k 1 -m 2", "--dp 2 -s 1f1b -k 2 -m 2"}) {
+    DumpGrads(plan, tmp + "/gpu_dp");
+    const auto [compared, worst] = CompareGrads(tmp + "/gpu_dp_ref", tmp + "/gpu_dp");
+    std::printf("gpu data-parallel parity %-24s %d tensors, max relative error %.2e\n", plan, compared, worst);
+    INFO(plan);
+    CHECK(compared == 39);
+    CHECK(worst <= 1e-4);
+  }
+}
+
+TEST_CASE("gpu: a killed rank ends the NCCL run within the timeout", "[gpu]") {
+  const auto start = std::chrono::steady_clock::now();
+  const PplabRun r = Pplab("train" + kCommon + " -s 1f1b -k 2 -m 4 --steps 20 --comm-timeout 20 --kill-rank-at 1:3");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("gpu: killed rank 1: the run ended after %.1f s with code %d\n", seconds, r.code);
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK(r.out.find("rank 1") != std::string::npos);
+  CHECK(seconds < 20 + 10 + 30);  // the timeout, the launcher's grace, start-up
+}
+
+TEST_CASE("gpu: the measured trace is GPU time: its makespan matches CUDA events around the step", "[gpu]") {
+  const std::string trace = std::string(PPLAB_TEST_TMP_DIR) + "/gpu_trace.json";
+  // The default preset at 16x128 keeps the GPU busy enough that launch time
+  // and GPU time differ.
+  const nlohmann::json j = TrainJson("--model default --batch-size 16 --seq-len 128 -k 1 -m 4 --steps 5 --trace " +
+                                     trace);
+  CHECK(j["clock"] == "cuda-events");
+  const Timeline t = TimelineFromChromeTrace(ReadTextFile(trace), trace);
+  CHECK(t.events.size() == 8);  // the plan's actions (1f1b, K=1, M=4: 4 F and 4 B), nothing else
+  TimeNs first = t.events.front().start, last = 0;
+  for (const TimelineEvent& e : t.events) first = std::min(first, e.start), last = std::max(last, e.end);
+  const double makespan_ms = static_cast<double>(last - first) / 1e6;
+  const double step_ms = j["step_clock_ms"].back().get<double>();
+  std::printf("gpu: trace makespan %.3f ms, CUDA-event step %.3f ms, wall step %.3f ms\n", makespan_ms, step_ms,
+              j["step_times_ms"].back().get<double>());
+  CHECK(makespan_ms == Approx(step_ms).epsilon(0.05));
+}
+
+TEST_CASE("gpu: --measure-memory reports CUDA peak activation bytes per rank", "[gpu]") {
+  const nlohmann::json j = TrainJson("-s 1f1b -k 2 -m 4 --steps 2 --measure-memory");
+  const auto peaks = j["measured_peak_activation_bytes"].get<std::vector<int64_t>>();
+  REQUIRE(peaks.size() == 2);
+  for (int64_t p : peaks) CHECK(p > 0);
+  std::printf("gpu: peak activation bytes per rank: %lld, %lld\n", static_cast<long long>(peaks[0]),
+              static_cast<long long>(peaks[1]));
+}
+
+}  // namespace pplab

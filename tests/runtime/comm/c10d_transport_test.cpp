@@ -1,0 +1,123 @@
+// The c10d transport between two ranks of one process (two threads, Gloo over
+// loopback): both wire formats deliver the message exactly, and a receive
+// posted with the wrong dtypes or shapes is refused with one line.
+#include "runtime/comm/c10d_transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "runtime/comm/collectives.h"
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Runs `body(rank, group)` on two connected Gloo ranks at once.
+template <typename F>
+void OnTwoRanks(F body) {
+  const int port = FreeLoopbackPort();
+  auto run = [&](RankId rank) {
+    GroupOptions o;
+    o.port = port;
+    o.rank = rank;
+    o.world_size = 2;
+    o.timeout = std::chrono::milliseconds(20000);
+    auto group = Connect(o);
+    body(rank, group);
+  };
+  auto other = std::async(std::launch::async, run, 1);
+  run(0);
+  other.get();
+}
+
+}  // namespace
+
+TEST_CASE("both wire formats deliver a message's tensors exactly", "[comm]") {
+  const at::Tensor hidden = torch::arange(24, torch::kFloat32).reshape({2, 3, 4}) / 7;  // (B,T,C)
+  const at::Tensor mask = torch::tensor({1, 1, 0, 1, 0, 0}, torch::kLong).reshape({2, 3});  // (B,T)
+  const MessageSpec spec = {{c10::ScalarType::Float, {2, 3, 4}}, {c10::ScalarType::Long, {2, 3}}};
+  for (const WireFormat format : {WireFormat::kHeader, WireFormat::kKnownShapes}) {
+    TensorList got;
+    OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+      C10dTransport transport(group, c10::Device(c10::kCPU), 0, format);
+      const auto timeout = std::chrono::milliseconds(20000);
+      if (rank == 0) {
+        transport.Send(1, 5, {hidden, mask});
+        transport.WaitSends(timeout);
+      } else {
+        transport.PostRecv(0, 5, spec);
+        got = transport.WaitRecv(0, 5, timeout);
+      }
+      Barrier(*group, timeout);
+    });
+    INFO((format == WireFormat::kHeader ? "header" : "known shapes"));
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].equal(hidden));
+    CHECK(got[1].equal(mask));
+  }
+}
+
+TEST_CASE("a receive posted with other shapes is refused, naming the message", "[comm]") {
+  const MessageSpec wrong = {{c10::ScalarType::Float, {2, 3, 5}}};
+  std::string error;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kHeader);
+    const auto timeout = std::chrono::milliseconds(20000);
+    if (rank == 0) {
+      transport.Send(1, 2, {torch::ones({2, 3, 4})});
+      transport.WaitSends(timeout);
+    } else {
+      transport.PostRecv(0, 2, wrong);
+      try {
+        transport.WaitRecv(0, 2, timeout);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+  });
+  CHECK(error.find("message 2 from rank 0") != std::string::npos);
+  CHECK(error.find("dtypes and shapes") != std::string::npos);
+}
+
+TEST_CASE("the known-shapes format refuses a receive posted without shapes", "[comm]") {
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    if (rank != 1) return;
+    C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes);
+    CHECK_THROWS_WITH(transport.PostRecv(0, 3, {}), Catch::Contains("needs the message's dtypes and shapes"));
+  });
+}
+
+TEST_CASE("collectives sum over the group and gather to rank 0", "[comm]") {
+  std::vector<std::vector<int64_t>> gathered;
+  double sum = 0;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    const auto timeout = std::chrono::milliseconds(20000);
+    const double s = AllReduceSum(*group, rank + 1.5, timeout);  // 1.5 + 2.5
+    auto g = GatherToRank0(*group, {rank * 10, rank * 10 + 1}, timeout);
+    if (rank == 0) sum = s, gathered = g;
+  });
+  CHECK(sum == 4.0);
+  REQUIRE(gathered.size() == 2);
+  CHECK(gathered[1] == std::vector<int64_t>{10, 11});
+}
+
+}  // namespace pplab

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Compiles every LibTorch translation unit of pplab syntax-only (-fsyntax-only)
+# against the LibTorch 2.11 headers (the GPU machine's pip torch), the CUDA and
+# NCCL sources included, so API drift shows without a GPU. .ci/run calls it.
+#   usage: bash tools/check_torch2.sh [HEADERS.tgz]
+# The headers default to ../shared/torch2/libtorch-2.11-include.tgz; CUDA's
+# (nccl.h among them) are taken from /usr/local/cuda/include. When either is
+# missing it says so in one line and exits 0. One precompiled <torch/torch.h>
+# makes each file take seconds instead of half a minute.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tgz=${1:-../shared/torch2/libtorch-2.11-include.tgz}
+cuda=/usr/local/cuda/include
+if [ ! -f "$tgz" ]; then echo "check_torch2: skipped: no LibTorch 2.x headers at $tgz"; exit 0; fi
+if [ ! -f "$cuda/nccl.h" ]; then echo "check_torch2: skipped: no CUDA headers with nccl.h in $cuda"; exit 0; fi
+work=${PPLAB_TORCH2_DIR:-/tmp/pplab-torch2-check}
+stamp="$(stat -c %s-%Y "$tgz")"
+if [ ! -f "$work/include.stamp" ] || [ "$(cat "$work/include.stamp")" != "$stamp" ]; then
+  rm -rf "$work" && mkdir -p "$work"
+  tar xzf "$tgz" -C "$work"
+  echo "$stamp" > "$work/include.stamp"
+fi
+inc="$work/include"
+flags=(-std=c++17 -w -D_GLIBCXX_USE_CXX11_ABI=1 -DUSE_C10D_GLOO -DUSE_C10D_NCCL -DUSE_DISTRIBUTED
+       -DPPLAB_WITH_CUDA -DPPLAB_WITH_NCCL -I. -I"$inc" -I"$inc/torch/csrc/api/include" -I"$cuda")
+if [ ! -f "$work/pch/torch_all.h.gch" ]; then
+  mkdir -p "$work/pch" && printf '#include <torch/torch.h>\n' > "$work/pch/torch_all.h"
+  g++ "${flags[@]}" -x c++-header "$work/pch/torch_all.h" -o "$work/pch/torch_all.h.gch"
+fi
+# The LibTorch translation units: every source that includes a torch, c10 or
+# ATen header, or a header of the LibTorch half (runtime/comm, exec, train, models/llama.h).
+files=$(grep -lE '#include *[<"]((torch|c10|ATen)/|runtime/(comm|exec|train)/|models/llama\.h)' \
+          runtime/*/*.cc models/*.cc tools/*.cpp tools/*.cc tests/*/*.cpp tests/*/*/*.cpp 2>/dev/null | sort)
+count=$(echo "$files" | wc -l)
+start=$(date +%s)
+failed=$(echo "$files" | xargs -P 2 -I{} sh -c \
+  'g++ "$@" -I"$0" -include torch_all.h -Winvalid-pch -fsyntax-only {} > /tmp/pplab-torch2-$$.log 2>&1 || { echo {}; head -n 20 /tmp/pplab-torch2-$$.log >&2; }; rm -f /tmp/pplab-torch2-$$.log' \
+  "$work/pch" "${flags[@]}")
+if [ -n "$failed" ]; then
+  echo "check_torch2: these files do not compile against the LibTorch 2.11 headers:" $failed
+  exit 1
+fi
+echo "check_torch2: $count LibTorch translation units compile against the LibTorch 2.11 headers ($(( $(date +%s) - start )) s)"

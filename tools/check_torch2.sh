@@ -22,7 +22,9 @@ if [ ! -f "$work/include.stamp" ] || [ "$(cat "$work/include.stamp")" != "$stamp
 fi
 inc="$work/include"
 flags=(-std=c++17 -w -D_GLIBCXX_USE_CXX11_ABI=1 -DUSE_C10D_GLOO -DUSE_C10D_NCCL -DUSE_DISTRIBUTED
-       -DPPLAB_WITH_CUDA -DPPLAB_WITH_NCCL -I. -I"$inc" -I"$inc/torch/csrc/api/include" -I"$cuda")
+       -DPPLAB_WITH_CUDA -DPPLAB_WITH_NCCL -I. -I"$inc" -I"$inc/torch/csrc/api/include" -I"$cuda"
+       # what tests/CMakeLists.txt passes the tests
+       -DPPLAB_TEST_DATA_DIR='"tests/data"' -DPPLAB_TEST_TMP_DIR='"/tmp"' -DPPLAB_BINARY='"pplab"')
 if [ ! -f "$work/pch/torch_all.h.gch" ]; then
   mkdir -p "$work/pch" && printf '#include <torch/torch.h>\n' > "$work/pch/torch_all.h"
   g++ "${flags[@]}" -x c++-header "$work/pch/torch_all.h" -o "$work/pch/torch_all.h.gch"

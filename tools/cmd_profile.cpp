@@ -39,6 +39,8 @@ struct ProfileCliOptions {
   int repeats = 5;
   uint64_t seed = 1;
   double comm_timeout_s = 60;
+  std::string device = "cpu";
+  std::string backend = "auto";
   std::string output;
   bool json = false;
   std::vector<std::string> raw_args;
@@ -136,7 +138,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                  {"partition", partition.ToString()},
                  {"microbatch_size", o.microbatch_size},
                  {"seq_len", o.seq_len},
-                 {"device", "cpu"},
+                 {"device", o.device},
                  {"threads_per_rank", threads},
                  {"ranks", o.ranks},
                  {"extra",
@@ -189,7 +191,6 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
   }
   // The same thread policy as pplab train, so the ranks contend as in training.
   ShareCores(world);
-  MemoryMeter& meter = MemoryMeter::Cpu();
   const LlamaConfig config = LoadLlamaConfig(o.model);
   const int S = o.ranks * o.virtual_stages;
   const Partition partition = MakePartition(config, S, o.partition);
@@ -199,19 +200,28 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
   WorkerOptions setup;
   setup.pipeline_ranks = o.ranks;
   setup.comm_timeout = timeout;
+  setup.device = o.device;
+  setup.backend = o.backend;
   Worker worker = SetUpWorker(setup, rank, world);
+  MemoryMeter& meter = MemoryMeter::For(worker.device);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
   for (int s = 0; s < S; ++s) {
     if (placement[s] != rank) continue;
-    owned.push_back(BuildLlamaStage(config, partition, s, o.seed, c10::Device(c10::kCPU)));
+    owned.push_back(BuildLlamaStage(config, partition, s, o.seed, worker.device));
     stages[s] = owned.back().get();
   }
-  const StepBatch batch = SyntheticBatch(o.seed, 0, o.microbatch_size, o.seq_len, config.vocab_size, 1);
+  StepBatch batch = SyntheticBatch(o.seed, 0, o.microbatch_size, o.seq_len, config.vocab_size, 1);
+  for (MicrobatchData& m : batch.microbatches) {
+    for (at::Tensor& t : m.inputs) t = t.to(worker.device);
+    m.targets = m.targets.to(worker.device);
+  }
   ProfileOptions options;
   options.warmup = o.warmup;
   options.repeats = o.repeats;
   options.comm_timeout = timeout;
+  options.clock = worker.clock.get();
+  options.device = worker.device;
   // Ping-pong one activation's payload (hidden (B,L,C) float32) and 16 MiB.
   options.link_payload_bytes = {static_cast<Bytes>(o.microbatch_size) * o.seq_len * config.hidden_size * 4, 16 << 20};
   const ProfileResult result = Profile(
@@ -264,6 +274,10 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_option("--seed", o->seed, "seed of the weights and the data")->capture_default_str();
   sub->add_option("--comm-timeout", o->comm_timeout_s, "seconds a rank waits for a peer before giving up")
       ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--device", o->device, "cpu, or cuda / cuda:N (times with CUDA events; GPU memory statistics)")
+      ->capture_default_str();
+  sub->add_option("--backend", o->backend, "auto (NCCL for CUDA devices, Gloo for the CPU), gloo or nccl")
       ->capture_default_str();
   sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
   sub->add_flag("--json", o->json, "print the cost model as one JSON object instead of the table");

@@ -9,6 +9,7 @@
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/exec/memory_meter.h"
+#include "runtime/exec/step_clock.h"
 #include "schedules/error.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
@@ -18,8 +19,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double MsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+// The time `body` takes on `clock`: the host clock on the CPU; CUDA events
+// on a GPU, so the time is the GPU's work, not its launch.
+template <typename F>
+double TimeMs(StepClock& clock, F body) {
+  clock.BeginStep(Clock::now());
+  const int begin = clock.Mark();
+  body();
+  const int end = clock.Mark();
+  const std::vector<TimeNs> marks = clock.Resolve();
+  return NsToMs(marks[end] - marks[begin]);
 }
 
 double Median(std::vector<double> xs) {
@@ -93,6 +102,8 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
     } else if (placement[s - 1] == rank) {
       in.inputs = outputs[s - 1];
     } else {
+      const at::Tensor& rows = data.targets.defined() ? data.targets : data.inputs.at(0);
+      transport.PostRecv(placement[s - 1], s, stages.at(s)->ReceivedSpec(true, rows.size(0), rows.size(1)));
       in.inputs = transport.WaitRecv(placement[s - 1], s, timeout);
       in.received = true;
     }
@@ -121,7 +132,7 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
 void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, StageInput>& inputs, int S,
                    const MicrobatchData& data, const LossFn& loss, double loss_scale, MemoryMeter& meter,
                    const ProfileOptions& options, bool split, std::map<StageId, StageProfile>& profiles,
-                   std::map<StageId, std::vector<double>>& forward_ms) {
+                   std::map<StageId, std::vector<double>>& forward_ms, StepClock& clock) {
   std::map<StageId, std::vector<double>> b_ms, w_ms;
   std::map<StageId, std::vector<Bytes>> held, f_transient, b_transient;
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
@@ -132,18 +143,16 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
       const Bytes before = meter.Live();
       const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
       meter.ResetPeak();
-      auto start = Clock::now();
-      RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
-      const double f = MsSince(start);
+      const double f = TimeMs(clock, [&] {
+        RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
+      });
       const Bytes activation = meter.Live() - before;
       const Bytes forward_transient = meter.Peak() - meter.Live();
       slot.output_grads = in.grads_received ? Clone(in.output_grads) : in.output_grads;
       const Bytes before_backward = meter.Live();
       meter.ResetPeak();
-      start = Clock::now();
       if (!split) {
-        RunBackwardAction(slot);
-        b_ms[s].push_back(MsSince(start));
+        b_ms[s].push_back(TimeMs(clock, [&] { RunBackwardAction(slot); }));
         slot.input_grads.clear();
         if (measured) {
           held[s].push_back(activation);
@@ -151,13 +160,10 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
           b_transient[s].push_back(meter.Peak() - before_backward);
         }
       } else {
-        RunBackwardInputAction(slot);
-        b_ms[s].push_back(MsSince(start));
+        b_ms[s].push_back(TimeMs(clock, [&] { RunBackwardInputAction(slot); }));
         slot.input_grads.clear();  // sent to the previous stage
         if (measured) held[s].push_back(meter.Live() - before);
-        start = Clock::now();
-        RunBackwardWeightAction(*stage, slot);
-        w_ms[s].push_back(MsSince(start));
+        w_ms[s].push_back(TimeMs(clock, [&] { RunBackwardWeightAction(*stage, slot); }));
       }
       if (measured) forward_ms[s].push_back(f);
     }
@@ -190,7 +196,7 @@ double MeasureActionOverhead(Stage& stage, const StageInput& in, bool last, cons
   const Schedule schedule = Lower(Generate("gpipe", {1, M, 1}));
   const TensorList grads = in.output_grads;
   LossFn surrogate = [grads](const TensorList& outputs, const at::Tensor&) {
-    at::Tensor sum = torch::zeros({}, torch::kFloat32);
+    at::Tensor sum = torch::zeros({}, outputs.at(0).options().dtype(torch::kFloat32));
     size_t g = 0;
     for (const at::Tensor& t : outputs) {
       if (t.defined() && at::isFloatingType(t.scalar_type())) sum = sum + (t * grads.at(g++)).sum();
@@ -200,13 +206,15 @@ double MeasureActionOverhead(Stage& stage, const StageInput& in, bool last, cons
   FakeTransport transport(0, std::make_shared<FakeNetwork>());
   ExecutorOptions exec_options;
   exec_options.comm_timeout = options.comm_timeout;
+  exec_options.clock = options.clock;
   Executor executor(schedule, 0, {{0, &stage}}, transport, last ? loss : surrogate, exec_options);
   std::vector<MicrobatchData> microbatches(M, MicrobatchData{in.inputs, data.targets});
   std::vector<double> per_action;
   for (int i = 0; i < 1 + options.repeats; ++i) {
-    const auto start = Clock::now();
-    const StepResult r = executor.RunStep(microbatches, last ? loss_scale : 1.0, start);
-    const double wall = MsSince(start);
+    // The step's span and its actions' times on one clock: on a GPU both are
+    // CUDA events, so the overhead is the time the GPU waited for the host.
+    const StepResult r = executor.RunStep(microbatches, last ? loss_scale : 1.0, Clock::now());
+    const double wall = NsToMs(r.clock_span_ns);
     double busy = 0;
     int actions = 0;
     for (const TimelineEvent& e : r.events) {
@@ -224,21 +232,26 @@ double MeasureActionOverhead(Stage& stage, const StageInput& in, bool last, cons
 
 // Ping-pong between `a` (which times) and `b`; every other rank returns at once.
 void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const ProfileOptions& options, int64_t& tag,
-              LinkProfile& link) {
+              LinkProfile& link, StepClock& clock, const c10::Device& device) {
   std::vector<Bytes> sizes = {1};
   sizes.insert(sizes.end(), options.link_payload_bytes.begin(), options.link_payload_bytes.end());
   link.from = a;
   link.to = b;
   for (const Bytes size : sizes) {
-    const TensorList message = {torch::zeros({std::max<Bytes>(size, 1)}, torch::kUInt8)};
+    const int64_t n = std::max<Bytes>(size, 1);
+    const TensorList message = {torch::zeros({n}, torch::TensorOptions(torch::kUInt8).device(device))};
+    const MessageSpec spec = {{c10::ScalarType::Byte, {n}}};
     std::vector<double> one_way;
     for (int i = 0; i < options.warmup + options.repeats; ++i, tag += 2) {
       if (rank == a) {
-        const auto start = Clock::now();
-        transport.Send(b, tag, message);
-        transport.WaitRecv(b, tag + 1, options.comm_timeout);
-        if (i >= options.warmup) one_way.push_back(MsSince(start) / 2);
+        transport.PostRecv(b, tag + 1, spec);
+        const double round_trip = TimeMs(clock, [&] {
+          transport.Send(b, tag, message);
+          transport.WaitRecv(b, tag + 1, options.comm_timeout);
+        });
+        if (i >= options.warmup) one_way.push_back(round_trip / 2);
       } else if (rank == b) {
+        transport.PostRecv(a, tag, spec);
         transport.WaitRecv(a, tag, options.comm_timeout);
         transport.Send(a, tag + 1, message);
       }
@@ -292,6 +305,8 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   const int K = S == 0 ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
   if (options.repeats < 1 || options.warmup < 0) throw Error("profile: repeats must be >= 1 and warm-up >= 0");
   const std::string who = "profile rank " + std::to_string(rank);
+  HostClock host_clock;
+  StepClock& clock = options.clock != nullptr ? *options.clock : host_clock;
   auto phase = [&](const char* name, auto run) {
     try {
       run();
@@ -312,11 +327,11 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   std::map<StageId, std::vector<double>> forward_ms;
   phase("F and B", [&] {
     Sync(group, options.comm_timeout);
-    MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, false, profiles, forward_ms);
+    MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, false, profiles, forward_ms, clock);
   });
   phase("F, I and W", [&] {
     Sync(group, options.comm_timeout);
-    MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms);
+    MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms, clock);
   });
   for (auto& [s, p] : profiles) p.forward_ms = Median(forward_ms[s]);
   double overhead = 0;
@@ -337,7 +352,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     LinkProfile link;
     phase("link ping-pong", [&] {
       Sync(group, options.comm_timeout);
-      PingPong(rank, a, b, transport, options, tag, link);
+      PingPong(rank, a, b, transport, options, tag, link, clock, options.device);
     });
     if (rank == a) links.push_back(link);
   }

@@ -14,6 +14,8 @@
 // Rank 0 gathers everything.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <chrono>
 #include <map>
 #include <vector>
@@ -23,6 +25,7 @@
 namespace pplab {
 
 struct ProcessGroupHandle;
+class StepClock;
 class MemoryMeter;
 
 struct ProfileOptions {
@@ -33,6 +36,11 @@ struct ProfileOptions {
   // Payload sizes of the link ping-pong besides a one-byte message.
   std::vector<Bytes> link_payload_bytes = {16 << 20};
   std::chrono::milliseconds comm_timeout{60000};
+  // Times every measured region (host clock when null; CUDA events on a
+  // GPU, so F, B, I, W and the link are GPU time).
+  StepClock* clock = nullptr;
+  // Where the stages live; the link's messages are made there.
+  c10::Device device{c10::kCPU};
 };
 
 struct StageProfile {

@@ -57,6 +57,9 @@ json Parse(Input&& input, const std::string& origin, const JsonValueFilter& filt
     return json::parse(std::forward<Input>(input), std::ref(callback));
   } catch (const json::parse_error& e) {
     throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
+  } catch (const json::out_of_range& e) {
+    // A number too large for a double (1e400): found by fuzzing the config reader.
+    throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
   }
 }
 

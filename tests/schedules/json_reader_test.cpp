@@ -23,6 +23,15 @@ TEST_CASE("a key given twice in one object is refused, naming the file and the k
   CHECK_THROWS_WITH(ParseJsonStrict("{\"a\": ", "x.json"), Catch::StartsWith("x.json: not valid JSON"));
 }
 
+TEST_CASE("a number beyond a double's range is invalid JSON naming the file, in every reader", "[json_reader]") {
+  // Found by tests/fuzz (llama_config): nlohmann throws out_of_range, which
+  // escaped the config reader as a bare exception.
+  CHECK_THROWS_WITH(ParseJsonStrict(R"({"a": 1e400})", "x.json"),
+                    Catch::StartsWith("x.json: not valid JSON") && Catch::Contains("number overflow"));
+  CHECK_THROWS_AS(LlamaConfigFromJson(R"({"rope_theta": 1e400})", "m.json"), Error);
+  CHECK_THROWS_AS(CostModel::FromJson(R"({"format": "pplab.cost", "version": 1e400})", "c.json"), Error);
+}
+
 TEST_CASE("every JSON input refuses a duplicated key: schedules, cost models, model configs", "[json_reader]") {
   std::string schedule = ScheduleToJson(Lower(Generate1F1B(2, 2)));
   schedule.replace(schedule.find("\"ranks\": 2"), 10, "\"ranks\": 2, \"ranks\": 3");

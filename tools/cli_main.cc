@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 
 #include "schedules/error.h"
@@ -39,7 +40,12 @@ void RefuseNonFiniteNumbers(CLI::App& app) {
 const std::string& ProgramName() { return StoredProgramName(); }
 
 int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
-  if (argc > 0 && argv[0] != nullptr && argv[0][0] != '\0') StoredProgramName() = argv[0];
+  // pplab-train and its workers learn the name from pplab (cmd_forward_train.cpp).
+  if (const char* name = std::getenv(kProgramNameEnv); name != nullptr && *name != '\0') {
+    StoredProgramName() = name;
+  } else if (argc > 0 && argv[0] != nullptr && argv[0][0] != '\0') {
+    StoredProgramName() = argv[0];
+  }
   RefuseNonFiniteNumbers(app);
   std::string known;
   bool found = false;

@@ -26,7 +26,9 @@ int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code);
 
 // The name the user ran pplab by (argv[0] as given, e.g. "build/pplab"),
 // for the commands pplab prints for the user to run next: pplab is usually
-// not on PATH. "pplab" until RunCli() has seen argv.
+// not on PATH. "pplab" until RunCli() has seen argv. pplab hands it to
+// pplab-train, and so to train's workers, in $PPLAB_PROGRAM.
 const std::string& ProgramName();
+constexpr const char* kProgramNameEnv = "PPLAB_PROGRAM";
 
 }  // namespace pplab::cli

@@ -7,11 +7,13 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 
 #include "schedules/error.h"
+#include "tools/cli_main.h"
 #include "tools/commands.h"
 
 namespace pplab::cli {
@@ -27,6 +29,7 @@ constexpr const char* kTrainExecutable = "pplab-train";
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());  // argv[0] stays what the user typed
   args.push_back(nullptr);
+  if (!argv.empty()) ::setenv(kProgramNameEnv, argv[0].c_str(), 1);  // what the workers print
   ::execv(path.c_str(), args.data());
   const int err = errno;
   if (err == ENOENT) {

@@ -58,7 +58,7 @@ TEST_CASE("cli: pplab loads no LibTorch: the offline commands stay under 30 MB",
   REQUIRE(Pplab("simulate --plan " + plan + " --trace " + trace).code == 0);
   const std::vector<std::vector<std::string>> runs = {
       {"schedules"},
-      {"simulate", "-k", "64", "-m", "1024"},
+      {"simulate", "-k", "8", "-m", "64"},
       {"compare"},
       {"validate", plan},
       {"show", "--plan", plan},

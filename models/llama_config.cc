@@ -5,6 +5,7 @@
 
 #include "schedules/error.h"
 #include "schedules/file_io.h"
+#include "schedules/json_reader.h"
 
 namespace pplab {
 namespace {
@@ -58,12 +59,7 @@ std::string LlamaConfig::ToJson() const {
 }
 
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   if (!doc.is_object()) throw Error(origin + ": expected a JSON object");
   static const char* kKnown[] = {
       "vocab_size",          "hidden_size",         "intermediate_size",       "num_hidden_layers",

@@ -1,6 +1,7 @@
 #include "schedules/file_io.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -12,27 +13,80 @@
 namespace pplab {
 namespace {
 
-// No input pplab reads is anywhere near this; a larger one (or /dev/zero)
-// is refused instead of exhausting memory.
-constexpr size_t kMaxInputBytes = size_t{1} << 30;
+// What a path that is not a regular file is, for the refusal.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "is a directory";
+  if (S_ISFIFO(mode)) return "is a FIFO, not a regular file";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "is a device, not a regular file";
+  if (S_ISSOCK(mode)) return "is a socket, not a regular file";
+  return "is not a regular file";
+}
+
+// stat()s PATH (following symlinks) and refuses anything but a regular file
+// of at most kMaxInputBytes: a FIFO would block, /dev/zero never ends. Returns
+// its size.
+long long CheckInputFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw Error("cannot read " + path + ": " + FileKind(st.st_mode));
+  if (st.st_size > kMaxInputBytes) {
+    throw Error("cannot read " + path + ": larger than 1 GiB (" + std::to_string(st.st_size) + " bytes)");
+  }
+  return st.st_size;
+}
 
 }  // namespace
 
-std::string ReadTextFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw Error("cannot read " + path + ": is a directory");
+std::ifstream OpenInputFile(const std::string& path) {
+  CheckInputFile(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  char bom[3] = {};
+  in.read(bom, 3);
+  if (!(in.gcount() == 3 && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')) {
+    in.clear();
+    in.seekg(0);
+  }
+  return in;
+}
+
+int SkipSpace(std::istream& in) {
+  while (true) {
+    const int c = in.peek();
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\n') return c == std::char_traits<char>::eof() ? EOF : c;
+    in.get();
+  }
+}
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in = OpenInputFile(path);
   std::string text;
   char buffer[1 << 16];
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
     text.append(buffer, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxInputBytes) throw Error("cannot read " + path + ": larger than 1 GiB");
+    // The file may have grown since it was checked.
+    if (text.size() > static_cast<size_t>(kMaxInputBytes)) throw Error("cannot read " + path + ": larger than 1 GiB");
   }
   if (in.bad()) throw Error("cannot read " + path + ": read error");
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark
   return text;
+}
+
+void CheckWritable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw Error("cannot write " + path + ": is a directory");
+    if (::access(path.c_str(), W_OK) != 0) throw Error("cannot write " + path + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) return;  // a device or FIFO is written through in place
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat dst {};
+  if (::stat(dir.c_str(), &dst) != 0) throw Error("cannot write " + path + ": " + dir + ": " + std::strerror(errno));
+  if (!S_ISDIR(dst.st_mode)) throw Error("cannot write " + path + ": " + dir + " is not a directory");
+  // The temporary beside the file, then the rename, need a writable folder.
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw Error("cannot write " + path + ": " + dir + ": " + std::strerror(errno));
+  }
 }
 
 void WriteTextFile(const std::string& path, const std::string& contents) {

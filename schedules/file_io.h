@@ -1,13 +1,34 @@
 // Whole-file reads and writes with errors that name the file.
 #pragma once
 
+#include <fstream>
+#include <istream>
 #include <string>
 
 namespace pplab {
 
+// The largest input file pplab reads (schedules, cost models, configs,
+// traces, corpus files): 1 GiB.
+constexpr long long kMaxInputBytes = 1LL << 30;
+
 // Reads a whole file (at most 1 GiB), without a leading UTF-8 byte-order
-// mark. Throws pplab::Error "cannot read PATH: reason".
+// mark. Only regular files: a FIFO or device (which could block or never
+// end) is refused. Throws pplab::Error "cannot read PATH: reason".
 std::string ReadTextFile(const std::string& path);
+
+// Opens a file for reading with the checks of ReadTextFile (a regular file
+// of at most 1 GiB), positioned after a UTF-8 byte-order mark, so a parser
+// can stream it instead of holding its text.
+std::ifstream OpenInputFile(const std::string& path);
+
+// Skips spaces, tabs and line breaks; returns the next character without
+// consuming it, or EOF (from <cstdio>) at the end.
+int SkipSpace(std::istream& in);
+
+// Throws pplab::Error naming PATH unless WriteTextFile(path, ...) can write
+// there: not a directory, and its folder exists and takes a new file. For a
+// command that would otherwise fail only after its work.
+void CheckWritable(const std::string& path);
 
 // Writes a whole file. A regular (or new) file is written through a
 // temporary beside it and a rename, so a reader never sees half a file; a

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "schedules/action_kinds.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
+#include "schedules/json_reader.h"
 
 namespace pplab {
 namespace {
@@ -23,11 +25,14 @@ const json& Field(const json& obj, const char* key, const std::string& origin) {
 int IntField(const json& obj, const char* key, const std::string& origin) {
   const json& v = Field(obj, key, origin);
   if (!v.is_number_integer()) throw Error(origin + ": field '" + key + "' must be an integer");
-  const auto n = v.get<long long>();
-  if (n < 1 || n > 1000000000) {
-    throw Error(origin + ": field '" + key + "' must be in [1, 1e9], got " + std::to_string(n));
+  // An unsigned value above 2^63 - 1 is no long long: test it as what it is.
+  const bool in_range = v.is_number_unsigned()
+                            ? v.get<unsigned long long>() >= 1 && v.get<unsigned long long>() <= 1000000000
+                            : v.get<long long>() >= 1 && v.get<long long>() <= 1000000000;
+  if (!in_range) {
+    throw Error(origin + ": field '" + key + "' must be in [1, 1e9], got " + v.dump());
   }
-  return static_cast<int>(n);
+  return static_cast<int>(v.get<long long>());
 }
 
 std::string Basename(const std::string& path) {
@@ -87,13 +92,36 @@ std::string ScheduleToJson(const Schedule& schedule) {
   return out;
 }
 
-static Schedule ScheduleFromJsonDoc(const std::string& text, const std::string& origin) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+namespace {
+
+// Reads the JSON format from `input` (text or a stream) without holding the
+// programs as JSON: each action string is parsed as soon as the parser has
+// it and dropped from the document, so memory stays near the size of the
+// schedule itself (a JSON value per action would cost ~40x its text).
+template <typename Input>
+Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
+  std::vector<Program> rows;
+  Program row;
+  const JsonValueFilter keep_programs_out = [&](int depth, const std::string& top_key, json& value) {
+    if (top_key != "programs" || depth < 2) return true;
+    const std::string at = origin + ": programs[" + std::to_string(rows.size()) + "]";
+    if (depth == 2) {
+      if (!value.is_array()) throw Error(at + " must be an array");
+      rows.push_back(std::move(row));
+      row = Program();
+      return false;
+    }
+    if (depth > 3) return true;  // inside a cell that is not a string: refused when the cell ends
+    const std::string cell_at = at + "[" + std::to_string(row.size()) + "]";
+    if (!value.is_string()) throw Error(cell_at + " must be an action string such as \"0F1\"");
+    try {
+      row.push_back(ParseAction(value.get_ref<const std::string&>()));
+    } catch (const Error& e) {
+      throw Error(cell_at + ": " + e.what());
+    }
+    return false;
+  };
+  const json doc = ParseJsonStrict(input, origin, keep_programs_out);
   if (!doc.is_object()) throw Error(origin + ": expected a JSON object at the top level");
   const json& format = Field(doc, "format", origin);
   if (format != "pplab.schedule") throw Error(origin + ": field 'format' must be \"pplab.schedule\"");
@@ -128,23 +156,11 @@ static Schedule ScheduleFromJsonDoc(const std::string& text, const std::string& 
     }
     s.placement.push_back(static_cast<RankId>(placement[i].get<long long>()));
   }
-  const json& programs = Field(doc, "programs", origin);
-  if (!programs.is_array()) throw Error(origin + ": field 'programs' must be an array (one per rank)");
-  for (size_t r = 0; r < programs.size(); ++r) {
-    if (!programs[r].is_array()) throw Error(origin + ": programs[" + std::to_string(r) + "] must be an array");
-    Program p;
-    for (size_t i = 0; i < programs[r].size(); ++i) {
-      const json& cell = programs[r][i];
-      const std::string at = origin + ": programs[" + std::to_string(r) + "][" + std::to_string(i) + "]";
-      if (!cell.is_string()) throw Error(at + " must be an action string such as \"0F1\"");
-      try {
-        p.push_back(ParseAction(cell.get<std::string>()));
-      } catch (const Error& e) {
-        throw Error(at + ": " + e.what());
-      }
-    }
-    s.programs.push_back(std::move(p));
+  // Its rows were taken out as they were parsed (what is left is empty).
+  if (!Field(doc, "programs", origin).is_array()) {
+    throw Error(origin + ": field 'programs' must be an array (one per rank)");
   }
+  s.programs = std::move(rows);
   try {
     CheckHeader(s);  // action-level problems are validation's to report
   } catch (const Error& e) {
@@ -154,12 +170,19 @@ static Schedule ScheduleFromJsonDoc(const std::string& text, const std::string& 
   return s;
 }
 
-Schedule ScheduleFromJson(const std::string& text, const std::string& origin) {
+template <typename Input>
+Schedule ScheduleFromJsonChecked(Input& input, const std::string& origin) {
   try {
-    return ScheduleFromJsonDoc(text, origin);
+    return ScheduleFromJsonInput(input, origin);
   } catch (const json::exception& e) {
     throw Error(origin + ": " + e.what());
   }
+}
+
+}  // namespace
+
+Schedule ScheduleFromJson(const std::string& text, const std::string& origin) {
+  return ScheduleFromJsonChecked(text, origin);
 }
 
 namespace {
@@ -316,11 +339,15 @@ std::string ScheduleToPytorchComputeCsv(const Schedule& schedule) {
 }
 
 Schedule LoadScheduleFile(const std::string& path) {
+  // JSON streams from the file; the CSV reader takes the text (a CSV cell
+  // is as small as the action it becomes).
+  std::ifstream in = OpenInputFile(path);
+  const int first = SkipSpace(in);
+  if (first == EOF) throw Error(path + ": file is empty");
+  const bool json_like = EndsWith(path, ".json") || (!EndsWith(path, ".csv") && first == '{');
+  if (json_like) return ScheduleFromJsonChecked(in, path);
+  in.close();
   const std::string text = ReadTextFile(path);
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error(path + ": file is empty");
-  const bool json_like =
-      EndsWith(path, ".json") || (!EndsWith(path, ".csv") && text[text.find_first_not_of(" \t\r\n")] == '{');
-  if (json_like) return ScheduleFromJson(text, path);
   std::string name = Basename(path);
   for (char& c : name) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';

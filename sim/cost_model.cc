@@ -6,6 +6,7 @@
 
 #include "schedules/action_kinds.h"
 #include "schedules/error.h"
+#include "schedules/json_reader.h"
 
 namespace pplab {
 namespace {
@@ -192,12 +193,7 @@ CostModel CostModel::FromJson(const std::string& text, const std::string& origin
 }
 
 CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& origin) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   CheckKeys(doc, {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel"},
             origin);
   if (doc.value("format", std::string()) != "pplab.cost") {

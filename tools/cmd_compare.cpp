@@ -51,43 +51,62 @@ int RunCompare(const CompareOptions& o) {
     std::printf("%s\n", rows.dump(2).c_str());
     return 0;
   }
-  const char* header[] = {"schedule",
-                          "K",
-                          "S",
-                          "M",
-                          "makespan_ms",
-                          "bubble_%",
-                          "analytic_%",
-                          "span_bubble_%",
-                          "peak_inflight",
-                          "peak_bytes",
-                          "p2p_messages",
-                          "p2p_bytes"};
-  std::vector<std::vector<std::string>> table;
-  table.emplace_back(std::begin(header), std::end(header));
-  for (const auto& j : rows) {
-    table.push_back({j["schedule"].get<std::string>(), j["ranks"].dump(), j["stages"].dump(), j["microbatches"].dump(),
-                     Fixed(j["makespan"].get<double>(), 3), Percent(j["bubble_fraction"]),
-                     Percent(j["analytic_bubble_fraction"]), Percent(j["span_bubble_fraction"]),
-                     j["peak_inflight"].dump(), j["peak_activation_bytes"].dump(), j["p2p_messages"].dump(),
-                     j["p2p_bytes"].dump()});
-  }
   if (o.csv) {
-    for (const auto& row : table) {
-      for (size_t c = 0; c < row.size(); ++c) std::printf("%s%s", c ? "," : "", row[c].c_str());
-      std::printf("\n");
-    }
+    std::string csv = SimulationCsvHeader();
+    for (const auto& j : rows) csv += SimulationCsvRow(j);
+    std::fwrite(csv.data(), 1, csv.size(), stdout);
     return 0;
   }
-  std::vector<size_t> width(table[0].size(), 0);
-  for (const auto& row : table) {
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  // Byte columns only where some cost gives bytes: all zeros would read as a
+  // measurement.
+  bool any_memory = false, any_p2p_bytes = false;
+  for (const auto& j : rows) {
+    any_memory = any_memory || j["peak_activation_bytes"].get<Bytes>() != 0;
+    any_p2p_bytes = any_p2p_bytes || j["p2p_bytes"].get<Bytes>() != 0;
   }
-  for (const auto& row : table) {
-    for (size_t c = 0; c < row.size(); ++c) {
-      std::printf(c == 0 ? "%-*s" : "  %*s", static_cast<int>(width[c]), row[c].c_str());
-    }
-    std::printf("\n");
+  std::vector<std::string> header = {"schedule",
+                                     "K",
+                                     "S",
+                                     "M",
+                                     "makespan_ms",
+                                     "bubble_%(makespan)",
+                                     "analytic_%(makespan)",
+                                     "bubble_%(span)",
+                                     "analytic_%(span)",
+                                     "peak_inflight"};
+  if (any_memory) header.push_back("peak_activation_bytes");
+  header.push_back("p2p_messages");
+  if (any_p2p_bytes) header.push_back("p2p_bytes");
+  std::vector<std::vector<std::string>> table = {header};
+  for (const auto& j : rows) {
+    // The closed form goes in the column of its paper's convention.
+    const auto& convention = j["analytic_convention"];
+    const bool span = !convention.is_null() && convention.get<std::string>() == "span";
+    const std::string analytic = Percent(j["analytic_bubble_fraction"]);
+    std::vector<std::string> row = {j["schedule"].get<std::string>(),
+                                    j["ranks"].dump(),
+                                    j["stages"].dump(),
+                                    j["microbatches"].dump(),
+                                    Fixed(j["makespan"].get<double>(), 3),
+                                    Percent(j["bubble_fraction"]),
+                                    span ? "-" : analytic,
+                                    Percent(j["span_bubble_fraction"]),
+                                    span ? analytic : "-",
+                                    j["peak_inflight"].dump()};
+    if (any_memory) row.push_back(j["peak_activation_bytes"].dump());
+    row.push_back(j["p2p_messages"].dump());
+    if (any_p2p_bytes) row.push_back(j["p2p_bytes"].dump());
+    table.push_back(std::move(row));
+  }
+  PrintTable(table);
+  std::printf(
+      "bubble (makespan): 1 - sum(busy) / (K x makespan); bubble (span): the worst rank's idle share of its own "
+      "span (the Zero Bubble paper's); analytic: the family's closed form, in its paper's convention\n");
+  if (!any_memory || !any_p2p_bytes) {
+    std::printf("not shown: %s (no cost gives them; see --activation-bytes, --message-bytes, --cost)\n",
+                !any_memory && !any_p2p_bytes ? "peak activation bytes and p2p bytes"
+                : !any_memory                 ? "peak activation bytes"
+                                              : "p2p bytes");
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/schedule_io.h"
+#include "tools/cli_main.h"
 #include "tools/commands.h"
 #include "tools/plan_search.h"
 #include "tools/report.h"
@@ -96,7 +97,7 @@ int RunPlan(const PlanCmdOptions& o) {
   const PlanSearchResult result = SearchPlans(search);
   const PlanCandidate& best = result.fitting.front();
   WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best, o.ranks)));
-  const std::string train = "pplab train --plan " + o.out_path + " --model " + o.model + " --partition " +
+  const std::string train = ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " +
                             best.partition_method + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
                             std::to_string(search.seq_len) + " --ranks " + std::to_string(o.ranks) + " --dp " +
                             std::to_string(o.dp);

@@ -8,6 +8,7 @@
 #include "schedules/file_io.h"
 #include "schedules/validate.h"
 #include "sim/simulator.h"
+#include "tools/cli_main.h"
 #include "tools/commands.h"
 #include "tools/plan_options.h"
 #include "traces/chrome_trace.h"
@@ -30,7 +31,7 @@ constexpr long long kMaxCells = 1LL << 26;
 void PrintTimeline(const Timeline& timeline, int columns) {
   if (static_cast<long long>(timeline.ranks) * columns > kMaxCells) {
     throw Error("show: " + std::to_string(timeline.ranks) + " ranks x --columns " + std::to_string(columns) +
-                " is too large a picture for a terminal; use pplab render for an SVG");
+                " is too large a picture for a terminal; use `" + ProgramName() + " render` for an SVG");
   }
   const std::string text = RenderText(timeline, columns);
   std::fwrite(text.data(), 1, text.size(), stdout);

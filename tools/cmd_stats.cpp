@@ -74,12 +74,28 @@ int RunStats(const StatsOptions& o) {
   std::printf("%s (%s): K=%d makespan %s ms, bubble %s %%, span bubble %s %%\n", t.name.c_str(), t.source.c_str(),
               t.ranks, Fixed(NsToMs(summary.makespan), 3).c_str(), Fixed(100 * summary.bubble_fraction, 2).c_str(),
               Fixed(100 * summary.span_bubble_fraction, 2).c_str());
+  std::vector<std::vector<std::string>> ranks = {
+      {"rank", "actions", "busy_ms", "idle_ms", "span_ms", "gaps_per_action_ms"}};
   for (const auto& r : per_rank) {
-    std::printf("  rank %d: %d actions, busy %s ms, idle %s ms, gaps %s ms per action\n", r["rank"].get<int>(),
-                r["actions"].get<int>(), Fixed(r["busy"].get<double>(), 3).c_str(),
-                Fixed(r["idle"].get<double>(), 3).c_str(), Fixed(r["gaps_per_action"].get<double>(), 4).c_str());
+    ranks.push_back({r["rank"].dump(), r["actions"].dump(), Fixed(r["busy"].get<double>(), 3),
+                     Fixed(r["idle"].get<double>(), 3), Fixed(r["span"].get<double>(), 3),
+                     Fixed(r["gaps_per_action"].get<double>(), 4)});
   }
-  for (const auto& st : stages) std::printf("  stage %s\n", st.dump().c_str());
+  PrintTable(ranks, 0);
+  if (!stages.empty()) {
+    // Mean time of each compute kind per stage; "-" where the trace has none.
+    std::vector<std::vector<std::string>> table = {{"stage"}};
+    for (const auto& kind : kKinds) table[0].push_back(kind.second);
+    for (const auto& st : stages) {
+      std::vector<std::string> row = {st["stage"].dump()};
+      for (const auto& kind : kKinds) {
+        row.push_back(st.contains(kind.second) ? Fixed(st[kind.second].get<double>(), 4) : "-");
+      }
+      table.push_back(std::move(row));
+    }
+    std::printf("\n");
+    PrintTable(table, 0);
+  }
   if (!o.cost_out.empty()) std::printf("cost model estimated from the trace written to %s\n", o.cost_out.c_str());
   return 0;
 }

@@ -28,9 +28,9 @@ int RunSweep(const SweepOptions& o) {
   if (names.empty()) {
     for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
   }
-  std::string csv =
-      "schedule,ranks,virtual,stages,microbatches,makespan_ms,bubble_fraction,analytic_bubble_fraction,"
-      "span_bubble_fraction,peak_inflight,peak_activation_bytes,p2p_messages,p2p_bytes\n";
+  // Fail before minutes of simulation, not after.
+  if (!o.out_path.empty() && o.out_path != "-") CheckWritable(o.out_path);
+  std::string csv = SimulationCsvHeader();
   int rows = 0, skipped = 0;
   for (const std::string& name : names) {
     const GeneratorInfo& info = FindGenerator(name);
@@ -52,14 +52,7 @@ int RunSweep(const SweepOptions& o) {
             continue;
           }
           const CostModel costs = BuildCostModel(p, schedule);
-          const nlohmann::json j = SimulationJson(schedule, costs, Simulate(schedule, costs));
-          const auto& a = j["analytic_bubble_fraction"];
-          csv += name + "," + std::to_string(K) + "," + std::to_string(v) + "," + j["stages"].dump() + "," +
-                 std::to_string(M) + "," + Fixed(j["makespan"].get<double>(), 6) + "," +
-                 Fixed(j["bubble_fraction"].get<double>(), 6) + "," + (a.is_null() ? "" : Fixed(a.get<double>(), 6)) +
-                 "," + Fixed(j["span_bubble_fraction"].get<double>(), 6) + "," + j["peak_inflight"].dump() + "," +
-                 j["peak_activation_bytes"].dump() + "," + j["p2p_messages"].dump() + "," + j["p2p_bytes"].dump() +
-                 "\n";
+          csv += SimulationCsvRow(SimulationJson(schedule, costs, Simulate(schedule, costs)));
           ++rows;
         }
       }

@@ -38,6 +38,7 @@
 #include "schedules/validate.h"
 #include "sim/measured_costs.h"
 #include "sim/simulator.h"
+#include "tools/cli_main.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
 #include "traces/chrome_trace.h"
@@ -512,8 +513,8 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
     if (!o.sim_trace_path.empty()) std::printf("simulated trace of the same plan: %s\n", o.sim_trace_path.c_str());
     if (!svg_path.empty()) std::printf("both, stacked: %s\n", svg_path.c_str());
     if (text != nullptr && !o.checkpoint_dir.empty()) {
-      std::printf("sample from it: pplab generate --checkpoint %s --prompt \"The meaning of life\"\n",
-                  o.checkpoint_dir.c_str());
+      std::printf("sample from it: %s generate --checkpoint %s --prompt \"The meaning of life\"\n",
+                  ProgramName().c_str(), o.checkpoint_dir.c_str());
     }
   }
   std::fflush(stdout);

@@ -24,11 +24,18 @@ void SetupBench(CLI::App& app, int& exit_code);
 void SetupStats(CLI::App& app, int& exit_code);
 void SetupDiff(CLI::App& app, int& exit_code);
 void SetupPlan(CLI::App& app, int& exit_code);
+
+// The LibTorch commands, in the `pplab-train` executable.
 // `argv` is the whole command line, which the launcher hands to the workers.
 void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& argv);
 void SetupExportModel(CLI::App& app, int& exit_code);
 void SetupGenerate(CLI::App& app, int& exit_code);
 // `argv` is the whole command line, which the launcher hands to the workers.
 void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>& argv);
+
+// In `pplab`: train, export-model, generate and profile, each of which execs
+// `pplab-train` beside the running executable with the whole command line
+// `argv` (a one-line error when it is missing: a build without LibTorch).
+void SetupTrainingCommands(CLI::App& app, const std::vector<std::string>& argv);
 
 }  // namespace pplab::cli

@@ -1,18 +1,16 @@
 // pplab: plan, simulate and compare pipeline-parallel training schedules.
-// main() only dispatches; it is the one place that catches errors.
+// The offline commands run here, without LibTorch; train, generate,
+// export-model and profile exec `pplab-train` (tools/main_train.cpp).
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
-#include <new>
-#include <string>
 
-#include "schedules/error.h"
+#include "tools/cli_main.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
-  // A file-size limit reached while writing (a checkpoint, a trace) is a
-  // write error with a message, not a silent kill.
+  // A file-size limit reached while writing (a trace) is a write error with
+  // a message, not a silent kill.
   ::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"pplab: plan, simulate and compare pipeline-parallel training schedules"};
   app.require_subcommand(1);
@@ -30,33 +28,6 @@ int main(int argc, char** argv) {
   pplab::cli::SetupStats(app, exit_code);
   pplab::cli::SetupDiff(app, exit_code);
   pplab::cli::SetupPlan(app, exit_code);
-  pplab::cli::SetupTrain(app, exit_code, std::vector<std::string>(argv, argv + argc));
-  pplab::cli::SetupExportModel(app, exit_code);
-  pplab::cli::SetupGenerate(app, exit_code);
-  pplab::cli::SetupProfile(app, exit_code, std::vector<std::string>(argv, argv + argc));
-  std::string known;
-  bool found = false;
-  for (const CLI::App* sub : app.get_subcommands({})) {
-    known += (known.empty() ? "" : ", ") + sub->get_name();
-    found = found || (argc > 1 && sub->get_name() == argv[1]);
-  }
-  if (argc > 1 && argv[1][0] != '-' && !found) {
-    std::fprintf(stderr, "pplab: error: unknown command '%s' (commands: %s)\n", argv[1], known.c_str());
-    return 2;
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const pplab::Error& e) {
-    std::fprintf(stderr, "pplab: error: %s\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "pplab: error: out of memory\n");
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pplab: error: %s\n", e.what());
-    return 2;
-  }
-  return exit_code;
+  pplab::cli::SetupTrainingCommands(app, std::vector<std::string>(argv, argv + argc));
+  return pplab::cli::RunCli(app, argc, argv, exit_code);
 }

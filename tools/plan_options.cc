@@ -11,6 +11,7 @@
 #include "schedules/lowering.h"
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
+#include "tools/cli_main.h"
 
 namespace pplab::cli {
 namespace {
@@ -160,7 +161,7 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
     // before anything runs them.
     const ValidationReport report = shape.ok() ? Validate(s) : shape;
     if (!report.ok()) {
-      throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message + " (run `pplab validate " +
+      throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message + " (run `" + ProgramName() + " validate " +
                   o.plan_file + "` for the full report)");
     }
     return s;

@@ -1,5 +1,6 @@
 #include "tools/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -11,6 +12,41 @@ std::string Fixed(double x, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, x);
   return buf;
+}
+
+std::string SimulationCsvHeader() {
+  return "schedule,ranks,virtual,stages,microbatches,makespan_ms,bubble_fraction,span_bubble_fraction,"
+         "analytic_bubble_fraction,analytic_convention,peak_inflight,peak_activation_bytes,p2p_messages,p2p_bytes\n";
+}
+
+std::string SimulationCsvRow(const nlohmann::json& j) {
+  const int ranks = j["ranks"].get<int>(), stages = j["stages"].get<int>();
+  const auto& analytic = j["analytic_bubble_fraction"];
+  const auto& convention = j["analytic_convention"];
+  return j["schedule"].get<std::string>() + "," + std::to_string(ranks) + "," +
+         std::to_string(stages % ranks == 0 ? stages / ranks : 0) + "," + std::to_string(stages) + "," +
+         j["microbatches"].dump() + "," + Fixed(j["makespan"].get<double>(), 6) + "," +
+         Fixed(j["bubble_fraction"].get<double>(), 6) + "," + Fixed(j["span_bubble_fraction"].get<double>(), 6) + "," +
+         (analytic.is_null() ? "" : Fixed(analytic.get<double>(), 6)) + "," +
+         (convention.is_null() ? "" : convention.get<std::string>()) + "," + j["peak_inflight"].dump() + "," +
+         j["peak_activation_bytes"].dump() + "," + j["p2p_messages"].dump() + "," + j["p2p_bytes"].dump() + "\n";
+}
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows, size_t left_columns) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      line += (c == 0 ? "" : "  ") + (c < left_columns ? row[c] + pad : pad + row[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::printf("%s\n", line.c_str());
+  }
 }
 
 nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, const SimResult& r) {

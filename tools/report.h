@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "schedules/schedule.h"
 #include "sim/cost_model.h"
@@ -21,5 +22,20 @@ std::string SimulationText(const nlohmann::json& summary);
 
 // Formats a double with `digits` decimals, locale-independent.
 std::string Fixed(double x, int digits);
+
+// One simulated plan as a CSV row, the same columns in `compare --csv` and
+// `sweep` and the same names as SimulationJson: schedule, ranks, virtual
+// (S/K, 0 when uneven), stages, microbatches, makespan_ms, bubble_fraction
+// (makespan convention), span_bubble_fraction (span convention),
+// analytic_bubble_fraction (empty without a closed form),
+// analytic_convention, peak_inflight, peak_activation_bytes, p2p_messages,
+// p2p_bytes. The header line ends in a newline, and so does each row.
+std::string SimulationCsvHeader();
+std::string SimulationCsvRow(const nlohmann::json& summary);
+
+// Prints `rows` (the first one the header) as columns aligned for people,
+// two spaces apart: the first `left_columns` left-aligned (names), the others
+// right-aligned (numbers).
+void PrintTable(const std::vector<std::vector<std::string>>& rows, size_t left_columns = 1);
 
 }  // namespace pplab::cli

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "schedules/error.h"
+#include "schedules/schedule_io.h"
 
 namespace pplab {
 
@@ -40,6 +41,43 @@ TEST_CASE("unreadable and unwritable paths are errors naming them", "[file_io]")
   CHECK_THROWS_WITH(WriteTextFile("/nonexistent/dir/x.svg", "a"),
                     Catch::Contains("cannot write /nonexistent/dir/x.svg"));
   CHECK_THROWS_WITH(WriteTextFile(PPLAB_TEST_TMP_DIR, "a"), Catch::Contains("is a directory"));
+}
+
+TEST_CASE("a FIFO or a device is refused in one line instead of blocking or reading forever", "[file_io]") {
+  const std::string fifo = std::string(PPLAB_TEST_TMP_DIR) + "/plan.fifo";
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // nobody writes to it: opening it to read would block
+  CHECK_THROWS_WITH(ReadTextFile(fifo), Catch::Equals("cannot read " + fifo + ": is a FIFO, not a regular file"));
+  CHECK_THROWS_WITH(LoadScheduleFile(fifo), Catch::Contains("is a FIFO"));
+  std::remove(fifo.c_str());
+  CHECK_THROWS_WITH(ReadTextFile("/dev/zero"), Catch::Equals("cannot read /dev/zero: is a device, not a regular file"));
+  CHECK_THROWS_WITH(LoadScheduleFile("/dev/null"), Catch::Contains("is a device"));
+}
+
+TEST_CASE("a streamed input starts after its byte-order mark", "[file_io]") {
+  const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/bom.json";
+  WriteTextFile(path, "\xEF\xBB\xBF \n {}");
+  std::ifstream in = OpenInputFile(path);
+  CHECK(SkipSpace(in) == '{');
+  WriteTextFile(path, "{}");
+  std::ifstream plain = OpenInputFile(path);
+  CHECK(plain.get() == '{');
+  WriteTextFile(path, "  \n");
+  std::ifstream blank = OpenInputFile(path);
+  CHECK(SkipSpace(blank) == EOF);
+}
+
+TEST_CASE("CheckWritable refuses what WriteTextFile would fail on, and creates nothing", "[file_io]") {
+  const std::string dir = PPLAB_TEST_TMP_DIR;
+  CHECK_NOTHROW(CheckWritable(dir + "/new-output.csv"));
+  struct stat st {};
+  CHECK(::stat((dir + "/new-output.csv").c_str(), &st) != 0);
+  CHECK_NOTHROW(CheckWritable("/dev/null"));
+  CHECK_THROWS_WITH(CheckWritable("/nonexistent/dir/x.csv"),
+                    Catch::StartsWith("cannot write /nonexistent/dir/x.csv: /nonexistent/dir"));
+  CHECK_THROWS_WITH(CheckWritable(dir), Catch::Contains("is a directory"));
+  WriteTextFile(dir + "/plain.txt", "x");
+  CHECK_THROWS_WITH(CheckWritable(dir + "/plain.txt/x.csv"), Catch::Contains("is not a directory"));
 }
 
 }  // namespace pplab

@@ -6,7 +6,9 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
@@ -267,7 +269,7 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
   for (const auto& c : j["candidates"]) CHECK(c["peak_memory_bytes"].get<long long>() <= 2 * 1024 * 1024);
   CHECK(j["candidates"][0] == j["best"]);
   CHECK_THAT(j["train_command"].get<std::string>(),
-             Catch::StartsWith("pplab train --plan " + plan + " --model tiny --partition ") &&
+             Catch::StartsWith(std::string(PPLAB_BINARY) + " train --plan " + plan + " --model tiny --partition ") &&
                  Catch::Contains("--batch-size 8 --seq-len 32 --ranks 2 --dp 1"));
   r = Pplab("validate " + plan);
   CHECK(r.code == 0);
@@ -293,6 +295,64 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
   r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + plan + " --cost " + cost);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("fitted to " + cost));
+}
+
+TEST_CASE("cli: compare names each bubble column's convention and hides byte columns no cost gives", "[cli]") {
+  PplabRun r = Pplab("compare --schedules 1f1b,zb-h2 -k 4 -m 8");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("bubble_%(makespan)") && Catch::Contains("bubble_%(span)") &&
+                        Catch::Contains("analytic_%(makespan)") && Catch::Contains("analytic_%(span)"));
+  CHECK_THAT(r.out, !Catch::Contains("peak_activation_bytes") && !Catch::Contains("p2p_bytes"));
+  CHECK_THAT(r.out, Catch::Contains("not shown: peak activation bytes and p2p bytes"));
+  // zb-h2's closed form (0, span convention) sits under analytic_%(span); its
+  // makespan-convention cell is empty; 1f1b's (makespan convention) the other way.
+  const auto cells = [&](const std::string& name) {
+    const size_t at = r.out.find("\n" + name + " ");
+    REQUIRE(at != std::string::npos);
+    std::istringstream line(r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1));
+    std::vector<std::string> out;
+    for (std::string cell; line >> cell;) out.push_back(cell);
+    return out;
+  };
+  const std::vector<std::string> zb = cells("zb-h2"), one = cells("1f1b");
+  REQUIRE(zb.size() == 11);  // schedule K S M makespan bubble analytic span-bubble analytic inflight messages
+  CHECK(zb[6] == "-");
+  CHECK(zb[8] == "0.00");
+  CHECK(zb[5] != "0.00");  // the makespan-convention bubble is not 0
+  CHECK(one[6] == "27.27");  // (K-1)/(M+K-1) = 3/11
+  CHECK(one[8] == "-");
+  r = Pplab("compare --schedules 1f1b -k 4 -m 8 --activation-bytes 1e6 --message-bytes 1000");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("peak_activation_bytes") && Catch::Contains("p2p_bytes"));
+  CHECK_THAT(r.out, !Catch::Contains("not shown"));
+}
+
+TEST_CASE("cli: compare --csv and sweep write the same columns under the same names", "[cli]") {
+  const PplabRun compare = Pplab("compare --schedules 1f1b -k 2 -m 4 --csv");
+  const PplabRun sweep = Pplab("sweep --schedules 1f1b -k 2 -m 4");
+  REQUIRE(compare.code == 0);
+  REQUIRE(sweep.code == 0);
+  const std::string header = compare.out.substr(0, compare.out.find('\n'));
+  CHECK(header ==
+        "schedule,ranks,virtual,stages,microbatches,makespan_ms,bubble_fraction,span_bubble_fraction,"
+        "analytic_bubble_fraction,analytic_convention,peak_inflight,peak_activation_bytes,p2p_messages,p2p_bytes");
+  CHECK_THAT(sweep.out, Catch::Contains(header + "\n"));
+  // The same plan gives the same row.
+  const std::string row = compare.out.substr(header.size() + 1);
+  CHECK_THAT(sweep.out, Catch::Contains(row));
+  CHECK_THAT(row, Catch::StartsWith("1f1b,2,1,2,4,15.000000,0.200000,") && Catch::Contains(",0.200000,makespan,"));
+}
+
+TEST_CASE("cli: stats prints tables, not JSON", "[cli]") {
+  const std::string trace = TempPath("stats.json");
+  REQUIRE(Pplab("simulate -s zb-h1 -k 2 -m 4 --trace " + trace).code == 0);
+  const PplabRun r = Pplab("stats " + trace);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("{") && !Catch::Contains("\""));
+  CHECK_THAT(r.out, Catch::Contains("stage  forward_ms  backward_ms  backward_input_ms  backward_weight_ms"));
+  // zb-h1 splits the backward: B has no mean, I and W do (1 ms F, 2 ms B split evenly).
+  CHECK_THAT(r.out, Catch::Contains("\n    0      1.0000            -             1.0000              1.0000\n"));
+  CHECK_THAT(r.out, Catch::Contains("rank  actions  busy_ms  idle_ms  span_ms  gaps_per_action_ms\n   0       12   12.000"));
 }
 
 }  // namespace pplab

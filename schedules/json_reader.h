@@ -1,0 +1,27 @@
+// Reading JSON input files strictly: one parser for schedules, cost models
+// and model configs, so every JSON input refuses the same things.
+#pragma once
+
+#include <functional>
+#include <istream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace pplab {
+
+// Sees every value as the parser completes it, with its depth (the top-level
+// value is at depth 0, its members at 1, ...) and the top-level key it lies
+// under ("" at depth 0). Returning false drops the value from the document,
+// so a caller can convert a large array's elements as they arrive and never
+// hold them as JSON.
+using JsonValueFilter = std::function<bool(int depth, const std::string& top_key, nlohmann::json& value)>;
+
+// Parses JSON like nlohmann::json::parse, but throws pplab::Error naming
+// `origin` on a syntax error ("ORIGIN: not valid JSON (...)") and on a key
+// given twice in one object ("ORIGIN: key 'stages' is given twice in one
+// object"), which nlohmann would silently resolve to the last value.
+nlohmann::json ParseJsonStrict(const std::string& text, const std::string& origin, const JsonValueFilter& filter = {});
+// The same, reading from a stream, so the text need not be in memory.
+nlohmann::json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter = {});
+
+}  // namespace pplab

@@ -1,0 +1,138 @@
+// The two executables: pplab runs the offline commands without LibTorch and
+// hands the LibTorch ones to pplab-train; both refuse non-finite numbers.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "schedules/file_io.h"
+#include "tests/run_pplab.h"
+
+namespace pplab {
+namespace {
+
+const char* const kOfflineCommands[] = {"schedules", "simulate", "compare", "sweep", "export", "validate",
+                                        "render",    "show",     "bench",   "stats", "diff",   "plan"};
+
+std::string TempPath(const std::string& name) { return std::string(PPLAB_TEST_TMP_DIR) + "/" + name; }
+
+// Runs `command` through the shell; its exit code and stdout + stderr.
+PplabRun Shell(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
+}
+
+}  // namespace
+
+TEST_CASE("cli: every floating-point flag of every offline command refuses NaN and infinities by name", "[cli]") {
+  int checked = 0;
+  for (const char* command : kOfflineCommands) {
+    for (const std::string& flag : FloatFlags(command)) {
+      for (const char* value : {"nan", "inf", "-inf", "NaN"}) {
+        const PplabRun r = Pplab(std::string(command) + " " + flag + " " + value);
+        INFO(command << " " << flag << " " << value << ": " << r.out);
+        CHECK(r.code == 105);
+        // One line naming the flag and the value (a range check may say it first).
+        CHECK_THAT(r.out, Catch::StartsWith(flag + ": ") && Catch::Contains(std::string("got ") + value) ||
+                              Catch::Contains(std::string("Value ") + value + " not in range"));
+      }
+      ++checked;
+    }
+  }
+  // simulate/compare/sweep cost flags, plan's --flops-per-second, diff's --threshold-ms, ...
+  CHECK(checked >= 25);
+}
+
+TEST_CASE("cli: pplab loads no LibTorch: the offline commands stay under 30 MB", "[cli]") {
+  const std::string plan = TempPath("rss-plan.json"), trace = TempPath("rss-trace.json");
+  REQUIRE(Pplab("export -s zb-h1 -k 4 -m 8 -o " + plan).code == 0);
+  REQUIRE(Pplab("simulate --plan " + plan + " --trace " + trace).code == 0);
+  const std::vector<std::vector<std::string>> runs = {
+      {"schedules"},
+      {"simulate", "-k", "8", "-m", "64"},
+      {"compare"},
+      {"validate", plan},
+      {"show", "--plan", plan},
+      {"render", trace, "-o", "/dev/null"},
+      {"diff", trace, trace},
+      {"plan", "--model", "tiny", "--ranks", "2", "--global-batch", "8", "--memory-per-rank", "1GiB", "-o",
+       TempPath("rss-best.json")},
+  };
+  for (const auto& args : runs) {
+    const long kib = PeakRssKib(args);
+    INFO(args[0] << ": peak RSS " << kib << " KiB");
+    CHECK(kib > 0);
+    CHECK(kib < 30 * 1024);
+  }
+  // And no LibTorch library among the executable's NEEDED entries.
+  const PplabRun needed = Shell(std::string("readelf -d ") + PPLAB_BINARY);
+  REQUIRE_THAT(needed.out, Catch::Contains("libc.so"));  // readelf ran
+  CHECK_THAT(needed.out, !Catch::Contains("torch") && !Catch::Contains("c10"));
+}
+
+TEST_CASE("cli: --help lists the LibTorch commands too; without pplab-train beside it they say so", "[cli]") {
+  const PplabRun help = Pplab("--help");
+  for (const char* command : {"train", "generate", "export-model", "profile", "schedules", "plan"}) {
+    CHECK_THAT(help.out, Catch::Contains(std::string("  ") + command));
+  }
+  // A copy of pplab alone in a folder, as in a build without LibTorch.
+  const std::string dir = TempPath("lonely");
+  ::mkdir(dir.c_str(), 0755);
+  const std::string lonely = dir + "/pplab";
+  {
+    std::ifstream from(PPLAB_BINARY, std::ios::binary);
+    std::ofstream to(lonely, std::ios::binary | std::ios::trunc);
+    to << from.rdbuf();
+  }
+  REQUIRE(::chmod(lonely.c_str(), 0755) == 0);
+  for (const char* command : {"train", "generate --prompt x", "export-model", "profile"}) {
+    const PplabRun r = Shell(lonely + " " + command);
+    const std::string& out = r.out;
+    INFO(command << ": " << out);
+    CHECK(r.code == 2);
+    CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    CHECK_THAT(out, Catch::StartsWith("pplab: error: pplab ") && Catch::Contains(dir + "/pplab-train") &&
+                        Catch::Contains("without LibTorch"));
+  }
+}
+
+TEST_CASE("cli: printed commands start with the path pplab was run by", "[cli]") {
+  const std::string best = TempPath("argv0-plan.json");
+  const PplabRun r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + best);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains(std::string(PPLAB_BINARY) + " train --plan " + best));
+  const PplabRun big = Pplab("show -k 100000 -m 1 --columns 10000");
+  CHECK_THAT(big.out, Catch::Contains(std::string("use `") + PPLAB_BINARY + " render`"));
+}
+
+TEST_CASE("cli: sweep checks its output path before simulating", "[cli]") {
+  // interleaved with M = 3 not a multiple of K = 2 is skipped with a line: none may appear.
+  const PplabRun r = Pplab("sweep --schedules interleaved-1f1b -k 2 -m 3,4 -o /nonexistent/dir/sweep.csv");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Equals("pplab: error: cannot write /nonexistent/dir/sweep.csv: /nonexistent/dir: No "
+                                  "such file or directory\n"));
+}
+
+TEST_CASE("cli: a FIFO or a device as a schedule file is one line", "[cli]") {
+  const std::string fifo = TempPath("cli.fifo");
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  PplabRun r = Pplab("validate " + fifo);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Equals("pplab: error: cannot read " + fifo + ": is a FIFO, not a regular file\n"));
+  std::remove(fifo.c_str());
+  r = Pplab("simulate --plan /dev/zero");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Equals("pplab: error: cannot read /dev/zero: is a device, not a regular file\n"));
+}
+
+}  // namespace pplab

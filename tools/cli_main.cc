@@ -1,0 +1,77 @@
+#include "tools/cli_main.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "schedules/error.h"
+
+namespace pplab::cli {
+namespace {
+
+std::string& StoredProgramName() {
+  static std::string name = "pplab";
+  return name;
+}
+
+// Every value of the option must parse to a finite number; the range and
+// format checks of the option itself run too.
+const CLI::Validator kFinite(
+    [](std::string& value) -> std::string {
+      char* end = nullptr;
+      const double x = std::strtod(value.c_str(), &end);
+      if (end != value.c_str() && !std::isfinite(x)) return "must be a finite number, got " + value;
+      return "";
+    },
+    "");
+
+}  // namespace
+
+void RefuseNonFiniteNumbers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type.compare(0, 5, "FLOAT") == 0) opt->check(kFinite);
+  }
+  for (CLI::App* sub : app.get_subcommands({})) RefuseNonFiniteNumbers(*sub);
+}
+
+const std::string& ProgramName() { return StoredProgramName(); }
+
+int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
+  // pplab-train and its workers learn the name from pplab (cmd_forward_train.cpp).
+  if (const char* name = std::getenv(kProgramNameEnv); name != nullptr && *name != '\0') {
+    StoredProgramName() = name;
+  } else if (argc > 0 && argv[0] != nullptr && argv[0][0] != '\0') {
+    StoredProgramName() = argv[0];
+  }
+  RefuseNonFiniteNumbers(app);
+  std::string known;
+  bool found = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    found = found || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !found) {
+    std::fprintf(stderr, "pplab: error: unknown command '%s' (commands: %s)\n", argv[1], known.c_str());
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const pplab::Error& e) {
+    std::fprintf(stderr, "pplab: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "pplab: error: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pplab: error: %s\n", e.what());
+    return 2;
+  }
+  return exit_code;
+}
+
+}  // namespace pplab::cli

@@ -26,7 +26,8 @@ class AdamW {
  public:
   AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWConfig config);
   // One update with learning rate `lr` from the parameters' .grad (a
-  // parameter without a gradient is left alone).
+  // parameter without a gradient is left alone), as multi-tensor (foreach)
+  // operations over all parameters.
   void Step(double lr);
   void ZeroGrad();
   const std::vector<std::pair<std::string, at::Tensor>>& Params() const { return params_; }

@@ -29,3 +29,50 @@ TEST_CASE("AdamW by name makes the updates of torch::optim::AdamW", "[adamw]") {
 }
 
 }  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// The per-parameter update, written out: the reference for the foreach one.
+void ReferenceStep(at::Tensor p, AdamWState& s, double lr, const AdamWConfig& c) {
+  torch::NoGradGuard no_grad;
+  ++s.step;
+  const at::Tensor& g = p.grad();
+  p.mul_(1 - lr * c.weight_decay);
+  s.exp_avg.mul_(c.beta1).add_(g, 1 - c.beta1);
+  s.exp_avg_sq.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
+  const double bias1 = 1 - std::pow(c.beta1, static_cast<double>(s.step));
+  const double bias2 = 1 - std::pow(c.beta2, static_cast<double>(s.step));
+  p.addcdiv_(s.exp_avg, (s.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(c.eps), -lr / bias1);
+}
+
+}  // namespace
+
+TEST_CASE("foreach AdamW equals the per-parameter update, also with mixed step counts", "[adamw]") {
+  torch::manual_seed(5);
+  const AdamWConfig config;
+  auto a = torch::randn({6, 3}).requires_grad_(true), b = torch::randn({7}).requires_grad_(true);
+  auto a_ref = a.detach().clone(), b_ref = b.detach().clone();
+  AdamW mine({{"a", a}, {"b", b}}, config);
+  // "a" resumes at step 3 with moments from a checkpoint; "b" starts fresh.
+  AdamWState a_state{torch::rand({6, 3}) * 1e-2, torch::rand({6, 3}) * 1e-4, 3};
+  mine.State()["a"] = {a_state.exp_avg.clone(), a_state.exp_avg_sq.clone(), 3};
+  AdamWState b_state{torch::zeros({7}), torch::zeros({7}), 0};
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor ga = torch::randn({6, 3}), gb = torch::randn({7});
+    a.mutable_grad() = ga.clone();
+    b.mutable_grad() = gb.clone();
+    a_ref.mutable_grad() = ga.clone();
+    b_ref.mutable_grad() = gb.clone();
+    mine.Step(1e-2);
+    ReferenceStep(a_ref, a_state, 1e-2, config);
+    ReferenceStep(b_ref, b_state, 1e-2, config);
+    INFO("step " << step);
+    CHECK((a.detach() - a_ref).abs().max().item<double>() <= 1e-6);
+    CHECK((b.detach() - b_ref).abs().max().item<double>() <= 1e-6);
+  }
+  CHECK(mine.State().at("a").step == 6);
+  CHECK(mine.State().at("b").step == 3);
+}
+
+}  // namespace pplab

@@ -18,7 +18,7 @@ TEST_CASE("every generator is valid after lowering over K 1..8, M 1..16, v 1..3"
       for (int M = 1; M <= 16; ++M) {
         for (int v = 1; v <= 3; ++v) {
           if (!FamilyAccepts(g, K, M, v)) continue;
-          const Schedule compute = Generate(g.name, {K, M, v});
+          const Schedule compute = GenerateForTest(g, {K, M, v});
           REQUIRE_FALSE(compute.HasComm());
           REQUIRE(compute.stages == K * v);
           // One F per (stage, microbatch); the backwards are counted by Validate.

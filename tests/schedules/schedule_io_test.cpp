@@ -13,7 +13,7 @@ namespace pplab {
 
 TEST_CASE("schedule JSON round-trips for every generator", "[schedule_io]") {
   for (const GeneratorInfo& g : Generators()) {
-    const Schedule s = Lower(Generate(g.name, {4, 8, 0}));  // 0: the family's default v
+    const Schedule s = Lower(GenerateForTest(g, {4, 8, 0}));  // 0: the family's default v
     const std::string text = ScheduleToJson(s);
     const Schedule back = ScheduleFromJson(text, "mem.json");
     INFO(g.name);
@@ -171,7 +171,7 @@ TEST_CASE("export in PyTorch's compute-only form and import give back the same p
       for (int M : {4, 8}) {
         const int v = g.default_virtual;
         if (!FamilyAccepts(g, K, M, v)) continue;
-        const Schedule compute = Generate(g.name, {K, M, v});
+        const Schedule compute = GenerateForTest(g, {K, M, v});
         const Schedule lowered = Lower(compute);
         INFO(g.name << " K=" << K << " M=" << M);
         const Schedule back = ScheduleFromPytorchCsv(ScheduleToPytorchComputeCsv(lowered), "x.csv", g.name);

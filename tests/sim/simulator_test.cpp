@@ -33,6 +33,7 @@ TEST_CASE("simulated bubble equals the analytic one for uniform costs and free c
   // closed forms hold for T_F = T_I = T_W, i.e. b = 2f, w = f.
   const std::vector<std::array<TimeNs, 3>> cost_sets = {{1000, 2000, 1000}, {1000, 1000, 500}, {3000, 2000, 1000}};
   for (const GeneratorInfo& g : Generators()) {
+    if (g.needs_costs) continue;  // zb-auto claims no closed form; see zb_auto_test.cpp
     for (int K = 1; K <= 8; ++K) {
       for (int M = 1; M <= 16; ++M) {
         for (int v = 1; v <= 3; ++v) {

@@ -107,13 +107,24 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   return w;
 }
 
+// The executor feeds data at stage 0 and takes the loss at stage S-1: it
+// runs one pipeline, so a schedule of several (dualpipe) is refused here.
+Schedule OnePipeline(Schedule s) {
+  if (s.NumPipelines() > 1) {
+    throw Error("train: '" + s.name + "' runs " + std::to_string(s.NumPipelines()) +
+                " pipelines over its ranks (two copies of the model); the executor runs one pipeline (plan and "
+                "simulate it with pplab simulate)");
+  }
+  return s;
+}
+
 Schedule LoadPlan(const TrainOptions& o) {
-  if (o.plan_file.empty()) return Lower(Generate(o.schedule, {o.ranks, o.microbatches, o.virtual_stages}));
+  if (o.plan_file.empty()) return OnePipeline(Lower(Generate(o.schedule, {o.ranks, o.microbatches, o.virtual_stages})));
   Schedule s = LoadScheduleFile(o.plan_file);
   if (!s.HasComm() && s.ranks > 1) s = Lower(s);
   const ValidationReport report = Validate(s);
   if (!report.ok()) throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message);
-  return s;
+  return OnePipeline(std::move(s));
 }
 
 // Fills in the output paths not given: everything goes into --out, unless

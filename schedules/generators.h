@@ -60,6 +60,10 @@ Schedule GenerateZeroBubbleH2(int ranks, int microbatches);
 Schedule GenerateZeroBubbleV(int ranks, int microbatches);
 Schedule GenerateInterleavedZeroBubble(int ranks, int microbatches, int virtual_stages);
 Schedule GenerateDualPipeV(int ranks, int microbatches);
+// DeepSeek-V3's DualPipe: two copies of K stages as two pipelines over the
+// K ranks (Schedule::pipeline_starts = {K}), microbatches 0..M/2-1 fed at
+// rank 0 and M/2..M-1 at rank K-1. Rules: K even, M even and M >= 2K.
+Schedule GenerateDualPipe(int ranks, int microbatches);
 
 // Stage -> rank map of V-shaped schedules: 2K stages, stage s on rank s for
 // s < K and on rank 2K-1-s after, so rank r holds stages r and 2K-1-r.

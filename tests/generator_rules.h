@@ -14,6 +14,7 @@ inline bool FamilyAccepts(const GeneratorInfo& g, int ranks, int microbatches, i
   if (g.name == "interleaved-1f1b") return virtual_stages >= 2 && microbatches % ranks == 0;
   if (g.name == "interleaved-zb") return microbatches % std::max(1, microbatches / ranks) == 0;
   if (g.name == "dualpipev") return microbatches >= 2 * ranks;
+  if (g.name == "dualpipe") return ranks % 2 == 0 && microbatches % 2 == 0 && microbatches >= 2 * ranks;
   return true;
 }
 

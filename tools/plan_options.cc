@@ -194,7 +194,9 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
     return m;
   }
   CheckProfile(o, CostModel{});  // refuses the profile checks without --cost
-  const int v = std::max(1, schedule.StagesPerRank());
+  // A rank's share of one copy of the model is split over its stages of
+  // that copy: v stages per rank, or v / 2 for dualpipe's two copies.
+  const int v = std::max(1, schedule.StagesPerRank() / schedule.NumPipelines());
   if (o.w_time_ms && *o.w_time_ms > o.b_time_ms) {
     throw Error("--w-time (" + std::to_string(*o.w_time_ms) + ") must not exceed --b-time (" +
                 std::to_string(o.b_time_ms) + ")");

@@ -191,6 +191,12 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
             ++result.skipped;  // a rule of the family (e.g. M % K == 0)
             continue;
           }
+          if (schedule.NumPipelines() > 1) {
+            // dualpipe holds two copies of a K-stage partition, which the
+            // partitioners and train do not build: not a plan to write.
+            ++result.skipped;
+            continue;
+          }
         }
         const int mb = o.global_batch / (o.dp * M);
         for (const auto& [method, partition] : partitions) {

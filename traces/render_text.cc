@@ -83,6 +83,10 @@ std::string RenderText(const Timeline& timeline, int columns) {
 
   // Widen until every label fits: start from the narrowest width that could
   // (each event at least `need` cells wide), then grow by an eighth.
+  // Widening stops at kMaxTextCells per rank and kMaxTextPictureCells in all
+  // (12 bytes of working memory each), never below `columns`.
+  const TimeNs cap =
+      std::max<TimeNs>(columns, std::min<TimeNs>(kMaxTextCells, kMaxTextPictureCells / std::max(1, ranks)));
   TimeNs cells = columns;
   std::vector<std::vector<int>> owner = Owners(timeline, makespan, cells);
   if (makespan > 0 && !runs_fit(owner)) {
@@ -91,10 +95,10 @@ std::string RenderText(const Timeline& timeline, int columns) {
       const TimeNs d = timeline.events[i].end - timeline.events[i].start;
       if (need[i] > 0) wanted = std::max(wanted, (need[i] * makespan + d - 1) / d);
     }
-    cells = std::min<TimeNs>(std::max<TimeNs>(columns, kMaxTextCells), wanted);
+    cells = std::min(cap, wanted);
     owner = Owners(timeline, makespan, cells);
-    while (!runs_fit(owner) && cells < kMaxTextCells) {
-      cells = std::min<TimeNs>(kMaxTextCells, cells + std::max<TimeNs>(1, cells / 8));
+    while (!runs_fit(owner) && cells < cap) {
+      cells = std::min(cap, cells + std::max<TimeNs>(1, cells / 8));
       owner = Owners(timeline, makespan, cells);
     }
   }
@@ -106,6 +110,7 @@ std::string RenderText(const Timeline& timeline, int columns) {
   if (ranks == 0) return out;
 
   bool cut = false;
+  std::vector<bool> shown(n, false);
   std::vector<std::string> rows(ranks);
   for (RankId r = 0; r < ranks; ++r) {
     std::string& row = rows[r];
@@ -115,6 +120,7 @@ std::string RenderText(const Timeline& timeline, int columns) {
       if (i < 0 || (c > 0 && owner[r][c - 1] == i)) continue;
       TimeNs end = c;
       while (end < cells && owner[r][end] == i) ++end;
+      shown[i] = true;
       const char letter = InfoOf(timeline.events[i].action.kind).letter;
       std::fill(row.begin() + c, row.begin() + end, letter);
       const std::string& text = label[i];
@@ -156,7 +162,11 @@ std::string RenderText(const Timeline& timeline, int columns) {
   }
   legend += " . idle; a box starts with ";
   legend += with_stage ? "<stage><kind><microbatch> (e.g. 3F12)" : "its microbatch";
-  if (cut) legend += "; + a label too long for its box (use pplab render)";
+  int hidden = 0;  // events with a duration that own no cell at the widest picture
+  for (int i = 0; i < n; ++i) hidden += need[i] > 0 && !shown[i];
+  if (cut) legend += "; + a label too long for its box";
+  if (hidden > 0) legend += "; " + std::to_string(hidden) + " action(s) too short to show";
+  if (cut || hidden > 0) legend += " (use pplab render)";
   return out + legend + "\n";
 }
 

@@ -26,8 +26,10 @@
 //     one kind letter (which keeps adjacent labels apart), and otherwise as many cells
 //     as that takes, wrapped into bands of `columns` cells. A wrapped picture
 //     prints, before each band, a scale line with the band's start and end in
-//     ms. Above kMaxTextCells cells per rank the picture stops widening; a
-//     label that then does not fit is replaced by '+' and the legend says so.
+//     ms. Past kMaxTextCells cells per rank (or kMaxTextPictureCells in all)
+//     the picture stops widening; a label that then does not fit is replaced
+//     by '+', and the legend says so and counts the actions too short to own
+//     a cell at all.
 //   - The last line is a legend of the kinds present and of the labels.
 // Communication events are not drawn. Events whose rank lies outside
 // [0, timeline.ranks) are ignored; ranks with no events give all-idle rows.
@@ -40,8 +42,10 @@
 
 namespace pplab {
 
-// Widest picture RenderText draws, in cells per rank.
+// How far RenderText widens a picture: at most this many cells per rank, and
+// this many over all ranks (never fewer than `columns` per rank).
 constexpr int kMaxTextCells = 1 << 16;
+constexpr long long kMaxTextPictureCells = 1LL << 22;
 
 // `columns` < 1 is treated as 1. With a zero makespan every cell is idle.
 std::string RenderText(const Timeline& timeline, int columns);

@@ -548,3 +548,25 @@ TEST_CASE("svg gives each of a rank's stages its own shade of the kind's colour,
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("text render marks a label it cannot widen for with +, and says so", "[render]") {
+  Timeline t;
+  t.name = "tiny-w";
+  t.ranks = 1;
+  // A 10 us I and a 1 ns W in a 1 s step would need 3e9 cells; the picture
+  // stops at 65536 (15.26 us each): the I gets one cell, too few for "13",
+  // and the W none.
+  t.events = {Event(0, ActionKind::kForward, 0, 3, 0, 1000),
+              TimelineEvent{0, {ActionKind::kBackwardInput, 0, 13}, MsToNs(1000), MsToNs(1000.01)},
+              TimelineEvent{0, {ActionKind::kBackwardWeight, 0, 3}, MsToNs(1000.01), MsToNs(1000.01) + 1}};
+  const std::string text = RenderText(t, 100);
+  CHECK(CountOf(text, "\nr0 |") == kMaxTextCells / 100 + 1);
+  CHECK_THAT(text, Catch::EndsWith("FFF+|\nlegend: F forward, I input grad, W weight grad, . idle; a box starts "
+                                   "with its microbatch; + a label too long for its box; 1 action(s) too short to "
+                                   "show (use pplab render)\n"));
+  CHECK_THAT(text, Catch::StartsWith("tiny-w: makespan 1000.010 ms"));
+}
+
+}  // namespace pplab

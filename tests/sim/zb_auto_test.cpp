@@ -88,12 +88,27 @@ TEST_CASE("zb-auto is never slower than zb-h1 under zb-h1's memory nor than zb-h
   CHECK(faster > 100);
 }
 
+// Two lower bounds on a makespan, v = 1, uniform costs, latency per message:
+//   - any order: the last rank gets its first input after (K-1)(F + latency)
+//     and then has M(F+I+W) of work;
+//   - at most K microbatches in flight on rank 0 (zb-h1's memory): before its
+//     first I, which needs K forwards and K-1 input gradients down and back
+//     up the pipeline, rank 0 can only run its K forwards, so it idles at
+//     least (K-1)(I + 2 latency) besides its M(F+I+W) of work.
+TimeNs AnyOrderBound(int K, int M, TimeNs f, TimeNs i, TimeNs w, TimeNs latency) {
+  return (K - 1) * (f + latency) + M * (f + i + w);
+}
+TimeNs OneF1BMemoryBound(int K, int M, TimeNs f, TimeNs i, TimeNs w, TimeNs latency) {
+  return M * (f + i + w) + (K - 1) * (i + 2 * latency);
+}
+
 TEST_CASE("zb-auto beats zb-h1 and zb-h2 when F, I and W differ (K=4, M=8)", "[zb-auto]") {
   // F = 1000, I = 1500, W = 500 ns, free messages; memory is the
   // activations (no bytes held for W), so deferring a W costs none.
   const Versus v = Compare(4, 8, Costs(4, 1000, 2000, 500, 0, 0));
   CHECK(v.h1 == 30000);
   CHECK(v.auto1 == 28500);
+  CHECK(v.auto1 == OneF1BMemoryBound(4, 8, 1000, 1500, 500, 0));  // nothing does better at this memory
   CHECK(v.h2 == 28500);
   CHECK(v.auto2 == 28000);
 }
@@ -105,11 +120,27 @@ TEST_CASE("zb-auto beats zb-h1 when messages take time; zb-h2 already meets the 
   const Versus v = Compare(K, M, Costs(K, 1000, 2000, 1000, 500, 0));
   CHECK(v.h1 == 32000);
   CHECK(v.auto1 == 30000);
+  CHECK(v.auto1 == OneF1BMemoryBound(K, M, 1000, 1000, 1000, 500));
   // The last rank cannot start before (K-1)(F + latency) and then has
   // M(F+I+W) of work: 3 x 1500 + 8 x 3000 = 28500, which zb-h2 reaches, so
   // no order does better.
   CHECK(v.h2 == (K - 1) * 1500 + M * 3000);
+  CHECK(v.h2 == AnyOrderBound(K, M, 1000, 1000, 1000, 500));
   CHECK(v.auto2 == v.h2);
+}
+
+TEST_CASE("where zb-h1 and zb-h2 already meet the lower bounds, zb-auto equals them", "[zb-auto]") {
+  // F = 1000, I = 2000, W = 1000 ns: unequal costs, yet both hand orders are
+  // optimal for their memory, so no order can be strictly faster.
+  for (int K : {4, 6}) {
+    const int M = 2 * K;
+    const Versus v = Compare(K, M, Costs(K, 1000, 3000, 1000, 0, 0));
+    INFO("K=" << K);
+    CHECK(v.h1 == OneF1BMemoryBound(K, M, 1000, 2000, 1000, 0));
+    CHECK(v.auto1 == v.h1);
+    CHECK(v.h2 == AnyOrderBound(K, M, 1000, 2000, 1000, 0));
+    CHECK(v.auto2 == v.h2);
+  }
 }
 
 TEST_CASE("zb-auto is valid, complete and keeps to a byte limit", "[zb-auto]") {

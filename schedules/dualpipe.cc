@@ -37,10 +37,10 @@ namespace pplab {
 namespace {
 
 struct DualPipeRank {
-  int n = 1;                            // ranks in the half the phases are counted over
-  int h = 0;                            // this rank's position, 0..n-1
-  int chunks = 1;                       // microbatches per phase
-  StageId stage[2] = {0, 0};            // the stage of phase 0 and of phase 1
+  int n = 1;                                  // ranks in the half the phases are counted over
+  int h = 0;                                  // this rank's position, 0..n-1
+  int chunks = 1;                             // microbatches per phase
+  StageId stage[2] = {0, 0};                  // the stage of phase 0 and of phase 1
   MicrobatchId first_microbatch[2] = {0, 0};  // each phase's microbatches start here
 };
 
@@ -149,9 +149,9 @@ Schedule GenerateDualPipe(int ranks, int microbatches) {
                 std::to_string(ranks));
   }
   if (microbatches % 2 != 0 || microbatches < 2 * ranks) {
-    throw Error(name + ": needs an even M >= 2K = " + std::to_string(2 * ranks) +
-                " (half the microbatches enter at each end, at least K from each), got M=" +
-                std::to_string(microbatches));
+    throw Error(
+        name + ": needs an even M >= 2K = " + std::to_string(2 * ranks) +
+        " (half the microbatches enter at each end, at least K from each), got M=" + std::to_string(microbatches));
   }
   const int K = ranks, half = microbatches / 2;
   Schedule s = Header(name, K, microbatches);

@@ -96,7 +96,8 @@ Schedule Generate(const std::string& requested, const GeneratorOptions& options)
   const GeneratorInfo& info = FindGenerator(requested);
   const std::string& name = info.name;
   if (info.needs_costs) {
-    throw Error(name + ": searches its order with a cost model; generate it with GenerateWithCosts (sim/zb_auto.h), "
+    throw Error(name +
+                ": searches its order with a cost model; generate it with GenerateWithCosts (sim/zb_auto.h), "
                 "as pplab simulate, compare, show, export and plan do");
   }
   const int v = options.virtual_stages == 0 ? info.default_virtual : options.virtual_stages;

@@ -107,9 +107,8 @@ static Schedule ScheduleFromJsonDoc(const std::string& text, const std::string& 
     throw Error(origin + ": unsupported 'version' " + version.dump() + " (this pplab reads version " +
                 std::to_string(kScheduleFormatVersion) + ")");
   }
-  static const char* kKnown[] = {"format",    "version",  "name",           "ranks",
-                                 "stages",    "microbatches", "placement", "programs",
-                                 "pipeline_starts", "microbatch_pipeline"};
+  static const char* kKnown[] = {"format",       "version",   "name",     "ranks",           "stages",
+                                 "microbatches", "placement", "programs", "pipeline_starts", "microbatch_pipeline"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
         std::end(kKnown)) {

@@ -81,7 +81,8 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy)
     } else {
       const TimeNs next = std::min(i_ready, f_ready);
       const bool input_to_come = mi < M || (mf < M && inflight[r] < policy.inflight[r]);
-      const TimeNs w_end = owed[r].empty() ? kUnknown : t + costs.ComputeTime({ActionKind::kBackwardWeight, r, owed[r].front()});
+      const TimeNs w_end =
+          owed[r].empty() ? kUnknown : t + costs.ComputeTime({ActionKind::kBackwardWeight, r, owed[r].front()});
       bool w_fits = !owed[r].empty();
       if (w_fits && policy.gap == Policy::kKnownGap) w_fits = next == kUnknown || w_end <= next;
       if (w_fits && policy.gap == Policy::kStrictGap) w_fits = next == kUnknown ? !input_to_come : w_end <= next;
@@ -131,14 +132,15 @@ std::vector<Policy> Policies(int K, int M) {
     for (RankId r = 0; r < K; ++r) l[r] = std::clamp(limit_of(r), 1, M);
     if (std::find(limits.begin(), limits.end(), l) == limits.end()) limits.push_back(l);
   };
-  for (int c = 1; c < K; ++c) add([&](RankId r) { return std::min(K - r, c); });  // below 1F1B's memory
+  for (int c = 1; c < K; ++c) add([&](RankId r) { return std::min(K - r, c); });              // below 1F1B's memory
   for (int e = 0; e < K; ++e) add([&](RankId r) { return K - r + std::min(e, K - 1 - r); });  // zb-h1 .. zb-h2 shape
   for (int e = 1; e <= K; ++e) add([&](RankId r) { return K - r + e; });  // 1F1B's slope, e more in flight
   for (int c = K; c < 2 * K; ++c) add([&](RankId) { return c; });         // the same limit on every rank
   std::vector<Policy> out;
   for (const std::vector<int>& l : limits) {
     for (int backlog : {0, K - 1, 2 * K - 2, std::numeric_limits<int>::max()}) {
-      for (Policy::GapRule gap : {Policy::kGreedy, Policy::kKnownGap, Policy::kStrictGap}) out.push_back({l, backlog, gap});
+      for (Policy::GapRule gap : {Policy::kGreedy, Policy::kKnownGap, Policy::kStrictGap})
+        out.push_back({l, backlog, gap});
     }
   }
   return out;

@@ -233,14 +233,13 @@ std::string DrawLanes(const Timeline& timeline, const Scale& scale, const std::v
     out += "<g><title>" + Escape(EventName(e.action)) + " " + Fixed(NsToMs(e.start), 3) + "-" +
            Fixed(NsToMs(e.end), 3) + " ms</title>";
     // A thin white outline keeps back-to-back boxes apart without hiding idle gaps.
-    out +=
-        Rect(KindName(e.action.kind), x0, y, w, kLaneHeight, fill) + " stroke=\"#ffffff\" stroke-width=\"0.5\"/>";
+    out += Rect(KindName(e.action.kind), x0, y, w, kLaneHeight, fill) + " stroke=\"#ffffff\" stroke-width=\"0.5\"/>";
     if (e.action.kind == ActionKind::kOverlapFB) {
       // One split box: the forward's colour above, the backward's below.
       const ComputeParts parts = PartsOf(e.action);
       out += Rect("OVERLAP_F_B-F", x0, y, w, kLaneHeight / 2.0, fill_of(parts.part[0], e.rank)) + "/>";
-      out += Rect("OVERLAP_F_B-B", x0, y + kLaneHeight / 2.0, w, kLaneHeight / 2.0, fill_of(parts.part[1], e.rank)) +
-             "/>";
+      out +=
+          Rect("OVERLAP_F_B-B", x0, y + kLaneHeight / 2.0, w, kLaneHeight / 2.0, fill_of(parts.part[1], e.rank)) + "/>";
     }
     const std::string label = std::to_string(e.action.microbatch);
     if (w >= 4 + kCharPx * label.size()) {
@@ -274,7 +273,11 @@ int ShadesOf(const std::vector<const Timeline*>& timelines) {
 
 std::string Ordinal(int n) {
   const int tens = n % 100;
-  const char* suffix = tens >= 11 && tens <= 13 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  const char* suffix = tens >= 11 && tens <= 13 ? "th"
+                       : n % 10 == 1            ? "st"
+                       : n % 10 == 2            ? "nd"
+                       : n % 10 == 3            ? "rd"
+                                                : "th";
   return std::to_string(n) + suffix;
 }
 

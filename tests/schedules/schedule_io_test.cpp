@@ -278,8 +278,9 @@ TEST_CASE("schedule JSON carries dualpipe's pipelines and checks them", "[schedu
     t.replace(t.find(from), from.size(), to);
     return t;
   };
-  CHECK_THROWS_WITH(ScheduleFromJson(with("\"microbatch_pipeline\": [0,0,1,1],\n", ""), "dp.json"),
-                    Catch::Contains("dp.json: schedule 'dualpipe': pipeline_starts and microbatch_pipeline go together"));
+  CHECK_THROWS_WITH(
+      ScheduleFromJson(with("\"microbatch_pipeline\": [0,0,1,1],\n", ""), "dp.json"),
+      Catch::Contains("dp.json: schedule 'dualpipe': pipeline_starts and microbatch_pipeline go together"));
   CHECK_THROWS_WITH(ScheduleFromJson(with("[0,0,1,1]", "[0,0,1,2]"), "dp.json"),
                     Catch::Contains("microbatch_pipeline[3] = 2 is not a pipeline in [0, 2)"));
   CHECK_THROWS_WITH(ScheduleFromJson(with("[0,0,1,1]", "[0,1]"), "dp.json"),

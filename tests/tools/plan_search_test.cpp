@@ -1,7 +1,7 @@
 #include "tools/plan_search.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 
 #include "schedules/error.h"
@@ -194,7 +194,8 @@ TEST_CASE("plan: zb-auto is never slower than a zb-h1 or zb-h2 candidate that fi
     }
     // Wherever zb-h1 fits, so does zb-auto (zb-h1 is one of its candidates).
     const auto count = [&](const std::string& name) {
-      return std::count_if(r.fitting.begin(), r.fitting.end(), [&](const PlanCandidate& c) { return c.schedule == name; });
+      return std::count_if(r.fitting.begin(), r.fitting.end(),
+                           [&](const PlanCandidate& c) { return c.schedule == name; });
     };
     CHECK(count("zb-auto") >= count("zb-h1"));
     CHECK(count("zb-h1") >= 1);

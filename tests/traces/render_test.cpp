@@ -1,16 +1,16 @@
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cctype>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "traces/render_svg.h"
+#include "schedules/action_kinds.h"
 #include "schedules/generators.h"
 #include "sim/simulator.h"
+#include "traces/render_svg.h"
 #include "traces/render_text.h"
-#include "schedules/action_kinds.h"
 
 namespace pplab {
 namespace {
@@ -366,7 +366,8 @@ TEST_CASE("text render handles no events, idle ranks and columns below 1", "[ren
   CHECK(text.rfind("tiny [simulated]: makespan 9.000 ms, bubble 87.9%, 1 cell = 0.500 ms\n"
                    "     0.000 ms to 0.500 ms\nr0  |0|\nr1  |.|\nr2  |.|\n",
                    0) == 0);
-  CHECK_THAT(text, Catch::EndsWith("r10 |.|\nlegend: F forward, B backward, . idle; a box starts with its microbatch\n"));
+  CHECK_THAT(text,
+             Catch::EndsWith("r10 |.|\nlegend: F forward, B backward, . idle; a box starts with its microbatch\n"));
   CHECK(RenderText(t, -5) == text);
 }
 
@@ -505,8 +506,7 @@ TEST_CASE("text render with one stage per rank shows each microbatch number whol
   }
 }
 
-TEST_CASE("svg gives each of a rank's stages its own shade of the kind's colour, with a legend row each",
-          "[render]") {
+TEST_CASE("svg gives each of a rank's stages its own shade of the kind's colour, with a legend row each", "[render]") {
   for (const char* name : {"interleaved-1f1b", "looped-bfs", "zb-v", "dualpipev", "interleaved-zb"}) {
     const Schedule s = Generate(name, {4, 16, 2});
     const Timeline t = Simulated(s);

@@ -5,18 +5,19 @@
 // costs and communication time under a memory limit. We run a family of such
 // list schedules, each a policy:
 //   - an in-flight limit per rank (microbatches with F done and I not yet):
-//     from 1F1B's K - r (zb-h1) up to zb-h2's 2(K - r) - 1 and beyond, capped
-//     by M;
+//     from 1 through 1F1B's K - r (zb-h1's) and zb-h2's 2(K - r) - 1 to a
+//     little beyond, capped by M;
 //   - how many W passes a rank may defer before one is forced;
-//   - whether a deferred W fills an idle gap even when it would delay the
-//     next F or I whose input is already on its way (greedy), or only when it
-//     ends before that input arrives;
+//   - when a deferred W may fill an idle gap: always, only when it ends
+//     before the next input whose arrival is known, or only when it ends
+//     before the next input at all (waiting while that is unknown);
 // cost each with Simulate() (simulator.h) and keep the fastest whose peak
 // memory fits. zb-h1 and zb-h2 are candidates themselves whenever they fit,
 // so zb-auto's simulated makespan is never above theirs under a limit they
 // meet. Candidates are costed in order of the makespan their list schedule
-// predicts, and the search stops once no remaining prediction can win, so
-// K <= 16, M <= 64 takes a few tens of milliseconds.
+// predicts, and the search stops once no remaining prediction can win: K =
+// 16, M = 64 takes 0.06 s under zb-h1's memory and up to 0.3 s under
+// zb-h2's (one core, -O2).
 #pragma once
 
 #include <string>

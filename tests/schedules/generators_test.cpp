@@ -8,6 +8,7 @@
 #include "schedules/schedule_io.h"
 #include "schedules/lowering.h"
 #include "schedules/validate.h"
+#include "sim/simulator.h"
 #include "tests/generator_rules.h"
 
 namespace pplab {
@@ -196,6 +197,16 @@ TEST_CASE("dualpipe: two copies of K stages, one fed from each end with half the
       CHECK_FALSE((a.kind == ActionKind::kRecvF && a.stage == K));
     }
   }
+  // Each stage's gradients are complete after its own copy's M/2
+  // microbatches: that is where REDUCE_GRAD goes, and it validates.
+  const Schedule reduced = Lower(AddReduceGrad(s));
+  CHECK(Validate(reduced).ok());
+  StageCost c;
+  c.forward = 1;
+  c.backward = 2;
+  CHECK_NOTHROW(Simulate(reduced, CostModel::Uniform(2 * K, c, {})));
+  CHECK(s.MicrobatchesThrough(0) == M / 2);
+  CHECK(s.MicrobatchesThrough(K) == M / 2);
   // An action of a microbatch outside its copy is out of place.
   Schedule bad = s;
   bad.programs[0].push_back({ActionKind::kForward, 2 * K - 1, 0});

@@ -62,11 +62,11 @@ std::vector<std::pair<int, int>> DependencyEdges(const Schedule& schedule, const
     const StageId s = a.stage;
     const MicrobatchId m = a.microbatch;
     if (a.kind == ActionKind::kForward) {
-      if (s > 0) add(index.Find(ActionKind::kForward, s - 1, m), node);
+      if (s > schedule.FirstStage(m)) add(index.Find(ActionKind::kForward, s - 1, m), node);
       add(index.Find(ActionKind::kRecvF, s, m), node);
     } else if (IsInputGrad(a.kind)) {
       add(index.Find(ActionKind::kForward, s, m), node);
-      if (s < S - 1) add(index.FindInputGrad(s + 1, m), node);
+      if (s < schedule.LastStage(m)) add(index.FindInputGrad(s + 1, m), node);
       add(index.Find(ActionKind::kRecvB, s, m), node);
     } else {  // W
       add(index.Find(ActionKind::kBackwardInput, s, m), node);

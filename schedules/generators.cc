@@ -60,6 +60,14 @@ const std::vector<GeneratorInfo>& Generators() {
       {"dualpipev",
        "DualPipeV (DeepSeek): V placement, overlapped F&B of the two stages in the steady phase; needs M >= 2K", 2,
        false, true, "DualPipeV"},
+      {"dualpipe",
+       "DualPipe (DeepSeek-V3): two copies of the stages fed from both ends (half the microbatches each), "
+       "overlapped F&B in the steady phase; needs K even, M even, M >= 2K",
+       2, false, true, ""},
+      {"zb-auto",
+       "zero bubble automatic (Qi et al. section 3): the fastest of zb-h1, zb-h2 and a family of list schedules "
+       "costed with the cost model, under a memory limit (default: zb-h1's)",
+       1, false, true, "", true},
   };
   return kGenerators;
 }
@@ -87,6 +95,11 @@ const GeneratorInfo& FindGenerator(const std::string& name) {
 Schedule Generate(const std::string& requested, const GeneratorOptions& options) {
   const GeneratorInfo& info = FindGenerator(requested);
   const std::string& name = info.name;
+  if (info.needs_costs) {
+    throw Error(name +
+                ": searches its order with a cost model; generate it with GenerateWithCosts (sim/zb_auto.h), "
+                "as pplab simulate, compare, show, export and plan do");
+  }
   const int v = options.virtual_stages == 0 ? info.default_virtual : options.virtual_stages;
   if (!info.accepts_virtual && v != info.default_virtual) {
     throw Error(name + ": --virtual must be " + std::to_string(info.default_virtual) +
@@ -107,6 +120,7 @@ Schedule Generate(const std::string& requested, const GeneratorOptions& options)
   if (name == "zb-h2") return GenerateZeroBubbleH2(options.ranks, options.microbatches);
   if (name == "interleaved-zb") return GenerateInterleavedZeroBubble(options.ranks, options.microbatches, v);
   if (name == "dualpipev") return GenerateDualPipeV(options.ranks, options.microbatches);
+  if (name == "dualpipe") return GenerateDualPipe(options.ranks, options.microbatches);
   return GenerateZeroBubbleV(options.ranks, options.microbatches);
 }
 

@@ -27,6 +27,9 @@ struct GeneratorInfo {
   bool accepts_virtual;  // whether v may differ from default_virtual
   bool split_backward;   // emits I and W instead of B
   std::string pytorch_name;  // PyTorch's schedule class name (get_schedule_class), an alias; may be empty
+  // Searches its order with a cost model (zb-auto): Generate() refuses it;
+  // GenerateWithCosts() (sim/zb_auto.h) runs it.
+  bool needs_costs = false;
 };
 
 // The largest plan Generate() builds, in compute actions (K v M times 2, or 3
@@ -41,7 +44,8 @@ const std::vector<GeneratorInfo>& Generators();
 const GeneratorInfo& FindGenerator(const std::string& name);
 
 // Runs generator `name` (or an alias, see FindGenerator); the schedule is
-// named after the generator. Throws pplab::Error for an unknown name, K < 1,
+// named after the generator. Throws pplab::Error for an unknown name, a
+// generator that needs costs (zb-auto; see sim/zb_auto.h), K < 1,
 // M < 1, v < 1, a plan above kMaxComputeActions, or a rule of the family that
 // the options break.
 Schedule Generate(const std::string& name, const GeneratorOptions& options);
@@ -56,6 +60,10 @@ Schedule GenerateZeroBubbleH2(int ranks, int microbatches);
 Schedule GenerateZeroBubbleV(int ranks, int microbatches);
 Schedule GenerateInterleavedZeroBubble(int ranks, int microbatches, int virtual_stages);
 Schedule GenerateDualPipeV(int ranks, int microbatches);
+// DeepSeek-V3's DualPipe: two copies of K stages as two pipelines over the
+// K ranks (Schedule::pipeline_starts = {K}), microbatches 0..M/2-1 fed at
+// rank 0 and M/2..M-1 at rank K-1. Rules: K even, M even and M >= 2K.
+Schedule GenerateDualPipe(int ranks, int microbatches);
 
 // Stage -> rank map of V-shaped schedules: 2K stages, stage s on rank s for
 // s < K and on rank 2K-1-s after, so rank r holds stages r and 2K-1-r.

@@ -61,7 +61,6 @@ Schedule Lower(const Schedule& compute_only) {
     throw Error("schedule '" + compute_only.name + "' already holds SEND/RECV actions; lower a compute-only schedule");
   }
   Schedule out = compute_only;
-  const int S = compute_only.stages;
   const auto& place = compute_only.placement;
   for (RankId r = 0; r < compute_only.ranks; ++r) {
     const Program& in = compute_only.programs[r];
@@ -77,8 +76,8 @@ Schedule Lower(const Schedule& compute_only) {
       for (const Action& part : PartsOf(a)) {
         const StageId s = part.stage;
         const MicrobatchId m = part.microbatch;
-        const bool prev_remote = s > 0 && place[s - 1] != r;
-        const bool next_remote = s < S - 1 && place[s + 1] != r;
+        const bool prev_remote = s > compute_only.FirstStage(m) && place[s - 1] != r;
+        const bool next_remote = s < compute_only.LastStage(m) && place[s + 1] != r;
         if (part.kind == ActionKind::kForward) {
           if (prev_remote) program.push_back({ActionKind::kRecvF, s, m});
           if (next_remote) after[num_after++] = {ActionKind::kSendF, s, m};
@@ -123,7 +122,9 @@ Schedule AddReduceGrad(const Schedule& schedule) {
       with.push_back(a);
       for (const Action& part : PartsOf(a)) {
         if (part.kind != ActionKind::kBackward && part.kind != ActionKind::kBackwardWeight) continue;
-        if (++done[part.stage] == schedule.microbatches) with.push_back({ActionKind::kReduceGrad, part.stage, 0});
+        if (++done[part.stage] == schedule.MicrobatchesThrough(part.stage)) {
+          with.push_back({ActionKind::kReduceGrad, part.stage, 0});
+        }
       }
     }
     p = std::move(with);

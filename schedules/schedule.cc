@@ -58,6 +58,24 @@ std::vector<StageId> Schedule::StagesOf(RankId r) const {
   return out;
 }
 
+StageId Schedule::FirstStage(MicrobatchId m) const {
+  if (pipeline_starts.empty() || m < 0 || m >= static_cast<int>(microbatch_pipeline.size())) return 0;
+  const int p = microbatch_pipeline[m];
+  return p <= 0 ? 0 : pipeline_starts[p - 1];
+}
+
+StageId Schedule::LastStage(MicrobatchId m) const {
+  if (pipeline_starts.empty() || m < 0 || m >= static_cast<int>(microbatch_pipeline.size())) return stages - 1;
+  const int p = microbatch_pipeline[m];
+  return p >= static_cast<int>(pipeline_starts.size()) ? stages - 1 : pipeline_starts[p] - 1;
+}
+
+int Schedule::MicrobatchesThrough(StageId s) const {
+  int n = 0;
+  for (MicrobatchId m = 0; m < microbatches; ++m) n += Runs(s, m);
+  return n;
+}
+
 std::vector<RankId> LoopPlacement(int ranks, int stages) {
   std::vector<RankId> placement(stages);
   for (StageId s = 0; s < stages; ++s) placement[s] = s % ranks;
@@ -85,6 +103,11 @@ std::string WhyOutOfPlace(const Schedule& schedule, RankId rank, const Action& a
   if (schedule.placement[a.stage] != rank) {
     return "stage " + std::to_string(a.stage) + " is placed on rank " + std::to_string(schedule.placement[a.stage]);
   }
+  if (!IsPerStage(a.kind) && !schedule.Runs(a.stage, a.microbatch)) {
+    return "microbatch " + std::to_string(a.microbatch) + " runs through stages " +
+           std::to_string(schedule.FirstStage(a.microbatch)) + ".." + std::to_string(schedule.LastStage(a.microbatch)) +
+           " only (its pipeline)";
+  }
   return "";
 }
 
@@ -109,6 +132,30 @@ void CheckHeader(const Schedule& schedule) {
   if (static_cast<int>(schedule.programs.size()) != schedule.ranks) {
     throw Error(where + "has " + std::to_string(schedule.programs.size()) +
                 " programs but ranks = " + std::to_string(schedule.ranks));
+  }
+  if (schedule.pipeline_starts.empty() != schedule.microbatch_pipeline.empty()) {
+    throw Error(where + "pipeline_starts and microbatch_pipeline go together: give both or neither");
+  }
+  StageId previous = 0;
+  for (StageId start : schedule.pipeline_starts) {
+    if (start <= previous || start >= schedule.stages) {
+      throw Error(where + "pipeline_starts must ascend within [1, " + std::to_string(schedule.stages - 1) + "], got " +
+                  std::to_string(start) + " after " + std::to_string(previous));
+    }
+    previous = start;
+  }
+  if (!schedule.microbatch_pipeline.empty()) {
+    if (static_cast<int>(schedule.microbatch_pipeline.size()) != schedule.microbatches) {
+      throw Error(where + "microbatch_pipeline has " + std::to_string(schedule.microbatch_pipeline.size()) +
+                  " entries but microbatches = " + std::to_string(schedule.microbatches));
+    }
+    for (MicrobatchId m = 0; m < schedule.microbatches; ++m) {
+      const int p = schedule.microbatch_pipeline[m];
+      if (p < 0 || p >= schedule.NumPipelines()) {
+        throw Error(where + "microbatch_pipeline[" + std::to_string(m) + "] = " + std::to_string(p) +
+                    " is not a pipeline in [0, " + std::to_string(schedule.NumPipelines()) + ")");
+      }
+    }
   }
 }
 

@@ -23,6 +23,16 @@ struct Schedule {
   int microbatches = 0;           // M
   std::vector<RankId> placement;  // stage -> rank, size S
   std::vector<Program> programs;  // rank -> program, size K
+  // Several pipelines sharing the ranks (DualPipe: two copies of the model,
+  // one fed from rank 0 and one from rank K-1). pipeline_starts holds the
+  // first stage of every pipeline after the first (ascending, in 1..S-1);
+  // microbatch_pipeline[m] the pipeline microbatch m runs through. Inside a
+  // pipeline the dependencies are the usual ones (F(s,m) -> F(s+1,m), ...);
+  // none cross from one pipeline to the next, and the last stage of each
+  // computes a loss. Both empty (every other schedule): one pipeline of
+  // stages 0..S-1 that every microbatch runs through.
+  std::vector<StageId> pipeline_starts;
+  std::vector<int> microbatch_pipeline;
 
   // v = S / K when every rank holds the same number of stages, else 0.
   int StagesPerRank() const;
@@ -38,6 +48,17 @@ struct Schedule {
   size_t NumComputeActions() const;
   // Stages placed on rank r, ascending.
   std::vector<StageId> StagesOf(RankId r) const;
+
+  // 1 + pipeline_starts.size().
+  int NumPipelines() const { return 1 + static_cast<int>(pipeline_starts.size()); }
+  // The stages microbatch m runs through, [FirstStage(m), LastStage(m)]:
+  // [0, S-1] with one pipeline.
+  StageId FirstStage(MicrobatchId m) const;
+  StageId LastStage(MicrobatchId m) const;
+  // Whether microbatch m runs through stage s.
+  bool Runs(StageId s, MicrobatchId m) const { return s >= FirstStage(m) && s <= LastStage(m); }
+  // How many microbatches run through stage s (M with one pipeline).
+  int MicrobatchesThrough(StageId s) const;
 };
 
 // The stage -> rank map where stage s runs on rank s mod K ("loop"
@@ -45,12 +66,15 @@ struct Schedule {
 std::vector<RankId> LoopPlacement(int ranks, int stages);
 
 // Why `action` cannot appear in rank `rank`'s program (stage or microbatch
-// out of range, or stage placed elsewhere); empty when it can. Needs a
+// out of range, stage placed elsewhere, or a stage its microbatch does not
+// run through); empty when it can. Needs a
 // placement of size S.
 std::string WhyOutOfPlace(const Schedule& schedule, RankId rank, const Action& action);
 
 // Checks the whole-schedule fields: K, S, M >= 1, placement of size S with
-// ranks in range, K programs. Throws pplab::Error naming the field.
+// ranks in range, K programs, and pipeline_starts / microbatch_pipeline
+// (both empty, or starts ascending in 1..S-1 and one pipeline in range per
+// microbatch). Throws pplab::Error naming the field.
 void CheckHeader(const Schedule& schedule);
 
 // CheckHeader(), and every action's stage and microbatch in range and the

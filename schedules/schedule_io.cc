@@ -84,6 +84,11 @@ std::string ScheduleToJson(const Schedule& schedule) {
   std::string out = "{\n";
   const char* keys[] = {"format", "version", "name", "ranks", "stages", "microbatches", "placement"};
   for (const char* k : keys) out += "  \"" + std::string(k) + "\": " + doc[k].dump() + ",\n";
+  // Only schedules of several pipelines (dualpipe) carry the two optional fields.
+  if (!schedule.pipeline_starts.empty()) {
+    out += "  \"pipeline_starts\": " + json(schedule.pipeline_starts).dump() + ",\n";
+    out += "  \"microbatch_pipeline\": " + json(schedule.microbatch_pipeline).dump() + ",\n";
+  }
   out += "  \"programs\": [\n";
   for (size_t r = 0; r < doc["programs"].size(); ++r) {
     out += "    " + doc["programs"][r].dump() + (r + 1 < doc["programs"].size() ? ",\n" : "\n");
@@ -130,8 +135,8 @@ Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
     throw Error(origin + ": unsupported 'version' " + version.dump() + " (this pplab reads version " +
                 std::to_string(kScheduleFormatVersion) + ")");
   }
-  static const char* kKnown[] = {"format", "version",      "name",      "ranks",
-                                 "stages", "microbatches", "placement", "programs"};
+  static const char* kKnown[] = {"format",       "version",   "name",     "ranks",           "stages",
+                                 "microbatches", "placement", "programs", "pipeline_starts", "microbatch_pipeline"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
         std::end(kKnown)) {
@@ -155,6 +160,20 @@ Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
                   "), got " + placement[i].dump());
     }
     s.placement.push_back(static_cast<RankId>(placement[i].get<long long>()));
+  }
+  // Optional: several pipelines (docs/schedule-format.md).
+  for (const char* key : {"pipeline_starts", "microbatch_pipeline"}) {
+    if (!doc.contains(key)) continue;
+    const json& list = doc[key];
+    if (!list.is_array()) throw Error(origin + ": field '" + key + "' must be an array of integers");
+    std::vector<int>& into = std::string(key) == "pipeline_starts" ? s.pipeline_starts : s.microbatch_pipeline;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number_integer() || list[i].get<long long>() < 0 || list[i].get<long long>() > (1LL << 30)) {
+        throw Error(origin + ": " + key + "[" + std::to_string(i) + "] must be a non-negative integer, got " +
+                    list[i].dump());
+      }
+      into.push_back(static_cast<int>(list[i].get<long long>()));
+    }
   }
   // Its rows were taken out as they were parsed (what is left is empty).
   if (!Field(doc, "programs", origin).is_array()) {
@@ -317,6 +336,10 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
 }
 
 std::string ScheduleToPytorchCsv(const Schedule& schedule) {
+  if (schedule.NumPipelines() > 1) {
+    throw Error("schedule '" + schedule.name + "' runs " + std::to_string(schedule.NumPipelines()) +
+                " pipelines over its ranks, which PyTorch's CSV cannot express (use the pplab JSON format)");
+  }
   std::string out;
   for (const Program& p : schedule.programs) {
     for (size_t i = 0; i < p.size(); ++i) out += (i ? "," : "") + FormatAction(p[i]);

@@ -26,7 +26,9 @@ Schedule ScheduleFromJson(const std::string& text, const std::string& origin);
 // Errors name origin:row: column N.
 Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& origin, const std::string& name);
 // Every action of every program: PyTorch's "compute_comms" form
-// (_load_csv(path, format="compute_comms") runs it as written).
+// (_load_csv(path, format="compute_comms") runs it as written). Throws
+// pplab::Error for a schedule of several pipelines (dualpipe), which the CSV
+// cannot express.
 std::string ScheduleToPytorchCsv(const Schedule& schedule);
 // Only the compute actions (F, B, I, W, OVERLAP_F_B): PyTorch's
 // "compute_only" form, the default of _load_csv, which adds its own

@@ -54,6 +54,7 @@ void CheckCompleteness(const Schedule& s, ValidationReport& out) {
   const bool lowered = s.HasComm();
   for (StageId st = 0; st < S; ++st) {
     for (MicrobatchId m = 0; m < M; ++m) {
+      if (!s.Runs(st, m)) continue;  // another pipeline's microbatch (shape checks reject its actions)
       const std::string id = "stage " + std::to_string(st) + " microbatch " + std::to_string(m);
       if (n(ActionKind::kForward, st, m) == 0) out.Add({"missing F for " + id, {}});
       const int b = n(ActionKind::kBackward, st, m);
@@ -70,8 +71,8 @@ void CheckCompleteness(const Schedule& s, ValidationReport& out) {
       }
       if (!lowered) continue;
       // Messages this stage must send.
-      const bool next_remote = st < S - 1 && s.placement[st + 1] != s.placement[st];
-      const bool prev_remote = st > 0 && s.placement[st - 1] != s.placement[st];
+      const bool next_remote = st < s.LastStage(m) && s.placement[st + 1] != s.placement[st];
+      const bool prev_remote = st > s.FirstStage(m) && s.placement[st - 1] != s.placement[st];
       const std::tuple<ActionKind, bool, const char*> expected[] = {
           {ActionKind::kSendF, next_remote, "stage's output goes to another rank"},
           {ActionKind::kRecvF, prev_remote, "stage's input comes from another rank"},

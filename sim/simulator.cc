@@ -152,7 +152,7 @@ class Engine {
       if (end == kUnknown) Stuck(r, a, std::string("needs ") + what + ", which its rank has not run before it");
     };
     if (part.kind == ActionKind::kForward) {
-      if (st > 0) {
+      if (st > s_.FirstStage(m)) {
         if (s_.placement[st - 1] == r) {
           need_local(f_end_[Key(st - 1, m)], "the forward of the previous stage");
         } else if (!need_message(true)) {
@@ -161,7 +161,7 @@ class Engine {
       }
     } else if (IsInputGrad(part.kind)) {
       need_local(f_end_[Key(st, m)], "its own forward");
-      if (st < S_ - 1) {
+      if (st < s_.LastStage(m)) {
         if (s_.placement[st + 1] == r) {
           need_local(bi_end_[Key(st + 1, m)], "the backward of the next stage");
         } else if (!need_message(false)) {
@@ -252,7 +252,7 @@ class Engine {
   void RunPerStage(RankId r, long ev, const Action& a) {
     TimelineEvent& e = events_[ev];
     const StageId st = a.stage;
-    if (a.kind == ActionKind::kReduceGrad && grads_done_[st] < M_) {
+    if (a.kind == ActionKind::kReduceGrad && grads_done_[st] < s_.MicrobatchesThrough(st)) {
       Stuck(r, a, "reduces its stage's gradients before every B and W of the stage has run");
     }
     e.start = clock_[r];

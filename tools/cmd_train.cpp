@@ -108,8 +108,20 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   return w;
 }
 
-// The plan as the workers run it: lowered, and with data parallelism a
-// REDUCE_GRAD after each stage's last B or W (unless the plan has its own).
+// The executor feeds data at stage 0 and takes the loss at stage S-1: it
+// runs one pipeline, so a schedule of several (dualpipe) is refused here.
+Schedule OnePipeline(Schedule s) {
+  if (s.NumPipelines() > 1) {
+    throw Error("train: '" + s.name + "' runs " + std::to_string(s.NumPipelines()) +
+                " pipelines over its ranks (two copies of the model); the executor runs one pipeline (plan and "
+                "simulate it with pplab simulate)");
+  }
+  return s;
+}
+
+// The plan as the workers run it: lowered, one pipeline, and with data
+// parallelism a REDUCE_GRAD after each stage's last B or W (unless the plan
+// has its own).
 Schedule LoadPlan(const TrainOptions& o) {
   Schedule s;
   if (o.plan_file.empty()) {
@@ -118,6 +130,7 @@ Schedule LoadPlan(const TrainOptions& o) {
     s = LoadScheduleFile(o.plan_file);
     if (!s.HasComm() && s.ranks > 1) s = Lower(s);
   }
+  s = OnePipeline(std::move(s));
   bool has_reduce = false;
   for (const Program& p : s.programs) {
     for (const Action& a : p) has_reduce = has_reduce || a.kind == ActionKind::kReduceGrad;

@@ -11,6 +11,7 @@
 #include "schedules/lowering.h"
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
+#include "sim/zb_auto.h"
 #include "tools/cli_main.h"
 
 namespace pplab::cli {
@@ -95,6 +96,12 @@ void AddCostFlags(CLI::App& app, PlanOptions& o) {
                  "bytes an I keeps for its W (split schedules; one rank's share)")
       ->check(kBytes);
   app.add_option("--cost", o.cost_file, "cost model JSON file (overrides the uniform flags)");
+  app.add_option("--memory-limit", o.memory_limit_bytes,
+                 "zb-auto: activation bytes a rank may hold at its peak (default: zb-h1's memory)")
+      ->check(kBytes);
+  app.add_option("--inflight-limit", o.inflight_limit,
+                 "zb-auto: microbatches a rank may hold in flight (default: zb-h1's memory)")
+      ->check(CLI::Range(1, 1 << 24));
 }
 
 void AddProfileCheckFlags(CLI::App& app, PlanOptions& o) {
@@ -167,7 +174,17 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
     return s;
   }
   const std::string gen = name.empty() ? o.schedule : name;
-  return Lower(Generate(gen, {o.ranks, o.microbatches, o.virtual_stages}));
+  const GeneratorInfo& info = FindGenerator(gen);
+  if (!info.needs_costs) return Lower(Generate(gen, {o.ranks, o.microbatches, o.virtual_stages}));
+  // zb-auto: one stage per rank, costed as the finished schedule will be.
+  Schedule shape;
+  shape.name = info.name;
+  shape.ranks = o.ranks;
+  shape.stages = o.ranks;
+  AutoOptions limits;
+  if (o.memory_limit_bytes) limits.activation_limit = {static_cast<Bytes>(std::llround(*o.memory_limit_bytes))};
+  if (o.inflight_limit) limits.inflight_limit = *o.inflight_limit;
+  return Lower(GenerateAuto({o.ranks, o.microbatches, o.virtual_stages}, BuildCostModel(o, shape), limits));
 }
 
 CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
@@ -178,7 +195,9 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
     return m;
   }
   CheckProfile(o, CostModel{});  // refuses the profile checks without --cost
-  const int v = std::max(1, schedule.StagesPerRank());
+  // A rank's share of one copy of the model is split over its stages of
+  // that copy: v stages per rank, or v / 2 for dualpipe's two copies.
+  const int v = std::max(1, schedule.StagesPerRank() / schedule.NumPipelines());
   if (o.w_time_ms && *o.w_time_ms > o.b_time_ms) {
     throw Error("--w-time (" + std::to_string(*o.w_time_ms) + ") must not exceed --b-time (" +
                 std::to_string(o.b_time_ms) + ")");

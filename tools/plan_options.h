@@ -31,6 +31,10 @@ struct PlanOptions {
   double activation_bytes = 0;
   double weight_grad_bytes = 0;
   std::string cost_file;
+  // zb-auto's memory limit (sim/zb_auto.h): activation bytes per rank and/or
+  // microbatches in flight per rank; neither: zb-h1's memory.
+  std::optional<double> memory_limit_bytes;
+  std::optional<int> inflight_limit;
   // What a profiled --cost file must have been measured with (checked
   // against its meta; see CheckProfile). Empty / nullopt: not checked.
   std::string model;
@@ -42,7 +46,8 @@ struct PlanOptions {
 // Binds the size flags (--ranks, --microbatches, --virtual) and, unless
 // `with_schedule` is false, --schedule and --plan.
 void AddPlanFlags(CLI::App& app, PlanOptions& options, bool with_schedule = true);
-// Binds the cost flags (--f-time ... --cost).
+// Binds the cost flags (--f-time ... --cost) and zb-auto's memory limits
+// (--memory-limit, --inflight-limit).
 void AddCostFlags(CLI::App& app, PlanOptions& options);
 
 // Binds --model, --microbatch-size, --seq-len and --partition, which check a
@@ -55,7 +60,8 @@ void AddProfileCheckFlags(CLI::App& app, PlanOptions& options);
 void CheckProfile(const PlanOptions& options, const CostModel& costs);
 
 // The lowered schedule the options name: from --plan FILE, else generated
-// by `name` (defaults to options.schedule) and lowered.
+// by `name` (defaults to options.schedule) and lowered. zb-auto is searched
+// with BuildCostModel's costs and the options' memory limits.
 Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "");
 // The cost model for `schedule`: --cost FILE if given, else uniform from
 // the flags.

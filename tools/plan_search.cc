@@ -8,6 +8,7 @@
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 #include "sim/simulator.h"
+#include "sim/zb_auto.h"
 
 namespace pplab::cli {
 namespace {
@@ -183,24 +184,46 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
       if (by_params.layer_begin != partitions[0].second.layer_begin) partitions.push_back({"parameters", by_params});
       for (int M : ms) {
         Schedule schedule;
-        try {
-          schedule = Lower(Generate(name, {o.ranks, M, gen.accepts_virtual ? v : 0}));
-        } catch (const Error&) {
-          ++result.skipped;  // a rule of the family (e.g. M % K == 0)
-          continue;
+        if (!gen.needs_costs) {
+          try {
+            schedule = Lower(Generate(name, {o.ranks, M, gen.accepts_virtual ? v : 0}));
+          } catch (const Error&) {
+            ++result.skipped;  // a rule of the family (e.g. M % K == 0)
+            continue;
+          }
+          if (schedule.NumPipelines() > 1) {
+            // dualpipe holds two copies of a K-stage partition, which the
+            // partitioners and train do not build: not a plan to write.
+            ++result.skipped;
+            continue;
+          }
         }
         const int mb = o.global_batch / (o.dp * M);
         for (const auto& [method, partition] : partitions) {
           const bool verbatim = meta && v == 1 && S == o.profile->NumStages() &&
                                 partition.ToString() == meta->partition && mb == meta->microbatch_size;
           const CostModel costs = CandidateCosts(o, partition, mb, verbatim);
-          const SimResult sim = Simulate(schedule, costs);
-          ++result.simulated;
           std::vector<Bytes> memory(o.ranks, 0);
+          const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
           for (int s = 0; s < S; ++s) {
             // fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter.
-            memory[schedule.placement[s]] += 16 * StageParams(o.config, partition, s);
+            memory[placement[s]] += 16 * StageParams(o.config, partition, s);
           }
+          if (gen.needs_costs) {
+            // zb-auto searches its order for these costs, holding on each
+            // rank at most the activations that fit beside its weights.
+            AutoOptions limits;
+            for (RankId r = 0; r < o.ranks; ++r) limits.activation_limit.push_back(o.memory_per_rank - memory[r]);
+            try {
+              schedule = Lower(GenerateAuto({o.ranks, M, 0}, costs, limits));
+            } catch (const Error&) {
+              ++result.simulated;  // no order fits: over memory, like any other candidate
+              ++result.over_memory;
+              continue;
+            }
+          }
+          const SimResult sim = Simulate(schedule, costs);
+          ++result.simulated;
           Bytes peak = 0;
           for (const RankMetrics& r : sim.per_rank) peak = std::max(peak, memory[r.rank] + r.peak_activation_bytes);
           result.smallest_memory = seen_memory ? std::min(result.smallest_memory, peak) : peak;
@@ -224,6 +247,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
                                                        (static_cast<double>(sim.makespan) * 1e-9)
                                                  : 0;
           c.measured_costs = verbatim;
+          if (gen.needs_costs) c.searched = schedule;
           result.fitting.push_back(std::move(c));
         }
       }
@@ -246,6 +270,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
 }
 
 Schedule CandidateSchedule(const PlanCandidate& c, int ranks) {
+  if (FindGenerator(c.schedule).needs_costs) return c.searched;
   const bool takes_v = FindGenerator(c.schedule).accepts_virtual;
   return Lower(Generate(c.schedule, {ranks, c.microbatches, takes_v ? c.virtual_stages : 0}));
 }

@@ -63,6 +63,9 @@ struct PlanCandidate {
   Bytes peak_memory = 0;         // max over ranks of weights, grads, AdamW moments and activations
   double tokens_per_second = 0;  // G seq_len / step time
   bool measured_costs = false;   // the profile's stage costs were used verbatim
+  // zb-auto only: the lowered order it searched for this candidate's costs
+  // and memory (other families are regenerated from their name).
+  Schedule searched;
 };
 
 struct PlanSearchResult {

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <tuple>
 
 #include "schedules/action_kinds.h"
+#include "traces/local_stages.h"
 
 namespace pplab {
 namespace {
@@ -34,6 +36,34 @@ struct KindStyle {
 KindStyle StyleOf(ActionKind kind) {
   const KindInfo& info = InfoOf(kind);
   return {info.fill, info.label, info.legend};
+}
+
+// The fill of local stage `index` of `count` (local_stages.h): the kind's
+// colour for index 0, blended towards white in equal steps up to 60 % for the
+// last, so a rank's stages are shades of one hue, darkest first. With one
+// stage per rank the fill is the kind's colour.
+std::string ShadeOf(const char* fill, int index, int count) {
+  if (count <= 1 || index <= 0) return fill;
+  const double t = 0.6 * index / (count - 1);
+  const long rgb = std::strtol(fill + 1, nullptr, 16);
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out = "#";
+  for (int shift : {16, 8, 0}) {
+    const int c = static_cast<int>((rgb >> shift) & 0xff);
+    const int mixed = static_cast<int>(c + (255 - c) * t + 0.5);
+    out += kHex[mixed >> 4];
+    out += kHex[mixed & 15];
+  }
+  return out;
+}
+
+// Black or white, whichever reads better on `fill` (#RRGGBB): the kind's own
+// label colour is chosen for its unshaded fill.
+std::string LabelOn(const std::string& fill, const char* unshaded_label, bool shaded) {
+  if (!shaded) return unshaded_label;
+  const long rgb = std::strtol(fill.c_str() + 1, nullptr, 16);
+  const double luma = 0.299 * ((rgb >> 16) & 0xff) + 0.587 * ((rgb >> 8) & 0xff) + 0.114 * (rgb & 0xff);
+  return luma < 140 ? "#ffffff" : "#000000";
 }
 
 // std::to_chars ignores the C locale, unlike printf, so output bytes do not
@@ -188,28 +218,34 @@ std::string DrawLanes(const Timeline& timeline, const Scale& scale, const std::v
                   "stroke=\"#ffffff\" stroke-width=\"1\"");
     }
   }
+  const LocalStages local(timeline);
+  const int shades = local.MaxPerRank();
+  const auto fill_of = [&](const Action& a, RankId r) {
+    return ShadeOf(StyleOf(a.kind).fill, local.IndexOf(r, a.stage), shades);
+  };
   for (const TimelineEvent& e : timeline.events) {
     if (!IsCompute(e.action.kind) || e.rank < 0 || e.rank >= ranks) continue;
     const KindStyle style = StyleOf(e.action.kind);
+    const std::string fill = fill_of(e.action, e.rank);
     const double x0 = scale.X(e.start);
     const double w = scale.X(e.end) - x0;
     const double y = LaneTop(top, e.rank);
     out += "<g><title>" + Escape(EventName(e.action)) + " " + Fixed(NsToMs(e.start), 3) + "-" +
            Fixed(NsToMs(e.end), 3) + " ms</title>";
     // A thin white outline keeps back-to-back boxes apart without hiding idle gaps.
-    out +=
-        Rect(KindName(e.action.kind), x0, y, w, kLaneHeight, style.fill) + " stroke=\"#ffffff\" stroke-width=\"0.5\"/>";
+    out += Rect(KindName(e.action.kind), x0, y, w, kLaneHeight, fill) + " stroke=\"#ffffff\" stroke-width=\"0.5\"/>";
     if (e.action.kind == ActionKind::kOverlapFB) {
       // One split box: the forward's colour above, the backward's below.
       const ComputeParts parts = PartsOf(e.action);
-      out += Rect("OVERLAP_F_B-F", x0, y, w, kLaneHeight / 2.0, StyleOf(parts.part[0].kind).fill) + "/>";
-      out += Rect("OVERLAP_F_B-B", x0, y + kLaneHeight / 2.0, w, kLaneHeight / 2.0, StyleOf(parts.part[1].kind).fill) +
-             "/>";
+      out += Rect("OVERLAP_F_B-F", x0, y, w, kLaneHeight / 2.0, fill_of(parts.part[0], e.rank)) + "/>";
+      out +=
+          Rect("OVERLAP_F_B-B", x0, y + kLaneHeight / 2.0, w, kLaneHeight / 2.0, fill_of(parts.part[1], e.rank)) + "/>";
     }
     const std::string label = std::to_string(e.action.microbatch);
     if (w >= 4 + kCharPx * label.size()) {
       out += TextAt(x0 + w / 2, y + kLaneHeight / 2.0 + 3.5,
-                    "text-anchor=\"middle\" font-size=\"10\" fill=\"" + std::string(style.text) + "\"", label);
+                    "text-anchor=\"middle\" font-size=\"10\" fill=\"" + LabelOn(fill, style.text, shades > 1) + "\"",
+                    label);
     }
     out += "</g>\n";
   }
@@ -227,11 +263,36 @@ std::string DrawAxis(const Scale& scale, const std::vector<TimeNs>& ticks, int y
   return out;
 }
 
+// The most stages one rank computes in any of `timelines`: the number of
+// shades, and of legend rows beyond the first.
+int ShadesOf(const std::vector<const Timeline*>& timelines) {
+  int shades = 0;
+  for (const Timeline* t : timelines) shades = std::max(shades, LocalStages(*t).MaxPerRank());
+  return shades;
+}
+
+std::string Ordinal(int n) {
+  const int tens = n % 100;
+  const char* suffix = tens >= 11 && tens <= 13 ? "th"
+                       : n % 10 == 1            ? "st"
+                       : n % 10 == 2            ? "nd"
+                       : n % 10 == 3            ? "rd"
+                                                : "th";
+  return std::to_string(n) + suffix;
+}
+
+// One row of kinds; with several stages per rank, one row per local stage,
+// headed "1st stage of a rank:", "2nd stage of a rank:", ..., each swatch in
+// that stage's shade (class "swatch-<local index>").
 std::string DrawLegend(const std::vector<const Timeline*>& timelines, bool show_comm, int y) {
   bool present[kNumActionKinds] = {};
   for (const Timeline* t : timelines) {
-    for (const TimelineEvent& e : t->events) present[static_cast<int>(e.action.kind)] = true;
+    for (const TimelineEvent& e : t->events) {
+      present[static_cast<int>(e.action.kind)] = true;
+      for (const Action& part : PartsOf(e.action)) present[static_cast<int>(part.kind)] = true;
+    }
   }
+  const int shades = ShadesOf(timelines);
   std::string out;
   double x = kLeft;
   const auto entry = [&](const std::string& swatch, const std::string& label) {
@@ -239,9 +300,21 @@ std::string DrawLegend(const std::vector<const Timeline*>& timelines, bool show_
     out += TextAt(x + 16, y + 10, "font-size=\"10\"", label);
     x += 16 + kCharPx * label.size() + 16;
   };
-  for (const KindInfo& info : KindTable()) {
-    if (!present[static_cast<int>(info.kind)] || !IsCompute(info.kind)) continue;
-    entry(Rect("swatch", x, y, 12, 12, info.fill) + "/>\n", info.legend);
+  for (int row = 0; row < std::max(1, shades); ++row) {
+    if (row > 0) {
+      y += kLegendHeight;
+      x = kLeft;
+    }
+    if (shades > 1) {
+      const std::string head = Ordinal(row + 1) + " stage of a rank:";
+      out += TextAt(x, y + 10, "font-size=\"10\"", head);
+      x += kCharPx * head.size() + 8;
+    }
+    const std::string cls = shades > 1 ? "swatch-" + std::to_string(row) : "swatch";
+    for (const KindInfo& info : KindTable()) {
+      if (!present[static_cast<int>(info.kind)] || !IsCompute(info.kind)) continue;
+      entry(Rect(cls, x, y, 12, 12, ShadeOf(info.fill, row, shades)) + "/>\n", info.legend);
+    }
   }
   if (!show_comm) return out;
   if (present[static_cast<int>(ActionKind::kSendF)] || present[static_cast<int>(ActionKind::kSendB)]) {
@@ -291,7 +364,7 @@ std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& op
   body += DrawAxis(scale, ticks, y);
   y += kAxisHeight;
   body += DrawLegend(timelines, options.show_comm, y);
-  y += kLegendHeight;
+  y += kLegendHeight * std::max(1, ShadesOf(timelines));
 
   const std::string width = std::to_string(kLeft + plot_width + kRight);
   const std::string height = std::to_string(y + kTop);

@@ -12,6 +12,12 @@
 //     split box: its `<rect class="OVERLAP_F_B">` overlaid by a forward-coloured
 //     upper half (class "OVERLAP_F_B-F") and a backward-coloured lower half
 //     (class "OVERLAP_F_B-B").
+//   - Where a rank computes several stages (v > 1: interleaved, looped BFS,
+//     zb-v, dualpipev), each of its stages gets a shade of the kind's colour:
+//     the kind's colour for the rank's lowest stage, lighter for each higher
+//     one (local_stages.h), so every (kind, local stage) has its own fill.
+//     The legend then has one row per local stage ("1st stage of a rank:",
+//     ...) with swatches of class "swatch-<local index>".
 //   - Events whose rank lies outside [0, timeline.ranks) are not drawn.
 //   - The summary "makespan X ms, bubble Y%" comes from Summarize(): makespan
 //     in ms with 3 decimals, bubble_fraction in percent with 1 decimal.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "schedules/action_kinds.h"
+#include "traces/local_stages.h"
 
 namespace pplab {
 namespace {
@@ -16,31 +17,21 @@ std::string Fixed(double value, int decimals) {
   return r.ec == std::errc() ? std::string(buf, r.ptr) : std::string("0");
 }
 
-}  // namespace
-
-std::string RenderText(const Timeline& timeline, int columns) {
-  columns = std::max(1, columns);
-  const TimelineSummary summary = Summarize(timeline);
-  const TimeNs makespan = summary.makespan;
+// owner[r][c]: index in timeline.events of the compute event owning cell c of
+// rank r, -1 for idle. Times are multiplied by `cells` so that cell c is
+// exactly [c * makespan, (c + 1) * makespan) and overlaps compare without
+// rounding.
+std::vector<std::vector<int>> Owners(const Timeline& timeline, TimeNs makespan, TimeNs cells) {
   const int ranks = std::max(0, timeline.ranks);
-
-  std::string out = timeline.name.empty() ? "(unnamed)" : timeline.name;
-  if (!timeline.source.empty()) out += " [" + timeline.source + "]";
-  out += ": makespan " + Fixed(NsToMs(makespan), 3) + " ms, bubble " + Fixed(100.0 * summary.bubble_fraction, 1) +
-         "%, 1 cell = " + Fixed(NsToMs(makespan) / columns, 3) + " ms\n";
-
-  // Times are multiplied by `columns` so that cell c is exactly
-  // [c * makespan, (c + 1) * makespan) and overlaps compare without rounding.
-  const TimeNs cols = columns;
-  std::vector<std::vector<int>> owner(ranks, std::vector<int>(columns, -1));
-  std::vector<std::vector<TimeNs>> best(ranks, std::vector<TimeNs>(columns, 0));
+  std::vector<std::vector<int>> owner(ranks, std::vector<int>(cells, -1));
+  std::vector<std::vector<TimeNs>> best(ranks, std::vector<TimeNs>(cells, 0));
   for (int i = 0; i < static_cast<int>(timeline.events.size()); ++i) {
     const TimelineEvent& e = timeline.events[i];
     if (!IsCompute(e.action.kind) || e.rank < 0 || e.rank >= ranks || makespan <= 0) continue;
-    const TimeNs start = e.start * cols;
-    const TimeNs end = e.end * cols;
-    const TimeNs first = std::clamp<TimeNs>(start / makespan, 0, cols - 1);
-    const TimeNs last = std::clamp<TimeNs>(end / makespan, 0, cols - 1);
+    const TimeNs start = e.start * cells;
+    const TimeNs end = e.end * cells;
+    const TimeNs first = std::clamp<TimeNs>(start / makespan, 0, cells - 1);
+    const TimeNs last = std::clamp<TimeNs>(end / makespan, 0, cells - 1);
     for (TimeNs c = first; c <= last; ++c) {
       const TimeNs overlap = std::min(end, (c + 1) * makespan) - std::max(start, c * makespan);
       if (overlap > best[e.rank][c]) {
@@ -49,23 +40,134 @@ std::string RenderText(const Timeline& timeline, int columns) {
       }
     }
   }
+  return owner;
+}
+
+}  // namespace
+
+std::string RenderText(const Timeline& timeline, int columns) {
+  columns = std::max(1, columns);
+  const TimelineSummary summary = Summarize(timeline);
+  const TimeNs makespan = summary.makespan;
+  const int ranks = std::max(0, timeline.ranks);
+  const int n = static_cast<int>(timeline.events.size());
+
+  // Labels: the microbatch, or "<stage><letter><microbatch>" where a rank
+  // computes several stages; `need` is the run length that shows it whole.
+  const bool with_stage = LocalStages(timeline).MaxPerRank() > 1;
+  std::vector<std::string> label(n);
+  std::vector<TimeNs> need(n, 0);
+  bool present[kNumActionKinds] = {};
+  for (int i = 0; i < n; ++i) {
+    const TimelineEvent& e = timeline.events[i];
+    if (!IsCompute(e.action.kind) || e.rank < 0 || e.rank >= ranks) continue;
+    present[static_cast<int>(e.action.kind)] = true;
+    const Action& a = e.action;  // an OVERLAP_F_B's own stage and microbatch are its forward part's
+    label[i] = with_stage ? std::to_string(a.stage) + InfoOf(a.kind).letter + std::to_string(a.microbatch)
+                          : std::to_string(a.microbatch);
+    // One kind letter after the label keeps neighbouring labels apart.
+    if (e.end > e.start) need[i] = static_cast<TimeNs>(label[i].size()) + 1;
+  }
+  const auto runs_fit = [&](const std::vector<std::vector<int>>& owner) {
+    std::vector<TimeNs> run(n, 0);
+    for (const std::vector<int>& row : owner) {
+      for (int i : row) {
+        if (i >= 0) ++run[i];
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      if (run[i] < need[i]) return false;
+    }
+    return true;
+  };
+
+  // Widen until every label fits: start from the narrowest width that could
+  // (each event at least `need` cells wide), then grow by an eighth.
+  // Widening stops at kMaxTextCells per rank and kMaxTextPictureCells in all
+  // (12 bytes of working memory each), never below `columns`.
+  const TimeNs cap =
+      std::max<TimeNs>(columns, std::min<TimeNs>(kMaxTextCells, kMaxTextPictureCells / std::max(1, ranks)));
+  TimeNs cells = columns;
+  std::vector<std::vector<int>> owner = Owners(timeline, makespan, cells);
+  if (makespan > 0 && !runs_fit(owner)) {
+    TimeNs wanted = cells + 1;
+    for (int i = 0; i < n; ++i) {
+      const TimeNs d = timeline.events[i].end - timeline.events[i].start;
+      if (need[i] > 0) wanted = std::max(wanted, (need[i] * makespan + d - 1) / d);
+    }
+    cells = std::min(cap, wanted);
+    owner = Owners(timeline, makespan, cells);
+    while (!runs_fit(owner) && cells < cap) {
+      cells = std::min(cap, cells + std::max<TimeNs>(1, cells / 8));
+      owner = Owners(timeline, makespan, cells);
+    }
+  }
+
+  std::string out = timeline.name.empty() ? "(unnamed)" : timeline.name;
+  if (!timeline.source.empty()) out += " [" + timeline.source + "]";
+  out += ": makespan " + Fixed(NsToMs(makespan), 3) + " ms, bubble " + Fixed(100.0 * summary.bubble_fraction, 1) +
+         "%, 1 cell = " + Fixed(NsToMs(makespan) / static_cast<double>(cells), 3) + " ms\n";
+  if (ranks == 0) return out;
+
+  bool cut = false;
+  std::vector<bool> shown(n, false);
+  std::vector<std::string> rows(ranks);
+  for (RankId r = 0; r < ranks; ++r) {
+    std::string& row = rows[r];
+    row.assign(cells, '.');
+    for (TimeNs c = 0; c < cells; ++c) {
+      const int i = owner[r][c];
+      if (i < 0 || (c > 0 && owner[r][c - 1] == i)) continue;
+      TimeNs end = c;
+      while (end < cells && owner[r][end] == i) ++end;
+      shown[i] = true;
+      const char letter = InfoOf(timeline.events[i].action.kind).letter;
+      std::fill(row.begin() + c, row.begin() + end, letter);
+      const std::string& text = label[i];
+      if (end - c >= static_cast<TimeNs>(text.size())) {
+        std::copy(text.begin(), text.end(), row.begin() + c);
+      } else if (need[i] > 0) {
+        row[c] = '+';
+        cut = true;
+      }
+    }
+  }
 
   const size_t label_width = 1 + std::to_string(std::max(0, ranks - 1)).size();
-  for (RankId r = 0; r < ranks; ++r) {
-    std::string label = "r" + std::to_string(r);
-    label.resize(label_width, ' ');
-    std::string row(columns, '.');
-    for (int c = 0; c < columns; ++c) {
-      const int i = owner[r][c];
-      if (i < 0) continue;
-      const Action& a = timeline.events[i].action;
-      const bool run_start = c == 0 || owner[r][c - 1] != i;
-      const bool run_single = run_start && (c + 1 == columns || owner[r][c + 1] != i);
-      row[c] = run_start && !run_single ? static_cast<char>('0' + (a.microbatch % 10 + 10) % 10) : InfoOf(a.kind).letter;
+  const bool wrapped = cells > columns;
+  for (TimeNs band = 0; band < cells; band += columns) {
+    const TimeNs width = std::min<TimeNs>(columns, cells - band);
+    if (wrapped) {
+      // Scale line: the band's start and end, inside the bars of the rows.
+      const std::string left = Fixed(NsToMs(makespan) * band / cells, 3) + " ms";
+      const std::string right = Fixed(NsToMs(makespan) * (band + width) / cells, 3) + " ms";
+      std::string scale = std::string(label_width + 1, ' ');
+      if (static_cast<TimeNs>(left.size() + right.size() + 1) <= width) {
+        scale += "|" + left + std::string(width - left.size() - right.size(), ' ') + right + "|";
+      } else {
+        scale += " " + left + " to " + right;
+      }
+      out += scale + "\n";
     }
-    out += label + " |" + row + "|\n";
+    for (RankId r = 0; r < ranks; ++r) {
+      std::string name = "r" + std::to_string(r);
+      name.resize(label_width, ' ');
+      out += name + " |" + rows[r].substr(band, width) + "|\n";
+    }
   }
-  return out;
+
+  std::string legend = "legend:";
+  for (const KindInfo& info : KindTable()) {
+    if (present[static_cast<int>(info.kind)]) legend += std::string(" ") + info.legend + ",";
+  }
+  legend += " . idle; a box starts with ";
+  legend += with_stage ? "<stage><kind><microbatch> (e.g. 3F12)" : "its microbatch";
+  int hidden = 0;  // events with a duration that own no cell at the widest picture
+  for (int i = 0; i < n; ++i) hidden += need[i] > 0 && !shown[i];
+  if (cut) legend += "; + a label too long for its box";
+  if (hidden > 0) legend += "; " + std::to_string(hidden) + " action(s) too short to show";
+  if (cut || hidden > 0) legend += " (use pplab render)";
+  return out + legend + "\n";
 }
 
 }  // namespace pplab

@@ -8,6 +8,7 @@
 #include "schedules/schedule_io.h"
 #include "schedules/lowering.h"
 #include "schedules/validate.h"
+#include "sim/simulator.h"
 #include "tests/generator_rules.h"
 
 namespace pplab {
@@ -18,7 +19,7 @@ TEST_CASE("every generator is valid after lowering over K 1..8, M 1..16, v 1..3"
       for (int M = 1; M <= 16; ++M) {
         for (int v = 1; v <= 3; ++v) {
           if (!FamilyAccepts(g, K, M, v)) continue;
-          const Schedule compute = Generate(g.name, {K, M, v});
+          const Schedule compute = GenerateForTest(g, {K, M, v});
           REQUIRE_FALSE(compute.HasComm());
           REQUIRE(compute.stages == K * v);
           // One F per (stage, microbatch); the backwards are counted by Validate.
@@ -28,8 +29,13 @@ TEST_CASE("every generator is valid after lowering over K 1..8, M 1..16, v 1..3"
               for (const Action& part : PartsOf(a)) forwards += part.kind == ActionKind::kForward;
             }
           }
-          REQUIRE(forwards == static_cast<size_t>(K * v * M));
-          if (g.name != "dualpipev") {
+          // Each microbatch runs through its pipeline's stages: all K v, or
+          // K of dualpipe's two copies.
+          size_t pairs = 0;
+          for (MicrobatchId m = 0; m < M; ++m) pairs += compute.LastStage(m) - compute.FirstStage(m) + 1;
+          REQUIRE(pairs == static_cast<size_t>(g.name == "dualpipe" ? K * M : K * v * M));
+          REQUIRE(forwards == pairs);
+          if (g.name != "dualpipev" && g.name != "dualpipe") {
             REQUIRE(compute.NumComputeActions() == static_cast<size_t>(K * v * M * (g.split_backward ? 3 : 2)));
           }
           const Schedule lowered = Lower(compute);
@@ -148,6 +154,79 @@ TEST_CASE("interleaved-zb defers r weight passes on rank r before its first W", 
       inputs_before_w += a.kind == ActionKind::kBackwardInput;
     }
     CHECK(inputs_before_w == r + 1);
+  }
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("dualpipe states its rules: K even, M even and M >= 2K", "[generators][dualpipe]") {
+  CHECK_THROWS_WITH(Generate("dualpipe", {3, 12, 0}), Catch::Contains("even number of ranks"));
+  CHECK_THROWS_WITH(Generate("dualpipe", {1, 12, 0}), Catch::Contains("even number of ranks"));
+  CHECK_THROWS_WITH(Generate("dualpipe", {4, 9, 0}), Catch::Contains("even M >= 2K = 8"));
+  CHECK_THROWS_WITH(Generate("dualpipe", {4, 6, 0}), Catch::Contains("even M >= 2K = 8"));
+  CHECK_THROWS_WITH(Generate("dualpipe", {4, 8, 1}), Catch::Contains("--virtual must be 2"));
+  CHECK_NOTHROW(Generate("dualpipe", {4, 8, 0}));
+}
+
+TEST_CASE("dualpipe: two copies of K stages, one fed from each end with half the microbatches",
+          "[generators][dualpipe]") {
+  const int K = 4, M = 10;
+  const Schedule s = GenerateDualPipe(K, M);
+  CHECK(s.stages == 2 * K);
+  CHECK(s.NumPipelines() == 2);
+  CHECK(s.pipeline_starts == std::vector<StageId>{K});
+  for (RankId r = 0; r < K; ++r) {
+    // 2x parameters: each rank holds stage r of copy 0 and stage K-1-r of copy 1.
+    CHECK(s.StagesOf(r) == std::vector<StageId>{r, 2 * K - 1 - r});
+  }
+  for (MicrobatchId m = 0; m < M; ++m) {
+    INFO("microbatch " << m);
+    CHECK(s.FirstStage(m) == (m < M / 2 ? 0 : K));
+    CHECK(s.LastStage(m) == (m < M / 2 ? K - 1 : 2 * K - 1));
+  }
+  // Copy 1 enters at rank K-1: its first forward is there.
+  CHECK(s.placement[K] == K - 1);
+  CHECK(s.programs[K - 1].front() == Action{ActionKind::kForward, K, M / 2});
+  CHECK(s.programs[0].front() == Action{ActionKind::kForward, 0, 0});
+  // No message crosses from copy 0's last stage to copy 1's first.
+  for (const Program& p : Lower(s).programs) {
+    for (const Action& a : p) {
+      CHECK_FALSE((a.kind == ActionKind::kSendF && a.stage == K - 1));
+      CHECK_FALSE((a.kind == ActionKind::kRecvF && a.stage == K));
+    }
+  }
+  // Each stage's gradients are complete after its own copy's M/2
+  // microbatches: that is where REDUCE_GRAD goes, and it validates.
+  const Schedule reduced = Lower(AddReduceGrad(s));
+  CHECK(Validate(reduced).ok());
+  StageCost c;
+  c.forward = 1;
+  c.backward = 2;
+  CHECK_NOTHROW(Simulate(reduced, CostModel::Uniform(2 * K, c, {})));
+  CHECK(s.MicrobatchesThrough(0) == M / 2);
+  CHECK(s.MicrobatchesThrough(K) == M / 2);
+  // An action of a microbatch outside its copy is out of place.
+  Schedule bad = s;
+  bad.programs[0].push_back({ActionKind::kForward, 2 * K - 1, 0});
+  CHECK_THROWS_WITH(CheckShape(bad), Catch::Contains("microbatch 0 runs through stages 0..3 only"));
+}
+
+TEST_CASE("dualpipe overlaps F and B in its steady phase like DualPipe's step 4 and 5", "[generators][dualpipe]") {
+  // Per rank at position h = min(r, K-1-r) of n = K/2: 2(M/2 - 2n + h + 1) - [h = n-1] + (n-h-1).
+  for (int K : {2, 4, 6, 8}) {
+    for (int M : {2 * K, 2 * K + 4, 24}) {
+      const Schedule s = GenerateDualPipe(K, M);
+      const int n = K / 2;
+      for (RankId r = 0; r < K; ++r) {
+        const int h = std::min(r, K - 1 - r);
+        int overlapped = 0;
+        for (const Action& a : s.programs[r]) overlapped += a.kind == ActionKind::kOverlapFB;
+        INFO("K=" << K << " M=" << M << " r=" << r);
+        CHECK(overlapped == 2 * (M / 2 - 2 * n + h + 1) - (h == n - 1 ? 1 : 0) + (n - h - 1));
+      }
+    }
   }
 }
 

@@ -386,3 +386,37 @@ TEST_CASE("cli: export --format csv-compute writes what PyTorch's _load_csv read
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cli: -s zb-auto searches with the flags' costs and keeps to --memory-limit / --inflight-limit",
+          "[cli][zb-auto]") {
+  const std::string costs = " -k 4 -m 8 --f-time 1 --b-time 2 --w-time 0.5 --json";
+  // Default: zb-h1's memory (4 in flight on rank 0); zb-h1 itself takes 30 ms.
+  PplabRun r = Pplab("simulate -s zb-auto" + costs);
+  REQUIRE(r.code == 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["schedule"] == "zb-auto");
+  CHECK(j["makespan"].get<double>() == Approx(28.5));
+  CHECK(j["per_rank"][0]["peak_inflight"].get<int>() <= 4);
+  r = Pplab("simulate -s zb-h1" + costs);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == Approx(30.0));
+  // zb-h2's memory (7 in flight): 28 ms against zb-h2's 28.5.
+  r = Pplab("simulate -s zb-auto --inflight-limit 7" + costs);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == Approx(28.0));
+  // A byte limit below one microbatch's activations fits nothing.
+  r = Pplab("simulate -s zb-auto -k 4 -m 8 --activation-bytes 1000 --memory-limit 999");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("no order fits the memory limit"));
+  // compare and show take it like any schedule.
+  r = Pplab("compare --schedules zb-h1,zb-auto -k 4 -m 8 --f-time 1 --b-time 2 --w-time 0.5 --csv");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nzb-auto,4,4,8,28.500,"));
+  r = Pplab("show -s zb-auto -k 4 -m 16");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("zb-auto [simulated]: makespan"));
+}
+
+}  // namespace pplab

@@ -1,5 +1,6 @@
 #include "tools/plan_search.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -155,6 +156,51 @@ TEST_CASE("plan: byte sizes take decimal and binary suffixes", "[plan]") {
   CHECK_THROWS_WITH(ParseByteSize("8 parsecs", "--m"), Catch::Contains("--m: unknown unit"));
   CHECK_THROWS_WITH(ParseByteSize("lots", "--m"), Catch::Contains("--m: 'lots' is not a size"));
   CHECK_THROWS_WITH(ParseByteSize("-1GB", "--m"), Catch::Contains("must be a positive size"));
+}
+
+}  // namespace pplab::cli
+
+namespace pplab::cli {
+
+TEST_CASE("plan: zb-auto is never slower than a zb-h1 or zb-h2 candidate that fits, and keeps to the limit",
+          "[plan][zb-auto]") {
+  PlanSearchOptions o = Options(BalancedModel(), Bytes{1} << 40);
+  o.schedules = {"zb-h1", "zb-h2", "zb-auto"};
+  o.link = Link{20000, 0};  // 20 us per message, so the orders differ
+  const PlanSearchResult all = SearchPlans(o);
+  // A limit between zb-h1's and zb-h2's peak at M = 8 rules zb-h2 out there.
+  Bytes h1 = 0, h2 = 0;
+  for (const PlanCandidate& c : all.fitting) {
+    if (c.microbatches == 8 && c.schedule == "zb-h1") h1 = c.peak_memory;
+    if (c.microbatches == 8 && c.schedule == "zb-h2") h2 = c.peak_memory;
+  }
+  REQUIRE(h1 < h2);
+  for (Bytes limit : {Bytes{1} << 40, h1}) {
+    o.memory_per_rank = limit;
+    const PlanSearchResult r = SearchPlans(o);
+    for (const PlanCandidate& a : r.fitting) {
+      if (a.schedule != "zb-auto") continue;
+      CHECK(a.peak_memory <= limit);
+      for (const PlanCandidate& h : r.fitting) {
+        if (h.schedule != "zb-auto" && h.microbatches == a.microbatches && h.partition_method == a.partition_method) {
+          INFO("M=" << a.microbatches << " " << h.schedule);
+          CHECK(a.step_time <= h.step_time);
+        }
+      }
+      // The plan written is the order searched, and it validates.
+      const Schedule s = CandidateSchedule(a, 2);
+      CHECK(s.name == "zb-auto");
+      CHECK(s.microbatches == a.microbatches);
+    }
+    // Wherever zb-h1 fits, so does zb-auto (zb-h1 is one of its candidates).
+    const auto count = [&](const std::string& name) {
+      return std::count_if(r.fitting.begin(), r.fitting.end(),
+                           [&](const PlanCandidate& c) { return c.schedule == name; });
+    };
+    CHECK(count("zb-auto") >= count("zb-h1"));
+    CHECK(count("zb-h1") >= 1);
+    if (limit == h1) CHECK(count("zb-h2") < count("zb-h1"));
+  }
 }
 
 }  // namespace pplab::cli

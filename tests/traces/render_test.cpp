@@ -1,11 +1,15 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "traces/render_svg.h"
+#include "schedules/action_kinds.h"
 #include "schedules/generators.h"
 #include "sim/simulator.h"
+#include "traces/render_svg.h"
 #include "traces/render_text.h"
 
 namespace pplab {
@@ -297,26 +301,53 @@ TEST_CASE("text render of 1F1B on 2 ranks matches the hand-drawn rows", "[render
   CHECK(RenderText(t, 18) ==
         "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 0.500 ms\n"
         "r0 |0F1F....0BBB..1BBB|\n"
-        "r1 |..0F0BBB1F1BBB....|\n");
-  // 1 ms cells: a one-cell F shows only its kind letter.
+        "r1 |..0F0BBB1F1BBB....|\n"
+        "legend: F forward, B backward, . idle; a box starts with its microbatch\n");
+  // 9 columns would give a 1 ms F one cell, no room for its microbatch and
+  // letter: the picture keeps 0.5 ms cells and wraps into bands of 9, each
+  // under a scale line.
   CHECK(RenderText(t, 9) ==
-        "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 1.000 ms\n"
-        "r0 |FF..0B.1B|\n"
-        "r1 |.F0BF1B..|\n");
-  // 3 ms cells: the event covering most of a cell wins, ties go to the earlier event.
-  CHECK(RenderText(t, 3) ==
-        "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 3.000 ms\n"
-        "r0 |FBB|\n"
-        "r1 |FBB|\n");
+        "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 0.500 ms\n"
+        "    0.000 ms to 4.500 ms\n"
+        "r0 |0F1F....0|\n"
+        "r1 |..0F0BBB1|\n"
+        "    4.500 ms to 9.000 ms\n"
+        "r0 |BBB..1BBB|\n"
+        "r1 |F1BBB....|\n"
+        "legend: F forward, B backward, . idle; a box starts with its microbatch\n");
 }
 
-TEST_CASE("text render tells I and W apart and prints the last microbatch digit", "[render]") {
+TEST_CASE("text render scale lines fit between the bars when the band is wide enough", "[render]") {
+  Timeline t = Tiny1F1B();
+  for (TimelineEvent& e : t.events) e.end = e.start + (e.end - e.start) / 10;  // 0.1 ms F, 0.2 ms B
+  const std::string text = RenderText(t, 40);
+  // A 0.1 ms F needs 2 cells: 0.05 ms cells, 144 of them over 7.2 ms, in
+  // bands of 40 cells (2 ms).
+  CHECK(text.rfind("tiny [simulated]: makespan 7.200 ms, bubble 91.7%, 1 cell = 0.050 ms\n"
+                   "   |0.000 ms                        2.000 ms|\n"
+                   "r0 |0F..................1F..................|\n",
+                   0) == 0);
+  CHECK_THAT(text, Catch::Contains("\n   |6.000 ms        7.200 ms|\n"));
+}
+
+TEST_CASE("text render shows microbatches of two digits whole", "[render]") {
   Timeline t;
   t.name = "zb";
   t.ranks = 1;
   t.events = {Event(0, ActionKind::kForward, 0, 12, 0, 2), Event(0, ActionKind::kBackwardInput, 0, 12, 2, 4),
               Event(0, ActionKind::kBackwardWeight, 0, 12, 4, 6)};
-  CHECK(RenderText(t, 6) == "zb: makespan 6.000 ms, bubble 0.0%, 1 cell = 1.000 ms\nr0 |2F2I2W|\n");
+  CHECK(RenderText(t, 9) ==
+        "zb: makespan 6.000 ms, bubble 0.0%, 1 cell = 0.667 ms\n"
+        "r0 |12F12I12W|\n"
+        "legend: F forward, I input grad, W weight grad, . idle; a box starts with its microbatch\n");
+  // Six columns leave two cells a box: it widens to nine and wraps.
+  CHECK(RenderText(t, 6) ==
+        "zb: makespan 6.000 ms, bubble 0.0%, 1 cell = 0.667 ms\n"
+        "    0.000 ms to 4.000 ms\n"
+        "r0 |12F12I|\n"
+        "    4.000 ms to 6.000 ms\n"
+        "r0 |12W|\n"
+        "legend: F forward, I input grad, W weight grad, . idle; a box starts with its microbatch\n");
 }
 
 TEST_CASE("text render handles no events, idle ranks and columns below 1", "[render]") {
@@ -326,13 +357,17 @@ TEST_CASE("text render handles no events, idle ranks and columns below 1", "[ren
   CHECK(RenderText(empty, 4) ==
         "(unnamed): makespan 0.000 ms, bubble 0.0%, 1 cell = 0.000 ms\n"
         "r0 |....|\n"
-        "r1 |....|\n");
+        "r1 |....|\n"
+        "legend: . idle; a box starts with its microbatch\n");
   Timeline t = Tiny1F1B();
   t.ranks = 11;  // ranks 2..10 compute nothing; labels pad to "r10"
   const std::string text = RenderText(t, 0);
-  CHECK(text.rfind("tiny [simulated]: makespan 9.000 ms, bubble 87.9%, 1 cell = 9.000 ms\nr0  |B|\nr1  |B|\nr2  |.|\n",
+  // One column per band: 18 bands of 0.5 ms.
+  CHECK(text.rfind("tiny [simulated]: makespan 9.000 ms, bubble 87.9%, 1 cell = 0.500 ms\n"
+                   "     0.000 ms to 0.500 ms\nr0  |0|\nr1  |.|\nr2  |.|\n",
                    0) == 0);
-  CHECK(text.substr(text.size() - 8) == "r10 |.|\n");
+  CHECK_THAT(text,
+             Catch::EndsWith("r10 |.|\nlegend: F forward, B backward, . idle; a box starts with its microbatch\n"));
   CHECK(RenderText(t, -5) == text);
 }
 
@@ -360,16 +395,178 @@ TEST_CASE("svg: an overlapped F&B is one split box, in the legend", "[render]") 
   CHECK(count("<rect class=\"OVERLAP_F_B\"") == overlapped);
   CHECK(count("<rect class=\"OVERLAP_F_B-F\"") == overlapped);
   CHECK(count("<rect class=\"OVERLAP_F_B-B\"") == overlapped);
-  // The upper half takes F's fill, the lower half B's; the legend names the kind.
+  // The upper half takes F's fill, the lower half B's, each shaded for its
+  // stage: rank 0's first overlap is F of stage 0 (its 1st stage, F's own
+  // colour) with B of stage 3 (its 2nd stage, B's colour 60 % towards white).
   auto first_rect = [&](const std::string& cls) {
     const size_t at = svg.find("<rect class=\"" + cls + "\"");
     return at == std::string::npos ? std::string() : svg.substr(at, svg.find('>', at) - at);
   };
   CHECK_THAT(first_rect("OVERLAP_F_B-F"), Catch::Contains("fill=\"#0072B2\""));
-  CHECK_THAT(first_rect("OVERLAP_F_B-B"), Catch::Contains("fill=\"#009E73\""));
+  CHECK_THAT(first_rect("OVERLAP_F_B-B"), Catch::Contains("fill=\"#99D8C7\""));
   CHECK_THAT(svg, Catch::Contains("fill=\"#56B4E9\"") && Catch::Contains("F&amp;B overlapped"));
   // The terminal picture shows it as X.
   CHECK_THAT(RenderText(t, 60), Catch::Contains("X"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// The compute events of `rank` in timeline order.
+std::vector<Action> ComputeOf(const Timeline& t, RankId rank) {
+  std::vector<Action> out;
+  for (const TimelineEvent& e : t.events) {
+    if (e.rank == rank && IsCompute(e.action.kind)) out.push_back(e.action);
+  }
+  return out;
+}
+
+// Rank `rank`'s row of a RenderText picture, its bands joined.
+std::string RowOf(const std::string& text, RankId rank) {
+  const std::string head = "r" + std::to_string(rank) + " ";
+  std::string row;
+  size_t pos = 0;
+  while ((pos = text.find("\n" + head, pos)) != std::string::npos) {
+    const size_t open = text.find('|', pos);
+    const size_t close = text.find('|', open + 1);
+    row += text.substr(open + 1, close - open - 1);
+    pos = close;
+  }
+  return row;
+}
+
+Timeline Simulated(const Schedule& s) {
+  StageCost c;
+  c.forward = MsToNs(1);
+  c.backward = MsToNs(2);
+  c.backward_weight = MsToNs(0.8);
+  return Simulate(s, CostModel::Uniform(s.stages, c, {})).timeline;
+}
+
+std::string FirstTag(const std::string& svg, const std::string& prefix, size_t from = 0) {
+  const size_t at = svg.find(prefix, from);
+  return at == std::string::npos ? std::string() : svg.substr(at, svg.find('>', at) - at);
+}
+
+std::string FillOf(const std::string& tag) {
+  const size_t at = tag.find(" fill=\"");
+  return at == std::string::npos ? std::string() : tag.substr(at + 7, 7);
+}
+
+}  // namespace
+
+TEST_CASE("text render never drops a digit: M=16, v=2 shows every <stage><kind><microbatch> in order", "[render]") {
+  for (const char* name : {"interleaved-1f1b", "zb-v", "looped-bfs"}) {
+    const Timeline t = Simulated(Generate(name, {4, 16, 2}));
+    const std::string text = RenderText(t, 100);
+    INFO(name << "\n" << text);
+    CHECK(CountOf(text, "\nr0 ") > 1);  // it had to wrap: several bands
+    CHECK(CountOf(text, "|0.000 ms ") == 1);
+    CHECK_THAT(text, Catch::EndsWith("a box starts with <stage><kind><microbatch> (e.g. 3F12)\n"));
+    for (RankId r = 0; r < 4; ++r) {
+      // Every box's label, read back from the row, in order.
+      std::string expected, got;
+      for (const Action& a : ComputeOf(t, r)) {
+        expected += std::to_string(a.stage) + InfoOf(a.kind).letter + std::to_string(a.microbatch) + " ";
+      }
+      const std::string row = RowOf(text, r);
+      for (size_t i = 0; i < row.size();) {
+        if (!std::isdigit(static_cast<unsigned char>(row[i]))) {
+          ++i;
+          continue;
+        }
+        size_t j = i;
+        while (j < row.size() && std::isdigit(static_cast<unsigned char>(row[j]))) ++j;
+        const char kind = j < row.size() ? row[j] : '?';
+        size_t k = j + 1;
+        while (k < row.size() && std::isdigit(static_cast<unsigned char>(row[k]))) ++k;
+        got += row.substr(i, j - i) + kind + row.substr(j + 1, k - j - 1) + " ";
+        i = k;
+      }
+      CHECK(got == expected);
+    }
+  }
+}
+
+TEST_CASE("text render with one stage per rank shows each microbatch number whole (M=16)", "[render]") {
+  const Timeline t = Simulated(Generate("zb-h1", {4, 16, 0}));
+  const std::string text = RenderText(t, 100);
+  INFO(text);
+  for (RankId r = 0; r < 4; ++r) {
+    std::string expected, got;
+    for (const Action& a : ComputeOf(t, r)) expected += std::to_string(a.microbatch) + InfoOf(a.kind).letter;
+    const std::string row = RowOf(text, r);
+    for (size_t i = 0; i < row.size(); ++i) {
+      const bool digit = std::isdigit(static_cast<unsigned char>(row[i]));
+      if (digit || (i > 0 && std::isdigit(static_cast<unsigned char>(row[i - 1])))) got += row[i];
+    }
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("svg gives each of a rank's stages its own shade of the kind's colour, with a legend row each", "[render]") {
+  for (const char* name : {"interleaved-1f1b", "looped-bfs", "zb-v", "dualpipev", "interleaved-zb"}) {
+    const Schedule s = Generate(name, {4, 16, 2});
+    const Timeline t = Simulated(s);
+    const std::string svg = RenderSvg(t, {});
+    INFO(name);
+    CHECK(XmlProblem(svg) == "");
+    // Every box's fill depends only on its kind and its stage's place on its
+    // rank, and the two places of a kind differ.
+    std::map<std::pair<std::string, int>, std::set<std::string>> fills;
+    size_t at = 0;
+    for (const TimelineEvent& e : t.events) {
+      if (!IsCompute(e.action.kind)) continue;
+      const std::string cls = KindName(e.action.kind);
+      at = svg.find("<rect class=\"" + cls + "\"", at);
+      REQUIRE(at != std::string::npos);
+      const std::vector<StageId> mine = s.StagesOf(e.rank);
+      const int local = static_cast<int>(std::find(mine.begin(), mine.end(), e.action.stage) - mine.begin());
+      fills[{cls, local}].insert(FillOf(FirstTag(svg, "<rect", at)));
+      ++at;
+    }
+    std::map<std::string, std::set<std::string>> per_kind;
+    for (const auto& [key, set] : fills) {
+      CHECK(set.size() == 1);
+      per_kind[key.first].insert(set.begin(), set.end());
+    }
+    for (const auto& [kind, set] : per_kind) {
+      INFO(kind);
+      CHECK(set.size() == 2);
+    }
+    CHECK_THAT(svg, Catch::Contains(">1st stage of a rank:</text>") && Catch::Contains(">2nd stage of a rank:</text>"));
+    CHECK(CountOf(svg, "<rect class=\"swatch-1\"") == CountOf(svg, "<rect class=\"swatch-0\""));
+    CHECK(FillOf(FirstTag(svg, "<rect class=\"swatch-0\"")) != FillOf(FirstTag(svg, "<rect class=\"swatch-1\"")));
+  }
+  // One stage per rank: one fill per kind, the kind's own, and no stage rows.
+  const std::string svg = RenderSvg(Simulated(Generate("zb-h1", {4, 16, 0})), {});
+  CHECK(FillOf(FirstTag(svg, "<rect class=\"F\"")) == InfoOf(ActionKind::kForward).fill);
+  CHECK(CountOf(svg, "stage of a rank") == 0);
+  CHECK(CountOf(svg, "<rect class=\"swatch\"") == 3);
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("text render marks a label it cannot widen for with +, and says so", "[render]") {
+  Timeline t;
+  t.name = "tiny-w";
+  t.ranks = 1;
+  // A 10 us I and a 1 ns W in a 1 s step would need 3e9 cells; the picture
+  // stops at 65536 (15.26 us each): the I gets one cell, too few for "13",
+  // and the W none.
+  t.events = {Event(0, ActionKind::kForward, 0, 3, 0, 1000),
+              TimelineEvent{0, {ActionKind::kBackwardInput, 0, 13}, MsToNs(1000), MsToNs(1000.01)},
+              TimelineEvent{0, {ActionKind::kBackwardWeight, 0, 3}, MsToNs(1000.01), MsToNs(1000.01) + 1}};
+  const std::string text = RenderText(t, 100);
+  CHECK(CountOf(text, "\nr0 |") == kMaxTextCells / 100 + 1);
+  CHECK_THAT(text, Catch::EndsWith("FFF+|\nlegend: F forward, I input grad, W weight grad, . idle; a box starts "
+                                   "with its microbatch; + a label too long for its box; 1 action(s) too short to "
+                                   "show (use pplab render)\n"));
+  CHECK_THAT(text, Catch::StartsWith("tiny-w: makespan 1000.010 ms"));
 }
 
 }  // namespace pplab

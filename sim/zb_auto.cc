@@ -1,0 +1,280 @@
+// zb-auto (see zb_auto.h). The list scheduler below follows the paper's
+// heuristic (section 3.1): on a free rank, run an I whose gradient has
+// arrived, else an F whose input has arrived while the in-flight limit
+// allows, else fill the gap with a deferred W; a W is forced once too many
+// are owed. Unlike the unit-time orders of zero_bubble.cc it keeps real time:
+// each stage's F, I and W cost and each message's transfer time come from the
+// cost model, so the order it emits is the one those costs favour.
+#include "sim/zb_auto.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <queue>
+#include <set>
+
+#include "schedules/error.h"
+#include "sim/simulator.h"
+
+namespace pplab {
+namespace {
+
+constexpr TimeNs kUnknown = std::numeric_limits<TimeNs>::max();
+
+struct Policy {
+  std::vector<int> inflight;  // per rank, >= 1
+  int w_backlog = 0;          // a W is forced when more than this are owed
+  // When a deferred W may fill an idle gap: kGreedy always; kKnownGap when
+  // it ends before the next input whose arrival time is known (or none is);
+  // kStrictGap only when it ends before the next input's known arrival,
+  // waiting while an input is still to come at an unknown time.
+  enum GapRule { kGreedy, kKnownGap, kStrictGap } gap = kGreedy;
+};
+
+struct Planned {
+  Schedule schedule;
+  TimeNs predicted = 0;  // the list schedule's own makespan
+};
+
+// One rank per stage (v = 1). Event-driven: a rank is reconsidered when it
+// becomes free and when an input it may wait for gets a known arrival time.
+Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy) {
+  Planned out;
+  Schedule& s = out.schedule;
+  s.name = "zb-auto";
+  s.ranks = K;
+  s.stages = K;
+  s.microbatches = M;
+  s.placement = LoopPlacement(K, K);
+  s.programs.assign(K, {});
+  const auto at = [M](RankId r, MicrobatchId m) { return static_cast<size_t>(r) * M + m; };
+  std::vector<TimeNs> f_done(static_cast<size_t>(K) * M, kUnknown);
+  std::vector<TimeNs> f_arrive(f_done.size(), kUnknown);  // activation of m at rank r (from r - 1)
+  std::vector<TimeNs> i_arrive(f_done.size(), kUnknown);  // gradient of m at rank r (from r + 1)
+  std::vector<MicrobatchId> next_f(K, 0), next_i(K, 0);
+  std::vector<int> inflight(K, 0);
+  std::vector<std::deque<MicrobatchId>> owed(K);
+  std::vector<TimeNs> free_at(K, 0);
+  using Wake = std::pair<TimeNs, RankId>;
+  std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> wakes;
+  for (RankId r = 0; r < K; ++r) wakes.push({0, r});
+  const long total = 3L * K * M;
+  for (long emitted = 0; emitted < total;) {
+    if (wakes.empty()) throw Error("zb-auto: internal error: list scheduling made no progress");
+    const auto [t, r] = wakes.top();
+    wakes.pop();
+    if (t < free_at[r]) continue;  // busy; woken again when free
+    const MicrobatchId mi = next_i[r], mf = next_f[r];
+    TimeNs i_ready = kUnknown, f_ready = kUnknown;
+    if (mi < M && f_done[at(r, mi)] != kUnknown) i_ready = r == K - 1 ? f_done[at(r, mi)] : i_arrive[at(r, mi)];
+    if (mf < M && inflight[r] < policy.inflight[r]) f_ready = r == 0 ? 0 : f_arrive[at(r, mf)];
+    Action a;
+    if (static_cast<int>(owed[r].size()) > policy.w_backlog) {
+      a = {ActionKind::kBackwardWeight, r, owed[r].front()};
+    } else if (i_ready <= t) {
+      a = {ActionKind::kBackwardInput, r, mi};
+    } else if (f_ready <= t) {
+      a = {ActionKind::kForward, r, mf};
+    } else {
+      const TimeNs next = std::min(i_ready, f_ready);
+      const bool input_to_come = mi < M || (mf < M && inflight[r] < policy.inflight[r]);
+      const TimeNs w_end =
+          owed[r].empty() ? kUnknown : t + costs.ComputeTime({ActionKind::kBackwardWeight, r, owed[r].front()});
+      bool w_fits = !owed[r].empty();
+      if (w_fits && policy.gap == Policy::kKnownGap) w_fits = next == kUnknown || w_end <= next;
+      if (w_fits && policy.gap == Policy::kStrictGap) w_fits = next == kUnknown ? !input_to_come : w_end <= next;
+      if (!w_fits) {
+        if (next != kUnknown) wakes.push({next, r});
+        continue;  // else a neighbour wakes it when an input gets a time
+      }
+      a = {ActionKind::kBackwardWeight, r, owed[r].front()};
+    }
+    const TimeNs end = t + costs.ComputeTime(a);
+    free_at[r] = end;
+    wakes.push({end, r});
+    s.programs[r].push_back(a);
+    ++emitted;
+    const Bytes bytes = costs.Stage(r).message_bytes;
+    if (a.kind == ActionKind::kForward) {
+      ++next_f[r];
+      ++inflight[r];
+      f_done[at(r, a.microbatch)] = end;
+      if (r + 1 < K) {
+        f_arrive[at(r + 1, a.microbatch)] = end + costs.TransferTime(r, r + 1, bytes);
+        wakes.push({f_arrive[at(r + 1, a.microbatch)], r + 1});
+      }
+    } else if (a.kind == ActionKind::kBackwardInput) {
+      ++next_i[r];
+      --inflight[r];
+      owed[r].push_back(a.microbatch);
+      if (r > 0) {
+        i_arrive[at(r - 1, a.microbatch)] = end + costs.TransferTime(r, r - 1, bytes);
+        wakes.push({i_arrive[at(r - 1, a.microbatch)], r - 1});
+      }
+    } else {
+      owed[r].pop_front();
+    }
+  }
+  out.predicted = *std::max_element(free_at.begin(), free_at.end());
+  return out;
+}
+
+// The policies searched: in-flight limits from 1 up to zb-h1's, between
+// zb-h1's and zb-h2's and a little beyond, times W backlogs, times the gap
+// rules.
+std::vector<Policy> Policies(int K, int M) {
+  std::vector<std::vector<int>> limits;
+  const auto add = [&](const std::function<int(RankId)>& limit_of) {
+    std::vector<int> l(K);
+    for (RankId r = 0; r < K; ++r) l[r] = std::clamp(limit_of(r), 1, M);
+    if (std::find(limits.begin(), limits.end(), l) == limits.end()) limits.push_back(l);
+  };
+  for (int c = 1; c < K; ++c) add([&](RankId r) { return std::min(K - r, c); });              // below 1F1B's memory
+  for (int e = 0; e < K; ++e) add([&](RankId r) { return K - r + std::min(e, K - 1 - r); });  // zb-h1 .. zb-h2 shape
+  for (int e = 1; e <= K; ++e) add([&](RankId r) { return K - r + e; });  // 1F1B's slope, e more in flight
+  for (int c = K; c < 2 * K; ++c) add([&](RankId) { return c; });         // the same limit on every rank
+  std::vector<Policy> out;
+  for (const std::vector<int>& l : limits) {
+    for (int backlog : {0, K - 1, 2 * K - 2, std::numeric_limits<int>::max()}) {
+      for (Policy::GapRule gap : {Policy::kGreedy, Policy::kKnownGap, Policy::kStrictGap})
+        out.push_back({l, backlog, gap});
+    }
+  }
+  return out;
+}
+
+// FNV-1a over every program's kinds and microbatches (v = 1: the stage is
+// the rank).
+uint64_t Fingerprint(const Schedule& s) {
+  uint64_t h = 1469598103934665603ULL;
+  const auto mix = [&h](uint64_t x) {
+    h ^= x;
+    h *= 1099511628211ULL;
+  };
+  for (const Program& p : s.programs) {
+    mix(p.size());
+    for (const Action& a : p) mix(static_cast<uint64_t>(a.kind) << 32 | static_cast<uint32_t>(a.microbatch));
+  }
+  return h;
+}
+
+struct Costed {
+  TimeNs makespan = 0;
+  std::vector<Bytes> bytes;  // peak per rank
+  std::vector<int> inflight;
+};
+
+Costed Cost(const Schedule& s, const CostModel& costs) {
+  const SimResult r = Simulate(s, costs);
+  Costed c;
+  c.makespan = r.makespan;
+  for (const RankMetrics& m : r.per_rank) {
+    c.bytes.push_back(m.peak_activation_bytes);
+    c.inflight.push_back(m.peak_inflight);
+  }
+  return c;
+}
+
+}  // namespace
+
+Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, const AutoOptions& limits_in) {
+  const std::string name = "zb-auto";
+  const int K = options.ranks, M = options.microbatches;
+  if (K < 1) throw Error(name + ": --ranks must be >= 1, got " + std::to_string(K));
+  if (M < 1) throw Error(name + ": --microbatches must be >= 1, got " + std::to_string(M));
+  if (options.virtual_stages > 1) {
+    throw Error(name + ": --virtual must be 1 (one stage per rank), got " + std::to_string(options.virtual_stages));
+  }
+  if (3LL * K * M > kMaxComputeActions) {
+    throw Error(name + ": --ranks " + std::to_string(K) + " x --microbatches " + std::to_string(M) +
+                " is more than pplab plans");
+  }
+  costs.CheckStages(K, name);
+  AutoOptions limits = limits_in;
+  if (!limits.activation_limit.empty() && static_cast<int>(limits.activation_limit.size()) != 1 &&
+      static_cast<int>(limits.activation_limit.size()) != K) {
+    throw Error(name + ": the activation limit needs 1 or K = " + std::to_string(K) + " values, got " +
+                std::to_string(limits.activation_limit.size()));
+  }
+  const Schedule h1 = GenerateZeroBubbleH1(K, M), h2 = GenerateZeroBubbleH2(K, M);
+  const Costed h1_cost = Cost(h1, costs), h2_cost = Cost(h2, costs);
+  if (limits.activation_limit.empty() && limits.inflight_limit <= 0) {
+    limits.activation_limit = {*std::max_element(h1_cost.bytes.begin(), h1_cost.bytes.end())};
+    limits.inflight_limit = *std::max_element(h1_cost.inflight.begin(), h1_cost.inflight.end());
+  }
+  Bytes smallest = -1;  // the least, over the orders costed, of the largest peak over ranks
+  const auto fits = [&](const Costed& c) {
+    bool ok = true;
+    Bytes over = 0;
+    for (RankId r = 0; r < K; ++r) {
+      if (!limits.activation_limit.empty()) {
+        const Bytes limit = limits.activation_limit[limits.activation_limit.size() == 1 ? 0 : r];
+        if (c.bytes[r] > limit) ok = false;
+      }
+      if (limits.inflight_limit > 0 && c.inflight[r] > limits.inflight_limit) ok = false;
+      over = std::max(over, c.bytes[r]);
+    }
+    smallest = smallest < 0 ? over : std::min(smallest, over);
+    return ok;
+  };
+  std::optional<Schedule> best;
+  TimeNs best_time = 0;
+  const auto consider = [&](const Schedule& s, const Costed& c) {
+    if (fits(c) && (!best || c.makespan < best_time)) {
+      best = s;
+      best_time = c.makespan;
+    }
+  };
+  consider(h1, h1_cost);
+  consider(h2, h2_cost);
+
+  // The leanest policy (one microbatch in flight, each W right after its I)
+  // holds one microbatch's activations or stash at a time, the least of any
+  // order; when even it is over the limit, the search stops here.
+  const std::vector<Policy> policies = Policies(K, M);
+  if (!best) {
+    const Schedule lean = ListSchedule(K, M, costs, {std::vector<int>(K, 1), 0, Policy::kGreedy}).schedule;
+    consider(lean, Cost(lean, costs));
+    if (!best) {
+      throw Error(name + ": no order fits the memory limit: the leanest (one microbatch in flight) peaks at " +
+                  std::to_string(smallest) + " activation bytes on a rank");
+    }
+  }
+  // Distinct orders (told apart by a hash of their programs), cheapest
+  // predicted first. Only the policy is kept, not the order: the few that
+  // get costed are list-scheduled again, which keeps memory at one order.
+  struct Ranked {
+    TimeNs predicted;
+    size_t policy;
+  };
+  std::vector<Ranked> ranked;
+  std::set<uint64_t> seen;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    const Policy& p = policies[i];
+    if (limits.inflight_limit > 0 && *std::max_element(p.inflight.begin(), p.inflight.end()) > limits.inflight_limit) {
+      continue;  // would be refused after costing
+    }
+    const Planned c = ListSchedule(K, M, costs, p);
+    if (seen.insert(Fingerprint(c.schedule)).second) ranked.push_back({c.predicted, i});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Ranked& a, const Ranked& b) { return a.predicted < b.predicted; });
+  for (const Ranked& c : ranked) {
+    if (best && c.predicted >= best_time) break;
+    const Schedule s = ListSchedule(K, M, costs, policies[c.policy]).schedule;
+    consider(s, Cost(s, costs));
+  }
+  best->name = name;
+  return *best;
+}
+
+Schedule GenerateWithCosts(const std::string& name, const GeneratorOptions& options, const CostModel& costs,
+                           const AutoOptions& limits) {
+  if (FindGenerator(name).needs_costs) return GenerateAuto(options, costs, limits);
+  return Generate(name, options);
+}
+
+}  // namespace pplab

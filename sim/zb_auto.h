@@ -1,0 +1,56 @@
+// zb-auto: the Zero Bubble paper's automatic scheduling (Qi et al., arXiv
+// 2401.10241, section 3), searched with the real cost model.
+//
+// The paper's heuristic list-schedules F, I and W per rank from the stage
+// costs and communication time under a memory limit. We run a family of such
+// list schedules, each a policy:
+//   - an in-flight limit per rank (microbatches with F done and I not yet):
+//     from 1 through 1F1B's K - r (zb-h1's) and zb-h2's 2(K - r) - 1 to a
+//     little beyond, capped by M;
+//   - how many W passes a rank may defer before one is forced;
+//   - when a deferred W may fill an idle gap: always, only when it ends
+//     before the next input whose arrival is known, or only when it ends
+//     before the next input at all (waiting while that is unknown);
+// cost each with Simulate() (simulator.h) and keep the fastest whose peak
+// memory fits. zb-h1 and zb-h2 are candidates themselves whenever they fit,
+// so zb-auto's simulated makespan is never above theirs under a limit they
+// meet. Candidates are costed in order of the makespan their list schedule
+// predicts, and the search stops once no remaining prediction can win: K =
+// 16, M = 64 takes 0.06 s under zb-h1's memory and up to 0.3 s under
+// zb-h2's (one core, -O2).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/generators.h"
+#include "sim/cost_model.h"
+
+namespace pplab {
+
+struct AutoOptions {
+  // Activation bytes a rank may hold at its peak (the simulator's
+  // RankMetrics::peak_activation_bytes: F's activations, I's stash for W and
+  // the running action's workspace): one value for every rank, or one per
+  // rank. Empty: no byte limit.
+  std::vector<Bytes> activation_limit;
+  // Microbatches a rank may hold in flight (RankMetrics::peak_inflight);
+  // 0: no count limit.
+  int inflight_limit = 0;
+  // With neither limit given, zb-auto takes zb-h1's memory: the most bytes
+  // and the most microbatches in flight zb-h1 holds on any rank under the
+  // same costs (1F1B's memory, the paper's ZB-1p setting).
+};
+
+// The best zb-auto order for K = options.ranks, M = options.microbatches on
+// `costs` (K stages, one per rank; options.virtual_stages must be 0 or 1).
+// Throws pplab::Error for K or M < 1, a cost model without K stages, or a
+// limit no candidate meets (naming the smallest peak seen).
+Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, const AutoOptions& limits = {});
+
+// Generate(), except for a generator that needs costs (GeneratorInfo::
+// needs_costs, i.e. zb-auto), which is given `costs` and `limits`.
+Schedule GenerateWithCosts(const std::string& name, const GeneratorOptions& options, const CostModel& costs,
+                           const AutoOptions& limits = {});
+
+}  // namespace pplab

@@ -1,0 +1,178 @@
+#include "sim/zb_auto.h"
+
+#include <algorithm>
+#include <array>
+#include <catch2/catch.hpp>
+
+#include "schedules/error.h"
+#include "schedules/lowering.h"
+#include "schedules/validate.h"
+#include "sim/simulator.h"
+
+namespace pplab {
+namespace {
+
+// Uniform stage costs in ns: F, full B, W (so I = B - W), message latency;
+// an F holds 100 bytes until its I, an I `stash` bytes until its W.
+CostModel Costs(int stages, TimeNs f, TimeNs b, TimeNs w, TimeNs latency, Bytes stash = 10) {
+  StageCost c;
+  c.forward = f;
+  c.backward = b;
+  c.backward_weight = w;
+  c.activation_bytes = 100;
+  c.weight_grad_bytes = stash;
+  return CostModel::Uniform(stages, c, Link{latency, 0});
+}
+
+struct Peak {
+  Bytes bytes = 0;
+  int inflight = 0;
+};
+
+Peak PeakOf(const SimResult& r) {
+  Peak p;
+  for (const RankMetrics& m : r.per_rank) {
+    p.bytes = std::max(p.bytes, m.peak_activation_bytes);
+    p.inflight = std::max(p.inflight, m.peak_inflight);
+  }
+  return p;
+}
+
+// The memory `r` used, as zb-auto's limits: its largest peak of bytes and of
+// microbatches in flight over the ranks.
+AutoOptions MemoryOf(const SimResult& r) {
+  const Peak p = PeakOf(r);
+  AutoOptions o;
+  o.activation_limit = {p.bytes};
+  o.inflight_limit = p.inflight;
+  return o;
+}
+
+struct Versus {
+  TimeNs h1, auto1, h2, auto2;
+};
+
+// zb-h1 and zb-h2 against zb-auto under each one's memory.
+Versus Compare(int K, int M, const CostModel& costs) {
+  const SimResult h1 = Simulate(GenerateZeroBubbleH1(K, M), costs);
+  const SimResult h2 = Simulate(GenerateZeroBubbleH2(K, M), costs);
+  const SimResult a1 = Simulate(GenerateAuto({K, M, 0}, costs, MemoryOf(h1)), costs);
+  const SimResult a2 = Simulate(GenerateAuto({K, M, 0}, costs, MemoryOf(h2)), costs);
+  CHECK(PeakOf(a1).bytes <= PeakOf(h1).bytes);
+  CHECK(PeakOf(a1).inflight <= PeakOf(h1).inflight);
+  CHECK(PeakOf(a2).bytes <= PeakOf(h2).bytes);
+  CHECK(PeakOf(a2).inflight <= PeakOf(h2).inflight);
+  return {h1.makespan, a1.makespan, h2.makespan, a2.makespan};
+}
+
+}  // namespace
+
+TEST_CASE("zb-auto is never slower than zb-h1 under zb-h1's memory nor than zb-h2 under zb-h2's", "[zb-auto]") {
+  // (F, B, W, latency) in ns: equal F = I = W, unequal, and with messages.
+  const std::vector<std::array<TimeNs, 4>> cost_sets = {
+      {1000, 2000, 1000, 0}, {1000, 2000, 500, 0}, {1500, 2000, 600, 200}, {1000, 2000, 1000, 500}};
+  int compared = 0, faster = 0;
+  for (int K = 1; K <= 6; ++K) {
+    for (int M = 1; M <= 12; ++M) {
+      for (const auto& [f, b, w, latency] : cost_sets) {
+        INFO("K=" << K << " M=" << M << " F=" << f << " B=" << b << " W=" << w << " latency=" << latency);
+        const Versus v = Compare(K, M, Costs(K, f, b, w, latency));
+        CHECK(v.auto1 <= v.h1);
+        CHECK(v.auto2 <= v.h2);
+        faster += (v.auto1 < v.h1) + (v.auto2 < v.h2);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == 6 * 12 * 4);
+  CHECK(faster > 100);
+}
+
+// Two lower bounds on a makespan, v = 1, uniform costs, latency per message:
+//   - any order: the last rank gets its first input after (K-1)(F + latency)
+//     and then has M(F+I+W) of work;
+//   - at most K microbatches in flight on rank 0 (zb-h1's memory): before its
+//     first I, which needs K forwards and K-1 input gradients down and back
+//     up the pipeline, rank 0 can only run its K forwards, so it idles at
+//     least (K-1)(I + 2 latency) besides its M(F+I+W) of work.
+TimeNs AnyOrderBound(int K, int M, TimeNs f, TimeNs i, TimeNs w, TimeNs latency) {
+  return (K - 1) * (f + latency) + M * (f + i + w);
+}
+TimeNs OneF1BMemoryBound(int K, int M, TimeNs f, TimeNs i, TimeNs w, TimeNs latency) {
+  return M * (f + i + w) + (K - 1) * (i + 2 * latency);
+}
+
+TEST_CASE("zb-auto beats zb-h1 and zb-h2 when F, I and W differ (K=4, M=8)", "[zb-auto]") {
+  // F = 1000, I = 1500, W = 500 ns, free messages; memory is the
+  // activations (no bytes held for W), so deferring a W costs none.
+  const Versus v = Compare(4, 8, Costs(4, 1000, 2000, 500, 0, 0));
+  CHECK(v.h1 == 30000);
+  CHECK(v.auto1 == 28500);
+  CHECK(v.auto1 == OneF1BMemoryBound(4, 8, 1000, 1500, 500, 0));  // nothing does better at this memory
+  CHECK(v.h2 == 28500);
+  CHECK(v.auto2 == 28000);
+}
+
+TEST_CASE("zb-auto beats zb-h1 when messages take time; zb-h2 already meets the lower bound there", "[zb-auto]") {
+  // F = I = W = 1000 ns, 500 ns per message, no bytes held for W.
+  const int K = 4, M = 8;
+  const Versus v = Compare(K, M, Costs(K, 1000, 2000, 1000, 500, 0));
+  CHECK(v.h1 == 32000);
+  CHECK(v.auto1 == 30000);
+  CHECK(v.auto1 == OneF1BMemoryBound(K, M, 1000, 1000, 1000, 500));
+  // The last rank cannot start before (K-1)(F + latency) and then has
+  // M(F+I+W) of work: 3 x 1500 + 8 x 3000 = 28500, which zb-h2 reaches, so
+  // no order does better.
+  CHECK(v.h2 == (K - 1) * 1500 + M * 3000);
+  CHECK(v.h2 == AnyOrderBound(K, M, 1000, 1000, 1000, 500));
+  CHECK(v.auto2 == v.h2);
+}
+
+TEST_CASE("where zb-h1 and zb-h2 already meet the lower bounds, zb-auto equals them", "[zb-auto]") {
+  // F = 1000, I = 2000, W = 1000 ns: unequal costs, yet both hand orders are
+  // optimal for their memory, so no order can be strictly faster.
+  for (int K : {4, 6}) {
+    const int M = 2 * K;
+    const Versus v = Compare(K, M, Costs(K, 1000, 3000, 1000, 0, 0));
+    INFO("K=" << K);
+    CHECK(v.h1 == OneF1BMemoryBound(K, M, 1000, 2000, 1000, 0));
+    CHECK(v.auto1 == v.h1);
+    CHECK(v.h2 == AnyOrderBound(K, M, 1000, 2000, 1000, 0));
+    CHECK(v.auto2 == v.h2);
+  }
+}
+
+TEST_CASE("zb-auto is valid, complete and keeps to a byte limit", "[zb-auto]") {
+  const CostModel costs = Costs(4, 1000, 2000, 500, 100);
+  for (Bytes limit : {Bytes{110}, Bytes{250}, Bytes{450}, Bytes{1000}}) {
+    AutoOptions o;
+    o.activation_limit = {limit};
+    const Schedule s = Lower(GenerateAuto({4, 12, 0}, costs, o));
+    INFO("limit " << limit);
+    CHECK(s.name == "zb-auto");
+    CHECK(Validate(s).ok());
+    const SimResult r = Simulate(s, costs);
+    CHECK(PeakOf(r).bytes <= limit);
+  }
+  // Less than one microbatch's activations fits no order.
+  AutoOptions tiny;
+  tiny.activation_limit = {99};
+  CHECK_THROWS_WITH(GenerateAuto({4, 12, 0}, costs, tiny), Catch::Contains("no order fits the memory limit"));
+  // One limit per rank.
+  AutoOptions per_rank;
+  per_rank.activation_limit = {410, 310, 210, 110};
+  const SimResult r = Simulate(GenerateAuto({4, 12, 0}, costs, per_rank), costs);
+  for (RankId k = 0; k < 4; ++k) CHECK(r.per_rank[k].peak_activation_bytes <= per_rank.activation_limit[k]);
+}
+
+TEST_CASE("zb-auto needs a cost model: Generate refuses it, GenerateWithCosts runs it", "[zb-auto]") {
+  CHECK_THROWS_WITH(Generate("zb-auto", {4, 8, 0}), Catch::Contains("GenerateWithCosts"));
+  CHECK(FindGenerator("zb-auto").needs_costs);
+  const CostModel costs = Costs(4, 1000, 2000, 500, 0);
+  CHECK(GenerateWithCosts("zb-auto", {4, 8, 0}, costs).programs == GenerateAuto({4, 8, 0}, costs).programs);
+  CHECK(GenerateWithCosts("zb-h1", {4, 8, 0}, costs).programs == GenerateZeroBubbleH1(4, 8).programs);
+  CHECK_THROWS_WITH(GenerateAuto({4, 8, 2}, costs), Catch::Contains("--virtual must be 1"));
+  CHECK_THROWS_WITH(GenerateAuto({4, 8, 0}, Costs(3, 1000, 2000, 500, 0)), Catch::Contains("3"));
+}
+
+}  // namespace pplab

@@ -87,6 +87,10 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
       transport_(transport),
       loss_(std::move(loss)),
       options_(options) {
+  if (schedule.NumPipelines() > 1) {
+    throw Error("executor: '" + schedule.name + "' runs " + std::to_string(schedule.NumPipelines()) +
+                " pipelines (two copies of the model); the executor runs one pipeline");
+  }
   for (StageId s : schedule.StagesOf(rank)) {
     if (stages_.count(s) == 0 || stages_[s] == nullptr) {
       throw Error("executor rank " + std::to_string(rank) + ": no module for stage " + std::to_string(s));

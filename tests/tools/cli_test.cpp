@@ -413,7 +413,7 @@ TEST_CASE("cli: -s zb-auto searches with the flags' costs and keeps to --memory-
   // compare and show take it like any schedule.
   r = Pplab("compare --schedules zb-h1,zb-auto -k 4 -m 8 --f-time 1 --b-time 2 --w-time 0.5 --csv");
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("\nzb-auto,4,4,8,28.500,"));
+  CHECK_THAT(r.out, Catch::Contains("\nzb-auto,4,1,4,8,28.500000,"));
   r = Pplab("show -s zb-auto -k 4 -m 16");
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::StartsWith("zb-auto [simulated]: makespan"));

@@ -35,6 +35,35 @@ std::vector<double> Losses(const std::string& args) {
   return j["losses"].get<std::vector<double>>();
 }
 
+// One step of `args` that writes every parameter's gradient into `dir`.
+void DumpGrads(const std::string& args, const std::string& dir) {
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  const PplabRun r = Train(args + " --steps 1 --json --dump-grads " + dir);
+  INFO(args << "\n" << r.out);
+  REQUIRE(r.code == 0);
+}
+
+struct GradError {
+  int compared = 0;
+  double max_abs = 0, max_rel = 0;  // relative to each tensor's largest reference value
+};
+
+// Every gradient file of `ref` against the one of the same name in `dir`.
+GradError CompareGrads(const std::string& ref, const std::string& dir) {
+  GradError e;
+  for (const auto& entry : std::filesystem::directory_iterator(ref)) {
+    at::Tensor want, got;
+    torch::load(want, entry.path().string());
+    torch::load(got, dir + "/" + entry.path().filename().string());
+    const double scale = std::max(want.abs().max().item<double>(), 1e-30);
+    const double abs = (got - want).abs().max().item<double>();
+    e.max_abs = std::max(e.max_abs, abs);
+    e.max_rel = std::max(e.max_rel, abs / scale);
+    ++e.compared;
+  }
+  return e;
+}
+
 }  // namespace
 
 TEST_CASE("every schedule across processes gives the single-process loss sequence", "[train]") {
@@ -54,38 +83,20 @@ TEST_CASE("every schedule across processes gives the single-process loss sequenc
 
 TEST_CASE("across processes every parameter gradient equals the single-process one", "[train]") {
   const std::string tmp = PPLAB_TEST_TMP_DIR;
-  const std::string common = " --model tiny --batch-size 8 --seq-len 16 --steps 1 --seed 3 --json";
-  auto dump = [&](const std::string& plan, const std::string& dir) {
-    REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
-    const PplabRun r = Train(plan + common + " --dump-grads " + dir);
-    INFO(plan << "\n" << r.out);
-    REQUIRE(r.code == 0);
-  };
-  dump("-k 1 -m 1", tmp + "/grads_ref");  // the whole batch at once
+  const std::string common = " --model tiny --batch-size 8 --seq-len 16 --seed 3";
+  DumpGrads("-k 1 -m 1" + common, tmp + "/grads_ref");  // the whole batch at once
   for (const char* plan : {"-s 1f1b -k 2 -m 4", "-s zb-h1 -k 2 -m 4", "-s zb-v -k 2 -m 4",
                            "-s interleaved-1f1b -k 2 -m 4 -v 2", "-s zb-h2 -k 4 -m 8",
                            // data parallelism: plain DDP, and the DP x PP grid (world 4), whose
-                           // all-reduces start after a stage's last B, or last W (zb-h1)
+                           // all-reduces start at each stage's REDUCE_GRAD, after its last B or W
                            "--dp 2 -k 1 -m 2", "--dp 2 -s 1f1b -k 2 -m 2", "--dp 2 -s zb-h1 -k 2 -m 2"}) {
-    const std::string dir = tmp + "/grads_pp";
-    dump(plan, dir);
-    double worst = 0, worst_abs = 0;
-    int compared = 0;
-    for (const auto& entry : std::filesystem::directory_iterator(tmp + "/grads_ref")) {
-      at::Tensor want, got;
-      torch::load(want, entry.path().string());
-      torch::load(got, dir + "/" + entry.path().filename().string());
-      const double scale = std::max(want.abs().max().item<double>(), 1e-30);
-      const double abs = (got - want).abs().max().item<double>();
-      worst_abs = std::max(worst_abs, abs);
-      worst = std::max(worst, abs / scale);
-      ++compared;
-    }
+    DumpGrads(plan + common, tmp + "/grads_pp");
+    const GradError e = CompareGrads(tmp + "/grads_ref", tmp + "/grads_pp");
     std::printf("multi-process gradient parity %-38s %d tensors, max abs error %.2e, max relative error %.2e\n", plan,
-                compared, worst_abs, worst);
+                e.compared, e.max_abs, e.max_rel);
     INFO(plan);
-    CHECK(compared == 39);  // tiny: embedding, 4 layers x 9, norm, head
-    CHECK(worst <= 1e-5);
+    CHECK(e.compared == 39);  // tiny: embedding, 4 layers x 9, norm, head
+    CHECK(e.max_rel <= 1e-5);
   }
 }
 
@@ -93,38 +104,22 @@ TEST_CASE("dualpipev (overlapped F&B) and interleaved-zb plans and a PyTorch RED
           "[train]") {
   // The small preset (8 layers), so that K=4 dualpipev has its 8 stages.
   const std::string tmp = PPLAB_TEST_TMP_DIR;
-  const std::string common = " --model small --batch-size 8 --seq-len 16 --steps 1 --seed 4 --json";
-  auto dump = [&](const std::string& plan, const std::string& dir) {
-    REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
-    const PplabRun r = Train(plan + common + " --dump-grads " + dir);
-    INFO(plan << "\n" << r.out);
-    REQUIRE(r.code == 0);
-  };
-  dump("-k 1 -m 1", tmp + "/grads_new_ref");
+  const std::string common = " --model small --batch-size 8 --seq-len 16 --seed 4";
+  DumpGrads("-k 1 -m 1" + common, tmp + "/grads_new_ref");
   const std::string data = PPLAB_TEST_DATA_DIR;
   const std::vector<std::string> plans = {
-       "-s dualpipev -k 2 -m 4", "-s dualpipev -k 4 -m 8", "-s interleaved-zb -k 2 -m 4 -v 2",
-        "-s interleaved-zb -k 4 -m 8 -v 2", "--dp 2 -s dualpipev -k 2 -m 4",
-        // PyTorch's own GPipe file, with its REDUCE_GRAD actions
-        "--plan " + data + "/pytorch/gpipe_k2_m2_compute_only.csv"};
+      "-s dualpipev -k 2 -m 4", "-s dualpipev -k 4 -m 8", "-s interleaved-zb -k 2 -m 4 -v 2",
+      "-s interleaved-zb -k 4 -m 8 -v 2", "--dp 2 -s dualpipev -k 2 -m 4",
+      // PyTorch's own GPipe file, with its REDUCE_GRAD actions
+      "--plan " + data + "/pytorch/gpipe_k2_m2_compute_only.csv"};
   for (const std::string& plan : plans) {
-    const std::string dir = tmp + "/grads_new";
-    dump(plan, dir);
-    double worst = 0;
-    int compared = 0;
-    for (const auto& entry : std::filesystem::directory_iterator(tmp + "/grads_new_ref")) {
-      at::Tensor want, got;
-      torch::load(want, entry.path().string());
-      torch::load(got, dir + "/" + entry.path().filename().string());
-      const double scale = std::max(want.abs().max().item<double>(), 1e-30);
-      worst = std::max(worst, (got - want).abs().max().item<double>() / scale);
-      ++compared;
-    }
-    std::printf("multi-process gradient parity %-60s %d tensors, max relative error %.2e\n", plan.c_str(), compared,
-                worst);
+    DumpGrads(plan + common, tmp + "/grads_new");
+    const GradError e = CompareGrads(tmp + "/grads_new_ref", tmp + "/grads_new");
+    std::printf("multi-process gradient parity %-60s %d tensors, max relative error %.2e\n", plan.c_str(), e.compared,
+                e.max_rel);
     INFO(plan);
-    CHECK(compared == 8 * 9 + 3);  // small: embedding, 8 layers x 9, norm, head
-    CHECK(worst <= 1e-5);
+    CHECK(e.compared == 8 * 9 + 3);  // small: embedding, 8 layers x 9, norm, head
+    CHECK(e.max_rel <= 1e-5);
   }
 }
 

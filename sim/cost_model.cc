@@ -73,6 +73,20 @@ Link ReadLink(const json& obj, Link link, const std::string& at, const std::vect
   return link;
 }
 
+// "devices": [0, 0, 1, 1]: the device of each rank.
+std::vector<int> ReadDevices(const json& list, const std::string& at) {
+  if (!list.is_array() || list.empty()) throw Error(at + " must be a non-empty array of device ids, one per rank");
+  std::vector<int> devices;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& d = list[i];
+    if (!d.is_number_integer() || d.get<long long>() < 0 || d.get<long long>() > (1LL << 30)) {
+      throw Error(at + "[" + std::to_string(i) + "] must be an integer device id in [0, 2^30], got " + d.dump());
+    }
+    devices.push_back(static_cast<int>(d.get<long long>()));
+  }
+  return devices;
+}
+
 json StageToJson(const StageCost& c) {
   json j = json::object();
   if (c.forward) j["forward_ms"] = NsToMs(*c.forward);
@@ -194,7 +208,9 @@ CostModel CostModel::FromJson(const std::string& text, const std::string& origin
 
 CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& origin) {
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
-  CheckKeys(doc, {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel"},
+  CheckKeys(doc,
+            {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel",
+             "devices"},
             origin);
   if (doc.value("format", std::string()) != "pplab.cost") {
     throw Error(origin + ": field 'format' must be \"pplab.cost\"");
@@ -251,6 +267,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
     m.dp_.degree = static_cast<int>(dp["degree"].get<long long>());
     m.dp_.link = ReadLink(dp, Link{}, at, {"degree"});
   }
+  if (doc.contains("devices")) m.devices_ = ReadDevices(doc["devices"], origin + ": devices");
   if (doc.contains("meta")) {
     m.meta_json = doc["meta"].dump();
     ParseProfileMeta(m.meta_json, static_cast<int>(m.stages_.size()), origin);  // validates a profiler's meta
@@ -281,6 +298,7 @@ std::string CostModel::ToJson() const {
               {"link", {{"latency_ms", NsToMs(link_.latency)}, {"bandwidth_gbps", link_.bandwidth_gbps}}},
               {"links", links},
               {"meta", json::parse(meta_json)}};
+  if (!devices_.empty()) doc["devices"] = devices_;
   if (dp_.degree != 1) {
     doc["data_parallel"] = {{"degree", dp_.degree},
                             {"latency_ms", NsToMs(dp_.link.latency)},
@@ -353,6 +371,13 @@ TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {
     t += static_cast<TimeNs>(std::llround(static_cast<double>(bytes) / link.bandwidth_gbps));
   }
   return t;
+}
+
+void CostModel::CheckDevices(int ranks, const std::string& schedule_name) const {
+  if (!devices_.empty() && static_cast<int>(devices_.size()) != ranks) {
+    throw Error(origin_ + ": field 'devices' names " + std::to_string(devices_.size()) + " ranks but schedule '" +
+                schedule_name + "' has " + std::to_string(ranks));
+  }
 }
 
 void CostModel::CheckStages(int stages, const std::string& schedule_name) const {

@@ -114,6 +114,15 @@ class CostModel {
   // Throws pplab::Error unless the model covers exactly `stages` stages.
   void CheckStages(int stages, const std::string& schedule_name) const;
 
+  // The device each rank computes on, devices[r] for rank r, when ranks
+  // share devices (several pipeline ranks on one GPU); empty: every rank has
+  // its own. A device runs one compute action at a time.
+  const std::vector<int>& Devices() const { return devices_; }
+  void SetDevices(std::vector<int> devices) { devices_ = std::move(devices); }
+  // Throws pplab::Error unless Devices() is empty or names one device per
+  // rank of a schedule of `ranks` ranks.
+  void CheckDevices(int ranks, const std::string& schedule_name) const;
+
   void SetLinkOverride(RankId from, RankId to, const Link& link) { links_[{from, to}] = link; }
   const Link& DefaultLink() const { return link_; }
   // Free-form metadata carried through the JSON file (e.g. the model and
@@ -133,6 +142,7 @@ class CostModel {
   Link link_;
   std::map<std::pair<RankId, RankId>, Link> links_;
   DataParallel dp_;
+  std::vector<int> devices_;
 };
 
 }  // namespace pplab

@@ -1,6 +1,10 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
+#include <tuple>
 
 #include "schedules/action_kinds.h"
 #include "schedules/error.h"
@@ -36,6 +40,8 @@ class Engine {
     pred_.assign(offset_.back(), -1);
     pc_.assign(s.ranks, 0);
     clock_.assign(s.ranks, 0);
+    comm_free_.assign(s.ranks, 0);
+    last_send_.assign(s.ranks, -1);
     last_compute_.assign(s.ranks, -1);
     inflight_.assign(s.ranks, 0);
     bytes_.assign(s.ranks, 0);
@@ -49,15 +55,25 @@ class Engine {
       metrics_[r].rank = r;
       metrics_[r].start = kUnknown;
     }
+    MapDevices();
   }
 
+  // Advances ranks until each is done or parked; then grants a shared
+  // device to the rank that asked for the earliest time, and goes on. When
+  // no rank can advance, every compute not yet placed starts at or after the
+  // earliest request in the device queue (a parked rank's message comes from
+  // a rank that is itself parked or queued), so that grant is final.
   SimResult Run() {
     std::vector<RankId> runnable;
     for (RankId r = s_.ranks - 1; r >= 0; --r) runnable.push_back(r);
-    while (!runnable.empty()) {
-      const RankId r = runnable.back();
-      runnable.pop_back();
-      Advance(r, runnable);
+    while (true) {
+      while (!runnable.empty()) {
+        const RankId r = runnable.back();
+        runnable.pop_back();
+        Advance(r, runnable);
+      }
+      if (device_queue_.empty()) break;
+      GrantDevice(runnable);
     }
     ReportStuck();
     return Finish();
@@ -97,11 +113,9 @@ class Engine {
           const size_t key = MsgKey(fwd, to, m);
           if (arrival_[key] != kUnknown) Stuck(r, a, "sends a message that was already sent");
           const Bytes bytes = costs_.Stage(st).message_bytes;
-          e.start = clock_[r];
-          e.end = e.start + costs_.TransferTime(r, s_.placement[to], bytes);
+          StartOnCommResource(r, ev, costs_.TransferTime(r, s_.placement[to], bytes));
           arrival_[key] = e.end;
           send_event_[key] = ev;
-          pred_[ev] = last_compute_[r];
           ++messages_;
           bytes_sent_ += bytes;
           if (waiting_[key] >= 0) {
@@ -127,6 +141,20 @@ class Engine {
       }
       ++pc_[r];
     }
+  }
+
+  // A SEND on rank r's communication resource: it starts when the rank has
+  // reached it and the rank's previous message has left (one message at a
+  // time per rank, in program order), and holds the resource for `transfer`.
+  // The compute resource does not wait for it.
+  void StartOnCommResource(RankId r, long ev, TimeNs transfer) {
+    TimelineEvent& e = events_[ev];
+    const bool queued = comm_free_[r] > clock_[r];
+    e.start = queued ? comm_free_[r] : clock_[r];
+    e.end = e.start + transfer;
+    pred_[ev] = queued ? last_send_[r] : last_compute_[r];
+    comm_free_[r] = e.end;
+    last_send_[r] = ev;
   }
 
   // Whether compute part `part` of action `a` may start on rank r: raises
@@ -182,8 +210,57 @@ class Engine {
     return cached;
   }
 
+  // Dense device ids, and which ranks share theirs (CostModel::Devices()).
+  void MapDevices() {
+    const std::vector<int>& given = costs_.Devices();
+    std::map<int, int> dense;
+    device_.resize(s_.ranks);
+    for (RankId r = 0; r < s_.ranks; ++r) {
+      const int id = given.empty() ? r : given[r];
+      device_[r] = dense.emplace(id, static_cast<int>(dense.size())).first->second;
+    }
+    std::vector<int> ranks_on(dense.size(), 0);
+    for (RankId r = 0; r < s_.ranks; ++r) ++ranks_on[device_[r]];
+    shared_.resize(s_.ranks);
+    for (RankId r = 0; r < s_.ranks; ++r) shared_[r] = ranks_on[device_[r]] > 1;
+    device_free_.assign(dense.size(), 0);
+    device_last_.assign(dense.size(), -1);
+    grant_.assign(s_.ranks, kUnknown);
+  }
+
+  // A compute action whose inputs are there at `ready` on a device that
+  // other ranks share: the rank queues for the device (false: it parks)
+  // unless GrantDevice has granted it; then `ready` is the granted start,
+  // and `pred` the device's previous action when the device delayed it.
+  bool TakeDevice(RankId r, TimeNs& ready, long& pred) {
+    if (!shared_[r]) return true;
+    if (grant_[r] == kUnknown) {
+      device_queue_.push({ready, ready, r});
+      return false;
+    }
+    if (grant_[r] > ready) pred = device_last_[device_[r]];
+    ready = grant_[r];
+    grant_[r] = kUnknown;
+    return true;
+  }
+
+  // Pops the earliest request; it gets the device when the device is free
+  // by then, else asks again for the time the device frees. Requests for
+  // one time go first come, first served (then the lower rank).
+  void GrantDevice(std::vector<RankId>& runnable) {
+    const auto [t, since, r] = device_queue_.top();
+    device_queue_.pop();
+    const TimeNs free = device_free_[device_[r]];
+    if (free > t) {
+      device_queue_.push({free, since, r});
+      return;
+    }
+    grant_[r] = t;
+    runnable.push_back(r);
+  }
+
   // Runs a compute action (F, B, I, W or a composite) once all its parts'
-  // inputs are there; false when the rank must park.
+  // inputs are there and its device is free; false when the rank must park.
   bool RunCompute(RankId r, long ev, const Action& a) {
     TimelineEvent& e = events_[ev];
     TimeNs ready = clock_[r];
@@ -192,12 +269,15 @@ class Engine {
     for (const Action& part : parts) {
       if (!PartReady(r, a, part, ready, pred)) return false;
     }
+    if (!TakeDevice(r, ready, pred)) return false;
     const TimeNs cost = CostOf(a);
     e.start = ready;
     e.end = ready + cost;
     pred_[ev] = pred;
     clock_[r] = e.end;
     last_compute_[r] = ev;
+    device_free_[device_[r]] = e.end;
+    device_last_[device_[r]] = ev;
     RankMetrics& rm = metrics_[r];
     rm.busy += cost;
     if (rm.start == kUnknown) rm.start = e.start;
@@ -322,6 +402,7 @@ class Engine {
     out.timeline.name = s_.name;
     out.timeline.source = "simulated";
     out.timeline.ranks = s_.ranks;
+    out.timeline.devices = costs_.Devices();
     out.timeline.events = std::move(events_);
     // Counter samples arrive rank by rank; order them by rank, then time.
     std::stable_sort(memory_.begin(), memory_.end(), [](const MemorySample& a, const MemorySample& b) {
@@ -346,7 +427,18 @@ class Engine {
   std::vector<TimelineEvent> events_;
   std::vector<long> pred_;
   std::vector<size_t> pc_;
-  std::vector<TimeNs> clock_;
+  std::vector<TimeNs> clock_;      // per rank: when its compute resource is free
+  std::vector<TimeNs> comm_free_;  // per rank: when its communication resource is free
+  std::vector<int> device_;        // per rank: its device, dense ids
+  std::vector<bool> shared_;       // per rank: whether another rank shares its device
+  std::vector<TimeNs> device_free_;  // per device: end of its latest compute action
+  std::vector<long> device_last_;    // per device: its latest compute event
+  std::vector<TimeNs> grant_;        // per rank: the start GrantDevice gave it, or kUnknown
+  // Requests for a shared device: (time wanted, ready since, rank), earliest first.
+  std::priority_queue<std::tuple<TimeNs, TimeNs, RankId>, std::vector<std::tuple<TimeNs, TimeNs, RankId>>,
+                      std::greater<>>
+      device_queue_;
+  std::vector<long> last_send_;    // per rank: its latest SEND event
   std::vector<long> last_compute_;
   std::vector<int> inflight_;
   std::vector<int> grads_done_;    // per stage: B and W run so far
@@ -396,6 +488,7 @@ void CheckTotals(const Schedule& s, const CostModel& costs) {
 SimResult Simulate(const Schedule& schedule, const CostModel& costs) {
   CheckShape(schedule);
   costs.CheckStages(schedule.stages, schedule.name);
+  costs.CheckDevices(schedule.ranks, schedule.name);
   CheckTotals(schedule, costs);
   if (!schedule.HasComm() && schedule.ranks > 1) {
     const Schedule lowered = Lower(schedule);

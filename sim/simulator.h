@@ -1,8 +1,10 @@
 // Discrete-event simulator: costs a lowered schedule with a CostModel.
 //
-// Each rank runs its program in order on one compute resource. A SEND starts
-// when its rank reaches it and never blocks the rank; its message arrives
-// after CostModel::TransferTime. A RECV only posts the receive (no time); the
+// Each rank runs its program in order on one compute resource and sends on
+// one communication resource (a separate stream or thread). A SEND starts
+// when its rank reaches it and the rank's previous message has left, holds
+// the communication resource for CostModel::TransferTime and never blocks
+// the compute resource; its message arrives at its end. A RECV only posts the receive (no time); the
 // compute action that consumes the message starts no earlier than its
 // arrival. An OVERLAP_F_B starts when the inputs of both its parts are there
 // and holds the rank for its overlapped cost. REDUCE_GRAD, UNSHARD and

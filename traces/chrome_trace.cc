@@ -28,11 +28,12 @@ int ThreadOf(ActionKind kind) {
 
 std::string TimelineToChromeTrace(const Timeline& timeline) {
   std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":";
-  out += json({{"pplab_trace_version", kTraceFormatVersion},
-               {"source", timeline.source},
-               {"name", timeline.name},
-               {"ranks", timeline.ranks}})
-             .dump();
+  json other = {{"pplab_trace_version", kTraceFormatVersion},
+                {"source", timeline.source},
+                {"name", timeline.name},
+                {"ranks", timeline.ranks}};
+  if (!timeline.devices.empty()) other["devices"] = timeline.devices;
+  out += other.dump();
   out += ",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const json& event) {
@@ -143,6 +144,19 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     throw Error(origin + ": otherData.ranks must be an integer in [1, number of events], got " + ranks.dump());
   }
   t.ranks = static_cast<int>(ranks.get<long long>());
+  if (other.contains("devices")) {
+    const json& devices = other["devices"];
+    if (!devices.is_array() || devices.size() != static_cast<size_t>(t.ranks)) {
+      throw Error(origin + ": otherData.devices must be an array of one device per rank (" + std::to_string(t.ranks) +
+                  ")");
+    }
+    for (const json& d : devices) {
+      if (!d.is_number_integer() || d.get<long long>() < 0 || d.get<long long>() > (1LL << 30)) {
+        throw Error(origin + ": otherData.devices entries must be integers in [0, 2^30], got " + d.dump());
+      }
+      t.devices.push_back(static_cast<int>(d.get<long long>()));
+    }
+  }
   for (size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     const std::string at = origin + ": traceEvents[" + std::to_string(i) + "]";

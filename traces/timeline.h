@@ -29,6 +29,9 @@ struct Timeline {
   std::string name;    // schedule name
   std::string source;  // "simulated" or "measured"
   int ranks = 0;
+  // The device each rank runs on, when ranks share devices (several ranks on
+  // one GPU): devices[r] for rank r. Empty: every rank has its own device.
+  std::vector<int> devices;
   std::vector<TimelineEvent> events;  // per rank in program order
   std::vector<MemorySample> memory;   // per rank in time order
 

@@ -159,3 +159,22 @@ TEST_CASE("a bad profile meta is refused naming the field", "[cost_model]") {
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cost model devices: one id per rank, round-trips, bad entries named", "[cost_model][devices]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "default": {"forward_ms": 1, "backward_ms": 2},
+    "num_stages": 2, )";
+  const CostModel m = CostModel::FromJson(head + R"("devices": [0, 0]})", "d.json");
+  CHECK(m.Devices() == std::vector<int>{0, 0});
+  CHECK(CostModel::FromJson(m.ToJson(), "again.json").Devices() == std::vector<int>{0, 0});
+  CHECK(CostModel::FromJson(head + R"("link": {}})", "none.json").Devices().empty());
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("devices": [0, -1]})", "bad.json"),
+                    Catch::Contains("bad.json: devices[1] must be an integer device id"));
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("devices": []})", "empty.json"),
+                    Catch::Contains("empty.json: devices must be a non-empty array"));
+  CHECK_THROWS_WITH(m.CheckDevices(3, "p"), Catch::Contains("field 'devices' names 2 ranks but schedule 'p' has 3"));
+  CHECK_NOTHROW(m.CheckDevices(2, "p"));
+}
+
+}  // namespace pplab

@@ -386,3 +386,39 @@ TEST_CASE("cli: export --format csv-compute writes what PyTorch's _load_csv read
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cli: explain --json splits each rank's idle time; the text form is a table", "[cli][explain]") {
+  // GPipe K=2 M=2, F=1, B=2, latency 0.5 ms: rank 0 waits 3.5 ms on stage 1
+  // and 0.5 ms on the message; rank 1 has 1.5 ms of warm-up and 2.5 of cool-down.
+  const std::string trace = TempPath("explain_gpipe.json");
+  REQUIRE(Pplab("simulate -s gpipe -k 2 -m 2 --f-time 1 --b-time 2 --comm-latency 0.5 --trace " + trace).code == 0);
+  const PplabRun r = Pplab("explain " + trace + " --json");
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["makespan"].get<double>() == 10.0);
+  REQUIRE(j["per_rank"].size() == 2);
+  const auto& r0 = j["per_rank"][0];
+  CHECK(r0["rank"] == 0);
+  CHECK(r0["busy"].get<double>() == 6.0);
+  CHECK(r0["idle"].get<double>() == 4.0);
+  CHECK(r0["warm_up"].get<double>() == 0.0);
+  CHECK(r0["cool_down"].get<double>() == 0.0);
+  CHECK(r0["imbalance"].get<double>() == 3.5);
+  CHECK(r0["comm"].get<double>() == 0.5);
+  CHECK(r0["shared_device"].get<double>() == 0.0);
+  CHECK(r0["imbalance_by_stage"] == nlohmann::json::parse(R"([{"stage": 1, "ms": 3.5}])"));
+  const auto& r1 = j["per_rank"][1];
+  CHECK(r1["warm_up"].get<double>() == 1.5);
+  CHECK(r1["cool_down"].get<double>() == 2.5);
+  CHECK(r1["idle"].get<double>() == 4.0);
+  const PplabRun text = Pplab("explain " + trace);
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("warm_up") && Catch::Contains("s1 3.500") && !Catch::Contains("{"));
+  const PplabRun missing = Pplab("explain /nonexistent/trace.json");
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.out, Catch::Contains("pplab: error: cannot read /nonexistent/trace.json"));
+}
+
+}  // namespace pplab

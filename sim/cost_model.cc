@@ -73,6 +73,20 @@ Link ReadLink(const json& obj, Link link, const std::string& at, const std::vect
   return link;
 }
 
+// "step": {"optimizer_ms": .., "clip_ms": .., "loss_allreduce_ms": .., "norm_allreduce_ms": ..}.
+StepCosts ReadStepCosts(const json& obj, const std::string& at) {
+  CheckKeys(obj, {"optimizer_ms", "clip_ms", "loss_allreduce_ms", "norm_allreduce_ms"}, at);
+  StepCosts step;
+  auto time = [&](const char* key, TimeNs& out) {
+    if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
+  };
+  time("optimizer_ms", step.optimizer);
+  time("clip_ms", step.clip);
+  time("loss_allreduce_ms", step.loss_allreduce);
+  time("norm_allreduce_ms", step.norm_allreduce);
+  return step;
+}
+
 // "devices": [0, 0, 1, 1]: the device of each rank.
 std::vector<int> ReadDevices(const json& list, const std::string& at) {
   if (!list.is_array() || list.empty()) throw Error(at + " must be a non-empty array of device ids, one per rank");
@@ -210,7 +224,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   CheckKeys(doc,
             {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel",
-             "devices"},
+             "devices", "step"},
             origin);
   if (doc.value("format", std::string()) != "pplab.cost") {
     throw Error(origin + ": field 'format' must be \"pplab.cost\"");
@@ -267,6 +281,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
     m.dp_.degree = static_cast<int>(dp["degree"].get<long long>());
     m.dp_.link = ReadLink(dp, Link{}, at, {"degree"});
   }
+  if (doc.contains("step")) m.step_ = ReadStepCosts(doc["step"], origin + ": step");
   if (doc.contains("devices")) m.devices_ = ReadDevices(doc["devices"], origin + ": devices");
   if (doc.contains("meta")) {
     m.meta_json = doc["meta"].dump();
@@ -299,6 +314,12 @@ std::string CostModel::ToJson() const {
               {"links", links},
               {"meta", json::parse(meta_json)}};
   if (!devices_.empty()) doc["devices"] = devices_;
+  if (step_.optimizer != 0 || step_.clip != 0 || step_.loss_allreduce != 0 || step_.norm_allreduce != 0) {
+    doc["step"] = {{"optimizer_ms", NsToMs(step_.optimizer)},
+                   {"clip_ms", NsToMs(step_.clip)},
+                   {"loss_allreduce_ms", NsToMs(step_.loss_allreduce)},
+                   {"norm_allreduce_ms", NsToMs(step_.norm_allreduce)}};
+  }
   if (dp_.degree != 1) {
     doc["data_parallel"] = {{"degree", dp_.degree},
                             {"latency_ms", NsToMs(dp_.link.latency)},

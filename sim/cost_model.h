@@ -59,6 +59,17 @@ struct DataParallel {
   Link link;
 };
 
+// Work done once per step after a rank's last action (docs/cost-model.md):
+// the all-reduces of the loss (for logging) and of the gradient norm (for
+// clipping) over the pipeline ranks, which start when every rank is done,
+// then clipping and the optimizer step, on each rank. 0 = none.
+struct StepCosts {
+  TimeNs loss_allreduce = 0;
+  TimeNs norm_allreduce = 0;
+  TimeNs clip = 0;
+  TimeNs optimizer = 0;
+};
+
 // The `meta` of a cost file written by `pplab profile` (meta.source ==
 // "pplab profile"): what the measured stage costs are valid for. The model
 // config stays JSON text so that sim/ needs nothing from models/.
@@ -114,6 +125,9 @@ class CostModel {
   // Throws pplab::Error unless the model covers exactly `stages` stages.
   void CheckStages(int stages, const std::string& schedule_name) const;
 
+  const StepCosts& Step() const { return step_; }
+  void SetStep(const StepCosts& step) { step_ = step; }
+
   // The device each rank computes on, devices[r] for rank r, when ranks
   // share devices (several pipeline ranks on one GPU); empty: every rank has
   // its own. A device runs one compute action at a time.
@@ -143,6 +157,7 @@ class CostModel {
   std::map<std::pair<RankId, RankId>, Link> links_;
   DataParallel dp_;
   std::vector<int> devices_;
+  StepCosts step_;
 };
 
 }  // namespace pplab

@@ -351,6 +351,30 @@ class Engine {
     }
   }
 
+  // The per-step work (CostModel::Step()) after each rank's last action:
+  // the all-reduces start when the last rank is done (they need every
+  // rank), then each rank clips and steps its optimizer; without
+  // all-reduces each rank goes on at once. Returns the step's end.
+  TimeNs AddStepWork(std::vector<StepEvent>& out) const {
+    const StepCosts& step = costs_.Step();
+    const bool sync = step.loss_allreduce + step.norm_allreduce > 0;
+    const TimeNs all_done = *std::max_element(clock_.begin(), clock_.end());
+    TimeNs end = all_done;
+    for (RankId r = 0; r < s_.ranks; ++r) {
+      TimeNs t = sync ? all_done : clock_[r];
+      for (const auto& [name, cost] : {std::pair<const char*, TimeNs>{"loss_allreduce", step.loss_allreduce},
+                                       {"norm_allreduce", step.norm_allreduce},
+                                       {"clip", step.clip},
+                                       {"optimizer", step.optimizer}}) {
+        if (cost == 0) continue;
+        out.push_back({r, name, t, t + cost});
+        t += cost;
+      }
+      end = std::max(end, t);
+    }
+    return end;
+  }
+
   void Sample(RankId r, TimeNs t, Bytes delta) {
     if (delta == 0) return;
     bytes_[r] += delta;
@@ -386,6 +410,9 @@ class Engine {
       if (last < 0 || events_[ev].end > events_[last].end) last = ev;
       out.makespan = std::max(out.makespan, events_[ev].end);
     }
+    const TimeNs actions_end = out.makespan;
+    out.makespan = AddStepWork(out.timeline.step_events);
+    out.critical_step = out.makespan - actions_end;
     for (long ev = last; ev >= 0; ev = pred_[ev]) {
       const TimelineEvent& e = events_[ev];
       out.critical_path.push_back({e.rank, e.action, e.start, e.end});

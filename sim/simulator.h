@@ -9,7 +9,9 @@
 // arrival. An OVERLAP_F_B starts when the inputs of both its parts are there
 // and holds the rank for its overlapped cost. REDUCE_GRAD, UNSHARD and
 // RESHARD block their rank in program order for CostModel::CollectiveTime;
-// they count in the makespan but not in a rank's busy (compute) time. Time is integer nanoseconds; the same input gives the same output.
+// they count in the makespan but not in a rank's busy (compute) time.
+// Per-step work (CostModel::Step()) follows each rank's last action and
+// counts in the makespan (Timeline::step_events). Time is integer nanoseconds; the same input gives the same output.
 // Cost is linear in the number of actions.
 #pragma once
 
@@ -56,6 +58,9 @@ struct SimResult {
   std::vector<CriticalStep> critical_path;
   TimeNs critical_compute = 0;  // compute time on the critical path
   TimeNs critical_comm = 0;     // transfer and collective time on the critical path
+  // Per-step work (CostModel::Step()) after the path's last action:
+  // critical_compute + critical_comm + critical_step = makespan.
+  TimeNs critical_step = 0;
 };
 
 // Simulates `schedule`. A schedule without communication actions is lowered

@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-enum Thread { kComputeTid = 0, kSendTid = 1, kRecvTid = 2 };
+enum Thread { kComputeTid = 0, kSendTid = 1, kRecvTid = 2, kStepTid = 3 };
 
 // Microseconds with three decimals: exact for integer nanoseconds.
 double Us(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
@@ -41,7 +41,9 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
     first = false;
     out += event.dump();
   };
-  static const char* kThreadNames[] = {"compute", "send", "recv"};
+  static const char* kThreadNames[] = {"compute", "send", "recv", "step"};
+  // The step thread only where there is per-step work, so older traces keep their bytes.
+  const int threads = timeline.step_events.empty() ? 3 : 4;
   for (RankId r = 0; r < timeline.ranks; ++r) {
     emit({{"ph", "M"},
           {"name", "process_name"},
@@ -49,7 +51,7 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
           {"tid", 0},
           {"args", {{"name", "rank " + std::to_string(r)}}}});
     emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r}, {"tid", 0}, {"args", {{"sort_index", r}}}});
-    for (int t = 0; t < 3; ++t) {
+    for (int t = 0; t < threads; ++t) {
       emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", t}, {"args", {{"name", kThreadNames[t]}}}});
     }
   }
@@ -95,6 +97,16 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
             {"tid", kRecvTid},
             {"ts", Us(e.end)}});
     }
+  }
+  for (const StepEvent& e : timeline.step_events) {
+    emit({{"ph", "X"},
+          {"name", e.name},
+          {"cat", "step"},
+          {"pid", e.rank},
+          {"tid", kStepTid},
+          {"ts", Us(e.start)},
+          {"dur", Us(e.end - e.start)},
+          {"args", {{"step", e.name}}}});
   }
   for (const MemorySample& m : timeline.memory) {
     emit({{"ph", "C"},
@@ -180,11 +192,16 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
       continue;
     }
     const json args = e.value("args", json::object());
-    if (!args.contains("action") || !args["action"].is_string()) throw Error(at + ": event without args.action");
     if (!e.contains("dur") || !e["dur"].is_number() || !(e["dur"].get<double>() >= 0) ||
         e["dur"].get<double>() > kMaxUs) {
       throw Error(at + ": needs a 'dur' in [0, 1e15] microseconds");
     }
+    if (e.value("cat", json()) == "step") {
+      if (!args.contains("step") || !args["step"].is_string()) throw Error(at + ": step event without args.step");
+      t.step_events.push_back({rank, args["step"].get<std::string>(), ts, ts + FromUs(e["dur"].get<double>())});
+      continue;
+    }
+    if (!args.contains("action") || !args["action"].is_string()) throw Error(at + ": event without args.action");
     TimelineEvent ev;
     ev.rank = rank;
     try {

@@ -178,3 +178,26 @@ TEST_CASE("cost model devices: one id per rank, round-trips, bad entries named",
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cost model step: optional per-step costs in ms, round-trip, unknown fields named", "[cost_model][step]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "default": {"forward_ms": 1, "backward_ms": 2},
+    "num_stages": 2, )";
+  const CostModel m = CostModel::FromJson(
+      head + R"("step": {"optimizer_ms": 1.5, "clip_ms": 0.25, "loss_allreduce_ms": 0.1, "norm_allreduce_ms": 0.2}})",
+      "s.json");
+  for (const CostModel& c : {m, CostModel::FromJson(m.ToJson(), "again.json")}) {
+    CHECK(c.Step().optimizer == 1500000);
+    CHECK(c.Step().clip == 250000);
+    CHECK(c.Step().loss_allreduce == 100000);
+    CHECK(c.Step().norm_allreduce == 200000);
+  }
+  CHECK(CostModel::FromJson(head + R"("step": {}})", "e.json").Step().optimizer == 0);
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("step": {"adam_ms": 1}})", "bad.json"),
+                    Catch::Contains("bad.json: step: unknown field 'adam_ms'"));
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("step": {"clip_ms": -1}})", "neg.json"),
+                    Catch::Contains("neg.json: step.clip_ms must be finite and >= 0"));
+}
+
+}  // namespace pplab

@@ -214,3 +214,25 @@ TEST_CASE("trace: devices round-trip through otherData; a wrong length is refuse
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("explain: per-step work after the last compute is cool-down; step events round-trip", "[explain][step]") {
+  CostModel costs = CostModel::Uniform(2, Stage(1000, 2000), Link{});
+  StepCosts step;
+  step.norm_allreduce = 200;
+  step.optimizer = 500;
+  costs.SetStep(step);
+  const SimResult sim = Simulate(Lower(GenerateGPipe(2, 2)), costs);
+  const Timeline back = RoundTrip(sim.timeline);
+  REQUIRE(back.step_events.size() == 4);
+  CHECK(back.step_events[3].name == "optimizer");
+  CHECK(back.step_events[3].start == 9200);
+  const IdleExplanation x = ExplainIdle(back);
+  CHECK(x.makespan == 9700);
+  CHECK(x.per_rank[0].cool_down == 700);
+  CHECK(x.per_rank[1].cool_down == 9700 - 7000);
+  for (const RankIdle& r : x.per_rank) CHECK(PartsSum(r) == r.idle);
+}
+
+}  // namespace pplab

@@ -36,13 +36,24 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
              "weight_grad_bytes", "workspace_bytes", "message_bytes", "forward_backward_ms", "overlap_penalty_ms",
-             "param_bytes"},
+             "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms", "backward_p90_ms",
+             "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms"},
             at);
   auto time = [&](const char* key, std::optional<TimeNs>& out) {
     if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
   };
   auto bytes = [&](const char* key, Bytes& out) {
     if (obj.contains(key)) out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at, kMaxBytes)));
+  };
+  // KIND_p10_ms and KIND_p90_ms come together, p10 <= p90.
+  auto spread = [&](const std::string& kind, std::optional<Spread>& out) {
+    const std::string p10 = kind + "_p10_ms", p90 = kind + "_p90_ms";
+    if (!obj.contains(p10) && !obj.contains(p90)) return;
+    if (!obj.contains(p10) || !obj.contains(p90)) throw Error(at + ": give both " + p10 + " and " + p90);
+    const Spread sp{MsToNs(NonNegative(obj, p10.c_str(), at, kMaxActionMs)),
+                    MsToNs(NonNegative(obj, p90.c_str(), at, kMaxActionMs))};
+    if (sp.p10 > sp.p90) throw Error(at + "." + p10 + " must not exceed " + p90);
+    out = sp;
   };
   time("forward_ms", cost.forward);
   time("backward_ms", cost.backward);
@@ -57,6 +68,10 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
     cost.overlap_penalty = MsToNs(NonNegative(obj, "overlap_penalty_ms", at, kMaxActionMs));
   }
   bytes("param_bytes", cost.param_bytes);
+  spread("forward", cost.forward_spread);
+  spread("backward", cost.backward_spread);
+  spread("backward_input", cost.backward_input_spread);
+  spread("backward_weight", cost.backward_weight_spread);
 }
 
 Link ReadLink(const json& obj, Link link, const std::string& at, const std::vector<std::string>& extra_keys = {}) {
@@ -114,6 +129,14 @@ json StageToJson(const StageCost& c) {
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;
+  for (const auto& [kind, sp] : {std::pair<std::string, const std::optional<Spread>*>{"forward", &c.forward_spread},
+                                 {"backward", &c.backward_spread},
+                                 {"backward_input", &c.backward_input_spread},
+                                 {"backward_weight", &c.backward_weight_spread}}) {
+    if (!*sp) continue;
+    j[kind + "_p10_ms"] = NsToMs((*sp)->p10);
+    j[kind + "_p90_ms"] = NsToMs((*sp)->p90);
+  }
   return j;
 }
 
@@ -369,6 +392,42 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
     default:
       return 0;
   }
+}
+
+TimeNs CostModel::SampleComputeTime(const Action& action, double u) const {
+  const StageCost& c = Stage(action.stage);
+  const std::optional<Spread>* spread = nullptr;
+  const char* kind = "";
+  switch (action.kind) {
+    case ActionKind::kForward:
+      spread = &c.forward_spread, kind = "forward";
+      break;
+    case ActionKind::kBackward:
+      spread = &c.backward_spread, kind = "backward";
+      break;
+    case ActionKind::kBackwardInput:
+      spread = &c.backward_input_spread, kind = "backward_input";
+      break;
+    case ActionKind::kBackwardWeight:
+      spread = &c.backward_weight_spread, kind = "backward_weight";
+      break;
+    default:
+      break;
+  }
+  const TimeNs median = ComputeTime(action);
+  if (spread == nullptr || !*spread) return median;
+  const Spread& sp = **spread;
+  if (sp.p10 > median || median > sp.p90) {
+    throw Error(origin_ + ": stage " + std::to_string(action.stage) + ": " + kind + "_p10_ms <= the " + kind +
+                " time <= " + kind + "_p90_ms must hold, got " + json(NsToMs(sp.p10)).dump() + ", " +
+                json(NsToMs(median)).dump() + ", " + json(NsToMs(sp.p90)).dump());
+  }
+  // Each half is uniform: 0.4 of the mass lies between the median and p10
+  // (or p90), so the half spans 1.25 times that distance.
+  const double m = static_cast<double>(median);
+  const double width = static_cast<double>(u < 0.5 ? median - sp.p10 : sp.p90 - median);
+  const double t = m + (std::clamp(u, 0.0, 1.0) - 0.5) / 0.4 * width;
+  return std::max<TimeNs>(0, std::llround(t));
 }
 
 TimeNs CostModel::CollectiveTime(const Action& action) const {

@@ -26,6 +26,13 @@ constexpr double kMaxBytes = 1e15;          // one activation stash or message: 
 constexpr double kMinBandwidthGbps = 1e-6;  // 1 kB/s; 0 means infinite
 constexpr long long kMaxStages = 1 << 20;
 
+// The spread of one compute time: its 10th and 90th percentiles (the
+// median is the cost-model time itself). See CostModel::SampleComputeTime.
+struct Spread {
+  TimeNs p10 = 0;
+  TimeNs p90 = 0;
+};
+
 struct StageCost {
   // Times of one microbatch; a missing B is I + W, a missing I is B - W and a
   // missing W is B - I (or B / 2 when only B is given).
@@ -45,6 +52,9 @@ struct StageCost {
   // The stage's parameter (and gradient) bytes: what REDUCE_GRAD all-reduces
   // and UNSHARD all-gathers across the data-parallel replicas.
   Bytes param_bytes = 0;
+  // Optional spreads of F, B, I and W (forward_p10_ms/forward_p90_ms, ...),
+  // drawn from by `simulate --samples`; none: the time never varies.
+  std::optional<Spread> forward_spread, backward_spread, backward_input_spread, backward_weight_spread;
 };
 
 struct Link {
@@ -109,6 +119,15 @@ class CostModel {
   // other kinds; throws pplab::Error when the model cannot
   // give the time an action needs, naming the stage and the missing field.
   TimeNs ComputeTime(const Action& action) const;
+  // One draw of the time of an F, B, I or W whose stage gives that kind a
+  // spread, at quantile u in [0, 1]: the distribution is uniform on
+  // [lo, median] and on [median, hi] with half the mass each, placed so
+  // that its 10th, 50th and 90th percentiles are p10, ComputeTime(action)
+  // and p90 (lo = median - 1.25 (median - p10), at least 0; hi = median +
+  // 1.25 (p90 - median)). Without a spread, and for other kinds,
+  // ComputeTime(action). Throws pplab::Error, naming the stage and fields,
+  // unless p10 <= median <= p90.
+  TimeNs SampleComputeTime(const Action& action, double u) const;
   const StageCost& Stage(StageId stage) const;
   int NumStages() const { return static_cast<int>(stages_.size()); }
   // Time of a per-stage collective (REDUCE_GRAD, UNSHARD, RESHARD) of

@@ -23,7 +23,7 @@ constexpr TimeNs kUnknown = -1;
 // change any result.
 class Engine {
  public:
-  Engine(const Schedule& s, const CostModel& costs) : s_(s), costs_(costs) {
+  Engine(const Schedule& s, const CostModel& costs, std::mt19937_64* rng) : s_(s), costs_(costs), rng_(rng) {
     S_ = s.stages;
     M_ = s.microbatches;
     const size_t sm = static_cast<size_t>(S_) * M_;
@@ -202,9 +202,11 @@ class Engine {
     return true;
   }
 
-  // Time of a compute action; simple kinds are resolved once per stage.
+  // Time of a compute action; simple kinds are resolved once per stage,
+  // or drawn per action when sampling.
   TimeNs CostOf(const Action& a) {
     if (a.kind == ActionKind::kOverlapFB) return costs_.ComputeTime(a);
+    if (rng_ != nullptr) return costs_.SampleComputeTime(a, static_cast<double>((*rng_)() >> 11) * 0x1.0p-53);
     TimeNs& cached = time_of_[static_cast<size_t>(a.stage) * 4 + static_cast<int>(a.kind)];
     if (cached == kUnknown) cached = costs_.ComputeTime(a);
     return cached;
@@ -444,6 +446,7 @@ class Engine {
 
   const Schedule& s_;
   const CostModel& costs_;
+  std::mt19937_64* rng_;  // null: no sampling
   int S_ = 0, M_ = 0;
   std::vector<TimeNs> time_of_;
   std::vector<TimeNs> f_end_, bi_end_, i_end_;
@@ -479,13 +482,14 @@ class Engine {
 
 // Every time and byte count of the run is bounded by these sums; refusing
 // plans whose sums do not fit far inside int64 keeps every figure exact.
-void CheckTotals(const Schedule& s, const CostModel& costs) {
+void CheckTotals(const Schedule& s, const CostModel& costs, bool sampled) {
   constexpr double kLimit = 4e18;
   double time = 0, bytes = 0;
   for (RankId r = 0; r < s.ranks; ++r) {
     for (const Action& a : s.programs[r]) {
       if (IsCompute(a.kind)) {
-        time += static_cast<double>(costs.ComputeTime(a));
+        // A drawn time is at most the top of its spread.
+        time += static_cast<double>(sampled ? costs.SampleComputeTime(a, 1.0) : costs.ComputeTime(a));
         for (const Action& part : PartsOf(a)) {
           if (part.kind == ActionKind::kForward) bytes += static_cast<double>(costs.Stage(part.stage).activation_bytes);
           if (part.kind == ActionKind::kBackwardInput) {
@@ -512,16 +516,29 @@ void CheckTotals(const Schedule& s, const CostModel& costs) {
 
 }  // namespace
 
-SimResult Simulate(const Schedule& schedule, const CostModel& costs) {
+SimResult Simulate(const Schedule& schedule, const CostModel& costs, std::mt19937_64* rng) {
   CheckShape(schedule);
   costs.CheckStages(schedule.stages, schedule.name);
   costs.CheckDevices(schedule.ranks, schedule.name);
-  CheckTotals(schedule, costs);
+  CheckTotals(schedule, costs, rng != nullptr);
   if (!schedule.HasComm() && schedule.ranks > 1) {
     const Schedule lowered = Lower(schedule);
-    return Engine(lowered, costs).Run();
+    return Engine(lowered, costs, rng).Run();
   }
-  return Engine(schedule, costs).Run();
+  return Engine(schedule, costs, rng).Run();
+}
+
+StepTimeSamples SampleStepTime(const Schedule& schedule, const CostModel& costs, int samples, std::uint64_t seed) {
+  if (samples < 1) throw Error("simulate '" + schedule.name + "': --samples must be at least 1");
+  const Schedule lowered = !schedule.HasComm() && schedule.ranks > 1 ? Lower(schedule) : schedule;
+  std::mt19937_64 rng(seed);
+  std::vector<TimeNs> makespans;
+  for (int i = 0; i < samples; ++i) makespans.push_back(Simulate(lowered, costs, &rng).makespan);
+  std::sort(makespans.begin(), makespans.end());
+  // Nearest rank: the ceil(q n)-th smallest, in integers so that no
+  // rounding moves it.
+  auto rank = [&](long percent) { return makespans[(percent * samples + 99) / 100 - 1]; };
+  return {samples, seed, rank(50), rank(99), makespans.front(), makespans.back()};
 }
 
 }  // namespace pplab

@@ -422,3 +422,26 @@ TEST_CASE("cli: explain --json splits each rank's idle time; the text form is a 
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cli: simulate --samples reports p50 and p99 of the step time, the same for a seed", "[cli][samples]") {
+  const std::string cost = TempPath("spread_cost.json");
+  WriteTextFile(cost, R"({"format": "pplab.cost", "version": 1, "num_stages": 2,
+    "default": {"forward_ms": 1, "forward_p10_ms": 0.8, "forward_p90_ms": 1.5,
+                "backward_ms": 2, "backward_p10_ms": 1.9, "backward_p90_ms": 2.6}})");
+  const std::string cmd = "simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --samples 40 --seed 3 --json";
+  const PplabRun a = Pplab(cmd), b = Pplab(cmd);
+  REQUIRE(a.code == 0);
+  CHECK(a.out == b.out);
+  const auto j = nlohmann::json::parse(a.out);
+  CHECK(j["samples"]["count"] == 40);
+  CHECK(j["samples"]["seed"] == 3);
+  CHECK(j["samples"]["p50"].get<double>() <= j["samples"]["p99"].get<double>());
+  CHECK(j["samples"]["min"].get<double>() > 0);
+  const PplabRun text = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --samples 10");
+  CHECK_THAT(text.out, Catch::Contains("sampled step time p50"));
+  CHECK(Pplab("simulate -s 1f1b --seed 3").code != 0);  // --seed needs --samples
+}
+
+}  // namespace pplab

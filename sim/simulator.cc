@@ -528,17 +528,4 @@ SimResult Simulate(const Schedule& schedule, const CostModel& costs, std::mt1993
   return Engine(schedule, costs, rng).Run();
 }
 
-StepTimeSamples SampleStepTime(const Schedule& schedule, const CostModel& costs, int samples, std::uint64_t seed) {
-  if (samples < 1) throw Error("simulate '" + schedule.name + "': --samples must be at least 1");
-  const Schedule lowered = !schedule.HasComm() && schedule.ranks > 1 ? Lower(schedule) : schedule;
-  std::mt19937_64 rng(seed);
-  std::vector<TimeNs> makespans;
-  for (int i = 0; i < samples; ++i) makespans.push_back(Simulate(lowered, costs, &rng).makespan);
-  std::sort(makespans.begin(), makespans.end());
-  // Nearest rank: the ceil(q n)-th smallest, in integers so that no
-  // rounding moves it.
-  auto rank = [&](long percent) { return makespans[(percent * samples + 99) / 100 - 1]; };
-  return {samples, seed, rank(50), rank(99), makespans.front(), makespans.back()};
-}
-
 }  // namespace pplab

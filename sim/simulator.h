@@ -15,7 +15,6 @@
 // Cost is linear in the number of actions.
 #pragma once
 
-#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -75,16 +74,5 @@ struct SimResult {
 // `rng` (one draw per action, in the engine's deterministic visit order), so
 // the same seed gives the same result. Without it, times are the model's.
 SimResult Simulate(const Schedule& schedule, const CostModel& costs, std::mt19937_64* rng = nullptr);
-
-// Step-time percentiles over `samples` simulations of `schedule` with
-// drawn times (see Simulate), from one generator seeded with `seed`.
-struct StepTimeSamples {
-  int samples = 0;
-  std::uint64_t seed = 0;
-  TimeNs p50 = 0;  // nearest rank: the ceil(0.5 n)-th smallest makespan
-  TimeNs p99 = 0;  // the ceil(0.99 n)-th smallest
-  TimeNs min = 0, max = 0;
-};
-StepTimeSamples SampleStepTime(const Schedule& schedule, const CostModel& costs, int samples, std::uint64_t seed);
 
 }  // namespace pplab

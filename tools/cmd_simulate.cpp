@@ -6,6 +6,7 @@
 
 #include "schedules/file_io.h"
 #include "sim/simulator.h"
+#include "sim/step_samples.h"
 #include "tools/commands.h"
 #include "tools/plan_options.h"
 #include "tools/report.h"

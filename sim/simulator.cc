@@ -19,8 +19,11 @@ constexpr TimeNs kUnknown = -1;
 // that has not been sent yet, then parks until the SEND of that message runs.
 // Every action is visited once, so the cost is linear in the number of
 // actions. Time of each event is fixed by its dependencies alone (each rank
-// is its own resource), so the order in which ranks are advanced does not
-// change any result.
+// has its own compute and communication resources), so the order in which
+// ranks are advanced does not change any result. The one exception is a
+// device shared by several ranks: there a compute action also waits in the
+// device queue, which grants the device in time order (Run, GrantDevice);
+// plans without shared devices never touch it.
 class Engine {
  public:
   Engine(const Schedule& s, const CostModel& costs, std::mt19937_64* rng) : s_(s), costs_(costs), rng_(rng) {

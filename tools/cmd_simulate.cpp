@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "sim/simulator.h"
 #include "sim/step_samples.h"
@@ -21,7 +22,8 @@ struct SimulateOptions {
   std::string trace_path;
   std::string svg_path;
   bool json = false;
-  int samples = 0;  // 0: no sampling
+  std::vector<int> devices;  // --devices: overrides the cost file's
+  int samples = 0;           // 0: no sampling
   std::uint64_t seed = 1;
 };
 
@@ -33,7 +35,14 @@ nlohmann::json SamplesJson(const StepTimeSamples& s) {
 
 int RunSimulate(const SimulateOptions& o) {
   const Schedule schedule = BuildSchedule(o.plan);
-  const CostModel costs = BuildCostModel(o.plan, schedule);
+  CostModel costs = BuildCostModel(o.plan, schedule);
+  if (!o.devices.empty()) {
+    if (static_cast<int>(o.devices.size()) != schedule.ranks) {
+      throw Error("--devices: " + std::to_string(o.devices.size()) + " devices for " +
+                  std::to_string(schedule.ranks) + " ranks (give one per rank, e.g. 0,0,1,1)");
+    }
+    costs.SetDevices(o.devices);
+  }
   const SimResult result = Simulate(schedule, costs);
   nlohmann::json summary = SimulationJson(schedule, costs, result);
   if (o.samples > 0) summary["samples"] = SamplesJson(SampleStepTime(schedule, costs, o.samples, o.seed));
@@ -72,6 +81,11 @@ void SetupSimulate(CLI::App& app, int& exit_code) {
   sub->add_option("--trace", o->trace_path, "write the timeline as a Chrome trace (Perfetto) JSON file");
   sub->add_option("--svg", o->svg_path, "write the timeline picture as SVG");
   sub->add_flag("--json", o->json, "print one JSON object instead of text");
+  sub->add_option("--devices", o->devices,
+                  "device of each rank, comma-separated (0,0,1,1: two ranks per device; a device runs one compute "
+                  "action at a time); overrides the cost file's 'devices'")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 30));
   CLI::Option* samples =
       sub->add_option("--samples", o->samples,
                       "also simulate N times with F/B/I/W times drawn from the cost file's p10/p90 spreads; "

@@ -445,3 +445,22 @@ TEST_CASE("cli: simulate --samples reports p50 and p99 of the step time, the sam
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cli: simulate --devices shares a device; explain books the wait as shared_device", "[cli][devices]") {
+  // GPipe K=2 M=2, F=1, B=2 on one device: makespan 12, rank 1 waits [6,8)
+  // for rank 0's B0 (tests/sim/simulator_test.cpp works it out by hand).
+  const std::string trace = TempPath("shared.json");
+  const PplabRun r = Pplab("simulate -s gpipe -k 2 -m 2 --devices 0,0 --json --trace " + trace);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == 12.0);
+  const PplabRun x = Pplab("explain --json " + trace);
+  REQUIRE(x.code == 0);
+  CHECK(nlohmann::json::parse(x.out)["per_rank"][1]["shared_device"].get<double>() == 2.0);
+  const PplabRun bad = Pplab("simulate -s gpipe -k 2 -m 2 --devices 0,0,1");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--devices: 3 devices for 2 ranks"));
+}
+
+}  // namespace pplab

@@ -236,3 +236,29 @@ TEST_CASE("explain: per-step work after the last compute is cool-down; step even
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("explain: a measured-style trace: slow producer, transfer, then executor overhead", "[explain]") {
+  // As the executor writes it: the RECV spans from the step's start to when
+  // its data was taken. Rank 0's F1 ends late at 3.5, the data is taken at
+  // 4.1 and rank 1 starts F1 at 4.2.
+  Timeline t;
+  t.source = "measured";
+  t.ranks = 2;
+  t.events = {Ev(0, "0F0", 0, 1000),       Ev(0, "0SEND_F0", 1000, 1050), Ev(0, "0F1", 1000, 3500),
+              Ev(0, "0SEND_F1", 3500, 3550), Ev(1, "1RECV_F0", 0, 1100),   Ev(1, "1F0", 1100, 2000),
+              Ev(1, "1RECV_F1", 0, 4100),    Ev(1, "1F1", 4200, 5200)};
+  const IdleExplanation x = ExplainIdle(t);
+  const RankIdle& r1 = x.per_rank[1];
+  CHECK(r1.warm_up == 1100);
+  CHECK(r1.imbalance == 1500);  // [2.0, 3.5): stage 0 still computing
+  CHECK(r1.imbalance_by_stage == std::map<StageId, TimeNs>{{0, 1500}});
+  CHECK(r1.comm == 600);   // [3.5, 4.1)
+  CHECK(r1.other == 100);  // [4.1, 4.2): data there, device free
+  CHECK(r1.cool_down == 0);
+  CHECK(PartsSum(r1) == r1.idle);
+  CHECK(x.per_rank[0].cool_down == 5200 - 3500);
+}
+
+}  // namespace pplab

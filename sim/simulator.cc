@@ -460,10 +460,10 @@ class Engine {
   std::vector<TimelineEvent> events_;
   std::vector<long> pred_;
   std::vector<size_t> pc_;
-  std::vector<TimeNs> clock_;      // per rank: when its compute resource is free
-  std::vector<TimeNs> comm_free_;  // per rank: when its communication resource is free
-  std::vector<int> device_;        // per rank: its device, dense ids
-  std::vector<bool> shared_;       // per rank: whether another rank shares its device
+  std::vector<TimeNs> clock_;        // per rank: when its compute resource is free
+  std::vector<TimeNs> comm_free_;    // per rank: when its communication resource is free
+  std::vector<int> device_;          // per rank: its device, dense ids
+  std::vector<bool> shared_;         // per rank: whether another rank shares its device
   std::vector<TimeNs> device_free_;  // per device: end of its latest compute action
   std::vector<long> device_last_;    // per device: its latest compute event
   std::vector<TimeNs> grant_;        // per rank: the start GrantDevice gave it, or kUnknown
@@ -471,11 +471,11 @@ class Engine {
   std::priority_queue<std::tuple<TimeNs, TimeNs, RankId>, std::vector<std::tuple<TimeNs, TimeNs, RankId>>,
                       std::greater<>>
       device_queue_;
-  std::vector<long> last_send_;    // per rank: its latest SEND event
+  std::vector<long> last_send_;  // per rank: its latest SEND event
   std::vector<long> last_compute_;
   std::vector<int> inflight_;
-  std::vector<int> grads_done_;    // per stage: B and W run so far
-  std::vector<Bytes> gathered_;    // per stage: bytes an UNSHARD holds until its RESHARD
+  std::vector<int> grads_done_;  // per stage: B and W run so far
+  std::vector<Bytes> gathered_;  // per stage: bytes an UNSHARD holds until its RESHARD
   std::vector<Bytes> bytes_;
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;

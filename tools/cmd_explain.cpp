@@ -59,8 +59,8 @@ int RunExplain(const ExplainOptions& o) {
   }
   std::printf("%s (%s): K=%d makespan %s ms; idle = makespan - busy, split by cause (ms)\n", t.name.c_str(),
               t.source.c_str(), t.ranks, Fixed(NsToMs(x.makespan), 3).c_str());
-  std::vector<std::vector<std::string>> rows = {{"rank", "busy", "idle", "warm_up", "cool_down", "imbalance", "comm",
-                                                 "shared_device", "other", "waited_for"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "busy", "idle", "warm_up", "cool_down", "imbalance", "comm", "shared_device", "other", "waited_for"}};
   for (const RankIdle& r : x.per_rank) {
     std::vector<std::string> row = {std::to_string(r.rank)};
     for (TimeNs ns : {r.busy, r.idle, r.warm_up, r.cool_down, r.imbalance, r.comm, r.shared_device, r.other}) {

@@ -29,8 +29,8 @@ struct SimulateOptions {
 
 // {count, seed, p50, p99, min, max}, ms.
 nlohmann::json SamplesJson(const StepTimeSamples& s) {
-  return {{"count", s.samples}, {"seed", s.seed},       {"p50", NsToMs(s.p50)},
-          {"p99", NsToMs(s.p99)},  {"min", NsToMs(s.min)}, {"max", NsToMs(s.max)}};
+  return {{"count", s.samples},   {"seed", s.seed},       {"p50", NsToMs(s.p50)},
+          {"p99", NsToMs(s.p99)}, {"min", NsToMs(s.min)}, {"max", NsToMs(s.max)}};
 }
 
 int RunSimulate(const SimulateOptions& o) {
@@ -38,8 +38,8 @@ int RunSimulate(const SimulateOptions& o) {
   CostModel costs = BuildCostModel(o.plan, schedule);
   if (!o.devices.empty()) {
     if (static_cast<int>(o.devices.size()) != schedule.ranks) {
-      throw Error("--devices: " + std::to_string(o.devices.size()) + " devices for " +
-                  std::to_string(schedule.ranks) + " ranks (give one per rank, e.g. 0,0,1,1)");
+      throw Error("--devices: " + std::to_string(o.devices.size()) + " devices for " + std::to_string(schedule.ranks) +
+                  " ranks (give one per rank, e.g. 0,0,1,1)");
     }
     costs.SetDevices(o.devices);
   }

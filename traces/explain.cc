@@ -42,9 +42,7 @@ struct Index {
 };
 
 // Ranks without a device of their own in the timeline get one each.
-int DeviceOf(const Timeline& t, RankId r) {
-  return static_cast<size_t>(r) < t.devices.size() ? t.devices[r] : -1 - r;
-}
+int DeviceOf(const Timeline& t, RankId r) { return static_cast<size_t>(r) < t.devices.size() ? t.devices[r] : -1 - r; }
 
 // The message a compute part consumes, when it receives one: F(s, m) takes
 // activations into s, B/I(s, m) gradients into s; W takes none.

@@ -246,8 +246,8 @@ TEST_CASE("explain: a measured-style trace: slow producer, transfer, then execut
   Timeline t;
   t.source = "measured";
   t.ranks = 2;
-  t.events = {Ev(0, "0F0", 0, 1000),       Ev(0, "0SEND_F0", 1000, 1050), Ev(0, "0F1", 1000, 3500),
-              Ev(0, "0SEND_F1", 3500, 3550), Ev(1, "1RECV_F0", 0, 1100),   Ev(1, "1F0", 1100, 2000),
+  t.events = {Ev(0, "0F0", 0, 1000),         Ev(0, "0SEND_F0", 1000, 1050), Ev(0, "0F1", 1000, 3500),
+              Ev(0, "0SEND_F1", 3500, 3550), Ev(1, "1RECV_F0", 0, 1100),    Ev(1, "1F0", 1100, 2000),
               Ev(1, "1RECV_F1", 0, 4100),    Ev(1, "1F1", 4200, 5200)};
   const IdleExplanation x = ExplainIdle(t);
   const RankIdle& r1 = x.per_rank[1];

@@ -36,13 +36,24 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
              "weight_grad_bytes", "workspace_bytes", "message_bytes", "forward_backward_ms", "overlap_penalty_ms",
-             "param_bytes"},
+             "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms", "backward_p90_ms",
+             "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms"},
             at);
   auto time = [&](const char* key, std::optional<TimeNs>& out) {
     if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
   };
   auto bytes = [&](const char* key, Bytes& out) {
     if (obj.contains(key)) out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at, kMaxBytes)));
+  };
+  // KIND_p10_ms and KIND_p90_ms come together, p10 <= p90.
+  auto spread = [&](const std::string& kind, std::optional<Spread>& out) {
+    const std::string p10 = kind + "_p10_ms", p90 = kind + "_p90_ms";
+    if (!obj.contains(p10) && !obj.contains(p90)) return;
+    if (!obj.contains(p10) || !obj.contains(p90)) throw Error(at + ": give both " + p10 + " and " + p90);
+    const Spread sp{MsToNs(NonNegative(obj, p10.c_str(), at, kMaxActionMs)),
+                    MsToNs(NonNegative(obj, p90.c_str(), at, kMaxActionMs))};
+    if (sp.p10 > sp.p90) throw Error(at + "." + p10 + " must not exceed " + p90);
+    out = sp;
   };
   time("forward_ms", cost.forward);
   time("backward_ms", cost.backward);
@@ -57,6 +68,10 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
     cost.overlap_penalty = MsToNs(NonNegative(obj, "overlap_penalty_ms", at, kMaxActionMs));
   }
   bytes("param_bytes", cost.param_bytes);
+  spread("forward", cost.forward_spread);
+  spread("backward", cost.backward_spread);
+  spread("backward_input", cost.backward_input_spread);
+  spread("backward_weight", cost.backward_weight_spread);
 }
 
 Link ReadLink(const json& obj, Link link, const std::string& at, const std::vector<std::string>& extra_keys = {}) {
@@ -73,6 +88,34 @@ Link ReadLink(const json& obj, Link link, const std::string& at, const std::vect
   return link;
 }
 
+// "step": {"optimizer_ms": .., "clip_ms": .., "loss_allreduce_ms": .., "norm_allreduce_ms": ..}.
+StepCosts ReadStepCosts(const json& obj, const std::string& at) {
+  CheckKeys(obj, {"optimizer_ms", "clip_ms", "loss_allreduce_ms", "norm_allreduce_ms"}, at);
+  StepCosts step;
+  auto time = [&](const char* key, TimeNs& out) {
+    if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
+  };
+  time("optimizer_ms", step.optimizer);
+  time("clip_ms", step.clip);
+  time("loss_allreduce_ms", step.loss_allreduce);
+  time("norm_allreduce_ms", step.norm_allreduce);
+  return step;
+}
+
+// "devices": [0, 0, 1, 1]: the device of each rank.
+std::vector<int> ReadDevices(const json& list, const std::string& at) {
+  if (!list.is_array() || list.empty()) throw Error(at + " must be a non-empty array of device ids, one per rank");
+  std::vector<int> devices;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& d = list[i];
+    if (!d.is_number_integer() || d.get<long long>() < 0 || d.get<long long>() > (1LL << 30)) {
+      throw Error(at + "[" + std::to_string(i) + "] must be an integer device id in [0, 2^30], got " + d.dump());
+    }
+    devices.push_back(static_cast<int>(d.get<long long>()));
+  }
+  return devices;
+}
+
 json StageToJson(const StageCost& c) {
   json j = json::object();
   if (c.forward) j["forward_ms"] = NsToMs(*c.forward);
@@ -86,6 +129,14 @@ json StageToJson(const StageCost& c) {
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;
+  for (const auto& [kind, sp] : {std::pair<std::string, const std::optional<Spread>*>{"forward", &c.forward_spread},
+                                 {"backward", &c.backward_spread},
+                                 {"backward_input", &c.backward_input_spread},
+                                 {"backward_weight", &c.backward_weight_spread}}) {
+    if (!*sp) continue;
+    j[kind + "_p10_ms"] = NsToMs((*sp)->p10);
+    j[kind + "_p90_ms"] = NsToMs((*sp)->p90);
+  }
   return j;
 }
 
@@ -194,7 +245,9 @@ CostModel CostModel::FromJson(const std::string& text, const std::string& origin
 
 CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& origin) {
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
-  CheckKeys(doc, {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel"},
+  CheckKeys(doc,
+            {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel",
+             "devices", "step"},
             origin);
   if (doc.value("format", std::string()) != "pplab.cost") {
     throw Error(origin + ": field 'format' must be \"pplab.cost\"");
@@ -251,6 +304,8 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
     m.dp_.degree = static_cast<int>(dp["degree"].get<long long>());
     m.dp_.link = ReadLink(dp, Link{}, at, {"degree"});
   }
+  if (doc.contains("step")) m.step_ = ReadStepCosts(doc["step"], origin + ": step");
+  if (doc.contains("devices")) m.devices_ = ReadDevices(doc["devices"], origin + ": devices");
   if (doc.contains("meta")) {
     m.meta_json = doc["meta"].dump();
     ParseProfileMeta(m.meta_json, static_cast<int>(m.stages_.size()), origin);  // validates a profiler's meta
@@ -281,6 +336,13 @@ std::string CostModel::ToJson() const {
               {"link", {{"latency_ms", NsToMs(link_.latency)}, {"bandwidth_gbps", link_.bandwidth_gbps}}},
               {"links", links},
               {"meta", json::parse(meta_json)}};
+  if (!devices_.empty()) doc["devices"] = devices_;
+  if (step_.optimizer != 0 || step_.clip != 0 || step_.loss_allreduce != 0 || step_.norm_allreduce != 0) {
+    doc["step"] = {{"optimizer_ms", NsToMs(step_.optimizer)},
+                   {"clip_ms", NsToMs(step_.clip)},
+                   {"loss_allreduce_ms", NsToMs(step_.loss_allreduce)},
+                   {"norm_allreduce_ms", NsToMs(step_.norm_allreduce)}};
+  }
   if (dp_.degree != 1) {
     doc["data_parallel"] = {{"degree", dp_.degree},
                             {"latency_ms", NsToMs(dp_.link.latency)},
@@ -332,6 +394,42 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
   }
 }
 
+TimeNs CostModel::SampleComputeTime(const Action& action, double u) const {
+  const StageCost& c = Stage(action.stage);
+  const std::optional<Spread>* spread = nullptr;
+  const char* kind = "";
+  switch (action.kind) {
+    case ActionKind::kForward:
+      spread = &c.forward_spread, kind = "forward";
+      break;
+    case ActionKind::kBackward:
+      spread = &c.backward_spread, kind = "backward";
+      break;
+    case ActionKind::kBackwardInput:
+      spread = &c.backward_input_spread, kind = "backward_input";
+      break;
+    case ActionKind::kBackwardWeight:
+      spread = &c.backward_weight_spread, kind = "backward_weight";
+      break;
+    default:
+      break;
+  }
+  const TimeNs median = ComputeTime(action);
+  if (spread == nullptr || !*spread) return median;
+  const Spread& sp = **spread;
+  if (sp.p10 > median || median > sp.p90) {
+    throw Error(origin_ + ": stage " + std::to_string(action.stage) + ": " + kind + "_p10_ms <= the " + kind +
+                " time <= " + kind + "_p90_ms must hold, got " + json(NsToMs(sp.p10)).dump() + ", " +
+                json(NsToMs(median)).dump() + ", " + json(NsToMs(sp.p90)).dump());
+  }
+  // Each half is uniform: 0.4 of the mass lies between the median and p10
+  // (or p90), so the half spans 1.25 times that distance.
+  const double m = static_cast<double>(median);
+  const double width = static_cast<double>(u < 0.5 ? median - sp.p10 : sp.p90 - median);
+  const double t = m + (std::clamp(u, 0.0, 1.0) - 0.5) / 0.4 * width;
+  return std::max<TimeNs>(0, std::llround(t));
+}
+
 TimeNs CostModel::CollectiveTime(const Action& action) const {
   const KindCost rule = InfoOf(action.kind).cost;
   if (dp_.degree <= 1 || (rule != KindCost::kAllReduce && rule != KindCost::kAllGather)) return 0;
@@ -353,6 +451,13 @@ TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {
     t += static_cast<TimeNs>(std::llround(static_cast<double>(bytes) / link.bandwidth_gbps));
   }
   return t;
+}
+
+void CostModel::CheckDevices(int ranks, const std::string& schedule_name) const {
+  if (!devices_.empty() && static_cast<int>(devices_.size()) != ranks) {
+    throw Error(origin_ + ": field 'devices' names " + std::to_string(devices_.size()) + " ranks but schedule '" +
+                schedule_name + "' has " + std::to_string(ranks));
+  }
 }
 
 void CostModel::CheckStages(int stages, const std::string& schedule_name) const {

@@ -26,6 +26,13 @@ constexpr double kMaxBytes = 1e15;          // one activation stash or message: 
 constexpr double kMinBandwidthGbps = 1e-6;  // 1 kB/s; 0 means infinite
 constexpr long long kMaxStages = 1 << 20;
 
+// The spread of one compute time: its 10th and 90th percentiles (the
+// median is the cost-model time itself). See CostModel::SampleComputeTime.
+struct Spread {
+  TimeNs p10 = 0;
+  TimeNs p90 = 0;
+};
+
 struct StageCost {
   // Times of one microbatch; a missing B is I + W, a missing I is B - W and a
   // missing W is B - I (or B / 2 when only B is given).
@@ -45,6 +52,9 @@ struct StageCost {
   // The stage's parameter (and gradient) bytes: what REDUCE_GRAD all-reduces
   // and UNSHARD all-gathers across the data-parallel replicas.
   Bytes param_bytes = 0;
+  // Optional spreads of F, B, I and W (forward_p10_ms/forward_p90_ms, ...),
+  // drawn from by `simulate --samples`; none: the time never varies.
+  std::optional<Spread> forward_spread, backward_spread, backward_input_spread, backward_weight_spread;
 };
 
 struct Link {
@@ -57,6 +67,17 @@ struct Link {
 struct DataParallel {
   int degree = 1;  // D; 1 = no replicas, the per-stage collectives cost nothing
   Link link;
+};
+
+// Work done once per step after a rank's last action (docs/cost-model.md):
+// the all-reduces of the loss (for logging) and of the gradient norm (for
+// clipping) over the pipeline ranks, which start when every rank is done,
+// then clipping and the optimizer step, on each rank. 0 = none.
+struct StepCosts {
+  TimeNs loss_allreduce = 0;
+  TimeNs norm_allreduce = 0;
+  TimeNs clip = 0;
+  TimeNs optimizer = 0;
 };
 
 // The `meta` of a cost file written by `pplab profile` (meta.source ==
@@ -98,6 +119,15 @@ class CostModel {
   // other kinds; throws pplab::Error when the model cannot
   // give the time an action needs, naming the stage and the missing field.
   TimeNs ComputeTime(const Action& action) const;
+  // One draw of the time of an F, B, I or W whose stage gives that kind a
+  // spread, at quantile u in [0, 1]: the distribution is uniform on
+  // [lo, median] and on [median, hi] with half the mass each, placed so
+  // that its 10th, 50th and 90th percentiles are p10, ComputeTime(action)
+  // and p90 (lo = median - 1.25 (median - p10), at least 0; hi = median +
+  // 1.25 (p90 - median)). Without a spread, and for other kinds,
+  // ComputeTime(action). Throws pplab::Error, naming the stage and fields,
+  // unless p10 <= median <= p90.
+  TimeNs SampleComputeTime(const Action& action, double u) const;
   const StageCost& Stage(StageId stage) const;
   int NumStages() const { return static_cast<int>(stages_.size()); }
   // Time of a per-stage collective (REDUCE_GRAD, UNSHARD, RESHARD) of
@@ -113,6 +143,18 @@ class CostModel {
   TimeNs TransferTime(RankId from, RankId to, Bytes bytes) const;
   // Throws pplab::Error unless the model covers exactly `stages` stages.
   void CheckStages(int stages, const std::string& schedule_name) const;
+
+  const StepCosts& Step() const { return step_; }
+  void SetStep(const StepCosts& step) { step_ = step; }
+
+  // The device each rank computes on, devices[r] for rank r, when ranks
+  // share devices (several pipeline ranks on one GPU); empty: every rank has
+  // its own. A device runs one compute action at a time.
+  const std::vector<int>& Devices() const { return devices_; }
+  void SetDevices(std::vector<int> devices) { devices_ = std::move(devices); }
+  // Throws pplab::Error unless Devices() is empty or names one device per
+  // rank of a schedule of `ranks` ranks.
+  void CheckDevices(int ranks, const std::string& schedule_name) const;
 
   void SetLinkOverride(RankId from, RankId to, const Link& link) { links_[{from, to}] = link; }
   const Link& DefaultLink() const { return link_; }
@@ -133,6 +175,8 @@ class CostModel {
   Link link_;
   std::map<std::pair<RankId, RankId>, Link> links_;
   DataParallel dp_;
+  std::vector<int> devices_;
+  StepCosts step_;
 };
 
 }  // namespace pplab

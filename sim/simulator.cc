@@ -1,6 +1,10 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
+#include <tuple>
 
 #include "schedules/action_kinds.h"
 #include "schedules/error.h"
@@ -15,11 +19,14 @@ constexpr TimeNs kUnknown = -1;
 // that has not been sent yet, then parks until the SEND of that message runs.
 // Every action is visited once, so the cost is linear in the number of
 // actions. Time of each event is fixed by its dependencies alone (each rank
-// is its own resource), so the order in which ranks are advanced does not
-// change any result.
+// has its own compute and communication resources), so the order in which
+// ranks are advanced does not change any result. The one exception is a
+// device shared by several ranks: there a compute action also waits in the
+// device queue, which grants the device in time order (Run, GrantDevice);
+// plans without shared devices never touch it.
 class Engine {
  public:
-  Engine(const Schedule& s, const CostModel& costs) : s_(s), costs_(costs) {
+  Engine(const Schedule& s, const CostModel& costs, std::mt19937_64* rng) : s_(s), costs_(costs), rng_(rng) {
     S_ = s.stages;
     M_ = s.microbatches;
     const size_t sm = static_cast<size_t>(S_) * M_;
@@ -36,6 +43,8 @@ class Engine {
     pred_.assign(offset_.back(), -1);
     pc_.assign(s.ranks, 0);
     clock_.assign(s.ranks, 0);
+    comm_free_.assign(s.ranks, 0);
+    last_send_.assign(s.ranks, -1);
     last_compute_.assign(s.ranks, -1);
     inflight_.assign(s.ranks, 0);
     bytes_.assign(s.ranks, 0);
@@ -49,15 +58,25 @@ class Engine {
       metrics_[r].rank = r;
       metrics_[r].start = kUnknown;
     }
+    MapDevices();
   }
 
+  // Advances ranks until each is done or parked; then grants a shared
+  // device to the rank that asked for the earliest time, and goes on. When
+  // no rank can advance, every compute not yet placed starts at or after the
+  // earliest request in the device queue (a parked rank's message comes from
+  // a rank that is itself parked or queued), so that grant is final.
   SimResult Run() {
     std::vector<RankId> runnable;
     for (RankId r = s_.ranks - 1; r >= 0; --r) runnable.push_back(r);
-    while (!runnable.empty()) {
-      const RankId r = runnable.back();
-      runnable.pop_back();
-      Advance(r, runnable);
+    while (true) {
+      while (!runnable.empty()) {
+        const RankId r = runnable.back();
+        runnable.pop_back();
+        Advance(r, runnable);
+      }
+      if (device_queue_.empty()) break;
+      GrantDevice(runnable);
     }
     ReportStuck();
     return Finish();
@@ -97,11 +116,9 @@ class Engine {
           const size_t key = MsgKey(fwd, to, m);
           if (arrival_[key] != kUnknown) Stuck(r, a, "sends a message that was already sent");
           const Bytes bytes = costs_.Stage(st).message_bytes;
-          e.start = clock_[r];
-          e.end = e.start + costs_.TransferTime(r, s_.placement[to], bytes);
+          StartOnCommResource(r, ev, costs_.TransferTime(r, s_.placement[to], bytes));
           arrival_[key] = e.end;
           send_event_[key] = ev;
-          pred_[ev] = last_compute_[r];
           ++messages_;
           bytes_sent_ += bytes;
           if (waiting_[key] >= 0) {
@@ -127,6 +144,20 @@ class Engine {
       }
       ++pc_[r];
     }
+  }
+
+  // A SEND on rank r's communication resource: it starts when the rank has
+  // reached it and the rank's previous message has left (one message at a
+  // time per rank, in program order), and holds the resource for `transfer`.
+  // The compute resource does not wait for it.
+  void StartOnCommResource(RankId r, long ev, TimeNs transfer) {
+    TimelineEvent& e = events_[ev];
+    const bool queued = comm_free_[r] > clock_[r];
+    e.start = queued ? comm_free_[r] : clock_[r];
+    e.end = e.start + transfer;
+    pred_[ev] = queued ? last_send_[r] : last_compute_[r];
+    comm_free_[r] = e.end;
+    last_send_[r] = ev;
   }
 
   // Whether compute part `part` of action `a` may start on rank r: raises
@@ -174,16 +205,67 @@ class Engine {
     return true;
   }
 
-  // Time of a compute action; simple kinds are resolved once per stage.
+  // Time of a compute action; simple kinds are resolved once per stage,
+  // or drawn per action when sampling.
   TimeNs CostOf(const Action& a) {
     if (a.kind == ActionKind::kOverlapFB) return costs_.ComputeTime(a);
+    if (rng_ != nullptr) return costs_.SampleComputeTime(a, static_cast<double>((*rng_)() >> 11) * 0x1.0p-53);
     TimeNs& cached = time_of_[static_cast<size_t>(a.stage) * 4 + static_cast<int>(a.kind)];
     if (cached == kUnknown) cached = costs_.ComputeTime(a);
     return cached;
   }
 
+  // Dense device ids, and which ranks share theirs (CostModel::Devices()).
+  void MapDevices() {
+    const std::vector<int>& given = costs_.Devices();
+    std::map<int, int> dense;
+    device_.resize(s_.ranks);
+    for (RankId r = 0; r < s_.ranks; ++r) {
+      const int id = given.empty() ? r : given[r];
+      device_[r] = dense.emplace(id, static_cast<int>(dense.size())).first->second;
+    }
+    std::vector<int> ranks_on(dense.size(), 0);
+    for (RankId r = 0; r < s_.ranks; ++r) ++ranks_on[device_[r]];
+    shared_.resize(s_.ranks);
+    for (RankId r = 0; r < s_.ranks; ++r) shared_[r] = ranks_on[device_[r]] > 1;
+    device_free_.assign(dense.size(), 0);
+    device_last_.assign(dense.size(), -1);
+    grant_.assign(s_.ranks, kUnknown);
+  }
+
+  // A compute action whose inputs are there at `ready` on a device that
+  // other ranks share: the rank queues for the device (false: it parks)
+  // unless GrantDevice has granted it; then `ready` is the granted start,
+  // and `pred` the device's previous action when the device delayed it.
+  bool TakeDevice(RankId r, TimeNs& ready, long& pred) {
+    if (!shared_[r]) return true;
+    if (grant_[r] == kUnknown) {
+      device_queue_.push({ready, ready, r});
+      return false;
+    }
+    if (grant_[r] > ready) pred = device_last_[device_[r]];
+    ready = grant_[r];
+    grant_[r] = kUnknown;
+    return true;
+  }
+
+  // Pops the earliest request; it gets the device when the device is free
+  // by then, else asks again for the time the device frees. Requests for
+  // one time go first come, first served (then the lower rank).
+  void GrantDevice(std::vector<RankId>& runnable) {
+    const auto [t, since, r] = device_queue_.top();
+    device_queue_.pop();
+    const TimeNs free = device_free_[device_[r]];
+    if (free > t) {
+      device_queue_.push({free, since, r});
+      return;
+    }
+    grant_[r] = t;
+    runnable.push_back(r);
+  }
+
   // Runs a compute action (F, B, I, W or a composite) once all its parts'
-  // inputs are there; false when the rank must park.
+  // inputs are there and its device is free; false when the rank must park.
   bool RunCompute(RankId r, long ev, const Action& a) {
     TimelineEvent& e = events_[ev];
     TimeNs ready = clock_[r];
@@ -192,12 +274,15 @@ class Engine {
     for (const Action& part : parts) {
       if (!PartReady(r, a, part, ready, pred)) return false;
     }
+    if (!TakeDevice(r, ready, pred)) return false;
     const TimeNs cost = CostOf(a);
     e.start = ready;
     e.end = ready + cost;
     pred_[ev] = pred;
     clock_[r] = e.end;
     last_compute_[r] = ev;
+    device_free_[device_[r]] = e.end;
+    device_last_[device_[r]] = ev;
     RankMetrics& rm = metrics_[r];
     rm.busy += cost;
     if (rm.start == kUnknown) rm.start = e.start;
@@ -271,6 +356,30 @@ class Engine {
     }
   }
 
+  // The per-step work (CostModel::Step()) after each rank's last action:
+  // the all-reduces start when the last rank is done (they need every
+  // rank), then each rank clips and steps its optimizer; without
+  // all-reduces each rank goes on at once. Returns the step's end.
+  TimeNs AddStepWork(std::vector<StepEvent>& out) const {
+    const StepCosts& step = costs_.Step();
+    const bool sync = step.loss_allreduce + step.norm_allreduce > 0;
+    const TimeNs all_done = *std::max_element(clock_.begin(), clock_.end());
+    TimeNs end = all_done;
+    for (RankId r = 0; r < s_.ranks; ++r) {
+      TimeNs t = sync ? all_done : clock_[r];
+      for (const auto& [name, cost] : {std::pair<const char*, TimeNs>{"loss_allreduce", step.loss_allreduce},
+                                       {"norm_allreduce", step.norm_allreduce},
+                                       {"clip", step.clip},
+                                       {"optimizer", step.optimizer}}) {
+        if (cost == 0) continue;
+        out.push_back({r, name, t, t + cost});
+        t += cost;
+      }
+      end = std::max(end, t);
+    }
+    return end;
+  }
+
   void Sample(RankId r, TimeNs t, Bytes delta) {
     if (delta == 0) return;
     bytes_[r] += delta;
@@ -306,6 +415,9 @@ class Engine {
       if (last < 0 || events_[ev].end > events_[last].end) last = ev;
       out.makespan = std::max(out.makespan, events_[ev].end);
     }
+    const TimeNs actions_end = out.makespan;
+    out.makespan = AddStepWork(out.timeline.step_events);
+    out.critical_step = out.makespan - actions_end;
     for (long ev = last; ev >= 0; ev = pred_[ev]) {
       const TimelineEvent& e = events_[ev];
       out.critical_path.push_back({e.rank, e.action, e.start, e.end});
@@ -322,6 +434,7 @@ class Engine {
     out.timeline.name = s_.name;
     out.timeline.source = "simulated";
     out.timeline.ranks = s_.ranks;
+    out.timeline.devices = costs_.Devices();
     out.timeline.events = std::move(events_);
     // Counter samples arrive rank by rank; order them by rank, then time.
     std::stable_sort(memory_.begin(), memory_.end(), [](const MemorySample& a, const MemorySample& b) {
@@ -336,6 +449,7 @@ class Engine {
 
   const Schedule& s_;
   const CostModel& costs_;
+  std::mt19937_64* rng_;  // null: no sampling
   int S_ = 0, M_ = 0;
   std::vector<TimeNs> time_of_;
   std::vector<TimeNs> f_end_, bi_end_, i_end_;
@@ -346,11 +460,22 @@ class Engine {
   std::vector<TimelineEvent> events_;
   std::vector<long> pred_;
   std::vector<size_t> pc_;
-  std::vector<TimeNs> clock_;
+  std::vector<TimeNs> clock_;        // per rank: when its compute resource is free
+  std::vector<TimeNs> comm_free_;    // per rank: when its communication resource is free
+  std::vector<int> device_;          // per rank: its device, dense ids
+  std::vector<bool> shared_;         // per rank: whether another rank shares its device
+  std::vector<TimeNs> device_free_;  // per device: end of its latest compute action
+  std::vector<long> device_last_;    // per device: its latest compute event
+  std::vector<TimeNs> grant_;        // per rank: the start GrantDevice gave it, or kUnknown
+  // Requests for a shared device: (time wanted, ready since, rank), earliest first.
+  std::priority_queue<std::tuple<TimeNs, TimeNs, RankId>, std::vector<std::tuple<TimeNs, TimeNs, RankId>>,
+                      std::greater<>>
+      device_queue_;
+  std::vector<long> last_send_;  // per rank: its latest SEND event
   std::vector<long> last_compute_;
   std::vector<int> inflight_;
-  std::vector<int> grads_done_;    // per stage: B and W run so far
-  std::vector<Bytes> gathered_;    // per stage: bytes an UNSHARD holds until its RESHARD
+  std::vector<int> grads_done_;  // per stage: B and W run so far
+  std::vector<Bytes> gathered_;  // per stage: bytes an UNSHARD holds until its RESHARD
   std::vector<Bytes> bytes_;
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;
@@ -360,13 +485,14 @@ class Engine {
 
 // Every time and byte count of the run is bounded by these sums; refusing
 // plans whose sums do not fit far inside int64 keeps every figure exact.
-void CheckTotals(const Schedule& s, const CostModel& costs) {
+void CheckTotals(const Schedule& s, const CostModel& costs, bool sampled) {
   constexpr double kLimit = 4e18;
   double time = 0, bytes = 0;
   for (RankId r = 0; r < s.ranks; ++r) {
     for (const Action& a : s.programs[r]) {
       if (IsCompute(a.kind)) {
-        time += static_cast<double>(costs.ComputeTime(a));
+        // A drawn time is at most the top of its spread.
+        time += static_cast<double>(sampled ? costs.SampleComputeTime(a, 1.0) : costs.ComputeTime(a));
         for (const Action& part : PartsOf(a)) {
           if (part.kind == ActionKind::kForward) bytes += static_cast<double>(costs.Stage(part.stage).activation_bytes);
           if (part.kind == ActionKind::kBackwardInput) {
@@ -393,15 +519,16 @@ void CheckTotals(const Schedule& s, const CostModel& costs) {
 
 }  // namespace
 
-SimResult Simulate(const Schedule& schedule, const CostModel& costs) {
+SimResult Simulate(const Schedule& schedule, const CostModel& costs, std::mt19937_64* rng) {
   CheckShape(schedule);
   costs.CheckStages(schedule.stages, schedule.name);
-  CheckTotals(schedule, costs);
+  costs.CheckDevices(schedule.ranks, schedule.name);
+  CheckTotals(schedule, costs, rng != nullptr);
   if (!schedule.HasComm() && schedule.ranks > 1) {
     const Schedule lowered = Lower(schedule);
-    return Engine(lowered, costs).Run();
+    return Engine(lowered, costs, rng).Run();
   }
-  return Engine(schedule, costs).Run();
+  return Engine(schedule, costs, rng).Run();
 }
 
 }  // namespace pplab

@@ -1,16 +1,21 @@
 // Discrete-event simulator: costs a lowered schedule with a CostModel.
 //
-// Each rank runs its program in order on one compute resource. A SEND starts
-// when its rank reaches it and never blocks the rank; its message arrives
-// after CostModel::TransferTime. A RECV only posts the receive (no time); the
+// Each rank runs its program in order on one compute resource and sends on
+// one communication resource (a separate stream or thread). A SEND starts
+// when its rank reaches it and the rank's previous message has left, holds
+// the communication resource for CostModel::TransferTime and never blocks
+// the compute resource; its message arrives at its end. A RECV only posts the receive (no time); the
 // compute action that consumes the message starts no earlier than its
 // arrival. An OVERLAP_F_B starts when the inputs of both its parts are there
 // and holds the rank for its overlapped cost. REDUCE_GRAD, UNSHARD and
 // RESHARD block their rank in program order for CostModel::CollectiveTime;
-// they count in the makespan but not in a rank's busy (compute) time. Time is integer nanoseconds; the same input gives the same output.
+// they count in the makespan but not in a rank's busy (compute) time.
+// Per-step work (CostModel::Step()) follows each rank's last action and
+// counts in the makespan (Timeline::step_events). Time is integer nanoseconds; the same input gives the same output.
 // Cost is linear in the number of actions.
 #pragma once
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -54,12 +59,20 @@ struct SimResult {
   std::vector<CriticalStep> critical_path;
   TimeNs critical_compute = 0;  // compute time on the critical path
   TimeNs critical_comm = 0;     // transfer and collective time on the critical path
+  // Per-step work (CostModel::Step()) after the path's last action:
+  // critical_compute + critical_comm + critical_step = makespan.
+  TimeNs critical_step = 0;
 };
 
 // Simulates `schedule`. A schedule without communication actions is lowered
 // first. Throws pplab::Error when the cost model does not cover the
 // schedule's stages, or when the schedule cannot finish (a deadlock or an
 // action that needs one which never runs), naming the stuck actions.
-SimResult Simulate(const Schedule& schedule, const CostModel& costs);
+//
+// With `rng`, each F, B, I and W whose stage has a spread in the cost model
+// takes a time drawn by CostModel::SampleComputeTime at a quantile from
+// `rng` (one draw per action, in the engine's deterministic visit order), so
+// the same seed gives the same result. Without it, times are the model's.
+SimResult Simulate(const Schedule& schedule, const CostModel& costs, std::mt19937_64* rng = nullptr);
 
 }  // namespace pplab

@@ -1,10 +1,13 @@
 // pplab simulate: cost one plan and report its timeline figures.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
+#include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "sim/simulator.h"
+#include "sim/step_samples.h"
 #include "tools/commands.h"
 #include "tools/plan_options.h"
 #include "tools/report.h"
@@ -19,13 +22,30 @@ struct SimulateOptions {
   std::string trace_path;
   std::string svg_path;
   bool json = false;
+  std::vector<int> devices;  // --devices: overrides the cost file's
+  int samples = 0;           // 0: no sampling
+  std::uint64_t seed = 1;
 };
+
+// {count, seed, p50, p99, min, max}, ms.
+nlohmann::json SamplesJson(const StepTimeSamples& s) {
+  return {{"count", s.samples},   {"seed", s.seed},       {"p50", NsToMs(s.p50)},
+          {"p99", NsToMs(s.p99)}, {"min", NsToMs(s.min)}, {"max", NsToMs(s.max)}};
+}
 
 int RunSimulate(const SimulateOptions& o) {
   const Schedule schedule = BuildSchedule(o.plan);
-  const CostModel costs = BuildCostModel(o.plan, schedule);
+  CostModel costs = BuildCostModel(o.plan, schedule);
+  if (!o.devices.empty()) {
+    if (static_cast<int>(o.devices.size()) != schedule.ranks) {
+      throw Error("--devices: " + std::to_string(o.devices.size()) + " devices for " + std::to_string(schedule.ranks) +
+                  " ranks (give one per rank, e.g. 0,0,1,1)");
+    }
+    costs.SetDevices(o.devices);
+  }
   const SimResult result = Simulate(schedule, costs);
-  const nlohmann::json summary = SimulationJson(schedule, costs, result);
+  nlohmann::json summary = SimulationJson(schedule, costs, result);
+  if (o.samples > 0) summary["samples"] = SamplesJson(SampleStepTime(schedule, costs, o.samples, o.seed));
   if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(result.timeline));
   if (!o.svg_path.empty()) {
     SvgOptions svg;
@@ -37,6 +57,13 @@ int RunSimulate(const SimulateOptions& o) {
     std::printf("%s\n", summary.dump(2).c_str());
   } else {
     std::printf("%s", SimulationText(summary).c_str());
+    if (o.samples > 0) {
+      const nlohmann::json& j = summary["samples"];
+      std::printf("  sampled step time p50 %s ms, p99 %s ms (min %s, max %s; %d samples, seed %s)\n",
+                  Fixed(j["p50"].get<double>(), 3).c_str(), Fixed(j["p99"].get<double>(), 3).c_str(),
+                  Fixed(j["min"].get<double>(), 3).c_str(), Fixed(j["max"].get<double>(), 3).c_str(), o.samples,
+                  std::to_string(o.seed).c_str());
+    }
     if (!o.trace_path.empty()) std::printf("trace written to %s\n", o.trace_path.c_str());
     if (!o.svg_path.empty()) std::printf("picture written to %s\n", o.svg_path.c_str());
   }
@@ -54,6 +81,19 @@ void SetupSimulate(CLI::App& app, int& exit_code) {
   sub->add_option("--trace", o->trace_path, "write the timeline as a Chrome trace (Perfetto) JSON file");
   sub->add_option("--svg", o->svg_path, "write the timeline picture as SVG");
   sub->add_flag("--json", o->json, "print one JSON object instead of text");
+  sub->add_option("--devices", o->devices,
+                  "device of each rank, comma-separated (0,0,1,1: two ranks per device; a device runs one compute "
+                  "action at a time); overrides the cost file's 'devices'")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 30));
+  CLI::Option* samples =
+      sub->add_option("--samples", o->samples,
+                      "also simulate N times with F/B/I/W times drawn from the cost file's p10/p90 spreads; "
+                      "report the step time's p50 and p99")
+          ->check(CLI::Range(1, 100000));
+  sub->add_option("--seed", o->seed, "seed of the draws of --samples (same seed, same figures)")
+      ->needs(samples)
+      ->capture_default_str();
   sub->callback([o, &exit_code] { exit_code = RunSimulate(*o); });
 }
 

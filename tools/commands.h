@@ -23,6 +23,7 @@ void SetupShow(CLI::App& app, int& exit_code);
 void SetupBench(CLI::App& app, int& exit_code);
 void SetupStats(CLI::App& app, int& exit_code);
 void SetupDiff(CLI::App& app, int& exit_code);
+void SetupExplain(CLI::App& app, int& exit_code);
 void SetupPlan(CLI::App& app, int& exit_code);
 
 // The LibTorch commands, in the `pplab-train` executable.

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   pplab::cli::SetupBench(app, exit_code);
   pplab::cli::SetupStats(app, exit_code);
   pplab::cli::SetupDiff(app, exit_code);
+  pplab::cli::SetupExplain(app, exit_code);
   pplab::cli::SetupPlan(app, exit_code);
   pplab::cli::SetupTrainingCommands(app, std::vector<std::string>(argv, argv + argc));
   return pplab::cli::RunCli(app, argc, argv, exit_code);

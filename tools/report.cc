@@ -91,6 +91,7 @@ nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, 
        {{"actions", r.critical_path.size()},
         {"compute", NsToMs(r.critical_compute)},
         {"comm", NsToMs(r.critical_comm)},
+        {"step", NsToMs(r.critical_step)},
         {"path", path},
         {"truncated", r.critical_path.size() > kMaxPath}}},
       {"per_rank", per_rank},
@@ -117,7 +118,11 @@ std::string SimulationText(const nlohmann::json& j) {
   out << "  p2p               " << j["p2p_messages"] << " messages, " << j["p2p_bytes"] << " bytes\n";
   out << "  critical path     " << j["critical_path"]["actions"]
       << " actions: " << Fixed(j["critical_path"]["compute"].get<double>(), 3) << " ms compute + "
-      << Fixed(j["critical_path"]["comm"].get<double>(), 3) << " ms transfer\n";
+      << Fixed(j["critical_path"]["comm"].get<double>(), 3) << " ms transfer";
+  if (j["critical_path"]["step"].get<double>() > 0) {
+    out << " + " << Fixed(j["critical_path"]["step"].get<double>(), 3) << " ms per-step work";
+  }
+  out << "\n";
   out << "  rank     busy ms     idle ms    start ms      end ms  in-flight  peak bytes\n";
   for (const auto& r : j["per_rank"]) {
     char line[160];

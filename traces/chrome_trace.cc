@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-enum Thread { kComputeTid = 0, kSendTid = 1, kRecvTid = 2 };
+enum Thread { kComputeTid = 0, kSendTid = 1, kRecvTid = 2, kStepTid = 3 };
 
 // Microseconds with three decimals: exact for integer nanoseconds.
 double Us(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
@@ -28,11 +28,12 @@ int ThreadOf(ActionKind kind) {
 
 std::string TimelineToChromeTrace(const Timeline& timeline) {
   std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":";
-  out += json({{"pplab_trace_version", kTraceFormatVersion},
-               {"source", timeline.source},
-               {"name", timeline.name},
-               {"ranks", timeline.ranks}})
-             .dump();
+  json other = {{"pplab_trace_version", kTraceFormatVersion},
+                {"source", timeline.source},
+                {"name", timeline.name},
+                {"ranks", timeline.ranks}};
+  if (!timeline.devices.empty()) other["devices"] = timeline.devices;
+  out += other.dump();
   out += ",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const json& event) {
@@ -40,7 +41,9 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
     first = false;
     out += event.dump();
   };
-  static const char* kThreadNames[] = {"compute", "send", "recv"};
+  static const char* kThreadNames[] = {"compute", "send", "recv", "step"};
+  // The step thread only where there is per-step work, so older traces keep their bytes.
+  const int threads = timeline.step_events.empty() ? 3 : 4;
   for (RankId r = 0; r < timeline.ranks; ++r) {
     emit({{"ph", "M"},
           {"name", "process_name"},
@@ -48,7 +51,7 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
           {"tid", 0},
           {"args", {{"name", "rank " + std::to_string(r)}}}});
     emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r}, {"tid", 0}, {"args", {{"sort_index", r}}}});
-    for (int t = 0; t < 3; ++t) {
+    for (int t = 0; t < threads; ++t) {
       emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", t}, {"args", {{"name", kThreadNames[t]}}}});
     }
   }
@@ -94,6 +97,16 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
             {"tid", kRecvTid},
             {"ts", Us(e.end)}});
     }
+  }
+  for (const StepEvent& e : timeline.step_events) {
+    emit({{"ph", "X"},
+          {"name", e.name},
+          {"cat", "step"},
+          {"pid", e.rank},
+          {"tid", kStepTid},
+          {"ts", Us(e.start)},
+          {"dur", Us(e.end - e.start)},
+          {"args", {{"step", e.name}}}});
   }
   for (const MemorySample& m : timeline.memory) {
     emit({{"ph", "C"},
@@ -143,6 +156,19 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     throw Error(origin + ": otherData.ranks must be an integer in [1, number of events], got " + ranks.dump());
   }
   t.ranks = static_cast<int>(ranks.get<long long>());
+  if (other.contains("devices")) {
+    const json& devices = other["devices"];
+    if (!devices.is_array() || devices.size() != static_cast<size_t>(t.ranks)) {
+      throw Error(origin + ": otherData.devices must be an array of one device per rank (" + std::to_string(t.ranks) +
+                  ")");
+    }
+    for (const json& d : devices) {
+      if (!d.is_number_integer() || d.get<long long>() < 0 || d.get<long long>() > (1LL << 30)) {
+        throw Error(origin + ": otherData.devices entries must be integers in [0, 2^30], got " + d.dump());
+      }
+      t.devices.push_back(static_cast<int>(d.get<long long>()));
+    }
+  }
   for (size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     const std::string at = origin + ": traceEvents[" + std::to_string(i) + "]";
@@ -166,11 +192,16 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
       continue;
     }
     const json args = e.value("args", json::object());
-    if (!args.contains("action") || !args["action"].is_string()) throw Error(at + ": event without args.action");
     if (!e.contains("dur") || !e["dur"].is_number() || !(e["dur"].get<double>() >= 0) ||
         e["dur"].get<double>() > kMaxUs) {
       throw Error(at + ": needs a 'dur' in [0, 1e15] microseconds");
     }
+    if (e.value("cat", json()) == "step") {
+      if (!args.contains("step") || !args["step"].is_string()) throw Error(at + ": step event without args.step");
+      t.step_events.push_back({rank, args["step"].get<std::string>(), ts, ts + FromUs(e["dur"].get<double>())});
+      continue;
+    }
+    if (!args.contains("action") || !args["action"].is_string()) throw Error(at + ": event without args.action");
     TimelineEvent ev;
     ev.rank = rank;
     try {

@@ -9,6 +9,7 @@
 
 #include "schedules/action_kinds.h"
 #include "traces/local_stages.h"
+#include "traces/explain.h"
 
 namespace pplab {
 namespace {
@@ -24,6 +25,7 @@ constexpr int kLaneGap = 4;
 constexpr int kBlockGap = 10;
 constexpr int kAxisHeight = 26;
 constexpr int kLegendHeight = 22;
+constexpr int kIdleLineHeight = 14;
 constexpr double kCharPx = 6;  // approximate advance of one character at font-size 10
 
 struct KindStyle {
@@ -326,6 +328,33 @@ std::string DrawLegend(const std::vector<const Timeline*>& timelines, bool show_
   return out;
 }
 
+// "rank 0 idle 4.000 ms: warm-up 0.000, cool-down 0.000, imbalance 3.500
+// (s1 3.500), comm 0.500, shared device 0.000": the idle split of
+// explain.h, one line per rank, or nothing when the timeline has none (a
+// rank runs two compute actions at once). `y` advances past the lines.
+std::string DrawIdleSplit(const Timeline& timeline, const std::string& heading, int& y) {
+  if (timeline.ranks <= 0 || !CanExplainIdle(timeline)) return "";
+  const IdleExplanation x = ExplainIdle(timeline);
+  auto ms = [](TimeNs ns) { return Fixed(NsToMs(ns), 3); };
+  std::string out = TextAt(kLeft, y + 10, "class=\"idle-split\" font-size=\"10\" font-weight=\"bold\"",
+                           heading + "idle = makespan - busy, by cause (ms; pplab explain)");
+  y += kIdleLineHeight;
+  for (const RankIdle& r : x.per_rank) {
+    std::string stages;
+    for (const auto& [stage, ns] : r.imbalance_by_stage) {
+      stages += (stages.empty() ? " (" : ", ") + std::string("s") + std::to_string(stage) + " " + ms(ns);
+    }
+    if (!stages.empty()) stages += ")";
+    std::string line = "rank " + std::to_string(r.rank) + " idle " + ms(r.idle) + ": warm-up " + ms(r.warm_up) +
+                       ", cool-down " + ms(r.cool_down) + ", imbalance " + ms(r.imbalance) + stages + ", comm " +
+                       ms(r.comm) + ", shared device " + ms(r.shared_device);
+    if (r.other != 0) line += ", other " + ms(r.other);
+    out += TextAt(kLeft, y + 10, "class=\"idle-split\" font-size=\"10\"", line);
+    y += kIdleLineHeight;
+  }
+  return out;
+}
+
 std::string BlockLabel(const Timeline& timeline, const std::string& given) {
   std::string label = !given.empty() ? given : timeline.source.empty() ? "timeline" : timeline.source;
   if (!timeline.name.empty()) label += ": " + timeline.name;
@@ -365,6 +394,10 @@ std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& op
   y += kAxisHeight;
   body += DrawLegend(timelines, options.show_comm, y);
   y += kLegendHeight * std::max(1, ShadesOf(timelines));
+  for (size_t i = 0; i < timelines.size(); ++i) {
+    const std::string heading = stacked ? BlockLabel(*timelines[i], labels[i]) + ": " : "";
+    body += DrawIdleSplit(*timelines[i], heading, y);
+  }
 
   const std::string width = std::to_string(kLeft + plot_width + kRight);
   const std::string height = std::to_string(y + kTop);

@@ -21,6 +21,11 @@
 //   - Events whose rank lies outside [0, timeline.ranks) are not drawn.
 //   - The summary "makespan X ms, bubble Y%" comes from Summarize(): makespan
 //     in ms with 3 decimals, bubble_fraction in percent with 1 decimal.
+//   - Below the legend, the idle split of each timeline (traces/explain.h):
+//     one `<text class="idle-split">` heading, then one per rank ("rank r
+//     idle X: warm-up .., cool-down .., imbalance .. (sS ..), comm ..,
+//     shared device .."), ms with 3 decimals; left out for a timeline
+//     where a rank runs two compute actions at once.
 //   - Text is XML-escaped; numbers use fixed precision and are formatted
 //     without the C locale, so the same input gives the same bytes.
 #pragma once

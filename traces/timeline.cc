@@ -9,6 +9,7 @@ TimeNs Timeline::Makespan() const {
   for (const TimelineEvent& e : events) {
     if (OccupiesRank(e.action.kind)) end = std::max(end, e.end);
   }
+  for (const StepEvent& e : step_events) end = std::max(end, e.end);
   return end;
 }
 
@@ -26,6 +27,7 @@ TimelineSummary Summarize(const Timeline& timeline) {
     r.end = seen[e.rank] ? std::max(r.end, e.end) : e.end;
     seen[e.rank] = true;
   }
+  for (const StepEvent& e : timeline.step_events) out.makespan = std::max(out.makespan, e.end);
   TimeNs total_busy = 0;
   for (const RankSummary& r : out.per_rank) {
     total_busy += r.busy;

@@ -18,6 +18,15 @@ struct TimelineEvent {
   TimeNs end = 0;    // compute: end of the work; SEND: arrival at the peer; RECV: arrival (>= start)
 };
 
+// Per-step work after a rank's last action, outside the schedule IR: the
+// loss and gradient-norm all-reduces, clipping, the optimizer step.
+struct StepEvent {
+  RankId rank = 0;
+  std::string name;  // "loss_allreduce", "norm_allreduce", "clip", "optimizer"
+  TimeNs start = 0;
+  TimeNs end = 0;
+};
+
 // A point of a per-rank counter track (activation bytes held by the rank).
 struct MemorySample {
   RankId rank = 0;
@@ -29,16 +38,20 @@ struct Timeline {
   std::string name;    // schedule name
   std::string source;  // "simulated" or "measured"
   int ranks = 0;
+  // The device each rank runs on, when ranks share devices (several ranks on
+  // one GPU): devices[r] for rank r. Empty: every rank has its own device.
+  std::vector<int> devices;
   std::vector<TimelineEvent> events;  // per rank in program order
   std::vector<MemorySample> memory;   // per rank in time order
+  std::vector<StepEvent> step_events;  // per rank in time order
 
-  // Latest end over events that occupy a rank: compute and per-stage
-  // collectives (the step time).
+  // Latest end over events that occupy a rank: compute, per-stage
+  // collectives and per-step work (the step time).
   TimeNs Makespan() const;
 };
 
 // Busy and idle time of a timeline, from its compute events (the makespan
-// also from its collectives), so that
+// also from its collectives and step events), so that
 // simulated and measured timelines are summarised the same way.
 struct RankSummary {
   TimeNs busy = 0;   // sum of compute durations

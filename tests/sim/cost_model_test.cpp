@@ -159,3 +159,78 @@ TEST_CASE("a bad profile meta is refused naming the field", "[cost_model]") {
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cost model devices: one id per rank, round-trips, bad entries named", "[cost_model][devices]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "default": {"forward_ms": 1, "backward_ms": 2},
+    "num_stages": 2, )";
+  const CostModel m = CostModel::FromJson(head + R"("devices": [0, 0]})", "d.json");
+  CHECK(m.Devices() == std::vector<int>{0, 0});
+  CHECK(CostModel::FromJson(m.ToJson(), "again.json").Devices() == std::vector<int>{0, 0});
+  CHECK(CostModel::FromJson(head + R"("link": {}})", "none.json").Devices().empty());
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("devices": [0, -1]})", "bad.json"),
+                    Catch::Contains("bad.json: devices[1] must be an integer device id"));
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("devices": []})", "empty.json"),
+                    Catch::Contains("empty.json: devices must be a non-empty array"));
+  CHECK_THROWS_WITH(m.CheckDevices(3, "p"), Catch::Contains("field 'devices' names 2 ranks but schedule 'p' has 3"));
+  CHECK_NOTHROW(m.CheckDevices(2, "p"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cost model step: optional per-step costs in ms, round-trip, unknown fields named", "[cost_model][step]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "default": {"forward_ms": 1, "backward_ms": 2},
+    "num_stages": 2, )";
+  const CostModel m = CostModel::FromJson(
+      head + R"("step": {"optimizer_ms": 1.5, "clip_ms": 0.25, "loss_allreduce_ms": 0.1, "norm_allreduce_ms": 0.2}})",
+      "s.json");
+  for (const CostModel& c : {m, CostModel::FromJson(m.ToJson(), "again.json")}) {
+    CHECK(c.Step().optimizer == 1500000);
+    CHECK(c.Step().clip == 250000);
+    CHECK(c.Step().loss_allreduce == 100000);
+    CHECK(c.Step().norm_allreduce == 200000);
+  }
+  CHECK(CostModel::FromJson(head + R"("step": {}})", "e.json").Step().optimizer == 0);
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("step": {"adam_ms": 1}})", "bad.json"),
+                    Catch::Contains("bad.json: step: unknown field 'adam_ms'"));
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("step": {"clip_ms": -1}})", "neg.json"),
+                    Catch::Contains("neg.json: step.clip_ms must be finite and >= 0"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cost model spread: p10, median and p90 are the 10th, 50th and 90th percentiles of the draws",
+          "[cost_model][samples]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "num_stages": 1, "default": )";
+  const CostModel m = CostModel::FromJson(
+      head + R"({"forward_ms": 1, "forward_p10_ms": 0.8, "forward_p90_ms": 1.4, "backward_ms": 2}})", "s.json");
+  const Action f{ActionKind::kForward, 0, 0};
+  CHECK(m.SampleComputeTime(f, 0.1) == 800000);
+  CHECK(m.SampleComputeTime(f, 0.5) == 1000000);
+  CHECK(m.SampleComputeTime(f, 0.9) == 1400000);
+  CHECK(m.SampleComputeTime(f, 0.0) == 750000);   // 1 - 1.25 * 0.2
+  CHECK(m.SampleComputeTime(f, 1.0) == 1500000);  // 1 + 1.25 * 0.4
+  CHECK(m.SampleComputeTime(f, 0.3) == 900000);   // halfway between p10 and the median
+  // No spread for B: every draw is the model's time.
+  CHECK(m.SampleComputeTime({ActionKind::kBackward, 0, 0}, 0.99) == 2000000);
+  CHECK(CostModel::FromJson(m.ToJson(), "again.json").SampleComputeTime(f, 0.9) == 1400000);
+  // A wide low side is cut at 0.
+  const CostModel wide =
+      CostModel::FromJson(head + R"({"forward_ms": 1, "forward_p10_ms": 0.1, "forward_p90_ms": 1, "backward_ms": 2}})",
+                          "w.json");
+  CHECK(wide.SampleComputeTime(f, 0.0) == 0);
+  CHECK_THROWS_WITH(
+      CostModel::FromJson(head + R"({"forward_ms": 1, "forward_p10_ms": 0.8, "backward_ms": 2}})", "half.json"),
+      Catch::Contains("half.json: default: give both forward_p10_ms and forward_p90_ms"));
+  const CostModel outside = CostModel::FromJson(
+      head + R"({"forward_ms": 2, "forward_p10_ms": 0.8, "forward_p90_ms": 1.4, "backward_ms": 2}})", "o.json");
+  CHECK_THROWS_WITH(outside.SampleComputeTime(f, 0.5),
+                    Catch::Contains("o.json: stage 0: forward_p10_ms <= the forward time <= forward_p90_ms"));
+}
+
+}  // namespace pplab

@@ -233,6 +233,165 @@ TEST_CASE("dualpipe's bubble is the README's (K/2-1)(F&B+B-3W) and it holds K+1 
   TimeNs worst_idle = 0;
   for (const RankMetrics& m : r.per_rank) worst_idle = std::max(worst_idle, m.idle);
   CHECK(worst_idle == 8500);  // the formula would say 3 x 2500 = 7500
+namespace {
+
+// The [start, end) of each event of `kind` on `rank`, in program order.
+std::vector<std::pair<TimeNs, TimeNs>> Spans(const SimResult& r, RankId rank, ActionKind kind) {
+  std::vector<std::pair<TimeNs, TimeNs>> out;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.rank == rank && e.action.kind == kind) out.emplace_back(e.start, e.end);
+  }
+  return out;
+}
+
+using SpanList = std::vector<std::pair<TimeNs, TimeNs>>;
+
+}  // namespace
+
+TEST_CASE("comm resource: sends that take no longer than compute hide behind it", "[sim][comm]") {
+  // GPipe K=2 M=3, F=1, B=2, each message 1 (latency): rank 0 sends
+  // back to back while it computes, so the makespan is (M+K-1)(F+B) + 2.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  const SimResult r = Simulate(Lower(GenerateGPipe(2, 3)), CostModel::Uniform(2, c, Link{1000, 0}));
+  CHECK(Spans(r, 0, ActionKind::kSendF) == SpanList{{1000, 2000}, {2000, 3000}, {3000, 4000}});
+  CHECK(Spans(r, 0, ActionKind::kForward) == SpanList{{0, 1000}, {1000, 2000}, {2000, 3000}});
+  CHECK(Spans(r, 1, ActionKind::kSendB) == SpanList{{7000, 8000}, {9000, 10000}, {11000, 12000}});
+  CHECK(r.makespan == 14000);
+}
+
+TEST_CASE("comm resource: a rank's messages leave one at a time, so slow links delay the next stage",
+          "[sim][comm]") {
+  // GPipe K=2 M=3, F=1, B=2, each message 3. Rank 0's forwards end at 1, 2
+  // and 3 but its messages queue: [1,4), [4,7), [7,10). Rank 1 computes F at
+  // 4, 7, 10, B at [11,13), [13,15), [15,17) and sends its gradients
+  // [13,16), [16,19), [19,22); rank 0's B run [16,18), [19,21), [22,24).
+  // (With a link per message, not per rank, the makespan would be 18.)
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  const SimResult r = Simulate(Lower(GenerateGPipe(2, 3)), CostModel::Uniform(2, c, Link{3000, 0}));
+  CHECK(Spans(r, 0, ActionKind::kForward) == SpanList{{0, 1000}, {1000, 2000}, {2000, 3000}});
+  CHECK(Spans(r, 0, ActionKind::kSendF) == SpanList{{1000, 4000}, {4000, 7000}, {7000, 10000}});
+  CHECK(Spans(r, 1, ActionKind::kForward) == SpanList{{4000, 5000}, {7000, 8000}, {10000, 11000}});
+  CHECK(Spans(r, 1, ActionKind::kSendB) == SpanList{{13000, 16000}, {16000, 19000}, {19000, 22000}});
+  CHECK(Spans(r, 0, ActionKind::kBackward) == SpanList{{16000, 18000}, {19000, 21000}, {22000, 24000}});
+  CHECK(r.makespan == 24000);
+  // The critical path runs through the queued messages without a gap.
+  TimeNs covered = 0;
+  for (size_t i = 0; i < r.critical_path.size(); ++i) {
+    covered += r.critical_path[i].end - r.critical_path[i].start;
+    if (i > 0) CHECK(r.critical_path[i].start == r.critical_path[i - 1].end);
+  }
+  CHECK(covered == r.makespan);
+  CHECK(r.critical_comm == 6 * 3000);  // three messages each way
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("shared device: two ranks on one device run one compute action at a time", "[sim][devices]") {
+  // GPipe K=2 M=2, F=1, B=2, free comms, both ranks on device 0. By hand:
+  // rank 0 F0 [0,1), F1 [1,2) (ready at 1 with rank 1's F0: the lower rank
+  // goes first), rank 1 F0 [2,3), F1 [3,4), B0 [4,6); at 6 rank 0's B0 and
+  // rank 1's B1 are ready: rank 0 first, [6,8); rank 1 B1 [8,10); rank 0 B1
+  // [10,12). The device never idles: makespan = all the work = 12.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  costs.SetDevices({0, 0});
+  const SimResult r = Simulate(Lower(GenerateGPipe(2, 2)), costs);
+  CHECK(Spans(r, 0, ActionKind::kForward) == SpanList{{0, 1000}, {1000, 2000}});
+  CHECK(Spans(r, 1, ActionKind::kForward) == SpanList{{2000, 3000}, {3000, 4000}});
+  CHECK(Spans(r, 1, ActionKind::kBackward) == SpanList{{4000, 6000}, {8000, 10000}});
+  CHECK(Spans(r, 0, ActionKind::kBackward) == SpanList{{6000, 8000}, {10000, 12000}});
+  CHECK(r.makespan == 12000);
+  CHECK(r.timeline.devices == std::vector<int>{0, 0});
+  TimeNs covered = 0;
+  for (const CriticalStep& step : r.critical_path) covered += step.end - step.start;
+  CHECK(covered == r.makespan);
+  // Each rank on its own device (any ids): the plain pipeline, (M+K-1)(F+B).
+  costs.SetDevices({7, 3});
+  CHECK(Simulate(Lower(GenerateGPipe(2, 2)), costs).makespan == 9000);
+  costs.SetDevices({0, 0, 0});
+  CHECK_THROWS_WITH(Simulate(Lower(GenerateGPipe(2, 2)), costs), Catch::Contains("'devices' names 3 ranks"));
+}
+
+TEST_CASE("shared device: every schedule still finishes, never faster than its device's total work",
+          "[sim][devices]") {
+  for (const GeneratorInfo& g : Generators()) {
+    for (int K : {2, 4}) {
+      const int M = 8, v = g.default_virtual;
+      if (!FamilyAccepts(g, K, M, v)) continue;
+      const Schedule s = Lower(Generate(g.name, {K, M, v}));
+      CostModel costs = UniformCosts(s.stages, 1000, 2000, 1000);
+      std::vector<int> devices;
+      for (RankId r = 0; r < K; ++r) devices.push_back(r / 2);  // two ranks per device
+      costs.SetDevices(devices);
+      const SimResult shared = Simulate(s, costs);
+      INFO(g.name << " K=" << K);
+      for (RankId r = 0; r + 1 < K; r += 2) {
+        CHECK(shared.makespan >= shared.per_rank[r].busy + shared.per_rank[r + 1].busy);
+        // No two compute actions of one device overlap.
+        std::vector<std::pair<TimeNs, TimeNs>> spans;
+        for (const TimelineEvent& e : shared.timeline.events) {
+          if ((e.rank == r || e.rank == r + 1) && IsCompute(e.action.kind)) spans.emplace_back(e.start, e.end);
+        }
+        std::sort(spans.begin(), spans.end());
+        for (size_t i = 1; i < spans.size(); ++i) CHECK(spans[i].first >= spans[i - 1].second);
+      }
+    }
+  }
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("per-step costs: clip and optimizer follow each rank's last action; all-reduces wait for every rank",
+          "[sim][step]") {
+  // GPipe K=2 M=2, F=1, B=2, free comms: rank 0 ends at 9, rank 1 at 7.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  const Schedule s = Lower(GenerateGPipe(2, 2));
+  CHECK(Simulate(s, costs).makespan == 9000);
+  StepCosts step;
+  step.clip = 250;
+  step.optimizer = 500;
+  costs.SetStep(step);
+  SimResult r = Simulate(s, costs);
+  // No all-reduce: each rank clips and steps at once, rank 1 from 7.
+  CHECK(r.makespan == 9750);
+  REQUIRE(r.timeline.step_events.size() == 4);
+  const auto& ev = r.timeline.step_events;
+  CHECK((ev[0].rank == 0 && ev[0].name == "clip" && ev[0].start == 9000 && ev[0].end == 9250));
+  CHECK((ev[1].rank == 0 && ev[1].name == "optimizer" && ev[1].start == 9250 && ev[1].end == 9750));
+  CHECK((ev[2].rank == 1 && ev[2].name == "clip" && ev[2].start == 7000 && ev[2].end == 7250));
+  CHECK((ev[3].rank == 1 && ev[3].name == "optimizer" && ev[3].start == 7250 && ev[3].end == 7750));
+  CHECK(r.per_rank[1].idle == 9750 - 6000);
+  CHECK(r.critical_step == 750);
+  CHECK(r.critical_compute + r.critical_comm + r.critical_step == r.makespan);
+  // The loss and norm all-reduces start at 9 on both ranks, then clip and optimizer.
+  step.loss_allreduce = 100;
+  step.norm_allreduce = 200;
+  costs.SetStep(step);
+  r = Simulate(s, costs);
+  CHECK(r.makespan == 9000 + 100 + 200 + 250 + 500);
+  REQUIRE(r.timeline.step_events.size() == 8);
+  for (RankId rank : {0, 1}) {
+    const StepEvent& loss = r.timeline.step_events[4 * rank];
+    const StepEvent& opt = r.timeline.step_events[4 * rank + 3];
+    CHECK((loss.name == "loss_allreduce" && loss.start == 9000 && loss.end == 9100));
+    CHECK((opt.name == "optimizer" && opt.start == 9550 && opt.end == 10050));
+  }
+  CHECK(r.critical_step == 1050);
+  CHECK(r.timeline.Makespan() == r.makespan);
+  CHECK(r.bubble_fraction == Approx(1.0 - 12000.0 / (2 * 10050.0)));
 }
 
 }  // namespace pplab

@@ -567,6 +567,25 @@ TEST_CASE("text render marks a label it cannot widen for with +, and says so", "
                                    "with its microbatch; + a label too long for its box; 1 action(s) too short to "
                                    "show (use pplab render)\n"));
   CHECK_THAT(text, Catch::StartsWith("tiny-w: makespan 1000.010 ms"));
+
+TEST_CASE("svg: below the legend, one idle-split line per rank, the parts of pplab explain", "[render][explain]") {
+  // Tiny1F1B has no messages: rank 0 waits [2,4) and [6,7) with no cause in
+  // the timeline (other); rank 1 starts at 1 and ends at 7 of 9.
+  const std::string svg = RenderSvg(Tiny1F1B(), {"tiny", 1200, false});
+  CHECK(XmlProblem(svg) == "");
+  CHECK(CountOf(svg, "class=\"idle-split\"") == 3);
+  CHECK_THAT(svg, Catch::Contains("rank 0 idle 3.000: warm-up 0.000, cool-down 0.000, imbalance 0.000, comm 0.000, "
+                                  "shared device 0.000, other 3.000</text>"));
+  CHECK_THAT(svg, Catch::Contains("rank 1 idle 3.000: warm-up 1.000, cool-down 2.000, imbalance 0.000, comm 0.000, "
+                                  "shared device 0.000</text>"));
+  // A simulated GPipe with latency names the stage rank 0 waited for.
+  StageCost c;
+  c.forward = kNsPerMs;
+  c.backward = 2 * kNsPerMs;
+  const SimResult sim = Simulate(GenerateGPipe(2, 2), CostModel::Uniform(2, c, Link{kNsPerMs / 2, 0}));
+  CHECK_THAT(RenderSvg(sim.timeline, {"g", 1200, false}),
+             Catch::Contains("rank 0 idle 4.000: warm-up 0.000, cool-down 0.000, imbalance 3.500 (s1 3.500), comm "
+                             "0.500, shared device 0.000</text>"));
 }
 
 }  // namespace pplab

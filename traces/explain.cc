@@ -1,0 +1,242 @@
+#include "traces/explain.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+struct Interval {
+  TimeNs start = 0, end = 0;
+  RankId rank = 0;
+};
+
+// The message a compute action waits for: when its producer finished and
+// when it arrived on the waiting rank.
+struct Wait {
+  bool any = false;
+  TimeNs produced = 0;
+  TimeNs arrival = 0;
+  StageId from_stage = 0;
+};
+
+// A device's compute actions sorted by start, with the running maximum of
+// their ends, so the actions overlapping a window are found by binary search
+// even when they overlap each other (a measured trace of a shared GPU).
+struct DeviceTrack {
+  std::vector<Interval> actions;
+  std::vector<TimeNs> max_end;
+};
+
+// What explain needs from a timeline, indexed once.
+struct Index {
+  std::vector<std::vector<const TimelineEvent*>> computes;  // per rank, by start
+  std::vector<std::vector<Interval>> collectives;           // per rank
+  std::map<std::pair<RankId, MessageKey>, TimeNs> arrival;  // RECV end, by receiving rank and message
+  std::map<MessageKey, TimeNs> produced;                    // end of the compute part that produced it
+  std::map<int, DeviceTrack> devices;
+};
+
+// Ranks without a device of their own in the timeline get one each.
+int DeviceOf(const Timeline& t, RankId r) { return static_cast<size_t>(r) < t.devices.size() ? t.devices[r] : -1 - r; }
+
+// The message a compute part consumes, when it receives one: F(s, m) takes
+// activations into s, B/I(s, m) gradients into s; W takes none.
+bool Consumes(const Action& part, MessageKey& key) {
+  if (part.kind == ActionKind::kForward) {
+    key = {true, part.stage, part.microbatch};
+    return true;
+  }
+  if (IsInputGrad(part.kind)) {
+    key = {false, part.stage, part.microbatch};
+    return true;
+  }
+  return false;
+}
+
+// The message a compute part produces for its neighbour stage.
+bool Produces(const Action& part, MessageKey& key) {
+  if (part.kind == ActionKind::kForward) {
+    key = {true, part.stage + 1, part.microbatch};
+    return true;
+  }
+  if (IsInputGrad(part.kind)) {
+    key = {false, part.stage - 1, part.microbatch};
+    return true;
+  }
+  return false;
+}
+
+Index BuildIndex(const Timeline& t) {
+  Index ix;
+  ix.computes.resize(t.ranks);
+  ix.collectives.resize(t.ranks);
+  for (const TimelineEvent& e : t.events) {
+    if (e.rank < 0 || e.rank >= t.ranks) continue;
+    const Action& a = e.action;
+    if (IsRecv(a.kind)) {
+      ix.arrival[{e.rank, MessageOf(a)}] = std::max(e.start, e.end);
+    } else if (IsCompute(a.kind)) {
+      ix.computes[e.rank].push_back(&e);
+      for (const Action& part : PartsOf(a)) {
+        MessageKey key;
+        if (Produces(part, key)) ix.produced[key] = e.end;
+      }
+      ix.devices[DeviceOf(t, e.rank)].actions.push_back({e.start, e.end, e.rank});
+    } else if (OccupiesRank(a.kind)) {
+      ix.collectives[e.rank].push_back({e.start, e.end, e.rank});
+    }
+  }
+  auto by_start = [](const TimelineEvent* a, const TimelineEvent* b) { return a->start < b->start; };
+  for (auto& list : ix.computes) std::stable_sort(list.begin(), list.end(), by_start);
+  for (auto& [device, track] : ix.devices) {
+    std::stable_sort(track.actions.begin(), track.actions.end(),
+                     [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    TimeNs running = 0;
+    for (const Interval& i : track.actions) track.max_end.push_back(running = std::max(running, i.end));
+  }
+  return ix;
+}
+
+// The first pair of overlapping compute actions of one rank, as a message;
+// empty when there is none.
+std::string FirstOverlap(const Index& ix) {
+  for (size_t r = 0; r < ix.computes.size(); ++r) {
+    const auto& list = ix.computes[r];
+    for (size_t i = 1; i < list.size(); ++i) {
+      if (list[i]->start < list[i - 1]->end) {
+        return "rank " + std::to_string(r) + " runs " + FormatAction(list[i]->action) + " from " +
+               std::to_string(list[i]->start) + " ns, before " + FormatAction(list[i - 1]->action) + " ends at " +
+               std::to_string(list[i - 1]->end) + " ns";
+      }
+    }
+  }
+  return "";
+}
+
+// The message `next` (on rank r) waits for longest; `any` is false when it
+// receives none on this rank.
+Wait WaitOf(const Index& ix, RankId r, const TimelineEvent& next) {
+  Wait w;
+  for (const Action& part : PartsOf(next.action)) {
+    MessageKey key;
+    if (!Consumes(part, key)) continue;
+    const auto it = ix.arrival.find({r, key});
+    if (it == ix.arrival.end()) continue;  // produced on this rank: no message
+    if (w.any && it->second <= w.arrival) continue;
+    w.any = true;
+    w.arrival = it->second;
+    const auto made = ix.produced.find(key);
+    // Without its producer in the trace, the whole wait counts as comm.
+    w.produced = made == ix.produced.end() ? 0 : made->second;
+    w.from_stage = key.forward ? key.to_stage - 1 : key.to_stage + 1;
+  }
+  return w;
+}
+
+// Compute actions of other ranks on rank r's device that overlap [g0, g1).
+std::vector<Interval> OthersOnDevice(const DeviceTrack& track, RankId r, TimeNs g0, TimeNs g1) {
+  std::vector<Interval> out;
+  auto hi = std::lower_bound(track.actions.begin(), track.actions.end(), g1,
+                             [](const Interval& i, TimeNs t) { return i.start < t; });
+  for (size_t i = static_cast<size_t>(hi - track.actions.begin()); i-- > 0 && track.max_end[i] > g0;) {
+    const Interval& a = track.actions[i];
+    if (a.rank != r && a.end > g0) out.push_back(a);
+  }
+  return out;
+}
+
+bool Covers(const std::vector<Interval>& list, TimeNs t) {
+  for (const Interval& i : list) {
+    if (i.start <= t && t < i.end) return true;
+  }
+  return false;
+}
+
+// Books the gap [g0, g1) of rank `out.rank` before an action that waits for
+// `wait`: cut at every time where the rule that holds can change, then each
+// piece by the rule that holds at its start (explain.h).
+void SplitGap(TimeNs g0, TimeNs g1, const Wait& wait, const std::vector<Interval>& collectives,
+              const std::vector<Interval>& others, RankIdle& out) {
+  std::vector<TimeNs> cuts = {g0, g1};
+  auto cut = [&](TimeNs t) { cuts.push_back(std::clamp(t, g0, g1)); };
+  if (wait.any) {
+    cut(wait.produced);
+    cut(wait.arrival);
+  }
+  for (const auto* list : {&collectives, &others}) {
+    for (const Interval& i : *list) {
+      cut(i.start);
+      cut(i.end);
+    }
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const TimeNs t = cuts[i], length = cuts[i + 1] - cuts[i];
+    if (Covers(collectives, t)) {
+      out.comm += length;
+    } else if (wait.any && t < wait.produced) {
+      out.imbalance += length;
+      out.imbalance_by_stage[wait.from_stage] += length;
+    } else if (wait.any && t < wait.arrival) {
+      out.comm += length;
+    } else if (Covers(others, t)) {
+      out.shared_device += length;
+    } else {
+      out.other += length;
+    }
+  }
+}
+
+RankIdle ExplainRank(const Timeline& t, const Index& ix, RankId r, TimeNs makespan) {
+  RankIdle out;
+  out.rank = r;
+  const auto& computes = ix.computes[r];
+  for (const TimelineEvent* e : computes) out.busy += e->end - e->start;
+  out.idle = makespan - out.busy;
+  if (computes.empty()) {
+    out.warm_up = makespan;
+    return out;
+  }
+  out.warm_up = computes.front()->start;
+  out.cool_down = makespan - computes.back()->end;
+  const DeviceTrack& track = ix.devices.at(DeviceOf(t, r));
+  for (size_t i = 1; i < computes.size(); ++i) {
+    const TimeNs g0 = computes[i - 1]->end, g1 = computes[i]->start;
+    if (g1 <= g0) continue;
+    std::vector<Interval> collectives;
+    for (const Interval& c : ix.collectives[r]) {
+      if (c.start < g1 && c.end > g0) collectives.push_back(c);
+    }
+    SplitGap(g0, g1, WaitOf(ix, r, *computes[i]), collectives, OthersOnDevice(track, r, g0, g1), out);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool CanExplainIdle(const Timeline& timeline) { return FirstOverlap(BuildIndex(timeline)).empty(); }
+
+IdleExplanation ExplainIdle(const Timeline& timeline) {
+  if (!timeline.devices.empty() && static_cast<int>(timeline.devices.size()) != timeline.ranks) {
+    throw Error("explain '" + timeline.name + "': devices names " + std::to_string(timeline.devices.size()) +
+                " ranks, the timeline has " + std::to_string(timeline.ranks));
+  }
+  const Index ix = BuildIndex(timeline);
+  const std::string overlap = FirstOverlap(ix);
+  if (!overlap.empty()) {
+    throw Error("explain '" + timeline.name + "': " + overlap +
+                "; the idle split needs one compute action at a time per rank");
+  }
+  IdleExplanation out;
+  out.makespan = timeline.Makespan();
+  for (RankId r = 0; r < timeline.ranks; ++r) out.per_rank.push_back(ExplainRank(timeline, ix, r, out.makespan));
+  return out;
+}
+
+}  // namespace pplab

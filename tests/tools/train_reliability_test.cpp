@@ -167,7 +167,8 @@ TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no proces
   // As in "killing the launcher takes its workers with it": the seed is
   // computed by the shell so that the pattern matches the run and not this script.
   for (const char* signal : {"INT", "TERM"}) {
-    const std::string wait_for = std::string(signal) == "INT" ? "1" : "3";  // the first worker, or all
+    // The launcher and its first worker (SIGINT during start-up), or all three.
+    const std::string wait_for = std::string(signal) == "INT" ? "2" : "3";
     const std::string log = std::string(PPLAB_TEST_TMP_DIR) + "/reliability_signal.log";
     const std::string script =
         std::string(PPLAB_BINARY) + " train --synthetic --out '' -q --model tiny -k 2 --steps 1000000 --seed $((527140 + 1)) "
@@ -176,6 +177,8 @@ TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no proces
         "for i in $(seq 1 600); do [ $(count) -ge " + wait_for + " ] && break; sleep 0.05; done\n"
         "before=$(count)\n"
         "kill -" + signal + " $L\n"
+        "for i in $(seq 1 300); do kill -0 $L 2>/dev/null || break; sleep 0.1; done\n"
+        "kill -9 $L 2>/dev/null\n"  // bounded: a launcher that ignored the signal fails the test, not hangs it
         "wait $L; code=$?\n"
         "for i in $(seq 1 100); do [ $(count) -eq 0 ] && break; sleep 0.1; done\n"
         "echo \"$before $code $(count)\"\n";

@@ -95,6 +95,8 @@ struct TrainOptions {
   int checkpoint_every = 0;
   bool resume = false;
   bool overwrite = false;
+  // Which of the flags a --plan fixes were given (they must agree with it).
+  bool given_schedule = false, given_ranks = false, given_microbatches = false, given_virtual = false;
   bool oversubscribe = false;
   bool measure_memory = false;
   std::vector<std::string> raw_args;
@@ -552,33 +554,37 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   return 0;
 }
 
-// The files an earlier run left where this one would write.
-std::vector<std::string> EarlierOutputs(const TrainOptions& o) {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const std::string& path : {o.metrics_path, o.trace_path, o.sim_trace_path}) {
-    if (!path.empty() && fs::exists(path, ec)) found.push_back(path);
-  }
-  if (!o.checkpoint_dir.empty() && HoldsCheckpoints(o.checkpoint_dir)) found.push_back(o.checkpoint_dir);
-  return found;
+// The run files in --out (those not given a path of their own): a run
+// folder's, which a new run must not mix into. Files given by flag (e.g.
+// --trace t.json) are the user's to overwrite, as with any -o.
+std::vector<std::string> RunFolderFiles(const TrainOptions& given, const TrainOptions& o) {
+  std::vector<std::string> files;
+  if (o.out_dir.empty()) return files;
+  if (given.metrics_path.empty()) files.push_back(o.metrics_path);
+  if (given.trace_path.empty()) files.push_back(o.trace_path);
+  if (given.sim_trace_path.empty()) files.push_back(o.sim_trace_path);
+  files.push_back((fs::path(o.out_dir) / "timeline.svg").string());
+  return files;
 }
 
-// A new run never mixes into an earlier one's outputs: it continues it
-// (--resume), replaces it (--overwrite) or is refused.
-void ClaimOutputs(const TrainOptions& o) {
+// A new run never mixes into an earlier one's run folder or checkpoints: it
+// continues it (--resume), replaces it (--overwrite) or is refused.
+void ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
   if (o.resume && o.overwrite) throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
-  const std::vector<std::string> found = EarlierOutputs(o);
+  std::vector<std::string> found;
+  std::error_code ec;
+  const std::vector<std::string> files = RunFolderFiles(given, o);
+  for (const std::string& path : files) {
+    if (fs::exists(path, ec)) found.push_back(path);
+  }
+  if (!o.checkpoint_dir.empty() && HoldsCheckpoints(o.checkpoint_dir)) found.push_back(o.checkpoint_dir);
   if (found.empty() || o.resume) return;
   if (!o.overwrite) {
-    const std::string where = o.out_dir.empty() ? found.front() : "--out " + o.out_dir;
+    const std::string where = o.out_dir.empty() ? "--checkpoint-dir " + o.checkpoint_dir : "--out " + o.out_dir;
     throw Error(where + " already holds a run (" + found.front() +
                 "): pass --resume to continue it, --out NEW for another folder, or --overwrite to replace it");
   }
-  std::error_code ec;
-  for (const std::string& path : {o.metrics_path, o.trace_path, o.sim_trace_path}) {
-    if (!path.empty()) fs::remove(path, ec);
-  }
-  if (!o.out_dir.empty()) fs::remove(fs::path(o.out_dir) / "timeline.svg", ec);
+  for (const std::string& path : files) fs::remove(path, ec);
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
 }
 
@@ -623,6 +629,24 @@ int RunTrain(const TrainOptions& given) {
   // K against the model's layers before a plan of K ranks is generated.
   if (o.plan_file.empty() && o.ranks > config.num_hidden_layers) MakePartition(config, o.ranks, "uniform");
   const Schedule schedule = LoadPlan(o);
+  if (!o.plan_file.empty()) {
+    // The plan fixes these; a flag that says otherwise is a mistake.
+    auto conflict = [&o](const char* flag, const std::string& given, const std::string& planned) {
+      throw Error(std::string(flag) + " " + given + " conflicts with --plan " + o.plan_file + " (" + planned +
+                  "): drop the flag, the plan fixes it");
+    };
+    if (o.given_schedule && o.schedule != schedule.name) conflict("--schedule", o.schedule, "schedule " + schedule.name);
+    if (o.given_ranks && o.ranks != schedule.ranks) {
+      conflict("--ranks", std::to_string(o.ranks), "K " + std::to_string(schedule.ranks));
+    }
+    if (o.given_microbatches && o.microbatches != schedule.microbatches) {
+      conflict("--microbatches", std::to_string(o.microbatches), "M " + std::to_string(schedule.microbatches));
+    }
+    const int v = schedule.stages / std::max(1, schedule.ranks);
+    if (o.given_virtual && o.virtual_stages != v) {
+      conflict("--virtual", std::to_string(o.virtual_stages), "v " + std::to_string(v));
+    }
+  }
   const Partition partition = MakePartition(config, schedule.stages, o.partition);
   if (o.seq_len > config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
@@ -632,7 +656,7 @@ int RunTrain(const TrainOptions& given) {
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
   CheckLocalCapacity(o, nproc, config, partition);
-  ClaimOutputs(o);
+  ClaimOutputs(given, o);
   const std::string latest = o.checkpoint_dir.empty() ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
   if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
   std::optional<PreparedText> prepared;
@@ -650,6 +674,18 @@ int RunTrain(const TrainOptions& given) {
           static_cast<long long>(text->dataset->NumValSamples()), o.seq_len, o.packed ? "packed" : "padded");
     }
     prepared = text->prepared;
+    // A preset takes the tokenizer's vocabulary; a config file that names
+    // its own must agree with it.
+    std::error_code ec;
+    if (fs::is_regular_file(o.model, ec)) {
+      const nlohmann::json file = nlohmann::json::parse(ReadTextFile(o.model), nullptr, false);
+      if (file.is_object() && file.contains("vocab_size") && file["vocab_size"] != text->tokenizer->VocabSize()) {
+        throw Error("--model " + o.model + ": vocab_size " + file["vocab_size"].dump() + ", but the tokenizer " +
+                    text->prepared.tokenizer_path + " has " + std::to_string(text->tokenizer->VocabSize()) +
+                    " pieces (drop vocab_size from the file, or train a tokenizer with --vocab-size " +
+                    file["vocab_size"].dump() + ")");
+      }
+    }
     config.vocab_size = text->tokenizer->VocabSize();
   }
   if (o.resume && !latest.empty()) {
@@ -777,13 +813,10 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
                   "write each parameter's gradient of the last step to DIR/<global name>.pt (torch::save)");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags
   sub->callback([o, sub, &exit_code] {
-    if (!o->plan_file.empty()) {
-      for (const char* flag : {"--schedule", "--ranks", "--microbatches", "--virtual"}) {
-        if (sub->count(flag) > 0) {
-          throw Error(std::string("--plan fixes the schedule, K, M and v; drop ") + flag);
-        }
-      }
-    }
+    o->given_schedule = sub->count("--schedule") > 0;
+    o->given_ranks = sub->count("--ranks") > 0;
+    o->given_microbatches = sub->count("--microbatches") > 0;
+    o->given_virtual = sub->count("--virtual") > 0;
     exit_code = RunTrain(*o);
   });
 }

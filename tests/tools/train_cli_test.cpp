@@ -169,7 +169,7 @@ TEST_CASE("a run killed with SIGKILL and resumed ends bit-identical to an uninte
   }
 }
 
-TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refused by name", "[train][checkpoint]") {
+TEST_CASE("a checkpoint loads into another plan and K and a corrupted one is refused by name", "[train][checkpoint]") {
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   const std::string dir = tmp + "/ck_repartition";
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);

@@ -79,7 +79,7 @@ std::string Shell(const std::string& script) {
 
 }  // namespace
 
-TEST_CASE("a second run into a run folder is refused; --resume continues it, --overwrite replaces it",
+TEST_CASE("a second run into a run folder is refused, --resume continues it and --overwrite replaces it",
           "[train][reliability]") {
   const std::string out = Tmp("folder");
   const std::string run = "-k 2 -m 2 --checkpoint-every 2 --out " + out;

@@ -181,7 +181,7 @@ TEST_CASE("a damaged shard is refused by name, never read out of bounds", "[chec
   }
 }
 
-TEST_CASE("step directories without 'latest' are refused; a garbage 'latest' is one printable line", "[checkpoint]") {
+TEST_CASE("step directories without 'latest' are refused and a garbage 'latest' is one printable line", "[checkpoint]") {
   const std::string dir = Tmp("latest");
   Toy toy;
   Publish(dir, 1, {&toy}, 10);

@@ -55,7 +55,8 @@ bool IsStepName(const std::string& name) {
 // The identity fields of a manifest: those listed in its identity_keys.
 json IdentityFields(const json& manifest) {
   json fields = json::object();
-  for (const auto& key : manifest.at("identity_keys")) fields[key.get<std::string>()] = manifest.at(key.get<std::string>());
+  for (const auto& key : manifest.at("identity_keys"))
+    fields[key.get<std::string>()] = manifest.at(key.get<std::string>());
   return fields;
 }
 
@@ -71,12 +72,15 @@ class ManifestChecker {
     return m_[field];
   }
   int64_t Int(const json& v, const std::string& field, int64_t lo, int64_t hi) const {
-    if (!v.is_number_integer()) Fail(field, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + Printable(v.dump()));
+    if (!v.is_number_integer())
+      Fail(field, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                      Printable(v.dump()));
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
       Fail(field, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
     }
     const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) Fail(field, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
+    if (x < lo || x > hi)
+      Fail(field, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
     return x;
   }
   int64_t Int(const std::string& field, int64_t lo, int64_t hi) const { return Int(Get(field), field, lo, hi); }
@@ -97,7 +101,8 @@ void CheckManifest(const std::string& file, const json& m) {
   if (c.String("format") != "pplab.checkpoint") c.Fail("format", "must be \"pplab.checkpoint\"");
   const int64_t version = c.Int("version", 1, 1000);
   if (version == 1) {
-    throw Error(file + ": a version-1 checkpoint (pickled .pt shards with a non-standard checksum, pplab before "
+    throw Error(file +
+                ": a version-1 checkpoint (pickled .pt shards with a non-standard checksum, pplab before "
                 "2026-11-22); this pplab reads only version 2 shards, which carry their run, step and rank. Export "
                 "it with the pplab that wrote it, or start a new run");
   }
@@ -105,8 +110,9 @@ void CheckManifest(const std::string& file, const json& m) {
   const int64_t step = c.Int("step", 1, kMaxStep);
   (void)step;
   const std::string run_id = c.String("run_id");
-  if (run_id.empty() || run_id.size() > 64 ||
-      !std::all_of(run_id.begin(), run_id.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_'; })) {
+  if (run_id.empty() || run_id.size() > 64 || !std::all_of(run_id.begin(), run_id.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_';
+      })) {
     c.Fail("run_id", "must be 1 to 64 letters, digits, '-' or '_', got " + Printable(run_id));
   }
   const int64_t ranks = c.Int("ranks", 1, 1 << 16);
@@ -115,7 +121,8 @@ void CheckManifest(const std::string& file, const json& m) {
   if (!keys.is_array() || keys.empty()) c.Fail("identity_keys", "must be a non-empty array of field names");
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string key = c.String(keys[i], "identity_keys[" + std::to_string(i) + "]");
-    if (!m.contains(key)) c.Fail("identity_keys[" + std::to_string(i) + "]", "names field '" + Printable(key) + "', which is missing");
+    if (!m.contains(key))
+      c.Fail("identity_keys[" + std::to_string(i) + "]", "names field '" + Printable(key) + "', which is missing");
   }
   const json& files = c.Get("files");
   if (!files.is_array()) c.Fail("files", "must be an array");
@@ -131,12 +138,14 @@ void CheckManifest(const std::string& file, const json& m) {
         name.find('\\') != std::string::npos || name.find('\0') != std::string::npos) {
       c.Fail(at + ".name", "must be a plain file name inside the checkpoint, got '" + Printable(name) + "'");
     }
-    if (name != ShardName(static_cast<RankId>(i))) c.Fail(at + ".name", "must be " + ShardName(static_cast<RankId>(i)) + ", got '" + Printable(name) + "'");
+    if (name != ShardName(static_cast<RankId>(i)))
+      c.Fail(at + ".name", "must be " + ShardName(static_cast<RankId>(i)) + ", got '" + Printable(name) + "'");
     if (!files[i].contains("bytes")) c.Fail(at + ".bytes", "is missing");
     c.Int(files[i]["bytes"], at + ".bytes", 24, int64_t{1} << 42);
     if (!files[i].contains("fnv1a64")) c.Fail(at + ".fnv1a64", "is missing");
     const std::string sum = c.String(files[i]["fnv1a64"], at + ".fnv1a64");
-    if (sum.size() != 16 || !std::all_of(sum.begin(), sum.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; })) {
+    if (sum.size() != 16 || !std::all_of(sum.begin(), sum.end(),
+                                         [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; })) {
       c.Fail(at + ".fnv1a64", "must be 16 hex digits, got '" + Printable(sum) + "'");
     }
   }
@@ -377,8 +386,7 @@ int ExportModel(const std::string& path, const std::string& out_file) {
   const int64_t want = manifest.at("parameter_elements");
   if (elements != want) {
     throw Error("export-model: the shards of " + dir + " hold " + std::to_string(elements) + " of the model's " +
-                std::to_string(want) + " parameter values (" + std::to_string(count) +
-                " tensors); nothing written");
+                std::to_string(want) + " parameter values (" + std::to_string(count) + " tensors); nothing written");
   }
   const std::vector<char> bytes = torch::pickle_save(params);
   WriteBinaryFile(out_file + ".tmp", bytes);
@@ -400,9 +408,8 @@ void LoadCheckpoint(const std::string& path, const std::string& manifest_json, A
     if (it->second.sizes() != p.sizes()) throw Error(path + ": parameter " + name + " has another shape");
     p.copy_(it->second);
     if (all.count(name + kExpAvg) == 0) continue;
-    if (all.count(name + kExpAvgSq) == 0 || all.count(name + kStep) == 0 ||
-        all[name + kExpAvg].sizes() != p.sizes() || all[name + kExpAvgSq].sizes() != p.sizes() ||
-        all[name + kStep].numel() != 1) {
+    if (all.count(name + kExpAvgSq) == 0 || all.count(name + kStep) == 0 || all[name + kExpAvg].sizes() != p.sizes() ||
+        all[name + kExpAvgSq].sizes() != p.sizes() || all[name + kStep].numel() != 1) {
       throw Error(path + ": the optimizer state of " + name + " is incomplete or has another shape");
     }
     AdamWState& s = optimizer.State()[name];

@@ -147,7 +147,8 @@ int LaunchLocal(const LaunchOptions& options) {
   struct sigaction stop {};
   stop.sa_handler = OnStopSignal;
   sigemptyset(&stop.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   ::sigaction(SIGINT, &stop, &old_int);
   ::sigaction(SIGTERM, &stop, &old_term);
   sigset_t stop_set, old_mask;
@@ -230,9 +231,9 @@ int LaunchLocal(const LaunchOptions& options) {
     }
     rank_of[pid] = r;
   }
-  ::close(error_pipe[1]);  // the workers hold the write ends now
+  ::close(error_pipe[1]);                          // the workers hold the write ends now
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);  // a held SIGINT or SIGTERM arrives here
-  std::string pending;  // error text read but not yet split into lines
+  std::string pending;                             // error text read but not yet split into lines
   struct Failure {
     int rank;
     std::string line;  // the worker's error line, or how it died

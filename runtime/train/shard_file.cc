@@ -26,8 +26,8 @@ struct DtypeName {
   at::ScalarType type;
   const char* name;
 };
-constexpr DtypeName kDtypes[] = {{at::kFloat, "float32"}, {at::kDouble, "float64"}, {at::kHalf, "float16"},
-                                 {at::kBFloat16, "bfloat16"}, {at::kLong, "int64"},  {at::kInt, "int32"}};
+constexpr DtypeName kDtypes[] = {{at::kFloat, "float32"},     {at::kDouble, "float64"}, {at::kHalf, "float16"},
+                                 {at::kBFloat16, "bfloat16"}, {at::kLong, "int64"},     {at::kInt, "int32"}};
 
 const char* NameOf(at::ScalarType t) {
   for (const DtypeName& d : kDtypes) {
@@ -79,7 +79,8 @@ NamedTensors DecodeShard(const std::string& path, const std::vector<char>& bytes
   std::memcpy(&version, bytes.data() + 8, 4);
   std::memcpy(&length, bytes.data() + 16, 8);
   if (version != kVersion) fail("format version " + std::to_string(version) + ", this pplab reads 1");
-  if (length > kMaxHeader || length > bytes.size() - kPrefix) fail("header length " + std::to_string(length) + " runs past the end");
+  if (length > kMaxHeader || length > bytes.size() - kPrefix)
+    fail("header length " + std::to_string(length) + " runs past the end");
   const size_t data_start = Padded(kPrefix + length);
   if (data_start > bytes.size()) fail("truncated after the header");
   const uint64_t data_bytes = bytes.size() - data_start;
@@ -129,7 +130,8 @@ NamedTensors DecodeShard(const std::string& path, const std::vector<char>& bytes
         fail("tensor " + name + ": byte count does not match its shape and dtype");
       }
       const uint64_t offset = off.get<uint64_t>();
-      if (offset > data_bytes || size > data_bytes - offset) fail("tensor " + name + ": data runs past the end of the file");
+      if (offset > data_bytes || size > data_bytes - offset)
+        fail("tensor " + name + ": data runs past the end of the file");
       at::Tensor tensor = torch::empty(shape, torch::TensorOptions().dtype(type));
       if (size > 0) std::memcpy(tensor.data_ptr(), bytes.data() + data_start + offset, size);
       out.emplace_back(name, std::move(tensor));

@@ -89,8 +89,9 @@ TEST_CASE("a second run into a run folder is refused, --resume continues it and 
   INFO(again.out);
   CHECK(again.code == 2);
   CHECK(CountLines(again.out) == 1);
-  CHECK_THAT(again.out, Catch::Contains("--out " + out + " already holds a run") &&
-                            Catch::Contains("pass --resume to continue it, --out NEW for another folder, or --overwrite"));
+  CHECK_THAT(again.out,
+             Catch::Contains("--out " + out + " already holds a run") &&
+                 Catch::Contains("pass --resume to continue it, --out NEW for another folder, or --overwrite"));
   CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});  // untouched
   // A run that died after step 4's metrics but before its checkpoint: the
   // resume drops steps 3 and 4 and writes them again, so each step is there once.
@@ -107,10 +108,12 @@ TEST_CASE("a second run into a run folder is refused, --resume continues it and 
   CHECK_THAT(fewer.out, Catch::Contains("--steps 3 is below the step of the checkpoint to resume"));
   const PplabRun more = Pplab(
       "train --synthetic --model tiny --batch-size 8 --seq-len 32 -m 2 -k 2 --checkpoint-every 2 --steps 6 "
-      "--resume --out " + out);
+      "--resume --out " +
+      out);
   INFO(more.out);
   CHECK(more.code == 0);
-  CHECK_THAT(more.out, Catch::Contains("the learning-rate schedule was recorded for 4 steps; it now decays over --steps 6"));
+  CHECK_THAT(more.out,
+             Catch::Contains("the learning-rate schedule was recorded for 4 steps; it now decays over --steps 6"));
   CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4, 5, 6});
   // --overwrite replaces the run.
   REQUIRE(Train(run + " --steps 2 --overwrite").code == 0);
@@ -137,7 +140,7 @@ TEST_CASE("a resumed run prunes only its own checkpoints and never the one it ju
   CHECK(fs::exists(dir + "/step-000006/manifest.json"));
   CHECK(fs::exists(dir + "/step-000004/manifest.json"));
   CHECK_FALSE(fs::exists(dir + "/step-000002"));  // this run's oldest
-  CHECK(fs::exists(dir + "/step-000008"));          // not this run's
+  CHECK(fs::exists(dir + "/step-000008"));        // not this run's
   CHECK(fs::exists(dir + "/step-000010"));
 }
 
@@ -150,11 +153,11 @@ TEST_CASE("bad options are refused with one line before any worker starts", "[tr
   };
   const std::string with_plan = "--plan " + plan + " -k 4";
   double k4096 = 0;
-  for (const Case& c : {Case{"-k 4096", "fewer than the 4096 stages"},
-                        Case{with_plan.c_str(), "--ranks 4 conflicts with --plan"},
-                        Case{"-k 2 --seq-len 100000", "--seq-len 100000 exceeds the model's max_position_embeddings"},
-                        Case{"-k 4 -m 4 --dp 1024 --batch-size 4096", "local worker processes on"},
-                        Case{"-k 2 --resume --overwrite --checkpoint-dir x", "pick one"}}) {
+  for (const Case& c :
+       {Case{"-k 4096", "fewer than the 4096 stages"}, Case{with_plan.c_str(), "--ranks 4 conflicts with --plan"},
+        Case{"-k 2 --seq-len 100000", "--seq-len 100000 exceeds the model's max_position_embeddings"},
+        Case{"-k 4 -m 4 --dp 1024 --batch-size 4096", "local worker processes on"},
+        Case{"-k 2 --resume --overwrite --checkpoint-dir x", "pick one"}}) {
     const auto start = std::chrono::steady_clock::now();
     const PplabRun r = Train(c.args);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -182,12 +185,19 @@ TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no proces
     const std::string wait_for = std::string(signal) == "INT" ? "2" : "3";
     const std::string log = std::string(PPLAB_TEST_TMP_DIR) + "/reliability_signal.log";
     const std::string script =
-        std::string(PPLAB_BINARY) + " train --synthetic --out '' -q --model tiny -k 2 --steps 1000000 --seed $((527140 + 1)) "
-        ">" + log + " 2>&1 & L=$!\n"
+        std::string(PPLAB_BINARY) +
+        " train --synthetic --out '' -q --model tiny -k 2 --steps 1000000 --seed $((527140 + 1)) "
+        ">" +
+        log +
+        " 2>&1 & L=$!\n"
         "count() { pgrep -f 'seed 52714[1]' | wc -l; }\n"
-        "for i in $(seq 1 600); do [ $(count) -ge " + wait_for + " ] && break; sleep 0.05; done\n"
+        "for i in $(seq 1 600); do [ $(count) -ge " +
+        wait_for +
+        " ] && break; sleep 0.05; done\n"
         "before=$(count)\n"
-        "kill -" + signal + " $L\n"
+        "kill -" +
+        signal +
+        " $L\n"
         "for i in $(seq 1 300); do kill -0 $L 2>/dev/null || break; sleep 0.1; done\n"
         "kill -9 $L 2>/dev/null\n"  // bounded: a launcher that ignored the signal fails the test, not hangs it
         "wait $L; code=$?\n"
@@ -216,10 +226,12 @@ TEST_CASE("a worker of another run is refused when it joins", "[train][reliabili
                              " train --synthetic --out '' -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 "
                              "--steps 2 --comm-timeout 10";
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
-  const std::string out = Shell("(" + env + "RANK=0 PPLAB_RUN_ID=00000000000000aa " + worker + " 2>&1; echo rc=$?) & " +
-                                "(" + env + "RANK=1 PPLAB_RUN_ID=00000000000000bb " + worker + " 2>&1; echo rc=$?); wait");
+  const std::string out =
+      Shell("(" + env + "RANK=0 PPLAB_RUN_ID=00000000000000aa " + worker + " 2>&1; echo rc=$?) & " + "(" + env +
+            "RANK=1 PPLAB_RUN_ID=00000000000000bb " + worker + " 2>&1; echo rc=$?); wait");
   INFO(out);
-  CHECK_THAT(out, Catch::Contains("rank 1 belongs to another run (run id 00000000000000bb, this run's 00000000000000aa)"));
+  CHECK_THAT(out,
+             Catch::Contains("rank 1 belongs to another run (run id 00000000000000bb, this run's 00000000000000aa)"));
   CHECK_THAT(out, !Catch::Contains("rc=0"));
 }
 

@@ -43,7 +43,8 @@ std::string Publish(const std::string& dir, int step, std::vector<Toy*> toys, in
   const CheckpointIdentity id{run_id, json({{"seed", 1}, {"parameter_elements", elements}}).dump()};
   const std::string tmp = CheckpointDirName(dir, step) + ".tmp";
   for (size_t r = 0; r < toys.size(); ++r) WriteShard(tmp, static_cast<RankId>(r), step, id, toys[r]->optimizer);
-  return PublishCheckpoint(dir, step, static_cast<int>(toys.size()), id, json({{"parameter_elements", elements}}).dump());
+  return PublishCheckpoint(dir, step, static_cast<int>(toys.size()), id,
+                           json({{"parameter_elements", elements}}).dump());
 }
 
 json Manifest(const std::string& path) { return json::parse(ReadTextFile(path + "/manifest.json")); }
@@ -52,8 +53,8 @@ void SetManifest(const std::string& path, const json& m) { WriteTextFile(path + 
 }  // namespace
 
 TEST_CASE("checksums are the standard FNV-1a 64", "[checkpoint]") {
-  CHECK(Fnv1a64("") == 14695981039346656037ULL);      // 0xcbf29ce484222325, the offset basis
-  CHECK(Fnv1a64("a") == 0xaf63dc4c8601ec8cULL);        // the published test vectors
+  CHECK(Fnv1a64("") == 14695981039346656037ULL);  // 0xcbf29ce484222325, the offset basis
+  CHECK(Fnv1a64("a") == 0xaf63dc4c8601ec8cULL);   // the published test vectors
   CHECK(Fnv1a64("foobar") == 0x85944171f73967e8ULL);
 }
 
@@ -73,7 +74,7 @@ TEST_CASE("pruning removes only this run's older checkpoints, never the one just
   CHECK_FALSE(fs::exists(CheckpointDirName(dir, 20)));
   CHECK(fs::is_directory(CheckpointDirName(dir, 40)));
   CHECK(fs::is_directory(CheckpointDirName(dir, 45)));
-  CHECK(fs::is_directory(CheckpointDirName(dir, 90)));   // not this run's: kept
+  CHECK(fs::is_directory(CheckpointDirName(dir, 90)));  // not this run's: kept
   CHECK(fs::is_directory(CheckpointDirName(dir, 100)));
   CHECK(ReadTextFile(dir + "/latest") == "step-000045\n");
   CHECK_NOTHROW(VerifyCheckpoint(LatestCheckpoint(dir)));
@@ -137,14 +138,15 @@ TEST_CASE("every manifest field is type- and range-checked, naming file and fiel
     json value;
     const char* says;
   };
-  for (const Case& c : {Case{"step", json(int64_t{1} << 62), "field 'step' must be an integer in [1, 2147483647], got 4611686018427387904"},
-                        Case{"step", json(-5), "field 'step' must be an integer in [1, 2147483647], got -5"},
-                        Case{"step", json("100"), "field 'step' must be an integer in [1, 2147483647], got \"100\""},
-                        Case{"step", json(2.5), "field 'step' must be an integer"},
-                        Case{"ranks", json(0), "field 'ranks' must be an integer"},
-                        Case{"run_id", json(7), "field 'run_id' must be a string"},
-                        Case{"files", json("x"), "field 'files' must be an array"},
-                        Case{"version", json(3), "field 'version' is 3"}}) {
+  for (const Case& c :
+       {Case{"step", json(int64_t{1} << 62),
+             "field 'step' must be an integer in [1, 2147483647], got 4611686018427387904"},
+        Case{"step", json(-5), "field 'step' must be an integer in [1, 2147483647], got -5"},
+        Case{"step", json("100"), "field 'step' must be an integer in [1, 2147483647], got \"100\""},
+        Case{"step", json(2.5), "field 'step' must be an integer"},
+        Case{"ranks", json(0), "field 'ranks' must be an integer"},
+        Case{"run_id", json(7), "field 'run_id' must be a string"},
+        Case{"files", json("x"), "field 'files' must be an array"}, Case{"version", json(3), "field 'version' is 3"}}) {
     json m = good;
     m[c.field] = c.value;
     SetManifest(path, m);
@@ -181,7 +183,8 @@ TEST_CASE("a damaged shard is refused by name, never read out of bounds", "[chec
   }
 }
 
-TEST_CASE("step directories without 'latest' are refused and a garbage 'latest' is one printable line", "[checkpoint]") {
+TEST_CASE("step directories without 'latest' are refused and a garbage 'latest' is one printable line",
+          "[checkpoint]") {
   const std::string dir = Tmp("latest");
   Toy toy;
   Publish(dir, 1, {&toy}, 10);
@@ -194,8 +197,10 @@ TEST_CASE("step directories without 'latest' are refused and a garbage 'latest' 
     FAIL("garbage accepted");
   } catch (const Error& e) {
     const std::string what = e.what();
-    CHECK_THAT(what, Catch::Contains("latest: expected a checkpoint name like step-000012, found '\\x01\\xff\\x1b[2Jstep'"));
-    CHECK(std::all_of(what.begin(), what.end(), [](char c) { return std::isprint(static_cast<unsigned char>(c)) != 0; }));
+    CHECK_THAT(what,
+               Catch::Contains("latest: expected a checkpoint name like step-000012, found '\\x01\\xff\\x1b[2Jstep'"));
+    CHECK(
+        std::all_of(what.begin(), what.end(), [](char c) { return std::isprint(static_cast<unsigned char>(c)) != 0; }));
   }
   WriteTextFile(dir + "/latest", "step-000007\n");
   CHECK_THROWS_WITH(LatestCheckpoint(dir), Catch::Contains("names step-000007, which does not exist"));

@@ -185,7 +185,7 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
 }
 
 int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
-  DieWithLauncher();
+  if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
   if (world != o.ranks) {
     throw Error("world size " + std::to_string(world) + " but --ranks " + std::to_string(o.ranks));
   }

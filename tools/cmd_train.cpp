@@ -19,6 +19,7 @@
 
 #include "models/llama.h"
 #include "runtime/train/batches.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
 #include "runtime/train/launcher.h"
@@ -94,6 +95,10 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   bool resume = false;
+  bool overwrite = false;
+  // Which of the flags a --plan fixes were given (they must agree with it).
+  bool given_schedule = false, given_ranks = false, given_microbatches = false, given_virtual = false;
+  bool oversubscribe = false;
   bool measure_memory = false;
   std::vector<std::string> raw_args;
 };
@@ -222,6 +227,7 @@ std::unique_ptr<RunText> OpenText(const TrainOptions& o, const LlamaConfig& conf
   text->tokenizer.emplace(Tokenizer::Load(text->prepared.tokenizer_path));
   text->cache = std::make_unique<TokenCache>(text->prepared.cache_path, text->prepared.corpus_fingerprint,
                                              text->prepared.tokenizer_fingerprint);
+  text->cache->CheckIds(text->tokenizer->VocabSize());
   TextDataOptions d;
   d.seq_len = o.seq_len;
   d.packed = o.packed;
@@ -237,16 +243,37 @@ std::unique_ptr<RunText> OpenText(const TrainOptions& o, const LlamaConfig& conf
 // Appends one JSON object per line to the metrics file.
 class MetricsFile {
  public:
-  explicit MetricsFile(const std::string& path) : path_(path) {
+  // `resumed_at` >= 0: a resumed run; the lines of steps after it (written
+  // by the interrupted run past its last checkpoint) are dropped first, so
+  // the file holds each step once, in order.
+  MetricsFile(const std::string& path, int resumed_at) : path_(path) {
     if (path.empty()) return;
     const fs::path parent = fs::path(path).parent_path();
     std::error_code ec;
     if (!parent.empty()) fs::create_directories(parent, ec);
+    if (resumed_at >= 0 && fs::exists(path, ec)) TruncateAfter(resumed_at);
     file_ = std::fopen(path.c_str(), "a");
     if (file_ == nullptr) throw Error("--metrics " + path + ": cannot open for appending: " + std::strerror(errno));
   }
   ~MetricsFile() {
     if (file_ != nullptr) std::fclose(file_);
+  }
+  void TruncateAfter(int step) {
+    const std::string text = ReadTextFile(path_);
+    std::string kept;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string line = text.substr(start, end - start);
+      start = end + 1;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step) {
+        continue;
+      }
+      if (!line.empty()) kept += line + "\n";
+    }
+    if (kept != text) WriteTextFile(path_, kept);
   }
   void Write(const nlohmann::json& record) {
     if (file_ == nullptr) return;
@@ -261,11 +288,41 @@ class MetricsFile {
   FILE* file_ = nullptr;
 };
 
+// What a resumed run must share with the run that wrote the checkpoint for
+// its data and weights to continue exactly; plan, K, D and partition may
+// change (parameters and optimizer state are stored by name). `config` has
+// the tokenizer's vocabulary; `text` is null for synthetic data.
+nlohmann::json MustMatch(const TrainOptions& o, const LlamaConfig& config, const PreparedText* text) {
+  nlohmann::json must_match = {{"model", nlohmann::json::parse(config.ToJson())},
+                               {"seed", o.seed},
+                               {"batch_size", o.batch_size},
+                               {"seq_len", o.seq_len}};
+  if (text != nullptr) {
+    must_match["tokenizer"] = FnvHex(text->tokenizer_fingerprint);
+    must_match["corpus"] = FnvHex(text->corpus_fingerprint);
+    must_match["packed"] = o.packed;
+  } else {
+    must_match["data"] = "synthetic";
+  }
+  return must_match;
+}
+
+// Refuses a checkpoint whose manifest differs from `must_match`, naming the field.
+void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, const nlohmann::json& found) {
+  for (const auto& [key, value] : must_match.items()) {
+    if (!found.contains(key) || found[key] != value) {
+      throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
+                  (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " +
+                  value.dump());
+    }
+  }
+}
+
 // `prepared`: the text the caller prepared, if any (else from the launcher's
 // environment, else prepared here).
 int RunWorker(const TrainOptions& o, RankId world_rank, int world,
               const std::optional<PreparedText>& prepared = std::nullopt) {
-  DieWithLauncher();
+  if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
   const Schedule schedule = LoadPlan(o);
   const int K = schedule.ranks;
   ShareCores(world);
@@ -293,25 +350,15 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   options.checkpoint_every = o.checkpoint_every;
   options.resume = o.resume;
   options.eval_every = o.eval_every;
-  // What a resumed run must share with the run that wrote the checkpoint for
-  // its data and weights to continue exactly; plan, K, D and partition may
-  // change (parameters and optimizer state are stored by name).
-  nlohmann::json must_match = {{"model", nlohmann::json::parse(config.ToJson())},
-                               {"seed", o.seed},
-                               {"batch_size", o.batch_size},
-                               {"seq_len", o.seq_len}};
-  if (text != nullptr) {
-    must_match["tokenizer"] = FnvHex(text->prepared.tokenizer_fingerprint);
-    must_match["corpus"] = FnvHex(text->prepared.corpus_fingerprint);
-    must_match["packed"] = o.packed;
-  } else {
-    must_match["data"] = "synthetic";
-  }
+  const nlohmann::json must_match = MustMatch(o, config, text != nullptr ? &text->prepared : nullptr);
   nlohmann::json manifest = must_match;
   manifest["schedule"] = schedule.name;
   manifest["ranks"] = K;
   manifest["dp"] = o.dp;
   manifest["partition"] = partition.ToString();
+  int64_t parameter_elements = 0;
+  for (int s = 0; s < schedule.stages; ++s) parameter_elements += StageParams(config, partition, s);
+  manifest["parameter_elements"] = parameter_elements;
   // The LR schedule is a function of the step and these; training draws no
   // random numbers beyond the seed (weights from (seed, name), the data
   // order from (seed, epoch), no dropout), so the seed and the data position
@@ -322,14 +369,15 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
                              {"kind", "linear warm-up, cosine to 0"}};
   manifest["rng"] = {{"seed", o.seed}, {"stateful_generators", 0}};
   options.manifest_json = manifest.dump();
+  options.run_id = worker.run_id;
   // The data position: samples consumed. It is step x batch size from the
   // start, plus what a resumed checkpoint recorded beyond that.
   const int64_t G = o.batch_size;
   int64_t data_offset = 0;
   if (text != nullptr) {
     const std::string tokenizer_file = "tokenizer-" + FnvHex(text->prepared.tokenizer_fingerprint) + ".model";
-    options.manifest_for_step = [manifest, &text, &data_offset, G, &o, tokenizer_file](int done) {
-      nlohmann::json m = manifest;
+    options.manifest_for_step = [&text, &data_offset, G, &o, tokenizer_file](int done) {
+      nlohmann::json m = nlohmann::json::object();
       const int64_t position = data_offset + done * G;
       const auto [epoch, offset] = text->dataset->EpochOf(position);
       m["data_position"] = {{"samples_consumed", position},
@@ -344,15 +392,11 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
       return m.dump();
     };
   }
-  options.check_resume = [must_match, &o, &data_offset, G](const std::string& found_text) {
+  int resumed_at = o.resume ? 0 : -1;  // no checkpoint to resume: the run starts over, so do its metrics
+  options.check_resume = [must_match, &o, &data_offset, &resumed_at, G](const std::string& found_text) {
     const nlohmann::json found = nlohmann::json::parse(found_text);
-    for (const auto& [key, value] : must_match.items()) {
-      if (!found.contains(key) || found[key] != value) {
-        throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
-                    (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " +
-                    value.dump());
-      }
-    }
+    CheckResumable(o, must_match, found);
+    resumed_at = found.at("step").get<int>();
     if (found.contains("data_position")) {
       data_offset = found["data_position"].at("samples_consumed").get<int64_t>() - found.at("step").get<int64_t>() * G;
     }
@@ -411,13 +455,14 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   }
   // Rank 0 reports: progress, metrics.
   const bool reporter = world_rank == 0;
-  MetricsFile metrics(reporter ? o.metrics_path : std::string());
+  std::unique_ptr<MetricsFile> metrics;  // opened once the resume point is known
   std::unique_ptr<Progress> progress;
   const auto run_start = std::chrono::steady_clock::now();
   int first_done = -1;
   if (reporter) {
     options.on_step_end = [&](const StepReport& r) {
       const int done = r.step + 1;
+      if (metrics == nullptr) metrics = std::make_unique<MetricsFile>(o.metrics_path, resumed_at);
       if (first_done < 0) first_done = r.step;
       if (progress == nullptr) {
         const bool quiet = o.quiet || (o.json && !isatty(fileno(stderr)));
@@ -440,7 +485,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
                                {"bubble", r.bubble}};
       if (r.val_loss >= 0) record["val_loss"] = r.val_loss;
       if (text != nullptr) record["epoch"] = text->dataset->EpochOf(data_offset + done * G).first;
-      metrics.Write(record);
+      metrics->Write(record);
     };
   }
   const TrainSummary summary = Train(
@@ -462,6 +507,12 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
       options);
   if (world_rank != 0) return 0;
   if (progress != nullptr) progress->Finish();
+  if (summary.losses.empty()) {
+    std::printf("nothing to do: the checkpoint in %s is at step %d, and --steps is %d\n", o.checkpoint_dir.c_str(),
+                summary.first_step, o.steps);
+    std::fflush(stdout);
+    return 0;
+  }
   // The measured last step, and the same plan simulated with the compute
   // costs measured in it: the gaps between the two are communication and
   // executor overhead (see docs/fidelity.md).
@@ -534,18 +585,114 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   return 0;
 }
 
+// The run files in --out (those not given a path of their own): a run
+// folder's, which a new run must not mix into. Files given by flag (e.g.
+// --trace t.json) are the user's to overwrite, as with any -o.
+std::vector<std::string> RunFolderFiles(const TrainOptions& given, const TrainOptions& o) {
+  std::vector<std::string> files;
+  if (o.out_dir.empty()) return files;
+  if (given.metrics_path.empty()) files.push_back(o.metrics_path);
+  if (given.trace_path.empty()) files.push_back(o.trace_path);
+  if (given.sim_trace_path.empty()) files.push_back(o.sim_trace_path);
+  files.push_back((fs::path(o.out_dir) / "timeline.svg").string());
+  return files;
+}
+
+// A new run never mixes into an earlier one's run folder or checkpoints: it
+// continues it (--resume), replaces it (--overwrite) or is refused.
+void ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
+  if (o.resume && o.overwrite) throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
+  std::vector<std::string> found;
+  std::error_code ec;
+  const std::vector<std::string> files = RunFolderFiles(given, o);
+  for (const std::string& path : files) {
+    if (fs::exists(path, ec)) found.push_back(path);
+  }
+  if (!o.checkpoint_dir.empty() && HoldsCheckpoints(o.checkpoint_dir)) found.push_back(o.checkpoint_dir);
+  if (found.empty() || o.resume) return;
+  if (!o.overwrite) {
+    const std::string where = o.out_dir.empty() ? "--checkpoint-dir " + o.checkpoint_dir : "--out " + o.out_dir;
+    throw Error(where + " already holds a run (" + found.front() +
+                "): pass --resume to continue it, --out NEW for another folder, or --overwrite to replace it");
+  }
+  for (const std::string& path : files) fs::remove(path, ec);
+  if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
+}
+
+// Local processes this machine can run: refuses more than 4 per core, or
+// more than the memory they would need (weights, gradients and AdamW
+// moments, 16 bytes a parameter, plus about 300 MB of LibTorch per process),
+// unless --oversubscribe.
+void CheckLocalCapacity(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition) {
+  if (o.oversubscribe || nproc <= 1) return;
+  const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  if (nproc > 4 * cores) {
+    throw Error(std::to_string(nproc) + " local worker processes on " + std::to_string(cores) +
+                " cores (at most 4 per core): use fewer ranks, start them on several nodes (torchrun), or pass "
+                "--oversubscribe");
+  }
+  double params = 0;
+  for (int s = 0; s < partition.NumStages(); ++s) params += static_cast<double>(StageParams(config, partition, s));
+  const double need = params * 16 * o.dp + nproc * 300e6;
+  double available = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char key[64];
+    double kb = 0;
+    while (std::fscanf(f, "%63s %lf kB", key, &kb) == 2) {
+      if (std::string(key) == "MemAvailable:") available = kb * 1024;
+    }
+    std::fclose(f);
+  }
+  if (available > 0 && need > available) {
+    throw Error(std::to_string(nproc) + " local worker processes need about " + std::to_string(static_cast<int64_t>(need / 1e6)) +
+                " MB (model state and LibTorch), this machine has " + std::to_string(static_cast<int64_t>(available / 1e6)) +
+                " MB available: use fewer ranks or a smaller model, or pass --oversubscribe");
+  }
+}
+
 int RunTrain(const TrainOptions& given) {
   const TrainOptions o = WithOutputs(given);
   if (IsWorker()) return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
-  // Fail here, once, on a bad plan, device or batch, before any worker starts.
+  // Fail here, once, with one line, before any worker starts: the plan, the
+  // model against it, the batch, the device, the machine's capacity, the
+  // outputs and the checkpoint to resume.
+  LlamaConfig config = LoadLlamaConfig(o.model);
+  // K against the model's layers before a plan of K ranks is generated.
+  if (o.plan_file.empty() && o.ranks > config.num_hidden_layers) MakePartition(config, o.ranks, "uniform");
   const Schedule schedule = LoadPlan(o);
-  const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), o.nproc > 0 ? o.nproc : o.dp * schedule.ranks);
-  if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
+  if (!o.plan_file.empty()) {
+    // The plan fixes these; a flag that says otherwise is a mistake.
+    auto conflict = [&o](const char* flag, const std::string& given, const std::string& planned) {
+      throw Error(std::string(flag) + " " + given + " conflicts with --plan " + o.plan_file + " (" + planned +
+                  "): drop the flag, the plan fixes it");
+    };
+    if (o.given_schedule && o.schedule != schedule.name) conflict("--schedule", o.schedule, "schedule " + schedule.name);
+    if (o.given_ranks && o.ranks != schedule.ranks) {
+      conflict("--ranks", std::to_string(o.ranks), "K " + std::to_string(schedule.ranks));
+    }
+    if (o.given_microbatches && o.microbatches != schedule.microbatches) {
+      conflict("--microbatches", std::to_string(o.microbatches), "M " + std::to_string(schedule.microbatches));
+    }
+    const int v = schedule.stages / std::max(1, schedule.ranks);
+    if (o.given_virtual && o.virtual_stages != v) {
+      conflict("--virtual", std::to_string(o.virtual_stages), "v " + std::to_string(v));
+    }
+  }
+  const Partition partition = MakePartition(config, schedule.stages, o.partition);
+  if (o.seq_len > config.max_position_embeddings) {
+    throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
+                std::to_string(config.max_position_embeddings));
+  }
+  const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
+  const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
+  CheckLocalCapacity(o, nproc, config, partition);
+  ClaimOutputs(given, o);
+  const std::string latest = o.checkpoint_dir.empty() ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
+  if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
   std::optional<PreparedText> prepared;
   if (!o.synthetic) {
     // Build the tokenizer and token cache once, here, so the workers find them.
-    const LlamaConfig config = LoadLlamaConfig(o.model);
     const auto text = OpenText(o, config, [&o](const std::string& line) {
       if (!o.quiet) std::fprintf(stderr, "pplab: %s\n", line.c_str());
     });
@@ -558,8 +705,41 @@ int RunTrain(const TrainOptions& given) {
           static_cast<long long>(text->dataset->NumValSamples()), o.seq_len, o.packed ? "packed" : "padded");
     }
     prepared = text->prepared;
+    // A preset takes the tokenizer's vocabulary; a config file that names
+    // its own must agree with it.
+    std::error_code ec;
+    if (fs::is_regular_file(o.model, ec)) {
+      const nlohmann::json file = nlohmann::json::parse(ReadTextFile(o.model), nullptr, false);
+      if (file.is_object() && file.contains("vocab_size") && file["vocab_size"] != text->tokenizer->VocabSize()) {
+        throw Error("--model " + o.model + ": vocab_size " + file["vocab_size"].dump() + ", but the tokenizer " +
+                    text->prepared.tokenizer_path + " has " + std::to_string(text->tokenizer->VocabSize()) +
+                    " pieces (drop vocab_size from the file, or train a tokenizer with --vocab-size " +
+                    file["vocab_size"].dump() + ")");
+      }
+    }
+    config.vocab_size = text->tokenizer->VocabSize();
   }
-  const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
+  if (o.resume && !latest.empty()) {
+    // The checkpoint's fields (not its shards, which the workers verify).
+    const nlohmann::json found = nlohmann::json::parse(ReadManifest(latest));
+    CheckResumable(o, MustMatch(o, config, prepared ? &*prepared : nullptr), found);
+    const int step = found.at("step").get<int>();
+    if (step > o.steps) {
+      throw Error("--steps " + std::to_string(o.steps) + " is below the step of the checkpoint to resume (" + latest +
+                  ", step " + std::to_string(step) + "): pass --steps above it to continue");
+    }
+    if (step == o.steps) {
+      std::printf("nothing to do: the checkpoint in %s is at step %d, and --steps is %d\n", o.checkpoint_dir.c_str(),
+                  step, o.steps);
+      return 0;
+    }
+    if (found.contains("lr_schedule") && found["lr_schedule"].at("total_steps") != o.steps && !o.quiet) {
+      std::fprintf(stderr,
+                   "pplab: note: the learning-rate schedule was recorded for %s steps; it now decays over --steps "
+                   "%d from step %d on\n",
+                   found["lr_schedule"]["total_steps"].dump().c_str(), o.steps, step);
+    }
+  }
   if (nproc == 1) return RunWorker(o, 0, 1, prepared);
   std::vector<std::string> env;
   if (prepared) env.push_back(PreparedTextEnv(*prepared));
@@ -614,7 +794,13 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
                   "steps between checkpoints (one is written at the end too)")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
-  sub->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir, if there is one");
+  sub->add_flag("--resume", o->resume,
+                "continue the run in the outputs: from the latest checkpoint in --checkpoint-dir, if there is one, "
+                "appending to its metrics");
+  sub->add_flag("--overwrite", o->overwrite,
+                "replace the run in the outputs (its metrics, traces and checkpoints) instead of refusing");
+  sub->add_flag("--oversubscribe", o->oversubscribe,
+                "start more local workers than this machine's cores (4 per core) or memory allow");
   CLI::Option* data = sub->add_option("--data", o->data,
                                       "UTF-8 text files or directories to train on (default: Debian's fortunes, " +
                                           DefaultCorpusDir() + ")")
@@ -658,7 +844,13 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--dump-grads", o->dump_grads_dir,
                   "write each parameter's gradient of the last step to DIR/<global name>.pt (torch::save)");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags
-  sub->callback([o, &exit_code] { exit_code = RunTrain(*o); });
+  sub->callback([o, sub, &exit_code] {
+    o->given_schedule = sub->count("--schedule") > 0;
+    o->given_ranks = sub->count("--ranks") > 0;
+    o->given_microbatches = sub->count("--microbatches") > 0;
+    o->given_virtual = sub->count("--virtual") > 0;
+    exit_code = RunTrain(*o);
+  });
 }
 
 }  // namespace pplab::cli

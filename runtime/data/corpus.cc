@@ -87,7 +87,7 @@ std::string DefaultCorpusDir() { return "/usr/share/games/fortunes"; }
 
 Corpus ReadCorpus(const std::vector<std::string>& paths) {
   Corpus corpus;
-  corpus.fingerprint = kFnvOffset;
+  corpus.fingerprint = kPplabFingerprintBasis;
   for (const std::string& path : paths) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
@@ -114,8 +114,8 @@ Corpus ReadCorpus(const std::vector<std::string>& paths) {
     if (bad != std::string::npos) {
       throw Error("--data " + file + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
     }
-    corpus.fingerprint = Fnv1a64(file, corpus.fingerprint);
-    corpus.fingerprint = Fnv1a64(raw, corpus.fingerprint);
+    corpus.fingerprint = PplabFingerprint(file, corpus.fingerprint);
+    corpus.fingerprint = PplabFingerprint(raw, corpus.fingerprint);
     corpus.bytes += raw.size();
     SplitDocuments(Clean(raw), corpus.documents);
   }

@@ -29,7 +29,7 @@ TextDataset::TextDataset(const TokenCache& cache, const TextDataOptions& options
   const uint64_t threshold = static_cast<uint64_t>(options.val_fraction * 1e6);
   std::vector<int64_t> val_docs;
   for (int64_t d = 0; d < D; ++d) {
-    const uint64_t h = Fnv1a64(&d, sizeof d, Fnv1a64("pplab validation split"));
+    const uint64_t h = PplabFingerprint(&d, sizeof d, PplabFingerprint("pplab validation split"));
     (h % 1000000 < threshold ? val_docs : train_docs_).push_back(d);
   }
   if (options.val_fraction > 0 && val_docs.empty() && train_docs_.size() >= 2) {

@@ -1,10 +1,12 @@
 #include "runtime/data/token_cache.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/data/corpus.h"
@@ -61,7 +63,39 @@ int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const 
   return static_cast<int64_t>(ids.size());
 }
 
-TokenCache::TokenCache(const std::string& path, uint64_t corpus_fingerprint, uint64_t tokenizer_fingerprint) {
+namespace {
+
+// The cache being read, for the SIGBUS handler: a mapped file that shrinks
+// under a run (truncated, or rewritten in place) faults on the next read.
+// The handler can only use async-signal-safe calls, so the message is
+// prepared when the file is mapped.
+char g_bus_message[1024] = "pplab: error: a token cache shrank while it was in use (bus error reading it)\n";
+size_t g_bus_message_size = 0;
+
+void OnBusError(int) {
+  const size_t n = g_bus_message_size > 0 ? g_bus_message_size : std::strlen(g_bus_message);
+  if (::write(STDERR_FILENO, g_bus_message, n) < 0) {
+  }
+  ::_exit(2);
+}
+
+void WatchForShrinking(const std::string& path) {
+  const std::string line = "pplab: error: token cache " + path +
+                           " shrank while in use (bus error reading it); run again to rebuild it\n";
+  const size_t n = std::min(line.size(), sizeof g_bus_message - 1);
+  std::memcpy(g_bus_message, line.data(), n);
+  g_bus_message[n] = '\0';
+  g_bus_message_size = n;
+  struct sigaction bus {};
+  bus.sa_handler = OnBusError;
+  sigemptyset(&bus.sa_mask);
+  ::sigaction(SIGBUS, &bus, nullptr);
+}
+
+}  // namespace
+
+TokenCache::TokenCache(const std::string& path, uint64_t corpus_fingerprint, uint64_t tokenizer_fingerprint)
+    : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("token cache " + path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -69,33 +103,39 @@ TokenCache::TokenCache(const std::string& path, uint64_t corpus_fingerprint, uin
     ::close(fd);
     throw Error("token cache " + path + ": not a regular file");
   }
-  map_bytes_ = static_cast<size_t>(st.st_size);
-  if (map_bytes_ < kHeaderBytes + 8) {
+  auto fail_fd = [&](const std::string& why) {
     ::close(fd);
-    throw Error("token cache " + path + ": truncated (" + std::to_string(map_bytes_) + " bytes)");
+    throw Error("token cache " + path + ": " + why);
+  };
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  if (bytes < kHeaderBytes + 8) fail_fd("truncated (" + std::to_string(bytes) + " bytes)");
+  // The header is read and the size checked against it before anything is
+  // mapped: reading a mapping past the end of its file is a bus error.
+  Header h;
+  if (::pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) fail_fd("cannot read the header");
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != 1) fail_fd("not a pplab token cache");
+  if (h.corpus_fingerprint != corpus_fingerprint) fail_fd("built from another corpus");
+  if (h.tokenizer_fingerprint != tokenizer_fingerprint) fail_fd("built with another tokenizer");
+  // Sizes in a way that cannot overflow.
+  const uint64_t room = bytes - kHeaderBytes;
+  if (h.documents >= room / 8 || h.tokens > (room - (h.documents + 1) * 8) / 4 ||
+      kHeaderBytes + (h.documents + 1) * 8 + h.tokens * 4 != bytes) {
+    fail_fd("truncated or padded (" + std::to_string(bytes) + " bytes, its header says " +
+            std::to_string(kHeaderBytes + (h.documents + 1) * 8 + h.tokens * 4) + ")");
   }
+  map_bytes_ = bytes;
   map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
     throw Error("token cache " + path + ": cannot map: " + std::strerror(errno));
   }
-  Header h;
-  std::memcpy(&h, map_, sizeof h);
+  WatchForShrinking(path);
   auto fail = [&](const std::string& why) {
     ::munmap(map_, map_bytes_);
     map_ = nullptr;
     throw Error("token cache " + path + ": " + why);
   };
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != 1) fail("not a pplab token cache");
-  if (h.corpus_fingerprint != corpus_fingerprint) fail("built from another corpus");
-  if (h.tokenizer_fingerprint != tokenizer_fingerprint) fail("built with another tokenizer");
-  // Sizes first, in a way that cannot overflow, then the offsets themselves.
-  const uint64_t room = map_bytes_ - kHeaderBytes;
-  if (h.documents >= room / 8 || h.tokens > (room - (h.documents + 1) * 8) / 4 ||
-      kHeaderBytes + (h.documents + 1) * 8 + h.tokens * 4 != map_bytes_) {
-    fail("truncated or padded (size does not match its header)");
-  }
   docs_ = static_cast<int64_t>(h.documents);
   tokens_ = static_cast<int64_t>(h.tokens);
   offsets_ = reinterpret_cast<const uint64_t*>(static_cast<const char*>(map_) + kHeaderBytes);
@@ -103,6 +143,16 @@ TokenCache::TokenCache(const std::string& path, uint64_t corpus_fingerprint, uin
   if (offsets_[0] != 0 || offsets_[docs_] != h.tokens) fail("document offsets are corrupted");
   for (int64_t d = 0; d < docs_; ++d) {
     if (offsets_[d + 1] < offsets_[d]) fail("document offsets are corrupted");
+  }
+}
+
+void TokenCache::CheckIds(int32_t vocab_size) const {
+  for (int64_t i = 0; i < tokens_; ++i) {
+    if (ids_[i] < 0 || ids_[i] >= vocab_size) {
+      throw Error("token cache " + path_ + ": token " + std::to_string(i) + " has id " + std::to_string(ids_[i]) +
+                  ", outside the tokenizer's " + std::to_string(vocab_size) +
+                  " pieces (corrupted: delete the file to rebuild it)");
+    }
   }
 }
 

@@ -25,8 +25,14 @@ int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const 
 class TokenCache {
  public:
   // Maps `path`. Throws pplab::Error naming the file when it is missing,
-  // truncated, or not a cache of these fingerprints.
+  // truncated (its size is checked against its header before it is
+  // mapped), or not a cache of these fingerprints. Should the file shrink
+  // while mapped, reading it would be a bus error: the process then prints
+  // one line naming the file and exits with code 2.
   TokenCache(const std::string& path, uint64_t corpus_fingerprint, uint64_t tokenizer_fingerprint);
+  // Throws pplab::Error naming the file and the first token id outside
+  // [0, vocab_size).
+  void CheckIds(int32_t vocab_size) const;
   ~TokenCache();
   TokenCache(const TokenCache&) = delete;
   TokenCache& operator=(const TokenCache&) = delete;
@@ -38,6 +44,7 @@ class TokenCache {
   int64_t DocSize(int64_t d) const { return static_cast<int64_t>(offsets_[d + 1] - offsets_[d]); }
 
  private:
+  std::string path_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   int64_t docs_ = 0, tokens_ = 0;

@@ -105,7 +105,7 @@ Tokenizer Tokenizer::Load(const std::string& path) {
   t.pad_ = pad;
   t.bos_ = bos;
   t.eos_ = eos;
-  t.fingerprint_ = Fnv1a64(bytes);
+  t.fingerprint_ = PplabFingerprint(bytes);
   t.path_ = path;
   return t;
 }

@@ -1,13 +1,19 @@
 // Distributed checkpoints: one shard per pipeline rank, a manifest, and an
 // atomic publish.
 //
-// Layout: DIR/step-000012/{rank-0.pt, rank-1.pt, ..., manifest.json} and
-// DIR/latest holding "step-000012". A checkpoint is written into
+// Layout: DIR/step-000012/{rank-0.shard, rank-1.shard, ..., manifest.json}
+// and DIR/latest holding "step-000012". A checkpoint is written into
 // DIR/step-000012.tmp and renamed when every shard and the manifest are
 // there; `latest` is replaced (write + rename) only after that, so a crash
-// at any moment leaves the previous checkpoint loadable. A shard maps each
-// parameter's global name to its value and AdamW moments, so a checkpoint
-// loads into any partition, schedule or number of ranks.
+// at any moment leaves the previous checkpoint loadable. A shard (pplab's own
+// format, shard_file.h) maps each parameter's global name to its value and
+// AdamW moments, so a checkpoint loads into any partition, schedule or
+// number of ranks.
+//
+// Identity: every shard records the run id, the step, its rank and a hash
+// of the manifest's identity fields (IdentityHash); loading checks all four
+// against the manifest, so shards of two runs or two steps never mix even
+// when their checksums are right.
 #pragma once
 
 #include <string>
@@ -18,35 +24,70 @@
 
 namespace pplab {
 
+// What every rank knows about the checkpoint it is writing.
+struct CheckpointIdentity {
+  std::string run_id;         // the run that writes it
+  std::string manifest_json;  // the identity fields: a JSON object, the same on every rank
+};
+
+// FNV-1a 64 (hex) of the run id, the step and `fields` (a JSON object).
+std::string IdentityHash(const std::string& run_id, int64_t step, const std::string& fields_json);
+
 // Writes this rank's shard (parameters and optimizer state of `optimizer`)
-// into `tmp_dir`, creating it if needed.
-void WriteShard(const std::string& tmp_dir, RankId rank, AdamW& optimizer);
+// of step `step` into `tmp_dir`, creating it if needed.
+void WriteShard(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id, AdamW& optimizer);
 
-// Rank 0, once every rank's shard is in `tmp_dir`: writes the manifest
-// (`manifest_json` plus step and per-file sizes and checksums), renames
-// `tmp_dir` to DIR/step-NNNNNN, points DIR/latest at it and removes
-// checkpoints older than the previous one. Throws pplab::Error naming the
-// path that cannot be written; the previous checkpoint stays intact.
-void PublishCheckpoint(const std::string& dir, int step, int shards, const std::string& manifest_json);
+// Rank 0, once every rank's shard is in `tmp_dir`: writes the manifest (the
+// identity fields, `extra_json`'s fields, the step, the run id and per-file
+// sizes and checksums), renames `tmp_dir` to DIR/step-NNNNNN and points
+// DIR/latest at it. Returns the published path. Throws pplab::Error naming
+// the path that cannot be written; the previous checkpoint stays intact.
+std::string PublishCheckpoint(const std::string& dir, int step, int shards, const CheckpointIdentity& id,
+                              const std::string& extra_json = "{}");
 
-// The path of DIR's latest checkpoint, or "" if DIR has none.
+// Removes all but the last `keep` of `published` (oldest first): the
+// checkpoints this run wrote, and the one it resumed from. Never the last
+// one, and never a directory this run did not list (another run's, or a
+// higher step left by an earlier run).
+void PruneCheckpoints(std::vector<std::string>& published, size_t keep);
+
+// The path of DIR's latest checkpoint, or "" if DIR has no `latest`.
+// Throws pplab::Error (one printable line) when `latest` is not a
+// checkpoint name or names a directory that does not exist.
 std::string LatestCheckpoint(const std::string& dir);
 
-// Reads and verifies a checkpoint's manifest: every shard present with the
-// recorded size and checksum. Returns the manifest JSON text. Throws
-// pplab::Error naming the file that is missing or corrupted.
+// The checkpoint a run continues from: removes `*.tmp` directories left by
+// failed saves, and returns LatestCheckpoint(dir). When step directories
+// exist but `latest` does not, throws: the run would silently start over.
+std::string PrepareCheckpointDir(const std::string& dir);
+
+// True when `dir` holds checkpoints (a `latest` file or step-* directories).
+bool HoldsCheckpoints(const std::string& dir);
+
+// Removes DIR's checkpoints: step-* directories (and their .tmp), `latest`
+// and the tokenizer copies; nothing else in DIR.
+void RemoveCheckpoints(const std::string& dir);
+
+// Reads and checks a checkpoint's manifest: every field of the right type
+// and range (the error names the file and the field), shard names plain
+// names inside the checkpoint. Does not read the shards. Returns it as JSON text.
+std::string ReadManifest(const std::string& path);
+
+// ReadManifest, then every shard present with the recorded size and
+// checksum. Throws pplab::Error naming the file that is missing or corrupted.
 std::string VerifyCheckpoint(const std::string& path);
 
 // Loads every parameter of `optimizer` (and its AdamW state) by name from
 // the shards of the checkpoint at `path`, whose manifest VerifyCheckpoint()
-// returned. Throws pplab::Error naming a parameter the checkpoint lacks or
-// whose shape differs.
+// returned. Throws pplab::Error naming a shard of another run or step, a
+// parameter the checkpoint lacks or whose shape differs.
 void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer);
 
 // Writes the parameters (no optimizer state) of DIR's latest checkpoint, or
 // of the checkpoint directory `path` itself, as one file for single-process
 // use: a pickled dictionary from global name to tensor (`torch.load` reads
-// it). Returns the number of parameters written.
+// it). Throws unless every parameter of the model (the manifest's
+// `parameter_elements`) is written. Returns the number of tensors written.
 int ExportModel(const std::string& path, const std::string& out_file);
 
 // `path` itself when it is a checkpoint (holds manifest.json), else the
@@ -54,7 +95,7 @@ int ExportModel(const std::string& path, const std::string& out_file);
 // when there is none.
 std::string ResolveCheckpoint(const std::string& path);
 
-// The number of steps a verified manifest records.
+// The number of steps a checked manifest records.
 int CheckpointStep(const std::string& manifest_json);
 
 std::string CheckpointDirName(const std::string& dir, int step);

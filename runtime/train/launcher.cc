@@ -1,6 +1,7 @@
 #include "runtime/train/launcher.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -9,11 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <thread>
 
 #include "runtime/comm/process_group.h"
@@ -24,21 +28,25 @@ extern char** environ;
 namespace pplab {
 namespace {
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw Error(std::string("launcher: socket: ") + std::strerror(errno));
+// Binds a TCP socket on all interfaces (where the TCPStore will listen) at
+// `port` (0: any); returns the port, or -1 with errno set.
+int BindPort(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    throw Error(std::string("launcher: cannot find a free port: ") + std::strerror(errno));
+  int result = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    result = ntohs(addr.sin_port);
   }
+  const int saved = errno;
   ::close(fd);
-  return ntohs(addr.sin_port);
+  errno = saved;
+  return result;
 }
 
 std::string Describe(int status) {
@@ -47,9 +55,49 @@ std::string Describe(int status) {
   return "stopped";
 }
 
+// The signal that asks the launcher to stop (0: none). A signal handler may
+// only set a flag, so this one is process-wide.
+volatile sig_atomic_t g_stop_signal = 0;
+void OnStopSignal(int sig) { g_stop_signal = sig; }
+
+// "1-3, 5" for ranks {1, 2, 3, 5}.
+std::string RankRanges(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
+std::string NewRunId() {
+  std::random_device device;
+  const uint64_t id = (static_cast<uint64_t>(device()) << 32) ^ device() ^
+                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
+  return hex;
+}
+
 bool IsWorker() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
+
+void ReportWorkerError(int rank, const std::string& message) {
+  const std::string line = "rank " + std::to_string(rank) + ": " + message + "\n";
+  const char* fd_text = std::getenv("PPLAB_ERROR_FD");
+  if (fd_text != nullptr) {
+    // One write of a short line into a pipe is atomic; the launcher prints it.
+    const std::string bounded = line.size() < 4000 ? line : line.substr(0, 3999) + "\n";
+    if (::write(std::atoi(fd_text), bounded.data(), bounded.size()) == static_cast<ssize_t>(bounded.size())) return;
+  }
+  std::fprintf(stderr, "pplab: error: %s", line.c_str());
+  std::fflush(stderr);
+}
 
 int RunAsWorker(const std::function<int(RankId rank, int world)>& body) {
   int rank = 0;
@@ -57,33 +105,94 @@ int RunAsWorker(const std::function<int(RankId rank, int world)>& body) {
     rank = EnvInt("RANK", 0);
     return body(rank, EnvInt("WORLD_SIZE", 1));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "pplab: error: rank %d: %s\n", rank, e.what());
-    std::fflush(stderr);
+    ReportWorkerError(rank, e.what());
     std::_Exit(2);
   }
 }
 
-void DieWithLauncher() {
+bool DieWithLauncher() {
   const char* launcher = std::getenv("PPLAB_LAUNCHER_PID");
-  if (launcher == nullptr) return;
+  if (launcher == nullptr) return true;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The launcher may have died before the line above took effect.
-  if (std::to_string(::getppid()) != launcher) {
-    throw Error(std::string("the launching pplab (pid ") + launcher + ") is gone");
-  }
+  return ::getppid() == static_cast<pid_t>(std::atol(launcher));
 }
 
 int LaunchLocal(const LaunchOptions& options) {
   const char* port_env = std::getenv("MASTER_PORT");
-  const std::string port = port_env != nullptr ? port_env : std::to_string(FreePort());
+  std::string port;
+  if (port_env != nullptr) {
+    port = port_env;
+    const int wanted = EnvInt("MASTER_PORT", 0);
+    if (wanted < 1 || wanted > 65535) throw Error("MASTER_PORT " + port + " is not a port number");
+    if (BindPort(wanted) < 0) {
+      throw Error("MASTER_PORT " + port + " is in use (" + std::strerror(errno) +
+                  "): another run or program holds it; unset MASTER_PORT to let pplab pick a free port");
+    }
+  } else {
+    const int free_port = BindPort(0);
+    if (free_port < 0) throw Error(std::string("launcher: cannot find a free port: ") + std::strerror(errno));
+    port = std::to_string(free_port);
+  }
+  const std::string run_id = NewRunId();
+  // Workers report their error line through this pipe, so that the launcher
+  // prints the first one and summarises the rest.
+  int error_pipe[2];
+  if (::pipe(error_pipe) != 0) throw Error(std::string("launcher: pipe: ") + std::strerror(errno));
+  ::fcntl(error_pipe[0], F_SETFD, FD_CLOEXEC);
+  ::fcntl(error_pipe[0], F_SETFL, O_NONBLOCK);
+  // SIGINT and SIGTERM are held while workers start, so that none can be
+  // left half-started; once they are all known, a held signal stops them.
+  g_stop_signal = 0;
+  struct sigaction stop {};
+  stop.sa_handler = OnStopSignal;
+  sigemptyset(&stop.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  ::sigaction(SIGINT, &stop, &old_int);
+  ::sigaction(SIGTERM, &stop, &old_term);
+  sigset_t stop_set, old_mask;
+  sigemptyset(&stop_set);
+  sigaddset(&stop_set, SIGINT);
+  sigaddset(&stop_set, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &stop_set, &old_mask);
+  // The workers start with default signal handling and nothing blocked.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  auto restore = [&] {
+    posix_spawnattr_destroy(&attr);
+    ::close(error_pipe[0]);
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  };
   std::map<pid_t, int> rank_of;
+  auto kill_all = [&rank_of] {
+    for (const auto& [p, rank] : rank_of) ::kill(p, SIGKILL);
+  };
+  auto reap_all = [&rank_of] {
+    for (const auto& [p, rank] : rank_of) ::waitpid(p, nullptr, 0);
+    rank_of.clear();
+  };
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec || self.empty()) self = "/proc/self/exe";
   for (int r = 0; r < options.nproc; ++r) {
     std::vector<std::string> env_strings;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string kv = *e;
       const std::string key = kv.substr(0, kv.find('='));
-      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "LOCAL_WORLD_SIZE" ||
-          key == "MASTER_ADDR" || key == "MASTER_PORT" || key == "PPLAB_LAUNCHER_PID") {
+      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
+          key == "PPLAB_LAUNCHER_PID" || key == "PPLAB_RUN_ID" || key == "PPLAB_ERROR_FD" ||
+          key == "LOCAL_WORLD_SIZE") {
         continue;
       }
       bool replaced = false;
@@ -99,56 +208,117 @@ int LaunchLocal(const LaunchOptions& options) {
     env_strings.push_back("MASTER_ADDR=127.0.0.1");
     env_strings.push_back("MASTER_PORT=" + port);
     env_strings.push_back("PPLAB_LAUNCHER_PID=" + std::to_string(::getpid()));
+    env_strings.push_back("PPLAB_RUN_ID=" + run_id);
+    env_strings.push_back("PPLAB_ERROR_FD=" + std::to_string(error_pipe[1]));
     env_strings.insert(env_strings.end(), options.env.begin(), options.env.end());
     std::vector<char*> env, argv;
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
     // argv[0] is the executable's real path, so that ps and pkill show the
     // workers as what they are.
-    std::error_code ec;
-    std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    if (ec || self.empty()) self = "/proc/self/exe";
     argv.push_back(self.data());
     std::vector<std::string> args = options.args;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
-    const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), env.data());
+    const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, argv.data(), env.data());
     if (err != 0) {
-      for (const auto& [p, rank] : rank_of) ::kill(p, SIGKILL);
+      kill_all();
+      reap_all();
+      ::close(error_pipe[1]);
+      restore();
       throw Error(std::string("launcher: cannot start rank ") + std::to_string(r) + ": " + std::strerror(err));
     }
     rank_of[pid] = r;
   }
+  ::close(error_pipe[1]);                          // the workers hold the write ends now
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);  // a held SIGINT or SIGTERM arrives here
+  std::string pending;                             // error text read but not yet split into lines
+  struct Failure {
+    int rank;
+    std::string line;  // the worker's error line, or how it died
+  };
+  std::vector<Failure> failures;
+  std::map<int, bool> reported;  // ranks with a failure recorded
   int result = 0;
   bool deadline_set = false;
   std::chrono::steady_clock::time_point deadline;
-  while (!rank_of.empty()) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, deadline_set ? WNOHANG : 0);
-    if (pid > 0) {
-      const int rank = rank_of[pid];
-      rank_of.erase(pid);
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        std::fprintf(stderr, "pplab: rank %d %s\n", rank, Describe(status).c_str());
-        if (result == 0) result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-        if (!deadline_set) {
-          deadline_set = true;
-          deadline = std::chrono::steady_clock::now() + options.grace;
-        }
-      }
-      continue;
+  // One round: the pipe is read first and the dead reaped second, so a death
+  // that caused a peer's error line is recorded before that line.
+  auto collect = [&] {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(error_pipe[0], buf, sizeof buf)) > 0) pending.append(buf, static_cast<size_t>(n));
+    std::vector<Failure> lines;
+    size_t eol;
+    while ((eol = pending.find('\n')) != std::string::npos) {
+      const std::string line = pending.substr(0, eol);
+      pending.erase(0, eol + 1);
+      lines.push_back({line.rfind("rank ", 0) == 0 ? std::atoi(line.c_str() + 5) : -1, "pplab: error: " + line});
     }
-    if (pid < 0 && errno != EINTR) break;
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      const auto it = rank_of.find(pid);
+      if (it == rank_of.end()) continue;
+      const int rank = it->second;
+      rank_of.erase(it);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+      if (result == 0) result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      if (!deadline_set) {
+        deadline_set = true;
+        deadline = std::chrono::steady_clock::now() + options.grace;
+      }
+      bool has_line = reported[rank];
+      for (const Failure& f : lines) has_line = has_line || f.rank == rank;
+      if (!has_line) {
+        failures.push_back({rank, "pplab: rank " + std::to_string(rank) + " " + Describe(status)});
+        reported[rank] = true;
+      }
+    }
+    for (Failure& f : lines) {
+      if (reported[f.rank]) continue;
+      reported[f.rank] = true;
+      failures.push_back(std::move(f));
+    }
+  };
+  while (!rank_of.empty()) {
+    if (g_stop_signal != 0) {
+      const int sig = g_stop_signal;
+      std::fprintf(stderr, "pplab: %s: stopping %zu worker(s)\n",
+                   sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", rank_of.size());
+      std::fflush(stderr);
+      kill_all();
+      reap_all();
+      restore();
+      return 128 + sig;
+    }
+    collect();
+    if (rank_of.empty()) break;
     if (deadline_set && std::chrono::steady_clock::now() > deadline) {
       for (const auto& [p, rank] : rank_of) {
         std::fprintf(stderr, "pplab: rank %d did not exit after a peer failed; killing it\n", rank);
         ::kill(p, SIGKILL);
       }
-      deadline_set = false;  // now block until they are reaped
-      continue;
+      deadline = std::chrono::steady_clock::now() + std::chrono::hours(24 * 365);  // now reap them
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Polling keeps the loop simple and bounded; a signal cuts the sleep short.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  collect();
+  restore();
+  if (!failures.empty()) {
+    std::fprintf(stderr, "%s\n", failures.front().line.c_str());
+    std::vector<int> others;
+    for (size_t i = 1; i < failures.size(); ++i) {
+      if (failures[i].rank != failures.front().rank && failures[i].rank >= 0) others.push_back(failures[i].rank);
+    }
+    std::sort(others.begin(), others.end());
+    others.erase(std::unique(others.begin(), others.end()), others.end());
+    if (!others.empty()) {
+      std::fprintf(stderr, "pplab: %s %s stopped after rank %d failed\n", others.size() == 1 ? "rank" : "ranks",
+                   RankRanges(others).c_str(), failures.front().rank);
+    }
   }
   return result;
 }

@@ -21,10 +21,24 @@ struct LaunchOptions {
 };
 
 // Runs `nproc` copies of this executable with RANK, LOCAL_RANK, WORLD_SIZE,
-// LOCAL_WORLD_SIZE, MASTER_ADDR (127.0.0.1) and MASTER_PORT (a free port,
-// unless MASTER_PORT is set) in their environment and waits for all of them. Returns 0 when all
-// succeed; otherwise prints which ranks failed and returns non-zero.
+// LOCAL_WORLD_SIZE, MASTER_ADDR (127.0.0.1), MASTER_PORT (a free port, unless MASTER_PORT is
+// set: then it must be free, else pplab::Error says so) and PPLAB_RUN_ID (a
+// fresh random id the workers check when they join) in their environment and
+// waits for all of them. Returns 0 when all succeed. Otherwise it prints the
+// first failure (the failing rank's error line, or how it died) and
+// summarises the ranks that stopped after it in one line ("ranks 1-7
+// stopped after rank 0 failed"), and returns non-zero.
+//
+// SIGINT and SIGTERM (also while the workers are starting) make it print one
+// line, kill and reap every worker, and return 130 or 143: no worker outlives it.
 int LaunchLocal(const LaunchOptions& options);
+
+// A fresh run id: 16 random hex digits.
+std::string NewRunId();
+
+// This worker's error line goes to the launcher (which reports it once)
+// when PPLAB_ERROR_FD is set, else to stderr.
+void ReportWorkerError(int rank, const std::string& message);
 
 // LaunchLocal of `nproc` workers with `args`, whose peers time out after
 // `comm_timeout_s` seconds: after a failure the others get that plus 10 s.
@@ -43,8 +57,10 @@ int RunAsWorker(const std::function<int(RankId rank, int world)>& body);
 
 // In a worker that LaunchLocal started (PPLAB_LAUNCHER_PID is set): makes
 // the kernel kill this process when the launcher dies, so that killing
-// `pplab train` never leaves workers behind. Throws pplab::Error if the
-// launcher is already gone. Does nothing under torchrun or Slurm.
-void DieWithLauncher();
+// `pplab train` never leaves workers behind, then checks that the launcher
+// is still its parent. Returns false if the launcher is already gone (the
+// caller leaves at once). Does nothing under torchrun or Slurm. main() calls
+// it before anything else; it uses only async-signal-safe calls.
+bool DieWithLauncher();
 
 }  // namespace pplab

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "runtime/train/adamw.h"
 #include "runtime/comm/c10d_transport.h"
@@ -10,6 +11,7 @@
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/lr_schedule.h"
 #include "schedules/error.h"
+#include "schedules/file_io.h"
 #include "schedules/lowering.h"
 
 namespace pplab {
@@ -130,6 +132,38 @@ std::pair<double, double> BusyAndSpan(const std::vector<TimelineEvent>& events) 
   return {busy, static_cast<double>(last - first)};
 }
 
+// Rank 0 removes what failed saves left and leaves a marker in `dir`; every
+// rank must see it, else the ranks would write their shards to different
+// places and rank 0 could not publish them.
+void CheckSharedCheckpointDir(const std::string& dir, const std::string& run_id, RankId world_rank,
+                              ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
+  namespace fs = std::filesystem;
+  const fs::path marker = fs::path(dir) / (".pplab-run-" + run_id);
+  if (world_rank == 0) {
+    PrepareCheckpointDir(dir);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw Error("--checkpoint-dir " + dir + ": cannot create: " + ec.message());
+    WriteTextFile(marker.string(), run_id + "\n");
+  }
+  if (group == nullptr) {
+    std::error_code ec;
+    fs::remove(marker, ec);
+    return;
+  }
+  Barrier(*group, timeout);
+  std::error_code ec;
+  const bool seen = fs::exists(marker, ec);
+  const double missing = AllReduceSum(*group, seen ? 0.0 : 1.0, timeout);
+  Barrier(*group, timeout);  // every rank has looked before rank 0 removes the marker
+  if (world_rank == 0) fs::remove(marker, ec);
+  if (missing > 0) {
+    throw Error("--checkpoint-dir " + dir + " is not shared: " + std::to_string(static_cast<int>(missing)) +
+                " rank(s) do not see what rank 0 writes there; checkpoints need one directory on a filesystem "
+                "every node mounts");
+  }
+}
+
 }  // namespace
 
 TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
@@ -155,14 +189,25 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   const bool writes_shards = world_rank < schedule.ranks;  // replica 0; the others hold the same values
   int first_step = 0;
   double load_ms = 0;
+  // Checkpoints this run may prune, oldest first.
+  std::vector<std::string> published;
+  const CheckpointIdentity identity{options.run_id, options.manifest_json};
+  if (!options.checkpoint_dir.empty()) {
+    CheckSharedCheckpointDir(options.checkpoint_dir, options.run_id, world_rank, group, options.comm_timeout);
+  }
   if (options.resume && !options.checkpoint_dir.empty()) {
     const std::string latest = LatestCheckpoint(options.checkpoint_dir);
     if (!latest.empty()) {
       const auto start = std::chrono::steady_clock::now();
       const std::string manifest = VerifyCheckpoint(latest);
       if (options.check_resume) options.check_resume(manifest);
-      LoadCheckpoint(latest, manifest, optimizer);
       first_step = CheckpointStep(manifest);
+      if (first_step > options.steps) {
+        throw Error("--steps " + std::to_string(options.steps) + " is below the step of the checkpoint to resume (" +
+                    latest + ", step " + std::to_string(first_step) + "): pass --steps above it to continue");
+      }
+      LoadCheckpoint(latest, manifest, optimizer);
+      published.push_back(latest);
       load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
   }
@@ -282,11 +327,12 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
         (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
       const auto save_start = std::chrono::steady_clock::now();
       const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
-      if (writes_shards) WriteShard(tmp, rank, optimizer);
+      if (writes_shards) WriteShard(tmp, rank, done, identity, optimizer);
       if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
       if (world_rank == 0) {
-        PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks,
-                          options.manifest_for_step ? options.manifest_for_step(done) : options.manifest_json);
+        published.push_back(PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks, identity,
+                                              options.manifest_for_step ? options.manifest_for_step(done) : "{}"));
+        PruneCheckpoints(published, options.keep_checkpoints);
       }
       summary.checkpoint_save_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start).count();

@@ -54,9 +54,15 @@ struct TrainerOptions {
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   bool resume = false;
-  // Recorded in the manifest (model, plan, partition, seed: what the
-  // caller needs to check a resume against).
+  // The identity fields recorded in the manifest and hashed into every
+  // shard (model, plan, partition, seed: what the caller needs to check a
+  // resume against); the same on every rank.
   std::string manifest_json = "{}";
+  // The run's id (the same on every rank; WorkerSetup agrees on it).
+  std::string run_id = "run";
+  // Checkpoints kept: the newest this many of those this run published (and
+  // the one it resumed from); never another run's.
+  size_t keep_checkpoints = 2;
   // Called with a verified manifest before resuming; throws to refuse it.
   std::function<void(const std::string& manifest_json)> check_resume;
   std::chrono::milliseconds comm_timeout{60000};
@@ -77,8 +83,9 @@ struct TrainerOptions {
   std::function<std::vector<StepBatch>()> eval_batches;
   // Called on every rank after each step (and its evaluation, if any).
   std::function<void(const StepReport&)> on_step_end;
-  // When set, the manifest of the checkpoint written after `steps_done`
-  // steps (overrides manifest_json; e.g. to record the data position).
+  // When set, more manifest fields (not identity fields) for the checkpoint
+  // written after `steps_done` steps, as a JSON object (e.g. the data
+  // position). Called on world rank 0 only.
   std::function<std::string(int steps_done)> manifest_for_step;
 };
 
@@ -107,7 +114,12 @@ struct TrainSummary {
 double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group, int replicas,
                       std::chrono::milliseconds timeout);
 
-// Trains pipeline rank `rank`'s stages of the lowered `schedule`. `group` is
+// Trains pipeline rank `rank`'s stages of the lowered `schedule`. With a
+// checkpoint directory, world rank 0 first removes the `.tmp` directories of
+// failed saves, and every rank checks that it sees the directory rank 0
+// writes to (a shared filesystem is required: throws otherwise, on every
+// rank). On resume, throws when `steps` is below the checkpoint's step; at
+// that step there is nothing to do and the summary holds no steps. `group` is
 // the world (all pipeline ranks of all replicas); with it null the schedule
 // must have one rank and there is one replica (single-process training). Throws
 // pplab::Error naming the rank and action when a peer fails or times out.

@@ -6,6 +6,9 @@
 #include <cstdlib>
 
 #include "runtime/comm/c10d_transport.h"
+#include "runtime/comm/collectives.h"
+#include "runtime/data/fnv.h"
+#include "runtime/train/launcher.h"
 #include "runtime/comm/fake_transport.h"
 #include "schedules/error.h"
 
@@ -48,6 +51,52 @@ std::string CheckWorkerOptions(const WorkerOptions& o, int local_ranks) {
          " GPU(s) round-robin: the run checks correctness, it is not a multi-GPU speed-up";
 }
 
+namespace {
+
+// This process's run id as a number (0: none given).
+uint64_t GivenRunId() {
+  if (const char* id = std::getenv("PPLAB_RUN_ID")) {
+    char* end = nullptr;
+    const uint64_t v = std::strtoull(id, &end, 16);
+    if (*id != '\0' && end != nullptr && *end == '\0' && v != 0) return v;
+    return Fnv1a64(std::string(id));
+  }
+  if (const char* id = std::getenv("TORCHELASTIC_RUN_ID")) return Fnv1a64(std::string(id));
+  return 0;
+}
+
+std::string Hex(uint64_t v) { return FnvHex(v); }
+
+}  // namespace
+
+std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
+  uint64_t mine = GivenRunId();
+  const RankId rank = group != nullptr ? GroupRank(*group) : 0;
+  if (mine == 0 && rank == 0) mine = std::strtoull(NewRunId().c_str(), nullptr, 16) | 1;
+  if (group == nullptr) return Hex(mine);
+  // Each rank's id in its row as four 16-bit parts (exact in float64).
+  const int world = GroupSize(*group);
+  at::Tensor ids = torch::zeros({world, 4}, torch::kFloat64);
+  for (int part = 0; part < 4; ++part) ids[rank][part] = static_cast<double>((mine >> (16 * part)) & 0xffff);
+  ids = ids.to(GroupDevice(*group));
+  AllReduceSumInPlace(*group, ids, timeout);
+  ids = ids.cpu();
+  auto row = [&ids](int r) {
+    uint64_t v = 0;
+    for (int part = 0; part < 4; ++part) v |= static_cast<uint64_t>(ids[r][part].item<double>()) << (16 * part);
+    return v;
+  };
+  const uint64_t run = row(0);
+  for (int r = 1; r < world; ++r) {
+    const uint64_t theirs = row(r);
+    if (theirs != 0 && theirs != run) {
+      throw Error("rank " + std::to_string(r) + " belongs to another run (run id " + Hex(theirs) + ", this run's " +
+                  Hex(run) + "): two runs share MASTER_ADDR:MASTER_PORT; refusing it");
+    }
+  }
+  return Hex(run);
+}
+
 Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   Worker w;
   const int K = o.pipeline_ranks;
@@ -74,6 +123,7 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   w.clock = MakeStepClock(w.device);
   if (world_size == 1) {
     w.transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
+    w.run_id = AgreeOnRunId(nullptr, o.comm_timeout);
     return w;
   }
   GroupOptions g;
@@ -83,6 +133,7 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   g.device = w.backend == Backend::kNccl ? w.device : c10::Device(c10::kCPU);
   g.timeout = o.comm_timeout;
   w.group = ConnectFromEnv(g);
+  w.run_id = AgreeOnRunId(w.group.get(), o.comm_timeout);
   w.transport = std::make_unique<C10dTransport>(w.group, w.device, w.replica * K, DefaultWireFormat(*w.group));
   if (o.dp > 1) {
     // The replicas of this pipeline rank's stages.

@@ -50,6 +50,7 @@ struct Worker {
   std::shared_ptr<ProcessGroupHandle> dp_group;  // this pipeline rank's replicas; null when D = 1
   std::unique_ptr<Transport> transport;          // to the other pipeline ranks of this replica
   std::unique_ptr<StepClock> clock;              // host clock on the CPU, CUDA events on a GPU
+  std::string run_id;                            // the same on every rank (see SetUpWorker)
 };
 
 // Sets up world rank `world_rank` of `world_size` (= D x K). With
@@ -57,6 +58,15 @@ struct Worker {
 // LOCAL_WORLD_SIZE pick the device. When ranks share a GPU under NCCL and
 // NCCL_HOSTID is unset, it sets a distinct one per rank (NCCL refuses two
 // ranks of one host on one GPU otherwise). Throws pplab::Error.
+//
+// The ranks agree on a run id when they join: PPLAB_RUN_ID (set by pplab's
+// launcher) or TORCHELASTIC_RUN_ID (torchrun) when given, else rank 0's
+// fresh one. A peer that brings another run's id (two runs on one
+// MASTER_ADDR:MASTER_PORT) is refused by every rank with one line naming it.
 Worker SetUpWorker(const WorkerOptions& options, RankId world_rank, int world_size);
+
+// The run id rank 0 proposes, checked against every rank's (see above).
+// `group` null: this process alone.
+std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds timeout);
 
 }  // namespace pplab

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runtime/train/shard_file.h"
 #include "schedules/file_io.h"
 #include "schedules/schedule_io.h"
 #include "tests/run_pplab.h"
@@ -165,10 +166,9 @@ namespace {
 std::map<std::string, at::Tensor> ReadCheckpoint(const std::string& dir) {
   std::map<std::string, at::Tensor> all;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".pt") continue;
-    const std::string bytes = ReadTextFile(entry.path().string());
-    const auto value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-    for (const auto& item : value.toGenericDict()) all[item.key().toStringRef()] = item.value().toTensor();
+    if (entry.path().extension() != ".shard") continue;
+    const std::string path = entry.path().string();
+    for (auto& [key, tensor] : DecodeShard(path, ReadBinaryFile(path), nullptr)) all[key] = tensor;
   }
   return all;
 }
@@ -203,7 +203,7 @@ TEST_CASE("a run killed with SIGKILL and resumed ends bit-identical to an uninte
   }
 }
 
-TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refused by name", "[train][checkpoint]") {
+TEST_CASE("a checkpoint loads into another plan and K and a corrupted one is refused by name", "[train][checkpoint]") {
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   const std::string dir = tmp + "/ck_repartition";
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
@@ -239,13 +239,13 @@ TEST_CASE("a checkpoint loads into another plan and K; a corrupted one is refuse
   CHECK(other.code != 0);
   CHECK_THAT(other.out, Catch::Contains("--resume: the checkpoint in " + dir + " was taken with seed 1"));
   // Flip one byte of a shard: the checksum names it.
-  const std::string shard = dir + "/step-000004/rank-0.pt";
+  const std::string shard = dir + "/step-000004/rank-0.shard";
   std::string bytes = ReadTextFile(shard);
   bytes[bytes.size() / 2] ^= 0x5a;
   WriteTextFile(shard, bytes);
-  const PplabRun corrupted = Train("-k 1 -m 1 --resume" + common);
+  const PplabRun corrupted = Train("-k 1 -m 1 --resume" + common + " --steps 6");  // step 4 is the one to load
   CHECK(corrupted.code != 0);
-  CHECK_THAT(corrupted.out, Catch::Contains("rank-0.pt: checksum mismatch"));
+  CHECK_THAT(corrupted.out, Catch::Contains("rank-0.shard: checksum mismatch"));
 }
 
 TEST_CASE("a NaN loss stops every rank before the update and keeps the last checkpoint", "[train][checkpoint]") {
@@ -264,7 +264,8 @@ TEST_CASE("an unwritable checkpoint directory is one clear error", "[train][chec
   const PplabRun r = Train("-k 1 -m 1 --steps 1 --checkpoint-dir /proc/pplab-no-such-dir");
   INFO(r.out);
   CHECK(r.code != 0);
-  CHECK_THAT(r.out, Catch::Contains("checkpoint: cannot create /proc/pplab-no-such-dir/step-000001.tmp"));
+  // Found at start, before any step is run.
+  CHECK_THAT(r.out, Catch::Contains("--checkpoint-dir /proc/pplab-no-such-dir: cannot create"));
 }
 
 TEST_CASE("a checkpoint that cannot be written (full disk) is one error and the previous one stays loadable",
@@ -317,11 +318,11 @@ TEST_CASE("a killed worker makes the others exit with the rank and action they w
   const PplabRun r = Train("-s 1f1b -k 2 -m 2 --steps 4 --comm-timeout 5 --kill-rank-at 1:2");
   INFO(r.out);
   CHECK(r.code != 0);
+  // The first failure is reported; rank 0's consequent error (waiting on
+  // rank 1) is summarised, not printed.
   CHECK_THAT(r.out, Catch::Contains("pplab: rank 1 was killed by signal"));
-  // Rank 0 is at its first backward of step 2 (waiting for the gradient), or
-  // still sending that step's activations when it learns that rank 1 is gone.
-  CHECK_THAT(r.out,
-             Catch::Matches("[\\s\\S]*pplab: error: rank 0: rank 0 (waiting on 0RECV_B0|on 0SEND_F[01]) [\\s\\S]*"));
+  CHECK_THAT(r.out, Catch::Contains("pplab: rank 0 stopped after rank 1 failed"));
+  CHECK_THAT(r.out, !Catch::Contains("pplab: error: rank 0"));
 }
 
 TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {

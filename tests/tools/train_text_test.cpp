@@ -135,6 +135,9 @@ TEST_CASE("the outputs of a run: metrics lines, validation, both traces and the 
 TEST_CASE("bad data is one clear line", "[train][data]") {
   const std::string dir = Tmp("bad");
   WriteTextFile(dir + "/empty.txt", "\n");
+  WriteTextFile(dir + "/model.json",
+                R"({"vocab_size": 999, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128})");
   const std::string base = "train -q --out '' --model tiny --steps 1 --cache-dir " + dir + "/cache ";
   struct Case {
     std::string args, says;
@@ -142,7 +145,10 @@ TEST_CASE("bad data is one clear line", "[train][data]") {
   for (const Case& c : {Case{"--data " + dir + "/none.txt", "none.txt: no such file or directory"},
                         Case{"--data " + dir + "/empty.txt", "no text in " + dir + "/empty.txt"},
                         Case{"--data " + kCorpus + " --vocab-size 20", "--vocab-size 20"},
-                        Case{"--data " + kCorpus + " --tokenizer " + kCorpus, "not a SentencePiece model"}}) {
+                        Case{"--data " + kCorpus + " --tokenizer " + kCorpus, "not a SentencePiece model"},
+                        // checked before any worker starts
+                        Case{"--data " + kCorpus + " --vocab-size 200 -k 2 --seq-len 16 --model " + dir + "/model.json",
+                             "model.json: vocab_size 999, but the tokenizer"}}) {
     const PplabRun r = Pplab(base + c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);

@@ -1,8 +1,10 @@
 // Text data without LibTorch: corpus reading, the tokenizer, the token cache
 // and the samples and their order.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <set>
@@ -196,6 +198,61 @@ TEST_CASE("a training split shorter than one sequence is refused", "[data]") {
   o.packed = true;
   o.seq_len = 1 << 20;
   CHECK_THROWS_WITH(TextDataset(cache, o), Catch::Contains("shorter than one sequence"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("a token cache that shrinks while mapped stops the process with one line naming it", "[data]") {
+  const PreparedText& p = Prepared();
+  const std::string path = Tmp("shrink") + "/tokens.bin";
+  fs::copy_file(p.cache_path, path);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::dup2(fds[1], STDERR_FILENO);
+    try {
+      const TokenCache cache(path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+      const int64_t d = cache.NumDocuments() - 1;
+      const volatile int32_t* last = cache.DocBegin(d) + cache.DocSize(d) - 1;  // pages past the first
+      fs::resize_file(path, 64);  // another process cuts the file under the run
+      ::_exit(*last == 0 ? 0 : 1);  // not reached: the read past the end is a bus error
+    } catch (...) {
+      ::_exit(3);
+    }
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(out == "pplab: error: token cache " + path + " shrank while in use (bus error reading it); run again to rebuild it\n");
+  // A file cut before it is opened is refused by its size, before mapping,
+  // and PrepareText treats it as stale and rebuilds it.
+  CHECK_THROWS_WITH(TokenCache(path, p.corpus_fingerprint, p.tokenizer_fingerprint), Catch::Contains("truncated"));
+}
+
+TEST_CASE("a corrupt token id in the cache is one error naming the file", "[data]") {
+  const PreparedText& p = Prepared();
+  const std::string path = Tmp("bad_id") + "/tokens.bin";
+  std::string bytes = ReadTextFile(p.cache_path);
+  const int32_t bad = 1 << 30;
+  std::memcpy(&bytes[bytes.size() - 4], &bad, 4);
+  WriteTextFile(path, bytes);
+  const TokenCache cache(path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+  CHECK_THROWS_WITH(cache.CheckIds(200), Catch::Contains("token cache " + path + ": token ") &&
+                                             Catch::Contains("has id 1073741824, outside the tokenizer's 200 pieces"));
+  const TokenCache good(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+  CHECK_NOTHROW(good.CheckIds(200));
 }
 
 }  // namespace pplab

@@ -1,0 +1,267 @@
+// What `pplab train` guarantees about runs, checkpoints and processes
+// (docs/reliability.md, "Runtime"): each test names the guarantee it checks.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "schedules/file_io.h"
+#include "tests/run_pplab.h"
+
+namespace fs = std::filesystem;
+
+namespace pplab {
+namespace {
+
+PplabRun Train(const std::string& args) {
+  return Pplab(
+      "train --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 --steps 10 -m 4 --warmup-steps 0 "
+      "--clip-norm 0 --eval-every 0 --comm-timeout 10 " +
+      args);
+}
+
+std::string Tmp(const std::string& name) {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/reliability_" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::vector<int> MetricSteps(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<int> steps;
+  for (std::string line; std::getline(in, line);) steps.push_back(nlohmann::json::parse(line).at("step").get<int>());
+  return steps;
+}
+
+int CountLines(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+// A socket bound to a free port on all interfaces; listening when asked.
+struct BoundPort {
+  int fd = -1;
+  int port = 0;
+  explicit BoundPort(bool listen) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t len = sizeof addr;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port = ntohs(addr.sin_port);
+    if (listen) REQUIRE(::listen(fd, 4) == 0);
+  }
+  ~BoundPort() { ::close(fd); }
+};
+
+// Runs `script` in sh and returns its stdout.
+std::string Shell(const std::string& script) {
+  FILE* pipe = popen(script.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  pclose(pipe);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a second run into a run folder is refused, --resume continues it and --overwrite replaces it",
+          "[train][reliability]") {
+  const std::string out = Tmp("folder");
+  const std::string run = "-k 2 -m 2 --checkpoint-every 2 --out " + out;
+  REQUIRE(Train(run + " --steps 4").code == 0);
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});
+  const PplabRun again = Train(run + " --steps 4");
+  INFO(again.out);
+  CHECK(again.code == 2);
+  CHECK(CountLines(again.out) == 1);
+  CHECK_THAT(again.out,
+             Catch::Contains("--out " + out + " already holds a run") &&
+                 Catch::Contains("pass --resume to continue it, --out NEW for another folder, or --overwrite"));
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});  // untouched
+  // A run that died after step 4's metrics but before its checkpoint: the
+  // resume drops steps 3 and 4 and writes them again, so each step is there once.
+  WriteTextFile(out + "/checkpoints/latest", "step-000002\n");
+  REQUIRE(Train(run + " --steps 4 --resume").code == 0);
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});
+  // A finished run resumes to nothing to do; fewer steps are refused; more continue.
+  const PplabRun done = Train(run + " --steps 4 --resume");
+  INFO(done.out);
+  CHECK(done.code == 0);
+  CHECK_THAT(done.out, Catch::Contains("nothing to do: the checkpoint in " + out + "/checkpoints is at step 4"));
+  const PplabRun fewer = Train(run + " --steps 3 --resume");
+  CHECK(fewer.code == 2);
+  CHECK_THAT(fewer.out, Catch::Contains("--steps 3 is below the step of the checkpoint to resume"));
+  const PplabRun more = Pplab(
+      "train --synthetic --model tiny --batch-size 8 --seq-len 32 -m 2 -k 2 --checkpoint-every 2 --steps 6 "
+      "--resume --out " +
+      out);
+  INFO(more.out);
+  CHECK(more.code == 0);
+  CHECK_THAT(more.out,
+             Catch::Contains("the learning-rate schedule was recorded for 4 steps; it now decays over --steps 6"));
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4, 5, 6});
+  // --overwrite replaces the run.
+  REQUIRE(Train(run + " --steps 2 --overwrite").code == 0);
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2});
+  CHECK_FALSE(fs::exists(out + "/checkpoints/step-000006"));
+  CHECK(ReadTextFile(out + "/checkpoints/latest") == "step-000002\n");
+}
+
+TEST_CASE("a resumed run prunes only its own checkpoints and never the one it just published",
+          "[train][reliability][checkpoint]") {
+  const std::string dir = Tmp("prune"), other = Tmp("prune_other");
+  const std::string common = "-k 1 -m 1 --checkpoint-every 2 ";
+  REQUIRE(Train(common + "--steps 2 --checkpoint-dir " + dir).code == 0);
+  // Higher steps of another run sit in the directory (as step-000090 and
+  // step-000100 did in the report): pruning by name would delete each new
+  // checkpoint right after writing it.
+  REQUIRE(Train(common + "--steps 10 --checkpoint-dir " + other).code == 0);
+  fs::rename(other + "/step-000008", dir + "/step-000008");
+  fs::rename(other + "/step-000010", dir + "/step-000010");
+  const PplabRun r = Train(common + "--steps 6 --resume --checkpoint-dir " + dir);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(ReadTextFile(dir + "/latest") == "step-000006\n");
+  CHECK(fs::exists(dir + "/step-000006/manifest.json"));
+  CHECK(fs::exists(dir + "/step-000004/manifest.json"));
+  CHECK_FALSE(fs::exists(dir + "/step-000002"));  // this run's oldest
+  CHECK(fs::exists(dir + "/step-000008"));        // not this run's
+  CHECK(fs::exists(dir + "/step-000010"));
+}
+
+TEST_CASE("bad options are refused with one line before any worker starts", "[train][reliability]") {
+  const std::string plan = std::string(PPLAB_TEST_TMP_DIR) + "/reliability_plan.json";
+  REQUIRE(Pplab("export -s 1f1b -k 2 -m 4 -o " + plan).code == 0);
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  const std::string with_plan = "--plan " + plan + " -k 4";
+  double k4096 = 0;
+  for (const Case& c :
+       {Case{"-k 4096", "fewer than the 4096 stages"}, Case{with_plan.c_str(), "--ranks 4 conflicts with --plan"},
+        Case{"-k 2 --seq-len 100000", "--seq-len 100000 exceeds the model's max_position_embeddings"},
+        Case{"-k 4 -m 4 --dp 1024 --batch-size 4096", "local worker processes on"},
+        Case{"-k 2 --resume --overwrite --checkpoint-dir x", "pick one"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const PplabRun r = Train(c.args);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO(c.args << "\n" << r.out);
+    CHECK(r.code == 2);
+    CHECK(CountLines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::StartsWith("pplab: error: ") && Catch::Contains(c.says));
+    std::printf("refused before start in %.2f s: train %s\n", seconds, c.args);
+    if (std::string(c.args) == "-k 4096") k4096 = seconds;
+  }
+  // The refusal costs nothing beyond the binary's own start (loading
+  // LibTorch), which a loaded machine can stretch past a second by itself.
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(Pplab("--version").code == 0);
+  const double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("train -k 4096 --model tiny refused in %.2f s; pplab --version takes %.2f s\n", k4096, startup);
+  CHECK(k4096 < startup + 0.5);
+}
+
+TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no process", "[train][reliability]") {
+  // As in "killing the launcher takes its workers with it": the seed is
+  // computed by the shell so that the pattern matches the run and not this script.
+  for (const char* signal : {"INT", "TERM"}) {
+    // The launcher and its first worker (SIGINT during start-up), or all three.
+    const std::string wait_for = std::string(signal) == "INT" ? "2" : "3";
+    const std::string log = std::string(PPLAB_TEST_TMP_DIR) + "/reliability_signal.log";
+    const std::string script =
+        std::string(PPLAB_BINARY) +
+        " train --synthetic --out '' -q --model tiny -k 2 --steps 1000000 --seed $((527140 + 1)) "
+        ">" +
+        log +
+        " 2>&1 & L=$!\n"
+        "count() { pgrep -f 'seed 52714[1]' | wc -l; }\n"
+        "for i in $(seq 1 600); do [ $(count) -ge " +
+        wait_for +
+        " ] && break; sleep 0.05; done\n"
+        "before=$(count)\n"
+        "kill -" +
+        signal +
+        " $L\n"
+        "for i in $(seq 1 300); do kill -0 $L 2>/dev/null || break; sleep 0.1; done\n"
+        "kill -9 $L 2>/dev/null\n"  // bounded: a launcher that ignored the signal fails the test, not hangs it
+        "wait $L; code=$?\n"
+        "for i in $(seq 1 100); do [ $(count) -eq 0 ] && break; sleep 0.1; done\n"
+        "echo \"$before $code $(count)\"\n";
+    const std::string result = Shell(script);
+    int before = -1, code = -1, after = -1;
+    REQUIRE(std::sscanf(result.c_str(), "%d %d %d", &before, &code, &after) == 3);
+    const std::string said = ReadTextFile(log);
+    INFO(signal << ": " << result << said);
+    CHECK(before >= std::stoi(wait_for));
+    CHECK(after == 0);
+    CHECK(code == (std::string(signal) == "INT" ? 130 : 143));
+    CHECK_THAT(said, Catch::Contains(std::string(signal) == "INT" ? "pplab: interrupted (SIGINT): stopping"
+                                                                  : "pplab: terminated (SIGTERM): stopping"));
+  }
+}
+
+TEST_CASE("a worker of another run is refused when it joins", "[train][reliability]") {
+  int port = 0;
+  {
+    const BoundPort free_port(false);
+    port = free_port.port;
+  }
+  const std::string worker = std::string(PPLAB_BINARY) +
+                             " train --synthetic --out '' -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 "
+                             "--steps 2 --comm-timeout 10";
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
+  const std::string out =
+      Shell("(" + env + "RANK=0 PPLAB_RUN_ID=00000000000000aa " + worker + " 2>&1; echo rc=$?) & " + "(" + env +
+            "RANK=1 PPLAB_RUN_ID=00000000000000bb " + worker + " 2>&1; echo rc=$?); wait");
+  INFO(out);
+  CHECK_THAT(out,
+             Catch::Contains("rank 1 belongs to another run (run id 00000000000000bb, this run's 00000000000000aa)"));
+  CHECK_THAT(out, !Catch::Contains("rc=0"));
+}
+
+TEST_CASE("a busy MASTER_PORT is one line", "[train][reliability]") {
+  const BoundPort busy(true);
+  const PplabRun r = Pplab("train --synthetic --out '' -q --model tiny -k 2 --steps 1",
+                           "MASTER_PORT=" + std::to_string(busy.port) + " ");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(CountLines(r.out) == 1);
+  CHECK_THAT(r.out, Catch::Contains("MASTER_PORT " + std::to_string(busy.port) + " is in use"));
+}
+
+TEST_CASE("checkpoints need one shared directory: ranks on separate folders are refused at start",
+          "[train][reliability][checkpoint]") {
+  int port = 0;
+  {
+    const BoundPort free_port(false);
+    port = free_port.port;
+  }
+  const std::string a = Tmp("node_a"), b = Tmp("node_b");
+  const std::string worker = std::string(PPLAB_BINARY) +
+                             " train --synthetic -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 --steps 2 "
+                             "--comm-timeout 10 --out ";
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
+  const std::string out = Shell("(" + env + "RANK=0 " + worker + a + " 2>&1; echo rc=$?) & (" + env + "RANK=1 " +
+                                worker + b + " 2>&1; echo rc=$?); wait");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("--checkpoint-dir " + a + "/checkpoints is not shared: 1 rank(s) do not see"));
+  CHECK_THAT(out, !Catch::Contains("rc=0"));
+}
+
+}  // namespace pplab

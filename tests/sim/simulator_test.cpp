@@ -233,6 +233,11 @@ TEST_CASE("dualpipe's bubble is the README's (K/2-1)(F&B+B-3W) and it holds K+1 
   TimeNs worst_idle = 0;
   for (const RankMetrics& m : r.per_rank) worst_idle = std::max(worst_idle, m.idle);
   CHECK(worst_idle == 8500);  // the formula would say 3 x 2500 = 7500
+}
+
+}  // namespace pplab
+
+namespace pplab {
 namespace {
 
 // The [start, end) of each event of `kind` on `rank`, in program order.

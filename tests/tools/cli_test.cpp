@@ -417,6 +417,8 @@ TEST_CASE("cli: -s zb-auto searches with the flags' costs and keeps to --memory-
   r = Pplab("show -s zb-auto -k 4 -m 16");
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::StartsWith("zb-auto [simulated]: makespan"));
+}
+
 TEST_CASE("cli: explain --json splits each rank's idle time; the text form is a table", "[cli][explain]") {
   // GPipe K=2 M=2, F=1, B=2, latency 0.5 ms: rank 0 waits 3.5 ms on stage 1
   // and 0.5 ms on the message; rank 1 has 1.5 ms of warm-up and 2.5 of cool-down.

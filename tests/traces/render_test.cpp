@@ -567,6 +567,11 @@ TEST_CASE("text render marks a label it cannot widen for with +, and says so", "
                                    "with its microbatch; + a label too long for its box; 1 action(s) too short to "
                                    "show (use pplab render)\n"));
   CHECK_THAT(text, Catch::StartsWith("tiny-w: makespan 1000.010 ms"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
 
 TEST_CASE("svg: below the legend, one idle-split line per rank, the parts of pplab explain", "[render][explain]") {
   // Tiny1F1B has no messages: rank 0 waits [2,4) and [6,7) with no cause in

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -69,6 +70,15 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
   handle->timeout = o.timeout;
   const std::string where =
       "rank " + std::to_string(o.rank) + ": connecting to " + o.host + ":" + std::to_string(o.port);
+  if (!o.store_file.empty()) {
+    Guard("rank " + std::to_string(o.rank) + ": joining the store " + o.store_file + " failed", [&] {
+      auto store = c10::make_intrusive<c10d::FileStore>(o.store_file, o.world_size);
+      store->setTimeout(o.timeout);
+      handle->store = store;
+      handle->group = MakeBackend(handle->store, o.rank, o.world_size, o.backend, o.device, o.timeout, o.host);
+    });
+    return handle;
+  }
   Guard(where + " failed", [&] {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(o.port);
@@ -91,6 +101,7 @@ std::shared_ptr<ProcessGroupHandle> ConnectFromEnv(GroupOptions options) {
   const char* addr = std::getenv("MASTER_ADDR");
   options.host = addr != nullptr ? addr : "127.0.0.1";
   options.port = EnvInt("MASTER_PORT", 29500);
+  if (const char* file = std::getenv("PPLAB_STORE_FILE")) options.store_file = file;
   return Connect(options);
 }
 

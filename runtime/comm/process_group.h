@@ -41,6 +41,10 @@ struct GroupOptions {
   // Where the group's tensors live: the CPU for Gloo, this rank's GPU for NCCL.
   c10::Device device{c10::kCPU};
   std::chrono::milliseconds timeout{60000};  // every wait of the group, the rendezvous included
+  // When set, the ranks rendezvous through this file (a c10d FileStore, all
+  // ranks on one machine) instead of a TCPStore at host:port, so no port is
+  // listened on for the store.
+  std::string store_file;
 };
 
 // Connects to the TCPStore (rank 0 serves it) and creates the group. Throws
@@ -48,7 +52,9 @@ struct GroupOptions {
 std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& options);
 
 // Connect at MASTER_ADDR (default 127.0.0.1) and MASTER_PORT (default 29500)
-// from the environment, as torchrun sets them; the other fields from `options`.
+// from the environment, as torchrun sets them, or through the file
+// PPLAB_STORE_FILE names (pplab's local launcher sets it); the other fields
+// from `options`.
 std::shared_ptr<ProcessGroupHandle> ConnectFromEnv(GroupOptions options);
 
 // A group of some ranks of `world` (e.g. the data-parallel replicas of one

@@ -135,6 +135,14 @@ int LaunchLocal(const LaunchOptions& options) {
     port = std::to_string(free_port);
   }
   const std::string run_id = NewRunId();
+  // The workers rendezvous through a file in a directory only this user can
+  // read, not through a TCP store: a local launch listens on no network port
+  // for its store, and no process of another run can join it by accident.
+  std::string store_dir = (std::filesystem::temp_directory_path() / "pplab-store-XXXXXX").string();
+  if (::mkdtemp(store_dir.data()) == nullptr) {
+    throw Error("launcher: cannot create a directory for the workers' store in " +
+                std::filesystem::temp_directory_path().string() + ": " + std::strerror(errno));
+  }
   // Workers report their error line through this pipe, so that the launcher
   // prints the first one and summarises the rest.
   int error_pipe[2];
@@ -168,6 +176,8 @@ int LaunchLocal(const LaunchOptions& options) {
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   auto restore = [&] {
+    std::error_code ignored;
+    std::filesystem::remove_all(store_dir, ignored);
     posix_spawnattr_destroy(&attr);
     ::close(error_pipe[0]);
     ::sigaction(SIGINT, &old_int, nullptr);
@@ -192,7 +202,7 @@ int LaunchLocal(const LaunchOptions& options) {
       const std::string key = kv.substr(0, kv.find('='));
       if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
           key == "PPLAB_LAUNCHER_PID" || key == "PPLAB_RUN_ID" || key == "PPLAB_ERROR_FD" ||
-          key == "LOCAL_WORLD_SIZE") {
+          key == "LOCAL_WORLD_SIZE" || key == "PPLAB_STORE_FILE") {
         continue;
       }
       bool replaced = false;
@@ -209,6 +219,7 @@ int LaunchLocal(const LaunchOptions& options) {
     env_strings.push_back("MASTER_PORT=" + port);
     env_strings.push_back("PPLAB_LAUNCHER_PID=" + std::to_string(::getpid()));
     env_strings.push_back("PPLAB_RUN_ID=" + run_id);
+    env_strings.push_back("PPLAB_STORE_FILE=" + store_dir + "/store");
     env_strings.push_back("PPLAB_ERROR_FD=" + std::to_string(error_pipe[1]));
     env_strings.insert(env_strings.end(), options.env.begin(), options.env.end());
     std::vector<char*> env, argv;

@@ -1,4 +1,5 @@
 #include "sim/simulator.h"
+#include "sim/zb_auto.h"
 
 #include <algorithm>
 #include <array>
@@ -331,7 +332,8 @@ TEST_CASE("shared device: every schedule still finishes, never faster than its d
     for (int K : {2, 4}) {
       const int M = 8, v = g.default_virtual;
       if (!FamilyAccepts(g, K, M, v)) continue;
-      const Schedule s = Lower(Generate(g.name, {K, M, v}));
+      // zb-auto searches its order with the costs (one stage per rank).
+      const Schedule s = Lower(GenerateWithCosts(g.name, {K, M, v}, UniformCosts(K * v, 1000, 2000, 1000)));
       CostModel costs = UniformCosts(s.stages, 1000, 2000, 1000);
       std::vector<int> devices;
       for (RankId r = 0; r < K; ++r) devices.push_back(r / 2);  // two ranks per device

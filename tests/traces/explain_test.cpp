@@ -6,6 +6,7 @@
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 #include "sim/simulator.h"
+#include "sim/zb_auto.h"
 #include "tests/generator_rules.h"
 #include "traces/chrome_trace.h"
 
@@ -96,15 +97,19 @@ TEST_CASE("explain: the split adds up to idle on every generator's simulated tra
       for (int M : {4, 8}) {
         for (int v : {1, 2}) {
           if (!FamilyAccepts(g, K, M, v)) continue;
-          const Schedule s = Lower(Generate(g.name, {K, M, v}));
-          std::vector<StageCost> stages;
-          for (StageId st = 0; st < s.stages; ++st) {
-            StageCost c = Stage(1000 + 300 * (st % 3), 2000 + 700 * (st % 2));
-            c.backward_weight = 900;
-            c.message_bytes = 1000;
-            stages.push_back(c);
-          }
-          const SimResult sim = Simulate(s, CostModel::FromStages(stages, Link{150, 2.0}));
+          auto costs_of = [](int num_stages) {
+            std::vector<StageCost> stages;
+            for (StageId st = 0; st < num_stages; ++st) {
+              StageCost c = Stage(1000 + 300 * (st % 3), 2000 + 700 * (st % 2));
+              c.backward_weight = 900;
+              c.message_bytes = 1000;
+              stages.push_back(c);
+            }
+            return CostModel::FromStages(stages, Link{150, 2.0});
+          };
+          // zb-auto searches its order with the same costs (one stage per rank).
+          const Schedule s = Lower(GenerateWithCosts(g.name, {K, M, v}, costs_of(K * v)));
+          const SimResult sim = Simulate(s, costs_of(s.stages));
           const IdleExplanation x = ExplainIdle(RoundTrip(sim.timeline));
           INFO(g.name << " K=" << K << " M=" << M << " v=" << v);
           REQUIRE(x.makespan == sim.makespan);

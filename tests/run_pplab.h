@@ -19,10 +19,9 @@ struct PplabRun {
   std::string out;  // stdout and stderr together
 };
 
-// Runs `pplab args` through the shell, after `shell_prefix` (e.g. "ulimit
-// -f 64; " to limit file sizes).
-inline PplabRun Pplab(const std::string& args, const std::string& shell_prefix = "") {
-  FILE* pipe = popen((shell_prefix + std::string(PPLAB_BINARY) + " " + args + " 2>&1").c_str(), "r");
+// Runs `command` through the shell: its exit code and stdout + stderr.
+inline PplabRun Shell(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
   char buf[4096];
@@ -30,6 +29,12 @@ inline PplabRun Pplab(const std::string& args, const std::string& shell_prefix =
   while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
+}
+
+// Runs `pplab args` through the shell, after `shell_prefix` (e.g. "ulimit
+// -f 64; " to limit file sizes).
+inline PplabRun Pplab(const std::string& args, const std::string& shell_prefix = "") {
+  return Shell(shell_prefix + std::string(PPLAB_BINARY) + " " + args);
 }
 
 // Runs `PPLAB_BINARY args...` directly (no shell), output to /dev/null, and

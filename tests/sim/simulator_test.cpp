@@ -358,7 +358,7 @@ TEST_CASE("shared device: every schedule still finishes, never faster than its d
 
 namespace pplab {
 
-TEST_CASE("per-step costs: clip and optimizer follow each rank's last action; all-reduces wait for every rank",
+TEST_CASE("per-step costs: clip and optimizer follow each rank's last action, all-reduces wait for every rank",
           "[sim][step]") {
   // GPipe K=2 M=2, F=1, B=2, free comms: rank 0 ends at 9, rank 1 at 7.
   StageCost c;

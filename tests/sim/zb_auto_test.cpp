@@ -113,7 +113,7 @@ TEST_CASE("zb-auto beats zb-h1 and zb-h2 when F, I and W differ (K=4, M=8)", "[z
   CHECK(v.auto2 == 28000);
 }
 
-TEST_CASE("zb-auto beats zb-h1 when messages take time; zb-h2 already meets the lower bound there", "[zb-auto]") {
+TEST_CASE("zb-auto beats zb-h1 when messages take time, zb-h2 already meets the lower bound there", "[zb-auto]") {
   // F = I = W = 1000 ns, 500 ns per message, no bytes held for W.
   const int K = 4, M = 8;
   const Versus v = Compare(K, M, Costs(K, 1000, 2000, 1000, 500, 0));

@@ -19,18 +19,6 @@ const char* const kOfflineCommands[] = {"schedules", "simulate", "compare", "swe
 
 std::string TempPath(const std::string& name) { return std::string(PPLAB_TEST_TMP_DIR) + "/" + name; }
 
-// Runs `command` through the shell; its exit code and stdout + stderr.
-PplabRun Shell(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
-}
-
 }  // namespace
 
 TEST_CASE("cli: every floating-point flag of every offline command refuses NaN and infinities by name", "[cli]") {
@@ -79,7 +67,7 @@ TEST_CASE("cli: pplab loads no LibTorch: the offline commands stay under 30 MB",
   CHECK_THAT(needed.out, !Catch::Contains("torch") && !Catch::Contains("c10"));
 }
 
-TEST_CASE("cli: --help lists the LibTorch commands too; without pplab-train beside it they say so", "[cli]") {
+TEST_CASE("cli: --help lists the LibTorch commands too, without pplab-train beside it they say so", "[cli]") {
   const PplabRun help = Pplab("--help");
   for (const char* command : {"train", "generate", "export-model", "profile", "schedules", "plan"}) {
     CHECK_THAT(help.out, Catch::Contains(std::string("  ") + command));

@@ -115,7 +115,7 @@ TEST_CASE("cli: writing to /dev/null leaves it a device", "[cli]") {
   CHECK(S_ISCHR(st.st_mode));
 }
 
-TEST_CASE("cli: compare lists every schedule; sweep writes one row per plan", "[cli]") {
+TEST_CASE("cli: compare lists every schedule, sweep writes one row per plan", "[cli]") {
   PplabRun r = Pplab("compare --ranks 4 --microbatches 8 --csv");
   REQUIRE(r.code == 0);
   for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2"}) {
@@ -165,7 +165,7 @@ std::string WriteProfiledCost(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("cli: diff of a trace with itself shows no drift; a delayed action is the first drift", "[cli][diff]") {
+TEST_CASE("cli: diff of a trace with itself shows no drift, a delayed action is the first drift", "[cli][diff]") {
   const std::string sim = TempPath("diff_sim.json"), late = TempPath("diff_late.json");
   REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --trace " + sim).code == 0);
   PplabRun r = Pplab("diff " + sim + " " + sim + " --json");
@@ -371,7 +371,7 @@ TEST_CASE("cli: PyTorch's schedule names work with -s and appear in pplab schedu
   CHECK_THAT(r.out, Catch::Contains("dualpipev"));
 }
 
-TEST_CASE("cli: export --format csv-compute writes what PyTorch's _load_csv reads; it validates back", "[cli]") {
+TEST_CASE("cli: export --format csv-compute writes what PyTorch's _load_csv reads, it validates back", "[cli]") {
   const std::string path = TempPath("dualpipev.csv");
   PplabRun r = Pplab("export -s dualpipev -k 2 -m 4 --format csv-compute -o " + path);
   REQUIRE(r.code == 0);
@@ -419,7 +419,7 @@ TEST_CASE("cli: -s zb-auto searches with the flags' costs and keeps to --memory-
   CHECK_THAT(r.out, Catch::StartsWith("zb-auto [simulated]: makespan"));
 }
 
-TEST_CASE("cli: explain --json splits each rank's idle time; the text form is a table", "[cli][explain]") {
+TEST_CASE("cli: explain --json splits each rank's idle time, the text form is a table", "[cli][explain]") {
   // GPipe K=2 M=2, F=1, B=2, latency 0.5 ms: rank 0 waits 3.5 ms on stage 1
   // and 0.5 ms on the message; rank 1 has 1.5 ms of warm-up and 2.5 of cool-down.
   const std::string trace = TempPath("explain_gpipe.json");
@@ -478,7 +478,7 @@ TEST_CASE("cli: simulate --samples reports p50 and p99 of the step time, the sam
 
 namespace pplab {
 
-TEST_CASE("cli: simulate --devices shares a device; explain books the wait as shared_device", "[cli][devices]") {
+TEST_CASE("cli: simulate --devices shares a device, explain books the wait as shared_device", "[cli][devices]") {
   // GPipe K=2 M=2, F=1, B=2 on one device: makespan 12, rank 1 waits [6,8)
   // for rank 0's B0 (tests/sim/simulator_test.cpp works it out by hand).
   const std::string trace = TempPath("shared.json");

@@ -84,7 +84,7 @@ TEST_CASE("plan: picks the fastest plan, whose step time is the hand formula", "
   CHECK(best.tokens_per_second == Approx(8.0 * kSeqLen / (best.step_time * 1e-9)));
 }
 
-TEST_CASE("plan: every candidate kept fits the memory limit; too small a limit is refused", "[plan]") {
+TEST_CASE("plan: every candidate kept fits the memory limit, too small a limit is refused", "[plan]") {
   const LlamaConfig c = BalancedModel();
   const PlanSearchResult all = SearchPlans(Options(c, Bytes{1} << 40));
   // A limit just under gpipe's M = 8 peak rules out that plan and every bigger one.
@@ -110,7 +110,7 @@ TEST_CASE("plan: the best candidate's schedule round-trips through the schedule 
   CHECK(back.programs == s.programs);
 }
 
-TEST_CASE("plan: a profile's own configuration uses its measured costs; others are fitted", "[plan]") {
+TEST_CASE("plan: a profile's own configuration uses its measured costs, others are fitted", "[plan]") {
   const LlamaConfig c = BalancedModel();
   const Partition p = PartitionUniform(c, 2);
   // Measured at 2 sequences per microbatch: F = 3 ns per FLOP (B = 2F, I = W = F), bytes = the formulas.

@@ -65,8 +65,8 @@ struct BoundPort {
   ~BoundPort() { ::close(fd); }
 };
 
-// Runs `script` in sh and returns its stdout.
-std::string Shell(const std::string& script) {
+// Runs `script` in sh and returns its stdout only (Shell() mixes in stderr).
+std::string ShellStdout(const std::string& script) {
   FILE* pipe = popen(script.c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
@@ -205,7 +205,7 @@ TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no proces
         "wait $L; code=$?\n"
         "for i in $(seq 1 100); do [ $(count) -eq 0 ] && break; sleep 0.1; done\n"
         "echo \"$before $code $(count)\"\n";
-    const std::string result = Shell(script);
+    const std::string result = ShellStdout(script);
     int before = -1, code = -1, after = -1;
     REQUIRE(std::sscanf(result.c_str(), "%d %d %d", &before, &code, &after) == 3);
     const std::string said = ReadTextFile(log);
@@ -229,7 +229,7 @@ TEST_CASE("a worker of another run is refused when it joins", "[train][reliabili
                              "--steps 2 --comm-timeout 10";
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
   const std::string out =
-      Shell("(" + env + "RANK=0 PPLAB_RUN_ID=00000000000000aa " + worker + " 2>&1; echo rc=$?) & " + "(" + env +
+      ShellStdout("(" + env + "RANK=0 PPLAB_RUN_ID=00000000000000aa " + worker + " 2>&1; echo rc=$?) & " + "(" + env +
             "RANK=1 PPLAB_RUN_ID=00000000000000bb " + worker + " 2>&1; echo rc=$?); wait");
   INFO(out);
   CHECK_THAT(out,
@@ -259,7 +259,7 @@ TEST_CASE("checkpoints need one shared directory: ranks on separate folders are 
                              " train --synthetic -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 --steps 2 "
                              "--comm-timeout 10 --out ";
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
-  const std::string out = Shell("(" + env + "RANK=0 " + worker + a + " 2>&1; echo rc=$?) & (" + env + "RANK=1 " +
+  const std::string out = ShellStdout("(" + env + "RANK=0 " + worker + a + " 2>&1; echo rc=$?) & (" + env + "RANK=1 " +
                                 worker + b + " 2>&1; echo rc=$?); wait");
   INFO(out);
   CHECK_THAT(out, Catch::Contains("--checkpoint-dir " + a + "/checkpoints is not shared: 1 rank(s) do not see"));

@@ -188,7 +188,7 @@ TEST_CASE("explain: a received message without its producer in the trace is wait
   CHECK(x.per_rank[0].imbalance == 0);
 }
 
-TEST_CASE("explain: a rank without compute is warm-up; overlapping computes are refused", "[explain]") {
+TEST_CASE("explain: a rank without compute is warm-up, overlapping computes are refused", "[explain]") {
   Timeline t;
   t.name = "p";
   t.ranks = 2;
@@ -202,7 +202,7 @@ TEST_CASE("explain: a rank without compute is warm-up; overlapping computes are 
   CHECK_THROWS_WITH(ExplainIdle(t), Catch::Contains("rank 0 runs 0F1") && Catch::Contains("before 0F0 ends"));
 }
 
-TEST_CASE("trace: devices round-trip through otherData; a wrong length is refused", "[explain][trace]") {
+TEST_CASE("trace: devices round-trip through otherData, a wrong length is refused", "[explain][trace]") {
   Timeline t;
   t.name = "d";
   t.ranks = 2;
@@ -222,7 +222,7 @@ TEST_CASE("trace: devices round-trip through otherData; a wrong length is refuse
 
 namespace pplab {
 
-TEST_CASE("explain: per-step work after the last compute is cool-down; step events round-trip", "[explain][step]") {
+TEST_CASE("explain: per-step work after the last compute is cool-down, step events round-trip", "[explain][step]") {
   CostModel costs = CostModel::Uniform(2, Stage(1000, 2000), Link{});
   StepCosts step;
   step.norm_allreduce = 200;

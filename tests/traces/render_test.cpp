@@ -144,7 +144,7 @@ TEST_CASE("svg title shows the options title, makespan and bubble", "[render]") 
   CHECK(CountOf(svg, ">makespan 9.000 ms, bubble 33.3%</text>") == 1);
 }
 
-TEST_CASE("svg tooltips name the event and its times; narrow boxes go unlabelled", "[render]") {
+TEST_CASE("svg tooltips name the event and its times, narrow boxes go unlabelled", "[render]") {
   Timeline t = Tiny1F1B();
   t.events.push_back(Event(1, ActionKind::kBackwardWeight, 1, 7, 8, 8.001));
   const std::string svg = RenderSvg(t, {"", 1200, false});

@@ -14,6 +14,11 @@
 
 namespace pplab {
 
+GpuChoice MapLocalRank(int local_rank, int local_ranks, int gpus) {
+  if (gpus < 1) throw Error("no GPU to map local rank " + std::to_string(local_rank) + " to");
+  return {local_rank % gpus, local_ranks > gpus};
+}
+
 c10::Device ResolveDevice(const std::string& text, int local_rank, int local_ranks, bool* shared) {
   if (shared != nullptr) *shared = false;
   c10::Device device(c10::kCPU);
@@ -34,8 +39,9 @@ c10::Device ResolveDevice(const std::string& text, int local_rank, int local_ran
     if (shared != nullptr) *shared = local_ranks > 1;
     return device;
   }
-  if (shared != nullptr) *shared = local_ranks > gpus;
-  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+  const GpuChoice choice = MapLocalRank(local_rank, local_ranks, gpus);
+  if (shared != nullptr) *shared = choice.shared;
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(choice.gpu));
 }
 
 std::string CheckWorkerOptions(const WorkerOptions& o, int local_ranks) {

@@ -25,6 +25,15 @@ struct WorkerOptions {
   std::chrono::milliseconds comm_timeout{60000};
 };
 
+// Which of `gpus` GPUs local rank `local_rank` of `local_ranks` uses: GPU
+// local_rank mod gpus, as torchrun does; `shared` when there are fewer GPUs
+// than local ranks (then they take turns round-robin).
+struct GpuChoice {
+  int gpu = 0;
+  bool shared = false;
+};
+GpuChoice MapLocalRank(int local_rank, int local_ranks, int gpus);
+
 // The device of local rank `local_rank` among `local_ranks` for --device
 // `text`: "cuda" alone maps local rank r to GPU r mod (GPUs on this machine),
 // as torchrun does, so ranks share GPUs round-robin when there are fewer GPUs

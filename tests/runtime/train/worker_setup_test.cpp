@@ -1,0 +1,48 @@
+// Device and backend choices of a worker, checked without a GPU: the
+// round-robin mapping of local ranks to GPUs, and the one-line refusals.
+#include "runtime/train/worker_setup.h"
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "schedules/error.h"
+
+namespace pplab {
+
+TEST_CASE("local ranks map to GPUs round-robin, shared when there are fewer GPUs than ranks", "[worker]") {
+  // 8 ranks on 8 GPUs: one each.
+  for (int r = 0; r < 8; ++r) {
+    CHECK(MapLocalRank(r, 8, 8).gpu == r);
+    CHECK_FALSE(MapLocalRank(r, 8, 8).shared);
+  }
+  // 4 ranks on 1 GPU (every multi-rank GPU test): all on GPU 0, shared.
+  for (int r = 0; r < 4; ++r) {
+    CHECK(MapLocalRank(r, 4, 1).gpu == 0);
+    CHECK(MapLocalRank(r, 4, 1).shared);
+  }
+  // 6 ranks on 4 GPUs: 0 1 2 3 0 1.
+  const int expected[] = {0, 1, 2, 3, 0, 1};
+  for (int r = 0; r < 6; ++r) CHECK(MapLocalRank(r, 6, 4).gpu == expected[r]);
+  CHECK_THROWS_WITH(MapLocalRank(0, 2, 0), Catch::Contains("no GPU"));
+}
+
+TEST_CASE("--device and --backend are checked in one line each", "[worker]") {
+  CHECK(ResolveDevice("cpu", 0, 2).is_cpu());
+  CHECK_THROWS_WITH(ResolveDevice("tpu", 0, 1), Catch::StartsWith("--device 'tpu'"));
+  if (!torch::cuda::is_available()) {
+    CHECK_THROWS_WITH(ResolveDevice("cuda", 0, 1), Catch::Contains("--device cuda: this LibTorch has no CUDA device"));
+  }
+  const c10::Device cpu(c10::kCPU);
+  CHECK(ParseBackend("auto", cpu) == Backend::kGloo);
+  CHECK(ParseBackend("gloo", cpu) == Backend::kGloo);
+  CHECK_THROWS_WITH(ParseBackend("nccl", cpu), Catch::StartsWith("--backend nccl"));
+  CHECK_THROWS_WITH(ParseBackend("mpi", cpu), Catch::Contains("expected auto, gloo or nccl"));
+  WorkerOptions o;
+  o.pipeline_ranks = 2;
+  CHECK(CheckWorkerOptions(o, 2).empty());  // the CPU: no warning
+  o.backend = "nccl";
+  CHECK_THROWS_WITH(CheckWorkerOptions(o, 2), Catch::StartsWith("--backend nccl"));
+}
+
+}  // namespace pplab

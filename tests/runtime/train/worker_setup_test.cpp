@@ -27,7 +27,7 @@ TEST_CASE("local ranks map to GPUs round-robin, shared when there are fewer GPUs
   CHECK_THROWS_WITH(MapLocalRank(0, 2, 0), Catch::Contains("no GPU"));
 }
 
-TEST_CASE("--device and --backend are checked in one line each", "[worker]") {
+TEST_CASE("the device and backend flags are checked in one line each", "[worker]") {
   CHECK(ResolveDevice("cpu", 0, 2).is_cpu());
   CHECK_THROWS_WITH(ResolveDevice("tpu", 0, 1), Catch::StartsWith("--device 'tpu'"));
   if (!torch::cuda::is_available()) {

@@ -63,7 +63,7 @@ const std::vector<GeneratorInfo>& Generators() {
       {"dualpipe",
        "DualPipe (DeepSeek-V3): two copies of the stages fed from both ends (half the microbatches each), "
        "overlapped F&B in the steady phase; needs K even, M even, M >= 2K",
-       2, false, true, ""},
+       2, false, true, "", false, 2},
       {"zb-auto",
        "zero bubble automatic (Qi et al. section 3): the fastest of zb-h1, zb-h2 and a family of list schedules "
        "costed with the cost model, under a memory limit (default: zb-h1's)",

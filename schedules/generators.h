@@ -30,6 +30,9 @@ struct GeneratorInfo {
   // Searches its order with a cost model (zb-auto): Generate() refuses it;
   // GenerateWithCosts() (sim/zb_auto.h) runs it.
   bool needs_costs = false;
+  // Copies of the model its plans hold, one per pipeline (dualpipe: 2); the
+  // model is cut into S / copies parts.
+  int copies = 1;
 };
 
 // The largest plan Generate() builds, in compute actions (K v M times 2, or 3

@@ -76,6 +76,27 @@ int Schedule::MicrobatchesThrough(StageId s) const {
   return n;
 }
 
+int Schedule::PipelineOf(StageId s) const {
+  int p = 0;
+  while (p < static_cast<int>(pipeline_starts.size()) && s >= pipeline_starts[p]) ++p;
+  return p;
+}
+
+StageId Schedule::PipelineStart(StageId s) const {
+  const int p = PipelineOf(s);
+  return p == 0 ? 0 : pipeline_starts[p - 1];
+}
+
+int Schedule::ModelStages() const {
+  const int length = pipeline_starts.empty() ? stages : pipeline_starts.front();
+  StageId start = 0;
+  for (StageId next : pipeline_starts) {
+    if (next - start != length) return 0;
+    start = next;
+  }
+  return stages - start == length ? length : 0;
+}
+
 std::vector<RankId> LoopPlacement(int ranks, int stages) {
   std::vector<RankId> placement(stages);
   for (StageId s = 0; s < stages; ++s) placement[s] = s % ranks;

@@ -59,6 +59,19 @@ struct Schedule {
   bool Runs(StageId s, MicrobatchId m) const { return s >= FirstStage(m) && s <= LastStage(m); }
   // How many microbatches run through stage s (M with one pipeline).
   int MicrobatchesThrough(StageId s) const;
+
+  // The pipeline stage s belongs to (0 with one pipeline) and its first stage.
+  int PipelineOf(StageId s) const;
+  StageId PipelineStart(StageId s) const;
+  // Which part of the model stage s holds: its place in its pipeline
+  // (s itself with one pipeline). Every pipeline is one copy of the model,
+  // so stages of different pipelines with the same part hold the same
+  // weights and train as one (their gradients are summed).
+  StageId ModelStage(StageId s) const { return s - PipelineStart(s); }
+  // The number of parts the model is cut into: S with one pipeline, S / P
+  // when the P pipelines are equally long, and 0 when they are not (such a
+  // schedule cannot be run on one model).
+  int ModelStages() const;
 };
 
 // The stage -> rank map where stage s runs on rank s mod K ("loop"

@@ -23,6 +23,7 @@
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
 #include "runtime/train/launcher.h"
+#include "runtime/train/model_copies.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/data/text_dataset.h"
 #include "runtime/data/text_prepare.h"
@@ -113,18 +114,14 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   return w;
 }
 
-// The executor feeds data at stage 0 and takes the loss at stage S-1: it
-// runs one pipeline, so a schedule of several (dualpipe) is refused here.
-Schedule OnePipeline(Schedule s) {
-  if (s.NumPipelines() > 1) {
-    throw Error("train: '" + s.name + "' runs " + std::to_string(s.NumPipelines()) +
-                " pipelines over its ranks (two copies of the model); the executor runs one pipeline (plan and "
-                "simulate it with pplab simulate)");
-  }
+// A plan of several pipelines (DualPipe) trains one copy of the model per
+// pipeline; the copies must be whole and apart (see WhyNotOneModel).
+Schedule OneModel(Schedule s) {
+  if (const std::string why = WhyNotOneModel(s); !why.empty()) throw Error("train: " + why);
   return s;
 }
 
-// The plan as the workers run it: lowered, one pipeline, and with data
+// The plan as the workers run it: lowered, one model, and with data
 // parallelism a REDUCE_GRAD after each stage's last B or W (unless the plan
 // has its own).
 Schedule LoadPlan(const TrainOptions& o) {
@@ -135,7 +132,7 @@ Schedule LoadPlan(const TrainOptions& o) {
     s = LoadScheduleFile(o.plan_file);
     if (!s.HasComm() && s.ranks > 1) s = Lower(s);
   }
-  s = OnePipeline(std::move(s));
+  s = OneModel(std::move(s));
   bool has_reduce = false;
   for (const Program& p : s.programs) {
     for (const Action& a : p) has_reduce = has_reduce || a.kind == ActionKind::kReduceGrad;
@@ -336,7 +333,9 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
     text = OpenText(o, config, nullptr, prepared ? prepared : PreparedTextFromEnv());
     config.vocab_size = text->tokenizer->VocabSize();  // the model predicts the tokenizer's pieces
   }
-  const Partition partition = MakePartition(config, schedule.stages, o.partition);
+  // The model is cut into ModelStages() parts; a plan of P pipelines holds P
+  // copies, stage s running part ModelStage(s).
+  const Partition partition = MakePartition(config, schedule.ModelStages(), o.partition);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   TrainerOptions options;
   options.steps = o.steps;
@@ -357,7 +356,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   manifest["dp"] = o.dp;
   manifest["partition"] = partition.ToString();
   int64_t parameter_elements = 0;
-  for (int s = 0; s < schedule.stages; ++s) parameter_elements += StageParams(config, partition, s);
+  for (int s = 0; s < partition.NumStages(); ++s) parameter_elements += StageParams(config, partition, s);
   manifest["parameter_elements"] = parameter_elements;
   // The LR schedule is a function of the step and these; training draws no
   // random numbers beyond the seed (weights from (seed, name), the data
@@ -417,8 +416,9 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
     }
   }
   if (!o.dump_grads_dir.empty() && replica == 0) {  // replicas hold the same gradients
-    options.after_last_step = [&o](const std::map<StageId, Stage*>& stages) {
+    options.after_last_step = [&o, &schedule](const std::map<StageId, Stage*>& stages) {
       for (const auto& [s, stage] : stages) {
+        if (schedule.PipelineOf(s) != 0) continue;  // the other copies hold the same gradients
         for (auto& [name, p] : stage->NamedParameters()) {
           const std::string path = o.dump_grads_dir + "/" + name + ".pt";
           try {
@@ -490,7 +490,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   }
   const TrainSummary summary = Train(
       schedule, rank, *worker.transport, worker.group.get(),
-      [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, device); },
+      [&](StageId s) { return BuildLlamaStage(config, partition, schedule.ModelStage(s), o.seed, device); },
       [&](int step) {
         StepBatch b =
             text != nullptr
@@ -623,7 +623,9 @@ void ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
 // more than the memory they would need (weights, gradients and AdamW
 // moments, 16 bytes a parameter, plus about 300 MB of LibTorch per process),
 // unless --oversubscribe.
-void CheckLocalCapacity(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition) {
+// `copies`: copies of the model the plan holds (2 for DualPipe).
+void CheckLocalCapacity(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,
+                        int copies) {
   if (o.oversubscribe || nproc <= 1) return;
   const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
   if (nproc > 4 * cores) {
@@ -633,7 +635,7 @@ void CheckLocalCapacity(const TrainOptions& o, int nproc, const LlamaConfig& con
   }
   double params = 0;
   for (int s = 0; s < partition.NumStages(); ++s) params += static_cast<double>(StageParams(config, partition, s));
-  const double need = params * 16 * o.dp + nproc * 300e6;
+  const double need = params * 16 * o.dp * copies + nproc * 300e6;
   double available = 0;
   if (FILE* f = std::fopen("/proc/meminfo", "r")) {
     char key[64];
@@ -678,7 +680,7 @@ int RunTrain(const TrainOptions& given) {
       conflict("--virtual", std::to_string(o.virtual_stages), "v " + std::to_string(v));
     }
   }
-  const Partition partition = MakePartition(config, schedule.stages, o.partition);
+  const Partition partition = MakePartition(config, schedule.ModelStages(), o.partition);
   if (o.seq_len > config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(config.max_position_embeddings));
@@ -686,7 +688,7 @@ int RunTrain(const TrainOptions& given) {
   const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
-  CheckLocalCapacity(o, nproc, config, partition);
+  CheckLocalCapacity(o, nproc, config, partition, schedule.NumPipelines());
   ClaimOutputs(given, o);
   const std::string latest = o.checkpoint_dir.empty() ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
   if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());

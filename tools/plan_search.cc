@@ -48,15 +48,18 @@ double Slope(const std::vector<double>& x, const std::vector<double>& y) {
 TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x))); }
 
 // Stage costs of one candidate: the fit applied to the formulas, or the
-// profile verbatim when the candidate is the profiled configuration.
-CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int mb, bool verbatim) {
+// profile verbatim when the candidate is the profiled configuration. With
+// `copies` copies of the model (dualpipe), stage s runs part s mod P of the
+// P-part partition.
+CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int copies, int mb, bool verbatim) {
   if (verbatim) return *o.profile;
-  const int S = p.NumStages();
+  const int P = p.NumStages();
   const CostFit& f = o.fit;
-  std::vector<StageCost> stages(S);
-  for (int s = 0; s < S; ++s) {
+  std::vector<StageCost> stages(P * copies);
+  for (int st = 0; st < P * copies; ++st) {
+    const int s = st % P;
+    StageCost& c = stages[st];
     const double flops = StageForwardFlops(o.config, p, s, mb, o.seq_len);
-    StageCost& c = stages[s];
     c.forward = Ns(f.ns_per_flop[0] * flops);
     c.backward = Ns(f.ns_per_flop[1] * flops);
     c.backward_input = Ns(f.ns_per_flop[2] * flops);
@@ -174,13 +177,14 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     if (gen.accepts_virtual) vs = {1, 2, 4};
     for (int v : vs) {
       const int S = o.ranks * v;
-      if (S > L) {  // every stage needs a layer
+      const int P = S / gen.copies;  // parts of the model
+      if (P > L) {  // every part needs a layer
         result.skipped += static_cast<int>(ms.size());
         continue;
       }
-      // Partitions depend only on S; "parameters" is dropped when it equals "uniform".
-      std::vector<std::pair<std::string, Partition>> partitions = {{"uniform", PartitionUniform(o.config, S)}};
-      const Partition by_params = PartitionByParameters(o.config, S);
+      // Partitions depend only on P; "parameters" is dropped when it equals "uniform".
+      std::vector<std::pair<std::string, Partition>> partitions = {{"uniform", PartitionUniform(o.config, P)}};
+      const Partition by_params = PartitionByParameters(o.config, P);
       if (by_params.layer_begin != partitions[0].second.layer_begin) partitions.push_back({"parameters", by_params});
       for (int M : ms) {
         Schedule schedule;
@@ -191,23 +195,17 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
             ++result.skipped;  // a rule of the family (e.g. M % K == 0)
             continue;
           }
-          if (schedule.NumPipelines() > 1) {
-            // dualpipe holds two copies of a K-stage partition, which the
-            // partitioners and train do not build: not a plan to write.
-            ++result.skipped;
-            continue;
-          }
         }
         const int mb = o.global_batch / (o.dp * M);
         for (const auto& [method, partition] : partitions) {
-          const bool verbatim = meta && v == 1 && S == o.profile->NumStages() &&
+          const bool verbatim = meta && v == 1 && gen.copies == 1 && S == o.profile->NumStages() &&
                                 partition.ToString() == meta->partition && mb == meta->microbatch_size;
-          const CostModel costs = CandidateCosts(o, partition, mb, verbatim);
+          const CostModel costs = CandidateCosts(o, partition, gen.copies, mb, verbatim);
           std::vector<Bytes> memory(o.ranks, 0);
           const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
           for (int s = 0; s < S; ++s) {
             // fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter.
-            memory[placement[s]] += 16 * StageParams(o.config, partition, s);
+            memory[placement[s]] += 16 * StageParams(o.config, partition, s % P);
           }
           if (gen.needs_costs) {
             // zb-auto searches its order for these costs, holding on each

@@ -87,10 +87,6 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
       transport_(transport),
       loss_(std::move(loss)),
       options_(options) {
-  if (schedule.NumPipelines() > 1) {
-    throw Error("executor: '" + schedule.name + "' runs " + std::to_string(schedule.NumPipelines()) +
-                " pipelines (two copies of the model); the executor runs one pipeline");
-  }
   for (StageId s : schedule.StagesOf(rank)) {
     if (stages_.count(s) == 0 || stages_[s] == nullptr) {
       throw Error("executor rank " + std::to_string(rank) + ": no module for stage " + std::to_string(s));
@@ -100,7 +96,7 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
 
 StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, double loss_scale,
                              std::chrono::steady_clock::time_point origin) {
-  const int S = schedule_.stages, M = schedule_.microbatches;
+  const int M = schedule_.microbatches;
   if (static_cast<int>(microbatches.size()) != M) {
     throw Error("executor: " + std::to_string(microbatches.size()) + " microbatches given, the schedule has " +
                 std::to_string(M));
@@ -162,10 +158,11 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   // another rank, if it needs one.
   auto fetch = [&](const Action& part) -> std::optional<TensorList> {
     const StageId s = part.stage;
-    if (part.kind == ActionKind::kForward && s > 0 && schedule_.placement[s - 1] != rank_) {
+    const MicrobatchId m = part.microbatch;
+    if (part.kind == ActionKind::kForward && s > schedule_.FirstStage(m) && schedule_.placement[s - 1] != rank_) {
       return receive({ActionKind::kRecvF, s, part.microbatch});
     }
-    if (IsInputGrad(part.kind) && s < S - 1 && schedule_.placement[s + 1] != rank_) {
+    if (IsInputGrad(part.kind) && s < schedule_.LastStage(m) && schedule_.placement[s + 1] != rank_) {
       return receive({ActionKind::kRecvB, s, part.microbatch});
     }
     return std::nullopt;
@@ -176,27 +173,31 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   auto run_part = [&](const Action& part, std::optional<TensorList> received) {
     const StageId s = part.stage;
     const MicrobatchId m = part.microbatch;
+    // Microbatch m enters at its pipeline's first stage and takes its loss
+    // at the last (stages 0 and S-1 with one pipeline; DualPipe's second
+    // copy of the model is a second pipeline).
+    const bool first = s == schedule_.FirstStage(m), last = s == schedule_.LastStage(m);
     StageSlot& slot = slots[{s, m}];
     switch (part.kind) {
       case ActionKind::kForward: {
         TensorList inputs;
         if (received) {
           inputs = std::move(*received);
-        } else if (s == 0) {
+        } else if (first) {
           inputs = microbatches[m].inputs;
         } else {
           inputs = slots[{s - 1, m}].outputs;
         }
-        const double loss = RunForwardAction(*stages_[s], slot, inputs, s == S - 1 ? &loss_ : nullptr,
+        const double loss = RunForwardAction(*stages_[s], slot, inputs, last ? &loss_ : nullptr,
                                              microbatches[m].targets, loss_scale);
-        if (s == S - 1) result.losses[m] = loss;
+        if (last) result.losses[m] = loss;
         return;
       }
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput: {
         if (received) {
           slot.output_grads = std::move(*received);
-        } else if (s < S - 1) {
+        } else if (!last) {
           slot.output_grads = std::move(slots[{s + 1, m}].input_grads);
         } else {
           slot.output_grads = {};  // the loss: implicit gradient 1

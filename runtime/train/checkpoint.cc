@@ -52,12 +52,14 @@ std::string IdentityHash(const std::string& run_id, int64_t step, const std::str
   return FnvHex(Fnv1a64(j.dump()));
 }
 
-void WriteShard(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id, AdamW& optimizer) {
+void WriteShard(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id, AdamW& optimizer,
+                const std::set<std::string>& only) {
   std::error_code ec;
   fs::create_directories(tmp_dir, ec);
   if (ec) throw Error("checkpoint: cannot create " + tmp_dir + ": " + ec.message());
   NamedTensors tensors;
   for (const auto& [name, p] : optimizer.Params()) {
+    if (!only.empty() && only.count(name) == 0) continue;
     tensors.emplace_back(name, p.detach());
     const auto it = optimizer.State().find(name);
     if (it == optimizer.State().end()) continue;

@@ -16,6 +16,7 @@
 // when their checksums are right.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,11 @@ struct CheckpointIdentity {
 // FNV-1a 64 (hex) of the run id, the step and `fields` (a JSON object).
 std::string IdentityHash(const std::string& run_id, int64_t step, const std::string& fields_json);
 
-// Writes this rank's shard (parameters and optimizer state of `optimizer`)
-// of step `step` into `tmp_dir`, creating it if needed.
-void WriteShard(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id, AdamW& optimizer);
+// Writes this rank's shard (parameters and optimizer state of `optimizer`,
+// only those named in `only` when it is given) of step `step` into
+// `tmp_dir`, creating it if needed.
+void WriteShard(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id, AdamW& optimizer,
+                const std::set<std::string>& only = {});
 
 // Rank 0, once every rank's shard is in `tmp_dir`: writes the manifest (the
 // identity fields, `extra_json`'s fields, the step, the run id and per-file

@@ -4,12 +4,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "runtime/train/adamw.h"
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/lr_schedule.h"
+#include "runtime/train/model_copies.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/lowering.h"
@@ -172,16 +174,26 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   if (group == nullptr && schedule.ranks != 1) {
     throw Error("train: a " + std::to_string(schedule.ranks) + "-rank schedule needs a process group");
   }
+  if (const std::string why = WhyNotOneModel(schedule); !why.empty()) throw Error("train: " + why);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
   std::vector<at::Tensor> params;
   std::vector<std::pair<std::string, at::Tensor>> named;
+  // With several copies of the model (DualPipe), the first copy's
+  // parameters: the norm counts each parameter once, and checkpoints hold one
+  // copy (they load into any plan; every copy reads its part from it).
+  std::vector<at::Tensor> first_copy;
+  std::set<std::string> first_copy_names;
   for (StageId s : schedule.StagesOf(rank)) {
     owned.push_back(make_stage(s));
     stages[s] = owned.back().get();
     for (auto& [name, p] : owned.back()->NamedParameters()) {
       params.push_back(p);
       named.emplace_back(name, p);
+      if (schedule.PipelineOf(s) == 0) {
+        first_copy.push_back(p);
+        first_copy_names.insert(name);
+      }
     }
   }
   AdamW optimizer(named, AdamWConfig{});
@@ -290,9 +302,10 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     }
     for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
     buckets.clear();
+    SumCopyGradients(schedule, rank, stages, transport, options.comm_timeout);
     // Clip by the norm over every stage of every rank, so the clipped
     // gradients equal single-process clipping (per-stage norms would not).
-    const double norm = GlobalGradNorm(params, group, options.dp_size, options.comm_timeout);
+    const double norm = GlobalGradNorm(first_copy, group, options.dp_size, options.comm_timeout);
     if (options.clip_norm > 0 && norm > options.clip_norm) {
       torch::NoGradGuard no_grad;
       const double scale = options.clip_norm / (norm + 1e-6);
@@ -327,7 +340,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
         (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
       const auto save_start = std::chrono::steady_clock::now();
       const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
-      if (writes_shards) WriteShard(tmp, rank, done, identity, optimizer);
+      if (writes_shards) WriteShard(tmp, rank, done, identity, optimizer, first_copy_names);
       if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
       if (world_rank == 0) {
         published.push_back(PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks, identity,

@@ -207,6 +207,16 @@ TEST_CASE("dualpipe: two copies of K stages, one fed from each end with half the
   CHECK_NOTHROW(Simulate(reduced, CostModel::Uniform(2 * K, c, {})));
   CHECK(s.MicrobatchesThrough(0) == M / 2);
   CHECK(s.MicrobatchesThrough(K) == M / 2);
+  // Stage K+j is part j of the model's copy 1, the twin of stage j.
+  CHECK(s.ModelStages() == K);
+  for (StageId st = 0; st < 2 * K; ++st) {
+    CHECK(s.PipelineOf(st) == (st < K ? 0 : 1));
+    CHECK(s.ModelStage(st) == st % K);
+  }
+  Schedule uneven = s;
+  uneven.pipeline_starts = {K - 1};
+  CHECK(uneven.ModelStages() == 0);
+  CHECK(GenerateDualPipeV(K, M).ModelStages() == 2 * K);
   // An action of a microbatch outside its copy is out of place.
   Schedule bad = s;
   bad.programs[0].push_back({ActionKind::kForward, 2 * K - 1, 0});

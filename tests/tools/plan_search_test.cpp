@@ -6,6 +6,7 @@
 
 #include "schedules/error.h"
 #include "schedules/schedule_io.h"
+#include "sim/simulator.h"
 
 namespace pplab::cli {
 namespace {
@@ -98,6 +99,34 @@ TEST_CASE("plan: every candidate kept fits the memory limit, too small a limit i
   CHECK(r.fitting.size() + r.over_memory == 8);
   for (const PlanCandidate& p : r.fitting) CHECK(p.peak_memory <= gpipe8 - 1);
   CHECK_THROWS_WITH(SearchPlans(Options(c, 1000)), Catch::Contains("no plan fits in --memory-per-rank 1000 bytes"));
+}
+
+TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank and its simulated step time", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.schedules = {"dualpipe"};
+  const PlanSearchResult r = SearchPlans(o);
+  // Of M in {1, 2, 4, 8}, DualPipe's rule (M even, M >= 2K) keeps 4 and 8.
+  CHECK(r.skipped == 2);
+  REQUIRE(r.fitting.size() == 2);
+  for (const PlanCandidate& cand : r.fitting) {
+    INFO("M=" << cand.microbatches);
+    CHECK(cand.stages == 4);                      // 2K stages ...
+    CHECK(cand.partition.ToString() == "2,1");    // ... running the K parts twice
+    const Schedule s = CandidateSchedule(cand, 2);
+    REQUIRE(s.NumPipelines() == 2);
+    // Every stage costs what its part costs; the two parts cost the same here.
+    const TimeNs F = std::llround(StageForwardFlops(c, cand.partition, 0, cand.microbatch_size, kSeqLen));
+    StageCost cost;
+    cost.forward = F;
+    cost.backward = 2 * F;
+    cost.backward_input = F;
+    cost.backward_weight = F;
+    CHECK(cand.step_time == Simulate(s, CostModel::Uniform(4, cost, o.link)).makespan);
+    // Each rank holds part 0 of one copy and part 1 of the other: the whole model's weights.
+    const Bytes weights = 16 * (StageParams(c, cand.partition, 0) + StageParams(c, cand.partition, 1));
+    CHECK(cand.peak_memory > weights);
+  }
 }
 
 TEST_CASE("plan: the best candidate's schedule round-trips through the schedule JSON", "[plan]") {

@@ -74,7 +74,9 @@ TEST_CASE("every schedule across processes gives the single-process loss sequenc
   for (const char* plan :
        {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2", "-s looped-bfs -k 2 -m 4 -v 2",
         "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4", "-s zb-v -k 2 -m 4", "-s 1f1b -k 4 -m 8",
-        "-s zb-h1 -k 3 -m 4 --partition 1,2,1", "--dp 2 -s 1f1b -k 2 -m 2"}) {
+        "-s zb-h1 -k 3 -m 4 --partition 1,2,1", "--dp 2 -s 1f1b -k 2 -m 2",
+        // two copies of the model, which must stay equal from step to step
+        "-s dualpipe -k 2 -m 4"}) {
     const std::vector<double> losses = Losses(std::string(plan) + common);
     INFO(plan);
     REQUIRE(losses.size() == reference.size());
@@ -101,7 +103,7 @@ TEST_CASE("across processes every parameter gradient equals the single-process o
   }
 }
 
-TEST_CASE("dualpipev (overlapped F&B) and interleaved-zb plans and a PyTorch REDUCE_GRAD plan give the single-process gradients",
+TEST_CASE("dualpipe and dualpipev (overlapped F&B), interleaved-zb and a PyTorch REDUCE_GRAD plan give the single-process gradients",
           "[train]") {
   // The small preset (8 layers), so that K=4 dualpipev has its 8 stages.
   const std::string tmp = PPLAB_TEST_TMP_DIR;
@@ -111,6 +113,8 @@ TEST_CASE("dualpipev (overlapped F&B) and interleaved-zb plans and a PyTorch RED
   const std::vector<std::string> plans = {
       "-s dualpipev -k 2 -m 4", "-s dualpipev -k 4 -m 8", "-s interleaved-zb -k 2 -m 4 -v 2",
       "-s interleaved-zb -k 4 -m 8 -v 2", "--dp 2 -s dualpipev -k 2 -m 4",
+      // two copies of the model: each part's gradient summed over both
+      "-s dualpipe -k 2 -m 4", "-s dualpipe -k 4 -m 8", "--dp 2 -s dualpipe -k 2 -m 4",
       // PyTorch's own GPipe file, with its REDUCE_GRAD actions
       "--plan " + data + "/pytorch/gpipe_k2_m2_compute_only.csv -m 2"};
   for (const std::string& plan : plans) {
@@ -246,6 +250,36 @@ TEST_CASE("a checkpoint loads into another plan and K and a corrupted one is ref
   const PplabRun corrupted = Train("-k 1 -m 1 --resume" + common + " --steps 6");  // step 4 is the one to load
   CHECK(corrupted.code != 0);
   CHECK_THAT(corrupted.out, Catch::Contains("rank-0.shard: checksum mismatch"));
+}
+
+TEST_CASE("a dualpipe checkpoint holds one copy of the model and resumes into another plan", "[train][checkpoint]") {
+  const std::string tmp = PPLAB_TEST_TMP_DIR;
+  const std::string dir = tmp + "/ck_dualpipe";
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  const std::string common = " --steps 4 --checkpoint-every 2 --json --checkpoint-dir " + dir;
+  const PplabRun dual = Train("-s dualpipe -k 2 -m 4 --clip-norm 1" + common);
+  INFO(dual.out);
+  REQUIRE(dual.code == 0);
+  // Each parameter once (with its AdamW state), as any one-copy plan writes it.
+  const auto shards = ReadCheckpoint(dir + "/step-000004");
+  int params = 0;
+  for (const auto& [key, tensor] : shards) params += key.find('#') == std::string::npos;
+  CHECK(params == 39);
+  const PplabRun exported = Pplab("export-model --checkpoint " + dir + " -o " + tmp + "/dual.pt");
+  INFO(exported.out);
+  CHECK(exported.code == 0);
+  // Steps 3 and 4 again from step 2, by 1F1B: the same losses.
+  WriteTextFile(dir + "/latest", "step-000002\n");
+  const PplabRun resumed = Train("-s 1f1b -k 2 -m 4 --clip-norm 1 --resume" + common);
+  INFO(resumed.out);
+  REQUIRE(resumed.code == 0);
+  const auto want = nlohmann::json::parse(dual.out.substr(dual.out.find('{')));
+  const auto got = nlohmann::json::parse(resumed.out.substr(resumed.out.find('{')));
+  CHECK(got["first_step"] == 2);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(got["losses"][i].get<double>() == Approx(want["losses"][i + 2].get<double>()).epsilon(1e-5));
+    CHECK(got["grad_norms"][i].get<double>() == Approx(want["grad_norms"][i + 2].get<double>()).epsilon(1e-5));
+  }
 }
 
 TEST_CASE("a NaN loss stops every rank before the update and keeps the last checkpoint", "[train][checkpoint]") {

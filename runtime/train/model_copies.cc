@@ -1,0 +1,110 @@
+#include "runtime/train/model_copies.h"
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+// The stages holding the same part of the model as `s`, `s` included, in
+// pipeline order.
+std::vector<StageId> CopiesOf(const Schedule& schedule, StageId s) {
+  std::vector<StageId> out;
+  for (StageId t = 0; t < schedule.stages; ++t) {
+    if (schedule.ModelStage(t) == schedule.ModelStage(s)) out.push_back(t);
+  }
+  return out;
+}
+
+// Executor tags stay below 2 S M (see MessageTag); the gradients of stage
+// `from` sent to its copy `to` use one above.
+int64_t CopyTag(const Schedule& schedule, StageId from, StageId to) {
+  const int64_t S = schedule.stages;
+  return 2 * S * schedule.microbatches + from * S + to;
+}
+
+// One stage's gradients as one flat tensor (zeros for a parameter no
+// microbatch reached), in parameter order.
+at::Tensor FlatGradients(Stage& stage) {
+  std::vector<at::Tensor> parts;
+  for (auto& [name, p] : stage.NamedParameters()) {
+    parts.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
+  }
+  return parts.empty() ? at::Tensor() : torch::cat(parts);
+}
+
+}  // namespace
+
+std::string WhyNotOneModel(const Schedule& schedule) {
+  if (schedule.NumPipelines() == 1) return "";
+  if (schedule.ModelStages() == 0) {
+    return "'" + schedule.name + "' has pipelines of different lengths, so they are not copies of one model";
+  }
+  for (StageId s = 0; s < schedule.stages; ++s) {
+    for (StageId t : CopiesOf(schedule, s)) {
+      if (t > s && schedule.placement[t] == schedule.placement[s]) {
+        return "'" + schedule.name + "' puts stages " + std::to_string(s) + " and " + std::to_string(t) +
+               ", two copies of model part " + std::to_string(schedule.ModelStage(s)) + ", both on rank " +
+               std::to_string(schedule.placement[s]);
+      }
+    }
+  }
+  return "";
+}
+
+void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,
+                      Transport& transport, std::chrono::milliseconds timeout) {
+  if (schedule.NumPipelines() == 1) return;
+  torch::NoGradGuard no_grad;
+  // Every local stage's gradients, taken before any is changed.
+  std::map<StageId, at::Tensor> flat;
+  for (const auto& [s, stage] : stages) flat[s] = FlatGradients(*stage);
+  for (const auto& [s, stage] : stages) {
+    if (!flat[s].defined()) continue;
+    const MessageSpec spec = {{flat[s].scalar_type(), {flat[s].numel()}}};
+    for (StageId t : CopiesOf(schedule, s)) {
+      if (schedule.placement[t] != rank) transport.PostRecv(schedule.placement[t], CopyTag(schedule, t, s), spec);
+    }
+  }
+  for (const auto& [s, stage] : stages) {
+    if (!flat[s].defined()) continue;
+    for (StageId t : CopiesOf(schedule, s)) {
+      if (schedule.placement[t] != rank) transport.Send(schedule.placement[t], CopyTag(schedule, s, t), {flat[s]});
+    }
+  }
+  for (const auto& [s, stage] : stages) {
+    if (!flat[s].defined()) continue;
+    at::Tensor sum;
+    for (StageId t : CopiesOf(schedule, s)) {
+      at::Tensor part;
+      if (schedule.placement[t] == rank) {
+        part = flat.at(t);
+      } else {
+        try {
+          part = transport.WaitRecv(schedule.placement[t], CopyTag(schedule, t, s), timeout).at(0).to(flat[s].device());
+        } catch (const Error& e) {
+          throw Error("rank " + std::to_string(rank) + " waiting for the gradients of stage " + std::to_string(t) +
+                      " (a copy of its stage " + std::to_string(s) + ") from rank " +
+                      std::to_string(schedule.placement[t]) + ": " + e.what());
+        }
+      }
+      sum = sum.defined() ? sum + part : part.clone();
+    }
+    int64_t offset = 0;
+    for (auto& [name, p] : stage->NamedParameters()) {
+      const at::Tensor g = sum.narrow(0, offset, p.numel()).view_as(p);
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(g);
+      } else {
+        p.mutable_grad() = g.clone();
+      }
+      offset += p.numel();
+    }
+  }
+  transport.WaitSends(timeout);
+}
+
+}  // namespace pplab

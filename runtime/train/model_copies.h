@@ -1,0 +1,33 @@
+// Plans of several pipelines (DualPipe) train several copies of the model:
+// pipeline p's stage ModelStage(s) == j holds part j of copy p. The copies
+// start equal (weights come from the seed and the parameter name) and stay
+// equal because every copy of part j updates with the same gradient: the sum
+// of what each copy computed for its own microbatches, which is the gradient
+// of the whole batch (DeepSeek's DualPipe does the same).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "runtime/comm/transport.h"
+#include "runtime/exec/stage.h"
+#include "schedules/schedule.h"
+
+namespace pplab {
+
+// Why `schedule` cannot train one model, or "" when it can: its pipelines
+// must be equally long, and the copies of a part must sit on different
+// ranks (a rank's parameters are named by the model, so two copies of one
+// part on one rank would collide).
+std::string WhyNotOneModel(const Schedule& schedule);
+
+// Sums the gradients of every copy of each of `rank`'s stages, so that all
+// copies hold the sum, adding in pipeline order on every rank (the copies
+// stay bit-identical). Copies on other ranks travel over `transport` as one
+// flat tensor per stage, with tags above the executor's. A no-op with one
+// pipeline. Call it on every rank after the step's backward.
+void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,
+                      Transport& transport, std::chrono::milliseconds timeout);
+
+}  // namespace pplab

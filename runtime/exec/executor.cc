@@ -31,17 +31,17 @@ TensorList AsStageInputs(const TensorList& list) {
 
 }  // namespace
 
-double RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
-                        const at::Tensor& targets, double loss_scale) {
+at::Tensor RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
+                            const at::Tensor& targets, double loss_scale) {
   slot.inputs = AsStageInputs(inputs);
   TensorList outputs = stage.Forward(slot.inputs);
   if (loss == nullptr) {
     slot.outputs = std::move(outputs);
-    return 0;
+    return {};
   }
   at::Tensor value = (*loss)(outputs, targets) * loss_scale;
   slot.outputs = {value};
-  return value.item<double>();
+  return value.detach();
 }
 
 void RunBackwardAction(StageSlot& slot) {
@@ -108,6 +108,8 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   auto now = [&]() -> TimeNs { return clock.Mark(); };
   const int step_begin = clock.Mark();
   std::map<std::pair<StageId, MicrobatchId>, StageSlot> slots;
+  // The losses this rank computes, left on the device until the step ends.
+  std::map<MicrobatchId, at::Tensor> losses;
   const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() : 0;
   if (options_.memory != nullptr) options_.memory->ResetPeak();
   // Receives posted and not yet waited for: their event index, by tag.
@@ -188,9 +190,9 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         } else {
           inputs = slots[{s - 1, m}].outputs;
         }
-        const double loss = RunForwardAction(*stages_[s], slot, inputs, last ? &loss_ : nullptr,
-                                             microbatches[m].targets, loss_scale);
-        if (last) result.losses[m] = loss;
+        at::Tensor loss = RunForwardAction(*stages_[s], slot, inputs, last ? &loss_ : nullptr,
+                                           microbatches[m].targets, loss_scale);
+        if (last) losses[m] = std::move(loss);
         return;
       }
       case ActionKind::kBackward:
@@ -279,6 +281,17 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     transport_.WaitSends(options_.comm_timeout);
   } catch (const Error& e) {
     throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what());
+  }
+  if (!losses.empty()) {
+    std::vector<at::Tensor> values;
+    for (const auto& [m, loss] : losses) values.push_back(loss.reshape({}).to(torch::kFloat64));
+    const at::Tensor all = torch::stack(values);
+    result.loss_sum = all.sum();
+    if (options_.microbatch_losses) {
+      const at::Tensor host = all.cpu();  // one read for the whole step
+      size_t i = 0;
+      for (const auto& [m, loss] : losses) result.losses[m] = host[static_cast<int64_t>(i++)].item<double>();
+    }
   }
   if (options_.memory != nullptr) result.peak_activation_bytes = options_.memory->Peak() - memory_base;
   const int step_end = clock.Mark();

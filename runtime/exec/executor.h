@@ -51,12 +51,20 @@ struct ExecutorOptions {
   // Times the actions (runtime/exec/step_clock.h); the host clock when null.
   // On a GPU, a CUDA-event clock measures the work, not its launch.
   StepClock* clock = nullptr;
+  // Whether StepResult::losses is filled. It costs one device-to-host copy
+  // at the end of the step; a trainer that reduces loss_sum itself skips it,
+  // so the step reads nothing back from the device.
+  bool microbatch_losses = true;
 };
 
 struct StepResult {
   // Scaled loss of each microbatch this rank computed (last stage only; empty
-  // elsewhere); their sum is the step's loss.
+  // elsewhere, and empty unless ExecutorOptions::microbatch_losses); their
+  // sum is the step's loss.
   std::map<MicrobatchId, double> losses;
+  // Their sum as a 0-dim float64 tensor on the stage's device, with no host
+  // read; undefined when this rank computed no loss.
+  at::Tensor loss_sum;
   std::vector<TimelineEvent> events;  // this rank's actions in program order
   // With ExecutorOptions::memory: the most bytes allocated during the step
   // and alive at once (weights, and gradients that existed before, excluded).
@@ -78,8 +86,9 @@ struct StageSlot {
 // (runtime/profile.h) times these same functions.
 // F: `inputs` become the stage's leaves (floating ones detached, requiring
 // grad), the stage runs, and on the last stage (`loss` given) the outputs
-// become {loss(outputs, targets) * loss_scale}. Returns that loss (0 without).
-double RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
+// become {loss(outputs, targets) * loss_scale}. Returns that loss, detached
+// and still on the device (no host read), or an undefined tensor without.
+at::Tensor RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
                         const at::Tensor& targets, double loss_scale);
 // B: backpropagates slot.output_grads (empty for the loss) into the
 // parameters' .grad and slot.input_grads, and frees the graph.

@@ -52,24 +52,17 @@ void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
 
 }  // namespace
 
-double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group, int replicas,
-                      std::chrono::milliseconds timeout) {
-  // The squares are summed where the gradients live, reduced over the group
-  // on its device, and read back once: one host round trip per step.
-  at::Tensor squares;
-  for (const at::Tensor& p : params) {
-    if (!p.grad().defined()) continue;
-    const at::Tensor s = p.grad().to(torch::kFloat64).pow(2).sum();
-    squares = squares.defined() ? squares + s : s;
-  }
-  const c10::Device where = group != nullptr ? GroupDevice(*group)
-                                             : (squares.defined() ? squares.device() : c10::Device(c10::kCPU));
-  at::Tensor total = (squares.defined() ? squares.reshape({1}) : torch::zeros({1}, torch::kFloat64)).to(where);
-  if (group != nullptr) AllReduceSumInPlace(*group, total, timeout);
-  return std::sqrt(total.item<double>() / (group != nullptr ? replicas : 1));
-}
-
 namespace {
+
+// The sum of the squares of the gradients of `params`, as a 0-dim float64
+// tensor where they live (zero when none has a gradient): no host read.
+at::Tensor GradSquares(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> squares;
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) squares.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
+  }
+  return squares.empty() ? torch::zeros({}, torch::kFloat64) : torch::stack(squares).sum();
+}
 
 // One stage's gradients summed over its data-parallel replicas as one flat
 // bucket (one all-reduce per stage rather than one per parameter), started
@@ -230,6 +223,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   exec_options.comm_timeout = options.comm_timeout;
   exec_options.memory = options.memory;
   exec_options.clock = options.clock;
+  exec_options.microbatch_losses = false;  // the step reads its loss once, below
   if (options.dp_group != nullptr) {
     // Every stage of this rank must reach a REDUCE_GRAD, or its replicas
     // would update with unreduced gradients.
@@ -278,19 +272,27 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const StepBatch b = batch(step);
     optimizer.ZeroGrad();
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
-    // The loss and every rank's compute time, summed over the world in one
-    // all-reduce.
     const auto [busy, span] = BusyAndSpan(result.events);
-    double local_loss = 0;
-    for (const auto& [m, l] : result.losses) local_loss += l;
-    at::Tensor sums = torch::tensor({local_loss, busy}, torch::kFloat64);
+    for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
+    buckets.clear();
+    SumCopyGradients(schedule, rank, stages, transport, options.comm_timeout);
+    // The step's one host read: this rank's loss, compute time and squared
+    // gradient norm (the first copy's parameters, so each counts once),
+    // summed over the world in one all-reduce. Clipping by that global norm
+    // equals single-process clipping (per-stage norms would not).
+    const c10::Device device = first_copy.empty() ? c10::Device(c10::kCPU) : first_copy.front().device();
+    const at::Tensor loss_sum =
+        result.loss_sum.defined() ? result.loss_sum.to(device) : torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
+    at::Tensor sums = torch::stack({loss_sum, torch::full({}, busy, torch::dtype(torch::kFloat64).device(device)),
+                                    GradSquares(first_copy).to(device)});
     if (group != nullptr) {
       sums = sums.to(GroupDevice(*group));
       AllReduceSumInPlace(*group, sums, options.comm_timeout);
-      sums = sums.cpu();
     }
-    const double step_loss = sums[0].item<double>();
-    const double bubble = span > 0 ? 1.0 - sums[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
+    const at::Tensor host = sums.cpu();
+    const double step_loss = host[0].item<double>();
+    const double bubble = span > 0 ? 1.0 - host[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
+    const double norm = std::sqrt(host[2].item<double>() / (group != nullptr ? options.dp_size : 1));
     // Every rank sees the same reduced loss, so all stop together, before an
     // update that would spoil the weights; the last checkpoint stays valid.
     if (!std::isfinite(step_loss)) {
@@ -300,12 +302,6 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
                        ? std::string()
                        : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
     }
-    for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
-    buckets.clear();
-    SumCopyGradients(schedule, rank, stages, transport, options.comm_timeout);
-    // Clip by the norm over every stage of every rank, so the clipped
-    // gradients equal single-process clipping (per-stage norms would not).
-    const double norm = GlobalGradNorm(first_copy, group, options.dp_size, options.comm_timeout);
     if (options.clip_norm > 0 && norm > options.clip_norm) {
       torch::NoGradGuard no_grad;
       const double scale = options.clip_norm / (norm + 1e-6);

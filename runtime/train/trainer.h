@@ -109,11 +109,6 @@ struct TrainSummary {
   std::vector<Bytes> peak_activation_bytes;
 };
 
-// The global L2 norm of the gradients of `params` over every rank of `group`
-// (local when null), counting each of `replicas` identical copies once.
-double GlobalGradNorm(const std::vector<at::Tensor>& params, ProcessGroupHandle* group, int replicas,
-                      std::chrono::milliseconds timeout);
-
 // Trains pipeline rank `rank`'s stages of the lowered `schedule`. With a
 // checkpoint directory, world rank 0 first removes the `.tmp` directories of
 // failed saves, and every rank checks that it sees the directory rank 0

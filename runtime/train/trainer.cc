@@ -304,10 +304,11 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     }
     if (options.clip_norm > 0 && norm > options.clip_norm) {
       torch::NoGradGuard no_grad;
-      const double scale = options.clip_norm / (norm + 1e-6);
-      for (at::Tensor& p : params) {
-        if (p.grad().defined()) p.grad().mul_(scale);
+      std::vector<at::Tensor> grads;
+      for (const at::Tensor& p : params) {
+        if (p.grad().defined()) grads.push_back(p.grad());
       }
+      at::_foreach_mul_(grads, options.clip_norm / (norm + 1e-6));
     }
     const double lr = lr_schedule.At(step);
     optimizer.Step(lr);

@@ -494,3 +494,37 @@ TEST_CASE("cli: simulate --devices shares a device, explain books the wait as sh
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cli: simulate --devices-from takes the devices and slots a trace recorded, explain prints them",
+          "[cli][devices]") {
+  // A run's trace on one CPU host of 2 slots (what train writes for 2 ranks of 1 thread on 2 cores).
+  Timeline run;
+  run.name = "gpipe";
+  run.source = "measured";
+  run.ranks = 2;
+  run.devices = {0, 0};
+  run.device_slots = {2};
+  run.events = {{0, ParseAction("0F0"), 0, 1000}};
+  const std::string trace = TempPath("run_devices.json");
+  WriteTextFile(trace, TimelineToChromeTrace(run));
+  const std::string sim = TempPath("sim_devices.json");
+  const PplabRun r = Pplab("simulate -s gpipe -k 2 -m 2 --devices-from " + trace + " --json --trace " + sim);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == 9.0);  // 2 slots: no serialisation
+  CHECK(TimelineFromChromeTrace(ReadTextFile(sim), sim).device_slots == std::vector<int>{2});
+  const PplabRun one = Pplab("simulate -s gpipe -k 2 -m 2 --devices-from " + trace + " --device-slots 1 --json");
+  REQUIRE(one.code == 0);
+  CHECK(nlohmann::json::parse(one.out)["makespan"].get<double>() == 12.0);
+  const PplabRun x = Pplab("explain --json " + sim);
+  REQUIRE(x.code == 0);
+  CHECK(nlohmann::json::parse(x.out)["devices"] == nlohmann::json::parse("[0, 0]"));
+  CHECK(nlohmann::json::parse(x.out)["device_slots"] == nlohmann::json::parse("[2]"));
+  CHECK_THAT(Pplab("explain " + sim).out, Catch::Contains("devices by rank 0,0, slots by device id 2"));
+  const PplabRun wrong = Pplab("simulate -s gpipe -k 4 -m 4 --devices-from " + trace);
+  CHECK(wrong.code == 2);
+  CHECK_THAT(wrong.out, Catch::Contains("the trace has 2 ranks, the plan 4"));
+}
+
+}  // namespace pplab

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "schedules/action_kinds.h"
 #include "schedules/error.h"
@@ -31,13 +32,38 @@ void CheckKeys(const json& obj, const std::vector<std::string>& known, const std
   }
 }
 
+// KIND_p10_ms and KIND_p90_ms of `obj`: both or neither, p10 <= p90.
+void ReadSpread(const json& obj, const std::string& kind, std::optional<Spread>& out, const std::string& at) {
+  const std::string p10 = kind + "_p10_ms", p90 = kind + "_p90_ms";
+  if (!obj.contains(p10) && !obj.contains(p90)) return;
+  if (!obj.contains(p10) || !obj.contains(p90)) throw Error(at + ": give both " + p10 + " and " + p90);
+  const Spread sp{MsToNs(NonNegative(obj, p10.c_str(), at, kMaxActionMs)),
+                  MsToNs(NonNegative(obj, p90.c_str(), at, kMaxActionMs))};
+  if (sp.p10 > sp.p90) {
+    throw Error(at + "." + p10 + " must not exceed " + p90 + ", got " + obj[p10].dump() + " > " + obj[p90].dump());
+  }
+  out = sp;
+}
+
+// The median (the KIND_ms time) of a spread given with it must lie inside it.
+void CheckMedian(const std::optional<TimeNs>& median, const std::optional<Spread>& spread, const std::string& kind,
+                 const std::string& at) {
+  if (!median || !spread) return;
+  if (spread->p10 > *median || *median > spread->p90) {
+    throw Error(at + ": " + kind + "_p10_ms <= " + kind + "_ms <= " + kind + "_p90_ms must hold, got " +
+                json(NsToMs(spread->p10)).dump() + ", " + json(NsToMs(*median)).dump() + ", " +
+                json(NsToMs(spread->p90)).dump());
+  }
+}
+
 // Overlays the fields present in `obj` onto `cost`.
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
              "weight_grad_bytes", "workspace_bytes", "message_bytes", "forward_backward_ms", "overlap_penalty_ms",
              "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms", "backward_p90_ms",
-             "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms"},
+             "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms",
+             "reduce_grad_ms", "reduce_grad_p10_ms", "reduce_grad_p90_ms"},
             at);
   auto time = [&](const char* key, std::optional<TimeNs>& out) {
     if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
@@ -45,16 +71,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   auto bytes = [&](const char* key, Bytes& out) {
     if (obj.contains(key)) out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at, kMaxBytes)));
   };
-  // KIND_p10_ms and KIND_p90_ms come together, p10 <= p90.
-  auto spread = [&](const std::string& kind, std::optional<Spread>& out) {
-    const std::string p10 = kind + "_p10_ms", p90 = kind + "_p90_ms";
-    if (!obj.contains(p10) && !obj.contains(p90)) return;
-    if (!obj.contains(p10) || !obj.contains(p90)) throw Error(at + ": give both " + p10 + " and " + p90);
-    const Spread sp{MsToNs(NonNegative(obj, p10.c_str(), at, kMaxActionMs)),
-                    MsToNs(NonNegative(obj, p90.c_str(), at, kMaxActionMs))};
-    if (sp.p10 > sp.p90) throw Error(at + "." + p10 + " must not exceed " + p90);
-    out = sp;
-  };
+  auto spread = [&](const std::string& kind, std::optional<Spread>& out) { ReadSpread(obj, kind, out, at); };
   time("forward_ms", cost.forward);
   time("backward_ms", cost.backward);
   time("backward_input_ms", cost.backward_input);
@@ -72,6 +89,17 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   spread("backward", cost.backward_spread);
   spread("backward_input", cost.backward_input_spread);
   spread("backward_weight", cost.backward_weight_spread);
+  time("reduce_grad_ms", cost.reduce_grad);
+  spread("reduce_grad", cost.reduce_grad_spread);
+}
+
+// Each stage's spreads against the times given beside them.
+void CheckStageMedians(const StageCost& c, const std::string& at) {
+  CheckMedian(c.forward, c.forward_spread, "forward", at);
+  CheckMedian(c.backward, c.backward_spread, "backward", at);
+  CheckMedian(c.backward_input, c.backward_input_spread, "backward_input", at);
+  CheckMedian(c.backward_weight, c.backward_weight_spread, "backward_weight", at);
+  CheckMedian(c.reduce_grad, c.reduce_grad_spread, "reduce_grad", at);
 }
 
 Link ReadLink(const json& obj, Link link, const std::string& at, const std::vector<std::string>& extra_keys = {}) {
@@ -88,17 +116,29 @@ Link ReadLink(const json& obj, Link link, const std::string& at, const std::vect
   return link;
 }
 
-// "step": {"optimizer_ms": .., "clip_ms": .., "loss_allreduce_ms": .., "norm_allreduce_ms": ..}.
+// The per-step costs by name, as the file spells them.
+std::vector<std::tuple<std::string, TimeNs*, std::optional<Spread>*>> StepFields(StepCosts& step) {
+  return {{"optimizer", &step.optimizer, &step.optimizer_spread},
+          {"clip", &step.clip, &step.clip_spread},
+          {"loss_allreduce", &step.loss_allreduce, &step.loss_allreduce_spread},
+          {"norm_allreduce", &step.norm_allreduce, &step.norm_allreduce_spread}};
+}
+
+// "step": {"optimizer_ms": .., "clip_ms": .., "loss_allreduce_ms": .., "norm_allreduce_ms": ..}, each with
+// optional KIND_p10_ms / KIND_p90_ms.
 StepCosts ReadStepCosts(const json& obj, const std::string& at) {
-  CheckKeys(obj, {"optimizer_ms", "clip_ms", "loss_allreduce_ms", "norm_allreduce_ms"}, at);
+  std::vector<std::string> known;
   StepCosts step;
-  auto time = [&](const char* key, TimeNs& out) {
-    if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
-  };
-  time("optimizer_ms", step.optimizer);
-  time("clip_ms", step.clip);
-  time("loss_allreduce_ms", step.loss_allreduce);
-  time("norm_allreduce_ms", step.norm_allreduce);
+  for (const auto& [kind, time, spread] : StepFields(step)) {
+    for (const char* suffix : {"_ms", "_p10_ms", "_p90_ms"}) known.push_back(kind + suffix);
+  }
+  CheckKeys(obj, known, at);
+  for (const auto& [kind, time, spread] : StepFields(step)) {
+    const std::string key = kind + "_ms";
+    if (obj.contains(key)) *time = MsToNs(NonNegative(obj, key.c_str(), at, kMaxActionMs));
+    ReadSpread(obj, kind, *spread, at);
+    if (*spread) CheckMedian(*time, *spread, kind, at);
+  }
   return step;
 }
 
@@ -116,6 +156,22 @@ std::vector<int> ReadDevices(const json& list, const std::string& at) {
   return devices;
 }
 
+// "device_slots": [2, 1]: compute actions each device id runs at once.
+std::vector<int> ReadDeviceSlots(const json& list, const std::string& at) {
+  if (!list.is_array() || list.empty()) {
+    throw Error(at + " must be a non-empty array of positive integers, one per device id");
+  }
+  std::vector<int> slots;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& d = list[i];
+    if (!d.is_number_integer() || d.get<long long>() < 1 || d.get<long long>() > (1LL << 20)) {
+      throw Error(at + "[" + std::to_string(i) + "] must be an integer in [1, 2^20], got " + d.dump());
+    }
+    slots.push_back(static_cast<int>(d.get<long long>()));
+  }
+  return slots;
+}
+
 json StageToJson(const StageCost& c) {
   json j = json::object();
   if (c.forward) j["forward_ms"] = NsToMs(*c.forward);
@@ -129,10 +185,12 @@ json StageToJson(const StageCost& c) {
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;
+  if (c.reduce_grad) j["reduce_grad_ms"] = NsToMs(*c.reduce_grad);
   for (const auto& [kind, sp] : {std::pair<std::string, const std::optional<Spread>*>{"forward", &c.forward_spread},
                                  {"backward", &c.backward_spread},
                                  {"backward_input", &c.backward_input_spread},
-                                 {"backward_weight", &c.backward_weight_spread}}) {
+                                 {"backward_weight", &c.backward_weight_spread},
+                                 {"reduce_grad", &c.reduce_grad_spread}}) {
     if (!*sp) continue;
     j[kind + "_p10_ms"] = NsToMs((*sp)->p10);
     j[kind + "_p90_ms"] = NsToMs((*sp)->p90);
@@ -247,7 +305,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   CheckKeys(doc,
             {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel",
-             "devices", "step"},
+             "devices", "device_slots", "step"},
             origin);
   if (doc.value("format", std::string()) != "pplab.cost") {
     throw Error(origin + ": field 'format' must be \"pplab.cost\"");
@@ -264,6 +322,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
     for (size_t s = 0; s < stages.size(); ++s) {
       StageCost c = base;
       ReadStage(stages[s], c, origin + ": stages[" + std::to_string(s) + "]");
+      CheckStageMedians(c, origin + ": stages[" + std::to_string(s) + "]");
       m.stages_.push_back(c);
     }
     if (doc.contains("num_stages") && doc["num_stages"] != stages.size()) {
@@ -276,6 +335,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
                   ": give either 'stages' (one entry per stage) or 'default' with an integer 'num_stages' in [1, " +
                   std::to_string(kMaxStages) + "]");
     }
+    CheckStageMedians(base, origin + ": default");
     m.stages_.assign(static_cast<size_t>(doc["num_stages"].get<long long>()), base);
   }
   if (doc.contains("link")) m.link_ = ReadLink(doc["link"], Link{}, origin + ": link");
@@ -306,6 +366,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
   }
   if (doc.contains("step")) m.step_ = ReadStepCosts(doc["step"], origin + ": step");
   if (doc.contains("devices")) m.devices_ = ReadDevices(doc["devices"], origin + ": devices");
+  if (doc.contains("device_slots")) m.device_slots_ = ReadDeviceSlots(doc["device_slots"], origin + ": device_slots");
   if (doc.contains("meta")) {
     m.meta_json = doc["meta"].dump();
     ParseProfileMeta(m.meta_json, static_cast<int>(m.stages_.size()), origin);  // validates a profiler's meta
@@ -337,12 +398,18 @@ std::string CostModel::ToJson() const {
               {"links", links},
               {"meta", json::parse(meta_json)}};
   if (!devices_.empty()) doc["devices"] = devices_;
-  if (step_.optimizer != 0 || step_.clip != 0 || step_.loss_allreduce != 0 || step_.norm_allreduce != 0) {
-    doc["step"] = {{"optimizer_ms", NsToMs(step_.optimizer)},
-                   {"clip_ms", NsToMs(step_.clip)},
-                   {"loss_allreduce_ms", NsToMs(step_.loss_allreduce)},
-                   {"norm_allreduce_ms", NsToMs(step_.norm_allreduce)}};
+  if (!device_slots_.empty()) doc["device_slots"] = device_slots_;
+  StepCosts step = step_;
+  json step_json = json::object();
+  bool any_step = false;
+  for (const auto& [kind, time, spread] : StepFields(step)) {
+    step_json[kind + "_ms"] = NsToMs(*time);
+    any_step = any_step || *time != 0 || *spread;
+    if (!*spread) continue;
+    step_json[kind + "_p10_ms"] = NsToMs((*spread)->p10);
+    step_json[kind + "_p90_ms"] = NsToMs((*spread)->p90);
   }
+  if (any_step) doc["step"] = step_json;
   if (dp_.degree != 1) {
     doc["data_parallel"] = {{"degree", dp_.degree},
                             {"latency_ms", NsToMs(dp_.link.latency)},
@@ -394,34 +461,42 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
   }
 }
 
-TimeNs CostModel::SampleComputeTime(const Action& action, double u) const {
+const Spread* CostModel::SpreadOf(const Action& action) const {
   const StageCost& c = Stage(action.stage);
   const std::optional<Spread>* spread = nullptr;
-  const char* kind = "";
   switch (action.kind) {
     case ActionKind::kForward:
-      spread = &c.forward_spread, kind = "forward";
+      spread = &c.forward_spread;
       break;
     case ActionKind::kBackward:
-      spread = &c.backward_spread, kind = "backward";
+      spread = &c.backward_spread;
       break;
     case ActionKind::kBackwardInput:
-      spread = &c.backward_input_spread, kind = "backward_input";
+      spread = &c.backward_input_spread;
       break;
     case ActionKind::kBackwardWeight:
-      spread = &c.backward_weight_spread, kind = "backward_weight";
+      spread = &c.backward_weight_spread;
+      break;
+    case ActionKind::kReduceGrad:
+      if (c.reduce_grad) spread = &c.reduce_grad_spread;
       break;
     default:
       break;
   }
-  const TimeNs median = ComputeTime(action);
-  if (spread == nullptr || !*spread) return median;
-  const Spread& sp = **spread;
-  if (sp.p10 > median || median > sp.p90) {
-    throw Error(origin_ + ": stage " + std::to_string(action.stage) + ": " + kind + "_p10_ms <= the " + kind +
-                " time <= " + kind + "_p90_ms must hold, got " + json(NsToMs(sp.p10)).dump() + ", " +
-                json(NsToMs(median)).dump() + ", " + json(NsToMs(sp.p90)).dump());
+  return spread != nullptr && *spread ? &**spread : nullptr;
+}
+
+bool CostModel::HasSpread() const {
+  for (const StageCost& c : stages_) {
+    if (c.forward_spread || c.backward_spread || c.backward_input_spread || c.backward_weight_spread ||
+        (c.reduce_grad && c.reduce_grad_spread)) {
+      return true;
+    }
   }
+  return step_.optimizer_spread || step_.clip_spread || step_.loss_allreduce_spread || step_.norm_allreduce_spread;
+}
+
+TimeNs DrawFromSpread(TimeNs median, const Spread& sp, double u) {
   // Each half is uniform: 0.4 of the mass lies between the median and p10
   // (or p90), so the half spans 1.25 times that distance.
   const double m = static_cast<double>(median);
@@ -430,9 +505,34 @@ TimeNs CostModel::SampleComputeTime(const Action& action, double u) const {
   return std::max<TimeNs>(0, std::llround(t));
 }
 
+TimeNs CostModel::SampleComputeTime(const Action& action, double u) const {
+  const TimeNs median = ComputeTime(action);
+  if (!IsCompute(action.kind) || action.kind == ActionKind::kOverlapFB) return median;
+  const Spread* sp = SpreadOf(action);
+  if (sp == nullptr) return median;
+  if (sp->p10 > median || median > sp->p90) {
+    const std::string kind = action.kind == ActionKind::kForward         ? "forward"
+                             : action.kind == ActionKind::kBackward      ? "backward"
+                             : action.kind == ActionKind::kBackwardInput ? "backward_input"
+                                                                         : "backward_weight";
+    throw Error(origin_ + ": stage " + std::to_string(action.stage) + ": " + kind + "_p10_ms <= the " + kind +
+                " time <= " + kind + "_p90_ms must hold, got " + json(NsToMs(sp->p10)).dump() + ", " +
+                json(NsToMs(median)).dump() + ", " + json(NsToMs(sp->p90)).dump());
+  }
+  return DrawFromSpread(median, *sp, u);
+}
+
+TimeNs CostModel::SampleCollectiveTime(const Action& action, double u) const {
+  const TimeNs median = CollectiveTime(action);
+  const Spread* sp = action.kind == ActionKind::kReduceGrad && dp_.degree > 1 ? SpreadOf(action) : nullptr;
+  return sp == nullptr ? median : DrawFromSpread(median, *sp, u);
+}
+
 TimeNs CostModel::CollectiveTime(const Action& action) const {
   const KindCost rule = InfoOf(action.kind).cost;
   if (dp_.degree <= 1 || (rule != KindCost::kAllReduce && rule != KindCost::kAllGather)) return 0;
+  const StageCost& c = Stage(action.stage);
+  if (action.kind == ActionKind::kReduceGrad && c.reduce_grad) return *c.reduce_grad;  // measured
   const double D = dp_.degree;
   // A ring all-reduce moves 2(D-1)/D of the buffer through every link; an
   // all-gather half of that.
@@ -457,6 +557,15 @@ void CostModel::CheckDevices(int ranks, const std::string& schedule_name) const 
   if (!devices_.empty() && static_cast<int>(devices_.size()) != ranks) {
     throw Error(origin_ + ": field 'devices' names " + std::to_string(devices_.size()) + " ranks but schedule '" +
                 schedule_name + "' has " + std::to_string(ranks));
+  }
+  if (device_slots_.empty()) return;
+  for (RankId r = 0; r < ranks; ++r) {
+    const int device = devices_.empty() ? r : devices_[r];
+    if (device >= static_cast<int>(device_slots_.size())) {
+      throw Error(origin_ + ": field 'device_slots' has " + std::to_string(device_slots_.size()) +
+                  " entries, but rank " + std::to_string(r) + " is on device " + std::to_string(device) +
+                  " (give one entry per device id)");
+    }
   }
 }
 

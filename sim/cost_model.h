@@ -26,12 +26,21 @@ constexpr double kMaxBytes = 1e15;          // one activation stash or message: 
 constexpr double kMinBandwidthGbps = 1e-6;  // 1 kB/s; 0 means infinite
 constexpr long long kMaxStages = 1 << 20;
 
-// The spread of one compute time: its 10th and 90th percentiles (the
-// median is the cost-model time itself). See CostModel::SampleComputeTime.
+// The spread of one action's time over repeated runs: its 10th and 90th
+// percentiles (the median is the cost-model time itself). A time without a
+// spread never varies. See DrawFromSpread.
 struct Spread {
   TimeNs p10 = 0;
   TimeNs p90 = 0;
 };
+
+// One draw of a time whose median is `median` and whose spread is `spread`,
+// at quantile u in [0, 1]: the distribution is uniform on [lo, median] and
+// on [median, hi] with half the mass each, placed so that its 10th, 50th and
+// 90th percentiles are p10, the median and p90 (lo = median - 1.25 (median -
+// p10), at least 0; hi = median + 1.25 (p90 - median)). The caller checks
+// p10 <= median <= p90.
+TimeNs DrawFromSpread(TimeNs median, const Spread& spread, double u);
 
 struct StageCost {
   // Times of one microbatch; a missing B is I + W, a missing I is B - W and a
@@ -55,6 +64,11 @@ struct StageCost {
   // Optional spreads of F, B, I and W (forward_p10_ms/forward_p90_ms, ...),
   // drawn from by `simulate --samples`; none: the time never varies.
   std::optional<Spread> forward_spread, backward_spread, backward_input_spread, backward_weight_spread;
+  // The measured time of this stage's REDUCE_GRAD over the data-parallel
+  // replicas (reduce_grad_ms, `pplab profile --dp`), which replaces the ring
+  // formula when given, and its spread.
+  std::optional<TimeNs> reduce_grad;
+  std::optional<Spread> reduce_grad_spread;
 };
 
 struct Link {
@@ -73,11 +87,14 @@ struct DataParallel {
 // the all-reduces of the loss (for logging) and of the gradient norm (for
 // clipping) over the pipeline ranks, which start when every rank is done,
 // then clipping and the optimizer step, on each rank. 0 = none.
+// Each may carry a spread (KIND_p10_ms / KIND_p90_ms), drawn from by
+// `simulate --samples`.
 struct StepCosts {
   TimeNs loss_allreduce = 0;
   TimeNs norm_allreduce = 0;
   TimeNs clip = 0;
   TimeNs optimizer = 0;
+  std::optional<Spread> loss_allreduce_spread, norm_allreduce_spread, clip_spread, optimizer_spread;
 };
 
 // The `meta` of a cost file written by `pplab profile` (meta.source ==
@@ -120,14 +137,16 @@ class CostModel {
   // give the time an action needs, naming the stage and the missing field.
   TimeNs ComputeTime(const Action& action) const;
   // One draw of the time of an F, B, I or W whose stage gives that kind a
-  // spread, at quantile u in [0, 1]: the distribution is uniform on
-  // [lo, median] and on [median, hi] with half the mass each, placed so
-  // that its 10th, 50th and 90th percentiles are p10, ComputeTime(action)
-  // and p90 (lo = median - 1.25 (median - p10), at least 0; hi = median +
-  // 1.25 (p90 - median)). Without a spread, and for other kinds,
+  // spread, at quantile u in [0, 1]: DrawFromSpread with the median
+  // ComputeTime(action). Without a spread, and for other kinds,
   // ComputeTime(action). Throws pplab::Error, naming the stage and fields,
   // unless p10 <= median <= p90.
   TimeNs SampleComputeTime(const Action& action, double u) const;
+  // The spread SampleComputeTime draws `action` from (F, B, I, W, and
+  // REDUCE_GRAD with a measured time), or null.
+  const Spread* SpreadOf(const Action& action) const;
+  // Whether any stage or per-step cost carries a spread.
+  bool HasSpread() const;
   const StageCost& Stage(StageId stage) const;
   int NumStages() const { return static_cast<int>(stages_.size()); }
   // Time of a per-stage collective (REDUCE_GRAD, UNSHARD, RESHARD) of
@@ -136,7 +155,11 @@ class CostModel {
   //   all-reduce (ring): 2(D-1)/D * param_bytes / bandwidth + latency
   //   all-gather:         (D-1)/D * param_bytes / bandwidth + latency
   //   free: 0; and 0 for any of them when D = 1.
+  // A stage's measured reduce_grad_ms replaces the all-reduce formula.
   TimeNs CollectiveTime(const Action& action) const;
+  // One draw of a collective's time: a REDUCE_GRAD with a measured time and
+  // a spread is drawn as SampleComputeTime draws; others are CollectiveTime.
+  TimeNs SampleCollectiveTime(const Action& action, double u) const;
   const DataParallel& DataParallelGroup() const { return dp_; }
   void SetDataParallel(const DataParallel& dp) { dp_ = dp; }
   // Time from the start of a send of `bytes` on from -> to until arrival.
@@ -152,8 +175,15 @@ class CostModel {
   // its own. A device runs one compute action at a time.
   const std::vector<int>& Devices() const { return devices_; }
   void SetDevices(std::vector<int> devices) { devices_ = std::move(devices); }
+  // How many compute actions device d runs at once, DeviceSlots()[d] for
+  // device id d (`device_slots` in the file); empty: 1 for every device. A
+  // GPU has 1 (its kernels time-slice); a CPU host whose C cores are shared
+  // by ranks of T threads each has C / T (docs/cost-model.md).
+  const std::vector<int>& DeviceSlots() const { return device_slots_; }
+  void SetDeviceSlots(std::vector<int> slots) { device_slots_ = std::move(slots); }
   // Throws pplab::Error unless Devices() is empty or names one device per
-  // rank of a schedule of `ranks` ranks.
+  // rank of a schedule of `ranks` ranks, and DeviceSlots() is empty or
+  // covers every device id the ranks use.
   void CheckDevices(int ranks, const std::string& schedule_name) const;
 
   void SetLinkOverride(RankId from, RankId to, const Link& link) { links_[{from, to}] = link; }
@@ -176,6 +206,7 @@ class CostModel {
   std::map<std::pair<RankId, RankId>, Link> links_;
   DataParallel dp_;
   std::vector<int> devices_;
+  std::vector<int> device_slots_;
   StepCosts step_;
 };
 

@@ -21,9 +21,9 @@ constexpr TimeNs kUnknown = -1;
 // actions. Time of each event is fixed by its dependencies alone (each rank
 // has its own compute and communication resources), so the order in which
 // ranks are advanced does not change any result. The one exception is a
-// device shared by several ranks: there a compute action also waits in the
-// device queue, which grants the device in time order (Run, GrantDevice);
-// plans without shared devices never touch it.
+// device shared by more ranks than it has slots: there a compute action also
+// waits in the device queue, which grants a slot in time order (Run,
+// GrantDevice); plans without shared devices never touch it.
 class Engine {
  public:
   Engine(const Schedule& s, const CostModel& costs, std::mt19937_64* rng) : s_(s), costs_(costs), rng_(rng) {
@@ -61,8 +61,8 @@ class Engine {
     MapDevices();
   }
 
-  // Advances ranks until each is done or parked; then grants a shared
-  // device to the rank that asked for the earliest time, and goes on. When
+  // Advances ranks until each is done or parked; then grants a slot of a
+  // shared device to the rank that asked for the earliest time, and goes on. When
   // no rank can advance, every compute not yet placed starts at or after the
   // earliest request in the device queue (a parked rank's message comes from
   // a rank that is itself parked or queued), so that grant is final.
@@ -209,58 +209,80 @@ class Engine {
   // or drawn per action when sampling.
   TimeNs CostOf(const Action& a) {
     if (a.kind == ActionKind::kOverlapFB) return costs_.ComputeTime(a);
-    if (rng_ != nullptr) return costs_.SampleComputeTime(a, static_cast<double>((*rng_)() >> 11) * 0x1.0p-53);
+    if (rng_ != nullptr) return costs_.SampleComputeTime(a, Draw());
     TimeNs& cached = time_of_[static_cast<size_t>(a.stage) * 4 + static_cast<int>(a.kind)];
     if (cached == kUnknown) cached = costs_.ComputeTime(a);
     return cached;
   }
 
-  // Dense device ids, and which ranks share theirs (CostModel::Devices()).
+  // A quantile in [0, 1) from the generator: its top 53 bits.
+  double Draw() { return static_cast<double>((*rng_)() >> 11) * 0x1.0p-53; }
+
+  // Dense device ids, their slots (CostModel::Devices(), DeviceSlots()),
+  // and which ranks share theirs: more ranks on it than it has slots.
   void MapDevices() {
     const std::vector<int>& given = costs_.Devices();
+    const std::vector<int>& slots = costs_.DeviceSlots();
     std::map<int, int> dense;
+    std::vector<int> slots_of;
     device_.resize(s_.ranks);
     for (RankId r = 0; r < s_.ranks; ++r) {
       const int id = given.empty() ? r : given[r];
-      device_[r] = dense.emplace(id, static_cast<int>(dense.size())).first->second;
+      const auto [it, added] = dense.emplace(id, static_cast<int>(dense.size()));
+      if (added) slots_of.push_back(static_cast<size_t>(id) < slots.size() ? slots[id] : 1);
+      device_[r] = it->second;
     }
     std::vector<int> ranks_on(dense.size(), 0);
     for (RankId r = 0; r < s_.ranks; ++r) ++ranks_on[device_[r]];
     shared_.resize(s_.ranks);
-    for (RankId r = 0; r < s_.ranks; ++r) shared_[r] = ranks_on[device_[r]] > 1;
-    device_free_.assign(dense.size(), 0);
-    device_last_.assign(dense.size(), -1);
+    for (RankId r = 0; r < s_.ranks; ++r) shared_[r] = ranks_on[device_[r]] > slots_of[device_[r]];
+    slot_free_.assign(dense.size(), {});
+    slot_last_.assign(dense.size(), {});
+    for (size_t d = 0; d < dense.size(); ++d) {
+      slot_free_[d].assign(std::min(slots_of[d], ranks_on[d]), 0);
+      slot_last_[d].assign(slot_free_[d].size(), -1);
+    }
     grant_.assign(s_.ranks, kUnknown);
+    grant_slot_.assign(s_.ranks, -1);
+  }
+
+  // The slot of device d that frees first (the lowest on ties).
+  int FirstFreeSlot(int d) const {
+    const std::vector<TimeNs>& free = slot_free_[d];
+    return static_cast<int>(std::min_element(free.begin(), free.end()) - free.begin());
   }
 
   // A compute action whose inputs are there at `ready` on a device that
-  // other ranks share: the rank queues for the device (false: it parks)
-  // unless GrantDevice has granted it; then `ready` is the granted start,
-  // and `pred` the device's previous action when the device delayed it.
+  // more ranks share than it has slots: the rank queues for a slot (false:
+  // it parks) unless GrantDevice has granted it one; then `ready` is the
+  // granted start, and `pred` the slot's previous action when the device
+  // delayed it.
   bool TakeDevice(RankId r, TimeNs& ready, long& pred) {
     if (!shared_[r]) return true;
     if (grant_[r] == kUnknown) {
       device_queue_.push({ready, ready, r});
       return false;
     }
-    if (grant_[r] > ready) pred = device_last_[device_[r]];
+    if (grant_[r] > ready) pred = slot_last_[device_[r]][grant_slot_[r]];
     ready = grant_[r];
     grant_[r] = kUnknown;
     return true;
   }
 
-  // Pops the earliest request; it gets the device when the device is free
-  // by then, else asks again for the time the device frees. Requests for
+  // Pops the earliest request; it gets the slot that frees first when that
+  // is free by then, else asks again for the time it frees. Requests for
   // one time go first come, first served (then the lower rank).
   void GrantDevice(std::vector<RankId>& runnable) {
     const auto [t, since, r] = device_queue_.top();
     device_queue_.pop();
-    const TimeNs free = device_free_[device_[r]];
+    const int slot = FirstFreeSlot(device_[r]);
+    const TimeNs free = slot_free_[device_[r]][slot];
     if (free > t) {
       device_queue_.push({free, since, r});
       return;
     }
     grant_[r] = t;
+    grant_slot_[r] = slot;
     runnable.push_back(r);
   }
 
@@ -281,8 +303,10 @@ class Engine {
     pred_[ev] = pred;
     clock_[r] = e.end;
     last_compute_[r] = ev;
-    device_free_[device_[r]] = e.end;
-    device_last_[device_[r]] = ev;
+    if (shared_[r]) {
+      slot_free_[device_[r]][grant_slot_[r]] = e.end;
+      slot_last_[device_[r]][grant_slot_[r]] = ev;
+    }
     RankMetrics& rm = metrics_[r];
     rm.busy += cost;
     if (rm.start == kUnknown) rm.start = e.start;
@@ -341,7 +365,11 @@ class Engine {
       Stuck(r, a, "reduces its stage's gradients before every B and W of the stage has run");
     }
     e.start = clock_[r];
-    e.end = e.start + costs_.CollectiveTime(a);
+    // A measured REDUCE_GRAD with a spread is drawn when sampling; nothing
+    // else is, so plans without such spreads draw as before.
+    const bool drawn = rng_ != nullptr && a.kind == ActionKind::kReduceGrad && costs_.DataParallelGroup().degree > 1 &&
+                       costs_.SpreadOf(a) != nullptr;
+    e.end = e.start + (drawn ? costs_.SampleCollectiveTime(a, Draw()) : costs_.CollectiveTime(a));
     pred_[ev] = last_compute_[r];
     clock_[r] = e.end;
     last_compute_[r] = ev;
@@ -360,17 +388,27 @@ class Engine {
   // the all-reduces start when the last rank is done (they need every
   // rank), then each rank clips and steps its optimizer; without
   // all-reduces each rank goes on at once. Returns the step's end.
-  TimeNs AddStepWork(std::vector<StepEvent>& out) const {
+  // Sampling draws, for each cost with a spread, in this order: the loss
+  // and the norm all-reduce once (a collective ends together on every
+  // rank), then clip and optimizer once per rank, rank by rank.
+  TimeNs AddStepWork(std::vector<StepEvent>& out) {
     const StepCosts& step = costs_.Step();
+    auto draw = [&](TimeNs median, const std::optional<Spread>& spread) {
+      return rng_ != nullptr && spread ? DrawFromSpread(median, *spread, Draw()) : median;
+    };
+    const TimeNs loss = draw(step.loss_allreduce, step.loss_allreduce_spread);
+    const TimeNs norm = draw(step.norm_allreduce, step.norm_allreduce_spread);
     const bool sync = step.loss_allreduce + step.norm_allreduce > 0;
     const TimeNs all_done = *std::max_element(clock_.begin(), clock_.end());
     TimeNs end = all_done;
     for (RankId r = 0; r < s_.ranks; ++r) {
       TimeNs t = sync ? all_done : clock_[r];
-      for (const auto& [name, cost] : {std::pair<const char*, TimeNs>{"loss_allreduce", step.loss_allreduce},
-                                       {"norm_allreduce", step.norm_allreduce},
-                                       {"clip", step.clip},
-                                       {"optimizer", step.optimizer}}) {
+      const TimeNs clip = draw(step.clip, step.clip_spread);
+      const TimeNs optimizer = draw(step.optimizer, step.optimizer_spread);
+      for (const auto& [name, cost] : {std::pair<const char*, TimeNs>{"loss_allreduce", loss},
+                                       {"norm_allreduce", norm},
+                                       {"clip", clip},
+                                       {"optimizer", optimizer}}) {
         if (cost == 0) continue;
         out.push_back({r, name, t, t + cost});
         t += cost;
@@ -435,6 +473,7 @@ class Engine {
     out.timeline.source = "simulated";
     out.timeline.ranks = s_.ranks;
     out.timeline.devices = costs_.Devices();
+    out.timeline.device_slots = costs_.DeviceSlots();
     out.timeline.events = std::move(events_);
     // Counter samples arrive rank by rank; order them by rank, then time.
     std::stable_sort(memory_.begin(), memory_.end(), [](const MemorySample& a, const MemorySample& b) {
@@ -463,11 +502,12 @@ class Engine {
   std::vector<TimeNs> clock_;        // per rank: when its compute resource is free
   std::vector<TimeNs> comm_free_;    // per rank: when its communication resource is free
   std::vector<int> device_;          // per rank: its device, dense ids
-  std::vector<bool> shared_;         // per rank: whether another rank shares its device
-  std::vector<TimeNs> device_free_;  // per device: end of its latest compute action
-  std::vector<long> device_last_;    // per device: its latest compute event
-  std::vector<TimeNs> grant_;        // per rank: the start GrantDevice gave it, or kUnknown
-  // Requests for a shared device: (time wanted, ready since, rank), earliest first.
+  std::vector<bool> shared_;         // per rank: whether its device has fewer slots than ranks
+  std::vector<std::vector<TimeNs>> slot_free_;  // per shared device and slot: end of its latest compute action
+  std::vector<std::vector<long>> slot_last_;    // per shared device and slot: its latest compute event
+  std::vector<TimeNs> grant_;                   // per rank: the start GrantDevice gave it, or kUnknown
+  std::vector<int> grant_slot_;                 // per rank: the slot GrantDevice gave it
+  // Requests for a slot of a shared device: (time wanted, ready since, rank), earliest first.
   std::priority_queue<std::tuple<TimeNs, TimeNs, RankId>, std::vector<std::tuple<TimeNs, TimeNs, RankId>>,
                       std::greater<>>
       device_queue_;
@@ -500,7 +540,7 @@ void CheckTotals(const Schedule& s, const CostModel& costs, bool sampled) {
           }
         }
       } else if (IsPerStage(a.kind)) {
-        time += static_cast<double>(costs.CollectiveTime(a));
+        time += static_cast<double>(sampled ? costs.SampleCollectiveTime(a, 1.0) : costs.CollectiveTime(a));
         bytes += static_cast<double>(costs.Stage(a.stage).param_bytes);
       } else if (IsSend(a.kind)) {
         const StageId to = PeerStage(a);

@@ -69,10 +69,13 @@ struct SimResult {
 // schedule's stages, or when the schedule cannot finish (a deadlock or an
 // action that needs one which never runs), naming the stuck actions.
 //
-// With `rng`, each F, B, I and W whose stage has a spread in the cost model
-// takes a time drawn by CostModel::SampleComputeTime at a quantile from
-// `rng` (one draw per action, in the engine's deterministic visit order), so
-// the same seed gives the same result. Without it, times are the model's.
+// With `rng`, each F, B, I and W takes a time drawn by
+// CostModel::SampleComputeTime at a quantile from `rng` (one draw per
+// action, in the engine's deterministic visit order; a kind without a
+// spread keeps its time), and so does each REDUCE_GRAD with a measured
+// spread (CostModel::SampleCollectiveTime) and each per-step cost with a
+// spread (after the actions; see AddStepWork), so the same seed gives the
+// same result. Without it, times are the model's.
 SimResult Simulate(const Schedule& schedule, const CostModel& costs, std::mt19937_64* rng = nullptr);
 
 }  // namespace pplab

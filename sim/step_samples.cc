@@ -20,7 +20,18 @@ StepTimeSamples SampleStepTime(const Schedule& schedule, const CostModel& costs,
   // Nearest rank: the ceil(q n)-th smallest, in integers so that no
   // rounding moves it.
   auto rank = [&](long percent) { return makespans[(percent * samples + 99) / 100 - 1]; };
-  return {samples, seed, rank(50), rank(99), makespans.front(), makespans.back()};
+  StepTimeSamples out;
+  out.samples = samples;
+  out.seed = seed;
+  out.p10 = rank(10);
+  out.p50 = rank(50);
+  out.p90 = rank(90);
+  out.p99 = rank(99);
+  out.min = makespans.front();
+  out.max = makespans.back();
+  return out;
 }
+
+bool StepTimesTie(const StepTimeSamples& a, const StepTimeSamples& b) { return a.p10 <= b.p90 && b.p10 <= a.p90; }
 
 }  // namespace pplab

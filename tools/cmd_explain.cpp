@@ -43,6 +43,13 @@ nlohmann::json RankJson(const RankIdle& r) {
           {"imbalance_by_stage", stages}};
 }
 
+// "0,0,1" from {0, 0, 1}.
+std::string Joined(const std::vector<int>& xs) {
+  std::string out;
+  for (int x : xs) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
 int RunExplain(const ExplainOptions& o) {
   const Timeline t = TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path);
   const IdleExplanation x = ExplainIdle(t);
@@ -54,7 +61,11 @@ int RunExplain(const ExplainOptions& o) {
                               {"ranks", t.ranks},
                               {"makespan", NsToMs(x.makespan)},
                               {"per_rank", per_rank}};
-    std::printf("%s\n", j.dump(2).c_str());
+    nlohmann::json out = j;
+    // The rank-to-device mapping the trace records (train writes the one it used).
+    if (!t.devices.empty()) out["devices"] = t.devices;
+    if (!t.device_slots.empty()) out["device_slots"] = t.device_slots;
+    std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   std::printf("%s (%s): K=%d makespan %s ms; idle = makespan - busy, split by cause (ms)\n", t.name.c_str(),
@@ -70,6 +81,11 @@ int RunExplain(const ExplainOptions& o) {
     rows.push_back(std::move(row));
   }
   PrintTable(rows, 0);
+  if (!t.devices.empty()) {
+    std::printf("devices by rank %s%s: shared_device counts a wait while other ranks of the device fill its slots\n",
+                Joined(t.devices).c_str(),
+                t.device_slots.empty() ? " (1 slot each)" : (", slots by device id " + Joined(t.device_slots)).c_str());
+  }
   return 0;
 }
 

@@ -57,7 +57,23 @@ json CandidateJson(const PlanCandidate& c) {
           {"bubble_fraction", c.bubble_fraction},
           {"peak_memory_bytes", c.peak_memory},
           {"tokens_per_second", c.tokens_per_second},
-          {"measured_costs", c.measured_costs}};
+          {"measured_costs", c.measured_costs},
+          {"samples", c.samples ? json{{"count", c.samples->samples},
+                                       {"seed", c.samples->seed},
+                                       {"p10", NsToMs(c.samples->p10)},
+                                       {"p50", NsToMs(c.samples->p50)},
+                                       {"p90", NsToMs(c.samples->p90)}}
+                                : json(nullptr)},
+          {"tie", c.tie}};
+}
+
+// "#1 ties with #2, #4": the rows within the noise of the best, or "".
+std::string TieLine(const std::vector<PlanCandidate>& ranked, size_t shown) {
+  std::string others;
+  for (size_t i = 1; i < shown; ++i) {
+    if (ranked[i].tie) others += (others.empty() ? "#" : ", #") + std::to_string(i + 1);
+  }
+  return others.empty() ? "" : "#1 ties with " + others;
 }
 
 int RunPlan(const PlanCmdOptions& o) {
@@ -69,6 +85,7 @@ int RunPlan(const PlanCmdOptions& o) {
   search.global_batch = o.global_batch;
   search.memory_per_rank = ParseByteSize(o.memory_per_rank, "--memory-per-rank");
   search.schedules = o.schedules;
+  search.sample_top = static_cast<size_t>(o.top);
   std::optional<CostModel> profiled;
   if (!o.cost_file.empty()) {
     profiled = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
@@ -103,6 +120,7 @@ int RunPlan(const PlanCmdOptions& o) {
                             std::to_string(o.dp);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const size_t shown = std::min(result.fitting.size(), static_cast<size_t>(o.top));
+  const bool sampled = best.samples.has_value();
   if (o.json) {
     json rows = json::array();
     for (size_t i = 0; i < shown; ++i) rows.push_back(CandidateJson(result.fitting[i]));
@@ -119,6 +137,13 @@ int RunPlan(const PlanCmdOptions& o) {
                     {"fitting", result.fitting.size()},
                     {"candidates", rows},
                     {"best", CandidateJson(best)},
+                    {"ties", sampled ? json{{"samples", kTieSamples},
+                                            {"seed", kTieSeed},
+                                            {"rule",
+                                             "a candidate ties with the best when their sampled step "
+                                             "times' [p10, p90] overlap"},
+                                            {"best_ties_with", TieLine(result.fitting, shown)}}
+                                     : json(nullptr)},
                     {"plan_file", o.out_path},
                     {"train_command", train}};
     std::printf("%s\n", j.dump(2).c_str());
@@ -131,12 +156,20 @@ int RunPlan(const PlanCmdOptions& o) {
       o.cost_file.empty() ? "analytic" : ("fitted to " + o.cost_file).c_str());
   std::vector<std::vector<std::string>> table = {
       {"#", "schedule", "M", "v", "partition", "mb", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
+  if (sampled) {
+    table[0].push_back("p10..p90_ms");
+    table[0].push_back("noise");
+  }
   for (size_t i = 0; i < shown; ++i) {
     const PlanCandidate& c = result.fitting[i];
     table.push_back({std::to_string(i + 1), c.schedule, std::to_string(c.microbatches),
                      std::to_string(c.virtual_stages), c.partition_method + (c.measured_costs ? "*" : ""),
                      std::to_string(c.microbatch_size), Fixed(NsToMs(c.step_time), 3),
                      Fixed(100 * c.bubble_fraction, 2), HumanBytes(c.peak_memory), Fixed(c.tokens_per_second, 0)});
+    if (sampled) {
+      table.back().push_back(Fixed(NsToMs(c.samples->p10), 3) + ".." + Fixed(NsToMs(c.samples->p90), 3));
+      table.back().push_back(c.tie ? "tie" : "");
+    }
   }
   std::vector<size_t> width(table[0].size(), 0);
   for (const auto& row : table) {
@@ -144,12 +177,23 @@ int RunPlan(const PlanCmdOptions& o) {
   }
   for (const auto& row : table) {
     for (size_t c = 0; c < row.size(); ++c) {
+      if (c == 11) {  // the last column, left-aligned: no padding after it
+        std::printf("  %s", row[c].c_str());
+        continue;
+      }
       std::printf(c == 1 || c == 4 ? "  %-*s" : "  %*s", static_cast<int>(width[c]), row[c].c_str());
     }
     std::printf("\n");
   }
   if (result.fitting.size() > shown) std::printf("  ... %zu more fit\n", result.fitting.size() - shown);
   if (best.measured_costs) std::printf("* stage costs measured (the profile's own configuration), not fitted\n");
+  if (sampled) {
+    const std::string ties = TieLine(result.fitting, shown);
+    std::printf("noise: each row's step time sampled %d times (seed %llu) from the profile's spreads; %s\n",
+                kTieSamples, static_cast<unsigned long long>(kTieSeed),
+                ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
+                             : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
+  }
   std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s); run it with:\n  %s\n", o.out_path.c_str(),
               best.schedule.c_str(), best.microbatches, best.virtual_stages, best.partition_method.c_str(),
               best.partition.ToString().c_str(), train.c_str());

@@ -31,6 +31,7 @@ namespace {
 struct ProfileCliOptions {
   std::string model = "tiny";
   int ranks = 2;
+  int dp = 1;
   std::string partition = "uniform";
   int virtual_stages = 1;
   int microbatch_size = 0;
@@ -52,6 +53,9 @@ constexpr int kMaxMicrobatchSize = 1 << 16;
 // any starts: the model, the partition over K v stages, the sizes, -o.
 void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   if (o.ranks < 1 || o.ranks > 4096) throw Error("--ranks " + std::to_string(o.ranks) + ": must be in [1, 4096]");
+  if (o.dp < 1 || o.dp * o.ranks > 4096) {
+    throw Error("--dp " + std::to_string(o.dp) + ": must be at least 1, with at most 4096 processes in all");
+  }
   if (o.virtual_stages < 1 || o.virtual_stages > 64) {
     throw Error("--virtual " + std::to_string(o.virtual_stages) + ": must be in [1, 64]");
   }
@@ -77,23 +81,54 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   }
 }
 
-// The cost-model document: stages, link, meta (docs/profile.md).
+// KIND_ms, KIND_p10_ms and KIND_p90_ms of one measured time.
+void PutSpread(nlohmann::json& into, const std::string& kind, const SampleSpread& x) {
+  into[kind + "_ms"] = x.median;
+  into[kind + "_p10_ms"] = x.p10;
+  into[kind + "_p90_ms"] = x.p90;
+}
+
+nlohmann::json SpreadJson(const SampleSpread& x) { return {{"median", x.median}, {"p10", x.p10}, {"p90", x.p90}}; }
+
+// The step's work as the simulator takes it: each cost from the rank whose
+// median is the largest (every rank waits for the slowest before the next
+// step), with that rank's spread.
+nlohmann::json StepJson(const std::vector<StepProfile>& ranks) {
+  nlohmann::json step = nlohmann::json::object();
+  for (const auto& [kind, member] :
+       {std::pair<const char*, SampleSpread StepProfile::*>{"loss_allreduce", &StepProfile::loss_allreduce},
+        {"norm_allreduce", &StepProfile::norm_allreduce},
+        {"clip", &StepProfile::clip},
+        {"optimizer", &StepProfile::optimizer}}) {
+    SampleSpread slowest;
+    for (const StepProfile& r : ranks) {
+      if ((r.*member).median >= slowest.median) slowest = r.*member;
+    }
+    PutSpread(step, kind, slowest);
+  }
+  return step;
+}
+
+// The cost-model document: stages, link, step, meta (docs/profile.md).
 nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, const Partition& partition,
                         const ProfileResult& r, int threads) {
   using nlohmann::json;
   json stages = json::array(), extra_stages = json::array();
   for (const StageProfile& p : r.stages) {
     const bool last = p.stage == partition.NumStages() - 1;
-    stages.push_back({{"forward_ms", p.forward_ms},
-                      {"backward_ms", p.backward_ms},
-                      {"backward_input_ms", p.backward_input_ms},
-                      {"backward_weight_ms", p.backward_weight_ms},
-                      {"activation_bytes", p.activation_bytes},
+    json stage = json::object();
+    PutSpread(stage, "forward", p.forward);
+    PutSpread(stage, "backward", p.backward);
+    PutSpread(stage, "backward_input", p.backward_input);
+    PutSpread(stage, "backward_weight", p.backward_weight);
+    if (o.dp > 1) PutSpread(stage, "reduce_grad", p.reduce_grad);
+    stage.update(json{{"activation_bytes", p.activation_bytes},
                       {"weight_grad_bytes", p.weight_grad_bytes},
                       // The larger of F's and B's temporaries.
                       {"workspace_bytes", std::max(p.forward_transient_bytes, p.backward_transient_bytes)},
                       // What the stage sends: its outputs, or on the last stage its input gradient.
                       {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes}});
+    stages.push_back(stage);
     extra_stages.push_back({{"stage", p.stage},
                             {"rank", p.rank},
                             {"layers", partition.End(p.stage) - partition.Begin(p.stage)},
@@ -103,7 +138,15 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                             {"forward_transient_bytes", p.forward_transient_bytes},
                             {"backward_transient_bytes", p.backward_transient_bytes}});
   }
-  json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}};
+  json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"step", StepJson(r.step)}};
+  if (o.dp > 1) doc["data_parallel"] = {{"degree", o.dp}};
+  json step_per_rank = json::array();
+  for (const StepProfile& s : r.step) {
+    step_per_rank.push_back({{"loss_allreduce", SpreadJson(s.loss_allreduce)},
+                             {"norm_allreduce", SpreadJson(s.norm_allreduce)},
+                             {"clip", SpreadJson(s.clip)},
+                             {"optimizer", SpreadJson(s.optimizer)}});
+  }
   json links = json::array(), extra_links = json::array();
   std::vector<double> latencies, bandwidths;
   for (const LinkProfile& l : r.links) {
@@ -143,11 +186,13 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                  {"ranks", o.ranks},
                  {"extra",
                   {{"virtual_stages", o.virtual_stages},
+                   {"dp", o.dp},
                    {"warmup", o.warmup},
                    {"repeats", o.repeats},
                    {"seed", o.seed},
                    {"action_overhead_ms", overhead},
                    {"action_overhead_ms_per_rank", r.action_overhead_ms},
+                   {"step_per_world_rank", step_per_rank},
                    {"stages", extra_stages},
                    {"links", extra_links}}}};
   return doc;
@@ -181,13 +226,29 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
   }
   std::printf("executor overhead: %s ms per action\n",
               Fixed(meta["extra"]["action_overhead_ms"].get<double>(), 4).c_str());
+  // Medians with [p10, p90]; the slowest rank's.
+  auto spread = [](const nlohmann::json& at, const std::string& kind) {
+    return Fixed(at[kind + "_ms"].get<double>(), 3) + " [" + Fixed(at[kind + "_p10_ms"].get<double>(), 3) + ", " +
+           Fixed(at[kind + "_p90_ms"].get<double>(), 3) + "]";
+  };
+  const auto& step = doc["step"];
+  std::printf("per step, ms, median [p10, p90]: loss all-reduce %s, norm all-reduce %s, clip %s, optimizer %s\n",
+              spread(step, "loss_allreduce").c_str(), spread(step, "norm_allreduce").c_str(),
+              spread(step, "clip").c_str(), spread(step, "optimizer").c_str());
+  for (size_t s = 0; s < doc["stages"].size(); ++s) {
+    const auto& st = doc["stages"][s];
+    if (!st.contains("reduce_grad_ms")) continue;
+    std::printf("stage %zu REDUCE_GRAD over %d replicas: %s ms\n", s, meta["extra"]["dp"].get<int>(),
+                spread(st, "reduce_grad").c_str());
+  }
   if (!output.empty()) std::printf("cost model written to %s\n", output.c_str());
 }
 
-int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
+int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
-  if (world != o.ranks) {
-    throw Error("world size " + std::to_string(world) + " but --ranks " + std::to_string(o.ranks));
+  if (world != o.ranks * o.dp) {
+    throw Error("world size " + std::to_string(world) + " but --ranks " + std::to_string(o.ranks) + " x --dp " +
+                std::to_string(o.dp));
   }
   // The same thread policy as pplab train, so the ranks contend as in training.
   ShareCores(world);
@@ -199,10 +260,12 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   WorkerOptions setup;
   setup.pipeline_ranks = o.ranks;
+  setup.dp = o.dp;
   setup.comm_timeout = timeout;
   setup.device = o.device;
   setup.backend = o.backend;
-  Worker worker = SetUpWorker(setup, rank, world);
+  Worker worker = SetUpWorker(setup, world_rank, world);
+  const RankId rank = worker.rank;  // pipeline rank within the replica
   MemoryMeter& meter = MemoryMeter::For(worker.device);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
@@ -222,6 +285,8 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
   options.comm_timeout = timeout;
   options.clock = worker.clock.get();
   options.device = worker.device;
+  options.dp_group = worker.dp_group.get();
+  options.dp = o.dp;
   // Ping-pong one activation's payload (hidden (B,L,C) float32) and 16 MiB.
   options.link_payload_bytes = {static_cast<Bytes>(o.microbatch_size) * o.seq_len * config.hidden_size * 4, 16 << 20};
   const ProfileResult result = Profile(
@@ -230,7 +295,7 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
         return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
       },
       batch.loss_scale, *worker.transport, worker.group.get(), meter, options);
-  if (rank != 0) return 0;
+  if (world_rank != 0) return 0;
   const nlohmann::json doc = CostJson(o, config, partition, result, at::get_num_threads());
   // Round-trip through the loader so a written file is a usable one.
   const CostModel checked = CostModel::FromJson(doc.dump(), o.output.empty() ? "profile" : o.output);
@@ -252,8 +317,8 @@ int RunProfile(const ProfileCliOptions& o) {
     });
   }
   Check(o, LoadLlamaConfig(o.model));
-  if (o.ranks == 1) return RunWorker(o, 0, 1);
-  return LaunchWorkers(o.ranks, o.raw_args, o.comm_timeout_s);
+  if (o.ranks * o.dp == 1) return RunWorker(o, 0, 1);
+  return LaunchWorkers(o.ranks * o.dp, o.raw_args, o.comm_timeout_s);
 }
 
 }  // namespace
@@ -263,6 +328,9 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   CLI::App* sub = app.add_subcommand("profile", "measure stage and link costs on this machine; write a cost model");
   sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->capture_default_str();
   sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K (worker processes)")->capture_default_str();
+  sub->add_option("--dp", o->dp,
+                  "data-parallel replicas D (D x K workers); with D > 1 each stage's REDUCE_GRAD is measured")
+      ->capture_default_str();
   sub->add_option("--partition", o->partition, "uniform, parameters, or layers per stage like 3,2,2,1")
       ->capture_default_str();
   sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank v (S = K v, stage s on rank s mod K)")
@@ -270,7 +338,8 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_option("--microbatch-size", o->microbatch_size, "sequences per microbatch")->required();
   sub->add_option("--seq-len", o->seq_len, "tokens per sequence")->required();
   sub->add_option("--warmup", o->warmup, "unmeasured runs before measuring")->capture_default_str();
-  sub->add_option("--repeats", o->repeats, "measured runs; the medians are reported")->capture_default_str();
+  sub->add_option("--repeats", o->repeats, "measured runs; their median, p10 and p90 are reported")
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the weights and the data")->capture_default_str();
   sub->add_option("--comm-timeout", o->comm_timeout_s, "seconds a rank waits for a peer before giving up")
       ->check(CLI::Range(0.1, 86400.0))

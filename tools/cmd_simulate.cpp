@@ -22,20 +22,36 @@ struct SimulateOptions {
   std::string trace_path;
   std::string svg_path;
   bool json = false;
-  std::vector<int> devices;  // --devices: overrides the cost file's
+  std::vector<int> devices;       // --devices: overrides the cost file's
+  std::vector<int> device_slots;  // --device-slots: overrides the cost file's
+  std::string devices_from;       // --devices-from TRACE: the mapping a run recorded
   int samples = 0;           // 0: no sampling
   std::uint64_t seed = 1;
 };
 
 // {count, seed, p50, p99, min, max}, ms.
 nlohmann::json SamplesJson(const StepTimeSamples& s) {
-  return {{"count", s.samples},   {"seed", s.seed},       {"p50", NsToMs(s.p50)},
-          {"p99", NsToMs(s.p99)}, {"min", NsToMs(s.min)}, {"max", NsToMs(s.max)}};
+  return {{"count", s.samples},   {"seed", s.seed},       {"p10", NsToMs(s.p10)}, {"p50", NsToMs(s.p50)},
+          {"p90", NsToMs(s.p90)}, {"p99", NsToMs(s.p99)}, {"min", NsToMs(s.min)}, {"max", NsToMs(s.max)}};
 }
 
 int RunSimulate(const SimulateOptions& o) {
   const Schedule schedule = BuildSchedule(o.plan);
   CostModel costs = BuildCostModel(o.plan, schedule);
+  if (!o.devices_from.empty()) {
+    // The mapping a run used (pplab train writes it into its traces).
+    const Timeline run = TimelineFromChromeTrace(ReadTextFile(o.devices_from), o.devices_from);
+    if (run.ranks != schedule.ranks) {
+      throw Error("--devices-from " + o.devices_from + ": the trace has " + std::to_string(run.ranks) +
+                  " ranks, the plan " + std::to_string(schedule.ranks));
+    }
+    if (run.devices.empty()) {
+      throw Error("--devices-from " + o.devices_from + ": the trace records no devices (otherData.devices)");
+    }
+    costs.SetDevices(run.devices);
+    costs.SetDeviceSlots(run.device_slots);
+  }
+  if (!o.device_slots.empty()) costs.SetDeviceSlots(o.device_slots);
   if (!o.devices.empty()) {
     if (static_cast<int>(o.devices.size()) != schedule.ranks) {
       throw Error("--devices: " + std::to_string(o.devices.size()) + " devices for " + std::to_string(schedule.ranks) +
@@ -59,10 +75,12 @@ int RunSimulate(const SimulateOptions& o) {
     std::printf("%s", SimulationText(summary).c_str());
     if (o.samples > 0) {
       const nlohmann::json& j = summary["samples"];
-      std::printf("  sampled step time p50 %s ms, p99 %s ms (min %s, max %s; %d samples, seed %s)\n",
-                  Fixed(j["p50"].get<double>(), 3).c_str(), Fixed(j["p99"].get<double>(), 3).c_str(),
-                  Fixed(j["min"].get<double>(), 3).c_str(), Fixed(j["max"].get<double>(), 3).c_str(), o.samples,
-                  std::to_string(o.seed).c_str());
+      std::printf(
+          "  sampled step time p50 %s ms, p10..p90 %s..%s ms, p99 %s ms (min %s, max %s; %d samples, seed %s)\n",
+          Fixed(j["p50"].get<double>(), 3).c_str(), Fixed(j["p10"].get<double>(), 3).c_str(),
+          Fixed(j["p90"].get<double>(), 3).c_str(), Fixed(j["p99"].get<double>(), 3).c_str(),
+          Fixed(j["min"].get<double>(), 3).c_str(), Fixed(j["max"].get<double>(), 3).c_str(), o.samples,
+          std::to_string(o.seed).c_str());
     }
     if (!o.trace_path.empty()) std::printf("trace written to %s\n", o.trace_path.c_str());
     if (!o.svg_path.empty()) std::printf("picture written to %s\n", o.svg_path.c_str());
@@ -86,10 +104,19 @@ void SetupSimulate(CLI::App& app, int& exit_code) {
                   "action at a time); overrides the cost file's 'devices'")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 30));
+  sub->add_option("--device-slots", o->device_slots,
+                  "compute actions each device id runs at once, comma-separated (a CPU host: cores / threads per "
+                  "rank; a GPU: 1); overrides the cost file's 'device_slots'")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--devices-from", o->devices_from,
+                  "take the ranks' devices and slots from a trace that records them (pplab train's "
+                  "trace-measured.json); --devices and --device-slots still override")
+      ->check(CLI::ExistingFile);
   CLI::Option* samples =
       sub->add_option("--samples", o->samples,
-                      "also simulate N times with F/B/I/W times drawn from the cost file's p10/p90 spreads; "
-                      "report the step time's p50 and p99")
+                      "also simulate N times with F/B/I/W, REDUCE_GRAD and per-step times drawn from the cost "
+                      "file's p10/p90 spreads; report the step time's p10, p50, p90 and p99")
           ->check(CLI::Range(1, 100000));
   sub->add_option("--seed", o->seed, "seed of the draws of --samples (same seed, same figures)")
       ->needs(samples)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -18,18 +19,19 @@
 #include <thread>
 
 #include "models/llama.h"
-#include "runtime/train/batches.h"
-#include "runtime/train/checkpoint.h"
+#include "runtime/comm/collectives.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
-#include "runtime/train/launcher.h"
-#include "runtime/train/model_copies.h"
-#include "runtime/exec/memory_meter.h"
 #include "runtime/data/text_dataset.h"
 #include "runtime/data/text_prepare.h"
-#include "runtime/train/threads.h"
 #include "runtime/data/token_cache.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/exec/memory_meter.h"
+#include "runtime/train/batches.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/launcher.h"
+#include "runtime/train/model_copies.h"
+#include "runtime/train/threads.h"
 #include "runtime/train/trainer.h"
 #include "runtime/train/worker_setup.h"
 #include "schedules/error.h"
@@ -327,6 +329,20 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   const int replica = worker.replica;
   const RankId rank = worker.rank;  // pipeline rank within the replica
   const c10::Device device = worker.device;
+  // Which pipeline ranks share a device (the first replica's, as the traces
+  // hold): world rank 0 gathers where every rank computes.
+  const std::vector<int64_t> where = RankDeviceWords(
+      RankDeviceOf(worker, at::get_num_threads(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
+  const std::vector<std::vector<int64_t>> everywhere =
+      worker.group != nullptr ? GatherToRank0(*worker.group, where,
+                                              std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000)))
+                              : std::vector<std::vector<int64_t>>{where};
+  DeviceMap device_map;
+  if (world_rank == 0) {
+    std::vector<RankDevice> ranks;
+    for (int r = 0; r < K; ++r) ranks.push_back(RankDeviceFromWords(everywhere.at(r)));
+    device_map = MapRankDevices(ranks);
+  }
   LlamaConfig config = LoadLlamaConfig(o.model);
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {
@@ -517,9 +533,15 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   // costs measured in it: the gaps between the two are communication and
   // executor overhead (see docs/fidelity.md).
   std::string svg_path;
-  if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(summary.last_step));
+  // Both traces record the devices the ranks used (docs/trace-format.md).
+  Timeline measured = summary.last_step;
+  measured.devices = device_map.devices;
+  measured.device_slots = device_map.device_slots;
+  if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(measured));
   if (!o.sim_trace_path.empty()) {
-    CostModel costs = MeasuredCostModel(summary.last_step, o.trace_path.empty() ? "the measured step" : o.trace_path);
+    CostModel costs = MeasuredCostModel(measured, o.trace_path.empty() ? "the measured step" : o.trace_path);
+    costs.SetDevices(device_map.devices);
+    costs.SetDeviceSlots(device_map.device_slots);
     SimResult predicted = Simulate(schedule, costs);
     predicted.timeline.name = schedule.name;
     WriteTextFile(o.sim_trace_path, TimelineToChromeTrace(predicted.timeline));
@@ -528,7 +550,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
       SvgOptions svg;
       svg.title = schedule.name + "  K=" + std::to_string(K) + "  M=" + std::to_string(M) +
                   ": simulated (measured compute costs) above measured";
-      WriteTextFile(svg_path, RenderSvgStack({&predicted.timeline, &summary.last_step}, svg));
+      WriteTextFile(svg_path, RenderSvgStack({&predicted.timeline, &measured}, svg));
     }
   }
   const double tokens = static_cast<double>(G) * o.seq_len;

@@ -52,7 +52,14 @@ TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x)))
 // `copies` copies of the model (dualpipe), stage s runs part s mod P of the
 // P-part partition.
 CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int copies, int mb, bool verbatim) {
-  if (verbatim) return *o.profile;
+  if (verbatim) {
+    // Like the fitted candidates: one replica's pipeline, without the
+    // profile's per-step work and data-parallel all-reduce.
+    CostModel m = *o.profile;
+    m.SetStep(StepCosts{});
+    m.SetDataParallel(DataParallel{});
+    return m;
+  }
   const int P = p.NumStages();
   const CostFit& f = o.fit;
   std::vector<StageCost> stages(P * copies);
@@ -67,6 +74,14 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(o.config, p, s, mb, o.seq_len));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len));
+    std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
+                                         &c.backward_weight_spread};
+    const TimeNs times[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};
+    for (int k = 0; k < 4; ++k) {
+      if (!f.has_spread[k]) continue;
+      const double t = static_cast<double>(times[k]);
+      *spreads[k] = Spread{Ns(t * (1 - f.spread_low[k])), Ns(t * (1 + f.spread_high[k]))};
+    }
   }
   CostModel m = CostModel::FromStages(std::move(stages), o.link);
   m.SetOrigin("plan cost estimate");
@@ -74,6 +89,20 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
 }
 
 }  // namespace
+
+void MarkTies(const PlanSearchOptions& o, std::vector<PlanCandidate>& ranked) {
+  const size_t n = std::min(ranked.size(), o.sample_top);
+  for (size_t i = 0; i < n; ++i) {
+    PlanCandidate& c = ranked[i];
+    const CostModel costs =
+        CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size, c.measured_costs);
+    c.samples = SampleStepTime(CandidateSchedule(c, o.ranks), costs, kTieSamples, kTieSeed);
+  }
+  for (size_t i = 1; i < n; ++i) {
+    ranked[i].tie = StepTimesTie(*ranked[0].samples, *ranked[i].samples);
+    ranked[0].tie = ranked[0].tie || ranked[i].tie;
+  }
+}
 
 double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
   double flops = (p.End(stage) - p.Begin(stage)) * LayerFlops(c, mb, seq_len);  // the embedding is a lookup: ~0
@@ -142,6 +171,24 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   }
   CostFit f;
   for (int k = 0; k < 4; ++k) f.ns_per_flop[k] = Slope(flops, time[k]);
+  // Relative spreads, weighted by the medians (long stages count more).
+  for (int k = 0; k < 4; ++k) {
+    double median = 0, low = 0, high = 0;
+    for (int s = 0; s < profiled.NumStages(); ++s) {
+      const Action a{kFitKinds[k], s, 0};
+      const Spread* sp = profiled.SpreadOf(a);
+      if (sp == nullptr) continue;
+      const TimeNs t = profiled.ComputeTime(a);
+      f.has_spread[k] = true;
+      median += static_cast<double>(t);
+      low += static_cast<double>(std::max<TimeNs>(0, t - sp->p10));
+      high += static_cast<double>(std::max<TimeNs>(0, sp->p90 - t));
+    }
+    if (median > 0) {
+      f.spread_low[k] = std::min(1.0, low / median);
+      f.spread_high[k] = high / median;
+    }
+  }
   f.activation_scale = Slope(act, act_y);
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);
@@ -264,6 +311,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     if (a.step_time != b.step_time) return a.step_time < b.step_time;
     return a.peak_memory < b.peak_memory;
   });
+  if (o.fit.AnySpread() || (o.profile != nullptr && o.profile->HasSpread())) MarkTies(o, result.fitting);
   return result;
 }
 

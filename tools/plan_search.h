@@ -12,6 +12,7 @@
 #include "models/partition.h"
 #include "schedules/schedule.h"
 #include "sim/cost_model.h"
+#include "sim/step_samples.h"
 
 namespace pplab::cli {
 
@@ -27,12 +28,20 @@ double MessageBytes(const LlamaConfig& c, int mb, int seq_len);
 struct CostFit {
   double ns_per_flop[4] = {0, 0, 0, 0};  // F, B, I, W
   double activation_scale = 1, weight_grad_scale = 1, message_scale = 1;
+  // The profile's spread of F, B, I and W relative to the median: a
+  // candidate's stage of time t gets p10 = t (1 - spread_low), p90 = t (1 +
+  // spread_high). has_spread[k]: the profile gave kind k a spread.
+  bool has_spread[4] = {false, false, false, false};
+  double spread_low[4] = {0, 0, 0, 0}, spread_high[4] = {0, 0, 0, 0};
+  bool AnySpread() const { return has_spread[0] || has_spread[1] || has_spread[2] || has_spread[3]; }
 };
 // Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
 CostFit AnalyticFit(double flops_per_second);
 // Least squares (through the origin, over the profile's stages) of each
-// measured time and byte count against the same formulas. `profiled` must
-// carry a profile meta; `config` is the meta's config.
+// measured time and byte count against the same formulas, and each kind's
+// relative spread: sum over stages of (median - p10) / sum of medians (and
+// likewise p90). `profiled` must carry a profile meta; `config` is the
+// meta's config.
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 
 struct PlanSearchOptions {
@@ -48,7 +57,16 @@ struct PlanSearchOptions {
   // A profile whose stage costs are used verbatim for the candidate that
   // matches it (same partition, microbatch size, v = 1).
   const CostModel* profile = nullptr;
+  // With spreads (the fit's or the profile's), the first `sample_top`
+  // candidates of the ranking are simulated kTieSamples times each with
+  // kTieSeed, and those within the noise of the best are marked as ties.
+  size_t sample_top = 10;
 };
+
+// The draws behind `plan`'s ties: fixed, so that a plan is reproducible.
+// 100 samples put p10 and p90 on the 10th and 90th smallest step times.
+constexpr int kTieSamples = 100;
+constexpr std::uint64_t kTieSeed = 1;
 
 struct PlanCandidate {
   std::string schedule;
@@ -63,6 +81,12 @@ struct PlanCandidate {
   Bytes peak_memory = 0;         // max over ranks of weights, grads, AdamW moments and activations
   double tokens_per_second = 0;  // G seq_len / step time
   bool measured_costs = false;   // the profile's stage costs were used verbatim
+  // The sampled step time (SampleStepTime, kTieSamples with kTieSeed), for
+  // the candidates sampled (see PlanSearchOptions::sample_top); else null.
+  std::optional<StepTimeSamples> samples;
+  // Sampled and within the noise of the best (StepTimesTie with the first
+  // candidate); the first is a tie when any other is.
+  bool tie = false;
   // zb-auto only: the lowered order it searched for this candidate's costs
   // and memory (other families are regenerated from their name).
   Schedule searched;
@@ -79,6 +103,12 @@ struct PlanSearchResult {
 // Searches; throws pplab::Error for bad options, and "no plan fits" (naming
 // the smallest peak memory seen) when every candidate is over the limit.
 PlanSearchResult SearchPlans(const PlanSearchOptions& options);
+
+// Simulates the first options.sample_top candidates of `ranked` (best
+// first) kTieSamples times each with kTieSeed (their `samples`) and marks
+// those whose step time ties with the first's (StepTimesTie). SearchPlans
+// calls it when the costs carry spreads.
+void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& ranked);
 
 // The lowered schedule of a candidate, as `pplab train --plan` reads it.
 Schedule CandidateSchedule(const PlanCandidate& candidate, int ranks);

@@ -33,6 +33,7 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
                 {"name", timeline.name},
                 {"ranks", timeline.ranks}};
   if (!timeline.devices.empty()) other["devices"] = timeline.devices;
+  if (!timeline.device_slots.empty()) other["device_slots"] = timeline.device_slots;
   out += other.dump();
   out += ",\"traceEvents\":[\n";
   bool first = true;
@@ -167,6 +168,25 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
         throw Error(origin + ": otherData.devices entries must be integers in [0, 2^30], got " + d.dump());
       }
       t.devices.push_back(static_cast<int>(d.get<long long>()));
+    }
+  }
+  if (other.contains("device_slots")) {
+    const json& slots = other["device_slots"];
+    if (!slots.is_array() || slots.empty()) {
+      throw Error(origin + ": otherData.device_slots must be a non-empty array of slots per device id");
+    }
+    for (const json& n : slots) {
+      if (!n.is_number_integer() || n.get<long long>() < 1 || n.get<long long>() > (1LL << 20)) {
+        throw Error(origin + ": otherData.device_slots entries must be integers in [1, 2^20], got " + n.dump());
+      }
+      t.device_slots.push_back(static_cast<int>(n.get<long long>()));
+    }
+    for (RankId r = 0; r < t.ranks; ++r) {
+      const int device = t.devices.empty() ? r : t.devices[r];
+      if (device >= static_cast<int>(t.device_slots.size())) {
+        throw Error(origin + ": otherData.device_slots has " + std::to_string(t.device_slots.size()) +
+                    " entries, but rank " + std::to_string(r) + " is on device " + std::to_string(device));
+      }
     }
   }
   for (size_t i = 0; i < events.size(); ++i) {

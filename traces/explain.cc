@@ -44,6 +44,11 @@ struct Index {
 // Ranks without a device of their own in the timeline get one each.
 int DeviceOf(const Timeline& t, RankId r) { return static_cast<size_t>(r) < t.devices.size() ? t.devices[r] : -1 - r; }
 
+// Compute actions the device runs at once (Timeline::device_slots; 1 when not given).
+int SlotsOf(const Timeline& t, int device) {
+  return device >= 0 && static_cast<size_t>(device) < t.device_slots.size() ? t.device_slots[device] : 1;
+}
+
 // The message a compute part consumes, when it receives one: F(s, m) takes
 // activations into s, B/I(s, m) gradients into s; W takes none.
 bool Consumes(const Action& part, MessageKey& key) {
@@ -157,11 +162,17 @@ bool Covers(const std::vector<Interval>& list, TimeNs t) {
   return false;
 }
 
+int CountCovering(const std::vector<Interval>& list, TimeNs t) {
+  int n = 0;
+  for (const Interval& i : list) n += i.start <= t && t < i.end;
+  return n;
+}
+
 // Books the gap [g0, g1) of rank `out.rank` before an action that waits for
 // `wait`: cut at every time where the rule that holds can change, then each
 // piece by the rule that holds at its start (explain.h).
 void SplitGap(TimeNs g0, TimeNs g1, const Wait& wait, const std::vector<Interval>& collectives,
-              const std::vector<Interval>& others, RankIdle& out) {
+              const std::vector<Interval>& others, int slots, RankIdle& out) {
   std::vector<TimeNs> cuts = {g0, g1};
   auto cut = [&](TimeNs t) { cuts.push_back(std::clamp(t, g0, g1)); };
   if (wait.any) {
@@ -185,7 +196,7 @@ void SplitGap(TimeNs g0, TimeNs g1, const Wait& wait, const std::vector<Interval
       out.imbalance_by_stage[wait.from_stage] += length;
     } else if (wait.any && t < wait.arrival) {
       out.comm += length;
-    } else if (Covers(others, t)) {
+    } else if (CountCovering(others, t) >= slots) {  // every slot of the device is taken
       out.shared_device += length;
     } else {
       out.other += length;
@@ -213,7 +224,8 @@ RankIdle ExplainRank(const Timeline& t, const Index& ix, RankId r, TimeNs makesp
     for (const Interval& c : ix.collectives[r]) {
       if (c.start < g1 && c.end > g0) collectives.push_back(c);
     }
-    SplitGap(g0, g1, WaitOf(ix, r, *computes[i]), collectives, OthersOnDevice(track, r, g0, g1), out);
+    SplitGap(g0, g1, WaitOf(ix, r, *computes[i]), collectives, OthersOnDevice(track, r, g0, g1),
+             SlotsOf(t, DeviceOf(t, r)), out);
   }
   return out;
 }

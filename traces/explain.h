@@ -14,8 +14,9 @@
 //                  time is booked to that stage (imbalance_by_stage)
 //   comm           the message is produced but has not arrived (queued on
 //                  the sender or in flight)
-//   shared_device  the data is there, but another rank on the same device
-//                  computes (only with Timeline::devices)
+//   shared_device  the data is there, but other ranks on the same device
+//                  compute in all of its slots (only with
+//                  Timeline::devices; one slot unless device_slots says)
 //   other          none of these: the data is there and the device is free
 //                  (executor overhead in a measured trace; 0 in every
 //                  simulated one)

@@ -41,6 +41,9 @@ struct Timeline {
   // The device each rank runs on, when ranks share devices (several ranks on
   // one GPU): devices[r] for rank r. Empty: every rank has its own device.
   std::vector<int> devices;
+  // How many compute actions each device runs at once, device_slots[d] for
+  // device id d (a CPU host's cores / threads per rank); empty: 1 each.
+  std::vector<int> device_slots;
   std::vector<TimelineEvent> events;  // per rank in program order
   std::vector<MemorySample> memory;   // per rank in time order
   std::vector<StepEvent> step_events;  // per rank in time order

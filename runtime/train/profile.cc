@@ -10,6 +10,9 @@
 #include "runtime/comm/fake_transport.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
+#include "runtime/train/adamw.h"
+#include "runtime/train/step_work.h"
+#include "runtime/train/trainer.h"
 #include "schedules/error.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
@@ -171,16 +174,16 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
   for (auto& [s, stage] : stages) {
     StageProfile& p = profiles[s];
     auto tail = [&](const std::vector<double>& xs) {
-      return Median(std::vector<double>(xs.begin() + options.warmup, xs.end()));
+      return SpreadOfSamples(std::vector<double>(xs.begin() + options.warmup, xs.end()));
     };
     if (!split) {
-      p.backward_ms = tail(b_ms[s]);
+      p.backward = tail(b_ms[s]);
       p.activation_bytes = MedianBytes(held[s]);
       p.forward_transient_bytes = MedianBytes(f_transient[s]);
       p.backward_transient_bytes = MedianBytes(b_transient[s]);
     } else {
-      p.backward_input_ms = tail(b_ms[s]);
-      p.backward_weight_ms = tail(w_ms[s]);
+      p.backward_input = tail(b_ms[s]);
+      p.backward_weight = tail(w_ms[s]);
       p.weight_grad_bytes = MedianBytes(held[s]);
     }
   }
@@ -262,13 +265,96 @@ void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const Profi
   if (rank == a) FitLink(link);
 }
 
-// Stage profiles as int64 words for the gather.
-constexpr size_t kStageWords = 13;
+// `warmup + repeats` runs of `body`, each after a barrier so that every rank
+// starts it together (a collective's time is then its own, not the wait for
+// a late peer); the spread of the timed runs.
+template <typename F>
+SampleSpread Repeat(StepClock& clock, ProcessGroupHandle* group, const ProfileOptions& options, F body) {
+  std::vector<double> ms;
+  for (int i = 0; i < options.warmup + options.repeats; ++i) {
+    Sync(group, options.comm_timeout);
+    const double t = TimeMs(clock, body);
+    if (i >= options.warmup) ms.push_back(t);
+  }
+  return SpreadOfSamples(ms);
+}
+
+// The work of a training step after the executor's actions, as the trainer
+// does it (runtime/train/trainer.cc, with runtime/train/step_work.h): the
+// step's one all-reduce and host read (loss, busy time and squared norm,
+// three doubles), each stage's REDUCE_GRAD with replicas (StageBucket), the
+// squared gradient norm (GradSquares), clipping (ScaleGradients) and the
+// AdamW step. The gradients are those the F/B phases left.
+StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, ProcessGroupHandle* group,
+                            const ProfileOptions& options, StepClock& clock,
+                            std::map<StageId, StageProfile>& profiles) {
+  std::vector<at::Tensor> params;
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (auto& [s, stage] : stages) {
+    for (auto& [name, p] : stage->NamedParameters()) {
+      params.push_back(p);
+      named.emplace_back(name, p);
+    }
+  }
+  StepProfile step;
+  if (group != nullptr) {
+    step.loss_allreduce = Repeat(clock, group, options, [&] {
+      at::Tensor sums = torch::tensor({1.0, 2.0, 3.0}, torch::kFloat64).to(GroupDevice(*group));
+      AllReduceSumInPlace(*group, sums, options.comm_timeout);
+      sums = sums.cpu();
+      (void)sums[0].item<double>();
+    });
+  }
+  if (options.dp_group != nullptr && options.dp > 1) {
+    for (auto& [s, stage] : stages) {
+      // Every rank takes part in each barrier of Repeat, so a stage without
+      // gradients (its replicas have none either) still takes its turns.
+      profiles[s].reduce_grad = Repeat(clock, group, options, [&, stage = stage] {
+        StageBucket(*stage, *options.dp_group).Finish(options.comm_timeout);
+      });
+    }
+  }
+  // The norm's squares; their sum rides on the loss's all-reduce above.
+  step.norm_allreduce = Repeat(clock, group, options, [&] { (void)GradSquares(params).to(torch::kCPU); });
+  step.clip = Repeat(clock, group, options, [&] { ScaleGradients(params, 1.0); });
+  AdamW optimizer(named, AdamWConfig{});
+  step.optimizer = Repeat(clock, group, options, [&] { optimizer.Step(1e-6); });
+  return step;
+}
+
+// Spreads and stage profiles as int64 words for the gather.
+void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
+  out.insert(out.end(), {Bits(x.p10), Bits(x.median), Bits(x.p90)});
+}
+SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
+  return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
+}
+constexpr size_t kStageWords = 24;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
-  out.insert(out.end(),
-             {p.stage, p.rank, Bits(p.forward_ms), Bits(p.backward_ms), Bits(p.backward_input_ms),
-              Bits(p.backward_weight_ms), p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes,
-              p.backward_message_bytes, p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes});
+  out.insert(out.end(), {p.stage, p.rank});
+  for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
+    EncodeSpread(*x, out);
+  }
+  out.insert(out.end(), {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
+                         p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes});
+}
+StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
+  StageProfile p;
+  p.stage = static_cast<StageId>(w.at(i));
+  p.rank = static_cast<RankId>(w.at(i + 1));
+  i += 2;
+  for (SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
+    *x = DecodeSpread(w, i);
+    i += 3;
+  }
+  p.activation_bytes = w.at(i);
+  p.weight_grad_bytes = w.at(i + 1);
+  p.forward_message_bytes = w.at(i + 2);
+  p.backward_message_bytes = w.at(i + 3);
+  p.output_bytes = w.at(i + 4);
+  p.forward_transient_bytes = w.at(i + 5);
+  p.backward_transient_bytes = w.at(i + 6);
+  return p;
 }
 
 }  // namespace
@@ -333,7 +419,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     Sync(group, options.comm_timeout);
     MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms, clock);
   });
-  for (auto& [s, p] : profiles) p.forward_ms = Median(forward_ms[s]);
+  for (auto& [s, p] : profiles) p.forward = SpreadOfSamples(forward_ms[s]);
   double overhead = 0;
   if (options.overhead_microbatches > 0 && !stages.empty()) {
     phase("executor overhead", [&] {
@@ -356,6 +442,8 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     });
     if (rank == a) links.push_back(link);
   }
+  StepProfile step;
+  phase("per-step work", [&] { step = MeasureStepWork(stages, group, options, clock, profiles); });
   // Gather on rank 0: stages, links and overhead per rank.
   std::vector<int64_t> mine;
   mine.push_back(static_cast<int64_t>(profiles.size()));
@@ -367,6 +455,9 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     for (const LinkSample& x : l.samples) mine.insert(mine.end(), {x.bytes, Bits(x.one_way_ms)});
   }
   mine.push_back(Bits(overhead));
+  for (const SampleSpread* x : {&step.loss_allreduce, &step.norm_allreduce, &step.clip, &step.optimizer}) {
+    EncodeSpread(*x, mine);
+  }
   std::vector<std::vector<int64_t>> all;
   phase("gathering the results", [&] {
     if (group != nullptr) {
@@ -376,30 +467,23 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     }
   });
   ProfileResult result;
-  if (rank != 0) {
+  const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
+  if (world_rank != 0) {
     for (const auto& [s, p] : profiles) result.stages.push_back(p);
+    result.step.push_back(step);
     return result;
   }
   std::map<StageId, StageProfile> every;
-  for (const std::vector<int64_t>& w : all) {
+  for (size_t from = 0; from < all.size(); ++from) {
+    const std::vector<int64_t>& w = all[from];
+    // World ranks 0..K-1 are the first replica, which stands for all; the
+    // step work counts on every rank.
+    const bool first_replica = static_cast<int>(from) < K;
     size_t i = 0;
     const int64_t n = w.at(i++);
     for (int64_t k = 0; k < n; ++k, i += kStageWords) {
-      StageProfile p;
-      p.stage = static_cast<StageId>(w.at(i));
-      p.rank = static_cast<RankId>(w.at(i + 1));
-      p.forward_ms = FromBits(w.at(i + 2));
-      p.backward_ms = FromBits(w.at(i + 3));
-      p.backward_input_ms = FromBits(w.at(i + 4));
-      p.backward_weight_ms = FromBits(w.at(i + 5));
-      p.activation_bytes = w.at(i + 6);
-      p.weight_grad_bytes = w.at(i + 7);
-      p.forward_message_bytes = w.at(i + 8);
-      p.backward_message_bytes = w.at(i + 9);
-      p.output_bytes = w.at(i + 10);
-      p.forward_transient_bytes = w.at(i + 11);
-      p.backward_transient_bytes = w.at(i + 12);
-      every[p.stage] = p;
+      const StageProfile p = DecodeStage(w, i);
+      if (first_replica) every[p.stage] = p;
     }
     const int64_t nl = w.at(i++);
     for (int64_t k = 0; k < nl; ++k) {
@@ -411,9 +495,16 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
       const int64_t ns = w.at(i + 4);
       i += 5;
       for (int64_t j = 0; j < ns; ++j, i += 2) l.samples.push_back({w.at(i), FromBits(w.at(i + 1))});
-      result.links.push_back(l);
+      if (first_replica) result.links.push_back(l);
     }
-    result.action_overhead_ms.push_back(FromBits(w.at(i)));
+    if (first_replica) result.action_overhead_ms.push_back(FromBits(w.at(i)));
+    ++i;
+    StepProfile st;
+    for (SampleSpread* x : {&st.loss_allreduce, &st.norm_allreduce, &st.clip, &st.optimizer}) {
+      *x = DecodeSpread(w, i);
+      i += 3;
+    }
+    result.step.push_back(st);
   }
   if (static_cast<int>(every.size()) != S)
     throw Error(who + ": gathered " + std::to_string(every.size()) + " stage profiles, the partition has " +

@@ -10,8 +10,13 @@
 // neighbouring ranks it measures the one-way time of messages through the
 // transport (ping-pong) and fits latency + bytes / bandwidth. Each rank also
 // runs the real Executor on a one-rank GPipe plan of its first stage to
-// measure the time per action that the executor spends outside F/B.
-// Rank 0 gathers everything.
+// measure the time per action that the executor spends outside F/B. Last,
+// each rank measures the work of a training step after its actions (the
+// trainer's): the loss all-reduce, each stage's gradient all-reduce over its
+// data-parallel replicas (REDUCE_GRAD, when there are replicas), the
+// gradient-norm all-reduce, clipping and the AdamW step. Every time is
+// reported as the median, p10 and p90 of its repeats (sim/percentiles.h).
+// World rank 0 gathers everything.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "runtime/exec/executor.h"
+#include "sim/percentiles.h"
 
 namespace pplab {
 
@@ -41,13 +47,20 @@ struct ProfileOptions {
   StepClock* clock = nullptr;
   // Where the stages live; the link's messages are made there.
   c10::Device device{c10::kCPU};
+  // Data parallelism: this pipeline rank's replicas (null without) and
+  // their number D; `group` is then the world of D x K ranks.
+  ProcessGroupHandle* dp_group = nullptr;
+  int dp = 1;
 };
 
 struct StageProfile {
   StageId stage = 0;
   RankId rank = 0;
-  // Medians over the repeats, ms.
-  double forward_ms = 0, backward_ms = 0, backward_input_ms = 0, backward_weight_ms = 0;
+  // Median, p10 and p90 over the repeats, ms (F: over both phases' repeats).
+  SampleSpread forward, backward, backward_input, backward_weight;
+  // The stage's REDUCE_GRAD: its flattened gradients all-reduced over the
+  // replicas, as the trainer does (all zero without replicas).
+  SampleSpread reduce_grad;
   // Allocated during F (plus a received input, which the transport allocates)
   // and still alive after it, with the graph alive: held until B or I.
   Bytes activation_bytes = 0;
@@ -78,17 +91,27 @@ struct LinkProfile {
   double bandwidth_gbps = 0;  // 0 = no bandwidth limit could be measured
 };
 
+// One rank's work of a step after its actions, ms: the all-reduces of the
+// loss and of the gradient norm over the world (0 in a one-process run, which
+// has no group: the norm is then its local sum of squares), clipping every
+// gradient, and the AdamW step of the rank's parameters.
+struct StepProfile {
+  SampleSpread loss_allreduce, norm_allreduce, clip, optimizer;
+};
+
 struct ProfileResult {
   std::vector<StageProfile> stages;        // rank 0: every stage, by stage; elsewhere: this rank's
   std::vector<LinkProfile> links;          // rank 0: one per pair of neighbouring ranks
-  std::vector<double> action_overhead_ms;  // rank 0: per rank, executor time per action outside F/B
+  std::vector<double> action_overhead_ms;  // rank 0: per pipeline rank, executor time per action outside F/B
+  std::vector<StepProfile> step;           // rank 0: per world rank; elsewhere: this rank's
 };
 
 // Profiles pipeline rank `rank`'s `stages` (placement[s] = rank of stage s).
 // `data` is one microbatch: stage 0's inputs and the last stage's targets;
 // the other stages get their inputs from one forward pass through the
-// pipeline. `group` is null for a single rank. Throws pplab::Error naming the
-// rank and phase when a peer fails or times out.
+// pipeline. `group` is null for a single rank; with replicas it is the
+// world, and stages, links and overhead come from the first replica. Throws
+// pplab::Error naming the rank and phase when a peer fails or times out.
 ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const std::map<StageId, Stage*>& stages,
                       const MicrobatchData& data, const LossFn& loss, double loss_scale, Transport& transport,
                       ProcessGroupHandle* group, MemoryMeter& meter, const ProfileOptions& options);

@@ -12,6 +12,7 @@
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/model_copies.h"
+#include "runtime/train/step_work.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/lowering.h"
@@ -53,48 +54,6 @@ void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
 }  // namespace
 
 namespace {
-
-// The sum of the squares of the gradients of `params`, as a 0-dim float64
-// tensor where they live (zero when none has a gradient): no host read.
-at::Tensor GradSquares(const std::vector<at::Tensor>& params) {
-  std::vector<at::Tensor> squares;
-  for (const at::Tensor& p : params) {
-    if (p.grad().defined()) squares.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
-  }
-  return squares.empty() ? torch::zeros({}, torch::kFloat64) : torch::stack(squares).sum();
-}
-
-// One stage's gradients summed over its data-parallel replicas as one flat
-// bucket (one all-reduce per stage rather than one per parameter), started
-// as soon as the stage's backward is done and finished after the step.
-class StageBucket {
- public:
-  StageBucket(Stage& stage, ProcessGroupHandle& dp_group) {
-    for (auto& [name, p] : stage.NamedParameters()) {
-      if (p.grad().defined()) grads_.push_back(p.grad());
-    }
-    if (grads_.empty()) return;
-    std::vector<at::Tensor> flat;
-    // (sum of numel,) on the group's device: the CPU for Gloo, the GPU for NCCL.
-    for (const at::Tensor& g : grads_) flat.push_back(g.reshape({-1}).to(GroupDevice(dp_group)));
-    bucket_ = torch::cat(flat);
-    pending_ = StartAllReduceSum(dp_group, bucket_);
-  }
-  void Finish(std::chrono::milliseconds timeout) {
-    if (pending_ == nullptr) return;
-    WaitCollective(*pending_, timeout);
-    int64_t offset = 0;
-    for (at::Tensor& g : grads_) {
-      g.copy_(bucket_.narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-    }
-  }
-
- private:
-  std::vector<at::Tensor> grads_;
-  at::Tensor bucket_;
-  std::shared_ptr<PendingCollective> pending_;
-};
 
 // The plan with only its forward actions (and their messages): validation
 // runs through the same placement without keeping activations.
@@ -304,11 +263,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     }
     if (options.clip_norm > 0 && norm > options.clip_norm) {
       torch::NoGradGuard no_grad;
-      std::vector<at::Tensor> grads;
-      for (const at::Tensor& p : params) {
-        if (p.grad().defined()) grads.push_back(p.grad());
-      }
-      at::_foreach_mul_(grads, options.clip_norm / (norm + 1e-6));
+      ScaleGradients(params, options.clip_norm / (norm + 1e-6));
     }
     const double lr = lr_schedule.At(step);
     optimizer.Step(lr);

@@ -3,13 +3,15 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
+#include "runtime/comm/fake_transport.h"
 #include "runtime/data/fnv.h"
 #include "runtime/train/launcher.h"
-#include "runtime/comm/fake_transport.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -42,6 +44,41 @@ c10::Device ResolveDevice(const std::string& text, int local_rank, int local_ran
   const GpuChoice choice = MapLocalRank(local_rank, local_ranks, gpus);
   if (shared != nullptr) *shared = choice.shared;
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(choice.gpu));
+}
+
+RankDevice RankDeviceOf(const Worker& w, int threads, int cores) {
+  RankDevice d;
+  d.node = w.world_rank - w.local_rank;
+  d.gpu = w.device.is_cuda() ? w.device.index() : -1;
+  d.threads = std::max(1, threads);
+  d.cores = std::max(1, cores);
+  return d;
+}
+
+std::vector<int64_t> RankDeviceWords(const RankDevice& d) { return {d.node, d.gpu, d.threads, d.cores}; }
+
+RankDevice RankDeviceFromWords(const std::vector<int64_t>& w) {
+  if (w.size() != 4) throw Error("a rank's device description has " + std::to_string(w.size()) + " words, not 4");
+  return {w[0], w[1], w[2], w[3]};
+}
+
+DeviceMap MapRankDevices(const std::vector<RankDevice>& ranks) {
+  if (ranks.empty()) throw Error("no ranks to map to devices");
+  DeviceMap out;
+  std::map<std::pair<int64_t, int64_t>, int> ids;  // (node, gpu) -> dense id
+  for (const RankDevice& r : ranks) {
+    const auto [it, added] = ids.emplace(std::make_pair(r.node, r.gpu), static_cast<int>(ids.size()));
+    out.devices.push_back(it->second);
+    if (added) out.device_slots.push_back(1);
+    // A CPU's cores are shared by threads: as many actions at once as the
+    // cores hold ranks of the largest thread count.
+    if (r.gpu < 0) {
+      int& slots = out.device_slots[it->second];
+      const int fit = static_cast<int>(std::max<int64_t>(1, r.cores / r.threads));
+      slots = added ? fit : std::min(slots, fit);
+    }
+  }
+  return out;
 }
 
 std::string CheckWorkerOptions(const WorkerOptions& o, int local_ranks) {
@@ -116,6 +153,8 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   w.rank = world_rank % K;
   const int local_rank = EnvInt("LOCAL_RANK", world_rank);
   const int local_ranks = EnvInt("LOCAL_WORLD_SIZE", world_size);
+  w.local_rank = local_rank;
+  w.local_ranks = local_ranks;
   bool shared = false;
   w.device = ResolveDevice(o.device, local_rank, local_ranks, &shared);
   w.backend = ParseBackend(o.backend, w.device);

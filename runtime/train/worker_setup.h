@@ -8,8 +8,10 @@
 #include <c10/core/Device.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/process_group.h"
 #include "runtime/comm/transport.h"
@@ -51,6 +53,8 @@ std::string CheckWorkerOptions(const WorkerOptions& options, int local_ranks);
 struct Worker {
   RankId world_rank = 0;
   int world_size = 1;
+  int local_rank = 0;   // LOCAL_RANK: this process's index on its node
+  int local_ranks = 1;  // LOCAL_WORLD_SIZE: processes on its node
   int replica = 0;   // d in [0, D)
   RankId rank = 0;   // pipeline rank in [0, K)
   c10::Device device{c10::kCPU};
@@ -73,6 +77,32 @@ struct Worker {
 // fresh one. A peer that brings another run's id (two runs on one
 // MASTER_ADDR:MASTER_PORT) is refused by every rank with one line naming it.
 Worker SetUpWorker(const WorkerOptions& options, RankId world_rank, int world_size);
+
+// Where one rank computes, as it knows it: its node (the world rank of the
+// node's local rank 0, as torchrun and pplab's launcher number ranks), its
+// GPU index (-1 on the CPU), its compute threads and its node's cores.
+struct RankDevice {
+  int64_t node = 0;
+  int64_t gpu = -1;
+  int64_t threads = 1;
+  int64_t cores = 1;
+};
+RankDevice RankDeviceOf(const Worker& worker, int threads, int cores);
+// Its four words, for a gather, and back.
+std::vector<int64_t> RankDeviceWords(const RankDevice& d);
+RankDevice RankDeviceFromWords(const std::vector<int64_t>& words);
+
+// Which ranks share a device (Timeline::devices and device_slots, the cost
+// model's devices and device_slots): ranks[r] for rank r. A device is a GPU
+// of a node, or a node's CPU, which all its ranks share; ids are dense, in
+// order of first use by rank. A GPU runs one compute action at a time (1
+// slot); a CPU runs cores / threads of them, the largest thread count of its
+// ranks, at least 1. Throws pplab::Error for an empty list.
+struct DeviceMap {
+  std::vector<int> devices;       // per rank
+  std::vector<int> device_slots;  // per device id
+};
+DeviceMap MapRankDevices(const std::vector<RankDevice>& ranks);
 
 // The run id rank 0 proposes, checked against every rank's (see above).
 // `group` null: this process alone.

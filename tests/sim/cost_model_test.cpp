@@ -227,10 +227,100 @@ TEST_CASE("cost model spread: p10, median and p90 are the 10th, 50th and 90th pe
   CHECK_THROWS_WITH(
       CostModel::FromJson(head + R"({"forward_ms": 1, "forward_p10_ms": 0.8, "backward_ms": 2}})", "half.json"),
       Catch::Contains("half.json: default: give both forward_p10_ms and forward_p90_ms"));
-  const CostModel outside = CostModel::FromJson(
-      head + R"({"forward_ms": 2, "forward_p10_ms": 0.8, "forward_p90_ms": 1.4, "backward_ms": 2}})", "o.json");
-  CHECK_THROWS_WITH(outside.SampleComputeTime(f, 0.5),
-                    Catch::Contains("o.json: stage 0: forward_p10_ms <= the forward time <= forward_p90_ms"));
+  // A median outside its spread is refused when the file loads.
+  CHECK_THROWS_WITH(
+      CostModel::FromJson(
+          head + R"({"forward_ms": 2, "forward_p10_ms": 0.8, "forward_p90_ms": 1.4, "backward_ms": 2}})", "o.json"),
+      Catch::Contains("o.json: default: forward_p10_ms <= forward_ms <= forward_p90_ms must hold, got 0.8, 2.0, 1.4"));
+  // One whose median is derived (I = B / 2 here) is checked when drawn.
+  const CostModel derived = CostModel::FromJson(
+      head + R"({"forward_ms": 1, "backward_ms": 2, "backward_input_p10_ms": 1.5, "backward_input_p90_ms": 2}})",
+      "i.json");
+  CHECK_THROWS_WITH(
+      derived.SampleComputeTime({ActionKind::kBackwardInput, 0, 0}, 0.5),
+      Catch::Contains("i.json: stage 0: backward_input_p10_ms <= the backward_input time <= backward_input_p90_ms"));
+}
+
+TEST_CASE("cost model spread: an old file without spreads loads with zero spread", "[cost_model][samples]") {
+  const CostModel old = CostModel::FromJson(R"({"format": "pplab.cost", "version": 1, "num_stages": 2,
+    "default": {"forward_ms": 1, "backward_ms": 2},
+    "step": {"optimizer_ms": 1, "clip_ms": 0.5, "loss_allreduce_ms": 0, "norm_allreduce_ms": 0}})",
+                                            "old.json");
+  CHECK_FALSE(old.HasSpread());
+  for (const Action& a : {Action{ActionKind::kForward, 0, 0}, Action{ActionKind::kBackward, 1, 0}}) {
+    CHECK(old.SpreadOf(a) == nullptr);
+    for (double u : {0.0, 0.1, 0.5, 0.9, 1.0}) CHECK(old.SampleComputeTime(a, u) == old.ComputeTime(a));
+  }
+  CHECK_FALSE(old.Step().optimizer_spread);
+  // Its round trip writes no spread fields.
+  const std::string back = old.ToJson();
+  CHECK(back.find("p10") == std::string::npos);
+  CHECK(back.find("p90") == std::string::npos);
+}
+
+TEST_CASE("cost model spread: per-step and REDUCE_GRAD spreads round-trip, bad ones named by file and field",
+          "[cost_model][samples][step]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "num_stages": 1, "default": )";
+  const CostModel m = CostModel::FromJson(head + R"({"forward_ms": 1, "backward_ms": 2, "reduce_grad_ms": 0.5,
+      "reduce_grad_p10_ms": 0.4, "reduce_grad_p90_ms": 0.75},
+    "data_parallel": {"degree": 2},
+    "step": {"optimizer_ms": 1.5, "optimizer_p10_ms": 1.25, "optimizer_p90_ms": 2, "clip_ms": 0.25,
+             "clip_p10_ms": 0.25, "clip_p90_ms": 0.25, "loss_allreduce_ms": 0.1, "norm_allreduce_ms": 0.2,
+             "norm_allreduce_p10_ms": 0.15, "norm_allreduce_p90_ms": 0.3}})",
+                                          "s.json");
+  const Action reduce{ActionKind::kReduceGrad, 0, 0};
+  for (const CostModel& c : {m, CostModel::FromJson(m.ToJson(), "again.json")}) {
+    CHECK(c.HasSpread());
+    CHECK(c.Stage(0).reduce_grad == TimeNs{500000});
+    CHECK(c.CollectiveTime(reduce) == 500000);
+    REQUIRE(c.SpreadOf(reduce) != nullptr);
+    CHECK(c.SpreadOf(reduce)->p10 == 400000);
+    CHECK(c.SampleCollectiveTime(reduce, 0.9) == 750000);
+    REQUIRE(c.Step().optimizer_spread);
+    CHECK(c.Step().optimizer_spread->p10 == 1250000);
+    CHECK(c.Step().optimizer_spread->p90 == 2000000);
+    CHECK(c.Step().clip_spread->p90 == 250000);
+    CHECK(c.Step().norm_allreduce_spread->p10 == 150000);
+    CHECK_FALSE(c.Step().loss_allreduce_spread);
+  }
+  auto refused = [&](const std::string& body, const std::string& message) {
+    INFO(body);
+    CHECK_THROWS_WITH(CostModel::FromJson(head + body, "bad.json"), Catch::Contains(message));
+  };
+  const std::string fb = R"("forward_ms": 1, "backward_ms": 2)";
+  refused("{" + fb + R"(, "forward_p10_ms": "fast", "forward_p90_ms": 1}})",
+          "bad.json: default.forward_p10_ms must be a number");
+  refused("{" + fb + R"(, "forward_p10_ms": -0.1, "forward_p90_ms": 1}})",
+          "bad.json: default.forward_p10_ms must be finite and >= 0, got -0.1");
+  refused("{" + fb + R"(, "forward_p10_ms": 1.2, "forward_p90_ms": 0.9}})",
+          "bad.json: default.forward_p10_ms must not exceed forward_p90_ms, got 1.2 > 0.9");
+  refused("{" + fb + R"(}, "step": {"optimizer_ms": 1, "optimizer_p10_ms": 2, "optimizer_p90_ms": 1}})",
+          "bad.json: step.optimizer_p10_ms must not exceed optimizer_p90_ms");
+  refused("{" + fb + R"(}, "step": {"optimizer_ms": 1, "optimizer_p90_ms": 1.5}})",
+          "bad.json: step: give both optimizer_p10_ms and optimizer_p90_ms");
+  refused("{" + fb + R"(}, "step": {"clip_ms": 1, "clip_p10_ms": 1.5, "clip_p90_ms": 2}})",
+          "bad.json: step: clip_p10_ms <= clip_ms <= clip_p90_ms must hold");
+  refused("{" + fb + R"(}, "step": {"clip_ms": 1, "clip_p10_ms": [1], "clip_p90_ms": 2}})",
+          "bad.json: step.clip_p10_ms must be a number");
+  refused("{" + fb + R"(, "reduce_grad_ms": 1, "reduce_grad_p10_ms": 0.5, "reduce_grad_p90_ms": 0.8}})",
+          "bad.json: default: reduce_grad_p10_ms <= reduce_grad_ms <= reduce_grad_p90_ms must hold");
+}
+
+TEST_CASE("cost model device_slots: one count per device id, round-trips, bad entries named", "[cost_model][devices]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "default": {"forward_ms": 1, "backward_ms": 2},
+    "num_stages": 2, "devices": [0, 0], )";
+  const CostModel m = CostModel::FromJson(head + R"("device_slots": [2]})", "d.json");
+  CHECK(m.DeviceSlots() == std::vector<int>{2});
+  CHECK(CostModel::FromJson(m.ToJson(), "again.json").DeviceSlots() == std::vector<int>{2});
+  CHECK_NOTHROW(m.CheckDevices(2, "p"));
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("device_slots": [0]})", "zero.json"),
+                    Catch::Contains("zero.json: device_slots[0] must be an integer in [1, 2^20], got 0"));
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("device_slots": "2"})", "text.json"),
+                    Catch::Contains("text.json: device_slots must be a non-empty array"));
+  CostModel moved = m;
+  moved.SetDevices({0, 3});
+  CHECK_THROWS_WITH(moved.CheckDevices(2, "p"),
+                    Catch::Contains("field 'device_slots' has 1 entries, but rank 1 is on device 3"));
 }
 
 }  // namespace pplab

@@ -402,3 +402,87 @@ TEST_CASE("per-step costs: clip and optimizer follow each rank's last action, al
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("shared device slots: a device with as many slots as ranks does not serialise them", "[sim][devices]") {
+  // A CPU host whose 2 cores run 2 ranks of 1 thread: device 0 with 2 slots
+  // is the plain pipeline, (M+K-1)(F+B) = 9.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  costs.SetDevices({0, 0});
+  costs.SetDeviceSlots({2});
+  const SimResult r = Simulate(Lower(GenerateGPipe(2, 2)), costs);
+  CHECK(r.makespan == 9000);
+  CHECK(r.timeline.devices == std::vector<int>{0, 0});
+  CHECK(r.timeline.device_slots == std::vector<int>{2});
+  costs.SetDeviceSlots({1});  // one slot: as before, one action at a time
+  CHECK(Simulate(Lower(GenerateGPipe(2, 2)), costs).makespan == 12000);
+  costs.SetDevices({0, 1});
+  costs.SetDeviceSlots({2});  // no entry for device 1
+  CHECK_THROWS_WITH(Simulate(Lower(GenerateGPipe(2, 2)), costs),
+                    Catch::Contains("'device_slots' has 1 entries, but rank 1 is on device 1"));
+}
+
+TEST_CASE("shared device slots: three ranks on two slots, by hand", "[sim][devices]") {
+  // GPipe K=3 M=3, F=1, B=2, free comms, all ranks on device 0 with 2
+  // slots. Requests for one time go by the time they were first ready, then
+  // the lower rank. By hand (us): r0 F0 [0,1); r0 F1, r1 F0 [1,2); at 2
+  // r0 F2, r1 F1 take both slots, r2 F0 waits to [3,4) beside r1 F2 [3,4);
+  // r2 F1 [4,5), F2 [5,6), B0 [6,8), B1 [8,10) beside r1 B0 [8,10); at 10
+  // r0 B0, r1 B1 and r2 B2 are ready: r0 B0, r1 B1 [10,12), r2 B2 [12,14)
+  // beside r0 B1 [12,14); r1 B2 [14,16); r0 B2 [16,18).
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  CostModel costs = CostModel::Uniform(3, c, Link{});
+  costs.SetDevices({0, 0, 0});
+  costs.SetDeviceSlots({2});
+  const SimResult r = Simulate(Lower(GenerateGPipe(3, 3)), costs);
+  CHECK(Spans(r, 0, ActionKind::kForward) == SpanList{{0, 1000}, {1000, 2000}, {2000, 3000}});
+  CHECK(Spans(r, 1, ActionKind::kForward) == SpanList{{1000, 2000}, {2000, 3000}, {3000, 4000}});
+  CHECK(Spans(r, 2, ActionKind::kForward) == SpanList{{3000, 4000}, {4000, 5000}, {5000, 6000}});
+  CHECK(Spans(r, 2, ActionKind::kBackward) == SpanList{{6000, 8000}, {8000, 10000}, {12000, 14000}});
+  CHECK(Spans(r, 1, ActionKind::kBackward) == SpanList{{8000, 10000}, {10000, 12000}, {14000, 16000}});
+  CHECK(Spans(r, 0, ActionKind::kBackward) == SpanList{{10000, 12000}, {12000, 14000}, {16000, 18000}});
+  CHECK(r.makespan == 18000);
+  // Never more than two compute actions at once.
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (!IsCompute(e.action.kind)) continue;
+    int running = 0;
+    for (const TimelineEvent& o : r.timeline.events) {
+      running += IsCompute(o.action.kind) && o.start <= e.start && e.start < o.end;
+    }
+    CHECK(running <= 2);
+  }
+  TimeNs covered = 0;
+  for (const CriticalStep& step : r.critical_path) covered += step.end - step.start;
+  CHECK(covered == r.makespan);
+}
+
+TEST_CASE("a stage's measured reduce_grad_ms replaces the ring formula of REDUCE_GRAD in the simulated step",
+          "[sim][cost_model]") {
+  // One rank, D = 2: F [0,1), B [1,3), then REDUCE_GRAD of the stage.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.param_bytes = 1000;
+  CostModel costs = CostModel::Uniform(1, c, Link{});
+  DataParallel dp;
+  dp.degree = 2;
+  dp.link.bandwidth_gbps = 1;  // ring: 2 (D-1)/D x 1000 B at 1 B/ns = 1000 ns
+  costs.SetDataParallel(dp);
+  const Schedule s = AddReduceGrad(Lower(GenerateGPipe(1, 1)));
+  CHECK(Simulate(s, costs).makespan == 4000);
+  c.reduce_grad = 500;
+  costs = CostModel::Uniform(1, c, Link{});
+  costs.SetDataParallel(dp);
+  CHECK(Simulate(s, costs).makespan == 3500);
+  dp.degree = 1;  // no replicas: no all-reduce, measured or not
+  costs.SetDataParallel(dp);
+  CHECK(Simulate(s, costs).makespan == 3000);
+}
+
+}  // namespace pplab

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "models/llama_config.h"
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
 #include "traces/chrome_trace.h"
@@ -491,6 +492,74 @@ TEST_CASE("cli: simulate --devices shares a device, explain books the wait as sh
   const PplabRun bad = Pplab("simulate -s gpipe -k 2 -m 2 --devices 0,0,1");
   CHECK(bad.code == 2);
   CHECK_THAT(bad.out, Catch::Contains("--devices: 3 devices for 2 ranks"));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("cli: simulate --devices-from takes the devices and slots a trace recorded, explain prints them",
+          "[cli][devices]") {
+  // A run's trace on one CPU host of 2 slots (what train writes for 2 ranks of 1 thread on 2 cores).
+  Timeline run;
+  run.name = "gpipe";
+  run.source = "measured";
+  run.ranks = 2;
+  run.devices = {0, 0};
+  run.device_slots = {2};
+  run.events = {{0, ParseAction("0F0"), 0, 1000}};
+  const std::string trace = TempPath("run_devices.json");
+  WriteTextFile(trace, TimelineToChromeTrace(run));
+  const std::string sim = TempPath("sim_devices.json");
+  const PplabRun r = Pplab("simulate -s gpipe -k 2 -m 2 --devices-from " + trace + " --json --trace " + sim);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == 9.0);  // 2 slots: no serialisation
+  CHECK(TimelineFromChromeTrace(ReadTextFile(sim), sim).device_slots == std::vector<int>{2});
+  const PplabRun one = Pplab("simulate -s gpipe -k 2 -m 2 --devices-from " + trace + " --device-slots 1 --json");
+  REQUIRE(one.code == 0);
+  CHECK(nlohmann::json::parse(one.out)["makespan"].get<double>() == 12.0);
+  const PplabRun x = Pplab("explain --json " + sim);
+  REQUIRE(x.code == 0);
+  CHECK(nlohmann::json::parse(x.out)["devices"] == nlohmann::json::parse("[0, 0]"));
+  CHECK(nlohmann::json::parse(x.out)["device_slots"] == nlohmann::json::parse("[2]"));
+  CHECK_THAT(Pplab("explain " + sim).out, Catch::Contains("devices by rank 0,0, slots by device id 2"));
+  const PplabRun wrong = Pplab("simulate -s gpipe -k 4 -m 4 --devices-from " + trace);
+  CHECK(wrong.code == 2);
+  CHECK_THAT(wrong.out, Catch::Contains("the trace has 2 ranks, the plan 4"));
+}
+
+TEST_CASE("cli: plan with a profile's spreads samples each row and marks ties in the table and --json",
+          "[cli][plan][samples]") {
+  // A profile of the tiny model (4 layers, partition 2,2, 2 x 16 tokens) whose F and B vary by -10 %..+20 %.
+  const std::string cost = TempPath("tiny_spread_profile.json");
+  WriteTextFile(cost, R"({"format": "pplab.cost", "version": 1, "stages": [
+      {"forward_ms": 1, "forward_p10_ms": 0.9, "forward_p90_ms": 1.2,
+       "backward_ms": 2, "backward_p10_ms": 1.8, "backward_p90_ms": 2.4},
+      {"forward_ms": 1.5, "forward_p10_ms": 1.35, "forward_p90_ms": 1.8,
+       "backward_ms": 3, "backward_p10_ms": 2.7, "backward_p90_ms": 3.6}],
+    "meta": {"source": "pplab profile", "model": "tiny", "config": )" +
+                          LoadLlamaConfig("tiny").ToJson() + R"(, "partition": "2,2", "microbatch_size": 2,
+      "seq_len": 16, "device": "cpu", "threads_per_rank": 1, "ranks": 2}})");
+  const std::string args = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 8GiB --cost " + cost +
+                           " --schedules gpipe,1f1b -o " + TempPath("tie_plan.json");
+  const PplabRun a = Pplab(args + " --json"), b = Pplab(args + " --json");
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  CHECK(a.out == b.out);  // the draws are seeded
+  const auto j = nlohmann::json::parse(a.out);
+  CHECK(j["ties"]["samples"] == 100);
+  CHECK(j["ties"]["seed"] == 1);
+  for (const auto& c : j["candidates"]) {
+    CHECK(c["samples"]["p10"].get<double>() <= c["samples"]["p50"].get<double>());
+    CHECK(c["samples"]["p50"].get<double>() <= c["samples"]["p90"].get<double>());
+  }
+  // gpipe and 1f1b at the best M cost the same: a tie; M = 1 is far behind.
+  CHECK(j["candidates"][0]["tie"] == true);
+  CHECK(j["candidates"][1]["tie"] == true);
+  CHECK(j["candidates"].back()["tie"] == false);
+  const PplabRun text = Pplab(args);
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("noise") && Catch::Contains("tie") && Catch::Contains("#1 ties with #2"));
 }
 
 }  // namespace pplab

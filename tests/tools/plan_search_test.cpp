@@ -233,3 +233,116 @@ TEST_CASE("plan: zb-auto is never slower than a zb-h1 or zb-h2 candidate that fi
 }
 
 }  // namespace pplab::cli
+
+namespace pplab::cli {
+namespace {
+
+// Options whose fitted costs carry a spread: p10 = 0.95 t, p90 = 1.1 t for every kind.
+PlanSearchOptions SpreadOptions() {
+  PlanSearchOptions o = Options(BalancedModel(), Bytes{1} << 40);
+  for (int k = 0; k < 4; ++k) {
+    o.fit.has_spread[k] = true;
+    o.fit.spread_low[k] = 0.05;
+    o.fit.spread_high[k] = 0.1;
+  }
+  return o;
+}
+
+const PlanCandidate& Find(const PlanSearchResult& r, const std::string& schedule, int M) {
+  for (const PlanCandidate& c : r.fitting) {
+    if (c.schedule == schedule && c.microbatches == M) return c;
+  }
+  FAIL("no candidate " << schedule << " M=" << M);
+  return r.fitting.front();
+}
+
+}  // namespace
+
+TEST_CASE("plan ties: two plans of identical costs are a tie, plans far apart are not", "[plan][samples]") {
+  const PlanSearchOptions o = SpreadOptions();
+  const PlanSearchResult r = SearchPlans(o);
+  // gpipe and 1f1b x M in {1, 2, 4, 8}: all 8 sampled (sample_top 10).
+  REQUIRE(r.fitting.size() == 8);
+  for (const PlanCandidate& c : r.fitting) {
+    REQUIRE(c.samples);
+    CHECK(c.samples->samples == kTieSamples);
+    CHECK(c.samples->seed == kTieSeed);
+    CHECK(c.samples->p10 <= c.samples->p50);
+    CHECK(c.samples->p50 <= c.samples->p90);
+  }
+  // Best: M = 8 (9 x 3 f1), gpipe and 1f1b alike; M = 1 takes 2 x 3 x 8 f1, 16/9 as long.
+  const PlanCandidate& best = r.fitting.front();
+  CHECK(best.microbatches == 8);
+  CHECK(best.tie);
+  CHECK(Find(r, "gpipe", 8).step_time == Find(r, "1f1b", 8).step_time);
+  CHECK(Find(r, best.schedule == "gpipe" ? "1f1b" : "gpipe", 8).tie);
+  CHECK_FALSE(Find(r, "gpipe", 1).tie);
+  CHECK_FALSE(Find(r, "1f1b", 1).tie);
+  // One candidate twice: the same costs draw the same samples, a tie by construction.
+  std::vector<PlanCandidate> twice = {Find(r, "gpipe", 2), Find(r, "gpipe", 2)};
+  twice[0].tie = twice[1].tie = false;
+  MarkTies(o, twice);
+  CHECK(twice[0].samples->p50 == twice[1].samples->p50);
+  CHECK(twice[1].tie);
+  CHECK(twice[0].tie);
+}
+
+TEST_CASE("plan ties: deterministic for the fixed seed, and none without spreads", "[plan][samples]") {
+  const PlanSearchResult a = SearchPlans(SpreadOptions()), b = SearchPlans(SpreadOptions());
+  REQUIRE(a.fitting.size() == b.fitting.size());
+  for (size_t i = 0; i < a.fitting.size(); ++i) {
+    CHECK(a.fitting[i].samples->p10 == b.fitting[i].samples->p10);
+    CHECK(a.fitting[i].samples->p50 == b.fitting[i].samples->p50);
+    CHECK(a.fitting[i].samples->p90 == b.fitting[i].samples->p90);
+    CHECK(a.fitting[i].tie == b.fitting[i].tie);
+  }
+  PlanSearchOptions few = SpreadOptions();
+  few.sample_top = 3;
+  const PlanSearchResult c = SearchPlans(few);
+  CHECK(c.fitting[2].samples);
+  CHECK_FALSE(c.fitting[3].samples);
+  CHECK_FALSE(c.fitting[3].tie);
+  // Analytic costs have no spread: nothing sampled, no tie.
+  const PlanSearchResult plain = SearchPlans(Options(BalancedModel(), Bytes{1} << 40));
+  for (const PlanCandidate& p : plain.fitting) {
+    CHECK_FALSE(p.samples);
+    CHECK_FALSE(p.tie);
+  }
+}
+
+TEST_CASE("plan ties: a profile's spreads are fitted relative to the medians", "[plan][samples]") {
+  const LlamaConfig c = BalancedModel();
+  const Partition p = PartitionUniform(c, 2);
+  std::string stages;
+  for (int s = 0; s < 2; ++s) {
+    const double f = 3 * StageForwardFlops(c, p, s, 2, kSeqLen) / 1e6;  // ms
+    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
+              ", \"forward_p10_ms\": " + std::to_string(0.9 * f) + ", \"forward_p90_ms\": " + std::to_string(1.2 * f) +
+              ", \"backward_ms\": " + std::to_string(2 * f) + "}";
+  }
+  const std::string text =
+      "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages +
+      "], \"step\": {\"optimizer_ms\": 5}, \"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", "
+      "\"config\": " +
+      c.ToJson() + ", \"partition\": \"2,1\", \"microbatch_size\": 2, \"seq_len\": 16, " +
+      "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
+  const CostModel profile = CostModel::FromJson(text, "cost.json");
+  const CostFit fit = FitProfile(profile, c);
+  CHECK(fit.has_spread[0]);
+  CHECK_FALSE(fit.has_spread[1]);
+  CHECK(fit.spread_low[0] == Approx(0.1).epsilon(1e-4));
+  CHECK(fit.spread_high[0] == Approx(0.2).epsilon(1e-4));
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.fit = fit;
+  o.profile = &profile;
+  const PlanSearchResult r = SearchPlans(o);
+  REQUIRE(r.fitting.front().samples);
+  // The profile's own configuration (measured costs) leaves its per-step work out, like every other candidate.
+  // gpipe M = 4 at 2 sequences per microbatch: (M + K - 1)(F + B) = 5 x 3 F, not 5 ms more.
+  const PlanCandidate& measured = Find(r, "gpipe", 4);
+  CHECK(measured.measured_costs);
+  const double F = 3 * StageForwardFlops(c, p, 0, 2, kSeqLen);
+  CHECK(static_cast<double>(measured.step_time) == Approx(15 * F).margin(15));
+}
+
+}  // namespace pplab::cli

@@ -10,7 +10,8 @@
 
 namespace pplab {
 
-TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulator reads", "[profile]") {
+TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulator reads, with step costs and spreads",
+          "[profile]") {
   const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/profile_tiny.json";
   const int B = 2, L = 16, C = 32;  // tiny: hidden 32
   const PplabRun r =
@@ -35,7 +36,26 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
     CHECK(iw < 10.0 * st["backward_ms"].get<double>());
     CHECK(st["activation_bytes"].get<int64_t>() > 0);
     CHECK(st["weight_grad_bytes"].get<int64_t>() > 0);
+    // Every action's spread: p10 <= median <= p90; no replicas, so no REDUCE_GRAD.
+    for (const std::string kind : {"forward", "backward", "backward_input", "backward_weight"}) {
+      INFO(kind);
+      CHECK(st[kind + "_p10_ms"].get<double>() <= st[kind + "_ms"].get<double>());
+      CHECK(st[kind + "_ms"].get<double>() <= st[kind + "_p90_ms"].get<double>());
+    }
+    CHECK_FALSE(st.contains("reduce_grad_ms"));
   }
+  // The step's work after the actions, measured: all positive on 2 ranks, each with its spread.
+  const auto& step = doc["step"];
+  INFO("step: " << step.dump());
+  for (const std::string kind : {"loss_allreduce", "norm_allreduce", "clip", "optimizer"}) {
+    INFO(kind);
+    CHECK(step[kind + "_ms"].get<double>() > 0);
+    CHECK(step[kind + "_p10_ms"].get<double>() <= step[kind + "_ms"].get<double>());
+    CHECK(step[kind + "_ms"].get<double>() <= step[kind + "_p90_ms"].get<double>());
+  }
+  CHECK(costs.Step().optimizer > 0);
+  CHECK(costs.HasSpread());
+  CHECK(doc["meta"]["extra"]["step_per_world_rank"].size() == 2);
   // Stage 0 sends (hidden (B,L,C) float32, attention_mask (B,L) int64) after a
   // 512-byte header; the last stage sends its input gradient (B,L,C).
   CHECK(doc["stages"][0]["message_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
@@ -58,10 +78,12 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   // Exactly these fields; anything else goes under extra.
   CHECK(meta.size() == 10);
 
-  // The simulator takes it.
-  const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --json");
+  // The simulator takes it, its step work and its spreads.
+  const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --json --samples 20");
   INFO(sim.out);
   CHECK(sim.code == 0);
+  const auto simulated = nlohmann::json::parse(sim.out);
+  CHECK(simulated["samples"]["p10"].get<double>() <= simulated["samples"]["p90"].get<double>());
 
   // --json prints the same document as one object.
   const PplabRun j = Pplab("profile --model tiny -k 2 --microbatch-size 1 --seq-len 8 --warmup 0 --repeats 1 --json");
@@ -122,6 +144,24 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
     CHECK(r.out.find("pplab: error: ") == 0);
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   }
+}
+
+TEST_CASE("profile with --dp 2 measures each stage's REDUCE_GRAD and the simulator costs it", "[profile][dp]") {
+  const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/profile_dp.json";
+  const PplabRun r =
+      Pplab("profile --model tiny -k 1 --dp 2 --microbatch-size 1 --seq-len 8 --warmup 1 --repeats 3 -o " + path);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("REDUCE_GRAD over 2 replicas") != std::string::npos);
+  const auto doc = nlohmann::json::parse(ReadTextFile(path));
+  CHECK(doc["data_parallel"]["degree"] == 2);
+  const auto& st = doc["stages"][0];
+  CHECK(st["reduce_grad_ms"].get<double>() > 0);
+  CHECK(st["reduce_grad_p10_ms"].get<double>() <= st["reduce_grad_ms"].get<double>());
+  CHECK(st["reduce_grad_ms"].get<double>() <= st["reduce_grad_p90_ms"].get<double>());
+  CHECK(doc["meta"]["extra"]["step_per_world_rank"].size() == 2);
+  const CostModel costs = CostModel::FromJson(ReadTextFile(path), path);
+  CHECK(costs.CollectiveTime({ActionKind::kReduceGrad, 0, 0}) == MsToNs(st["reduce_grad_ms"].get<double>()));
 }
 
 }  // namespace pplab

@@ -5,9 +5,11 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "runtime/train/shard_file.h"
 #include "schedules/file_io.h"
@@ -376,6 +378,34 @@ TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in pro
     }
     CHECK(got == plan.programs[rank]);
   }
+}
+
+TEST_CASE(
+    "train writes its rank-to-device mapping into the measured and simulated traces, explain and simulate read it",
+    "[train][devices]") {
+  const std::string dir = PPLAB_TEST_TMP_DIR;
+  const std::string measured = dir + "/devices_measured.json", simulated = dir + "/devices_simulated.json";
+  const PplabRun r =
+      Train("-s 1f1b -k 2 --steps 2 --batch-size 4 --seq-len 8 --trace " + measured + " --sim-trace " + simulated);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  // On the CPU both local ranks share the host's cores: one device, with a
+  // slot per rank's threads (each worker takes cores / 2 threads).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, cores / 2);
+  for (const std::string& path : {measured, simulated}) {
+    const Timeline t = TimelineFromChromeTrace(ReadTextFile(path), path);
+    INFO(path);
+    CHECK(t.devices == std::vector<int>{0, 0});
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) CHECK(t.device_slots == std::vector<int>{cores / threads});
+    const PplabRun x = Pplab("explain --json " + path);
+    INFO(x.out);
+    REQUIRE(x.code == 0);
+    CHECK(nlohmann::json::parse(x.out)["devices"] == nlohmann::json::parse("[0, 0]"));
+  }
+  const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --devices-from " + measured + " --json");
+  INFO(sim.out);
+  CHECK(sim.code == 0);
 }
 
 TEST_CASE("train refuses bad options with one line", "[train]") {

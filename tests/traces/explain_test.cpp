@@ -267,3 +267,50 @@ TEST_CASE("explain: a measured-style trace: slow producer, transfer, then execut
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("explain: a device with two slots books no shared_device while only one other rank computes",
+          "[explain][devices]") {
+  // The shared-device case above, on a CPU host of 2 slots (2 cores, 1
+  // thread per rank): rank 1's F0 takes the other slot, so the gap is other.
+  Timeline t;
+  t.name = "cpu";
+  t.ranks = 3;
+  t.events = {Ev(0, "0F0", 0, 2000), Ev(0, "0F1", 3000, 4000), Ev(1, "1F0", 2000, 3000), Ev(2, "2F0", 2500, 3500)};
+  t.devices = {0, 0, 0};
+  t.device_slots = {2};
+  const Timeline back = RoundTrip(t);
+  CHECK(back.device_slots == std::vector<int>{2});
+  const IdleExplanation x = ExplainIdle(back);
+  // [2000, 2500): one other rank computes, a slot is free: other. [2500, 3000): two others fill both slots.
+  CHECK(x.per_rank[0].other == 500);
+  CHECK(x.per_rank[0].shared_device == 500);
+  for (const RankIdle& r : x.per_rank) CHECK(PartsSum(r) == r.idle);
+  t.device_slots = {1};  // one slot: the whole gap waits for the device
+  CHECK(ExplainIdle(t).per_rank[0].shared_device == 1000);
+}
+
+TEST_CASE("trace: device_slots round-trip through otherData, bad entries are refused", "[explain][trace]") {
+  Timeline t;
+  t.name = "d";
+  t.ranks = 2;
+  t.devices = {0, 0};
+  t.device_slots = {2};
+  t.events = {Ev(0, "0F0", 0, 1000)};
+  const std::string text = TimelineToChromeTrace(t);
+  CHECK(text.find("\"device_slots\":[2]") != std::string::npos);
+  CHECK(TimelineFromChromeTrace(text, "x").device_slots == std::vector<int>{2});
+  std::string zero = text;
+  zero.replace(zero.find("\"device_slots\":[2]"), 18, "\"device_slots\":[0]");
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(zero, "zero.json"),
+                    Catch::Contains("zero.json: otherData.device_slots entries must be integers"));
+  std::string few = text;
+  few.replace(few.find("\"devices\":[0,0]"), 15, "\"devices\":[0,1]");
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(few, "few.json"),
+                    Catch::Contains("few.json: otherData.device_slots has 1 entries, but rank 1 is on device 1"));
+  t.device_slots.clear();
+  CHECK(TimelineToChromeTrace(t).find("device_slots") == std::string::npos);
+}
+
+}  // namespace pplab

@@ -23,7 +23,12 @@ for run in $(seq 1 "$runs"); do
     cost=$out/cost.json
     [[ $plan == *"-v 2"* ]] && cost=$out/cost_v2.json
     # shellcheck disable=SC2086
-    "$pplab" simulate $plan -k 2 -m 8 --cost "$cost" --trace "$out/sim.json" --json > "$out/sim_summary.json"
+    # The profile's step work and spreads are in the cost file: the prediction
+    # includes the optimizer, clipping and all-reduces, and --samples gives
+    # the spread of the step time. (K=2 ranks of cores/2 threads share the
+    # host as 2 slots: no queueing, so no --devices here.)
+    "$pplab" simulate $plan -k 2 -m 8 --cost "$cost" --samples 100 --trace "$out/sim.json" --json \
+      > "$out/sim_summary.json"
     # shellcheck disable=SC2086
     "$pplab" train $plan -k 2 -m 8 "${train[@]}" --trace "$out/real.json" > "$out/train.json"
     "$pplab" diff "$out/sim.json" "$out/real.json" --json > "$out/diff.json"
@@ -35,6 +40,7 @@ step = statistics.median(t["step_times_ms"][1:])
 drift = d.get("first_drift")
 where = "%s on rank %d" % (drift["action"], drift["rank"]) if drift else "none"
 print(json.dumps({"run": int(run), "plan": plan, "predicted": s["makespan"], "step": step,
+                  "p10": s["samples"]["p10"], "p90": s["samples"]["p90"],
                   "makespan": d["measured"]["makespan"], "drift": where}))
 PY
   done
@@ -42,11 +48,11 @@ done
 python3 - "$out/rows.txt" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| run | plan | predicted step ms | measured median step ms | error | measured pipeline makespan ms (last step) | first drift > 5 % |")
-print("|---|---|---|---|---|---|---|")
+print("| run | plan | predicted step ms | sampled p10..p90 ms | measured median step ms | error | measured pipeline makespan ms (last step) | first drift > 5 % |")
+print("|---|---|---|---|---|---|---|---|")
 for r in rows:
-    print("| %d | %s | %.1f | %.1f | %+.1f %% | %.1f | %s |" % (r["run"], r["plan"], r["predicted"], r["step"],
-          100 * (r["predicted"] - r["step"]) / r["step"], r["makespan"], r["drift"]))
+    print("| %d | %s | %.1f | %.1f..%.1f | %.1f | %+.1f %% | %.1f | %s |" % (r["run"], r["plan"], r["predicted"],
+          r["p10"], r["p90"], r["step"], 100 * (r["predicted"] - r["step"]) / r["step"], r["makespan"], r["drift"]))
 print()
 print("Order by predicted step time in each run, and by measured:")
 for run in sorted({r["run"] for r in rows}):

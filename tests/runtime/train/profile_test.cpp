@@ -38,6 +38,15 @@ std::vector<StageProfile> ProfileTiny(int B, int T) {
   REQUIRE(r.action_overhead_ms.size() == 1);
   CHECK(r.action_overhead_ms[0] >= 0);
   CHECK(r.links.empty());  // one rank: no link
+  // The step's work after the actions: no group, so no loss all-reduce; the
+  // norm (its local sum of squares), clipping and the optimizer take time.
+  REQUIRE(r.step.size() == 1);
+  CHECK(r.step[0].loss_allreduce.median == 0);
+  for (const SampleSpread* x : {&r.step[0].norm_allreduce, &r.step[0].clip, &r.step[0].optimizer}) {
+    CHECK(x->median > 0);
+    CHECK(x->p10 <= x->median);
+    CHECK(x->median <= x->p90);
+  }
   return r.stages;
 }
 
@@ -49,10 +58,11 @@ TEST_CASE("a stage's measured activation bytes cover its output and grow linearl
   for (int s = 0; s < 2; ++s) {
     INFO("stage " << s << ": activation bytes " << one[s].activation_bytes << " at B=1, " << two[s].activation_bytes
                   << " at B=2");
-    CHECK(one[s].forward_ms > 0);
-    CHECK(one[s].backward_ms > 0);
-    CHECK(one[s].backward_input_ms > 0);
-    CHECK(one[s].backward_weight_ms > 0);
+    for (const SampleSpread* x : {&one[s].forward, &one[s].backward, &one[s].backward_input, &one[s].backward_weight}) {
+      CHECK(x->median > 0);
+      CHECK(x->p10 <= x->median);
+      CHECK(x->median <= x->p90);
+    }
     // At least what F hands on: the hidden state (B,T,C) floats on stage 0.
     if (s == 0) CHECK(one[s].activation_bytes >= 1 * T * C * 4);
     CHECK(one[s].activation_bytes >= one[s].output_bytes);

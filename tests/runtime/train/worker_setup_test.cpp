@@ -46,3 +46,34 @@ TEST_CASE("the device and backend flags are checked in one line each", "[worker]
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("ranks map to devices: a node's CPU shared by all its ranks, each GPU its own, slots from cores",
+          "[worker]") {
+  // Two CPU ranks of 1 thread on a 2-core node: one device of 2 slots.
+  DeviceMap m = MapRankDevices({{0, -1, 1, 2}, {0, -1, 1, 2}});
+  CHECK(m.devices == std::vector<int>{0, 0});
+  CHECK(m.device_slots == std::vector<int>{2});
+  // Four of 1 thread on 2 cores (oversubscribed): still 2 slots; of 2 threads: 1.
+  CHECK(MapRankDevices({{0, -1, 1, 2}, {0, -1, 1, 2}, {0, -1, 1, 2}, {0, -1, 1, 2}}).device_slots ==
+        std::vector<int>{2});
+  CHECK(MapRankDevices({{0, -1, 2, 2}, {0, -1, 2, 2}}).device_slots == std::vector<int>{1});
+  // Two nodes of 2 CPU ranks each: two devices.
+  m = MapRankDevices({{0, -1, 4, 8}, {0, -1, 4, 8}, {2, -1, 4, 8}, {2, -1, 4, 8}});
+  CHECK(m.devices == std::vector<int>{0, 0, 1, 1});
+  CHECK(m.device_slots == std::vector<int>{2, 2});
+  // GPUs: ranks on GPU 0, 1, 0 of one node (MapLocalRank's round-robin on 2 GPUs), 1 slot each.
+  m = MapRankDevices({{0, 0, 1, 16}, {0, 1, 1, 16}, {0, 0, 1, 16}});
+  CHECK(m.devices == std::vector<int>{0, 1, 0});
+  CHECK(m.device_slots == std::vector<int>{1, 1});
+  // GPU 0 of two nodes are two devices.
+  CHECK(MapRankDevices({{0, 0, 1, 16}, {1, 0, 1, 16}}).devices == std::vector<int>{0, 1});
+  const RankDevice d{3, 1, 2, 16};
+  const RankDevice back = RankDeviceFromWords(RankDeviceWords(d));
+  CHECK((back.node == 3 && back.gpu == 1 && back.threads == 2 && back.cores == 16));
+  CHECK_THROWS_AS(MapRankDevices({}), Error);
+  CHECK_THROWS_AS(RankDeviceFromWords({1, 2}), Error);
+}
+
+}  // namespace pplab

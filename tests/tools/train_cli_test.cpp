@@ -16,6 +16,7 @@
 #include "schedules/schedule_io.h"
 #include "tests/run_pplab.h"
 #include "traces/chrome_trace.h"
+#include "traces/explain.h"
 
 namespace pplab {
 namespace {
@@ -364,8 +365,8 @@ TEST_CASE("a killed worker makes the others exit with the rank and action they w
 TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {
   const std::string dir = PPLAB_TEST_TMP_DIR;
   REQUIRE(Pplab("export -s zb-h1 -k 2 -m 4 -o " + dir + "/zb.json").code == 0);
-  const PplabRun r =
-      Train("--plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --trace " + dir + "/measured.json");
+  const PplabRun r = Train("--plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --json --trace " + dir +
+                           "/measured.json");
   INFO(r.out);
   REQUIRE(r.code == 0);
   const Schedule plan = LoadScheduleFile(dir + "/zb.json");
@@ -377,6 +378,14 @@ TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in pro
       if (e.rank == rank) got.push_back(e.action);
     }
     CHECK(got == plan.programs[rank]);
+  }
+  // --json's executor overhead is explain's "other" over the makespan, per rank, of that trace.
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  const IdleExplanation idle = ExplainIdle(t);
+  REQUIRE(j["executor_overhead"].size() == 2);
+  for (RankId rank = 0; rank < 2; ++rank) {
+    const double want = static_cast<double>(idle.per_rank[rank].other) / static_cast<double>(idle.makespan);
+    CHECK(j["executor_overhead"][rank].get<double>() == Approx(want).epsilon(1e-9));
   }
 }
 

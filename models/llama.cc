@@ -64,7 +64,8 @@ struct AttentionImpl : torch::nn::Module {
       v = v.repeat_interleave(heads / kv_heads, 1);
     }
     auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));  // (B,H,T,T)
-    auto probs = torch::softmax(scores + bias, -1);
+    // The softmax in fp32, also under bf16 autocast (scores are bf16 there).
+    auto probs = torch::softmax(scores + bias, -1, torch::kFloat32);
     auto out = torch::matmul(probs, v);  // (B,H,T,hd)
     return o_proj(out.transpose(1, 2).reshape({B, T, heads * head_dim}));
   }

@@ -211,7 +211,7 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   const std::string at = origin + ": meta";
   CheckKeys(meta,
             {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device", "threads_per_rank",
-             "ranks", "extra"},
+             "ranks", "precision", "extra"},
             at + " (source \"pplab profile\")");
   auto need = [&](const char* key) -> const json& {
     if (!meta.contains(key)) throw Error(at + "." + key + " is missing (a \"pplab profile\" meta needs it)");
@@ -240,6 +240,11 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   p.device = text("device");
   p.threads_per_rank = positive("threads_per_rank");
   p.ranks = positive("ranks");
+  if (meta.contains("precision")) {
+    const json& v = meta["precision"];
+    if (!v.is_string()) throw Error(at + ".precision must be \"fp32\" or \"bf16\", got " + v.dump());
+    p.precision = ParsePrecision(v.get<std::string>(), at + ".precision");
+  }
   // The partition is layers per stage, one positive count per stage of the file.
   int entries = 0;
   size_t begin = 0;
@@ -273,7 +278,8 @@ std::string ProfileMetaToJson(const ProfileMeta& p) {
               {"seq_len", p.seq_len},
               {"device", p.device},
               {"threads_per_rank", p.threads_per_rank},
-              {"ranks", p.ranks}}
+              {"ranks", p.ranks},
+              {"precision", PrecisionName(p.precision)}}
       .dump();
 }
 

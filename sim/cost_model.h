@@ -16,6 +16,7 @@
 
 #include "schedules/action.h"
 #include "schedules/units.h"
+#include "sim/precision.h"
 
 namespace pplab {
 
@@ -109,6 +110,10 @@ struct ProfileMeta {
   std::string device;       // e.g. "cpu"
   int threads_per_rank = 0;
   int ranks = 0;
+  // The precision the stages ran in (`precision`, optional: files written
+  // before it was recorded are fp32). Its activation bytes per element are
+  // what the planner's byte formulas use for this profile.
+  Precision precision = Precision::kFp32;
 };
 
 constexpr const char* kProfileSource = "pplab profile";

@@ -27,6 +27,7 @@ struct PlanCmdOptions {
   std::string memory_per_rank;
   std::string cost_file;
   std::optional<int> seq_len;
+  std::optional<std::string> precision;  // default: the profile's, else fp32
   std::vector<std::string> schedules;
   int top = 10;
   std::string out_path = "plan.json";
@@ -86,6 +87,7 @@ int RunPlan(const PlanCmdOptions& o) {
   search.memory_per_rank = ParseByteSize(o.memory_per_rank, "--memory-per-rank");
   search.schedules = o.schedules;
   search.sample_top = static_cast<size_t>(o.top);
+  if (o.precision) search.precision = ParsePrecision(*o.precision);
   std::optional<CostModel> profiled;
   if (!o.cost_file.empty()) {
     profiled = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
@@ -103,6 +105,11 @@ int RunPlan(const PlanCmdOptions& o) {
       throw Error("--cost " + o.cost_file + " was measured with --seq-len " + std::to_string(meta->seq_len) + ", not " +
                   std::to_string(*o.seq_len));
     }
+    if (o.precision && search.precision != meta->precision) {
+      throw Error("--cost " + o.cost_file + " was measured with --precision " + PrecisionName(meta->precision) +
+                  ", not " + *o.precision);
+    }
+    search.precision = meta->precision;  // its bytes per activation value
     search.seq_len = meta->seq_len;
     search.fit = FitProfile(*profiled, recorded);
     search.link = profiled->DefaultLink();
@@ -129,6 +136,7 @@ int RunPlan(const PlanCmdOptions& o) {
                     {"dp", o.dp},
                     {"global_batch", o.global_batch},
                     {"seq_len", search.seq_len},
+                    {"precision", PrecisionName(search.precision)},
                     {"memory_per_rank", search.memory_per_rank},
                     {"costs", o.cost_file.empty() ? "analytic" : o.cost_file},
                     {"simulated", result.simulated},
@@ -150,10 +158,10 @@ int RunPlan(const PlanCmdOptions& o) {
     return 0;
   }
   std::printf(
-      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank); costs: %s\n",
+      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank); costs: %s, %s\n",
       result.simulated, Fixed(seconds, 2).c_str(), result.skipped, result.over_memory,
       HumanBytes(search.memory_per_rank).c_str(),
-      o.cost_file.empty() ? "analytic" : ("fitted to " + o.cost_file).c_str());
+      o.cost_file.empty() ? "analytic" : ("fitted to " + o.cost_file).c_str(), PrecisionName(search.precision));
   std::vector<std::vector<std::string>> table = {
       {"#", "schedule", "M", "v", "partition", "mb", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
   if (sampled) {
@@ -218,6 +226,10 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   sub->add_option("--seq-len", o->seq_len,
                   "tokens per sequence (default: the profile's, else the model's max_position_embeddings)")
       ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--precision", o->precision,
+                  "fp32 or bf16: bytes per activation value in the memory formulas, 4 or 2 (default: the --cost "
+                  "profile's, else fp32); weights and AdamW state are fp32 in both")
+      ->type_name("TEXT");
   sub->add_option("--schedules", o->schedules, "comma-separated generators to search (default: all)")->delimiter(',');
   sub->add_option("--top", o->top, "rows of the ranked table")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate)")->capture_default_str();

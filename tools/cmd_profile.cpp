@@ -22,6 +22,7 @@
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "sim/cost_model.h"
+#include "sim/precision.h"
 #include "tools/commands.h"
 #include "tools/report.h"
 
@@ -42,6 +43,7 @@ struct ProfileCliOptions {
   double comm_timeout_s = 60;
   std::string device = "cpu";
   std::string backend = "auto";
+  std::string precision = "fp32";
   std::string output;
   bool json = false;
   std::vector<std::string> raw_args;
@@ -70,6 +72,7 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   if (o.repeats < 1 || o.repeats > 10000)
     throw Error("--repeats " + std::to_string(o.repeats) + ": must be in [1, 10000]");
   if (o.warmup < 0 || o.warmup > 10000) throw Error("--warmup " + std::to_string(o.warmup) + ": must be in [0, 10000]");
+  ParsePrecision(o.precision);
   MakePartition(config, o.ranks * o.virtual_stages, o.partition);
   if (!o.output.empty()) {
     const auto slash = o.output.find_last_of('/');
@@ -184,6 +187,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                  {"device", o.device},
                  {"threads_per_rank", threads},
                  {"ranks", o.ranks},
+                 {"precision", PrecisionName(ParsePrecision(o.precision))},
                  {"extra",
                   {{"virtual_stages", o.virtual_stages},
                    {"dp", o.dp},
@@ -200,10 +204,10 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
 
 void PrintTable(const nlohmann::json& doc, const std::string& output) {
   const auto& meta = doc["meta"];
-  std::printf("profile of %s, partition %s, microbatch %d x %d tokens, %d ranks x %d threads\n",
+  std::printf("profile of %s, partition %s, microbatch %d x %d tokens, %d ranks x %d threads, %s\n",
               meta["model"].get<std::string>().c_str(), meta["partition"].get<std::string>().c_str(),
               meta["microbatch_size"].get<int>(), meta["seq_len"].get<int>(), meta["ranks"].get<int>(),
-              meta["threads_per_rank"].get<int>());
+              meta["threads_per_rank"].get<int>(), meta["precision"].get<std::string>().c_str());
   std::printf("%5s %4s %10s %10s %10s %10s %13s %13s %11s\n", "stage", "rank", "F ms", "B ms", "I ms", "W ms",
               "activ. MB", "I->W MB", "message KB");
   for (size_t s = 0; s < doc["stages"].size(); ++s) {
@@ -264,6 +268,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   setup.comm_timeout = timeout;
   setup.device = o.device;
   setup.backend = o.backend;
+  setup.precision = o.precision;
   Worker worker = SetUpWorker(setup, world_rank, world);
   const RankId rank = worker.rank;  // pipeline rank within the replica
   MemoryMeter& meter = MemoryMeter::For(worker.device);
@@ -271,7 +276,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   std::map<StageId, Stage*> stages;
   for (int s = 0; s < S; ++s) {
     if (placement[s] != rank) continue;
-    owned.push_back(BuildLlamaStage(config, partition, s, o.seed, worker.device));
+    owned.push_back(WorkerStage(worker, BuildLlamaStage(config, partition, s, o.seed, worker.device)));
     stages[s] = owned.back().get();
   }
   StepBatch batch = SyntheticBatch(o.seed, 0, o.microbatch_size, o.seq_len, config.vocab_size, 1);
@@ -287,8 +292,12 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   options.device = worker.device;
   options.dp_group = worker.dp_group.get();
   options.dp = o.dp;
-  // Ping-pong one activation's payload (hidden (B,L,C) float32) and 16 MiB.
-  options.link_payload_bytes = {static_cast<Bytes>(o.microbatch_size) * o.seq_len * config.hidden_size * 4, 16 << 20};
+  options.wire_dtype = worker.wire_dtype;
+  // Ping-pong one activation's payload (hidden (B,L,C) as it travels: 4
+  // bytes a value in fp32, 2 in bf16) and 16 MiB.
+  options.link_payload_bytes = {
+      static_cast<Bytes>(o.microbatch_size) * o.seq_len * config.hidden_size * ActivationElementBytes(worker.precision),
+      16 << 20};
   const ProfileResult result = Profile(
       placement, rank, stages, batch.microbatches.at(0),
       [](const TensorList& outputs, const at::Tensor& targets) {
@@ -347,6 +356,9 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_option("--device", o->device, "cpu, or cuda / cuda:N (times with CUDA events; GPU memory statistics)")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto (NCCL for CUDA devices, Gloo for the CPU), gloo or nccl")
+      ->capture_default_str();
+  sub->add_option("--precision", o->precision,
+                  "fp32, or bf16 (autocast compute, bf16 messages; recorded in the cost model's meta)")
       ->capture_default_str();
   sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
   sub->add_flag("--json", o->json, "print the cost model as one JSON object instead of the table");

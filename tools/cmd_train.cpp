@@ -41,6 +41,7 @@
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
 #include "sim/measured_costs.h"
+#include "sim/precision.h"
 #include "sim/simulator.h"
 #include "tools/cli_main.h"
 #include "tools/commands.h"
@@ -96,6 +97,7 @@ struct TrainOptions {
   std::string dump_grads_dir;
   std::string device = "cpu";
   std::string backend = "auto";
+  std::string precision = "fp32";
   std::string checkpoint_dir;
   int checkpoint_every = 0;
   bool resume = false;
@@ -113,6 +115,7 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   w.dp = o.dp;
   w.device = o.device;
   w.backend = o.backend;
+  w.precision = o.precision;
   w.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   return w;
 }
@@ -318,6 +321,21 @@ void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, con
   }
 }
 
+// A resume may change the precision: the checkpoint holds fp32 weights and
+// AdamW moments in either, so it continues exactly as far as its state goes;
+// only the arithmetic of the steps to come changes. Returns the line that
+// says so ("" when the precision is the same). A checkpoint without the
+// field was written before precisions existed, in fp32.
+std::string PrecisionChangeNote(const TrainOptions& o, const nlohmann::json& found) {
+  const std::string was = found.contains("precision") && found["precision"].is_string()
+                              ? found["precision"].get<std::string>()
+                              : std::string("fp32");
+  const std::string now = PrecisionName(ParsePrecision(o.precision));
+  if (was == now) return "";
+  return "the checkpoint in " + o.checkpoint_dir + " was trained in " + was + "; this run continues it in " + now +
+         " (weights and AdamW state are fp32 in both)";
+}
+
 // `prepared`: the text the caller prepared, if any (else from the launcher's
 // environment, else prepared here).
 int RunWorker(const TrainOptions& o, RankId world_rank, int world,
@@ -372,6 +390,9 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   manifest["ranks"] = K;
   manifest["dp"] = o.dp;
   manifest["partition"] = partition.ToString();
+  // Not a field a resume must match: weights and AdamW state are fp32 in
+  // both precisions, so a checkpoint continues in either (the launcher says so).
+  manifest["precision"] = PrecisionName(worker.precision);
   int64_t parameter_elements = 0;
   for (int s = 0; s < partition.NumStages(); ++s) parameter_elements += StageParams(config, partition, s);
   manifest["parameter_elements"] = parameter_elements;
@@ -507,7 +528,9 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   }
   const TrainSummary summary = Train(
       schedule, rank, *worker.transport, worker.group.get(),
-      [&](StageId s) { return BuildLlamaStage(config, partition, schedule.ModelStage(s), o.seed, device); },
+      [&](StageId s) {
+        return WorkerStage(worker, BuildLlamaStage(config, partition, schedule.ModelStage(s), o.seed, device));
+      },
       [&](int step) {
         StepBatch b =
             text != nullptr
@@ -576,6 +599,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
                               {"step_clock_ms", summary.step_clock_ms},
                               {"device", device.str()},
                               {"backend", BackendName(worker.backend)},
+                              {"precision", PrecisionName(worker.precision)},
                               {"clock", worker.clock->Name()},
                               {"tokens_per_s", tokens_per_s},
                               {"bubbles", summary.bubbles},
@@ -769,6 +793,8 @@ int RunTrain(const TrainOptions& given) {
                   step, o.steps);
       return 0;
     }
+    const std::string note = PrecisionChangeNote(o, found);
+    if (!note.empty() && !o.quiet) std::fprintf(stderr, "pplab: note: %s\n", note.c_str());
     if (found.contains("lr_schedule") && found["lr_schedule"].at("total_steps") != o.steps && !o.quiet) {
       std::fprintf(stderr,
                    "pplab: note: the learning-rate schedule was recorded for %s steps; it now decays over --steps "
@@ -824,6 +850,10 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
                   "cpu, or cuda / cuda:N (a CUDA LibTorch build; default one GPU per local rank)")
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto (NCCL for CUDA devices, Gloo for the CPU), gloo or nccl")
+      ->capture_default_str();
+  sub->add_option("--precision", o->precision,
+                  "fp32, or bf16: bf16 autocast compute and bf16 messages between ranks, with fp32 weights, AdamW "
+                  "state, loss and softmax")
       ->capture_default_str();
   sub->add_option("--checkpoint-dir", o->checkpoint_dir, "write checkpoints here (one shard per rank, atomic)");
   sub->add_option("--checkpoint-every", o->checkpoint_every,

@@ -71,9 +71,9 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.backward = Ns(f.ns_per_flop[1] * flops);
     c.backward_input = Ns(f.ns_per_flop[2] * flops);
     c.backward_weight = Ns(f.ns_per_flop[3] * flops);
-    c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(o.config, p, s, mb, o.seq_len));
-    c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len));
-    c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len));
+    c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(o.config, p, s, mb, o.seq_len, o.precision));
+    c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len, o.precision));
+    c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision));
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
                                          &c.backward_weight_spread};
     const TimeNs times[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};
@@ -110,31 +110,42 @@ double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, in
   return flops;
 }
 
-double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
+double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                            Precision precision) {
   const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size, kv = KvDim(c);
-  // fp32 values kept per token for the backward of one layer: each RMSNorm's
-  // input and output (2 x 2h), q, k, v (h + 2kv), the attention output (h),
-  // the MLP's gate, up, activation and product (4f), and the softmax
-  // probabilities (heads x seq_len).
-  const double layer = 4.0 * T * (6 * h + 2 * kv + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
+  const double e = ActivationElementBytes(precision);
+  // Values kept per token for the backward of one layer, e bytes each (4 in
+  // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
+  // (h + 2kv), the attention output (h), the MLP's gate, up, activation and
+  // product (4f), and the softmax probabilities (heads x seq_len). Weights,
+  // gradients and AdamW state are not here: they are fp32 in either
+  // precision (16 B per parameter, counted by the caller). In bf16 the
+  // residual stream, the norms and the softmax stay fp32, so the measured
+  // bytes lie above this estimate; a profile's fit (FitProfile) carries the
+  // real ratio.
+  const double layer = e * T * (6 * h + 2 * kv + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
   // The head: final norm input and output, logits and their softmax.
-  if (stage == p.NumStages() - 1) bytes += 4.0 * T * (2 * h + 2.0 * c.vocab_size);
+  if (stage == p.NumStages() - 1) bytes += e * T * (2 * h + 2.0 * c.vocab_size);
   return bytes;
 }
 
-double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
+double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                            Precision precision) {
   const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size, kv = KvDim(c);
+  const double e = ActivationElementBytes(precision);
   // W needs every matmul's input (q/k/v, o, gate/up: h each; down: f) and
-  // output gradient (h + 2kv, h, 2f, h).
-  const double layer = 4.0 * T * (6 * h + 2 * kv + 3 * f);
+  // output gradient (h + 2kv, h, 2f, h), e bytes each.
+  const double layer = e * T * (6 * h + 2 * kv + 3 * f);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
-  if (stage == p.NumStages() - 1) bytes += 4.0 * T * (h + c.vocab_size);
+  if (stage == p.NumStages() - 1) bytes += e * T * (h + c.vocab_size);
   return bytes;
 }
 
-double MessageBytes(const LlamaConfig& c, int mb, int seq_len) {
-  return 4.0 * static_cast<double>(mb) * seq_len * c.hidden_size;  // (mb, seq_len, hidden) fp32
+double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision) {
+  // One (mb, seq_len, hidden) activation or gradient as it travels: fp32, or
+  // bf16 in a bf16 run (cast on send, back to fp32 on receipt).
+  return ActivationElementBytes(precision) * static_cast<double>(mb) * seq_len * c.hidden_size;
 }
 
 CostFit AnalyticFit(double flops_per_second) {
@@ -158,9 +169,9 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   std::vector<double> time[4], act_y, wgrad_y, msg_y;
   for (int s = 0; s < profiled.NumStages(); ++s) {
     flops.push_back(StageForwardFlops(config, p, s, meta->microbatch_size, meta->seq_len));
-    act.push_back(StageActivationBytes(config, p, s, meta->microbatch_size, meta->seq_len));
-    wgrad.push_back(StageWeightGradBytes(config, p, s, meta->microbatch_size, meta->seq_len));
-    msg.push_back(MessageBytes(config, meta->microbatch_size, meta->seq_len));
+    act.push_back(StageActivationBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
+    wgrad.push_back(StageWeightGradBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
+    msg.push_back(MessageBytes(config, meta->microbatch_size, meta->seq_len, meta->precision));
     for (int k = 0; k < 4; ++k) {
       time[k].push_back(static_cast<double>(profiled.ComputeTime({kFitKinds[k], s, 0})));
     }
@@ -213,6 +224,11 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   }
   std::optional<ProfileMeta> meta;
   if (o.profile != nullptr) meta = o.profile->Profile();
+  if (meta && meta->precision != o.precision) {
+    // Its measured bytes and the formulas' would count different element sizes.
+    throw Error(std::string("plan: --precision ") + PrecisionName(o.precision) + ", but the profile " +
+                o.profile->Origin() + " was measured in " + PrecisionName(meta->precision));
+  }
   const std::vector<int> ms = Divisors(o.global_batch / o.dp);
   const int L = o.config.num_hidden_layers;
 
@@ -251,8 +267,9 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
           std::vector<Bytes> memory(o.ranks, 0);
           const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
           for (int s = 0; s < S; ++s) {
-            // fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter.
-            memory[placement[s]] += 16 * StageParams(o.config, partition, s % P);
+            // fp32 weights, gradients and AdamW's two moments: 16 bytes per
+            // parameter, in bf16 runs too (fp32 master weights and optimizer state).
+            memory[placement[s]] += kStateBytesPerParameter * StageParams(o.config, partition, s % P);
           }
           if (gen.needs_costs) {
             // zb-auto searches its order for these costs, holding on each

@@ -17,11 +17,14 @@
 namespace pplab::cli {
 
 // Per-microbatch estimates of one stage from the model's shapes, for `mb`
-// sequences of `seq_len` tokens (see docs/planning.md).
+// sequences of `seq_len` tokens (see docs/planning.md). Bytes count
+// ActivationElementBytes(precision) per activation value: 4 in fp32, 2 in bf16.
 double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
-double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
-double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
-double MessageBytes(const LlamaConfig& c, int mb, int seq_len);
+double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                            Precision precision);
+double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                            Precision precision);
+double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision);
 
 // How FLOPs and shape-derived bytes turn into a cost model: ns per forward
 // FLOP of each of F, B, I, W, and scale factors for the byte estimates.
@@ -38,10 +41,10 @@ struct CostFit {
 // Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
 CostFit AnalyticFit(double flops_per_second);
 // Least squares (through the origin, over the profile's stages) of each
-// measured time and byte count against the same formulas, and each kind's
-// relative spread: sum over stages of (median - p10) / sum of medians (and
-// likewise p90). `profiled` must carry a profile meta; `config` is the
-// meta's config.
+// measured time and byte count against the same formulas, in the profile's
+// precision, and each kind's relative spread: sum over stages of
+// (median - p10) / sum of medians (and likewise p90). `profiled` must carry
+// a profile meta; `config` is the meta's config.
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 
 struct PlanSearchOptions {
@@ -51,6 +54,9 @@ struct PlanSearchOptions {
   int global_batch = 1;  // G sequences per step, over all replicas
   int seq_len = 1;       // tokens per sequence
   Bytes memory_per_rank = 0;
+  // Bytes per activation value in the byte formulas (a profile's own, when
+  // fitted to one). Model state is 16 B per parameter in either precision.
+  Precision precision = Precision::kFp32;
   std::vector<std::string> schedules;  // generator names; empty = all
   CostFit fit;
   Link link;

@@ -135,6 +135,12 @@ void CheckManifest(const std::string& file, const json& m) {
     if (!d.contains("samples_consumed")) c.Fail("data_position.samples_consumed", "is missing");
     c.Int(d["samples_consumed"], "data_position.samples_consumed", 0, int64_t{1} << 60);
   }
+  if (m.contains("precision")) {  // absent in checkpoints written before it was recorded (fp32)
+    const std::string precision = c.String("precision");
+    if (precision != "fp32" && precision != "bf16") {
+      c.Fail("precision", "must be \"fp32\" or \"bf16\", got '" + Printable(precision) + "'");
+    }
+  }
   if (m.contains("lr_schedule")) {
     const json& l = m["lr_schedule"];
     if (!l.is_object() || !l.contains("total_steps")) c.Fail("lr_schedule.total_steps", "is missing");

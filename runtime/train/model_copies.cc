@@ -36,6 +36,18 @@ at::Tensor FlatGradients(Stage& stage) {
   return parts.empty() ? at::Tensor() : torch::cat(parts);
 }
 
+// The same bytes as an integer tensor of the element's width, so that no
+// transport converts them (a bf16 run's wire casts float32 messages; these
+// sums must stay exact and bit-identical on both ranks).
+c10::ScalarType SameWidthInteger(c10::ScalarType t) {
+  switch (c10::elementSize(t)) {
+    case 2: return c10::ScalarType::Short;
+    case 4: return c10::ScalarType::Int;
+    case 8: return c10::ScalarType::Long;
+    default: throw Error("model copies: gradients of dtype " + std::string(c10::toString(t)) + " cannot be sent");
+  }
+}
+
 }  // namespace
 
 std::string WhyNotOneModel(const Schedule& schedule) {
@@ -64,7 +76,7 @@ void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<Stag
   for (const auto& [s, stage] : stages) flat[s] = FlatGradients(*stage);
   for (const auto& [s, stage] : stages) {
     if (!flat[s].defined()) continue;
-    const MessageSpec spec = {{flat[s].scalar_type(), {flat[s].numel()}}};
+    const MessageSpec spec = {{SameWidthInteger(flat[s].scalar_type()), {flat[s].numel()}}};
     for (StageId t : CopiesOf(schedule, s)) {
       if (schedule.placement[t] != rank) transport.PostRecv(schedule.placement[t], CopyTag(schedule, t, s), spec);
     }
@@ -72,7 +84,10 @@ void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<Stag
   for (const auto& [s, stage] : stages) {
     if (!flat[s].defined()) continue;
     for (StageId t : CopiesOf(schedule, s)) {
-      if (schedule.placement[t] != rank) transport.Send(schedule.placement[t], CopyTag(schedule, s, t), {flat[s]});
+      if (schedule.placement[t] != rank) {
+        transport.Send(schedule.placement[t], CopyTag(schedule, s, t),
+                       {flat[s].view(SameWidthInteger(flat[s].scalar_type()))});
+      }
     }
   }
   for (const auto& [s, stage] : stages) {
@@ -84,7 +99,10 @@ void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<Stag
         part = flat.at(t);
       } else {
         try {
-          part = transport.WaitRecv(schedule.placement[t], CopyTag(schedule, t, s), timeout).at(0).to(flat[s].device());
+          part = transport.WaitRecv(schedule.placement[t], CopyTag(schedule, t, s), timeout)
+                     .at(0)
+                     .to(flat[s].device())
+                     .view(flat[s].scalar_type());
         } catch (const Error& e) {
           throw Error("rank " + std::to_string(rank) + " waiting for the gradients of stage " + std::to_string(t) +
                       " (a copy of its stage " + std::to_string(s) + ") from rank " +

@@ -25,7 +25,8 @@ std::string WhyNotOneModel(const Schedule& schedule);
 // Sums the gradients of every copy of each of `rank`'s stages, so that all
 // copies hold the sum, adding in pipeline order on every rank (the copies
 // stay bit-identical). Copies on other ranks travel over `transport` as one
-// flat tensor per stage, with tags above the executor's. A no-op with one
+// flat tensor per stage (its bytes, never cast to a narrower wire dtype),
+// with tags above the executor's. A no-op with one
 // pipeline. Call it on every rank after the step's backward.
 void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,
                       Transport& transport, std::chrono::milliseconds timeout);

@@ -8,6 +8,7 @@
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/fake_transport.h"
+#include "runtime/comm/wire_cast_transport.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/train/adamw.h"
@@ -92,8 +93,9 @@ struct StageInput {
 std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& placement, RankId rank,
                                                      const std::map<StageId, Stage*>& stages,
                                                      const MicrobatchData& data, const LossFn& loss, double loss_scale,
-                                                     Transport& transport, std::chrono::milliseconds timeout,
+                                                     Transport& transport, const ProfileOptions& options,
                                                      std::map<StageId, StageProfile>& profiles) {
+  const std::chrono::milliseconds timeout = options.comm_timeout;
   const int S = static_cast<int>(placement.size());
   std::map<StageId, StageInput> result;
   std::map<StageId, TensorList> outputs;
@@ -116,7 +118,7 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
     p.output_bytes = FloatBytes(slot.outputs);
     if (s < S - 1) {
       outputs[s] = slot.outputs;
-      p.forward_message_bytes = WireBytes(slot.outputs);
+      p.forward_message_bytes = WireBytes(ToWire(slot.outputs, options.wire_dtype));
       for (const at::Tensor& t : slot.outputs) {
         if (t.defined() && at::isFloatingType(t.scalar_type())) in.output_grads.push_back(torch::randn_like(t) * 1e-3);
       }
@@ -125,7 +127,7 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
     }
     slot.output_grads = in.output_grads;
     RunBackwardAction(slot);
-    if (s > 0) p.backward_message_bytes = WireBytes(slot.input_grads);
+    if (s > 0) p.backward_message_bytes = WireBytes(ToWire(slot.input_grads, options.wire_dtype));
   }
   transport.WaitSends(timeout);
   return result;
@@ -407,8 +409,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   }
   std::map<StageId, StageInput> inputs;
   phase("forward through the pipeline", [&] {
-    inputs = ForwardThroughPipeline(placement, rank, stages, data, loss, loss_scale, transport, options.comm_timeout,
-                                    profiles);
+    inputs = ForwardThroughPipeline(placement, rank, stages, data, loss, loss_scale, transport, options, profiles);
   });
   std::map<StageId, std::vector<double>> forward_ms;
   phase("F and B", [&] {

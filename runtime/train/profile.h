@@ -51,6 +51,9 @@ struct ProfileOptions {
   // their number D; `group` is then the world of D x K ranks.
   ProcessGroupHandle* dp_group = nullptr;
   int dp = 1;
+  // What float32 activations and gradients travel as (the worker's
+  // wire_dtype): the message bytes are counted in it.
+  c10::ScalarType wire_dtype = c10::ScalarType::Float;
 };
 
 struct StageProfile {
@@ -67,8 +70,9 @@ struct StageProfile {
   // Allocated from the start of F (plus a received output gradient) and
   // still alive after I, once the input gradient is sent: held until W.
   Bytes weight_grad_bytes = 0;
-  // Wire bytes (WireBytes) of the stage's forward message (its outputs; 0 on
-  // the last stage) and backward message (its input gradient; 0 on stage 0).
+  // Wire bytes (WireBytes, in ProfileOptions::wire_dtype) of the stage's
+  // forward message (its outputs; 0 on the last stage) and backward message
+  // (its input gradient; 0 on stage 0).
   Bytes forward_message_bytes = 0, backward_message_bytes = 0;
   // Bytes of the floating-point outputs of F (on the last stage: the loss).
   Bytes output_bytes = 0;

@@ -11,6 +11,8 @@
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/data/fnv.h"
+#include "runtime/comm/wire_cast_transport.h"
+#include "runtime/exec/autocast.h"
 #include "runtime/train/launcher.h"
 #include "schedules/error.h"
 
@@ -85,6 +87,7 @@ std::string CheckWorkerOptions(const WorkerOptions& o, int local_ranks) {
   bool shared = false;
   const c10::Device device = ResolveDevice(o.device, 0, local_ranks, &shared);
   ParseBackend(o.backend, device);
+  ParsePrecision(o.precision);
   if (o.pipeline_ranks < 1 || o.dp < 1) throw Error("--ranks and --dp must be at least 1");
   if (!shared) return "";
   const int gpus = device.is_cuda() && !c10::Device(o.device).has_index()
@@ -165,9 +168,16 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
     ::gethostname(host, sizeof host - 1);
     ::setenv("NCCL_HOSTID", (std::string(host) + "-pplab-rank" + std::to_string(world_rank)).c_str(), 1);
   }
+  w.precision = ParsePrecision(o.precision);
+  w.wire_dtype = w.precision == Precision::kBf16 ? c10::ScalarType::BFloat16 : c10::ScalarType::Float;
+  // A bf16 run's messages travel in bf16 and arrive as fp32.
+  auto on_wire = [&w](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
+    if (w.wire_dtype == c10::ScalarType::Float) return t;
+    return std::make_unique<WireCastTransport>(std::move(t), w.wire_dtype);
+  };
   w.clock = MakeStepClock(w.device);
   if (world_size == 1) {
-    w.transport = std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>());
+    w.transport = on_wire(std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>()));
     w.run_id = AgreeOnRunId(nullptr, o.comm_timeout);
     return w;
   }
@@ -179,7 +189,7 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   g.timeout = o.comm_timeout;
   w.group = ConnectFromEnv(g);
   w.run_id = AgreeOnRunId(w.group.get(), o.comm_timeout);
-  w.transport = std::make_unique<C10dTransport>(w.group, w.device, w.replica * K, DefaultWireFormat(*w.group));
+  w.transport = on_wire(std::make_unique<C10dTransport>(w.group, w.device, w.replica * K, DefaultWireFormat(*w.group)));
   if (o.dp > 1) {
     // The replicas of this pipeline rank's stages.
     std::vector<RankId> members;
@@ -187,6 +197,11 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
     w.dp_group = Subgroup(*w.group, "dp" + std::to_string(w.rank) + "/", members, o.comm_timeout);
   }
   return w;
+}
+
+std::unique_ptr<Stage> WorkerStage(const Worker& worker, std::unique_ptr<Stage> stage) {
+  if (worker.precision == Precision::kFp32) return stage;
+  return MixedPrecisionStage(std::move(stage), worker.device.type());
 }
 
 }  // namespace pplab

@@ -15,7 +15,9 @@
 
 #include "runtime/comm/process_group.h"
 #include "runtime/comm/transport.h"
+#include "runtime/exec/stage.h"
 #include "runtime/exec/step_clock.h"
+#include "sim/precision.h"
 
 namespace pplab {
 
@@ -24,6 +26,7 @@ struct WorkerOptions {
   int dp = 1;                      // D: world = D x K
   std::string device = "cpu";      // cpu, cuda (one GPU per local rank) or cuda:N
   std::string backend = "auto";    // auto, gloo or nccl
+  std::string precision = "fp32";  // fp32 or bf16 (sim/precision.h)
   std::chrono::milliseconds comm_timeout{60000};
 };
 
@@ -45,7 +48,7 @@ GpuChoice MapLocalRank(int local_rank, int local_ranks, int gpus);
 c10::Device ResolveDevice(const std::string& text, int local_rank, int local_ranks, bool* shared = nullptr);
 
 // Checks what a worker would refuse, without connecting to anyone: the
-// device, the backend and the grid. Throws pplab::Error naming the flag. The
+// device, the backend, the precision and the grid. Throws pplab::Error naming the flag. The
 // launcher calls it before starting any worker. Returns a warning to print
 // once ("" when none), e.g. that ranks share a GPU.
 std::string CheckWorkerOptions(const WorkerOptions& options, int local_ranks);
@@ -61,6 +64,10 @@ struct Worker {
   Backend backend = Backend::kGloo;
   std::shared_ptr<ProcessGroupHandle> group;     // the world; null in a single-process run
   std::shared_ptr<ProcessGroupHandle> dp_group;  // this pipeline rank's replicas; null when D = 1
+  Precision precision = Precision::kFp32;
+  // What floating activations and gradients travel as between ranks: float32,
+  // or bfloat16 in a bf16 run (the transport casts; see WireCastTransport).
+  c10::ScalarType wire_dtype = c10::ScalarType::Float;
   std::unique_ptr<Transport> transport;          // to the other pipeline ranks of this replica
   std::unique_ptr<StepClock> clock;              // host clock on the CPU, CUDA events on a GPU
   std::string run_id;                            // the same on every rank (see SetUpWorker)
@@ -103,6 +110,9 @@ struct DeviceMap {
   std::vector<int> device_slots;  // per device id
 };
 DeviceMap MapRankDevices(const std::vector<RankDevice>& ranks);
+// `stage` as this worker runs it: as it is in fp32; in bf16, under autocast
+// with its bf16 outputs returned as fp32 (MixedPrecisionStage).
+std::unique_ptr<Stage> WorkerStage(const Worker& worker, std::unique_ptr<Stage> stage);
 
 // The run id rank 0 proposes, checked against every rank's (see above).
 // `group` null: this process alone.

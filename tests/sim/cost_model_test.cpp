@@ -120,6 +120,7 @@ TEST_CASE("a profiled cost file round-trips with its meta and typed profile", "[
     CHECK(p->device == "cpu");
     CHECK(p->threads_per_rank == 1);
     CHECK(p->ranks == 2);
+    CHECK(p->precision == Precision::kFp32);  // no "precision": written before it was recorded, fp32
     CHECK(nlohmann::json::parse(p->config_json)["hidden_size"] == 32);
     CHECK(c->ComputeTime({ActionKind::kForward, 1, 0}) == 1500000);
     CHECK(c->Stage(1).activation_bytes == 8192);
@@ -130,6 +131,15 @@ TEST_CASE("a profiled cost file round-trips with its meta and typed profile", "[
   REQUIRE(again);
   CHECK(again->config_json == p.config_json);
   CHECK(again->partition == p.partition);
+  CHECK(again->precision == Precision::kFp32);
+  // A bf16 profile says so, and its activations take 2 bytes per element.
+  nlohmann::json bf16 = nlohmann::json::parse(ProfiledCost());
+  bf16["meta"]["precision"] = "bf16";
+  const std::optional<ProfileMeta> half = CostModel::FromJson(bf16.dump(), "bf16.json").Profile();
+  REQUIRE(half);
+  CHECK(half->precision == Precision::kBf16);
+  CHECK(ActivationElementBytes(half->precision) == 2);
+  CHECK(nlohmann::json::parse(ProfileMetaToJson(*half))["precision"] == "bf16");
   // Other sources stay free-form.
   CostModel other = m;
   other.meta_json = R"({"source": "measured", "anything": [1, 2]})";
@@ -146,6 +156,8 @@ TEST_CASE("a bad profile meta is refused naming the field", "[cost_model]") {
       {R"(, "device": "")", "cost.json: meta.device must be a non-empty string"},
       {R"(, "ranks": 3)", "meta.ranks 3 does not divide the file's 2 stages"},
       {R"(, "steps": 3)", "unknown field 'steps'"},
+      {R"(, "precision": "fp16")", "cost.json: meta.precision 'fp16': expected fp32 or bf16"},
+      {R"(, "precision": 16)", "cost.json: meta.precision must be \"fp32\" or \"bf16\", got 16"},
   };
   for (const auto& [overrides, says] : cases) {
     INFO(overrides);

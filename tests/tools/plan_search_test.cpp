@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 
 #include "schedules/error.h"
 #include "schedules/schedule_io.h"
@@ -51,7 +52,7 @@ TEST_CASE("plan: the balanced model's stages cost the same", "[plan]") {
   const double layer = 2.0 * 16 * DecoderLayerParams(c) + 4.0 * 16 * 16 * 32;
   CHECK(StageForwardFlops(c, p, 0, 1, kSeqLen) == 2 * layer);
   CHECK(StageForwardFlops(c, p, 0, 4, kSeqLen) == 4 * 2 * layer);  // linear in the microbatch size
-  CHECK(MessageBytes(c, 2, kSeqLen) == 4.0 * 2 * 16 * 32);
+  CHECK(MessageBytes(c, 2, kSeqLen, Precision::kFp32) == 4.0 * 2 * 16 * 32);
 }
 
 TEST_CASE("plan: picks the fastest plan, whose step time is the hand formula", "[plan]") {
@@ -78,9 +79,9 @@ TEST_CASE("plan: picks the fastest plan, whose step time is the hand formula", "
   for (size_t i = 1; i < r.fitting.size(); ++i) CHECK(r.fitting[i - 1].step_time <= r.fitting[i].step_time);
   // Peak memory of rank 0: 16 bytes per parameter of stage 0, plus K = 2 microbatches of activations.
   const Bytes weights = 16 * StageParams(c, best.partition, 0);
-  const Bytes act = std::llround(StageActivationBytes(c, best.partition, 0, 1, kSeqLen));
+  const Bytes act = std::llround(StageActivationBytes(c, best.partition, 0, 1, kSeqLen, Precision::kFp32));
   const Bytes weights1 = 16 * StageParams(c, best.partition, 1);
-  const Bytes act1 = std::llround(StageActivationBytes(c, best.partition, 1, 1, kSeqLen));
+  const Bytes act1 = std::llround(StageActivationBytes(c, best.partition, 1, 1, kSeqLen, Precision::kFp32));
   CHECK(best.peak_memory == std::max(weights + 2 * act, weights1 + act1));
   CHECK(best.tokens_per_second == Approx(8.0 * kSeqLen / (best.step_time * 1e-9)));
 }
@@ -147,9 +148,8 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
   for (int s = 0; s < 2; ++s) {
     const double f = 3 * StageForwardFlops(c, p, s, 2, kSeqLen) / 1e6;  // ms
     stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
-              ", \"backward_ms\": " + std::to_string(2 * f) +
-              ", \"activation_bytes\": " + std::to_string(std::llround(StageActivationBytes(c, p, s, 2, kSeqLen))) +
-              "}";
+              ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
+              std::to_string(std::llround(StageActivationBytes(c, p, s, 2, kSeqLen, Precision::kFp32))) + "}";
   }
   const std::string text =
       "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages +
@@ -175,6 +175,67 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
   // Fitted and measured costs agree here, so M = 8 is still the best: 9 * 3 * (3 f1).
   const TimeNs F = std::llround(3 * StageForwardFlops(c, p, 0, 1, kSeqLen));
   CHECK(r.fitting.front().step_time == Approx(static_cast<double>(9 * 3 * F)).margin(9 * 3));
+}
+
+TEST_CASE("plan: bf16 counts 2 bytes per activation value, the model state stays 16 bytes per parameter", "[plan]") {
+  const LlamaConfig c = BalancedModel();  // h 32, f 64, 4 heads, kv = 2 x 8 = 16, V = P / h + 32
+  const Partition p = PartitionUniform(c, 2);
+  const int mb = 2;
+  const double T = 2.0 * kSeqLen;  // 32 tokens
+  // One layer keeps 6h + 2kv + 4f + n L = 192 + 32 + 256 + 64 = 544 values per token; stage 0 has 2 layers.
+  CHECK(StageActivationBytes(c, p, 0, mb, kSeqLen, Precision::kFp32) == 4 * T * 544 * 2);
+  CHECK(StageActivationBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == 2 * T * 544 * 2);
+  // The last stage: 1 layer and the head (2h + 2V values per token).
+  const double head = 2.0 * 32 + 2.0 * c.vocab_size;
+  CHECK(StageActivationBytes(c, p, 1, mb, kSeqLen, Precision::kBf16) == 2 * T * (544 + head));
+  // W's stash: 6h + 2kv + 3f = 192 + 32 + 192 = 416 values per token and layer.
+  CHECK(StageWeightGradBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == 2 * T * 416 * 2);
+  // A message is one (mb, L, h) tensor: 2 x 16 x 32 values, 4096 bytes in fp32, 2048 in bf16.
+  CHECK(MessageBytes(c, mb, kSeqLen, Precision::kFp32) == 4096);
+  CHECK(MessageBytes(c, mb, kSeqLen, Precision::kBf16) == 2048);
+  // The search: rank 0's peak is 16 B per parameter plus K = 2 microbatches of activations (1f1b), at
+  // 2 bytes per value.
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.precision = Precision::kBf16;
+  const PlanCandidate best = SearchPlans(o).fitting.front();
+  REQUIRE(best.schedule == "1f1b");
+  REQUIRE(best.microbatch_size == 1);
+  const Bytes weights = 16 * StageParams(c, best.partition, 0), weights1 = 16 * StageParams(c, best.partition, 1);
+  const Bytes act = std::llround(StageActivationBytes(c, best.partition, 0, 1, kSeqLen, Precision::kBf16));
+  const Bytes act1 = std::llround(StageActivationBytes(c, best.partition, 1, 1, kSeqLen, Precision::kBf16));
+  CHECK(best.peak_memory == std::max(weights + 2 * act, weights1 + act1));
+  std::printf(
+      "plan, balanced model, 1f1b M=8: peak memory per rank %lld B in bf16 (activations %lld B per microbatch)\n",
+      static_cast<long long>(best.peak_memory), static_cast<long long>(act));
+}
+
+TEST_CASE("plan: a bf16 profile is fitted at 2 bytes per value and refuses an fp32 search", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  const Partition p = PartitionUniform(c, 2);
+  // Measured bytes exactly the bf16 formulas: the fit's byte scales are 1.
+  std::string stages;
+  for (int s = 0; s < 2; ++s) {
+    stages += std::string(s ? "," : "") + "{\"forward_ms\": 1, \"backward_ms\": 2, \"activation_bytes\": " +
+              std::to_string(std::llround(StageActivationBytes(c, p, s, 2, kSeqLen, Precision::kBf16))) +
+              ", \"message_bytes\": " + std::to_string(std::llround(MessageBytes(c, 2, kSeqLen, Precision::kBf16))) +
+              "}";
+  }
+  const std::string text =
+      "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages +
+      "], \"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", \"config\": " + c.ToJson() +
+      ", \"partition\": \"2,1\", \"microbatch_size\": 2, \"seq_len\": 16, \"precision\": \"bf16\", " +
+      "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
+  const CostModel profile = CostModel::FromJson(text, "bf16.json");
+  const CostFit fit = FitProfile(profile, c);
+  CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
+  CHECK(fit.message_scale == Approx(1.0).epsilon(1e-6));
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.fit = fit;
+  o.profile = &profile;
+  CHECK_THROWS_WITH(SearchPlans(o),
+                    Catch::Contains("plan: --precision fp32, but the profile bf16.json was measured in bf16"));
+  o.precision = Precision::kBf16;
+  CHECK_FALSE(SearchPlans(o).fitting.empty());
 }
 
 TEST_CASE("plan: byte sizes take decimal and binary suffixes", "[plan]") {

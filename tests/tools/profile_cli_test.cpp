@@ -73,10 +73,11 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK(meta["device"] == "cpu");
   CHECK(meta["threads_per_rank"].get<int>() >= 1);
   CHECK(meta["ranks"] == 2);
+  CHECK(meta["precision"] == "fp32");
   CHECK(meta["extra"]["action_overhead_ms"].get<double>() >= 0);
   CHECK(meta["extra"]["stages"][1]["backward_transient_bytes"].get<int64_t>() > 0);
   // Exactly these fields; anything else goes under extra.
-  CHECK(meta.size() == 10);
+  CHECK(meta.size() == 11);
 
   // The simulator takes it, its step work and its spreads.
   const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --json --samples 20");
@@ -137,6 +138,7 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
            std::string("--model tiny -k 2 --microbatch-size 1 --seq-len 0"),  // sequence length
            std::string("--model tiny -k 2 --microbatch-size 1 --seq-len 100000"),
            std::string("--model tiny -k 2 -o /nonexistent/dir/cost.json") + ok,  // unwritable output
+           std::string("--model tiny -k 2 --precision fp16") + ok,               // fp32 or bf16 only
        }) {
     const PplabRun r = Pplab("profile " + args);
     INFO(args << "\n" << r.out);

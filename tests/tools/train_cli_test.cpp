@@ -255,6 +255,20 @@ TEST_CASE("a checkpoint loads into another plan and K and a corrupted one is ref
   CHECK_THAT(corrupted.out, Catch::Contains("rank-0.shard: checksum mismatch"));
 }
 
+TEST_CASE("in bf16 the two dualpipe copies add their gradients in full precision", "[train]") {
+  // bf16 rounds activations and their gradients on the wire in both plans,
+  // at the same stage boundary; the copies' sum must not be rounded too
+  // (that would cost about 1e-3 relative, bf16's precision).
+  const std::string tmp = PPLAB_TEST_TMP_DIR;
+  const std::string common = " --model tiny --batch-size 8 --seq-len 16 --seed 4 --precision bf16 -k 2 -m 4";
+  DumpGrads("-s 1f1b" + common, tmp + "/grads_bf16_1f1b");
+  DumpGrads("-s dualpipe" + common, tmp + "/grads_bf16_dual");
+  const GradError e = CompareGrads(tmp + "/grads_bf16_1f1b", tmp + "/grads_bf16_dual");
+  std::printf("bf16 dualpipe against bf16 1f1b: %d tensors, max relative error %.2e\n", e.compared, e.max_rel);
+  CHECK(e.compared == 39);
+  CHECK(e.max_rel <= 1e-5);
+}
+
 TEST_CASE("a dualpipe checkpoint holds one copy of the model and resumes into another plan", "[train][checkpoint]") {
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   const std::string dir = tmp + "/ck_dualpipe";

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "runtime/comm/collectives.h"
+#include "runtime/comm/wire_cast_transport.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -72,6 +73,42 @@ TEST_CASE("both wire formats deliver a message's tensors exactly", "[comm]") {
     INFO((format == WireFormat::kHeader ? "header" : "known shapes"));
     REQUIRE(got.size() == 2);
     CHECK(got[0].equal(hidden));
+    CHECK(got[1].equal(mask));
+  }
+}
+
+TEST_CASE("over Gloo a bf16 wire sends bf16 in both wire formats and the receiver gets fp32", "[comm]") {
+  const at::Tensor hidden = torch::randn({2, 3, 4});  // (B,T,C)
+  const at::Tensor mask = torch::tensor({1, 1, 0, 1, 0, 0}, torch::kLong).reshape({2, 3});
+  const MessageSpec spec = {{c10::ScalarType::Float, {2, 3, 4}}, {c10::ScalarType::Long, {2, 3}}};
+  for (const WireFormat format : {WireFormat::kHeader, WireFormat::kKnownShapes}) {
+    TensorList wire, got;
+    OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+      const auto timeout = std::chrono::milliseconds(20000);
+      auto inner = std::make_unique<C10dTransport>(group, c10::Device(c10::kCPU), 0, format);
+      C10dTransport* raw = inner.get();
+      WireCastTransport transport(std::move(inner), c10::ScalarType::BFloat16);
+      if (rank == 0) {
+        transport.Send(1, 5, {hidden, mask});
+        transport.Send(1, 6, {hidden, mask});
+        transport.WaitSends(timeout);
+      } else {
+        // Message 5 as it travels: a receive posted for bf16 (the known-shapes
+        // format allocates 2 bytes a value, the header format checks the dtype).
+        raw->PostRecv(0, 5, ToWire(spec, c10::ScalarType::BFloat16));
+        wire = raw->WaitRecv(0, 5, timeout);
+        transport.PostRecv(0, 6, spec);
+        got = transport.WaitRecv(0, 6, timeout);
+      }
+      Barrier(*group, timeout);
+    });
+    INFO((format == WireFormat::kHeader ? "header" : "known shapes"));
+    REQUIRE(wire.size() == 2);
+    CHECK(wire[0].scalar_type() == torch::kBFloat16);
+    CHECK(wire[0].nbytes() == hidden.nbytes() / 2);
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].scalar_type() == torch::kFloat32);
+    CHECK(got[0].equal(hidden.to(torch::kBFloat16).to(torch::kFloat32)));
     CHECK(got[1].equal(mask));
   }
 }

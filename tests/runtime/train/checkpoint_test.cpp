@@ -146,7 +146,9 @@ TEST_CASE("every manifest field is type- and range-checked, naming file and fiel
         Case{"step", json(2.5), "field 'step' must be an integer"},
         Case{"ranks", json(0), "field 'ranks' must be an integer"},
         Case{"run_id", json(7), "field 'run_id' must be a string"},
-        Case{"files", json("x"), "field 'files' must be an array"}, Case{"version", json(3), "field 'version' is 3"}}) {
+        Case{"files", json("x"), "field 'files' must be an array"}, Case{"version", json(3), "field 'version' is 3"},
+        Case{"precision", json("fp16"), "field 'precision' must be \"fp32\" or \"bf16\", got 'fp16'"},
+        Case{"precision", json(16), "field 'precision' must be a string"}}) {
     json m = good;
     m[c.field] = c.value;
     SetManifest(path, m);

@@ -1,0 +1,125 @@
+#include "runtime/exec/autocast.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <string>
+
+#include "schedules/error.h"
+
+// LibTorch 2.4 made autocast's state per device type
+// (set_autocast_enabled(DeviceType, bool)) and deprecated the per-device
+// functions that 1.13 has (set_cpu_enabled, set_enabled for CUDA, ...).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define PPLAB_AUTOCAST_BY_DEVICE_TYPE 1
+#else
+#define PPLAB_AUTOCAST_BY_DEVICE_TYPE 0
+#endif
+
+namespace pplab {
+namespace {
+
+void CheckDevice(c10::DeviceType device) {
+  if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) {
+    throw Error(std::string("bf16 autocast runs on the CPU or CUDA, not on ") + c10::DeviceTypeName(device));
+  }
+}
+
+bool IsEnabled(c10::DeviceType device) {
+#if PPLAB_AUTOCAST_BY_DEVICE_TYPE
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+#endif
+}
+
+void SetEnabled(c10::DeviceType device, bool enabled) {
+#if PPLAB_AUTOCAST_BY_DEVICE_TYPE
+  at::autocast::set_autocast_enabled(device, enabled);
+#else
+  if (device == c10::DeviceType::CPU) {
+    at::autocast::set_cpu_enabled(enabled);
+  } else {
+    at::autocast::set_enabled(enabled);
+  }
+#endif
+}
+
+c10::ScalarType GetDtype(c10::DeviceType device) {
+#if PPLAB_AUTOCAST_BY_DEVICE_TYPE
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype()
+                                        : at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
+void SetDtype(c10::DeviceType device, c10::ScalarType dtype) {
+#if PPLAB_AUTOCAST_BY_DEVICE_TYPE
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CPU) {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  }
+#endif
+}
+
+class MixedPrecision : public Stage {
+ public:
+  MixedPrecision(std::unique_ptr<Stage> inner, c10::DeviceType device) : inner_(std::move(inner)), device_(device) {
+    CheckDevice(device);
+  }
+  TensorList Forward(const TensorList& inputs) override {
+    TensorList outputs;
+    {
+      AutocastGuard autocast(device_);
+      outputs = inner_->Forward(inputs);
+    }
+    // Outside autocast: the casts are ordinary ops, and their backward
+    // brings the gradient back to bf16 for the op that made the output.
+    for (at::Tensor& t : outputs) {
+      if (t.defined() && t.scalar_type() == c10::ScalarType::BFloat16) t = t.to(c10::ScalarType::Float);
+    }
+    return outputs;
+  }
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() override { return inner_->NamedParameters(); }
+  MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const override {
+    return inner_->ReceivedSpec(forward, rows, seq_len);
+  }
+
+ private:
+  std::unique_ptr<Stage> inner_;
+  c10::DeviceType device_;
+};
+
+}  // namespace
+
+AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype) : device_(device) {
+  CheckDevice(device);
+  was_enabled_ = IsEnabled(device);
+  was_dtype_ = GetDtype(device);
+  SetEnabled(device, true);
+  SetDtype(device, dtype);
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  // As torch.autocast's __exit__: the cache lives as long as the outermost region.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  SetEnabled(device_, was_enabled_);
+  SetDtype(device_, was_dtype_);
+}
+
+bool AutocastEnabled(c10::DeviceType device) {
+  CheckDevice(device);
+  return IsEnabled(device);
+}
+
+std::unique_ptr<Stage> MixedPrecisionStage(std::unique_ptr<Stage> stage, c10::DeviceType device) {
+  return std::make_unique<MixedPrecision>(std::move(stage), device);
+}
+
+}  // namespace pplab

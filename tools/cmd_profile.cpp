@@ -41,6 +41,7 @@ struct ProfileCliOptions {
   double comm_timeout_s = 60;
   std::string device = "cpu";
   std::string backend = "auto";
+  std::string attention = "auto";
   std::string output;
   bool json = false;
   std::vector<std::string> raw_args;
@@ -208,7 +209,10 @@ int RunWorker(const ProfileCliOptions& o, RankId rank, int world) {
   std::map<StageId, Stage*> stages;
   for (int s = 0; s < S; ++s) {
     if (placement[s] != rank) continue;
-    owned.push_back(BuildLlamaStage(config, partition, s, o.seed, worker.device));
+    LlamaOptions llama;
+    llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
+    llama.padding = false;  // synthetic tokens below
+    owned.push_back(BuildLlamaStage(config, partition, s, o.seed, worker.device, llama));
     stages[s] = owned.back().get();
   }
   StepBatch batch = SyntheticBatch(o.seed, 0, o.microbatch_size, o.seq_len, config.vocab_size, 1);
@@ -252,6 +256,7 @@ int RunProfile(const ProfileCliOptions& o) {
     });
   }
   Check(o, LoadLlamaConfig(o.model));
+  ResolveAttention(ParseAttentionKind(o.attention));  // refused here, before any worker starts
   if (o.ranks == 1) return RunWorker(o, 0, 1);
   return LaunchWorkers(o.ranks, o.raw_args, o.comm_timeout_s);
 }
@@ -279,6 +284,7 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "auto (NCCL for CUDA devices, Gloo for the CPU), gloo or nccl")
       ->capture_default_str();
+  sub->add_option("--attention", o->attention, "auto, sdpa or explicit (as pplab train)")->capture_default_str();
   sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
   sub->add_flag("--json", o->json, "print the cost model as one JSON object instead of the table");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags

@@ -100,6 +100,7 @@ struct TrainOptions {
   bool given_schedule = false, given_ranks = false, given_microbatches = false, given_virtual = false;
   bool oversubscribe = false;
   bool measure_memory = false;
+  std::string attention = "auto";
   std::vector<std::string> raw_args;
 };
 
@@ -337,6 +338,9 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
     config.vocab_size = text->tokenizer->VocabSize();  // the model predicts the tokenizer's pieces
   }
   const Partition partition = MakePartition(config, schedule.stages, o.partition);
+  LlamaOptions llama;
+  llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
+  llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   TrainerOptions options;
   options.steps = o.steps;
@@ -490,7 +494,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   }
   const TrainSummary summary = Train(
       schedule, rank, *worker.transport, worker.group.get(),
-      [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, device); },
+      [&](StageId s) { return BuildLlamaStage(config, partition, s, o.seed, device, llama); },
       [&](int step) {
         StepBatch b =
             text != nullptr
@@ -563,6 +567,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
                               {"grad_norms", summary.grad_norms}};
     nlohmann::json out = j;
     if (o.measure_memory) out["measured_peak_activation_bytes"] = summary.peak_activation_bytes;
+    out["attention"] = AttentionKindName(llama.attention);
     std::printf("%s\n", out.dump().c_str());
   } else {
     if (!summary.losses.empty()) {
@@ -679,6 +684,7 @@ int RunTrain(const TrainOptions& given) {
     }
   }
   const Partition partition = MakePartition(config, schedule.stages, o.partition);
+  ResolveAttention(ParseAttentionKind(o.attention));  // sdpa on a LibTorch without it: refused here, once
   if (o.seq_len > config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(config.max_position_embeddings));
@@ -833,6 +839,10 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_flag("--measure-memory", o->measure_memory,
                 "count tensor memory (CPU: a counting allocator; CUDA: the caching allocator's statistics); --json reports each "
                 "rank's peak activation bytes of the last step");
+  sub->add_option("--attention", o->attention,
+                  "auto (sdpa where this LibTorch has it), sdpa (at::scaled_dot_product_attention, LibTorch 2.x) or "
+                  "explicit (scores and softmax by hand)")
+      ->capture_default_str();
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub->add_option("--sim-trace", o->sim_trace_path,
                   "write the plan simulated with the compute costs measured in the last step (Chrome trace)");

@@ -2,10 +2,20 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 
 #include "schedules/error.h"
+
+// at::scaled_dot_product_attention came in LibTorch 2.0, its enable_gqa
+// argument (K/V with fewer heads than Q, not repeated) in 2.5.
+#if TORCH_VERSION_MAJOR >= 2
+#define PPLAB_HAS_SDPA 1
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#define PPLAB_HAS_SDPA_GQA 1
+#endif
 
 namespace pplab {
 namespace {
@@ -42,15 +52,22 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
+// K/V heads repeated for grouped-query attention: (B,KV,T,hd) -> (B,H,T,hd),
+// each KV head serving `groups` = H/KV consecutive query heads.
+torch::Tensor RepeatKv(const torch::Tensor& x, int64_t groups) {
+  return groups == 1 ? x : x.repeat_interleave(groups, 1);
+}
+
 struct AttentionImpl : torch::nn::Module {
-  explicit AttentionImpl(const LlamaConfig& c)
-      : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.HeadDim()) {
+  AttentionImpl(const LlamaConfig& c, bool sdpa)
+      : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.HeadDim()), sdpa(sdpa) {
     q_proj = register_module("q_proj", Linear(c.hidden_size, heads * head_dim));
     k_proj = register_module("k_proj", Linear(c.hidden_size, kv_heads * head_dim));
     v_proj = register_module("v_proj", Linear(c.hidden_size, kv_heads * head_dim));
     o_proj = register_module("o_proj", Linear(heads * head_dim, c.hidden_size));
   }
-  // x (B,T,C), cos/sin (T,hd), bias (B,1,T,T) additive mask -> (B,T,C)
+  // x (B,T,C), cos/sin (T,hd), bias (B,1,T,T) additive mask, or undefined
+  // for causal only (SDPA path) -> (B,T,C)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& bias) {
     const int64_t B = x.size(0), T = x.size(1);
@@ -59,17 +76,57 @@ struct AttentionImpl : torch::nn::Module {
     auto v = v_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
     q = q * cos + RotateHalf(q) * sin;
     k = k * cos + RotateHalf(k) * sin;
-    if (kv_heads != heads) {  // grouped-query attention: each KV head serves heads/kv_heads query heads
-      k = k.repeat_interleave(heads / kv_heads, 1);  // (B,H,T,hd)
-      v = v.repeat_interleave(heads / kv_heads, 1);
-    }
-    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));  // (B,H,T,T)
-    // The softmax in fp32, also under bf16 autocast (scores are bf16 there).
-    auto probs = torch::softmax(scores + bias, -1, torch::kFloat32);
-    auto out = torch::matmul(probs, v);  // (B,H,T,hd)
+    auto out = sdpa ? Sdpa(q, k, v, bias) : Explicit(q, k, v, bias);  // (B,H,T,hd)
     return o_proj(out.transpose(1, 2).reshape({B, T, heads * head_dim}));
   }
+
+  // q (B,H,T,hd), k/v (B,KV,T,hd), bias (B,1,T,T) -> (B,H,T,hd). The softmax
+  // runs in fp32 whatever the inputs' dtype (bf16 under autocast).
+  torch::Tensor Explicit(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                         const torch::Tensor& bias) {
+    // K and V repeated to (B,H,T,hd).
+    const auto kr = RepeatKv(k, heads / kv_heads), vr = RepeatKv(v, heads / kv_heads);
+    auto scores = torch::matmul(q, kr.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));  // (B,H,T,T)
+    auto probs = torch::softmax(scores + bias, -1, torch::kFloat32);
+    return torch::matmul(probs.to(vr.scalar_type()), vr);
+  }
+
+  // The same through at::scaled_dot_product_attention. bias undefined: causal
+  // only (is_causal, no mask tensor), which the flash kernel takes; with a
+  // bias, the memory-efficient kernel or the math fallback. The fused kernels
+  // accumulate the softmax in fp32.
+  torch::Tensor Sdpa(torch::Tensor q, torch::Tensor k, const torch::Tensor& v, const torch::Tensor& bias) {
+#ifdef PPLAB_HAS_SDPA
+    // Rotary encoding promotes q and k to the tables' fp32; v is what the
+    // projection gave (bf16 under autocast). One dtype for all, as autocast
+    // would cast them, so that the kernel choice below sees what SDPA gets.
+    q = q.to(v.scalar_type());
+    k = k.to(v.scalar_type());
+    const bool causal = !bias.defined();
+    c10::optional<at::Tensor> mask;
+    if (!causal) mask = bias.to(v.scalar_type());
+#ifdef PPLAB_HAS_SDPA_GQA
+    if (kv_heads != heads) {
+      // Hand SDPA the KV heads unrepeated where the kernel it would pick
+      // takes grouped-query attention (flash); the math fallback would only
+      // repeat them itself, and with them repeated here the memory-efficient
+      // kernel (which takes a mask and fp32, not GQA) may run instead.
+      constexpr int64_t kMathBackend = 0;  // at::SDPBackend::math
+      if (at::_fused_sdp_choice(q, k, v, mask, 0.0, causal, c10::nullopt, /*enable_gqa=*/true) != kMathBackend) {
+        return at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, c10::nullopt, /*enable_gqa=*/true);
+      }
+    }
+#endif
+    const int64_t groups = heads / kv_heads;
+    return at::scaled_dot_product_attention(q, RepeatKv(k, groups), RepeatKv(v, groups), mask, 0.0, causal);
+#else
+    (void)q, (void)k, (void)v, (void)bias;
+    throw Error("attention sdpa: not in this LibTorch");  // ResolveAttention refuses it first
+#endif
+  }
+
   int64_t heads, kv_heads, head_dim;
+  bool sdpa;
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 };
 TORCH_MODULE(Attention);
@@ -87,9 +144,9 @@ struct MlpImpl : torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 struct DecoderLayerImpl : torch::nn::Module {
-  explicit DecoderLayerImpl(const LlamaConfig& c) {
+  DecoderLayerImpl(const LlamaConfig& c, bool sdpa) {
     input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
-    self_attn = register_module("self_attn", Attention(c));
+    self_attn = register_module("self_attn", Attention(c, sdpa));
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
     mlp = register_module("mlp", Mlp(c));
   }
@@ -107,13 +164,17 @@ TORCH_MODULE(DecoderLayer);
 
 class LlamaStageImpl : public torch::nn::Module {
  public:
-  LlamaStageImpl(const LlamaConfig& c, const Partition& p, int stage)
-      : config_(c), first_(stage == 0), last_(stage == p.NumStages() - 1) {
+  LlamaStageImpl(const LlamaConfig& c, const Partition& p, int stage, const LlamaOptions& options)
+      : config_(c),
+        first_(stage == 0),
+        last_(stage == p.NumStages() - 1),
+        sdpa_(ResolveAttention(options.attention) == AttentionKind::kSdpa),
+        padding_(options.padding) {
     if (first_) embed_tokens_ = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
     // Global layer indices as child names: "layers.7....".
     auto holder = register_module("layers", std::make_shared<torch::nn::Module>());
     for (int l = p.Begin(stage); l < p.End(stage); ++l) {
-      layers_.push_back(holder->register_module(std::to_string(l), DecoderLayer(c)));
+      layers_.push_back(holder->register_module(std::to_string(l), DecoderLayer(c, sdpa_)));
     }
     if (last_) {
       norm_ = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
@@ -147,11 +208,19 @@ class LlamaStageImpl : public torch::nn::Module {
       throw Error("llama stage: sequence length " + std::to_string(T) + " exceeds max_position_embeddings " +
                   std::to_string(config_.max_position_embeddings));
     }
-    // Additive bias (B,1,T,T): causal, and padding keys hidden. A large finite
-    // negative instead of -inf keeps fully masked rows (leading padding) finite.
-    auto causal = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).tril();
-    auto allowed = causal.unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);  // (B,T,T)
-    auto bias = torch::zeros(allowed.sizes(), x.options()).masked_fill(allowed.logical_not(), -1e9).unsqueeze(1);
+    torch::Tensor bias;  // undefined: causal only (SDPA, no padding)
+    if (sdpa_ && !padding_) {
+      if (mask.device().is_cpu() && !mask.all().item<bool>()) {
+        throw Error("llama stage: attention_mask has padding, but the stage was built for batches without padding");
+      }
+    } else {
+      // Additive bias (B,1,T,T): causal, and padding keys hidden. A large finite
+      // negative instead of -inf keeps fully masked rows (leading padding) finite
+      // on every path (SDPA's kernels give NaN or 0 for rows masked with -inf).
+      auto causal = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).tril();
+      auto allowed = causal.unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);  // (B,T,T)
+      bias = torch::zeros(allowed.sizes(), x.options()).masked_fill(allowed.logical_not(), -1e9).unsqueeze(1);
+    }
     auto cos = cos_.narrow(0, 0, T), sin = sin_.narrow(0, 0, T);
     for (auto& layer : layers_) x = layer(x, cos, sin, bias);
     if (last_) return {lm_head_(norm_(x))};  // logits (B,T,V)
@@ -177,6 +246,7 @@ class LlamaStageImpl : public torch::nn::Module {
  private:
   LlamaConfig config_;
   bool first_, last_;
+  bool sdpa_, padding_;
   torch::nn::Embedding embed_tokens_{nullptr};
   std::vector<DecoderLayer> layers_;
   RMSNorm norm_{nullptr};
@@ -200,14 +270,32 @@ class LlamaStage : public Stage {
 
 }  // namespace
 
+bool SdpaAvailable() {
+#ifdef PPLAB_HAS_SDPA
+  return true;
+#else
+  return false;
+#endif
+}
+
+AttentionKind ResolveAttention(AttentionKind kind) {
+  if (kind == AttentionKind::kAuto) return SdpaAvailable() ? AttentionKind::kSdpa : AttentionKind::kExplicit;
+  if (kind == AttentionKind::kSdpa && !SdpaAvailable()) {
+    throw Error(std::string("--attention sdpa needs at::scaled_dot_product_attention (LibTorch 2.0 or later); this "
+                            "LibTorch is ") +
+                TORCH_VERSION + ": use --attention auto or explicit");
+  }
+  return kind;
+}
+
 std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage, uint64_t seed,
-                                       const c10::Device& device) {
+                                       const c10::Device& device, const LlamaOptions& options) {
   config.Check("model config");
   if (stage < 0 || stage >= partition.NumStages()) {
     throw Error("llama: no stage " + std::to_string(stage) + " in a " + std::to_string(partition.NumStages()) +
                 "-stage partition");
   }
-  auto module = std::make_shared<LlamaStageImpl>(config, partition, stage);
+  auto module = std::make_shared<LlamaStageImpl>(config, partition, stage, options);
   module->Initialise(seed);
   module->to(device);
   return std::make_unique<LlamaStage>(std::move(module));

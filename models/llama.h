@@ -10,6 +10,9 @@
 //   first stage in:  {tokens (B,T) int64, attention_mask (B,T) int64: 1 = token, 0 = padding}
 //   middle in/out:   {hidden (B,T,C) float, attention_mask (B,T) int64}
 //   last stage out:  {logits (B,T,V) float}
+//
+// Attention is causal, and padding keys are hidden when the batches may hold
+// padding (LlamaOptions::padding). How it is computed is LlamaOptions::attention.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -22,11 +25,29 @@
 
 namespace pplab {
 
+struct LlamaOptions {
+  // Resolved with ResolveAttention when the stage is built.
+  AttentionKind attention = AttentionKind::kAuto;
+  // Whether attention_mask may hold zeros. With false the caller guarantees
+  // it is all ones (e.g. synthetic tokens): the SDPA path then runs causal
+  // only (is_causal, which the flash kernel takes) and does not read the mask,
+  // since checking it on a GPU would cost a host sync per forward. Where the
+  // mask is on the CPU it is checked anyway (pplab::Error if it has a zero).
+  // The explicit path always applies the mask.
+  bool padding = true;
+};
+
+// Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).
+bool SdpaAvailable();
+// `kind` for this LibTorch: auto is sdpa where available, else explicit.
+// Throws pplab::Error for sdpa where SDPA is missing (LibTorch 1.x).
+AttentionKind ResolveAttention(AttentionKind kind);
+
 // Builds stage `stage` of `partition`. Parameters are created on the CPU from
 // the seed and then moved to `device` (so every device starts from the same
 // weights).
 std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage, uint64_t seed,
-                                       const c10::Device& device);
+                                       const c10::Device& device, const LlamaOptions& options = {});
 
 // Sum of token cross-entropies of `logits` (B,T,V) against `targets` (B,T),
 // skipping targets equal to `ignore_index`. A scalar.

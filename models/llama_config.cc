@@ -85,6 +85,25 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   return c;
 }
 
+AttentionKind ParseAttentionKind(const std::string& text) {
+  if (text == "auto") return AttentionKind::kAuto;
+  if (text == "sdpa") return AttentionKind::kSdpa;
+  if (text == "explicit") return AttentionKind::kExplicit;
+  throw Error("--attention '" + text + "' is not one of auto, sdpa, explicit");
+}
+
+const char* AttentionKindName(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::kAuto:
+      return "auto";
+    case AttentionKind::kSdpa:
+      return "sdpa";
+    case AttentionKind::kExplicit:
+      return "explicit";
+  }
+  return "?";
+}
+
 std::vector<std::string> LlamaPresetNames() { return {"tiny", "small", "default"}; }
 
 LlamaConfig LlamaPreset(const std::string& name) {

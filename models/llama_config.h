@@ -30,6 +30,17 @@ struct LlamaConfig {
   std::string ToJson() const;
 };
 
+// How a decoder layer computes attention (models/llama.cc). Not a field of
+// the config: the shape, and so the checkpoint, is the same either way.
+//   explicit: scores, mask and softmax by hand, as (B,H,T,T) tensors (any LibTorch);
+//   sdpa:     at::scaled_dot_product_attention, which runs a fused kernel
+//             (flash, memory-efficient, cuDNN) where it can (LibTorch 2.0 on);
+//   auto:     sdpa where the LibTorch has it, else explicit.
+enum class AttentionKind { kAuto, kSdpa, kExplicit };
+// "auto", "sdpa" or "explicit"; throws pplab::Error listing them otherwise.
+AttentionKind ParseAttentionKind(const std::string& text);
+const char* AttentionKindName(AttentionKind kind);
+
 // Parses a config JSON; `origin` (a file name) prefixes errors.
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin);
 

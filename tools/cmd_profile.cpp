@@ -44,6 +44,7 @@ struct ProfileCliOptions {
   std::string device = "cpu";
   std::string backend = "auto";
   std::string precision = "fp32";
+  std::string attention = "auto";
   std::string output;
   bool json = false;
   std::vector<std::string> raw_args;
@@ -276,7 +277,10 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   std::map<StageId, Stage*> stages;
   for (int s = 0; s < S; ++s) {
     if (placement[s] != rank) continue;
-    owned.push_back(WorkerStage(worker, BuildLlamaStage(config, partition, s, o.seed, worker.device)));
+    LlamaOptions llama;
+    llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
+    llama.padding = false;  // synthetic tokens below
+    owned.push_back(WorkerStage(worker, BuildLlamaStage(config, partition, s, o.seed, worker.device, llama)));
     stages[s] = owned.back().get();
   }
   StepBatch batch = SyntheticBatch(o.seed, 0, o.microbatch_size, o.seq_len, config.vocab_size, 1);
@@ -326,6 +330,7 @@ int RunProfile(const ProfileCliOptions& o) {
     });
   }
   Check(o, LoadLlamaConfig(o.model));
+  ResolveAttention(ParseAttentionKind(o.attention));  // refused here, before any worker starts
   if (o.ranks * o.dp == 1) return RunWorker(o, 0, 1);
   return LaunchWorkers(o.ranks * o.dp, o.raw_args, o.comm_timeout_s);
 }
@@ -360,6 +365,7 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_option("--precision", o->precision,
                   "fp32, or bf16 (autocast compute, bf16 messages; recorded in the cost model's meta)")
       ->capture_default_str();
+  sub->add_option("--attention", o->attention, "auto, sdpa or explicit (as pplab train)")->capture_default_str();
   sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
   sub->add_flag("--json", o->json, "print the cost model as one JSON object instead of the table");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags

@@ -18,10 +18,13 @@
 #include <optional>
 #include <thread>
 
+#include "models/flops.h"
 #include "models/llama.h"
 #include "runtime/comm/collectives.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
+#include "runtime/exec/device_info.h"
+#include "runtime/train/mfu.h"
 #include "runtime/data/text_dataset.h"
 #include "runtime/data/text_prepare.h"
 #include "runtime/data/token_cache.h"
@@ -106,6 +109,8 @@ struct TrainOptions {
   bool given_schedule = false, given_ranks = false, given_microbatches = false, given_virtual = false;
   bool oversubscribe = false;
   bool measure_memory = false;
+  std::string attention = "auto";
+  double peak_tflops = 0;  // 0: the device's from the table in runtime/train/mfu.h
   std::vector<std::string> raw_args;
 };
 
@@ -336,6 +341,40 @@ std::string PrecisionChangeNote(const TrainOptions& o, const nlohmann::json& fou
          " (weights and AdamW state are fp32 in both)";
 }
 
+// The model FLOPs of a step and the peak they are measured against (MFU).
+struct StepFlops {
+  std::vector<double> per_rank;  // each pipeline rank of one replica (models/flops.h)
+  double world = 0;              // all ranks of all replicas
+  PeakFlops peak;
+  // MFU of each pipeline rank for a step of `seconds`; empty when no peak is known.
+  std::vector<double> Mfu(double seconds) const {
+    std::vector<double> out;
+    if (peak.tflops <= 0) return out;
+    for (double f : per_rank) out.push_back(pplab::Mfu(f, seconds, peak.tflops));
+    return out;
+  }
+};
+
+// `precision`: what the matmuls run in ("fp32" or "bf16", from --precision).
+// fp32 on a GPU whose cuBLAS may use TF32 is "tf32".
+StepFlops FlopsOf(const TrainOptions& o, const LlamaConfig& config, const Partition& partition,
+                  const Schedule& schedule, const c10::Device& device, const std::string& precision = "fp32") {
+  StepFlops f;
+  // Stage s runs model part ModelStage(s) on the microbatches of its
+  // pipeline (all of them, or half in each of dualpipe's two copies).
+  f.per_rank.assign(schedule.ranks, 0.0);
+  const double sequences = static_cast<double>(o.batch_size / o.dp);
+  for (StageId s = 0; s < schedule.stages; ++s) {
+    const double share = static_cast<double>(schedule.MicrobatchesThrough(s)) / schedule.microbatches;
+    f.per_rank[schedule.placement[s]] +=
+        sequences * share * StageTrainingFlops(config, partition, schedule.ModelStage(s), o.seq_len);
+  }
+  for (double x : f.per_rank) f.world += x * o.dp;
+  f.peak = ResolvePeak(DeviceName(device), precision == "fp32" ? Fp32MatmulPrecision(device) : precision,
+                       o.peak_tflops);
+  return f;
+}
+
 // `prepared`: the text the caller prepared, if any (else from the launcher's
 // environment, else prepared here).
 int RunWorker(const TrainOptions& o, RankId world_rank, int world,
@@ -371,6 +410,10 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   // The model is cut into ModelStages() parts; a plan of P pipelines holds P
   // copies, stage s running part ModelStage(s).
   const Partition partition = MakePartition(config, schedule.ModelStages(), o.partition);
+  LlamaOptions llama;
+  llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
+  llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
+  const StepFlops flops = FlopsOf(o, config, partition, schedule, device, PrecisionName(ParsePrecision(o.precision)));
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   TrainerOptions options;
   options.steps = o.steps;
@@ -516,12 +559,14 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
       line.bubble = r.bubble;
       line.val_loss = r.val_loss;
       line.seconds_left = elapsed / (done - first_done) * (o.steps - done);
+      line.mfu = flops.Mfu(r.step_ms / 1000);
       progress->Update(line);
       nlohmann::json record = {{"step", done},         {"loss", r.loss},
                                {"lr", r.lr},           {"grad_norm", r.grad_norm},
                                {"step_ms", r.step_ms}, {"tokens_per_s", line.tokens_per_s},
                                {"bubble", r.bubble}};
       if (r.val_loss >= 0) record["val_loss"] = r.val_loss;
+      if (!line.mfu.empty()) record["mfu_per_rank"] = line.mfu;
       if (text != nullptr) record["epoch"] = text->dataset->EpochOf(data_offset + done * G).first;
       metrics->Write(record);
     };
@@ -529,7 +574,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   const TrainSummary summary = Train(
       schedule, rank, *worker.transport, worker.group.get(),
       [&](StageId s) {
-        return WorkerStage(worker, BuildLlamaStage(config, partition, schedule.ModelStage(s), o.seed, device));
+        return WorkerStage(worker, BuildLlamaStage(config, partition, schedule.ModelStage(s), o.seed, device, llama));
       },
       [&](int step) {
         StepBatch b =
@@ -621,13 +666,27 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
       }
       out["executor_overhead"] = overhead;
     }
+    out["attention"] = AttentionKindName(llama.attention);
+    // MFU over all steps, as tokens_per_s (models/flops.h for the FLOPs).
+    out["model_flops_per_step"] = flops.world;
+    out["model_flops_per_rank"] = flops.per_rank;
+    out["device_name"] = DeviceName(device);
+    out["peak_tflops"] = flops.peak.tflops > 0 ? nlohmann::json(flops.peak.tflops) : nlohmann::json(nullptr);
+    out["peak_source"] = flops.peak.source;
+    const std::vector<double> mfu = flops.Mfu(total_ms / 1000 / std::max<size_t>(1, summary.step_times_ms.size()));
+    double mfu_sum = 0;
+    for (double m : mfu) mfu_sum += m;
+    out["mfu_per_rank"] = mfu.empty() ? nlohmann::json(nullptr) : nlohmann::json(mfu);
+    out["mfu"] = mfu.empty() ? nlohmann::json(nullptr) : nlohmann::json(mfu_sum / mfu.size());
     std::printf("%s\n", out.dump().c_str());
   } else {
     if (!summary.losses.empty()) {
       std::printf("trained steps %d..%d of %s: loss %.4f -> %.4f", summary.first_step + 1, o.steps,
                   schedule.name.c_str(), summary.losses.front(), summary.losses.back());
       if (!summary.val_losses.empty()) std::printf(", validation loss %.4f", summary.val_losses.back().second);
-      std::printf(", %.0f tokens/s\n", tokens_per_s);
+      std::printf(", %.0f tokens/s", tokens_per_s);
+      const std::string mfu = MfuText(flops.Mfu(total_ms / 1000 / std::max<size_t>(1, summary.step_times_ms.size())));
+      std::printf("%s\n", mfu.empty() ? "" : (", " + mfu).c_str());
     }
     if (!o.checkpoint_dir.empty()) std::printf("checkpoint: %s\n", o.checkpoint_dir.c_str());
     if (!o.metrics_path.empty()) std::printf("metrics: %s\n", o.metrics_path.c_str());
@@ -739,6 +798,7 @@ int RunTrain(const TrainOptions& given) {
     }
   }
   const Partition partition = MakePartition(config, schedule.ModelStages(), o.partition);
+  ResolveAttention(ParseAttentionKind(o.attention));  // sdpa on a LibTorch without it: refused here, once
   if (o.seq_len > config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(config.max_position_embeddings));
@@ -899,6 +959,14 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_flag("--measure-memory", o->measure_memory,
                 "count tensor memory (CPU: a counting allocator; CUDA: the caching allocator's statistics); --json reports each "
                 "rank's peak activation bytes of the last step");
+  sub->add_option("--attention", o->attention,
+                  "auto (sdpa where this LibTorch has it), sdpa (at::scaled_dot_product_attention, LibTorch 2.x) or "
+                  "explicit (scores and softmax by hand)")
+      ->capture_default_str();
+  sub->add_option("--peak-tflops", o->peak_tflops,
+                  "the device's peak TFLOP/s for model FLOPs utilisation (default: from the GPU's datasheet; none on "
+                  "the CPU, so no MFU there)")
+      ->check(CLI::Range(0.0, 1e9));
   sub->add_option("--trace", o->trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub->add_option("--sim-trace", o->sim_trace_path,
                   "write the plan simulated with the compute costs measured in the last step (Chrome trace)");

@@ -19,6 +19,23 @@ std::string Duration(double seconds) {
 
 }  // namespace
 
+std::string MfuText(const std::vector<double>& mfu) {
+  if (mfu.empty()) return "";
+  char buf[32];
+  std::string text = "MFU";
+  if (mfu.size() <= 4) {
+    for (double m : mfu) {
+      std::snprintf(buf, sizeof buf, " %.1f%%", 100 * m);
+      text += buf;
+    }
+    return text;
+  }
+  double sum = 0;
+  for (double m : mfu) sum += m;
+  std::snprintf(buf, sizeof buf, " %.1f%% mean of %zu", 100 * sum / mfu.size(), mfu.size());
+  return text + buf;
+}
+
 Progress::Progress(int first, int total, FILE* out, bool terminal)
     : first_(first), total_(total), every_(std::max(1, (total - first) / 20)), out_(out), terminal_(terminal) {}
 
@@ -31,9 +48,10 @@ void Progress::Update(const ProgressLine& p) {
   const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
   char val_text[32] = "";
   if (val) std::snprintf(val_text, sizeof val_text, "  val %.4f", p.val_loss);
-  std::fprintf(out_, "%sstep %d/%d [%s] loss %.4f%s  lr %.2e  %.0f tok/s  bubble %.1f%%  %s left%s",
+  const std::string mfu = p.mfu.empty() ? "" : "  " + MfuText(p.mfu);
+  std::fprintf(out_, "%sstep %d/%d [%s] loss %.4f%s  lr %.2e  %.0f tok/s  bubble %.1f%%%s  %s left%s",
                terminal_ ? "\r\033[K" : "", p.done, total_, bar.c_str(), p.loss, val_text, p.lr, p.tokens_per_s,
-               100 * p.bubble, Duration(p.seconds_left).c_str(), terminal_ && !val ? "" : "\n");
+               100 * p.bubble, mfu.c_str(), Duration(p.seconds_left).c_str(), terminal_ && !val ? "" : "\n");
   open_line_ = terminal_ && !val;
   std::fflush(out_);
 }

@@ -1,0 +1,41 @@
+#include "models/flops.h"
+
+#include "schedules/error.h"
+
+namespace pplab {
+
+int64_t StageMatmulWeights(const LlamaConfig& c, const Partition& partition, int stage) {
+  const int64_t h = c.hidden_size, kv = static_cast<int64_t>(c.num_key_value_heads) * c.HeadDim();
+  const int64_t layer = 2 * h * h /*q, o*/ + 2 * h * kv /*k, v*/ + 3 * h * c.intermediate_size /*gate, up, down*/;
+  const int64_t layers = partition.End(stage) - partition.Begin(stage);
+  const bool last = stage == partition.NumStages() - 1;
+  return layers * layer + (last ? static_cast<int64_t>(c.vocab_size) * h /*lm_head*/ : 0);
+}
+
+double StageTrainingFlops(const LlamaConfig& c, const Partition& partition, int stage, int64_t seq_len) {
+  const double T = static_cast<double>(seq_len);
+  const double layers = partition.End(stage) - partition.Begin(stage);
+  const double matmuls = 6.0 * static_cast<double>(StageMatmulWeights(c, partition, stage)) * T;
+  const double attention = layers * 6.0 * c.hidden_size * T * (T + 1);
+  return matmuls + attention;
+}
+
+std::vector<double> RankTrainingFlops(const LlamaConfig& config, const Partition& partition,
+                                      const std::vector<RankId>& placement, int ranks, int64_t sequences,
+                                      int64_t seq_len) {
+  if (static_cast<int>(placement.size()) != partition.NumStages()) {
+    throw Error("model FLOPs: the placement has " + std::to_string(placement.size()) + " stages, the partition " +
+                std::to_string(partition.NumStages()));
+  }
+  std::vector<double> flops(ranks, 0.0);
+  for (int s = 0; s < partition.NumStages(); ++s) {
+    if (placement[s] < 0 || placement[s] >= ranks) {
+      throw Error("model FLOPs: stage " + std::to_string(s) + " is placed on rank " + std::to_string(placement[s]) +
+                  " of " + std::to_string(ranks));
+    }
+    flops[placement[s]] += static_cast<double>(sequences) * StageTrainingFlops(config, partition, s, seq_len);
+  }
+  return flops;
+}
+
+}  // namespace pplab

@@ -1,0 +1,173 @@
+// Attention paths of models/llama.cc: at::scaled_dot_product_attention (SDPA)
+// against the explicit scores-and-softmax path, on the same weights and batch.
+//
+// On LibTorch 2.x (the GPU machine's 2.11, ../shared/torch2/chroot.sh's 2.6)
+// the parity test runs for real. On LibTorch 1.x (Debian's 1.13 on the
+// development machine) SDPA does not exist: there the tests assert that
+// `auto` resolves to explicit and that `sdpa` is refused, and the parity test
+// says in its output that it checked nothing.
+#include "models/llama.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+
+#include "models/partition.h"
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+// The tiny preset with `heads` query heads and `kv_heads` key/value heads.
+LlamaConfig Config(int heads, int kv_heads) {
+  LlamaConfig c = LlamaPreset("tiny");
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.Check("test config");
+  return c;
+}
+
+struct Batch {
+  at::Tensor tokens, mask;  // (B,T) int64; mask 1 = token
+};
+
+// Random tokens; with `padded`, row 1 has leading padding (rows whose first
+// queries see no key at all), row 2 trailing padding.
+Batch MakeBatch(const LlamaConfig& c, int64_t B, int64_t T, bool padded) {
+  auto gen = at::detail::createCPUGenerator(11);
+  Batch b;
+  b.tokens = torch::randint(1, c.vocab_size, {B, T}, gen, torch::kLong);
+  b.mask = torch::ones({B, T}, torch::kLong);
+  if (padded) {
+    b.mask[1].narrow(0, 0, 3).fill_(0);
+    b.mask[2].narrow(0, T - 5, 5).fill_(0);
+    b.tokens.masked_fill_(b.mask.eq(0), 0);
+  }
+  return b;
+}
+
+struct Result {
+  at::Tensor logits;                        // (B,T,V)
+  std::map<std::string, at::Tensor> grads;  // every parameter's
+};
+
+// Forward, then backward from a fixed random gradient of the logits that is
+// zero at padded positions (as the loss ignores them).
+Result Run(const LlamaConfig& c, const Batch& batch, AttentionKind kind, bool padding) {
+  LlamaOptions options;
+  options.attention = kind;
+  options.padding = padding;
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, /*seed=*/5, torch::kCPU, options);
+  Result r;
+  r.logits = stage->Forward({batch.tokens, batch.mask}).at(0);
+  auto gen = at::detail::createCPUGenerator(13);
+  auto upstream = torch::randn(r.logits.sizes(), gen) * batch.mask.unsqueeze(-1).to(torch::kFloat);
+  r.logits.backward(upstream);
+  for (auto& [name, p] : stage->NamedParameters()) r.grads[name] = p.grad().clone();
+  r.logits = r.logits.detach();
+  return r;
+}
+
+// max |a - b| / max |b|: the error relative to the tensor's scale.
+double RelativeError(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = b.abs().max().item<double>();
+  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1);
+}
+
+constexpr double kFp32Tolerance = 1e-5;
+
+TEST_CASE("llama attention auto is sdpa where LibTorch has it, explicit where not, and sdpa is refused there",
+          "[llama]") {
+  CHECK(ResolveAttention(AttentionKind::kExplicit) == AttentionKind::kExplicit);
+  CHECK(ParseAttentionKind("auto") == AttentionKind::kAuto);
+  CHECK(ParseAttentionKind("sdpa") == AttentionKind::kSdpa);
+  CHECK(ParseAttentionKind("explicit") == AttentionKind::kExplicit);
+  CHECK_THROWS_WITH(ParseAttentionKind("flash"), Catch::Contains("not one of auto, sdpa, explicit"));
+#if TORCH_VERSION_MAJOR >= 2
+  CHECK(SdpaAvailable());
+  CHECK(ResolveAttention(AttentionKind::kAuto) == AttentionKind::kSdpa);
+  CHECK(ResolveAttention(AttentionKind::kSdpa) == AttentionKind::kSdpa);
+#else
+  // LibTorch 1.x has no at::scaled_dot_product_attention.
+  CHECK_FALSE(SdpaAvailable());
+  CHECK(ResolveAttention(AttentionKind::kAuto) == AttentionKind::kExplicit);
+  CHECK_THROWS_WITH(
+      ResolveAttention(AttentionKind::kSdpa),
+      Catch::Contains("--attention sdpa needs at::scaled_dot_product_attention (LibTorch 2.0 or later)") &&
+          Catch::Contains(TORCH_VERSION));
+  const LlamaConfig c = Config(4, 2);
+  LlamaOptions sdpa;
+  sdpa.attention = AttentionKind::kSdpa;
+  CHECK_THROWS_AS(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 1, torch::kCPU, sdpa), Error);
+#endif
+}
+
+TEST_CASE("llama sdpa attention equals the explicit path: logits and every gradient, with and without GQA", "[llama]") {
+  if (!SdpaAvailable()) {
+    WARN("LibTorch " TORCH_VERSION " has no SDPA: nothing compared here; this parity runs on LibTorch 2.x builds");
+    return;
+  }
+  struct Case {
+    int heads, kv_heads;
+    bool padded_batch;  // the batch holds padding
+    bool padding;       // LlamaOptions::padding of the SDPA stage (false: causal only, the mask unread)
+  };
+  for (const Case& k :
+       {Case{4, 2, true, true}, Case{4, 2, false, false}, Case{4, 2, false, true}, Case{4, 4, true, true},
+        Case{4, 4, false, false}, Case{4, 1, true, true}, Case{4, 1, false, false}}) {
+    const LlamaConfig c = Config(k.heads, k.kv_heads);
+    const Batch batch = MakeBatch(c, 4, 24, k.padded_batch);
+    const Result expected = Run(c, batch, AttentionKind::kExplicit, /*padding=*/true);
+    const Result got = Run(c, batch, AttentionKind::kSdpa, k.padding);
+    const std::string what = std::to_string(k.heads) + " heads, " + std::to_string(k.kv_heads) + " KV heads, " +
+                             (k.padded_batch ? "padded batch" : "no padding") +
+                             (k.padding ? ", mask applied" : ", causal only");
+    const double logits_error = RelativeError(got.logits, expected.logits);
+    INFO(what << ": logits relative error " << logits_error);
+    CHECK(logits_error <= kFp32Tolerance);
+    double worst = 0;
+    std::string worst_name;
+    for (const auto& [name, grad] : expected.grads) {
+      const double e = RelativeError(got.grads.at(name), grad);
+      if (e > worst) worst = e, worst_name = name;
+    }
+    INFO(what << ": largest gradient relative error " << worst << " (" << worst_name << ")");
+    CHECK(worst <= kFp32Tolerance);
+  }
+}
+
+TEST_CASE("llama GQA: SDPA's enable_gqa pairs query heads with KV heads as the repeated path does", "[llama]") {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  // The stage hands SDPA unrepeated K/V where its kernel takes GQA (flash on
+  // CUDA in bf16; on the CPU it repeats them itself, so the parity test above
+  // runs the repeated path there). This checks the grouping that relies on:
+  // query head h reads KV head h / (H/KV), as repeat_interleave lays them out.
+  auto gen = at::detail::createCPUGenerator(17);
+  const auto q = torch::randn({2, 6, 10, 8}, gen), k = torch::randn({2, 2, 10, 8}, gen),
+             v = torch::randn({2, 2, 10, 8}, gen);
+  const auto grouped = at::scaled_dot_product_attention(q, k, v, {}, 0.0, true, c10::nullopt, /*enable_gqa=*/true);
+  const auto repeated =
+      at::scaled_dot_product_attention(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1), {}, 0.0, true);
+  CHECK(RelativeError(grouped, repeated) <= kFp32Tolerance);
+#else
+  WARN("LibTorch " TORCH_VERSION " has no enable_gqa (LibTorch 2.5 on): nothing compared here");
+#endif
+}
+
+TEST_CASE("a llama stage built for batches without padding refuses a padded mask on the CPU", "[llama]") {
+  if (!SdpaAvailable()) return;  // the explicit path always applies the mask
+  const LlamaConfig c = Config(4, 2);
+  LlamaOptions options;
+  options.attention = AttentionKind::kSdpa;
+  options.padding = false;
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 1, torch::kCPU, options);
+  const Batch batch = MakeBatch(c, 4, 16, /*padded=*/true);
+  CHECK_THROWS_WITH(stage->Forward({batch.tokens, batch.mask}), Catch::Contains("attention_mask has padding"));
+}
+
+}  // namespace
+}  // namespace pplab

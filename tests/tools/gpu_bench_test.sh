@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# tools/bench/gpu_bench.sh, checked without a GPU:
+#  1. on a machine without CUDA it says why in one line, exits 0 and runs nothing
+#     (a fake pplab that would leave a file behind is never started);
+#  2. --dry-run's commands use only flags that `pplab train` and torch_anchor.py
+#     accept (--precision only where pplab has it: the bench gates bf16 on it),
+#     and pplab trains the model configs it makes from the reference's shapes;
+#  3. with stand-ins for the GPU, the reference and pplab (PPLAB_BENCH_FAKE_GPU),
+#     the table's cells are the tokens/s, ratio and MFU of the given step times,
+#     and a failed run shows its reason in its cell.
+# Usage: gpu_bench_test.sh SOURCE_DIR PPLAB. Exits 77 (skipped) when the
+# reference script (../shared/gpu/torch_anchor.py) is not on this machine.
+set -euo pipefail
+src=$1
+pplab=$2
+bench=$src/tools/bench/gpu_bench.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# 1. No GPU: one line, exit 0, nothing run.
+printf '#!/bin/sh\ntouch "%s/ran"\n' "$tmp" > "$tmp/fake-pplab"
+chmod +x "$tmp/fake-pplab"
+no_gpu=()
+command -v nvidia-smi > /dev/null && no_gpu=(PPLAB_BENCH_ASSUME_NO_GPU=1)  # a GPU machine: act as if none
+out=$(env "${no_gpu[@]}" bash "$bench" --pplab "$tmp/fake-pplab") || fail "exit code $? without a GPU"
+echo "$out"
+[ "$(echo "$out" | wc -l)" -eq 1 ] || fail "expected one line without a GPU"
+[[ $out == "gpu_bench: no CUDA GPU to benchmark on: "*"; nothing run" ]] || fail "unexpected line: $out"
+[ ! -e "$tmp/ran" ] || fail "pplab was started without a GPU"
+
+# 2. The dry run's commands against the two command lines.
+anchor=""
+for f in "$src/.gpu/torch_anchor.py" "$src/../shared/gpu/torch_anchor.py"; do [ -f "$f" ] && anchor=$f && break; done
+if [ -z "$anchor" ]; then echo "skipped: no torch_anchor.py next to the project"; exit 77; fi
+bash "$bench" --dry-run --pplab "$pplab" > "$tmp/dry.txt" || fail "--dry-run failed"
+help=$("$pplab" train --help)
+has_precision=0
+grep -q -- '--precision' <<< "$help" && has_precision=1
+pplab_lines=0
+anchor_lines=0
+while IFS= read -r line; do
+  read -r -a words <<< "$line"
+  case $line in
+    "$pplab train "*)
+      pplab_lines=$((pplab_lines + 1))
+      for w in "${words[@]}"; do
+        [[ $w == -* && ! $w =~ ^-[0-9] ]] || continue
+        if [ "$w" = --precision ] && [ "$has_precision" = 0 ]; then continue; fi
+        grep -qE -- "(^|[ ,])$w([ ,=]|$)" <<< "$help" || fail "pplab train has no $w: $line"
+      done
+      ;;
+    "python3 "*torch_anchor.py*)
+      anchor_lines=$((anchor_lines + 1))
+      grep -qF "choices=[\"eager\", \"pipe\"]" "$anchor" || fail "torch_anchor.py's modes changed"
+      [[ ${words[2]} == eager || ${words[2]} == pipe ]] || fail "mode ${words[2]}: $line"
+      for ((i = 3; i < ${#words[@]}; i++)); do
+        w=${words[i]}
+        if [[ $w == --* ]]; then
+          grep -qF "add_argument(\"$w\"" "$anchor" || fail "torch_anchor.py has no $w: $line"
+          v=${words[i + 1]}
+          case $w in
+            --schedule|--dtype) grep -qF "\"$v\"" "$anchor" || fail "torch_anchor.py knows no $w $v: $line" ;;
+          esac
+        fi
+      done
+      ;;
+  esac
+done < "$tmp/dry.txt"
+[ "$pplab_lines" -eq 14 ] && [ "$anchor_lines" -eq 14 ] || fail "expected 14 rows, got $pplab_lines and $anchor_lines"
+[ "$has_precision" = 1 ] || echo "note: this pplab has no --precision: the bench shows its bf16 rows as n/a"
+
+# pplab trains one step of each model config the bench makes (batch 1 x 8 tokens, CPU).
+grep -E '^# [a-z]+ model for pplab: ' "$tmp/dry.txt" | while IFS= read -r line; do
+  name=$(sed -E 's/^# ([a-z]+) model.*/\1/' <<< "$line")
+  sed -E 's/^# [a-z]+ model for pplab: //' <<< "$line" > "$tmp/$name.json"
+  "$pplab" train --model "$tmp/$name.json" --synthetic --steps 1 -k 1 -m 1 --batch-size 1 --seq-len 8 --out '' -q \
+    --json > "$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; fail "pplab refuses the $name config"; }
+  echo "pplab trains the $name config: $(cat "$tmp/$name.json")"
+done
+echo "ok: $pplab_lines pplab and $anchor_lines reference commands use flags both accept"
+
+# 3. The table from stand-ins: the reference takes 10 ms a step (GPipe fails);
+# pplab 50 ms for each of the 3 warm-up steps, then 8 ms, 1e11 FLOPs a step,
+# out of memory on the K=1 64x512 fp32 row.
+cat > "$tmp/anchor.py" <<'PY'
+import json, sys
+PRESETS = {"small": dict(vocab=2048, hidden=128, inter=512, layers=8, heads=4, kv=2)}
+args = sys.argv[1:]
+if "gpipe" in args:
+    print(json.dumps({"what": "torch-pipelining", "error": "TimeoutError()"}))
+else:
+    print(json.dumps({"what": "torch-eager", "step_ms": 10.0, "tok_s": 0}))
+PY
+cat > "$tmp/pplab" <<'SH'
+#!/usr/bin/env bash
+case " $* " in
+  *" --help "*) echo "  --precision TEXT"; exit 0 ;;
+esac
+if [[ " $* " == *" -k 1 -m 8 "* && " $* " != *" --precision "* ]]; then
+  echo "pplab: error: CUDA out of memory" >&2
+  exit 2
+fi
+if [[ " $* " == *" --precision bf16 "* ]]; then peak=989.5 source="H100 SXM bf16 tensor, dense, datasheet"
+else peak=67 source="H100 SXM fp32 (non-tensor), dense, datasheet"; fi
+printf '{"step_times_ms": [50, 50, 50, 8, 8, 8, 8], "model_flops_per_step": 1e11, '
+printf '"peak_tflops": %s, "peak_source": "%s"}\n' "$peak" "$source"
+SH
+chmod +x "$tmp/pplab"
+PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" bash "$bench" --pplab "$tmp/pplab" --steps 4 > "$tmp/table.md" \
+  || fail "the bench failed on stand-ins"
+cat "$tmp/table.md"
+expect() { grep -qxF -- "$1" "$tmp/table.md" || fail "no line: $1"; }
+# 2048 tokens: 10 ms is 204 800 tok/s, 8 ms 256 000; MFU 1e11 / (0.010 x 67e12) and 1e11 / (0.008 x 67e12).
+expect "| K=1, small, 16×128, M=1 | fp32 | eager | 204 800 | 256 000 | 1.25 | 14.9 % | 18.7 % |"
+expect "| K=1, small, 16×128, M=1 | bf16 | eager | 204 800 | 256 000 | 1.25 | 1.0 % | 1.3 % |"
+expect "| K=1, default, 64×512, M=8 | fp32 | eager | 3 276 800 | n/a (pplab: error: CUDA out of memory) | n/a | n/a |\
+ n/a |"
+expect "| K=2 GPipe, default, 16×128, M=8 | fp32 | pipelining | n/a (TimeoutError()) | 256 000 | n/a | n/a | 18.7 % |"
+[ "$(grep -c '^| K=' "$tmp/table.md")" -eq 14 ] || fail "expected 14 rows"
+grep -qF "H100 SXM bf16 tensor, dense, datasheet; H100 SXM fp32 (non-tensor), dense, datasheet" "$tmp/table.md" \
+  || fail "the peaks are not named under the table"
+echo "ok: the table from stand-ins"

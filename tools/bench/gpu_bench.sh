@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# GPU benchmark (issue 10): pplab against the plain PyTorch reference on the
+# same GPU, in one run, row by row: the same model shapes and batch, fp32 and
+# bf16. The reference is ../shared/gpu/torch_anchor.py (eager on one GPU, or
+# torch.distributed.pipelining with K ranks sharing it). Prints a Markdown
+# table for docs/gpu.md: tokens/s of both, their ratio, and the MFU of both
+# (the same model FLOPs, models/flops.h, over each one's step time and the
+# GPU's peak for the precision, as pplab train --json reports them).
+#
+# Usage, from the project's root on the GPU machine, after `bash .gpu/build.sh`:
+#   bash tools/bench/gpu_bench.sh [--pplab build-cuda/pplab] [--steps 20] [--rows REGEX] [--dry-run]
+#   --steps N   measured steps per run, after 3 warm-up steps (the reference's own rule)
+#   --rows RE   only the rows whose label or precision matches RE (grep -E)
+#   --dry-run   print the commands it would run, run nothing (no GPU needed)
+#   PPLAB_BENCH_BACKEND=gloo   pplab's --backend for K=2 (default auto: NCCL)
+#
+# The reference script is never committed: the bench copies it next to itself
+# (tools/bench/torch_anchor.py, git-ignored) from .gpu/ (where
+# ../shared/gpu/prepare.sh puts it for the GPU machine) or ../shared/gpu/.
+# pplab trains a JSON model config made from the reference's PRESETS, so both
+# sides train the same shapes (the reference's "small" is not pplab's small
+# preset). pplab's step time is the mean of its reported step times after the
+# same 3 warm-up steps. bf16 rows pass --precision bf16 to pplab; a pplab
+# without that flag shows them as n/a.
+#
+# Without a CUDA GPU (nvidia-smi lists none, the python torch has no CUDA, or
+# pplab was built without CUDA) it prints why and exits 0, running nothing.
+# For its test: PPLAB_BENCH_ASSUME_NO_GPU=1 acts so on any machine;
+# PPLAB_BENCH_FAKE_GPU=1 skips the GPU checks and runs PPLAB_ANCHOR and
+# --pplab as given (stand-ins), with the reference copied into a temporary
+# folder instead of tools/bench/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+here=tools/bench
+pplab=build-cuda/pplab
+steps=20
+warmup=3  # torch_anchor.py's warm-up steps
+rows_re=.
+dry_run=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pplab) pplab=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --rows) rows_re=$2; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+# Why this machine cannot run the bench, or nothing.
+no_gpu_reason() {
+  if [ -n "${PPLAB_BENCH_ASSUME_NO_GPU:-}" ]; then echo "PPLAB_BENCH_ASSUME_NO_GPU is set"; return; fi
+  if ! command -v nvidia-smi > /dev/null; then echo "no nvidia-smi on this machine"; return; fi
+  if ! nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then echo "nvidia-smi lists no GPU"; return; fi
+  if ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
+    echo "python3's torch is missing or has no CUDA (the reference needs it)"; return
+  fi
+  local cache
+  cache="$(dirname "$pplab")/CMakeCache.txt"
+  if [ ! -x "$pplab" ]; then echo "no pplab at $pplab (bash .gpu/build.sh builds it; or pass --pplab)"; return; fi
+  if [ -f "$cache" ] && ! grep -q 'PPLAB_WITH_CUDA:INTERNAL=ON' "$cache"; then
+    echo "$pplab was built against a LibTorch without CUDA"; return
+  fi
+}
+
+fake=${PPLAB_BENCH_FAKE_GPU:-}
+if [ "$dry_run" = 0 ] && [ -z "$fake" ]; then
+  reason=$(no_gpu_reason)
+  if [ -n "$reason" ]; then
+    echo "gpu_bench: no CUDA GPU to benchmark on: $reason; nothing run"
+    exit 0
+  fi
+fi
+
+anchor_src=""
+for f in "${PPLAB_ANCHOR:-}" "$here/torch_anchor.py" .gpu/torch_anchor.py ../shared/gpu/torch_anchor.py; do
+  if [ -n "$f" ] && [ -f "$f" ]; then anchor_src=$f; break; fi
+done
+if [ -z "$anchor_src" ]; then
+  echo "gpu_bench: no torch_anchor.py in $here/, .gpu/ or ../shared/gpu/ (run bash ../shared/gpu/prepare.sh here)" >&2
+  exit 1
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+anchor=$here/torch_anchor.py
+[ -n "$fake" ] && anchor=$work/torch_anchor.py
+
+# pplab model configs with the reference's shapes, read from its PRESETS
+# without importing it (no torch needed).
+python3 - "$anchor_src" "$work" <<'PY'
+import ast, json, sys
+src, out = sys.argv[1], sys.argv[2]
+tree = ast.parse(open(src).read())
+node = next(n.value for n in tree.body
+            if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "PRESETS" for t in n.targets))
+# A literal of dict(...) calls and numbers: evaluated with nothing else in scope.
+presets = eval(compile(ast.Expression(node), src, "eval"), {"__builtins__": {}}, {"dict": dict})
+names = {"vocab": "vocab_size", "hidden": "hidden_size", "inter": "intermediate_size", "layers": "num_hidden_layers",
+         "heads": "num_attention_heads", "kv": "num_key_value_heads"}
+for model, shape in presets.items():
+    json.dump({names[k]: v for k, v in shape.items()}, open("%s/model-%s.json" % (out, model), "w"), sort_keys=True)
+PY
+
+backend=${PPLAB_BENCH_BACKEND:-auto}
+has_precision=0
+if [ "$dry_run" = 1 ] || "$pplab" train --help 2> /dev/null | grep -q -- '--precision'; then has_precision=1; fi
+
+# The table of issue 10: label | reference mode | K | schedule | model | batch | seq | M
+rows=(
+  "K=1, small, 16×128, M=1|eager|1|-|small|16|128|1"
+  "K=1, default, 16×128, M=4|eager|1|-|default|16|128|4"
+  "K=1, default, 64×512, M=8|eager|1|-|default|64|512|8"
+  "K=2 1F1B, small, 16×128, M=8|pipe|2|1f1b|small|16|128|8"
+  "K=2 1F1B, default, 16×128, M=8|pipe|2|1f1b|default|16|128|8"
+  "K=2 GPipe, default, 16×128, M=8|pipe|2|gpipe|default|16|128|8"
+  "K=2 1F1B, default, 64×512, M=8|pipe|2|1f1b|default|64|512|8"
+)
+
+show() { printf '%q ' "$@" | sed 's/ $//'; echo; }
+
+if [ "$dry_run" = 1 ]; then
+  echo "# gpu_bench --dry-run: the commands of one bench run"
+  show cp "$anchor_src" "$anchor"
+  for f in "$work"/model-*.json; do
+    echo "# $(basename "$f" .json | sed 's/^model-//') model for pplab: $(cat "$f")"
+  done
+else
+  cp "$anchor_src" "$anchor"
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || true)
+  torch_version=$(python3 -c 'import torch; print(torch.__version__)' 2> /dev/null || true)
+  echo "## pplab against PyTorch on one ${gpu:-GPU of unknown name}"
+  echo
+  echo "$(date -u +%Y-%m-%d), torch ${torch_version:-?}, pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?'),"
+  echo "$steps measured steps after $warmup warm-up steps per run, pplab --backend $backend."
+  echo
+  echo "| run | precision | PyTorch | PyTorch tok/s | pplab tok/s | pplab / PyTorch | PyTorch MFU | pplab MFU |"
+  echo "|---|---|---|---|---|---|---|---|"
+fi
+
+n=0
+for row in "${rows[@]}"; do
+  IFS='|' read -r label mode K schedule model batch seq micro <<< "$row"
+  for precision in fp32 bf16; do
+    echo "$label $precision" | grep -qE -- "$rows_re" || continue
+    n=$((n + 1))
+    ref=(python3 "$anchor" "$mode" --model "$model" --batch "$batch" --seq "$seq" --micro "$micro" --steps "$steps"
+         --dtype "$precision")
+    run=("$pplab" train --device cuda -k "$K" -m "$micro" --model "$work/model-$model.json" --synthetic
+         --batch-size "$batch" --seq-len "$seq" --steps $((steps + warmup)) --out '' -q --json)
+    if [ "$mode" = pipe ]; then
+      ref+=(--ranks "$K" --schedule "$schedule")
+      # torch_anchor.py's pipelining step does not clip gradients; its eager step clips at 1.0, as pplab does.
+      run+=(-s "$schedule" --backend "$backend" --clip-norm 0)
+    fi
+    [ "$precision" = bf16 ] && run+=(--precision bf16)
+    if [ "$dry_run" = 1 ]; then
+      echo "# $label, $precision"
+      show "${ref[@]}"
+      show "${run[@]}"
+      continue
+    fi
+    "${ref[@]}" > "$work/ref-$n.out" 2> "$work/ref-$n.err" || true
+    if [ "$precision" = fp32 ] || [ "$has_precision" = 1 ]; then
+      "${run[@]}" > "$work/pplab-$n.out" 2> "$work/pplab-$n.err" || true
+    else
+      echo "this pplab has no --precision" > "$work/pplab-$n.err"
+    fi
+    python3 - "$label" "$precision" "$mode" "$warmup" $((batch * seq)) "$work/ref-$n" "$work/pplab-$n" \
+      "$work/peaks" >> "$work/table.md" <<'PY'
+import json, sys
+label, precision, mode, warmup, tokens, ref_base, got_base, peaks = sys.argv[1:9]
+warmup, tokens = int(warmup), int(tokens)
+def last_json(path):
+    try:
+        lines = [l for l in open(path) if l.lstrip().startswith("{")]
+        return json.loads(lines[-1]) if lines else None
+    except (OSError, ValueError):
+        return None
+def last_line(path):
+    try:
+        lines = [l.strip() for l in open(path) if l.strip()]
+    except OSError:
+        lines = []
+    return lines[-1][:80].replace("|", "/") if lines else "no output"
+ref, got = last_json(ref_base + ".out"), last_json(got_base + ".out")
+ref_why = ref["error"][:80] if ref and "error" in ref else last_line(ref_base + ".err")
+if ref is not None and "step_ms" not in ref: ref = None
+ref_s = ref["step_ms"] / 1e3 if ref else None
+got_s = flops = peak = None
+if got is not None:
+    times = got["step_times_ms"][warmup:] or got["step_times_ms"]
+    got_s = sum(times) / len(times) / 1e3
+    flops, peak, source = got.get("model_flops_per_step"), got.get("peak_tflops"), got.get("peak_source", "")
+    # A bf16 row needs the bf16 peak: a peak of another precision gives no MFU.
+    if peak and precision not in source and source != "--peak-tflops":
+        peak = None
+    with open(peaks, "a") as f:
+        f.write(source + "\n")
+def tok_s(s, why):
+    return "{:,.0f}".format(tokens / s).replace(",", " ") if s else "n/a (%s)" % why
+def mfu(s):
+    return "%.1f %%" % (100 * flops / (s * peak * 1e12)) if (s and flops and peak) else "n/a"
+ratio = "%.2f" % (ref_s / got_s) if (ref_s and got_s) else "n/a"
+print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (label, precision, "eager" if mode == "eager" else "pipelining",
+      tok_s(ref_s, ref_why), tok_s(got_s, last_line(got_base + ".err")), ratio, mfu(ref_s), mfu(got_s)))
+PY
+    tail -n 1 "$work/table.md"
+  done
+done
+
+if [ "$dry_run" = 0 ]; then
+  echo
+  peaks=$(sort -u "$work/peaks" 2> /dev/null | paste -sd ';' - | sed 's/;/; /g' || true)
+  echo "MFU: the model FLOPs of a step (6 x Linear weights x tokens, plus 6 x hidden x T(T+1) per sequence and"
+  echo "layer for causal attention; docs/gpu.md) over the step time and the GPU's peak (${peaks:-none known})."
+  echo "With K=2 both ranks share the one GPU, so the figure is the GPU's: all ranks' FLOPs over one GPU's peak."
+fi

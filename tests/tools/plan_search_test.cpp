@@ -41,6 +41,17 @@ PlanSearchOptions Options(const LlamaConfig& config, Bytes memory) {
   return o;
 }
 
+// A cost file as `pplab profile` writes it for `c` on 2 ranks (partition
+// 2,1, microbatches of 2 sequences of 16 tokens) with these stages;
+// `extra_meta` goes into its meta and `extra_top` beside it, as they are.
+std::string ProfileJson(const LlamaConfig& c, const std::string& stages, const std::string& extra_meta = "",
+                        const std::string& extra_top = "") {
+  return "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages + "], " + extra_top +
+         "\"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", \"config\": " + c.ToJson() +
+         ", \"partition\": \"2,1\", \"microbatch_size\": 2, \"seq_len\": 16, " + extra_meta +
+         "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
+}
+
 }  // namespace
 
 TEST_CASE("plan: the balanced model's stages cost the same", "[plan]") {
@@ -151,12 +162,7 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
               ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
               std::to_string(std::llround(StageActivationBytes(c, p, s, 2, kSeqLen, Precision::kFp32))) + "}";
   }
-  const std::string text =
-      "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages +
-      "], \"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", \"config\": " + c.ToJson() +
-      ", \"partition\": \"2,1\", \"microbatch_size\": 2, \"seq_len\": 16, " +
-      "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
-  const CostModel profile = CostModel::FromJson(text, "cost.json");
+  const CostModel profile = CostModel::FromJson(ProfileJson(c, stages), "cost.json");
   const CostFit fit = FitProfile(profile, c);
   CHECK(fit.ns_per_flop[0] == Approx(3.0).epsilon(1e-6));
   CHECK(fit.ns_per_flop[1] == Approx(6.0).epsilon(1e-6));
@@ -220,12 +226,7 @@ TEST_CASE("plan: a bf16 profile is fitted at 2 bytes per value and refuses an fp
               ", \"message_bytes\": " + std::to_string(std::llround(MessageBytes(c, 2, kSeqLen, Precision::kBf16))) +
               "}";
   }
-  const std::string text =
-      "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages +
-      "], \"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", \"config\": " + c.ToJson() +
-      ", \"partition\": \"2,1\", \"microbatch_size\": 2, \"seq_len\": 16, \"precision\": \"bf16\", " +
-      "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
-  const CostModel profile = CostModel::FromJson(text, "bf16.json");
+  const CostModel profile = CostModel::FromJson(ProfileJson(c, stages, "\"precision\": \"bf16\", "), "bf16.json");
   const CostFit fit = FitProfile(profile, c);
   CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
   CHECK(fit.message_scale == Approx(1.0).epsilon(1e-6));
@@ -381,13 +382,8 @@ TEST_CASE("plan ties: a profile's spreads are fitted relative to the medians", "
               ", \"forward_p10_ms\": " + std::to_string(0.9 * f) + ", \"forward_p90_ms\": " + std::to_string(1.2 * f) +
               ", \"backward_ms\": " + std::to_string(2 * f) + "}";
   }
-  const std::string text =
-      "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages +
-      "], \"step\": {\"optimizer_ms\": 5}, \"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", "
-      "\"config\": " +
-      c.ToJson() + ", \"partition\": \"2,1\", \"microbatch_size\": 2, \"seq_len\": 16, " +
-      "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
-  const CostModel profile = CostModel::FromJson(text, "cost.json");
+  const CostModel profile =
+      CostModel::FromJson(ProfileJson(c, stages, "", "\"step\": {\"optimizer_ms\": 5}, "), "cost.json");
   const CostFit fit = FitProfile(profile, c);
   CHECK(fit.has_spread[0]);
   CHECK_FALSE(fit.has_spread[1]);

@@ -40,6 +40,21 @@ TEST_CASE("train --json reports model FLOPs per rank and MFU against --peak-tflo
   CHECK(j["device_name"] == "cpu");
 }
 
+TEST_CASE("dualpipe's model FLOPs: each rank runs half the batch through each of its two parts", "[train][mfu]") {
+  const PplabRun r = Pplab(std::string(kTinyRun) + "-s dualpipe -k 2 -m 4 -q --json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = JsonOf(r);
+  // Rank 0 holds part 0 of copy 0 and part 1 of copy 1, each fed 2 of the 4 sequences; rank 1 the reverse.
+  const LlamaConfig c = LlamaPreset("tiny");
+  const std::vector<double> whole = RankTrainingFlops(c, PartitionUniform(c, 2), {0, 1}, 2, 4, 16);
+  REQUIRE(j["model_flops_per_rank"].size() == 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(j["model_flops_per_rank"][rank].get<double>() == Approx((whole[0] + whole[1]) / 2).epsilon(1e-12));
+  }
+  CHECK(j["model_flops_per_step"].get<double>() == Approx(whole[0] + whole[1]).epsilon(1e-12));
+}
+
 TEST_CASE("train on the CPU reports no MFU without --peak-tflops, and shows it with one", "[train][mfu]") {
   const PplabRun none = Pplab(std::string(kTinyRun) + "-k 1 -m 1 -q --json");
   INFO(none.out);

@@ -142,34 +142,32 @@ StepCosts ReadStepCosts(const json& obj, const std::string& at) {
   return step;
 }
 
-// "devices": [0, 0, 1, 1]: the device of each rank.
-std::vector<int> ReadDevices(const json& list, const std::string& at) {
-  if (!list.is_array() || list.empty()) throw Error(at + " must be a non-empty array of device ids, one per rank");
-  std::vector<int> devices;
+// A non-empty array of integers in [lo, hi]; `list_rule` and `item_rule`
+// say what it must be in the errors, which name the field and the entry.
+std::vector<int> ReadIntArray(const json& list, const std::string& at, long long lo, long long hi,
+                              const std::string& list_rule, const std::string& item_rule) {
+  if (!list.is_array() || list.empty()) throw Error(at + " must be " + list_rule);
+  std::vector<int> out;
   for (size_t i = 0; i < list.size(); ++i) {
     const json& d = list[i];
-    if (!d.is_number_integer() || d.get<long long>() < 0 || d.get<long long>() > (1LL << 30)) {
-      throw Error(at + "[" + std::to_string(i) + "] must be an integer device id in [0, 2^30], got " + d.dump());
+    if (!d.is_number_integer() || d.get<long long>() < lo || d.get<long long>() > hi) {
+      throw Error(at + "[" + std::to_string(i) + "] must be " + item_rule + ", got " + d.dump());
     }
-    devices.push_back(static_cast<int>(d.get<long long>()));
+    out.push_back(static_cast<int>(d.get<long long>()));
   }
-  return devices;
+  return out;
+}
+
+// "devices": [0, 0, 1, 1]: the device of each rank.
+std::vector<int> ReadDevices(const json& list, const std::string& at) {
+  return ReadIntArray(list, at, 0, 1LL << 30, "a non-empty array of device ids, one per rank",
+                      "an integer device id in [0, 2^30]");
 }
 
 // "device_slots": [2, 1]: compute actions each device id runs at once.
 std::vector<int> ReadDeviceSlots(const json& list, const std::string& at) {
-  if (!list.is_array() || list.empty()) {
-    throw Error(at + " must be a non-empty array of positive integers, one per device id");
-  }
-  std::vector<int> slots;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const json& d = list[i];
-    if (!d.is_number_integer() || d.get<long long>() < 1 || d.get<long long>() > (1LL << 20)) {
-      throw Error(at + "[" + std::to_string(i) + "] must be an integer in [1, 2^20], got " + d.dump());
-    }
-    slots.push_back(static_cast<int>(d.get<long long>()));
-  }
-  return slots;
+  return ReadIntArray(list, at, 1, 1LL << 20, "a non-empty array of positive integers, one per device id",
+                      "an integer in [1, 2^20]");
 }
 
 json StageToJson(const StageCost& c) {

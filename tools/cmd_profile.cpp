@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "models/llama.h"
+#include "runtime/comm/collectives.h"
 #include "runtime/train/batches.h"
 #include "runtime/train/launcher.h"
 #include "runtime/train/worker_setup.h"
@@ -114,8 +116,10 @@ nlohmann::json StepJson(const std::vector<StepProfile>& ranks) {
 }
 
 // The cost-model document: stages, link, step, meta (docs/profile.md).
+// `devices`: where the first replica's pipeline ranks computed; `turns`: in
+// how many turns the ranks timed their actions (ProfileOptions::turns).
 nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, const Partition& partition,
-                        const ProfileResult& r, int threads) {
+                        const ProfileResult& r, int threads, const DeviceMap& devices, int turns) {
   using nlohmann::json;
   json stages = json::array(), extra_stages = json::array();
   for (const StageProfile& p : r.stages) {
@@ -144,6 +148,13 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
   }
   json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"step", StepJson(r.step)}};
   if (o.dp > 1) doc["data_parallel"] = {{"degree", o.dp}};
+  // Ranks that time-sliced a device were timed in turns, each with the
+  // device's slots to itself: the simulator queues them for the device
+  // (docs/simulator.md, "Shared devices") as the run did.
+  if (turns > 1) {
+    doc["devices"] = devices.devices;
+    doc["device_slots"] = devices.device_slots;
+  }
   json step_per_rank = json::array();
   for (const StepProfile& s : r.step) {
     step_per_rank.push_back({{"loss_allreduce", SpreadJson(s.loss_allreduce)},
@@ -196,6 +207,9 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                    {"repeats", o.repeats},
                    {"seed", o.seed},
                    {"action_overhead_ms", overhead},
+                   {"devices", devices.devices},
+                   {"device_slots", devices.device_slots},
+                   {"measure_turns", turns},
                    {"action_overhead_ms_per_rank", r.action_overhead_ms},
                    {"step_per_world_rank", step_per_rank},
                    {"stages", extra_stages},
@@ -209,6 +223,12 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
               meta["model"].get<std::string>().c_str(), meta["partition"].get<std::string>().c_str(),
               meta["microbatch_size"].get<int>(), meta["seq_len"].get<int>(), meta["ranks"].get<int>(),
               meta["threads_per_rank"].get<int>(), meta["precision"].get<std::string>().c_str());
+  if (meta["extra"]["measure_turns"].get<int>() > 1) {
+    std::printf("ranks share devices past their slots (device by rank %s, slots by device %s): timed in %d turns, "
+                "and simulate queues them for the device\n",
+                meta["extra"]["devices"].dump().c_str(), meta["extra"]["device_slots"].dump().c_str(),
+                meta["extra"]["measure_turns"].get<int>());
+  }
   std::printf("%5s %4s %10s %10s %10s %10s %13s %13s %11s\n", "stage", "rank", "F ms", "B ms", "I ms", "W ms",
               "activ. MB", "I->W MB", "message KB");
   for (size_t s = 0; s < doc["stages"].size(); ++s) {
@@ -272,6 +292,16 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   setup.precision = o.precision;
   Worker worker = SetUpWorker(setup, world_rank, world);
   const RankId rank = worker.rank;  // pipeline rank within the replica
+  // Where every rank computes; ranks past a device's slots take turns.
+  const std::vector<int64_t> where = RankDeviceWords(
+      RankDeviceOf(worker, at::get_num_threads(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
+  const std::vector<std::vector<int64_t>> everywhere =
+      worker.group != nullptr ? AllGatherWords(*worker.group, where, timeout) : std::vector<std::vector<int64_t>>{where};
+  std::vector<RankDevice> world_devices, pipeline_devices;
+  for (const std::vector<int64_t>& w : everywhere) world_devices.push_back(RankDeviceFromWords(w));
+  // World ranks 0..K-1 are the first replica's pipeline (as pplab train's traces record).
+  pipeline_devices.assign(world_devices.begin(), world_devices.begin() + o.ranks);
+  const std::vector<int> turns = MeasureTurns(MapRankDevices(world_devices));
   MemoryMeter& meter = MemoryMeter::For(worker.device);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
@@ -297,6 +327,8 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   options.dp_group = worker.dp_group.get();
   options.dp = o.dp;
   options.wire_dtype = worker.wire_dtype;
+  options.turn = turns.at(world_rank);
+  options.turns = *std::max_element(turns.begin(), turns.end()) + 1;
   // Ping-pong one activation's payload (hidden (B,L,C) as it travels: 4
   // bytes a value in fp32, 2 in bf16) and 16 MiB.
   options.link_payload_bytes = {
@@ -309,7 +341,8 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
       },
       batch.loss_scale, *worker.transport, worker.group.get(), meter, options);
   if (world_rank != 0) return 0;
-  const nlohmann::json doc = CostJson(o, config, partition, result, at::get_num_threads());
+  const nlohmann::json doc = CostJson(o, config, partition, result, at::get_num_threads(),
+                                      MapRankDevices(pipeline_devices), options.turns);
   // Round-trip through the loader so a written file is a usable one.
   const CostModel checked = CostModel::FromJson(doc.dump(), o.output.empty() ? "profile" : o.output);
   if (!o.output.empty()) WriteTextFile(o.output, checked.ToJson());

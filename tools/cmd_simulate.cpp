@@ -51,14 +51,16 @@ int RunSimulate(const SimulateOptions& o) {
     costs.SetDevices(run.devices);
     costs.SetDeviceSlots(run.device_slots);
   }
-  if (!o.device_slots.empty()) costs.SetDeviceSlots(o.device_slots);
   if (!o.devices.empty()) {
     if (static_cast<int>(o.devices.size()) != schedule.ranks) {
       throw Error("--devices: " + std::to_string(o.devices.size()) + " devices for " + std::to_string(schedule.ranks) +
                   " ranks (give one per rank, e.g. 0,0,1,1)");
     }
     costs.SetDevices(o.devices);
+    // The file's slots describe the file's devices, not these: 1 each unless given.
+    costs.SetDeviceSlots({});
   }
+  if (!o.device_slots.empty()) costs.SetDeviceSlots(o.device_slots);
   const SimResult result = Simulate(schedule, costs);
   nlohmann::json summary = SimulationJson(schedule, costs, result);
   if (o.samples > 0) summary["samples"] = SamplesJson(SampleStepTime(schedule, costs, o.samples, o.seed));
@@ -101,7 +103,8 @@ void SetupSimulate(CLI::App& app, int& exit_code) {
   sub->add_flag("--json", o->json, "print one JSON object instead of text");
   sub->add_option("--devices", o->devices,
                   "device of each rank, comma-separated (0,0,1,1: two ranks per device; a device runs one compute "
-                  "action at a time); overrides the cost file's 'devices'")
+                  "action at a time unless --device-slots says); overrides the cost file's 'devices' and "
+                  "'device_slots'")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 30));
   sub->add_option("--device-slots", o->device_slots,

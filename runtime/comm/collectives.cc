@@ -79,4 +79,19 @@ std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const
   return all;
 }
 
+std::vector<std::vector<int64_t>> AllGatherWords(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
+                                                 std::chrono::milliseconds timeout) {
+  const int64_t n = static_cast<int64_t>(mine.size());
+  // Each rank fills its own row of zeros; the sum is the whole table.
+  at::Tensor table = torch::zeros({group.world_size, std::max<int64_t>(n, 1)}, torch::kLong);
+  for (int64_t i = 0; i < n; ++i) table[group.rank][i] = mine[i];
+  at::Tensor on_group = table.to(group.device);
+  AllReduceSumInPlace(group, on_group, timeout);
+  const at::Tensor host = on_group.cpu().contiguous();
+  const int64_t* p = host.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> all;
+  for (RankId r = 0; r < group.world_size; ++r) all.emplace_back(p + r * host.size(1), p + r * host.size(1) + n);
+  return all;
+}
+
 }  // namespace pplab

@@ -35,5 +35,10 @@ void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout);
 // Rank 0 gets every rank's int64 vector (others get an empty result).
 std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
                                                 std::chrono::milliseconds timeout);
+// Every rank gets every rank's int64 vector, by rank; all ranks must pass
+// vectors of one length (one all-reduce of a ranks x length table: for a
+// few words at start-up, not for the hot path).
+std::vector<std::vector<int64_t>> AllGatherWords(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
+                                                 std::chrono::milliseconds timeout);
 
 }  // namespace pplab

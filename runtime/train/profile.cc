@@ -411,23 +411,37 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   phase("forward through the pipeline", [&] {
     inputs = ForwardThroughPipeline(placement, rank, stages, data, loss, loss_scale, transport, options, profiles);
   });
+  if (options.turns < 1 || options.turn < 0 || options.turn >= options.turns) {
+    throw Error(who + ": turn " + std::to_string(options.turn) + " of " + std::to_string(options.turns));
+  }
+  // `time` in this rank's turn; every rank passes every turn's barrier.
+  auto in_turn = [&](auto time) {
+    for (int t = 0; t < options.turns; ++t) {
+      Sync(group, options.comm_timeout);
+      if (t == options.turn) time();
+    }
+  };
   std::map<StageId, std::vector<double>> forward_ms;
   phase("F and B", [&] {
-    Sync(group, options.comm_timeout);
-    MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, false, profiles, forward_ms, clock);
+    in_turn([&] {
+      MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, false, profiles, forward_ms, clock);
+    });
   });
   phase("F, I and W", [&] {
-    Sync(group, options.comm_timeout);
-    MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms, clock);
+    in_turn([&] {
+      MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms, clock);
+    });
   });
   for (auto& [s, p] : profiles) p.forward = SpreadOfSamples(forward_ms[s]);
   double overhead = 0;
-  if (options.overhead_microbatches > 0 && !stages.empty()) {
+  if (options.overhead_microbatches > 0) {
     phase("executor overhead", [&] {
-      Sync(group, options.comm_timeout);
-      const StageId first = stages.begin()->first;
-      overhead = MeasureActionOverhead(*stages.begin()->second, inputs.at(first), first == S - 1, data, loss,
-                                       loss_scale, options);
+      in_turn([&] {
+        if (stages.empty()) return;
+        const StageId first = stages.begin()->first;
+        overhead = MeasureActionOverhead(*stages.begin()->second, inputs.at(first), first == S - 1, data, loss,
+                                         loss_scale, options);
+      });
     });
   }
   // Neighbouring pairs, one at a time (the others wait at the barrier).

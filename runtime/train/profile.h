@@ -54,6 +54,13 @@ struct ProfileOptions {
   // What float32 activations and gradients travel as (the worker's
   // wire_dtype): the message bytes are counted in it.
   c10::ScalarType wire_dtype = c10::ScalarType::Float;
+  // Ranks that share a device past its slots take turns to time their
+  // actions (MeasureTurns): this rank times its F, B, I, W and executor
+  // overhead in turn `turn` of `turns`, the others waiting at a barrier, so
+  // the costs are those of a rank with its share of the device to itself.
+  // One turn: all ranks at once, contending as in training.
+  int turn = 0;
+  int turns = 1;
 };
 
 struct StageProfile {

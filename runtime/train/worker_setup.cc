@@ -83,6 +83,22 @@ DeviceMap MapRankDevices(const std::vector<RankDevice>& ranks) {
   return out;
 }
 
+bool Oversubscribed(const DeviceMap& map) {
+  std::vector<int> on(map.device_slots.size(), 0);
+  for (int d : map.devices) ++on.at(d);
+  for (size_t d = 0; d < on.size(); ++d) {
+    if (on[d] > map.device_slots[d]) return true;
+  }
+  return false;
+}
+
+std::vector<int> MeasureTurns(const DeviceMap& map) {
+  std::vector<int> seen(map.device_slots.size(), 0);
+  std::vector<int> turns;
+  for (int d : map.devices) turns.push_back(seen.at(d)++ / std::max(1, map.device_slots.at(d)));
+  return turns;
+}
+
 std::string CheckWorkerOptions(const WorkerOptions& o, int local_ranks) {
   bool shared = false;
   const c10::Device device = ResolveDevice(o.device, 0, local_ranks, &shared);

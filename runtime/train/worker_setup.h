@@ -110,6 +110,16 @@ struct DeviceMap {
   std::vector<int> device_slots;  // per device id
 };
 DeviceMap MapRankDevices(const std::vector<RankDevice>& ranks);
+// Whether some device holds more ranks than it has slots, so that ranks
+// computing at once would time-slice it.
+bool Oversubscribed(const DeviceMap& map);
+// In which turn each rank times its actions so that no device runs more of
+// them at once than it has slots: the i-th rank of a device (in rank order)
+// goes in turn i / slots. All 0 when nothing is oversubscribed. The profile
+// times costs this way, and the simulator then queues the ranks that share a
+// device; times taken all at once would already hold the time-slicing, and
+// the queue would count it a second time.
+std::vector<int> MeasureTurns(const DeviceMap& map);
 // `stage` as this worker runs it: as it is in fp32; in bf16, under autocast
 // with its bf16 outputs returned as fp32 (MixedPrecisionStage).
 std::unique_ptr<Stage> WorkerStage(const Worker& worker, std::unique_ptr<Stage> stage);

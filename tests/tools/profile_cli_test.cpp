@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "schedules/file_io.h"
 #include "sim/cost_model.h"
@@ -78,6 +79,11 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK(meta["extra"]["stages"][1]["backward_transient_bytes"].get<int64_t>() > 0);
   // Exactly these fields; anything else goes under extra.
   CHECK(meta.size() == 11);
+  // 2 ranks of cores / 2 threads fit the cores (one slot each): timed at once,
+  // and no mapping for the simulator to queue.
+  const bool fits = std::thread::hardware_concurrency() >= 2;
+  CHECK(meta["extra"]["measure_turns"] == (fits ? 1 : 2));
+  CHECK(doc.contains("devices") == !fits);
 
   // The simulator takes it, its step work and its spreads.
   const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --json --samples 20");
@@ -164,6 +170,39 @@ TEST_CASE("profile with --dp 2 measures each stage's REDUCE_GRAD and the simulat
   CHECK(doc["meta"]["extra"]["step_per_world_rank"].size() == 2);
   const CostModel costs = CostModel::FromJson(ReadTextFile(path), path);
   CHECK(costs.CollectiveTime({ActionKind::kReduceGrad, 0, 0}) == MsToNs(st["reduce_grad_ms"].get<double>()));
+}
+
+TEST_CASE("ranks that time-slice one device are profiled in turns, and the simulator queues them for it",
+          "[profile]") {
+  // OMP_NUM_THREADS of all the cores for each of 2 ranks: the host runs one
+  // rank's actions at a time (1 slot), as one GPU does for 2 ranks.
+  const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/profile_turns.json";
+  const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+  const PplabRun r = Pplab("profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --warmup 1 --repeats 3 -o " +
+                               path,
+                           "OMP_NUM_THREADS=" + threads + " ");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("timed in 2 turns") != std::string::npos);
+  const auto doc = nlohmann::json::parse(ReadTextFile(path));
+  CHECK(doc["devices"] == std::vector<int>{0, 0});
+  CHECK(doc["device_slots"] == std::vector<int>{1});
+  CHECK(doc["meta"]["extra"]["measure_turns"] == 2);
+  // Both ranks' F and B go through the one slot: the step is at least all of
+  // them back to back, M x sum over stages of (F + B).
+  const int M = 4;
+  double work = 0;
+  for (const auto& st : doc["stages"]) work += M * (st["forward_ms"].get<double>() + st["backward_ms"].get<double>());
+  const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --json");
+  INFO(sim.out);
+  REQUIRE(sim.code == 0);
+  const auto simulated = nlohmann::json::parse(sim.out);
+  CHECK(simulated["makespan"].get<double>() >= work * (1 - 1e-9));
+  // The same costs on a device each (--devices 0,1) overlap the ranks: shorter.
+  const PplabRun apart = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --devices 0,1 --json");
+  INFO(apart.out);
+  REQUIRE(apart.code == 0);
+  CHECK(nlohmann::json::parse(apart.out)["makespan"].get<double>() < simulated["makespan"].get<double>());
 }
 
 }  // namespace pplab

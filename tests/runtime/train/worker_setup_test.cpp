@@ -77,3 +77,30 @@ TEST_CASE("ranks map to devices: a node's CPU shared by all its ranks, each GPU 
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("ranks that would time-slice a device take turns to be timed, as many at once as it has slots",
+          "[worker]") {
+  // Two CPU ranks of 1 thread on 2 cores fit: one turn, nothing oversubscribed.
+  DeviceMap m = MapRankDevices({{0, -1, 1, 2}, {0, -1, 1, 2}});
+  CHECK_FALSE(Oversubscribed(m));
+  CHECK(MeasureTurns(m) == std::vector<int>{0, 0});
+  // Four of 1 thread on 2 cores: 2 slots, so two ranks at a time.
+  m = MapRankDevices({{0, -1, 1, 2}, {0, -1, 1, 2}, {0, -1, 1, 2}, {0, -1, 1, 2}});
+  CHECK(Oversubscribed(m));
+  CHECK(MeasureTurns(m) == std::vector<int>{0, 0, 1, 1});
+  // Two ranks on one GPU (1 slot): one at a time.
+  m = MapRankDevices({{0, 0, 1, 16}, {0, 0, 1, 16}});
+  CHECK(Oversubscribed(m));
+  CHECK(MeasureTurns(m) == std::vector<int>{0, 1});
+  // Ranks on GPU 0, 1, 0, 1: each GPU's second rank waits for its first.
+  m = MapRankDevices({{0, 0, 1, 16}, {0, 1, 1, 16}, {0, 0, 1, 16}, {0, 1, 1, 16}});
+  CHECK(MeasureTurns(m) == std::vector<int>{0, 0, 1, 1});
+  // One GPU each: all at once.
+  m = MapRankDevices({{0, 0, 1, 16}, {0, 1, 1, 16}});
+  CHECK_FALSE(Oversubscribed(m));
+  CHECK(MeasureTurns(m) == std::vector<int>{0, 0});
+}
+
+}  // namespace pplab

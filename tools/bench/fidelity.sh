@@ -1,63 +1,156 @@
 #!/usr/bin/env bash
-# Close the loop: profile -> simulate -> train -> diff for each plan, and the
-# predicted step time against the measured one. Small preset, K=2, batch 16 x
-# 128 tokens in M=8 microbatches of 2, synthetic tokens.
-# Usage (after building): bash tools/bench/fidelity.sh [build/pplab] [runs]
-# Prints a Markdown report; docs/fidelity.md holds one.
+# Close the loop, plan by plan: pplab profile -> simulate (the prediction) ->
+# train (the measurement) -> diff, and the predicted step time and peak
+# activation memory against the measured ones. Prints a Markdown report;
+# docs/fidelity.md holds the CPU one, and the GPU one once it has run.
+#
+# Usage, from the project's root (after building):
+#   bash tools/bench/fidelity.sh [options] [PPLAB [RUNS]]
+#   --pplab P      the binary (default build/pplab; build-cuda/pplab with --device cuda)
+#   --runs N       repeat the whole loop N times (default 3 on the CPU, 1 on a GPU)
+#   --device D     cpu (default) or cuda
+#   --model M      preset or config (default: small on the CPU, default on a GPU)
+#   --shapes LIST  batch x sequence, comma-separated (default 16x128 on the CPU;
+#                  16x128,64x512 on a GPU)
+#   --configs LIST pipeline ranks : microbatches, comma-separated (default 2:8 on
+#                  the CPU; 1:1,1:4,1:8,2:8 on a GPU, where the 2 ranks share it)
+#   --plans LIST   schedules, comma-separated; "interleaved-1f1b" and "zb-v"
+#                  run 2 stages per rank (default gpipe,1f1b,interleaved-1f1b,zb-h1;
+#                  zb-v added on a GPU)
+#   --steps N      training steps per plan; the measured step time is the median
+#                  after the first 2 (default 12: 10 measured)
+#   --out DIR      keep the cost files, traces and rows.jsonl there
+#   --dry-run      print the commands of one run, run nothing
+#
+# Each (shape, ranks, microbatches) is profiled once per stage count
+# (microbatch = batch / M sequences; `-v 2` for the 2-stage-per-rank plans).
+# Ranks that share a device past its slots (2 ranks on one GPU) are profiled
+# in turns and simulated queueing for it (docs/profile.md). The memory columns
+# need --measure-memory, which the GPU runs pass (the CUDA caching allocator's
+# statistics cost nothing); the CPU runs do not (its counting allocator is in
+# the hot path), so their memory is tools/bench/profile_bench.sh's table.
 set -euo pipefail
-pplab=${1:-build/pplab}
-runs=${2:-3}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-prof=(--model small -k 2 --microbatch-size 2 --seq-len 128 --warmup 3 --repeats 15)
-train=(--model small --batch-size 16 --seq-len 128 --steps 10 --seed 1 --json --synthetic --out '' -q --eval-every 0
-       --warmup-steps 0)
-plans=("-s gpipe" "-s 1f1b" "-s interleaved-1f1b -v 2" "-s zb-h1")
-
-echo "## $(date -u +%F), $(nproc) cores, $runs runs"
-echo
-for run in $(seq 1 "$runs"); do
-  "$pplab" profile "${prof[@]}" -o "$out/cost.json" > /dev/null
-  "$pplab" profile "${prof[@]}" --virtual 2 -o "$out/cost_v2.json" > /dev/null
-  for plan in "${plans[@]}"; do
-    cost=$out/cost.json
-    [[ $plan == *"-v 2"* ]] && cost=$out/cost_v2.json
-    # shellcheck disable=SC2086
-    # The profile's step work and spreads are in the cost file: the prediction
-    # includes the optimizer, clipping and all-reduces, and --samples gives
-    # the spread of the step time. (K=2 ranks of cores/2 threads share the
-    # host as 2 slots: no queueing, so no --devices here.)
-    "$pplab" simulate $plan -k 2 -m 8 --cost "$cost" --samples 100 --trace "$out/sim.json" --json \
-      > "$out/sim_summary.json"
-    # shellcheck disable=SC2086
-    "$pplab" train $plan -k 2 -m 8 "${train[@]}" --trace "$out/real.json" > "$out/train.json"
-    "$pplab" diff "$out/sim.json" "$out/real.json" --json > "$out/diff.json"
-    python3 - "$run" "$plan" "$out/sim_summary.json" "$out/train.json" "$out/diff.json" >> "$out/rows.txt" <<'PY'
-import json, statistics, sys
-run, plan = sys.argv[1], sys.argv[2]
-s, t, d = (json.load(open(p)) for p in sys.argv[3:6])
-step = statistics.median(t["step_times_ms"][1:])
-drift = d.get("first_drift")
-where = "%s on rank %d" % (drift["action"], drift["rank"]) if drift else "none"
-print(json.dumps({"run": int(run), "plan": plan, "predicted": s["makespan"], "step": step,
-                  "p10": s["samples"]["p10"], "p90": s["samples"]["p90"],
-                  "makespan": d["measured"]["makespan"], "drift": where}))
-PY
+cd "$(dirname "$0")/../.."
+pplab="" runs="" device=cpu model="" shapes="" configs="" plans="" steps=12 out="" dry_run=0
+positional=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pplab) pplab=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --shapes) shapes=$2; shift 2 ;;
+    --configs) configs=$2; shift 2 ;;
+    --plans) plans=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "fidelity: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+[ ${#positional[@]} -ge 1 ] && pplab=${positional[0]}
+[ ${#positional[@]} -ge 2 ] && runs=${positional[1]}
+[ ${#positional[@]} -ge 3 ] && { echo "fidelity: at most 2 positional arguments, PPLAB and RUNS" >&2; exit 2; }
+case $device in
+  cpu)
+    : "${pplab:=build/pplab}" "${runs:=3}" "${model:=small}" "${shapes:=16x128}" "${configs:=2:8}"
+    : "${plans:=gpipe,1f1b,interleaved-1f1b,zb-h1}"
+    memory=() ;;
+  cuda)
+    : "${pplab:=build-cuda/pplab}" "${runs:=1}" "${model:=default}" "${shapes:=16x128,64x512}"
+    : "${configs:=1:1,1:4,1:8,2:8}" "${plans:=gpipe,1f1b,interleaved-1f1b,zb-h1,zb-v}"
+    memory=(--measure-memory) ;;
+  *) echo "fidelity: --device must be cpu or cuda, got '$device'" >&2; exit 2 ;;
+esac
+for n in "$runs" "$steps"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "fidelity: --runs and --steps must be positive integers, got '$n'" >&2; exit 2; }
+done
+[ "$steps" -ge 3 ] || { echo "fidelity: --steps must be at least 3 (2 warm-up steps, then the measured ones)" >&2; exit 2; }
+IFS=, read -r -a shape_list <<< "$shapes"
+IFS=, read -r -a config_list <<< "$configs"
+IFS=, read -r -a plan_list <<< "$plans"
+for shape in "${shape_list[@]}"; do
+  [[ $shape =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || { echo "fidelity: --shapes: '$shape' is not BATCHxSEQ" >&2; exit 2; }
+done
+for config in "${config_list[@]}"; do
+  [[ $config =~ ^[1-9][0-9]*:[1-9][0-9]*$ ]] || { echo "fidelity: --configs: '$config' is not K:M" >&2; exit 2; }
+  for shape in "${shape_list[@]}"; do
+    if [ $((${shape%x*} % ${config#*:})) != 0 ]; then
+      echo "fidelity: batch ${shape%x*} of shape $shape does not split into ${config#*:} microbatches" >&2
+      exit 2
+    fi
   done
 done
-python3 - "$out/rows.txt" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| run | plan | predicted step ms | sampled p10..p90 ms | measured median step ms | error | measured pipeline makespan ms (last step) | first drift > 5 % |")
-print("|---|---|---|---|---|---|---|---|")
-for r in rows:
-    print("| %d | %s | %.1f | %.1f..%.1f | %.1f | %+.1f %% | %.1f | %s |" % (r["run"], r["plan"], r["predicted"],
-          r["p10"], r["p90"], r["step"], 100 * (r["predicted"] - r["step"]) / r["step"], r["makespan"], r["drift"]))
-print()
-print("Order by predicted step time in each run, and by measured:")
-for run in sorted({r["run"] for r in rows}):
-    mine = [r for r in rows if r["run"] == run]
-    p = [r["plan"] for r in sorted(mine, key=lambda r: r["predicted"])]
-    m = [r["plan"] for r in sorted(mine, key=lambda r: r["step"])]
-    print("- run %d: predicted %s; measured %s%s" % (run, " < ".join(p), " < ".join(m), "" if p == m else " (differs)"))
-PY
+# Plans that place 2 stages on each rank need a profile of 2K stages.
+two_stage() { [ "$1" = interleaved-1f1b ] || [ "$1" = zb-v ]; }
+plan_flags() { if [ "$1" = interleaved-1f1b ]; then echo "-s $1 -v 2"; else echo "-s $1"; fi; }
+
+show() { printf '%q ' "$@" | sed 's/ $//'; echo; }
+if [ "$dry_run" = 1 ]; then
+  quietly() { show "$@"; }
+  runs=1
+  work=${out:-/tmp/fidelity}
+else
+  [ -x "$pplab" ] || { echo "fidelity: no pplab at $pplab (build it, or pass --pplab)" >&2; exit 2; }
+  quietly() { "$@" > /dev/null; }
+  if [ -n "$out" ]; then
+    mkdir -p "$out"
+    work=$out
+  else
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+  fi
+  : > "$work/rows.jsonl"
+fi
+
+for run in $(seq 1 "$runs"); do
+  for shape in "${shape_list[@]}"; do
+    batch=${shape%x*} seq=${shape#*x}
+    for config in "${config_list[@]}"; do
+      K=${config%:*} M=${config#*:}
+      mb=$((batch / M))
+      tag="r$run-$shape-k$K-m$M"
+      prof=(profile --model "$model" -k "$K" --device "$device" --microbatch-size "$mb" --seq-len "$seq"
+            --warmup 3 --repeats 15)
+      [ "$dry_run" = 1 ] && echo "# run $run, $shape, K=$K, M=$M"
+      needs_v1=0 needs_v2=0
+      for plan in "${plan_list[@]}"; do if two_stage "$plan"; then needs_v2=1; else needs_v1=1; fi; done
+      [ "$needs_v1" = 1 ] && quietly "$pplab" "${prof[@]}" -o "$work/cost-$tag.json"
+      [ "$needs_v2" = 1 ] && quietly "$pplab" "${prof[@]}" --virtual 2 -o "$work/cost-$tag-v2.json"
+      for plan in "${plan_list[@]}"; do
+        cost=$work/cost-$tag.json
+        two_stage "$plan" && cost=$work/cost-$tag-v2.json
+        # shellcheck disable=SC2046
+        flags=($(plan_flags "$plan"))
+        sim=("$pplab" simulate "${flags[@]}" -k "$K" -m "$M" --cost "$cost" --samples 100 --json
+             --trace "$work/sim-$tag-$plan.json")
+        train=("$pplab" train "${flags[@]}" -k "$K" -m "$M" --model "$model" --device "$device"
+               --batch-size "$batch" --seq-len "$seq" --steps "$steps" --seed 1 --json --synthetic --out '' -q
+               --eval-every 0 --warmup-steps 0 "${memory[@]}" --trace "$work/real-$tag-$plan.json")
+        diff=("$pplab" diff "$work/sim-$tag-$plan.json" "$work/real-$tag-$plan.json" --json)
+        if [ "$dry_run" = 1 ]; then
+          show "${sim[@]}"
+          show "${train[@]}"
+          show "${diff[@]}"
+          continue
+        fi
+        "${sim[@]}" > "$work/sim-$tag-$plan.out"
+        "${train[@]}" > "$work/train-$tag-$plan.out"
+        "${diff[@]}" > "$work/diff-$tag-$plan.out"
+        python3 tools/bench/fidelity_table.py row "$run" "$shape" "$K" "$M" "$plan" "$work/sim-$tag-$plan.out" \
+          "$work/train-$tag-$plan.out" "$work/diff-$tag-$plan.out" >> "$work/rows.jsonl"
+      done
+    done
+  done
+done
+[ "$dry_run" = 1 ] && exit 0
+where=$device
+[ "$device" = cuda ] && where=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || echo cuda)
+echo "## $(date -u +%F), $where, $(nproc) cores, model $model, $runs run(s), pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?')"
+echo
+echo "Reproduce: \`bash tools/bench/fidelity.sh --device $device --model $model --shapes $shapes --configs $configs" \
+  "--plans $plans --steps $steps --runs $runs\`"
+echo
+python3 tools/bench/fidelity_table.py table "$work/rows.jsonl"

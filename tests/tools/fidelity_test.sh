@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# tools/bench/fidelity.sh and fidelity_table.py, checked on the CPU:
+#  1. the table's figures from hand-made rows: errors, the counts against the
+#     targets (5 % step time, 10 % memory) and the order of pairs of plans;
+#  2. the whole loop on the tiny model (profile -> simulate -> train -> diff),
+#     one row per plan and configuration;
+#  3. --dry-run --device cuda: the GPU loop of issue 12 (2 shapes x 4
+#     configurations x 5 plans), with memory measured, and flags pplab knows;
+#  4. bad arguments: one line on stderr, exit 2.
+# Usage: fidelity_test.sh SOURCE_DIR PPLAB
+set -euo pipefail
+src=$1
+pplab=$2
+bench=$src/tools/bench/fidelity.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# 1. Hand-made rows: two plans of one group 10 % apart, predicted in the wrong
+#    order; a third within 5 % of the first (its order is noise's).
+cat > "$tmp/rows.jsonl" << 'EOF'
+{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "gpipe", "predicted": 105.0, "p10": 100.0, "p90": 110.0, "step": 100.0, "steps": 10, "predicted_peak": [110e6, 90e6], "measured_peak": [100e6, 100e6], "drift": "none"}
+{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "1f1b", "predicted": 99.0, "p10": 95.0, "p90": 103.0, "step": 110.0, "steps": 10, "predicted_peak": [50e6, 50e6], "measured_peak": [50e6, 56e6], "drift": "0B3 on rank 0"}
+{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "zb-h1", "predicted": 95.0, "p10": 90.0, "p90": 100.0, "step": 103.0, "steps": 10, "predicted_peak": [70e6, 70e6], "measured_peak": null, "drift": "none"}
+EOF
+table=$(python3 "$src/tools/bench/fidelity_table.py" table "$tmp/rows.jsonl")
+echo "$table"
+echo "$table" | grep -qF '| 1 | 16x128 | 2 | 8 | gpipe | 105.00 | 100.0..110.0 | 100.00 | +5.0 % | 110.0/90.0 | 100.0/100.0 | +10.0 % | none |' ||
+  fail "gpipe row"
+echo "$table" | grep -qF '| -10.0 % | 50.0/50.0 | 50.0/56.0 | -10.7 % |' || fail "1f1b row: -10 % step, worst rank memory -10.7 %"
+echo "$table" | grep -qF '| 70.0/70.0 | n/a | n/a |' || fail "zb-h1 row without measured memory"
+echo "$table" | grep -qF -- '- Step time within 5 %: 1 of 3 rows.' || fail "step count (5.0 % is within)"
+echo "$table" | grep -qF -- '- Peak activation memory within 10 % (worst rank): 1 of 2 rows.' || fail "memory count"
+# gpipe/1f1b 10 % apart (wrong order), 1f1b/zb-h1 6.8 % apart (right), gpipe/zb-h1 3 % apart (not counted).
+echo "$table" | grep -qF 'wrong pairs apart by > 5 %: gpipe/1f1b' || fail "the wrong pair"
+echo "$table" | grep -qF -- '- Pairs of plans measured more than 5 % apart: 2, predicted in the measured order: 1.' ||
+  fail "pair counts"
+
+# 2. The loop on the tiny model: 2 configurations x 2 plans, 4 rows.
+out=$(bash "$bench" --pplab "$pplab" --model tiny --shapes 8x16 --configs 2:4,1:2 --plans 1f1b,zb-v --steps 3 \
+  --runs 1 --out "$tmp/run") || fail "the tiny loop failed: $out"
+echo "$out"
+[ "$(wc -l < "$tmp/run/rows.jsonl")" -eq 4 ] || fail "expected 4 rows"
+[ "$(echo "$out" | grep -c '^| 1 | 8x16 | ')" -eq 4 ] || fail "expected 4 table rows"
+echo "$out" | grep -qF -- '- Step time within 5 %: ' || fail "no step count"
+python3 - "$tmp/run/rows.jsonl" << 'PY' || fail "rows"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [(r["K"], r["M"], r["plan"]) for r in rows] == [(2, 4, "1f1b"), (2, 4, "zb-v"), (1, 2, "1f1b"), (1, 2, "zb-v")], rows
+for r in rows:
+    assert r["predicted"] > 0 and r["step"] > 0 and r["steps"] == 1, r
+    assert len(r["predicted_peak"]) == r["K"], r
+PY
+for f in cost-r1-8x16-k2-m4.json cost-r1-8x16-k2-m4-v2.json real-r1-8x16-k1-m2-zb-v.json; do
+  [ -s "$tmp/run/$f" ] || fail "no $f kept in --out"
+done
+
+# 3. The GPU loop, as commands.
+dry=$(bash "$bench" --device cuda --pplab "$pplab" --dry-run)
+[ "$(echo "$dry" | grep -c ' profile ')" -eq 16 ] || fail "16 profiles: 2 shapes x 4 configurations x v = 1, 2"
+[ "$(echo "$dry" | grep -c ' train ')" -eq 40 ] || fail "40 trains: 2 shapes x 4 configurations x 5 plans"
+[ "$(echo "$dry" | grep -c ' simulate ')" -eq 40 ] || fail "40 simulations"
+[ "$(echo "$dry" | grep ' train ' | grep -c -- '--device cuda .*--measure-memory')" -eq 40 ] || fail "memory on cuda"
+echo "$dry" | grep ' train ' | grep -q -- '-s zb-v -k 2 -m 8 --model default --device cuda --batch-size 64 --seq-len 512' ||
+  fail "zb-v at K=2 on 64x512"
+echo "$dry" | grep ' profile ' | grep -q -- '-k 1 --device cuda --microbatch-size 16 --seq-len 128' || fail "M=1 profile"
+for sub in train simulate profile; do
+  help=$("$pplab" "$sub" --help)
+  for flag in $(echo "$dry" | grep " $sub " | grep -o -- ' --[a-z-]*' | sort -u); do
+    echo "$help" | grep -q -- "$flag" || fail "pplab $sub has no $flag"
+  done
+done
+
+# 4. Bad arguments.
+for args in "--device tpu" "--configs 2:3" "--shapes 16by128" "--steps 2" "--runs 0" "--frobnicate"; do
+  set +e
+  err=$(bash "$bench" --pplab "$pplab" $args 2>&1 > /dev/null)
+  code=$?
+  set -e
+  [ "$code" -eq 2 ] || fail "$args: exit $code, expected 2"
+  [ "$(echo "$err" | wc -l)" -eq 1 ] && [[ $err == fidelity:* ]] || fail "$args: expected one line, got: $err"
+done
+echo "PASS"

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The rows and the table of tools/bench/fidelity.sh.
+
+  fidelity_table.py row RUN SHAPE K M PLAN SIM.json TRAIN.json DIFF.json
+      one JSON line: the prediction (simulate --json), the measurement
+      (train --json: the median step after the first 2) and the first drift
+  fidelity_table.py table ROWS.jsonl
+      the Markdown table, the plan order of each group, and the counts
+      against issue 12's targets (step time within 5 %, memory within 10 %,
+      the same order wherever measured plans differ by more than 5 %)
+"""
+import json
+import statistics
+import sys
+
+WARMUP_STEPS = 2
+STEP_TOLERANCE = 0.05
+MEMORY_TOLERANCE = 0.10
+
+
+def row(run, shape, K, M, plan, sim_path, train_path, diff_path):
+    sim, train, diff = (json.load(open(p)) for p in (sim_path, train_path, diff_path))
+    times = train["step_times_ms"]
+    step = statistics.median(times[WARMUP_STEPS:] if len(times) > WARMUP_STEPS else times)
+    drift = diff.get("first_drift")
+    samples = sim.get("samples", {})
+    return {
+        "run": int(run), "shape": shape, "K": int(K), "M": int(M), "plan": plan,
+        "predicted": sim["makespan"], "p10": samples.get("p10"), "p90": samples.get("p90"),
+        "step": step, "steps": len(times) - WARMUP_STEPS,
+        "predicted_peak": [r["peak_activation_bytes"] for r in sim["per_rank"]],
+        "measured_peak": train.get("measured_peak_activation_bytes"),
+        "drift": "%s on rank %d" % (drift["action"], drift["rank"]) if drift else "none",
+    }
+
+
+def error(predicted, measured):
+    return (predicted - measured) / measured
+
+
+def memory_error(r):
+    """The worst rank's relative error of the predicted peak, or None."""
+    if not r["measured_peak"]:
+        return None
+    errors = [error(p, m) for p, m in zip(r["predicted_peak"], r["measured_peak"]) if m > 0]
+    return max(errors, key=abs) if errors else None
+
+
+def mb(values):
+    return "/".join("%.1f" % (v / 1e6) for v in values) if values else "n/a"
+
+
+def table(rows_path):
+    rows = [json.loads(line) for line in open(rows_path) if line.strip()]
+    print("| run | shape | K | M | plan | predicted step ms | sampled p10..p90 | measured median step ms | error"
+          " | predicted peak MB by rank | measured peak MB | memory error | first drift > 5 % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        spread = "%.1f..%.1f" % (r["p10"], r["p90"]) if r["p10"] is not None else "n/a"
+        mem = memory_error(r)
+        print("| %d | %s | %d | %d | %s | %.2f | %s | %.2f | %+.1f %% | %s | %s | %s | %s |" % (
+            r["run"], r["shape"], r["K"], r["M"], r["plan"], r["predicted"], spread, r["step"],
+            100 * error(r["predicted"], r["step"]), mb(r["predicted_peak"]), mb(r["measured_peak"]),
+            "%+.1f %%" % (100 * mem) if mem is not None else "n/a", r["drift"]))
+    print()
+    within = sum(abs(error(r["predicted"], r["step"])) <= STEP_TOLERANCE for r in rows)
+    print("- Step time within 5 %%: %d of %d rows." % (within, len(rows)))
+    mems = [m for m in (memory_error(r) for r in rows) if m is not None]
+    if mems:
+        print("- Peak activation memory within 10 %% (worst rank): %d of %d rows." % (
+            sum(abs(m) <= MEMORY_TOLERANCE for m in mems), len(mems)))
+    # Order: every pair of plans of one group whose measured steps differ by
+    # more than 5 % must be predicted in the same order.
+    pairs = right = 0
+    print("- Order by predicted and by measured step time, per group:")
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["run"], r["shape"], r["K"], r["M"]), []).append(r)
+    for (run, shape, K, M), mine in groups.items():
+        wrong = []
+        for i, a in enumerate(mine):
+            for b in mine[i + 1:]:
+                if abs(a["step"] - b["step"]) <= STEP_TOLERANCE * min(a["step"], b["step"]):
+                    continue
+                pairs += 1
+                # A predicted tie does not order them.
+                if a["predicted"] != b["predicted"] and (a["predicted"] < b["predicted"]) == (a["step"] < b["step"]):
+                    right += 1
+                else:
+                    wrong.append("%s/%s" % (a["plan"], b["plan"]))
+        predicted = " < ".join(r["plan"] for r in sorted(mine, key=lambda r: r["predicted"]))
+        measured = " < ".join(r["plan"] for r in sorted(mine, key=lambda r: r["step"]))
+        print("  - run %d, %s, K=%d, M=%d: predicted %s; measured %s%s" % (
+            run, shape, K, M, predicted, measured, "; wrong pairs apart by > 5 %: " + ", ".join(wrong) if wrong else ""))
+    print("- Pairs of plans measured more than 5 %% apart: %d, predicted in the measured order: %d." % (pairs, right))
+
+
+def main(argv):
+    if len(argv) == 10 and argv[1] == "row":
+        print(json.dumps(row(*argv[2:])))
+    elif len(argv) == 3 and argv[1] == "table":
+        table(argv[2])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

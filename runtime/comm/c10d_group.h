@@ -52,9 +52,15 @@ void Guard(const std::string& what, F post) {
   }
 }
 
-// Waits for a c10d work item, at most `timeout`. On NCCL the wait orders the
-// current CUDA stream after the work and returns without blocking the host.
-void Wait(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout, const std::string& what);
+// Waits for a c10d work item of a `backend` group. Gloo: blocks the host,
+// at most `timeout`, then throws pplab::Error. NCCL: orders the current CUDA
+// stream after the work and returns at once, so the host goes on queueing
+// kernels while the message is in flight. (ProcessGroupNCCL's wait with a
+// timeout would block the host until the GPU is done with the work, polling
+// every millisecond; the bound is NCCL's watchdog instead, which
+// MakeNcclBackend gives the same timeout.)
+void Wait(Backend backend, const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout,
+          const std::string& what);
 
 // The NCCL backend of `store`'s group (nccl_group.cc; CUDA builds only).
 c10::intrusive_ptr<C10dBackend> MakeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, RankId rank,

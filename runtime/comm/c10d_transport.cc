@@ -150,15 +150,15 @@ TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::millis
   if (format_ == WireFormat::kKnownShapes) {
     TensorList out;
     for (size_t i = 0; i < pending->parts.size(); ++i) {
-      Wait(pending->part_works[i], timeout, what);
+      Wait(group_->backend, pending->part_works[i], timeout, what);
       const TensorSpec& spec = pending->spec[i];
       out.push_back(pending->parts[i][0].view(spec.dtype).view(spec.shape).to(device_));
     }
     return out;
   }
-  Wait(pending->header_work, timeout, what);
+  Wait(group_->backend, pending->header_work, timeout, what);
   PostPayload(peer, tag, *pending);
-  Wait(pending->payload_work, timeout, what);
+  Wait(group_->backend, pending->payload_work, timeout, what);
   auto h = pending->header[0].accessor<int64_t, 1>();
   const int64_t n = h[0], total = h[1];
   TensorList out;
@@ -184,9 +184,9 @@ TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::millis
 
 void C10dTransport::WaitSends(std::chrono::milliseconds timeout) {
   for (const auto& s : sends_) {
-    if (s->header_work) Wait(s->header_work, timeout, "sending");
-    if (s->payload_work) Wait(s->payload_work, timeout, "sending");
-    for (const auto& work : s->part_works) Wait(work, timeout, "sending");
+    if (s->header_work) Wait(group_->backend, s->header_work, timeout, "sending");
+    if (s->payload_work) Wait(group_->backend, s->payload_work, timeout, "sending");
+    for (const auto& work : s->part_works) Wait(group_->backend, work, timeout, "sending");
   }
   // On NCCL a finished wait orders the current stream after the send, and
   // ProcessGroupNCCL records its buffers on its own stream with the caching

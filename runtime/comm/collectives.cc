@@ -19,13 +19,14 @@ std::string Who(const ProcessGroupHandle& group, const char* what) {
 
 double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> t = {torch::full({1}, value, torch::TensorOptions(torch::kFloat64).device(group.device))};
-  Wait(group.group->allreduce(t), timeout, Who(group, "all-reduce"));
+  Wait(group.backend, group.group->allreduce(t), timeout, Who(group, "all-reduce"));
   return t[0].item<double>();
 }
 
 struct PendingCollective {
   std::vector<at::Tensor> tensors;  // kept alive until the work completes
   c10::intrusive_ptr<c10d::Work> work;
+  Backend backend = Backend::kGloo;
   std::string what;
 };
 
@@ -33,21 +34,22 @@ std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, 
   auto pending = std::make_shared<PendingCollective>();
   pending->tensors = {tensor};
   pending->what = Who(group, "gradient all-reduce");
+  pending->backend = group.backend;
   Guard(pending->what, [&] { pending->work = group.group->allreduce(pending->tensors); });
   return pending;
 }
 
 void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout) {
-  Wait(pending.work, timeout, pending.what);
+  Wait(pending.backend, pending.work, timeout, pending.what);
 }
 
 void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> t = {tensor};
-  Wait(group.group->allreduce(t), timeout, Who(group, "all-reduce"));
+  Wait(group.backend, group.group->allreduce(t), timeout, Who(group, "all-reduce"));
 }
 
 void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {
-  Wait(group.group->barrier(), timeout, Who(group, "barrier"));
+  Wait(group.backend, group.group->barrier(), timeout, Who(group, "barrier"));
 }
 
 std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
@@ -59,8 +61,8 @@ std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const
     std::vector<at::Tensor> data = {
         torch::tensor(mine.empty() ? std::vector<int64_t>{0} : mine, torch::kLong).to(group.device)};
     const std::string what = "rank " + std::to_string(group.rank) + " sending to rank 0";
-    Wait(group.group->send(size, 0, kGatherTag), timeout, what);
-    Wait(group.group->send(data, 0, kGatherTag + 1), timeout, what);
+    Wait(group.backend, group.group->send(size, 0, kGatherTag), timeout, what);
+    Wait(group.backend, group.group->send(data, 0, kGatherTag + 1), timeout, what);
     if (group.device.is_cuda()) data[0].cpu();  // keep the buffers alive until NCCL is done with them
     return all;
   }
@@ -68,10 +70,10 @@ std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const
   for (RankId r = 1; r < group.world_size; ++r) {
     const std::string what = "rank 0 gathering from rank " + std::to_string(r);
     std::vector<at::Tensor> size = {torch::zeros({1}, on_group)};
-    Wait(group.group->recv(size, r, kGatherTag), timeout, what);
+    Wait(group.backend, group.group->recv(size, r, kGatherTag), timeout, what);
     const int64_t n = size[0].item<int64_t>();
     std::vector<at::Tensor> data = {torch::zeros({std::max<int64_t>(n, 1)}, on_group)};
-    Wait(group.group->recv(data, r, kGatherTag + 1), timeout, what);
+    Wait(group.backend, group.group->recv(data, r, kGatherTag + 1), timeout, what);
     const at::Tensor host = data[0].cpu();
     const int64_t* p = host.data_ptr<int64_t>();
     all.emplace_back(p, p + n);

@@ -35,9 +35,14 @@ Backend ParseBackend(std::string_view text, const c10::Device& device) {
   throw Error("--backend '" + std::string(text) + "': expected auto, gloo or nccl");
 }
 
-void Wait(const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout, const std::string& what) {
+void Wait(Backend backend, const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout,
+          const std::string& what) {
   bool done = false;
-  Guard(what, [&] { done = work->wait(timeout); });
+  if (backend == Backend::kNccl) {
+    Guard(what, [&] { done = work->wait(); });  // stream order only: no timeout, no host wait
+  } else {
+    Guard(what, [&] { done = work->wait(timeout); });
+  }
   if (!done) throw Error(what + ": timed out after " + std::to_string(timeout.count()) + " ms");
 }
 

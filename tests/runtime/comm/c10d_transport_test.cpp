@@ -13,6 +13,7 @@
 #include <future>
 #include <thread>
 
+#include "runtime/comm/c10d_group.h"
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/wire_cast_transport.h"
 #include "schedules/error.h"
@@ -155,6 +156,43 @@ TEST_CASE("collectives sum over the group and gather to rank 0", "[comm]") {
   CHECK(sum == 4.0);
   REQUIRE(gathered.size() == 2);
   CHECK(gathered[1] == std::vector<int64_t>{10, 11});
+}
+
+}  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// A c10d work item that records the timeout it was waited with.
+class RecordingWork : public c10d::Work {
+ public:
+  explicit RecordingWork(bool finishes) : finishes_(finishes) {}
+  bool wait(std::chrono::milliseconds timeout) override {
+    waited_with = timeout;
+    return finishes_;
+  }
+  std::chrono::milliseconds waited_with{-2};
+
+ private:
+  bool finishes_;
+};
+
+}  // namespace
+
+TEST_CASE("a Gloo wait blocks at most the timeout; an NCCL wait only orders the stream and never polls the host",
+          "[comm]") {
+  const std::chrono::milliseconds timeout{1234};
+  auto gloo = c10::make_intrusive<RecordingWork>(true);
+  Wait(Backend::kGloo, gloo, timeout, "gloo message");
+  CHECK(gloo->waited_with == timeout);
+  // ProcessGroupNCCL's wait(timeout) busy-waits the host until the GPU is
+  // done; wait() with no timeout only makes the current stream wait.
+  auto nccl = c10::make_intrusive<RecordingWork>(true);
+  Wait(Backend::kNccl, nccl, timeout, "nccl message");
+  CHECK(nccl->waited_with == std::chrono::milliseconds(0));  // c10d's kNoTimeout
+  auto late = c10::make_intrusive<RecordingWork>(false);
+  CHECK_THROWS_WITH(Wait(Backend::kGloo, late, timeout, "receiving message 3 from rank 1"),
+                    "receiving message 3 from rank 1: timed out after 1234 ms");
 }
 
 }  // namespace pplab

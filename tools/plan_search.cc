@@ -51,12 +51,14 @@ TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x)))
 // profile verbatim when the candidate is the profiled configuration. With
 // `copies` copies of the model (dualpipe), stage s runs part s mod P of the
 // P-part partition.
-CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int copies, int mb, bool verbatim) {
+// `rank_params`: the parameters of the rank that holds most, whose
+// optimizer and clipping end the step.
+CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int copies, int mb, bool verbatim,
+                         int64_t rank_params) {
   if (verbatim) {
-    // Like the fitted candidates: one replica's pipeline, without the
-    // profile's per-step work and data-parallel all-reduce.
+    // Like the fitted candidates: one replica's pipeline, with the profile's
+    // per-step work and without its data-parallel all-reduce.
     CostModel m = *o.profile;
-    m.SetStep(StepCosts{});
     m.SetDataParallel(DataParallel{});
     return m;
   }
@@ -85,7 +87,23 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   }
   CostModel m = CostModel::FromStages(std::move(stages), o.link);
   m.SetOrigin("plan cost estimate");
+  StepCosts step;
+  step.loss_allreduce = f.loss_allreduce;
+  step.norm_allreduce = f.norm_allreduce;
+  step.clip = Ns(f.clip_ns_per_param * static_cast<double>(rank_params));
+  step.optimizer = Ns(f.optimizer_ns_per_param * static_cast<double>(rank_params));
+  m.SetStep(step);
   return m;
+}
+
+// Parameters per rank, stage s holding model part s mod P.
+std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, const std::vector<RankId>& placement,
+                                int ranks) {
+  std::vector<int64_t> params(ranks, 0);
+  for (size_t s = 0; s < placement.size(); ++s) {
+    params[placement[s]] += StageParams(config, p, static_cast<int>(s) % p.NumStages());
+  }
+  return params;
 }
 
 }  // namespace
@@ -94,9 +112,11 @@ void MarkTies(const PlanSearchOptions& o, std::vector<PlanCandidate>& ranked) {
   const size_t n = std::min(ranked.size(), o.sample_top);
   for (size_t i = 0; i < n; ++i) {
     PlanCandidate& c = ranked[i];
-    const CostModel costs =
-        CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size, c.measured_costs);
-    c.samples = SampleStepTime(CandidateSchedule(c, o.ranks), costs, kTieSamples, kTieSeed);
+    const Schedule schedule = CandidateSchedule(c, o.ranks);
+    const std::vector<int64_t> params = RankParams(o.config, c.partition, schedule.placement, o.ranks);
+    const CostModel costs = CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size,
+                                           c.measured_costs, *std::max_element(params.begin(), params.end()));
+    c.samples = SampleStepTime(schedule, costs, kTieSamples, kTieSeed);
   }
   for (size_t i = 1; i < n; ++i) {
     ranked[i].tie = StepTimesTie(*ranked[0].samples, *ranked[i].samples);
@@ -200,6 +220,19 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
       f.spread_high[k] = high / median;
     }
   }
+  // The step's work: the slowest rank's optimizer and clip (the profile
+  // keeps those) over the parameters of the largest rank.
+  std::vector<RankId> placement(profiled.NumStages());
+  for (int s = 0; s < profiled.NumStages(); ++s) placement[s] = s % std::max(1, meta->ranks);
+  const std::vector<int64_t> params = RankParams(config, p, placement, std::max(1, meta->ranks));
+  const double largest = static_cast<double>(*std::max_element(params.begin(), params.end()));
+  const StepCosts& step = profiled.Step();
+  if (largest > 0) {
+    f.optimizer_ns_per_param = static_cast<double>(step.optimizer) / largest;
+    f.clip_ns_per_param = static_cast<double>(step.clip) / largest;
+  }
+  f.loss_allreduce = step.loss_allreduce;
+  f.norm_allreduce = step.norm_allreduce;
   f.activation_scale = Slope(act, act_y);
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);
@@ -263,14 +296,14 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
         for (const auto& [method, partition] : partitions) {
           const bool verbatim = meta && v == 1 && gen.copies == 1 && S == o.profile->NumStages() &&
                                 partition.ToString() == meta->partition && mb == meta->microbatch_size;
-          const CostModel costs = CandidateCosts(o, partition, gen.copies, mb, verbatim);
-          std::vector<Bytes> memory(o.ranks, 0);
           const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
-          for (int s = 0; s < S; ++s) {
-            // fp32 weights, gradients and AdamW's two moments: 16 bytes per
-            // parameter, in bf16 runs too (fp32 master weights and optimizer state).
-            memory[placement[s]] += kStateBytesPerParameter * StageParams(o.config, partition, s % P);
-          }
+          const std::vector<int64_t> params = RankParams(o.config, partition, placement, o.ranks);
+          const CostModel costs = CandidateCosts(o, partition, gen.copies, mb, verbatim,
+                                                 *std::max_element(params.begin(), params.end()));
+          // fp32 weights, gradients and AdamW's two moments: 16 bytes per
+          // parameter, in bf16 runs too (fp32 master weights and optimizer state).
+          std::vector<Bytes> memory(o.ranks, 0);
+          for (RankId r = 0; r < o.ranks; ++r) memory[r] = kStateBytesPerParameter * params[r];
           if (gen.needs_costs) {
             // zb-auto searches its order for these costs, holding on each
             // rank at most the activations that fit beside its weights.

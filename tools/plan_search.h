@@ -37,14 +37,21 @@ struct CostFit {
   bool has_spread[4] = {false, false, false, false};
   double spread_low[4] = {0, 0, 0, 0}, spread_high[4] = {0, 0, 0, 0};
   bool AnySpread() const { return has_spread[0] || has_spread[1] || has_spread[2] || has_spread[3]; }
+  // The step's work after the actions (a profile's; 0 without one): the
+  // optimizer and clipping scale with the parameters of the rank that holds
+  // most, the loss and norm all-reduces are taken as measured.
+  double optimizer_ns_per_param = 0, clip_ns_per_param = 0;
+  TimeNs loss_allreduce = 0, norm_allreduce = 0;
 };
 // Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
 CostFit AnalyticFit(double flops_per_second);
 // Least squares (through the origin, over the profile's stages) of each
 // measured time and byte count against the same formulas, in the profile's
 // precision, and each kind's relative spread: sum over stages of
-// (median - p10) / sum of medians (and likewise p90). `profiled` must carry
-// a profile meta; `config` is the meta's config.
+// (median - p10) / sum of medians (and likewise p90), and the step's work:
+// its optimizer and clip times over the parameters of the profile's largest
+// rank (stage s on rank s mod K), its all-reduces as they are. `profiled`
+// must carry a profile meta; `config` is the meta's config.
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 
 struct PlanSearchOptions {

@@ -394,12 +394,49 @@ TEST_CASE("plan ties: a profile's spreads are fitted relative to the medians", "
   o.profile = &profile;
   const PlanSearchResult r = SearchPlans(o);
   REQUIRE(r.fitting.front().samples);
-  // The profile's own configuration (measured costs) leaves its per-step work out, like every other candidate.
-  // gpipe M = 4 at 2 sequences per microbatch: (M + K - 1)(F + B) = 5 x 3 F, not 5 ms more.
+  // The profile's own configuration (measured costs) keeps its per-step work, as simulate does.
+  // gpipe M = 4 at 2 sequences per microbatch: (M + K - 1)(F + B) = 5 x 3 F, then the 5 ms optimizer.
   const PlanCandidate& measured = Find(r, "gpipe", 4);
   CHECK(measured.measured_costs);
   const double F = 3 * StageForwardFlops(c, p, 0, 2, kSeqLen);
-  CHECK(static_cast<double>(measured.step_time) == Approx(15 * F).margin(15));
+  CHECK(static_cast<double>(measured.step_time) == Approx(15 * F + 5e6).margin(15));
+  // The fit: 5 ms over the parameters of the larger of the profile's two ranks.
+  const double largest = static_cast<double>(std::max(StageParams(c, p, 0), StageParams(c, p, 1)));
+  CHECK(fit.optimizer_ns_per_param == Approx(5e6 / largest));
+  CHECK(fit.clip_ns_per_param == 0);
+}
+
+TEST_CASE("plan costs each candidate's optimizer by the parameters of its largest rank, both parts under dualpipe",
+          "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.schedules = {"1f1b", "dualpipe"};
+  const PlanSearchResult without = SearchPlans(o);
+  o.fit.optimizer_ns_per_param = 1;  // 1 ns per parameter: the step grows by the largest rank's parameter count
+  o.fit.loss_allreduce = 7;
+  const PlanSearchResult with = SearchPlans(o);
+  REQUIRE(with.fitting.size() == without.fitting.size());
+  int checked = 0;
+  for (const PlanCandidate& a : with.fitting) {
+    for (const PlanCandidate& b : without.fitting) {
+      if (a.schedule != b.schedule || a.microbatches != b.microbatches || a.partition_method != b.partition_method ||
+          a.virtual_stages != b.virtual_stages) {
+        continue;
+      }
+      // dualpipe: each of the 2 ranks holds one part of each copy, the whole model's parameters.
+      const Partition& p = a.partition;
+      int64_t largest = 0;
+      if (a.schedule == "dualpipe") {
+        largest = StageParams(c, p, 0) + StageParams(c, p, 1);
+      } else {
+        largest = std::max(StageParams(c, p, 0), StageParams(c, p, 1));
+      }
+      INFO(a.schedule << " M=" << a.microbatches << " " << a.partition_method);
+      CHECK(a.step_time - b.step_time == 7 + largest);
+      ++checked;
+    }
+  }
+  CHECK(checked == static_cast<int>(with.fitting.size()));
 }
 
 }  // namespace pplab::cli

@@ -1,6 +1,7 @@
 #include "runtime/exec/autocast.h"
 
 #include <ATen/autocast_mode.h>
+#include <c10/core/GradMode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -67,6 +68,11 @@ void SetDtype(c10::DeviceType device, c10::ScalarType dtype) {
 #endif
 }
 
+// This thread's AutocastCacheScopes: how many are alive, and the grad mode
+// the outermost began in.
+thread_local int cache_scopes = 0;
+thread_local bool cache_scope_grad_mode = true;
+
 class MixedPrecision : public Stage {
  public:
   MixedPrecision(std::unique_ptr<Stage> inner, c10::DeviceType device) : inner_(std::move(inner)), device_(device) {
@@ -103,14 +109,33 @@ AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype) : de
   was_dtype_ = GetDtype(device);
   SetEnabled(device, true);
   SetDtype(device, dtype);
+  was_cache_enabled_ = at::autocast::is_autocast_cache_enabled();
+  // LibTorch 1.13 and 2.6 cache a cast made under no_grad as it is, without
+  // the graph node that leads to the weight (PyTorch issue 158232, fixed
+  // later): see AutocastCacheScope.
+  if (cache_scopes > 0 && c10::GradMode::is_enabled() != cache_scope_grad_mode) {
+    at::autocast::set_autocast_cache_enabled(false);
+  }
   at::autocast::increment_nesting();
 }
 
 AutocastGuard::~AutocastGuard() {
-  // As torch.autocast's __exit__: the cache lives as long as the outermost region.
+  // As torch.autocast's __exit__: the cache lives as long as the outermost
+  // region, guard or AutocastCacheScope, since both count in the nesting.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_cache_enabled(was_cache_enabled_);
   SetEnabled(device_, was_enabled_);
   SetDtype(device_, was_dtype_);
+}
+
+AutocastCacheScope::AutocastCacheScope() {
+  if (cache_scopes++ == 0) cache_scope_grad_mode = c10::GradMode::is_enabled();
+  at::autocast::increment_nesting();
+}
+
+AutocastCacheScope::~AutocastCacheScope() {
+  --cache_scopes;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
 }
 
 bool AutocastEnabled(c10::DeviceType device) {

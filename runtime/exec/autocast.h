@@ -20,11 +20,14 @@
 namespace pplab {
 
 // While alive, autocast to `dtype` is on for `device` (kCPU or kCUDA) in this
-// thread; destruction restores the state it found. Leaving the outermost
-// guard clears autocast's cache of cast weights, so that the next forward
-// casts the weights as the optimizer left them (the cache would otherwise
-// hand out bf16 copies of weights from before the update). Throws
-// pplab::Error for a device autocast does not support here.
+// thread; destruction restores the state it found. While a region lasts,
+// autocast caches the bf16 cast of each weight it is handed as it is (an
+// fp32 leaf that requires grad; not a view, such as the W^T that CPU
+// autocast sees of nn::Linear's weight, where CUDA autocast sees W). Leaving
+// the outermost guard clears that cache, unless an AutocastCacheScope is
+// alive, so that the next forward casts the weights as the optimizer left
+// them (the cache would otherwise hand out bf16 copies of weights from before
+// the update). Throws pplab::Error for a device autocast does not support here.
 class AutocastGuard {
  public:
   explicit AutocastGuard(c10::DeviceType device, c10::ScalarType dtype = c10::ScalarType::BFloat16);
@@ -36,6 +39,30 @@ class AutocastGuard {
   c10::DeviceType device_;
   bool was_enabled_ = false;
   c10::ScalarType was_dtype_ = c10::ScalarType::Float;
+  bool was_cache_enabled_ = true;
+};
+
+// While alive, autocast's cache of cast weights outlives the guards in this
+// thread: every forward in the scope uses the bf16 copy of a weight that the
+// first one made (and the graph node of that cast, which the backwards share)
+// instead of casting again. The outermost scope's end clears the cache. It
+// does not turn autocast on: backwards run inside it, outside autocast.
+// Contract: the weights do not change while a scope is alive (a scope ends
+// before the optimizer step), and it ends on the thread that made it. A
+// forward in another grad mode than the outermost scope began in (a
+// NoGradGuard evaluation inside a training scope, or the reverse) neither
+// uses nor fills the cache: a cast made without grad has no graph node, and
+// handed to a forward that trains it would leave its weight without a
+// gradient. Threads: the cache is per thread in LibTorch 1.13 but one per
+// process in 2.x, while the nesting that keeps it is per thread; there a
+// thread leaving its outermost guard or scope clears the casts of all (they
+// are cast again, never stale). pplab runs a process's steps on one thread.
+class AutocastCacheScope {
+ public:
+  AutocastCacheScope();
+  ~AutocastCacheScope();
+  AutocastCacheScope(const AutocastCacheScope&) = delete;
+  AutocastCacheScope& operator=(const AutocastCacheScope&) = delete;
 };
 
 // Whether autocast is on for `device` in this thread.

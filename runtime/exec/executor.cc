@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "runtime/exec/autocast.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "schedules/error.h"
@@ -101,6 +102,13 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     throw Error("executor: " + std::to_string(microbatches.size()) + " microbatches given, the schedule has " +
                 std::to_string(M));
   }
+  // The weights are fixed for the step (the optimizer runs after it), so the
+  // first forward's bf16 cast of a weight serves every microbatch, and the
+  // backwards share its graph node (the cast saves no tensor, so a backward
+  // that frees its graph leaves it usable for the next). Ends with RunStep,
+  // on this thread, which runs every action.
+  std::optional<AutocastCacheScope> weight_casts;
+  if (options_.share_weight_casts) weight_casts.emplace();
   // Event times are clock marks during the step, resolved to ns at its end.
   HostClock host_clock;
   StepClock& clock = options_.clock != nullptr ? *options_.clock : host_clock;

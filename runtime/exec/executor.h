@@ -55,6 +55,12 @@ struct ExecutorOptions {
   // at the end of the step; a trainer that reduces loss_sum itself skips it,
   // so the step reads nothing back from the device.
   bool microbatch_losses = true;
+  // Whether the step's forwards share autocast's bf16 casts of the weights
+  // (an AutocastCacheScope over RunStep: each weight is cast once a step,
+  // not once a microbatch). Sound because the weights do not change within
+  // RunStep; the scope ends before it returns, so an update made after it
+  // is seen by the next step. Without autocast it does nothing.
+  bool share_weight_casts = true;
 };
 
 struct StepResult {

@@ -203,7 +203,9 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   ExecutorOptions eval_options;
   eval_options.comm_timeout = options.comm_timeout;
   Executor evaluator(eval_plan, rank, stages, transport, loss, eval_options);
-  // Mean validation loss over the eval batches, on every rank.
+  // Mean validation loss over the eval batches, on every rank. Each batch's
+  // RunStep caches its weight casts under no_grad and drops them at its end,
+  // so none reaches a training step.
   auto evaluate = [&](std::chrono::steady_clock::time_point origin) {
     torch::NoGradGuard no_grad;
     const std::vector<StepBatch> batches = options.eval_batches();
@@ -230,6 +232,9 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const auto start = std::chrono::steady_clock::now();
     const StepBatch b = batch(step);
     optimizer.ZeroGrad();
+    // In bf16 the step's forwards share one cast of each weight, which RunStep
+    // drops before it returns (ExecutorOptions::share_weight_casts): the
+    // update below is what the next step casts.
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
     const auto [busy, span] = BusyAndSpan(result.events);
     for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);

@@ -1,0 +1,103 @@
+// The step's shared bf16 weight casts on a GPU (runtime/exec/autocast.h):
+// CUDA autocast casts nn::Linear's weight itself, so within an
+// AutocastCacheScope a Llama stage's microbatches share one cast of every
+// linear weight (on the CPU autocast casts W^T, which it never caches, and
+// tests/runtime/exec/autocast_test.cpp skips this check). Run by
+// `ctest -L gpu`; skipped without a CUDA device.
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "models/llama.h"
+#include "models/partition.h"
+#include "runtime/exec/autocast.h"
+
+namespace pplab {
+namespace {
+
+// The node of `output`'s graph that feeds `weight`'s gradient accumulator.
+const torch::autograd::Node* CastNodeOf(const at::Tensor& output, const at::Tensor& weight) {
+  const std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(weight);
+  std::vector<torch::autograd::Node*> todo = {output.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  while (!todo.empty()) {
+    torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    for (const torch::autograd::Edge& e : node->next_edges()) {
+      if (e.function == accumulator) return node;
+      todo.push_back(e.function.get());
+    }
+  }
+  return nullptr;
+}
+
+bool IsLinearWeight(const std::string& name) {
+  return name.find("_proj.") != std::string::npos || name.rfind("lm_head.", 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: in a cache scope a bf16 Llama stage casts each linear weight once for all microbatches", "[gpu]") {
+  const LlamaConfig c = LlamaPreset("small");
+  const int M = 4;
+  const int64_t B = 2, T = 128;
+  auto gen = at::detail::createCPUGenerator(17);
+  std::vector<at::Tensor> tokens, upstream;
+  for (int m = 0; m < M; ++m) {
+    tokens.push_back(torch::randint(1, c.vocab_size, {B, T}, gen, torch::kLong).to(torch::kCUDA));
+    upstream.push_back(torch::randn({B, T, c.vocab_size}, gen).to(torch::kCUDA));  // d loss / d logits
+  }
+  std::map<std::string, at::Tensor> grads[2];
+  double ms[2] = {0, 0};
+  for (int shared = 0; shared < 2; ++shared) {
+    std::unique_ptr<Stage> stage =
+        MixedPrecisionStage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCUDA), c10::kCUDA);
+    for (int round = 0; round < 3; ++round) {  // round 0 warms up; the last one is checked
+      for (auto& [name, p] : stage->NamedParameters()) p.mutable_grad() = at::Tensor();
+      torch::cuda::synchronize();
+      const auto start = std::chrono::steady_clock::now();
+      std::optional<AutocastCacheScope> step;
+      if (shared) step.emplace();
+      std::vector<at::Tensor> logits;
+      for (int m = 0; m < M; ++m) logits.push_back(stage->Forward({tokens[m], torch::ones_like(tokens[m])}).at(0));
+      if (round == 2) {
+        for (auto& [name, p] : stage->NamedParameters()) {
+          if (!IsLinearWeight(name)) continue;
+          INFO((shared ? "shared " : "per forward ") << name);
+          const torch::autograd::Node* first = CastNodeOf(logits[0], p);
+          REQUIRE(first != nullptr);
+          CHECK((CastNodeOf(logits[M - 1], p) == first) == (shared == 1));
+        }
+      }
+      for (int m = 0; m < M; ++m) logits[m].backward(upstream[m]);  // each frees its graph
+      step.reset();
+      torch::cuda::synchronize();
+      if (round > 0) {
+        ms[shared] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / 2;
+      }
+    }
+    for (auto& [name, p] : stage->NamedParameters()) grads[shared][name] = p.grad().cpu();
+  }
+  // cuBLAS gives the same bits for the same calls on one GPU, and the shared
+  // cast node casts each microbatch's gradient back to fp32 as its own did.
+  for (const auto& [name, g] : grads[0]) {
+    INFO(name);
+    CHECK(torch::equal(grads[1].at(name), g));
+  }
+  std::printf(
+      "gpu: small preset, %d microbatches of %lld x %lld, forward and backward: %.2f ms casting per forward, "
+      "%.2f ms sharing the casts\n",
+      M, static_cast<long long>(B), static_cast<long long>(T), ms[0], ms[1]);
+}
+
+}  // namespace pplab

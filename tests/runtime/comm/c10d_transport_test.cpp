@@ -179,7 +179,7 @@ class RecordingWork : public c10d::Work {
 
 }  // namespace
 
-TEST_CASE("a Gloo wait blocks at most the timeout; an NCCL wait only orders the stream and never polls the host",
+TEST_CASE("a Gloo wait blocks at most the timeout and an NCCL wait only orders the stream without polling the host",
           "[comm]") {
   const std::chrono::milliseconds timeout{1234};
   auto gloo = c10::make_intrusive<RecordingWork>(true);

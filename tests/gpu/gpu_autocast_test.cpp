@@ -20,26 +20,10 @@
 #include "models/llama.h"
 #include "models/partition.h"
 #include "runtime/exec/autocast.h"
+#include "tests/runtime/exec/cast_node.h"
 
 namespace pplab {
 namespace {
-
-// The node of `output`'s graph that feeds `weight`'s gradient accumulator.
-const torch::autograd::Node* CastNodeOf(const at::Tensor& output, const at::Tensor& weight) {
-  const std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(weight);
-  std::vector<torch::autograd::Node*> todo = {output.grad_fn().get()};
-  std::set<torch::autograd::Node*> seen;
-  while (!todo.empty()) {
-    torch::autograd::Node* node = todo.back();
-    todo.pop_back();
-    if (node == nullptr || !seen.insert(node).second) continue;
-    for (const torch::autograd::Edge& e : node->next_edges()) {
-      if (e.function == accumulator) return node;
-      todo.push_back(e.function.get());
-    }
-  }
-  return nullptr;
-}
 
 bool IsLinearWeight(const std::string& name) {
   return name.find("_proj.") != std::string::npos || name.rfind("lm_head.", 0) == 0;

@@ -2,6 +2,7 @@
 // AutocastCacheScope, and a mixed-precision Llama stage against the same
 // stage in fp32.
 #include "runtime/exec/autocast.h"
+#include "tests/runtime/exec/cast_node.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
@@ -57,24 +58,6 @@ TEST_CASE("leaving autocast forgets its bf16 copies of the weights, so an update
 }
 
 namespace {
-
-// The node of `output`'s graph that feeds `weight`'s gradient accumulator:
-// autocast's cast of the weight (ToCopyBackward); null when none does.
-const torch::autograd::Node* CastNodeOf(const at::Tensor& output, const at::Tensor& weight) {
-  const std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(weight);
-  std::vector<torch::autograd::Node*> todo = {output.grad_fn().get()};
-  std::set<torch::autograd::Node*> seen;
-  while (!todo.empty()) {
-    torch::autograd::Node* node = todo.back();
-    todo.pop_back();
-    if (node == nullptr || !seen.insert(node).second) continue;
-    for (const torch::autograd::Edge& e : node->next_edges()) {
-      if (e.function == accumulator) return node;
-      todo.push_back(e.function.get());
-    }
-  }
-  return nullptr;
-}
 
 // x W under its own guard, as each microbatch's forward runs: (3,4) in bf16.
 // The leaf W reaches autocast as it is, so autocast may cache its cast.

@@ -9,6 +9,7 @@
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/comm/wire_cast_transport.h"
+#include "runtime/exec/autocast.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/train/adamw.h"
@@ -421,14 +422,19 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
       if (t == options.turn) time();
     }
   };
+  // The weights do not change while F, B, I and W are timed, so in bf16
+  // each phase casts them once (its first, unmeasured run), as a training
+  // step casts them once for all its microbatches (Executor::RunStep).
   std::map<StageId, std::vector<double>> forward_ms;
   phase("F and B", [&] {
     in_turn([&] {
+      AutocastCacheScope weight_casts;
       MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, false, profiles, forward_ms, clock);
     });
   });
   phase("F, I and W", [&] {
     in_turn([&] {
+      AutocastCacheScope weight_casts;
       MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms, clock);
     });
   });

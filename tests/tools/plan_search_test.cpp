@@ -310,7 +310,7 @@ PlanSearchOptions SpreadOptions() {
   return o;
 }
 
-const PlanCandidate& Find(const PlanSearchResult& r, const std::string& schedule, int M) {
+const PlanCandidate& Find(const PlanSearchResult& r, const char* schedule, int M) {
   for (const PlanCandidate& c : r.fitting) {
     if (c.schedule == schedule && c.microbatches == M) return c;
   }

@@ -5,10 +5,12 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "models/llama.h"
 #include "runtime/train/batches.h"
 #include "runtime/comm/fake_transport.h"
+#include "runtime/exec/autocast.h"
 #include "runtime/exec/memory_meter.h"
 
 namespace pplab {
@@ -83,6 +85,76 @@ TEST_CASE("the link fit recovers latency and bandwidth from exact samples", "[pr
   FitLink(link);
   CHECK(link.latency_ms == Approx(0.05).epsilon(1e-6));
   CHECK(link.bandwidth_gbps == Approx(2.0).epsilon(1e-6));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// One stage, tokens to logits through x W with a leaf W that CPU autocast
+// caches (torch::mm; it does not cache nn::Linear's weight on the CPU), and
+// the node of each forward's cast of W, kept so that distinct nodes stay
+// distinct.
+class CastRecordingStage : public Stage {
+ public:
+  CastRecordingStage(int64_t vocab, int64_t hidden) : vocab_(vocab) {
+    auto gen = at::detail::createCPUGenerator(7);
+    params_ = {{"embed", torch::randn({vocab, hidden}, gen).requires_grad_(true)},
+               {"w", (torch::randn({hidden, hidden}, gen) / 4).requires_grad_(true)},
+               {"head", (torch::randn({hidden, vocab}, gen) / 4).requires_grad_(true)}};
+  }
+  TensorList Forward(const TensorList& inputs) override {
+    const int64_t B = inputs.at(0).size(0), T = inputs.at(0).size(1);
+    const at::Tensor x = params_[0].second.index_select(0, inputs[0].reshape({-1}));  // (B*T,C)
+    const at::Tensor h = torch::mm(x, params_[1].second);                            // (B*T,C)
+    casts.push_back(CastNodeOf(h, params_[1].second));
+    return {torch::mm(x + torch::tanh(h), params_[2].second).view({B, T, vocab_})};  // logits (B,T,V)
+  }
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() override { return params_; }
+  std::vector<std::shared_ptr<torch::autograd::Node>> casts;
+
+ private:
+  // The cast node of `weight` in `output`'s graph (its only path to the weight).
+  static std::shared_ptr<torch::autograd::Node> CastNodeOf(const at::Tensor& output, const at::Tensor& weight) {
+    for (const torch::autograd::Edge& e : output.grad_fn()->next_edges()) {
+      if (e.function != nullptr && !e.function->next_edges().empty() &&
+          e.function->next_edges()[0].function == torch::autograd::impl::grad_accumulator(weight)) {
+        return e.function;
+      }
+    }
+    return nullptr;
+  }
+  int64_t vocab_;
+  std::vector<std::pair<std::string, at::Tensor>> params_;
+};
+
+}  // namespace
+
+TEST_CASE("in bf16 the profile casts the weights once per timed phase, as a training step does", "[profile]") {
+  auto owned = std::make_unique<CastRecordingStage>(32, 16);
+  CastRecordingStage& recording = *owned;
+  std::unique_ptr<Stage> stage = MixedPrecisionStage(std::move(owned), c10::kCPU);
+  const StepBatch batch = SyntheticBatch(1, 0, 2, 8, 32, 1);
+  FakeTransport transport(0, std::make_shared<FakeNetwork>());
+  ProfileOptions options;
+  options.warmup = 1;
+  options.repeats = 3;
+  options.overhead_microbatches = 0;
+  Profile(
+      {0}, 0, {{0, stage.get()}}, batch.microbatches[0],
+      [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
+      batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
+  // The pass through the pipeline, then two phases of warm-up + repeats forwards each.
+  REQUIRE(recording.casts.size() == 1 + 2 * 4);
+  for (const auto& node : recording.casts) REQUIRE(node != nullptr);
+  const std::set<torch::autograd::Node*> distinct = [&] {
+    std::set<torch::autograd::Node*> out;
+    for (const auto& node : recording.casts) out.insert(node.get());
+    return out;
+  }();
+  // One cast for the pass, one for each phase's forwards: not one per forward.
+  CHECK(distinct.size() == 3);
 }
 
 }  // namespace pplab

@@ -150,7 +150,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
   if (o.dp > 1) doc["data_parallel"] = {{"degree", o.dp}};
   // Ranks that time-sliced a device were timed in turns, each with the
   // device's slots to itself: the simulator queues them for the device
-  // (docs/simulator.md, "Shared devices") as the run did.
+  // (docs/cost-model.md) as the run did.
   if (turns > 1) {
     doc["devices"] = devices.devices;
     doc["device_slots"] = devices.device_slots;

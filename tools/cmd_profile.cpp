@@ -11,10 +11,8 @@
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "models/llama.h"
-#include "runtime/comm/collectives.h"
 #include "runtime/train/batches.h"
 #include "runtime/train/launcher.h"
 #include "runtime/train/worker_setup.h"
@@ -292,15 +290,10 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   setup.precision = o.precision;
   Worker worker = SetUpWorker(setup, world_rank, world);
   const RankId rank = worker.rank;  // pipeline rank within the replica
-  // Where every rank computes; ranks past a device's slots take turns.
-  const std::vector<int64_t> where = RankDeviceWords(
-      RankDeviceOf(worker, at::get_num_threads(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
-  const std::vector<std::vector<int64_t>> everywhere =
-      worker.group != nullptr ? AllGatherWords(*worker.group, where, timeout) : std::vector<std::vector<int64_t>>{where};
-  std::vector<RankDevice> world_devices, pipeline_devices;
-  for (const std::vector<int64_t>& w : everywhere) world_devices.push_back(RankDeviceFromWords(w));
-  // World ranks 0..K-1 are the first replica's pipeline (as pplab train's traces record).
-  pipeline_devices.assign(world_devices.begin(), world_devices.begin() + o.ranks);
+  // Where every rank computes; ranks past a device's slots take turns. World
+  // ranks 0..K-1 are the first replica's pipeline (as pplab train's traces record).
+  const std::vector<RankDevice> world_devices = WorldRankDevices(worker, timeout);
+  const std::vector<RankDevice> pipeline_devices(world_devices.begin(), world_devices.begin() + o.ranks);
   const std::vector<int> turns = MeasureTurns(MapRankDevices(world_devices));
   MemoryMeter& meter = MemoryMeter::For(worker.device);
   std::vector<std::unique_ptr<Stage>> owned;

@@ -16,11 +16,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <thread>
 
 #include "models/flops.h"
 #include "models/llama.h"
-#include "runtime/comm/collectives.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
 #include "runtime/exec/device_info.h"
@@ -387,20 +385,11 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   const int replica = worker.replica;
   const RankId rank = worker.rank;  // pipeline rank within the replica
   const c10::Device device = worker.device;
-  // Which pipeline ranks share a device (the first replica's, as the traces
-  // hold): world rank 0 gathers where every rank computes.
-  const std::vector<int64_t> where = RankDeviceWords(
-      RankDeviceOf(worker, at::get_num_threads(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
-  const std::vector<std::vector<int64_t>> everywhere =
-      worker.group != nullptr ? GatherToRank0(*worker.group, where,
-                                              std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000)))
-                              : std::vector<std::vector<int64_t>>{where};
-  DeviceMap device_map;
-  if (world_rank == 0) {
-    std::vector<RankDevice> ranks;
-    for (int r = 0; r < K; ++r) ranks.push_back(RankDeviceFromWords(everywhere.at(r)));
-    device_map = MapRankDevices(ranks);
-  }
+  // Which pipeline ranks share a device: the first replica's (world ranks
+  // 0..K-1), as the traces hold.
+  const std::vector<RankDevice> everywhere =
+      WorldRankDevices(worker, std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000)));
+  const DeviceMap device_map = MapRankDevices(std::vector<RankDevice>(everywhere.begin(), everywhere.begin() + K));
   LlamaConfig config = LoadLlamaConfig(o.model);
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
@@ -62,6 +63,17 @@ std::vector<int64_t> RankDeviceWords(const RankDevice& d) { return {d.node, d.gp
 RankDevice RankDeviceFromWords(const std::vector<int64_t>& w) {
   if (w.size() != 4) throw Error("a rank's device description has " + std::to_string(w.size()) + " words, not 4");
   return {w[0], w[1], w[2], w[3]};
+}
+
+std::vector<RankDevice> WorldRankDevices(const Worker& worker, std::chrono::milliseconds timeout) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<int64_t> mine = RankDeviceWords(RankDeviceOf(worker, at::get_num_threads(), cores));
+  if (worker.group == nullptr) return {RankDeviceFromWords(mine)};
+  std::vector<RankDevice> out;
+  for (const std::vector<int64_t>& words : AllGatherWords(*worker.group, mine, timeout)) {
+    out.push_back(RankDeviceFromWords(words));
+  }
+  return out;
 }
 
 DeviceMap MapRankDevices(const std::vector<RankDevice>& ranks) {

@@ -98,6 +98,10 @@ RankDevice RankDeviceOf(const Worker& worker, int threads, int cores);
 // Its four words, for a gather, and back.
 std::vector<int64_t> RankDeviceWords(const RankDevice& d);
 RankDevice RankDeviceFromWords(const std::vector<int64_t>& words);
+// Where every world rank computes, by world rank, on every rank: each
+// rank's RankDeviceOf (its intra-op threads, the machine's cores), gathered
+// once at start-up over the worker's group (this rank alone without one).
+std::vector<RankDevice> WorldRankDevices(const Worker& worker, std::chrono::milliseconds timeout);
 
 // Which ranks share a device (Timeline::devices and device_slots, the cost
 // model's devices and device_slots): ranks[r] for rank r. A device is a GPU

@@ -8,7 +8,7 @@ packages=(cmake g++ ninja-build ccache pkg-config libboost-graph-dev libcli11-de
           libtorch-dev libgloo-dev libopenblas0-pthread libsentencepiece-dev fortunes fortunes-min)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  grep -q "install ok installed" <<< "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"

@@ -25,15 +25,15 @@ cat > "$tmp/rows.jsonl" << 'EOF'
 EOF
 table=$(python3 "$src/tools/bench/fidelity_table.py" table "$tmp/rows.jsonl")
 echo "$table"
-echo "$table" | grep -qF '| 1 | 16x128 | 2 | 8 | gpipe | 105.00 | 100.0..110.0 | 100.00 | +5.0 % | 110.0/90.0 | 100.0/100.0 | +10.0 % | none |' ||
+grep -qF '| 1 | 16x128 | 2 | 8 | gpipe | 105.00 | 100.0..110.0 | 100.00 | +5.0 % | 110.0/90.0 | 100.0/100.0 | +10.0 % | none |' <<< "$table" ||
   fail "gpipe row"
-echo "$table" | grep -qF '| -10.0 % | 50.0/50.0 | 50.0/56.0 | -10.7 % |' || fail "1f1b row: -10 % step, worst rank memory -10.7 %"
-echo "$table" | grep -qF '| 70.0/70.0 | n/a | n/a |' || fail "zb-h1 row without measured memory"
-echo "$table" | grep -qF -- '- Step time within 5 %: 1 of 3 rows.' || fail "step count (5.0 % is within)"
-echo "$table" | grep -qF -- '- Peak activation memory within 10 % (worst rank): 1 of 2 rows.' || fail "memory count"
+grep -qF '| -10.0 % | 50.0/50.0 | 50.0/56.0 | -10.7 % |' <<< "$table" || fail "1f1b row: -10 % step, worst rank memory -10.7 %"
+grep -qF '| 70.0/70.0 | n/a | n/a |' <<< "$table" || fail "zb-h1 row without measured memory"
+grep -qF -- '- Step time within 5 %: 1 of 3 rows.' <<< "$table" || fail "step count (5.0 % is within)"
+grep -qF -- '- Peak activation memory within 10 % (worst rank): 1 of 2 rows.' <<< "$table" || fail "memory count"
 # gpipe/1f1b 10 % apart (wrong order), 1f1b/zb-h1 6.8 % apart (right), gpipe/zb-h1 3 % apart (not counted).
-echo "$table" | grep -qF 'wrong pairs apart by > 5 %: gpipe/1f1b' || fail "the wrong pair"
-echo "$table" | grep -qF -- '- Pairs of plans measured more than 5 % apart: 2, predicted in the measured order: 1.' ||
+grep -qF 'wrong pairs apart by > 5 %: gpipe/1f1b' <<< "$table" || fail "the wrong pair"
+grep -qF -- '- Pairs of plans measured more than 5 % apart: 2, predicted in the measured order: 1.' <<< "$table" ||
   fail "pair counts"
 
 # 2. The loop on the tiny model: 2 configurations x 2 plans, 4 rows.
@@ -42,7 +42,7 @@ out=$(bash "$bench" --pplab "$pplab" --model tiny --shapes 8x16 --configs 2:4,1:
 echo "$out"
 [ "$(wc -l < "$tmp/run/rows.jsonl")" -eq 4 ] || fail "expected 4 rows"
 [ "$(echo "$out" | grep -c '^| 1 | 8x16 | ')" -eq 4 ] || fail "expected 4 table rows"
-echo "$out" | grep -qF -- '- Step time within 5 %: ' || fail "no step count"
+grep -qF -- '- Step time within 5 %: ' <<< "$out" || fail "no step count"
 python3 - "$tmp/run/rows.jsonl" << 'PY' || fail "rows"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -61,13 +61,13 @@ dry=$(bash "$bench" --device cuda --pplab "$pplab" --dry-run)
 [ "$(echo "$dry" | grep -c ' train ')" -eq 40 ] || fail "40 trains: 2 shapes x 4 configurations x 5 plans"
 [ "$(echo "$dry" | grep -c ' simulate ')" -eq 40 ] || fail "40 simulations"
 [ "$(echo "$dry" | grep ' train ' | grep -c -- '--device cuda .*--measure-memory')" -eq 40 ] || fail "memory on cuda"
-echo "$dry" | grep ' train ' | grep -q -- '-s zb-v -k 2 -m 8 --model default --device cuda --batch-size 64 --seq-len 512' ||
+grep ' train ' <<< "$dry" | grep -c -- '-s zb-v -k 2 -m 8 --model default --device cuda --batch-size 64 --seq-len 512' > /dev/null ||
   fail "zb-v at K=2 on 64x512"
-echo "$dry" | grep ' profile ' | grep -q -- '-k 1 --device cuda --microbatch-size 16 --seq-len 128' || fail "M=1 profile"
+grep ' profile ' <<< "$dry" | grep -c -- '-k 1 --device cuda --microbatch-size 16 --seq-len 128' > /dev/null || fail "M=1 profile"
 for sub in train simulate profile; do
   help=$("$pplab" "$sub" --help)
   for flag in $(echo "$dry" | grep " $sub " | grep -o -- ' --[a-z-]*' | sort -u); do
-    echo "$help" | grep -q -- "$flag" || fail "pplab $sub has no $flag"
+    grep -q -- "$flag" <<< "$help" || fail "pplab $sub has no $flag"
   done
 done
 

@@ -52,7 +52,7 @@ done
 no_gpu_reason() {
   if [ -n "${PPLAB_BENCH_ASSUME_NO_GPU:-}" ]; then echo "PPLAB_BENCH_ASSUME_NO_GPU is set"; return; fi
   if ! command -v nvidia-smi > /dev/null; then echo "no nvidia-smi on this machine"; return; fi
-  if ! nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then echo "nvidia-smi lists no GPU"; return; fi
+  if ! grep -q '^GPU ' <<< "$(nvidia-smi -L 2> /dev/null)"; then echo "nvidia-smi lists no GPU"; return; fi
   if ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
     echo "python3's torch is missing or has no CUDA (the reference needs it)"; return
   fi
@@ -104,7 +104,7 @@ PY
 
 backend=${PPLAB_BENCH_BACKEND:-auto}
 has_precision=0
-if [ "$dry_run" = 1 ] || "$pplab" train --help 2> /dev/null | grep -q -- '--precision'; then has_precision=1; fi
+if [ "$dry_run" = 1 ] || grep -q -- '--precision' <<< "$("$pplab" train --help 2> /dev/null)"; then has_precision=1; fi
 
 # The table of issue 10: label | reference mode | K | schedule | model | batch | seq | M
 rows=(
@@ -142,7 +142,7 @@ n=0
 for row in "${rows[@]}"; do
   IFS='|' read -r label mode K schedule model batch seq micro <<< "$row"
   for precision in fp32 bf16; do
-    echo "$label $precision" | grep -qE -- "$rows_re" || continue
+    grep -qE -- "$rows_re" <<< "$label $precision" || continue
     n=$((n + 1))
     ref=(python3 "$anchor" "$mode" --model "$model" --batch "$batch" --seq "$seq" --micro "$micro" --steps "$steps"
          --dtype "$precision")

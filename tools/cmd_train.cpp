@@ -492,7 +492,9 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
         for (auto& [name, p] : stage->NamedParameters()) {
           const std::string path = o.dump_grads_dir + "/" + name + ".pt";
           try {
-            torch::save(p.grad().defined() ? p.grad() : torch::zeros_like(p), path);
+            // A clone: the gradient is a view into its stage's flat buffer,
+            // which torch::save would write whole.
+            torch::save(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p), path);
           } catch (const std::exception& e) {
             throw Error("--dump-grads: cannot write " + path);
           }

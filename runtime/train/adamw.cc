@@ -1,32 +1,107 @@
 #include "runtime/train/adamw.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 
+// LibTorch's fused AdamW kernel: CUDA since 2.0, CPU since 2.4.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define PPLAB_HAS_FUSED_ADAMW 1
+#endif
+
 namespace pplab {
 
-AdamW::AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWConfig config)
-    : params_(std::move(params)), config_(config) {}
+AdamW::AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWConfig config,
+             std::vector<FlatBuffer> flats)
+    : params_(std::move(params)), config_(config) {
+  std::map<std::string, at::Tensor> by_name(params_.begin(), params_.end());
+  for (FlatBuffer& buffer : flats) {
+    if (!buffer.defined()) continue;
+    Flat f;
+    f.exp_avg = torch::zeros_like(buffer.values);
+    f.exp_avg_sq = torch::zeros_like(buffer.values);
+    for (const std::string& name : buffer.names) {
+      flat_of_[name] = flats_.size();
+      f.params.push_back(by_name.at(name));
+    }
+    f.buffer = std::move(buffer);
+    flats_.push_back(std::move(f));
+  }
+}
+
+bool AdamW::Fused() const {
+#ifdef PPLAB_HAS_FUSED_ADAMW
+  return config_.fused;
+#else
+  return false;
+#endif
+}
 
 void AdamW::ZeroGrad() {
-  for (auto& [name, p] : params_) {
-    if (p.grad().defined()) p.mutable_grad().zero_();
+  for (Flat& f : flats_) {
+    f.buffer.grads.zero_();
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      at::Tensor& g = f.params[i].mutable_grad();
+      if (!IsViewAt(g, f.buffer.grads, f.buffer.offsets[i])) {
+        g = f.buffer.grads.narrow(0, f.buffer.offsets[i], f.params[i].numel()).view(f.params[i].sizes());
+      }
+    }
   }
+  for (auto& [name, p] : params_) {
+    if (flat_of_.count(name) == 0 && p.grad().defined()) p.mutable_grad().zero_();
+  }
+}
+
+std::vector<int64_t> AdamW::SyncFlatState() {
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> steps;
+  for (Flat& f : flats_) {
+    int64_t shared = -2;  // none seen yet
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const int64_t offset = f.buffer.offsets[i], n = f.params[i].numel();
+      AdamWState& s = state_[f.buffer.names[i]];
+      for (auto [mine, flat] : {std::pair<at::Tensor*, at::Tensor*>{&s.exp_avg, &f.exp_avg},
+                                std::pair<at::Tensor*, at::Tensor*>{&s.exp_avg_sq, &f.exp_avg_sq}}) {
+        if (IsViewAt(*mine, *flat, offset)) continue;
+        at::Tensor view = flat->narrow(0, offset, n).view(f.params[i].sizes());
+        if (mine->defined()) {
+          view.copy_(*mine);
+        } else {
+          view.zero_();
+        }
+        *mine = view;
+      }
+      shared = shared == -2 || shared == s.step ? s.step : -1;
+    }
+    steps.push_back(shared < 0 ? -1 : shared);
+  }
+  return steps;
 }
 
 void AdamW::Step(double lr) {
   torch::NoGradGuard no_grad;
-  // Multi-tensor (foreach) updates: on a GPU each line is a few fused kernels
-  // over all parameters instead of one kernel per parameter. Parameters are
-  // grouped by their step count (one group unless a resumed checkpoint mixed
-  // counts), since the bias corrections depend on it. The arithmetic is the
-  // per-parameter update's, in the same order.
+  // Tensors updated together, grouped by their step count (one group unless
+  // a resumed checkpoint mixed counts), since the bias corrections depend on
+  // it. A flat buffer whose parameters share a count goes in whole.
   struct Group {
     std::vector<at::Tensor> params, grads, exp_avg, exp_avg_sq;
   };
   std::map<int64_t, Group> groups;
+  const std::vector<int64_t> flat_steps = SyncFlatState();
+  for (size_t b = 0; b < flats_.size(); ++b) {
+    if (flat_steps[b] < 0) continue;
+    const Flat& f = flats_[b];
+    for (const std::string& name : f.buffer.names) ++state_[name].step;
+    Group& g = groups[flat_steps[b] + 1];
+    g.params.push_back(f.buffer.values);
+    g.grads.push_back(f.buffer.grads);
+    g.exp_avg.push_back(f.exp_avg);
+    g.exp_avg_sq.push_back(f.exp_avg_sq);
+  }
   for (auto& [name, p] : params_) {
+    const auto flat = flat_of_.find(name);
+    if (flat != flat_of_.end() && flat_steps[flat->second] >= 0) continue;
     if (!p.grad().defined()) continue;
     AdamWState& s = state_[name];
     if (!s.exp_avg.defined()) {
@@ -40,6 +115,22 @@ void AdamW::Step(double lr) {
     g.exp_avg_sq.push_back(s.exp_avg_sq);
   }
   for (auto& [step, g] : groups) {
+#ifdef PPLAB_HAS_FUSED_ADAMW
+    if (config_.fused) {
+      // One kernel for the whole update; it reads the step count from a
+      // float tensor per parameter, on the parameter's device.
+      std::vector<at::Tensor> steps;
+      for (const at::Tensor& p : g.params) {
+        steps.push_back(torch::full({}, static_cast<double>(step), p.options().dtype(torch::kFloat32)));
+      }
+      at::_fused_adamw_(g.params, g.grads, g.exp_avg, g.exp_avg_sq, {}, steps, lr, config_.beta1, config_.beta2,
+                        config_.weight_decay, config_.eps, /*amsgrad=*/false, /*maximize=*/false);
+      continue;
+    }
+#endif
+    // Multi-tensor (foreach): on a GPU each line is a few fused kernels over
+    // all tensors of the group. The arithmetic is the per-parameter
+    // update's, in the same order.
     const double bias1 = 1 - std::pow(config_.beta1, static_cast<double>(step));
     const double bias2 = 1 - std::pow(config_.beta2, static_cast<double>(step));
     at::_foreach_mul_(g.params, 1 - lr * config_.weight_decay);  // decoupled weight decay

@@ -13,6 +13,7 @@
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/train/adamw.h"
+#include "runtime/train/flat_params.h"
 #include "runtime/train/step_work.h"
 #include "runtime/train/trainer.h"
 #include "schedules/error.h"
@@ -288,16 +289,16 @@ SampleSpread Repeat(StepClock& clock, ProcessGroupHandle* group, const ProfileOp
 // three doubles), each stage's REDUCE_GRAD with replicas (StageBucket), the
 // squared gradient norm (GradSquares), clipping (ScaleGradients) and the
 // AdamW step. The gradients are those the F/B phases left.
-StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, ProcessGroupHandle* group,
-                            const ProfileOptions& options, StepClock& clock,
+StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::map<StageId, FlatBuffer>& flats,
+                            ProcessGroupHandle* group, const ProfileOptions& options, StepClock& clock,
                             std::map<StageId, StageProfile>& profiles) {
-  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> grads;
   std::vector<std::pair<std::string, at::Tensor>> named;
+  std::vector<FlatBuffer> buffers;
   for (auto& [s, stage] : stages) {
-    for (auto& [name, p] : stage->NamedParameters()) {
-      params.push_back(p);
-      named.emplace_back(name, p);
-    }
+    for (const at::Tensor& g : GradientsOf(flats.at(s), stage->NamedParameters())) grads.push_back(g);
+    for (auto& [name, p] : stage->NamedParameters()) named.emplace_back(name, p);
+    buffers.push_back(flats.at(s));
   }
   StepProfile step;
   if (group != nullptr) {
@@ -312,15 +313,16 @@ StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, ProcessGrou
     for (auto& [s, stage] : stages) {
       // Every rank takes part in each barrier of Repeat, so a stage without
       // gradients (its replicas have none either) still takes its turns.
-      profiles[s].reduce_grad = Repeat(clock, group, options, [&, stage = stage] {
-        StageBucket(*stage, *options.dp_group).Finish(options.comm_timeout);
+      profiles[s].reduce_grad = Repeat(clock, group, options, [&, s = s, stage = stage] {
+        StageBucket(GradientsOf(flats.at(s), stage->NamedParameters()), *options.dp_group)
+            .Finish(options.comm_timeout);
       });
     }
   }
   // The norm's squares; their sum rides on the loss's all-reduce above.
-  step.norm_allreduce = Repeat(clock, group, options, [&] { (void)GradSquares(params).to(torch::kCPU); });
-  step.clip = Repeat(clock, group, options, [&] { ScaleGradients(params, 1.0); });
-  AdamW optimizer(named, AdamWConfig{});
+  step.norm_allreduce = Repeat(clock, group, options, [&] { (void)GradSquares(grads).to(torch::kCPU); });
+  step.clip = Repeat(clock, group, options, [&] { ScaleGradients(grads, 1.0); });
+  AdamW optimizer(named, AdamWConfig{}, buffers);
   step.optimizer = Repeat(clock, group, options, [&] { optimizer.Step(1e-6); });
   return step;
 }
@@ -404,9 +406,13 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     }
   };
   std::map<StageId, StageProfile> profiles;
+  // The parameters and gradients in flat buffers, as a training step has
+  // them (Train), so that B and the step's work are timed as they run there.
+  std::map<StageId, FlatBuffer> flats;
   for (auto& [s, stage] : stages) {
     profiles[s].stage = s;
     profiles[s].rank = rank;
+    flats[s] = FlattenParameters(stage->NamedParameters());
   }
   std::map<StageId, StageInput> inputs;
   phase("forward through the pipeline", [&] {
@@ -464,7 +470,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     if (rank == a) links.push_back(link);
   }
   StepProfile step;
-  phase("per-step work", [&] { step = MeasureStepWork(stages, group, options, clock, profiles); });
+  phase("per-step work", [&] { step = MeasureStepWork(stages, flats, group, options, clock, profiles); });
   // Gather on rank 0: stages, links and overhead per rank.
   std::vector<int64_t> mine;
   mine.push_back(static_cast<int64_t>(profiles.size()));

@@ -6,15 +6,19 @@
 
 namespace pplab {
 
-StageBucket::StageBucket(Stage& stage, ProcessGroupHandle& dp_group) {
-  for (auto& [name, p] : stage.NamedParameters()) {
-    if (p.grad().defined()) grads_.push_back(p.grad());
-  }
-  if (grads_.empty()) return;
-  std::vector<at::Tensor> flat;
+StageBucket::StageBucket(const std::vector<at::Tensor>& grads, ProcessGroupHandle& dp_group) {
+  if (grads.empty()) return;
   // (sum of numel,) on the group's device: the CPU for Gloo, the GPU for NCCL.
-  for (const at::Tensor& g : grads_) flat.push_back(g.reshape({-1}).to(GroupDevice(dp_group)));
-  bucket_ = torch::cat(flat);
+  const c10::Device device = GroupDevice(dp_group);
+  if (grads.size() == 1 && grads.front().dim() == 1 && grads.front().is_contiguous() &&
+      grads.front().device() == device) {
+    bucket_ = grads.front();  // a flat gradient buffer: summed in place
+  } else {
+    grads_ = grads;
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& g : grads_) flat.push_back(g.reshape({-1}).to(device));
+    bucket_ = torch::cat(flat);
+  }
   pending_ = StartAllReduceSum(dp_group, bucket_);
 }
 
@@ -31,19 +35,13 @@ void StageBucket::Finish(std::chrono::milliseconds timeout) {
   pending_ = nullptr;
 }
 
-at::Tensor GradSquares(const std::vector<at::Tensor>& params) {
+at::Tensor GradSquares(const std::vector<at::Tensor>& grads) {
   std::vector<at::Tensor> squares;
-  for (const at::Tensor& p : params) {
-    if (p.grad().defined()) squares.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
-  }
+  for (const at::Tensor& g : grads) squares.push_back(g.norm().to(torch::kFloat64).pow(2));
   return squares.empty() ? torch::zeros({}, torch::kFloat64) : torch::stack(squares).sum();
 }
 
-void ScaleGradients(const std::vector<at::Tensor>& params, double scale) {
-  std::vector<at::Tensor> grads;
-  for (const at::Tensor& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
-  }
+void ScaleGradients(const std::vector<at::Tensor>& grads, double scale) {
   if (!grads.empty()) at::_foreach_mul_(grads, scale);
 }
 

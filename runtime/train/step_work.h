@@ -17,11 +17,14 @@ struct PendingCollective;
 
 // One stage's gradients summed over its data-parallel replicas as one flat
 // bucket (one all-reduce per stage rather than one per parameter): started
-// by the constructor, as soon as the stage's backward is done, and copied
-// back into the gradients by Finish(), after the step.
+// by the constructor, as soon as the stage's backward is done, and finished
+// by Finish(), after the step. `grads` are the stage's gradient tensors
+// (GradientsOf): a flat gradient buffer on the group's device is summed
+// where it lies; anything else is concatenated into a bucket, summed and
+// copied back.
 class StageBucket {
  public:
-  StageBucket(Stage& stage, ProcessGroupHandle& dp_group);
+  StageBucket(const std::vector<at::Tensor>& grads, ProcessGroupHandle& dp_group);
   ~StageBucket();
   void Finish(std::chrono::milliseconds timeout);
 
@@ -31,11 +34,14 @@ class StageBucket {
   std::shared_ptr<PendingCollective> pending_;
 };
 
-// The sum of the squares of the gradients of `params`, as a 0-dim float64
-// tensor where they live (zero when none has a gradient): no host read.
-at::Tensor GradSquares(const std::vector<at::Tensor>& params);
+// The sum of the squares of the elements of `grads` (gradient tensors: flat
+// buffers, or each parameter's), as a 0-dim float64 tensor where they live,
+// zero when `grads` is empty: no host read. Each tensor's 2-norm is taken in
+// its own dtype, as torch.nn.utils.clip_grad_norm_ does, and the squares are
+// summed in float64.
+at::Tensor GradSquares(const std::vector<at::Tensor>& grads);
 
-// Multiplies every defined gradient of `params` by `scale`, in one foreach call.
-void ScaleGradients(const std::vector<at::Tensor>& params, double scale);
+// Multiplies every tensor of `grads` by `scale`, in one foreach call.
+void ScaleGradients(const std::vector<at::Tensor>& grads, double scale);
 
 }  // namespace pplab

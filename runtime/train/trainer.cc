@@ -6,10 +6,11 @@
 #include <filesystem>
 #include <set>
 
-#include "runtime/train/adamw.h"
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
+#include "runtime/train/adamw.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/flat_params.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/model_copies.h"
 #include "runtime/train/step_work.h"
@@ -129,26 +130,41 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   if (const std::string why = WhyNotOneModel(schedule); !why.empty()) throw Error("train: " + why);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
-  std::vector<at::Tensor> params;
   std::vector<std::pair<std::string, at::Tensor>> named;
+  // Each stage's parameters in one flat buffer, their gradients in another
+  // (runtime/train/flat_params.h).
+  std::map<StageId, FlatBuffer> flats;
   // With several copies of the model (DualPipe), the first copy's
   // parameters: the norm counts each parameter once, and checkpoints hold one
   // copy (they load into any plan; every copy reads its part from it).
-  std::vector<at::Tensor> first_copy;
   std::set<std::string> first_copy_names;
+  c10::Device device(c10::kCPU);
   for (StageId s : schedule.StagesOf(rank)) {
     owned.push_back(make_stage(s));
     stages[s] = owned.back().get();
-    for (auto& [name, p] : owned.back()->NamedParameters()) {
-      params.push_back(p);
+    const auto stage_params = owned.back()->NamedParameters();
+    if (options.flat_parameters) flats[s] = FlattenParameters(stage_params);
+    for (auto& [name, p] : stage_params) {
       named.emplace_back(name, p);
       if (schedule.PipelineOf(s) == 0) {
-        first_copy.push_back(p);
         first_copy_names.insert(name);
+        device = p.device();
       }
     }
   }
-  AdamW optimizer(named, AdamWConfig{});
+  // The rank's gradient tensors (flat buffers where there are), all or the
+  // first copy's; taken after the backward, when every gradient exists.
+  auto gradients = [&](bool first_copy_only) {
+    std::vector<at::Tensor> out;
+    for (const auto& [s, stage] : stages) {
+      if (first_copy_only && schedule.PipelineOf(s) != 0) continue;
+      for (const at::Tensor& g : GradientsOf(flats[s], stage->NamedParameters())) out.push_back(g);
+    }
+    return out;
+  };
+  std::vector<FlatBuffer> buffers;
+  for (const auto& [s, flat] : flats) buffers.push_back(flat);
+  AdamW optimizer(named, AdamWConfig{}, buffers);
   const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
   const bool writes_shards = world_rank < schedule.ranks;  // replica 0; the others hold the same values
   int first_step = 0;
@@ -195,7 +211,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       }
     }
     exec_options.on_reduce_grad = [&](StageId s) {
-      buckets.push_back(std::make_unique<StageBucket>(*stages.at(s), *options.dp_group));
+      buckets.push_back(
+          std::make_unique<StageBucket>(GradientsOf(flats[s], stages.at(s)->NamedParameters()), *options.dp_group));
     };
   }
   Executor executor(schedule, rank, stages, transport, loss, exec_options);
@@ -244,11 +261,10 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     // gradient norm (the first copy's parameters, so each counts once),
     // summed over the world in one all-reduce. Clipping by that global norm
     // equals single-process clipping (per-stage norms would not).
-    const c10::Device device = first_copy.empty() ? c10::Device(c10::kCPU) : first_copy.front().device();
     const at::Tensor loss_sum =
         result.loss_sum.defined() ? result.loss_sum.to(device) : torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
     at::Tensor sums = torch::stack({loss_sum, torch::full({}, busy, torch::dtype(torch::kFloat64).device(device)),
-                                    GradSquares(first_copy).to(device)});
+                                    GradSquares(gradients(true)).to(device)});
     if (group != nullptr) {
       sums = sums.to(GroupDevice(*group));
       AllReduceSumInPlace(*group, sums, options.comm_timeout);
@@ -268,7 +284,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     }
     if (options.clip_norm > 0 && norm > options.clip_norm) {
       torch::NoGradGuard no_grad;
-      ScaleGradients(params, options.clip_norm / (norm + 1e-6));
+      ScaleGradients(gradients(false), options.clip_norm / (norm + 1e-6));
     }
     const double lr = lr_schedule.At(step);
     optimizer.Step(lr);

@@ -43,6 +43,10 @@ struct TrainerOptions {
   int warmup_steps = 0;  // linear warm-up, then cosine decay to 0 over the remaining steps
   // Clip gradients to this global L2 norm, over all stages and ranks; 0 = off.
   double clip_norm = 0;
+  // Each stage's parameters and gradients in flat buffers
+  // (runtime/train/flat_params.h); false keeps them apart (the reference the
+  // tests hold the buffers to).
+  bool flat_parameters = true;
   // Data parallelism: the group of this stage's replicas (null without), and
   // their number. Each replica runs the same plan on its own shard; after the
   // step each stage's gradients are summed over its replicas.

@@ -1,0 +1,243 @@
+// Flat parameter buffers: the parameters keep their values and identity,
+// autograd accumulates into the gradient buffer, AdamW over a buffer makes
+// the per-parameter updates, and training with buffers is training without.
+#include "runtime/train/flat_params.h"
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "models/llama.h"
+#include "runtime/comm/fake_transport.h"
+#include "runtime/train/adamw.h"
+#include "runtime/train/trainer.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+
+namespace pplab {
+namespace {
+
+LlamaConfig Tiny() {
+  LlamaConfig c = LlamaPreset("tiny");
+  c.max_position_embeddings = 16;
+  return c;
+}
+
+std::pair<at::Tensor, at::Tensor> Tokens(const LlamaConfig& c, int64_t B, int64_t T, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  const at::Tensor tokens = torch::randint(1, c.vocab_size, {B, T + 1}, gen, torch::kLong);
+  return {tokens.narrow(1, 0, T).clone(), tokens.narrow(1, 1, T).clone()};
+}
+
+at::Tensor LossOf(Stage& stage, const at::Tensor& inputs, const at::Tensor& targets) {
+  const at::Tensor mask = torch::ones_like(inputs);
+  return TokenCrossEntropySum(stage.Forward({inputs, mask}).at(0), targets, 0) / static_cast<double>(inputs.numel());
+}
+
+double MaxDiff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+}  // namespace
+
+TEST_CASE("a flattened stage keeps its values and accumulates its gradients into the buffer", "[flat]") {
+  const LlamaConfig c = Tiny();
+  auto flat_stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 7, torch::kCPU);
+  auto reference = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 7, torch::kCPU);
+  const auto params = flat_stage->NamedParameters();
+  int64_t total = 0;
+  for (const auto& [name, p] : params) total += p.numel();
+  const FlatBuffer flat = FlattenParameters(params);
+  REQUIRE(flat.defined());
+  CHECK(flat.values.numel() == total);
+  CHECK(flat.grads.numel() == total);
+  CHECK(flat.names.size() == params.size());
+  // The stage's own list (not the copy taken above) now reads the buffer.
+  const auto after = flat_stage->NamedParameters();
+  const auto ref = reference->NamedParameters();
+  for (size_t i = 0; i < after.size(); ++i) {
+    INFO(after[i].first);
+    CHECK(IsViewAt(after[i].second, flat.values, flat.offsets[i]));
+    CHECK(IsViewAt(after[i].second.grad(), flat.grads, flat.offsets[i]));
+    CHECK(after[i].second.requires_grad());
+    CHECK(torch::equal(after[i].second, ref[i].second));
+  }
+  CHECK(flat.grads.abs().sum().item<double>() == 0);
+  // Two microbatches accumulate, as the executor's backwards do.
+  for (uint64_t seed : {1, 2}) {
+    const auto [inputs, targets] = Tokens(c, 2, 8, seed);
+    LossOf(*flat_stage, inputs, targets).backward();
+    LossOf(*reference, inputs, targets).backward();
+  }
+  for (size_t i = 0; i < after.size(); ++i) {
+    INFO(after[i].first);
+    CHECK(IsViewAt(after[i].second.grad(), flat.grads, flat.offsets[i]));
+    CHECK(MaxDiff(after[i].second.grad(), ref[i].second.grad()) <= 1e-6);
+  }
+  CHECK(flat.grads.abs().sum().item<double>() > 0);
+}
+
+TEST_CASE("parameters one buffer cannot hold are left as they are", "[flat]") {
+  const at::Tensor a = torch::randn({3}).requires_grad_(true);
+  const at::Tensor d = torch::randn({2}, torch::kFloat64).requires_grad_(true);
+  const void* before = a.data_ptr();
+  CHECK_FALSE(FlattenParameters({}).defined());
+  CHECK_FALSE(FlattenParameters({{"a", a}, {"d", d}}).defined());  // two dtypes
+  CHECK_FALSE(FlattenParameters({{"a", a}, {"again", a}}).defined());  // one tensor twice
+  CHECK(a.data_ptr() == before);
+  CHECK_FALSE(a.grad().defined());
+  // A gradient it had is carried into the buffer.
+  at::Tensor b = torch::randn({2, 2}).requires_grad_(true);
+  b.mutable_grad() = torch::full({2, 2}, 3.0);
+  const FlatBuffer flat = FlattenParameters({{"a", a}, {"b", b}});
+  REQUIRE(flat.defined());
+  CHECK(flat.grads.narrow(0, 0, 3).abs().sum().item<double>() == 0);
+  CHECK(flat.grads.narrow(0, 3, 4).sum().item<double>() == 12);
+}
+
+namespace {
+
+// The per-parameter update, written out.
+void ReferenceStep(at::Tensor p, AdamWState& s, double lr, const AdamWConfig& c) {
+  torch::NoGradGuard no_grad;
+  ++s.step;
+  const at::Tensor& g = p.grad();
+  p.mul_(1 - lr * c.weight_decay);
+  s.exp_avg.mul_(c.beta1).add_(g, 1 - c.beta1);
+  s.exp_avg_sq.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
+  const double bias1 = 1 - std::pow(c.beta1, static_cast<double>(s.step));
+  const double bias2 = 1 - std::pow(c.beta2, static_cast<double>(s.step));
+  p.addcdiv_(s.exp_avg, (s.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(c.eps), -lr / bias1);
+}
+
+// Params "a", "b" (flattened together) and "c" (apart), with fresh or
+// resumed states; `steps` updates from random gradients, each checked
+// against the per-parameter reference.
+void CheckAgainstReference(bool fused, const std::map<std::string, int64_t>& resumed_steps) {
+  torch::manual_seed(11);
+  AdamWConfig config;
+  config.fused = fused;
+  std::map<std::string, at::Tensor> mine = {{"a", torch::randn({4, 3}).requires_grad_(true)},
+                                            {"b", torch::randn({5}).requires_grad_(true)},
+                                            {"c", torch::randn({2, 2}).requires_grad_(true)}};
+  std::map<std::string, at::Tensor> ref;
+  std::map<std::string, AdamWState> ref_state;
+  for (auto& [name, p] : mine) {
+    ref[name] = p.detach().clone();
+    ref_state[name] = {torch::zeros_like(p), torch::zeros_like(p), 0};
+  }
+  const FlatBuffer flat = FlattenParameters({{"a", mine["a"]}, {"b", mine["b"]}});
+  REQUIRE(flat.defined());
+  AdamW optimizer({{"a", mine["a"]}, {"b", mine["b"]}, {"c", mine["c"]}}, config, {flat});
+  // A checkpoint's states put in place, as LoadCheckpoint does.
+  for (const auto& [name, step] : resumed_steps) {
+    const at::Tensor m = torch::rand_like(ref[name]) * 1e-2, v = torch::rand_like(ref[name]) * 1e-4;
+    optimizer.State()[name] = {m.clone(), v.clone(), step};
+    ref_state[name] = {m.clone(), v.clone(), step};
+  }
+  for (int step = 0; step < 3; ++step) {
+    optimizer.ZeroGrad();
+    for (auto& [name, p] : mine) {
+      const at::Tensor g = torch::randn_like(ref[name]);
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(g);
+      } else {
+        p.mutable_grad() = g.clone();
+      }
+      ref[name].mutable_grad() = g.clone();
+    }
+    optimizer.Step(1e-2);
+    for (auto& [name, p] : mine) {
+      ReferenceStep(ref[name], ref_state[name], 1e-2, config);
+      INFO("step " << step << ", " << name);
+      CHECK(MaxDiff(p.detach(), ref[name]) <= 1e-6);
+      CHECK(MaxDiff(optimizer.State().at(name).exp_avg, ref_state[name].exp_avg) <= 1e-6);
+      CHECK(optimizer.State().at(name).step == ref_state[name].step);
+    }
+  }
+  // The buffer's moments stay in one buffer: b's follow a's.
+  CHECK(optimizer.State().at("b").exp_avg.data_ptr<float>() ==
+        optimizer.State().at("a").exp_avg.data_ptr<float>() + 12);
+  CHECK(IsViewAt(mine["a"].grad(), flat.grads, 0));
+}
+
+}  // namespace
+
+TEST_CASE("AdamW over a flat buffer makes the per-parameter updates", "[flat][adamw]") {
+  SECTION("fresh") { CheckAgainstReference(false, {}); }
+  SECTION("resumed, one step count in the buffer") { CheckAgainstReference(false, {{"a", 3}, {"b", 3}}); }
+  SECTION("resumed, mixed step counts in the buffer") { CheckAgainstReference(false, {{"a", 3}}); }
+}
+
+TEST_CASE("the fused AdamW kernel makes the per-parameter updates", "[flat][adamw]") {
+  AdamW probe({}, AdamWConfig{});
+  if (!probe.Fused()) {
+    WARN("skipped: this LibTorch (" TORCH_VERSION ") has no fused AdamW kernel on the CPU (2.4 and later do)");
+    return;
+  }
+  SECTION("fresh") { CheckAgainstReference(true, {}); }
+  SECTION("resumed, mixed step counts in the buffer") { CheckAgainstReference(true, {{"a", 3}}); }
+}
+
+TEST_CASE("ZeroGrad gives a parameter its gradient view back", "[flat][adamw]") {
+  at::Tensor a = torch::randn({3}).requires_grad_(true), b = torch::randn({2}).requires_grad_(true);
+  const FlatBuffer flat = FlattenParameters({{"a", a}, {"b", b}});
+  AdamW optimizer({{"a", a}, {"b", b}}, AdamWConfig{}, {flat});
+  b.mutable_grad() = torch::ones({2});
+  optimizer.ZeroGrad();
+  CHECK(IsViewAt(b.grad(), flat.grads, 3));
+  CHECK(b.grad().abs().sum().item<double>() == 0);
+}
+
+TEST_CASE("training with flat buffers is training with separate parameters", "[flat][train]") {
+  const LlamaConfig c = Tiny();
+  // One rank, two stages (interleaved), so each stage has its own buffer and
+  // clipping spans both.
+  const Schedule schedule = Lower(Generate("interleaved-1f1b", {1, 2, 2}));
+  REQUIRE(schedule.stages == 2);
+  const Partition partition = PartitionUniform(c, 2);
+  auto run = [&](bool flat) {
+    TrainerOptions options;
+    options.steps = 4;
+    options.lr = 1e-2;
+    options.clip_norm = 0.5;  // below the norms, so every step clips
+    options.flat_parameters = flat;
+    std::map<std::string, at::Tensor> final_params;
+    options.after_last_step = [&](const std::map<StageId, Stage*>& stages) {
+      for (const auto& [s, stage] : stages) {
+        for (auto& [name, p] : stage->NamedParameters()) final_params[name] = p.detach().clone();
+      }
+    };
+    auto network = std::make_shared<FakeNetwork>();
+    FakeTransport transport(0, network);
+    const StageFactory make_stage = [&](StageId s) { return BuildLlamaStage(c, partition, s, 3, torch::kCPU); };
+    const BatchFn batch = [&](int step) {
+      const auto [inputs, targets] = Tokens(c, 4, 8, 100 + step);
+      StepBatch b;
+      const auto in = inputs.chunk(2), tg = targets.chunk(2);
+      for (int m = 0; m < 2; ++m) b.microbatches.push_back({{in[m], torch::ones_like(in[m])}, tg[m]});
+      b.loss_scale = 1.0 / static_cast<double>(inputs.numel());
+      return b;
+    };
+    const LossFn loss = [](const TensorList& outputs, const at::Tensor& targets) {
+      return TokenCrossEntropySum(outputs.at(0), targets, 0);
+    };
+    TrainSummary summary = Train(schedule, 0, transport, nullptr, make_stage, batch, loss, options);
+    return std::make_pair(summary, final_params);
+  };
+  const auto [flat, flat_params] = run(true);
+  const auto [apart, apart_params] = run(false);
+  REQUIRE(flat.losses.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    INFO("step " << i);
+    CHECK(flat.losses[i] == Approx(apart.losses[i]).epsilon(1e-6));
+    CHECK(flat.grad_norms[i] == Approx(apart.grad_norms[i]).epsilon(1e-5));
+    CHECK(flat.grad_norms[i] > 0.5);
+  }
+  REQUIRE(flat_params.size() == apart_params.size());
+  for (const auto& [name, p] : flat_params) {
+    INFO(name);
+    CHECK(MaxDiff(p, apart_params.at(name)) <= 1e-5);
+  }
+}
+
+}  // namespace pplab

@@ -16,6 +16,11 @@
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 #define PPLAB_HAS_SDPA_GQA 1
 #endif
+// at::rms_norm came in LibTorch 2.4; on CUDA, later versions run it as one
+// fused kernel forward and one backward (_fused_rms_norm).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define PPLAB_HAS_RMS_NORM 1
+#endif
 
 namespace pplab {
 namespace {
@@ -34,9 +39,7 @@ uint64_t ParamSeed(uint64_t seed, const std::string& name) {
 struct RMSNormImpl : torch::nn::Module {
   RMSNormImpl(int64_t dim, double eps) : eps(eps) { weight = register_parameter("weight", torch::ones({dim})); }
   // x (..., C) -> (..., C)
-  torch::Tensor forward(const torch::Tensor& x) {
-    return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
-  }
+  torch::Tensor forward(const torch::Tensor& x) { return RmsNorm(x, weight, eps, /*fused=*/true); }
   double eps;
   torch::Tensor weight;
 };
@@ -269,6 +272,23 @@ class LlamaStage : public Stage {
 };
 
 }  // namespace
+
+bool FusedRmsNormAvailable() {
+#ifdef PPLAB_HAS_RMS_NORM
+  return true;
+#else
+  return false;
+#endif
+}
+
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps, bool fused) {
+#ifdef PPLAB_HAS_RMS_NORM
+  if (fused) return at::rms_norm(x, {weight.size(0)}, weight, eps);
+#else
+  (void)fused;
+#endif
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
 
 bool SdpaAvailable() {
 #ifdef PPLAB_HAS_SDPA

@@ -39,6 +39,13 @@ struct LlamaOptions {
 
 // Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).
 bool SdpaAvailable();
+// Whether this LibTorch has at::rms_norm (2.4 and later).
+bool FusedRmsNormAvailable();
+// x * rsqrt(mean over the last dimension of x^2 + eps) * weight: through
+// at::rms_norm where `fused` and available (one fused kernel each way on
+// CUDA in recent LibTorch), else written out in tensor ops. Llama's norms
+// take the fused path.
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps, bool fused);
 // `kind` for this LibTorch: auto is sdpa where available, else explicit.
 // Throws pplab::Error for sdpa where SDPA is missing (LibTorch 1.x).
 AttentionKind ResolveAttention(AttentionKind kind);

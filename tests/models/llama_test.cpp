@@ -171,3 +171,28 @@ TEST_CASE("a llama stage built for batches without padding refuses a padded mask
 
 }  // namespace
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("RMSNorm through at::rms_norm equals the written-out one: values and both gradients", "[llama]") {
+  if (!FusedRmsNormAvailable()) {
+    WARN("LibTorch " TORCH_VERSION " has no at::rms_norm (2.4 on): nothing compared here");
+    return;
+  }
+  auto gen = at::detail::createCPUGenerator(23);
+  const at::Tensor x0 = torch::randn({3, 7, 48}, gen) * 3, w0 = torch::randn({48}, gen);
+  const at::Tensor upstream = torch::randn({3, 7, 48}, gen);
+  auto run = [&](bool fused) {
+    at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    const at::Tensor y = RmsNorm(x, w, 1e-5, fused);
+    (y * upstream).sum().backward();
+    return std::vector<at::Tensor>{y.detach(), x.grad(), w.grad()};
+  };
+  const auto fused = run(true), written = run(false);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO((i == 0 ? "output" : i == 1 ? "input gradient" : "weight gradient"));
+    CHECK(RelativeError(fused[i], written[i]) <= kFp32Tolerance);
+  }
+}
+
+}  // namespace pplab

@@ -74,6 +74,7 @@ struct TrainOptions {
   double lr = 1e-3;
   int warmup_steps = 30;
   double clip_norm = 1.0;
+  bool no_flat_params = false;
   // Data: text files (default corpus when empty) or synthetic tokens.
   std::vector<std::string> data;
   bool synthetic = false;
@@ -409,6 +410,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   options.lr = o.lr;
   options.warmup_steps = o.warmup_steps;
   options.clip_norm = o.clip_norm;
+  options.flat_parameters = !o.no_flat_params;
   options.dp_group = worker.dp_group.get();
   options.clock = worker.clock.get();
   options.dp_size = o.dp;
@@ -930,6 +932,9 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->excludes(synthetic);
   sub->add_option("--vocab-size", o->vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")
       ->check(CLI::Range(8, 1 << 20));
+  sub->add_flag("--no-flat-params", o->no_flat_params,
+                "keep each parameter and gradient apart instead of in one flat buffer per stage (the step's "
+                "zeroing, norm, clipping, data-parallel sum and AdamW then go parameter by parameter)");
   sub->add_flag("--packed", o->packed, "pack documents into full sequences instead of one padded document each");
   sub->add_option("--val-fraction", o->val_fraction, "share of the documents held out for validation")
       ->check(CLI::Range(0.0, 0.5))

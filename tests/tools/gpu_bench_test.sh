@@ -33,7 +33,9 @@ echo "$out"
 anchor=""
 for f in "$src/.gpu/torch_anchor.py" "$src/../shared/gpu/torch_anchor.py"; do [ -f "$f" ] && anchor=$f && break; done
 if [ -z "$anchor" ]; then echo "skipped: no torch_anchor.py next to the project"; exit 77; fi
-bash "$bench" --dry-run --pplab "$pplab" > "$tmp/dry.txt" || fail "--dry-run failed"
+# --pplab-args reaches every pplab command (and its flags are checked below).
+bash "$bench" --dry-run --pplab "$pplab" --pplab-args "--no-flat-params" > "$tmp/dry.txt" || fail "--dry-run failed"
+[ "$(grep -c -- "^$pplab train .* --no-flat-params\$" "$tmp/dry.txt")" -eq 14 ] || fail "--pplab-args not on every pplab line"
 help=$("$pplab" train --help)
 has_precision=0
 grep -q -- '--precision' <<< "$help" && has_precision=1

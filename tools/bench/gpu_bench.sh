@@ -11,6 +11,8 @@
 #   bash tools/bench/gpu_bench.sh [--pplab build-cuda/pplab] [--steps 20] [--rows REGEX] [--dry-run]
 #   --steps N   measured steps per run, after 3 warm-up steps (the reference's own rule)
 #   --rows RE   only the rows whose label or precision matches RE (grep -E)
+#   --pplab-args "A B"  more arguments for every pplab train (an A/B of one
+#               feature, e.g. --no-flat-params), split at spaces
 #   --dry-run   print the commands it would run, run nothing (no GPU needed)
 #   PPLAB_BENCH_BACKEND=gloo   pplab's --backend for K=2 (default auto: NCCL)
 #
@@ -37,11 +39,13 @@ steps=20
 warmup=3  # torch_anchor.py's warm-up steps
 rows_re=.
 dry_run=0
+pplab_args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --rows) rows_re=$2; shift 2 ;;
+    --pplab-args) read -r -a pplab_args <<< "$2"; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -132,7 +136,7 @@ else
   echo "## pplab against PyTorch on one ${gpu:-GPU of unknown name}"
   echo
   echo "$(date -u +%Y-%m-%d), torch ${torch_version:-?}, pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?'),"
-  echo "$steps measured steps after $warmup warm-up steps per run, pplab --backend $backend."
+  echo "$steps measured steps after $warmup warm-up steps per run, pplab --backend $backend${pplab_args[*]+ ${pplab_args[*]}}."
   echo
   echo "| run | precision | PyTorch | PyTorch tok/s | pplab tok/s | pplab / PyTorch | PyTorch MFU | pplab MFU |"
   echo "|---|---|---|---|---|---|---|---|"
@@ -154,6 +158,7 @@ for row in "${rows[@]}"; do
       run+=(-s "$schedule" --backend "$backend" --clip-norm 0)
     fi
     [ "$precision" = bf16 ] && run+=(--precision bf16)
+    run+=(${pplab_args[@]+"${pplab_args[@]}"})
     if [ "$dry_run" = 1 ]; then
       echo "# $label, $precision"
       show "${ref[@]}"

@@ -1,4 +1,5 @@
 #include "runtime/train/adamw.h"
+#include "tests/runtime/train/adamw_reference.h"
 
 #include <torch/torch.h>
 
@@ -31,22 +32,6 @@ TEST_CASE("AdamW by name makes the updates of torch::optim::AdamW", "[adamw]") {
 }  // namespace pplab
 
 namespace pplab {
-namespace {
-
-// The per-parameter update, written out: the reference for the foreach one.
-void ReferenceStep(at::Tensor p, AdamWState& s, double lr, const AdamWConfig& c) {
-  torch::NoGradGuard no_grad;
-  ++s.step;
-  const at::Tensor& g = p.grad();
-  p.mul_(1 - lr * c.weight_decay);
-  s.exp_avg.mul_(c.beta1).add_(g, 1 - c.beta1);
-  s.exp_avg_sq.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
-  const double bias1 = 1 - std::pow(c.beta1, static_cast<double>(s.step));
-  const double bias2 = 1 - std::pow(c.beta2, static_cast<double>(s.step));
-  p.addcdiv_(s.exp_avg, (s.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(c.eps), -lr / bias1);
-}
-
-}  // namespace
 
 TEST_CASE("foreach AdamW equals the per-parameter update, also with mixed step counts", "[adamw]") {
   torch::manual_seed(5);
@@ -65,8 +50,8 @@ TEST_CASE("foreach AdamW equals the per-parameter update, also with mixed step c
     a_ref.mutable_grad() = ga.clone();
     b_ref.mutable_grad() = gb.clone();
     mine.Step(1e-2);
-    ReferenceStep(a_ref, a_state, 1e-2, config);
-    ReferenceStep(b_ref, b_state, 1e-2, config);
+    ReferenceAdamWStep(a_ref, a_state, 1e-2, config);
+    ReferenceAdamWStep(b_ref, b_state, 1e-2, config);
     INFO("step " << step);
     CHECK((a.detach() - a_ref).abs().max().item<double>() <= 1e-6);
     CHECK((b.detach() - b_ref).abs().max().item<double>() <= 1e-6);

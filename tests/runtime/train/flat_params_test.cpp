@@ -14,6 +14,7 @@
 #include "runtime/train/trainer.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
+#include "tests/runtime/train/adamw_reference.h"
 
 namespace pplab {
 namespace {
@@ -96,18 +97,6 @@ TEST_CASE("parameters one buffer cannot hold are left as they are", "[flat]") {
 
 namespace {
 
-// The per-parameter update, written out.
-void ReferenceStep(at::Tensor p, AdamWState& s, double lr, const AdamWConfig& c) {
-  torch::NoGradGuard no_grad;
-  ++s.step;
-  const at::Tensor& g = p.grad();
-  p.mul_(1 - lr * c.weight_decay);
-  s.exp_avg.mul_(c.beta1).add_(g, 1 - c.beta1);
-  s.exp_avg_sq.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
-  const double bias1 = 1 - std::pow(c.beta1, static_cast<double>(s.step));
-  const double bias2 = 1 - std::pow(c.beta2, static_cast<double>(s.step));
-  p.addcdiv_(s.exp_avg, (s.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(c.eps), -lr / bias1);
-}
 
 // Params "a", "b" (flattened together) and "c" (apart), with fresh or
 // resumed states; `steps` updates from random gradients, each checked
@@ -147,7 +136,7 @@ void CheckAgainstReference(bool fused, const std::map<std::string, int64_t>& res
     }
     optimizer.Step(1e-2);
     for (auto& [name, p] : mine) {
-      ReferenceStep(ref[name], ref_state[name], 1e-2, config);
+      ReferenceAdamWStep(ref[name], ref_state[name], 1e-2, config);
       INFO("step " << step << ", " << name);
       CHECK(MaxDiff(p.detach(), ref[name]) <= 1e-6);
       CHECK(MaxDiff(optimizer.State().at(name).exp_avg, ref_state[name].exp_avg) <= 1e-6);

@@ -313,9 +313,9 @@ StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::
     for (auto& [s, stage] : stages) {
       // Every rank takes part in each barrier of Repeat, so a stage without
       // gradients (its replicas have none either) still takes its turns.
-      profiles[s].reduce_grad = Repeat(clock, group, options, [&, s = s, stage = stage] {
-        StageBucket(GradientsOf(flats.at(s), stage->NamedParameters()), *options.dp_group)
-            .Finish(options.comm_timeout);
+      const std::vector<at::Tensor> stage_grads = GradientsOf(flats.at(s), stage->NamedParameters());
+      profiles[s].reduce_grad = Repeat(clock, group, options, [&] {
+        StageBucket(stage_grads, *options.dp_group).Finish(options.comm_timeout);
       });
     }
   }

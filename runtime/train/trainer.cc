@@ -131,8 +131,10 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
   std::vector<std::pair<std::string, at::Tensor>> named;
-  // Each stage's parameters in one flat buffer, their gradients in another
-  // (runtime/train/flat_params.h).
+  // Each stage's parameters, and (unless turned off) the flat buffer
+  // holding them and another holding their gradients
+  // (runtime/train/flat_params.h); undefined where there is none.
+  std::map<StageId, std::vector<std::pair<std::string, at::Tensor>>> params_of;
   std::map<StageId, FlatBuffer> flats;
   // With several copies of the model (DualPipe), the first copy's
   // parameters: the norm counts each parameter once, and checkpoints hold one
@@ -142,9 +144,9 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   for (StageId s : schedule.StagesOf(rank)) {
     owned.push_back(make_stage(s));
     stages[s] = owned.back().get();
-    const auto stage_params = owned.back()->NamedParameters();
-    if (options.flat_parameters) flats[s] = FlattenParameters(stage_params);
-    for (auto& [name, p] : stage_params) {
+    params_of[s] = owned.back()->NamedParameters();
+    flats[s] = options.flat_parameters ? FlattenParameters(params_of[s]) : FlatBuffer{};
+    for (auto& [name, p] : params_of[s]) {
       named.emplace_back(name, p);
       if (schedule.PipelineOf(s) == 0) {
         first_copy_names.insert(name);
@@ -156,9 +158,9 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   // first copy's; taken after the backward, when every gradient exists.
   auto gradients = [&](bool first_copy_only) {
     std::vector<at::Tensor> out;
-    for (const auto& [s, stage] : stages) {
+    for (const auto& [s, params] : params_of) {
       if (first_copy_only && schedule.PipelineOf(s) != 0) continue;
-      for (const at::Tensor& g : GradientsOf(flats[s], stage->NamedParameters())) out.push_back(g);
+      for (const at::Tensor& g : GradientsOf(flats.at(s), params)) out.push_back(g);
     }
     return out;
   };
@@ -211,8 +213,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       }
     }
     exec_options.on_reduce_grad = [&](StageId s) {
-      buckets.push_back(
-          std::make_unique<StageBucket>(GradientsOf(flats[s], stages.at(s)->NamedParameters()), *options.dp_group));
+      buckets.push_back(std::make_unique<StageBucket>(GradientsOf(flats.at(s), params_of.at(s)), *options.dp_group));
     };
   }
   Executor executor(schedule, rank, stages, transport, loss, exec_options);

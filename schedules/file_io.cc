@@ -1,8 +1,10 @@
 #include "schedules/file_io.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -121,6 +123,44 @@ void WriteTextFile(const std::string& path, const std::string& contents) {
     std::remove(tmp.c_str());
     throw Error("cannot write " + path + ": " + why);
   }
+}
+
+std::vector<std::string> ListDirectory(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) throw Error("cannot list " + dir + ": " + std::strerror(errno));
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  const int failure = errno;
+  ::closedir(d);
+  if (failure != 0) throw Error("cannot list " + dir + ": " + std::strerror(failure));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string RemoveTree(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? "" : path + ": " + std::strerror(errno);
+  }
+  std::string first;
+  if (S_ISDIR(st.st_mode)) {
+    try {
+      for (const std::string& name : ListDirectory(path)) {
+        const std::string failure = RemoveTree(path + "/" + name);
+        if (first.empty()) first = failure;
+      }
+    } catch (const Error& e) {
+      first = e.what();
+    }
+    if (::rmdir(path.c_str()) != 0 && errno != ENOENT && first.empty()) first = path + ": " + std::strerror(errno);
+  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    first = path + ": " + std::strerror(errno);
+  }
+  return first;
 }
 
 }  // namespace pplab

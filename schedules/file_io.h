@@ -4,6 +4,7 @@
 #include <fstream>
 #include <istream>
 #include <string>
+#include <vector>
 
 namespace pplab {
 
@@ -35,5 +36,21 @@ void CheckWritable(const std::string& path);
 // device, FIFO or symlink (e.g. /dev/stdout) is written through in place.
 // Throws pplab::Error naming PATH.
 void WriteTextFile(const std::string& path, const std::string& contents);
+
+// Directory listing and removal through POSIX calls, for every process that
+// may load LibTorch. The pip torch's libtorch_cpu.so exports its own copy of
+// libstdc++'s std::filesystem (pytorch/pytorch#133437); a pplab binary then
+// binds std::filesystem::directory_iterator and remove_all to that copy, and
+// on LibTorch 2.11 they crash (checkpoint pruning, resume, and the launcher's
+// clean-up segfaulted). Path arithmetic, exists and is_directory are safe.
+
+// The names in `dir` (not "." or ".."), sorted. Throws pplab::Error naming
+// the directory when it cannot be read.
+std::vector<std::string> ListDirectory(const std::string& dir);
+
+// Removes `path` and, if it is a directory, everything below it; symbolic
+// links are removed, never followed. A missing path is no error. Returns ""
+// or the first failure ("PATH: reason"); removal goes on past failures.
+std::string RemoveTree(const std::string& path);
 
 }  // namespace pplab

@@ -92,13 +92,18 @@ Corpus ReadCorpus(const std::vector<std::string>& paths) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
       std::vector<std::string> files;
-      for (const auto& entry : fs::directory_iterator(path, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.empty() || name[0] == '.' || entry.path().extension() == ".dat") continue;
-        if (entry.path().extension() == ".u8") continue;  // Debian's UTF-8 aliases of the same files
-        if (entry.is_regular_file(ec)) files.push_back(entry.path().string());
+      std::vector<std::string> names;
+      try {
+        names = ListDirectory(path);
+      } catch (const Error& e) {
+        throw Error("--data " + path + ": " + e.what());
       }
-      if (ec) throw Error("--data " + path + ": cannot list: " + ec.message());
+      for (const std::string& name : names) {
+        const fs::path file = fs::path(path) / name;
+        if (name[0] == '.' || file.extension() == ".dat") continue;
+        if (file.extension() == ".u8") continue;  // Debian's UTF-8 aliases of the same files
+        if (fs::is_regular_file(file, ec)) files.push_back(file.string());
+      }
       std::sort(files.begin(), files.end());
       if (files.empty()) throw Error("--data " + path + ": the directory holds no text files");
       corpus.files.insert(corpus.files.end(), files.begin(), files.end());

@@ -34,9 +34,8 @@ bool IsStepName(const std::string& name) {
 }
 
 void RemoveAllOrThrow(const fs::path& p) {
-  std::error_code ec;
-  fs::remove_all(p, ec);
-  if (ec) throw Error("checkpoint: cannot remove " + p.string() + ": " + ec.message());
+  const std::string failure = RemoveTree(p.string());
+  if (!failure.empty()) throw Error("checkpoint: cannot remove " + failure);
 }
 
 }  // namespace
@@ -92,8 +91,8 @@ std::string PublishCheckpoint(const std::string& dir, int step, int shards, cons
     manifest["files"].push_back({{"name", ShardName(r)}, {"bytes", bytes.size()}, {"fnv1a64", Checksum(bytes)}});
   }
   WriteTextFile((fs::path(tmp_dir) / "manifest.json").string(), manifest.dump(2) + "\n");
+  RemoveTree(final_dir);  // a stale copy of this very step, if a run died after publishing it
   std::error_code ec;
-  fs::remove_all(final_dir, ec);  // a stale copy of this very step, if a run died after publishing it
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) throw Error("checkpoint: cannot publish " + final_dir + ": " + ec.message());
   WriteTextFile((fs::path(dir) / "latest").string(), fs::path(final_dir).filename().string() + "\n");
@@ -128,8 +127,7 @@ std::string LatestCheckpoint(const std::string& dir) {
 bool HoldsCheckpoints(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return false;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
+  for (const std::string& name : ListDirectory(dir)) {
     if (name == "latest" || name.rfind("step-", 0) == 0) return true;
   }
   return false;
@@ -139,11 +137,11 @@ void RemoveCheckpoints(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
   std::vector<fs::path> doomed;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
+  for (const std::string& name : ListDirectory(dir)) {
+    const fs::path path = fs::path(dir) / name;
     if (name == "latest" || name.rfind("step-", 0) == 0 ||
-        (name.rfind("tokenizer-", 0) == 0 && entry.path().extension() == ".model")) {
-      doomed.push_back(entry.path());
+        (name.rfind("tokenizer-", 0) == 0 && path.extension() == ".model")) {
+      doomed.push_back(path);
     }
   }
   for (const fs::path& p : doomed) RemoveAllOrThrow(p);
@@ -154,11 +152,11 @@ std::string PrepareCheckpointDir(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return "";
   std::vector<fs::path> stale;
   bool steps = false;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
+  for (const std::string& name : ListDirectory(dir)) {
     if (name.rfind("step-", 0) != 0) continue;
-    if (entry.path().extension() == ".tmp") {
-      stale.push_back(entry.path());
+    const fs::path path = fs::path(dir) / name;
+    if (path.extension() == ".tmp") {
+      stale.push_back(path);
     } else {
       steps = true;
     }

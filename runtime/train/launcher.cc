@@ -22,6 +22,7 @@
 
 #include "runtime/comm/process_group.h"
 #include "schedules/error.h"
+#include "schedules/file_io.h"
 
 extern char** environ;
 
@@ -176,8 +177,7 @@ int LaunchLocal(const LaunchOptions& options) {
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   auto restore = [&] {
-    std::error_code ignored;
-    std::filesystem::remove_all(store_dir, ignored);
+    RemoveTree(store_dir);
     posix_spawnattr_destroy(&attr);
     ::close(error_pipe[0]);
     ::sigaction(SIGINT, &old_int, nullptr);

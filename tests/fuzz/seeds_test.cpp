@@ -9,6 +9,7 @@
 
 #include "models/llama_config.h"
 #include "schedules/error.h"
+#include "schedules/file_io.h"
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
 #include "sim/cost_model.h"
@@ -19,11 +20,12 @@ namespace {
 // Runs `parse` on every file of tests/data/fuzz/HARNESS/; returns how many.
 int Replay(const std::string& harness, const std::function<void(const std::string&)>& parse) {
   int files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(PPLAB_TEST_DATA_DIR) + "/fuzz/" + harness)) {
-    std::ifstream in(entry.path(), std::ios::binary);
+  const std::string dir = std::string(PPLAB_TEST_DATA_DIR) + "/fuzz/" + harness;
+  for (const std::string& name : ListDirectory(dir)) {
+    std::ifstream in(dir + "/" + name, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    INFO(entry.path().string());
+    INFO(dir + "/" + name);
     try {
       parse(text.str());
     } catch (const Error&) {

@@ -33,10 +33,10 @@ nlohmann::json TrainJson(const std::string& args) {
 std::pair<int, double> CompareGrads(const std::string& ref, const std::string& dir) {
   int compared = 0;
   double worst = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(ref)) {
+  for (const std::string& name : ListDirectory(ref)) {
     at::Tensor want, got;
-    torch::load(want, entry.path().string());
-    torch::load(got, dir + "/" + entry.path().filename().string());
+    torch::load(want, ref + "/" + name);
+    torch::load(got, dir + "/" + name);
     const double scale = std::max(want.abs().max().item<double>(), 1e-30);
     worst = std::max(worst, (got.cpu() - want.cpu()).abs().max().item<double>() / scale);
     ++compared;

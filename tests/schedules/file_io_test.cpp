@@ -80,4 +80,34 @@ TEST_CASE("CheckWritable refuses what WriteTextFile would fail on, and creates n
   CHECK_THROWS_WITH(CheckWritable(dir + "/plain.txt/x.csv"), Catch::Contains("is not a directory"));
 }
 
+TEST_CASE("ListDirectory names a folder's entries sorted; RemoveTree removes a tree without following links",
+          "[file_io]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/tree";
+  const std::string outside = std::string(PPLAB_TEST_TMP_DIR) + "/tree_outside";
+  REQUIRE(RemoveTree(dir) == "");
+  REQUIRE(RemoveTree(outside) == "");
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dir + "/b").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dir + "/b/c").c_str(), 0755) == 0);
+  REQUIRE(::mkdir(outside.c_str(), 0755) == 0);
+  WriteTextFile(dir + "/z.txt", "z");
+  WriteTextFile(dir + "/.hidden", "h");
+  WriteTextFile(dir + "/b/c/deep.txt", "d");
+  WriteTextFile(outside + "/keep.txt", "k");
+  REQUIRE(::symlink(outside.c_str(), (dir + "/link").c_str()) == 0);
+  CHECK(ListDirectory(dir) == std::vector<std::string>{".hidden", "b", "link", "z.txt"});
+  CHECK(ListDirectory(dir + "/b/c") == std::vector<std::string>{"deep.txt"});
+  CHECK_THROWS_WITH(ListDirectory(dir + "/none"), Catch::Contains("cannot list " + dir + "/none: No such file"));
+  CHECK_THROWS_WITH(ListDirectory(dir + "/z.txt"), Catch::Contains("cannot list " + dir + "/z.txt: Not a directory"));
+
+  CHECK(RemoveTree(dir) == "");
+  struct stat st {};
+  CHECK(::lstat(dir.c_str(), &st) != 0);
+  CHECK(ReadTextFile(outside + "/keep.txt") == "k");  // the link went, not what it points to
+  CHECK(RemoveTree(dir) == "");                       // a missing path is no error
+  WriteTextFile(dir, "a file");
+  CHECK(RemoveTree(dir) == "");
+  CHECK(::lstat(dir.c_str(), &st) != 0);
+}
+
 }  // namespace pplab

@@ -23,7 +23,7 @@ const std::string kCorpus = std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.t
 
 std::string Tmp(const std::string& name) {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/precision_" + name;
-  fs::remove_all(dir);
+  RemoveTree(dir);
   fs::create_directories(dir);
   return dir;
 }
@@ -57,12 +57,12 @@ struct GradError {
 GradError CompareGrads(const std::string& ref, const std::string& dir) {
   GradError e;
   double reference = 0;
-  for (const auto& entry : fs::directory_iterator(ref)) {
+  for (const std::string& name : ListDirectory(ref)) {
     at::Tensor want, got;
-    torch::load(want, entry.path().string());
-    torch::load(got, dir + "/" + entry.path().filename().string());
+    torch::load(want, ref + "/" + name);
+    torch::load(got, dir + "/" + name);
     const double rel = (got - want).abs().max().item<double>() / std::max(want.abs().max().item<double>(), 1e-30);
-    if (rel > e.max_rel) e.max_rel = rel, e.worst = entry.path().stem().string();
+    if (rel > e.max_rel) e.max_rel = rel, e.worst = fs::path(name).stem().string();
     e.l2_rel += (got - want).to(torch::kFloat64).pow(2).sum().item<double>();
     reference += want.to(torch::kFloat64).pow(2).sum().item<double>();
     ++e.compared;
@@ -126,7 +126,7 @@ TEST_CASE("bf16 training across 2 processes equals bf16 in one process up to the
   // One step's gradients: two processes against one, and bf16 against fp32 in one.
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   auto dump = [&](const std::string& args, const std::string& dir) {
-    fs::remove_all(dir);
+    RemoveTree(dir);
     fs::create_directories(dir);
     TrainSynthetic(args + " --steps 1 --dump-grads " + dir, one_thread);
   };

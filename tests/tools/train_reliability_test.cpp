@@ -30,7 +30,7 @@ PplabRun Train(const std::string& args) {
 
 std::string Tmp(const std::string& name) {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/reliability_" + name;
-  fs::remove_all(dir);
+  RemoveTree(dir);
   return dir;
 }
 

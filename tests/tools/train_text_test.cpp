@@ -17,7 +17,7 @@ const std::string kCorpus = std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.t
 
 std::string Tmp(const std::string& name) {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/train_text_" + name;
-  fs::remove_all(dir);
+  RemoveTree(dir);
   fs::create_directories(dir);
   return dir;
 }
@@ -86,8 +86,8 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   const std::string other_cache = Tmp("cache_other");
   REQUIRE(TrainText(other_cache, "--steps 1 --vocab-size 180").code == 0);
   std::string other_model;
-  for (const auto& e : fs::directory_iterator(other_cache)) {
-    if (e.path().extension() == ".model") other_model = e.path().string();
+  for (const std::string& name : ListDirectory(other_cache)) {
+    if (fs::path(name).extension() == ".model") other_model = other_cache + "/" + name;
   }
   REQUIRE(!other_model.empty());
   const PplabRun g3 = Pplab("generate --checkpoint " + dir + " --prompt x --tokenizer " + other_model);

@@ -26,7 +26,7 @@ const std::string kText = std::string(PPLAB_TEST_DATA_DIR) + "/text";
 
 std::string Tmp(const std::string& name) {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/text_data_" + name;
-  fs::remove_all(dir);
+  RemoveTree(dir);
   fs::create_directories(dir);
   return dir;
 }

@@ -24,7 +24,7 @@ namespace {
 
 std::string Tmp(const std::string& name) {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/checkpoint_" + name;
-  fs::remove_all(dir);
+  RemoveTree(dir);
   fs::create_directories(dir);
   return dir;
 }

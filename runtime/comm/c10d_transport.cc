@@ -49,8 +49,19 @@ WireFormat DefaultWireFormat(const ProcessGroupHandle& group) {
 }
 
 C10dTransport::C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset,
-                             WireFormat format)
-    : group_(std::move(group)), device_(device), rank_offset_(rank_offset), format_(format) {}
+                             WireFormat format, std::optional<bool> per_direction)
+    : group_(std::move(group)), device_(device), rank_offset_(rank_offset), format_(format) {
+  if (!per_direction.value_or(group_->backend == Backend::kNccl)) return;
+  std::vector<RankId> everyone(static_cast<size_t>(group_->world_size));
+  for (size_t r = 0; r < everyone.size(); ++r) everyone[r] = static_cast<RankId>(r);
+  up_ = Subgroup(*group_, "p2p-up/", everyone, group_->timeout);
+  down_ = Subgroup(*group_, "p2p-down/", everyone, group_->timeout);
+}
+
+ProcessGroupHandle& C10dTransport::Channel(RankId from, RankId to) const {
+  if (!up_) return *group_;
+  return from < to ? *up_ : *down_;
+}
 
 C10dTransport::~C10dTransport() = default;
 
@@ -66,7 +77,8 @@ void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
       pending->parts.push_back({AsBytes(tensors[i], group_->device)});
       Guard(what, [&] {
         pending->part_works.push_back(
-            group_->group->send(pending->parts.back(), rank_offset_ + peer, WireTag(tag, static_cast<int>(i))));
+            Channel(Rank(), peer)
+                .group->send(pending->parts.back(), rank_offset_ + peer, WireTag(tag, static_cast<int>(i))));
       });
     }
     sends_.push_back(std::move(pending));
@@ -90,15 +102,16 @@ void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
   pending->header = {header};
   pending->payload = {bytes.empty() ? torch::zeros({0}, torch::kByte) : torch::cat(bytes)};
   Guard(what, [&] {
-    pending->header_work = group_->group->send(pending->header, rank_offset_ + peer, WireTag(tag, 0));
-    pending->payload_work = group_->group->send(pending->payload, rank_offset_ + peer, WireTag(tag, 1));
+    pending->header_work = Channel(Rank(), peer).group->send(pending->header, rank_offset_ + peer, WireTag(tag, 0));
+    pending->payload_work = Channel(Rank(), peer).group->send(pending->payload, rank_offset_ + peer, WireTag(tag, 1));
   });
   sends_.push_back(std::move(pending));
 }
 
 void C10dTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) {
   auto pending = std::make_unique<Pending>();
-  const std::string what = "posting the receive of message " + std::to_string(tag) + " from rank " + std::to_string(peer);
+  const std::string what =
+      "posting the receive of message " + std::to_string(tag) + " from rank " + std::to_string(peer);
   if (format_ == WireFormat::kKnownShapes) {
     if (spec.empty() || static_cast<int>(spec.size()) > kMaxTensors) {
       throw Error(what + ": this transport needs the message's dtypes and shapes in advance, and has none");
@@ -111,7 +124,8 @@ void C10dTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) 
       pending->parts.push_back({torch::empty({nbytes}, torch::TensorOptions(torch::kByte).device(group_->device))});
       Guard(what, [&] {
         pending->part_works.push_back(
-            group_->group->recv(pending->parts.back(), rank_offset_ + peer, WireTag(tag, static_cast<int>(i))));
+            Channel(peer, Rank())
+                .group->recv(pending->parts.back(), rank_offset_ + peer, WireTag(tag, static_cast<int>(i))));
       });
     }
     receives_[{peer, tag}] = std::move(pending);
@@ -119,7 +133,9 @@ void C10dTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) 
   }
   pending->spec = spec;  // checked against the header when the message arrives
   pending->header = {torch::zeros({kHeaderWords}, torch::kLong)};
-  Guard(what, [&] { pending->header_work = group_->group->recv(pending->header, rank_offset_ + peer, WireTag(tag, 0)); });
+  Guard(what, [&] {
+    pending->header_work = Channel(peer, Rank()).group->recv(pending->header, rank_offset_ + peer, WireTag(tag, 0));
+  });
   receives_[{peer, tag}] = std::move(pending);
 }
 
@@ -131,8 +147,9 @@ void C10dTransport::PostPayload(RankId peer, int64_t tag, Pending& pending) {
                 ": malformed header");
   }
   pending.payload = {torch::empty({total}, torch::kByte)};
-  Guard("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer),
-        [&] { pending.payload_work = group_->group->recv(pending.payload, rank_offset_ + peer, WireTag(tag, 1)); });
+  Guard("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer), [&] {
+    pending.payload_work = Channel(peer, Rank()).group->recv(pending.payload, rank_offset_ + peer, WireTag(tag, 1));
+  });
 }
 
 TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) {

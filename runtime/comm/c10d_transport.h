@@ -12,13 +12,24 @@
 //   with no header and no host copy. Send buffers are kept until their send
 //   completes (WaitSends), so the caller may drop its tensors at once.
 // Messages between two ranks are matched in the order the lowering pass
-// guarantees per channel; tags tell them apart on Gloo.
+// guarantees per channel (ordered rank pair); tags tell them apart on Gloo.
+//
+// Per-direction groups (NCCL's default): NCCL runs one communicator's
+// operations in issue order on one stream, so a posted receive holds up every
+// operation behind it, and ignores tags. The executor posts a step's receives
+// up front: over one group, a rank's receive of the first gradient would queue
+// before its send of the activation that gradient needs, and the pipeline
+// would deadlock. So messages from a lower to a higher rank go over an "up"
+// group and the others over a "down" group, two more c10d groups of all the
+// ranks. Each pair then has one communicator per direction, on which only
+// one side sends: a FIFO channel, matched in the validated order.
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/comm/process_group.h"
@@ -33,8 +44,10 @@ enum class WireFormat { kHeader, kKnownShapes };
 // tensors are placed on `device` (the stages' device).
 class C10dTransport : public Transport {
  public:
+  // Every rank of `group` must make its transport at the same point when
+  // `per_direction` holds (it makes two groups); by default it holds on NCCL.
   C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset = 0,
-                WireFormat format = WireFormat::kHeader);
+                WireFormat format = WireFormat::kHeader, std::optional<bool> per_direction = std::nullopt);
   ~C10dTransport() override;
   RankId Rank() const override;
   void Send(RankId peer, int64_t tag, const TensorList& tensors) override;
@@ -46,7 +59,10 @@ class C10dTransport : public Transport {
   struct Pending;
   // Parses an arrived header and posts the payload receive.
   void PostPayload(RankId peer, int64_t tag, Pending& pending);
+  // The group that carries messages from `from` to `to` (pipeline ranks).
+  ProcessGroupHandle& Channel(RankId from, RankId to) const;
   std::shared_ptr<ProcessGroupHandle> group_;
+  std::shared_ptr<ProcessGroupHandle> up_, down_;  // per-direction groups, or none
   c10::Device device_;
   RankId rank_offset_;
   WireFormat format_;

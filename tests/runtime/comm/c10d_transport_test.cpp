@@ -114,6 +114,40 @@ TEST_CASE("over Gloo a bf16 wire sends bf16 in both wire formats and the receive
   }
 }
 
+TEST_CASE("per-direction groups carry messages both ways with every receive posted first, as the executor does",
+          "[comm]") {
+  // 1F1B's pattern between two ranks: activations up, gradients down, each
+  // rank's receives posted before its first send. On NCCL only per-direction
+  // groups keep this from deadlocking; here (Gloo) a sender and a receiver
+  // that picked different groups for one message would time out.
+  const auto act = [](int m) { return torch::full({2, 3}, 1.0 + m); };
+  const auto grad = [](int m) { return torch::full({2, 3}, -1.0 - m); };
+  const MessageSpec spec = {{c10::ScalarType::Float, {2, 3}}};
+  std::vector<at::Tensor> got_act, got_grad;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    const auto timeout = std::chrono::milliseconds(20000);
+    C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes, /*per_direction=*/true);
+    for (int m = 0; m < 3; ++m) transport.PostRecv(1 - rank, rank == 0 ? 10 + m : m, spec);
+    for (int m = 0; m < 3; ++m) {
+      if (rank == 0) {
+        transport.Send(1, m, {act(m)});
+        got_grad.push_back(transport.WaitRecv(1, 10 + m, timeout).at(0));
+      } else {
+        got_act.push_back(transport.WaitRecv(0, m, timeout).at(0));
+        transport.Send(0, 10 + m, {grad(m)});
+      }
+    }
+    transport.WaitSends(timeout);
+    Barrier(*group, timeout);
+  });
+  REQUIRE(got_act.size() == 3);
+  REQUIRE(got_grad.size() == 3);
+  for (int m = 0; m < 3; ++m) {
+    CHECK(got_act[m].equal(act(m)));
+    CHECK(got_grad[m].equal(grad(m)));
+  }
+}
+
 TEST_CASE("a receive posted with other shapes is refused, naming the message", "[comm]") {
   const MessageSpec wrong = {{c10::ScalarType::Float, {2, 3, 5}}};
   std::string error;

@@ -40,9 +40,10 @@ void WriteTextFile(const std::string& path, const std::string& contents);
 // Directory listing and removal through POSIX calls, for every process that
 // may load LibTorch. The pip torch's libtorch_cpu.so exports its own copy of
 // libstdc++'s std::filesystem (pytorch/pytorch#133437); a pplab binary then
-// binds std::filesystem::directory_iterator and remove_all to that copy, and
+// binds the directory iterators and remove_all of std::filesystem to that copy, and
 // on LibTorch 2.11 they crash (checkpoint pruning, resume, and the launcher's
-// clean-up segfaulted). Path arithmetic, exists and is_directory are safe.
+// clean-up segfaulted there). Path arithmetic, exists and is_directory ran
+// without trouble in the same runs.
 
 // The names in `dir` (not "." or ".."), sorted. Throws pplab::Error naming
 // the directory when it cannot be read.

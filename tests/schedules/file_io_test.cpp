@@ -80,7 +80,7 @@ TEST_CASE("CheckWritable refuses what WriteTextFile would fail on, and creates n
   CHECK_THROWS_WITH(CheckWritable(dir + "/plain.txt/x.csv"), Catch::Contains("is not a directory"));
 }
 
-TEST_CASE("ListDirectory names a folder's entries sorted; RemoveTree removes a tree without following links",
+TEST_CASE("ListDirectory names a folder's entries sorted, and RemoveTree removes a tree without following links",
           "[file_io]") {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/tree";
   const std::string outside = std::string(PPLAB_TEST_TMP_DIR) + "/tree_outside";

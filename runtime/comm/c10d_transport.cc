@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "runtime/comm/c10d_group.h"
 
 namespace pplab {
@@ -197,6 +199,35 @@ TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::millis
     throw Error(what + ": the message does not have the dtypes and shapes its receive was posted with");
   }
   return out;
+}
+
+void C10dTransport::Connect(const std::vector<RankId>& peers, std::chrono::milliseconds timeout) {
+  if (!up_) return;
+  const RankId me = Rank();
+  std::vector<RankId> todo;
+  for (RankId p : peers) {
+    if (p != me && connected_.count(p) == 0) todo.push_back(p);
+  }
+  // Every pair holds this rank, so ordering by (lower, higher) is ordering by
+  // the other rank's place around this one: lower ranks first, nearest last.
+  std::sort(todo.begin(), todo.end(), [me](RankId a, RankId b) {
+    return std::make_pair(std::min(a, me), std::max(a, me)) < std::make_pair(std::min(b, me), std::max(b, me));
+  });
+  todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
+  for (RankId p : todo) {
+    for (const bool up : {true, false}) {
+      ProcessGroupHandle& g = up ? *up_ : *down_;
+      const bool sending = (me < p) == up;  // up: the lower rank sends; down: the higher one
+      std::vector<at::Tensor> byte = {torch::zeros({1}, torch::TensorOptions(torch::kByte).device(g.device))};
+      const std::string what = std::string("connecting to rank ") + std::to_string(p) + (up ? " (up)" : " (down)");
+      c10::intrusive_ptr<c10d::Work> work;
+      Guard(what, [&] {
+        work = sending ? g.group->send(byte, rank_offset_ + p, 0) : g.group->recv(byte, rank_offset_ + p, 0);
+      });
+      Wait(g.backend, work, timeout, what);
+    }
+    connected_.insert(p);
+  }
 }
 
 void C10dTransport::WaitSends(std::chrono::milliseconds timeout) {

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "runtime/comm/process_group.h"
@@ -54,6 +55,14 @@ class C10dTransport : public Transport {
   void PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) override;
   TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
   void WaitSends(std::chrono::milliseconds timeout) override;
+  // With per-direction groups: creates the communicators of each pair and
+  // direction now, one exchange of one byte each, pairs in (lower rank,
+  // higher rank) order, up before down. NCCL creates a pair's communicator in
+  // the pair's first send or receive and blocks both ranks there until the
+  // other joins: left to the step, where a rank posts its receives from one
+  // direction first, two ranks could each wait in another communicator's
+  // creation. One global order of pairs makes such a cycle impossible.
+  void Connect(const std::vector<RankId>& peers, std::chrono::milliseconds timeout) override;
 
  private:
   struct Pending;
@@ -63,6 +72,7 @@ class C10dTransport : public Transport {
   ProcessGroupHandle& Channel(RankId from, RankId to) const;
   std::shared_ptr<ProcessGroupHandle> group_;
   std::shared_ptr<ProcessGroupHandle> up_, down_;  // per-direction groups, or none
+  std::set<RankId> connected_;                     // peers Connect has linked
   c10::Device device_;
   RankId rank_offset_;
   WireFormat format_;

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/exec/stage.h"
 #include "schedules/units.h"
@@ -32,6 +33,12 @@ class Transport {
   virtual TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) = 0;
   // Waits until every send has left this rank, at most `timeout`.
   virtual void WaitSends(std::chrono::milliseconds timeout) = 0;
+  // Sets up the links to `peers` before the first message, where a transport
+  // needs that (NCCL's per-direction communicators); every rank calls it at
+  // the same point with the peers its schedule talks to. Repeats are free.
+  virtual void Connect(const std::vector<RankId>& peers, std::chrono::milliseconds timeout) {
+    (void)peers, (void)timeout;
+  }
 };
 
 // True when `tensors` have exactly the dtypes and shapes of `spec`.

@@ -54,7 +54,7 @@ void OnTwoRanks(F body) {
 }  // namespace
 
 TEST_CASE("both wire formats deliver a message's tensors exactly", "[comm]") {
-  const at::Tensor hidden = torch::arange(24, torch::kFloat32).reshape({2, 3, 4}) / 7;  // (B,T,C)
+  const at::Tensor hidden = torch::arange(24, torch::kFloat32).reshape({2, 3, 4}) / 7;      // (B,T,C)
   const at::Tensor mask = torch::tensor({1, 1, 0, 1, 0, 0}, torch::kLong).reshape({2, 3});  // (B,T)
   const MessageSpec spec = {{c10::ScalarType::Float, {2, 3, 4}}, {c10::ScalarType::Long, {2, 3}}};
   for (const WireFormat format : {WireFormat::kHeader, WireFormat::kKnownShapes}) {
@@ -127,6 +127,8 @@ TEST_CASE("per-direction groups carry messages both ways with every receive post
   OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
     const auto timeout = std::chrono::milliseconds(20000);
     C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes, /*per_direction=*/true);
+    transport.Connect({1 - rank, 1 - rank}, timeout);  // the executor's set-up; a repeat does nothing
+    transport.Connect({1 - rank}, timeout);
     for (int m = 0; m < 3; ++m) transport.PostRecv(1 - rank, rank == 0 ? 10 + m : m, spec);
     for (int m = 0; m < 3; ++m) {
       if (rank == 0) {

@@ -8,7 +8,11 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include "runtime/exec/step_clock.h"
 #include "schedules/error.h"
@@ -46,11 +50,14 @@ class CudaClock final : public StepClock {
     return static_cast<int>(used_++);
   }
 
-  std::vector<TimeNs> Resolve() override {
+  std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) override {
     c10::cuda::CUDAGuard guard(device_);
     std::vector<TimeNs> out;
     out.reserve(used_);
-    if (used_ > 0) events_[used_ - 1]->synchronize();  // the stream orders every earlier event before it
+    // The stream orders every earlier event before the last. Polled rather
+    // than synchronized, so that a step stuck behind a message that never
+    // comes ends in an error instead of a hang.
+    if (used_ > 0) WaitFor(*events_[used_ - 1], timeout);
     for (size_t i = 0; i < used_; ++i) {
       const double ms = start_.elapsed_time(*events_[i]);
       out.push_back(start_host_ns_ + static_cast<TimeNs>(ms * 1e6));
@@ -61,6 +68,24 @@ class CudaClock final : public StepClock {
   const char* Name() const override { return "cuda-events"; }
 
  private:
+  static void WaitFor(const CudaEvent& event, std::chrono::milliseconds timeout) {
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(0);
+    while (!event.query()) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited > timeout) {
+        throw Error("the GPU has not finished this step's work after " +
+                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
+                    " s (--comm-timeout): a message from or to another rank never completed");
+      }
+      // Spin briefly (a step's tail is usually microseconds away), then back
+      // off to at most 1 ms between looks.
+      if (waited > std::chrono::milliseconds(2))
+        pause = std::min(pause + std::chrono::microseconds(50), std::chrono::microseconds(1000));
+      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+    }
+  }
+
   c10::Device device_;
   CudaEvent start_{cudaEventDefault};
   TimeNs start_host_ns_ = 0;

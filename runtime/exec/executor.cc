@@ -93,6 +93,11 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
       throw Error("executor rank " + std::to_string(rank) + ": no module for stage " + std::to_string(s));
     }
   }
+  std::vector<RankId> peers;
+  for (const Action& a : schedule.programs.at(rank)) {
+    if (IsRecv(a.kind) || IsSend(a.kind)) peers.push_back(schedule.placement[PeerStage(a)]);
+  }
+  transport_.Connect(peers, options_.comm_timeout);
 }
 
 StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, double loss_scale,
@@ -198,8 +203,8 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         } else {
           inputs = slots[{s - 1, m}].outputs;
         }
-        at::Tensor loss = RunForwardAction(*stages_[s], slot, inputs, last ? &loss_ : nullptr,
-                                           microbatches[m].targets, loss_scale);
+        at::Tensor loss =
+            RunForwardAction(*stages_[s], slot, inputs, last ? &loss_ : nullptr, microbatches[m].targets, loss_scale);
         if (last) losses[m] = std::move(loss);
         return;
       }
@@ -290,20 +295,28 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   } catch (const Error& e) {
     throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what());
   }
+  at::Tensor all_losses;
   if (!losses.empty()) {
     std::vector<at::Tensor> values;
     for (const auto& [m, loss] : losses) values.push_back(loss.reshape({}).to(torch::kFloat64));
-    const at::Tensor all = torch::stack(values);
-    result.loss_sum = all.sum();
-    if (options_.microbatch_losses) {
-      const at::Tensor host = all.cpu();  // one read for the whole step
-      size_t i = 0;
-      for (const auto& [m, loss] : losses) result.losses[m] = host[static_cast<int64_t>(i++)].item<double>();
-    }
+    all_losses = torch::stack(values);
+    result.loss_sum = all_losses.sum();
   }
   if (options_.memory != nullptr) result.peak_activation_bytes = options_.memory->Peak() - memory_base;
   const int step_end = clock.Mark();
-  const std::vector<TimeNs> marks = clock.Resolve();
+  // The first wait of the host for the device, bounded: nothing above reads
+  // a GPU value.
+  std::vector<TimeNs> marks;
+  try {
+    marks = clock.Resolve(options_.comm_timeout);
+  } catch (const Error& e) {
+    throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what());
+  }
+  if (all_losses.defined() && options_.microbatch_losses) {
+    const at::Tensor host = all_losses.cpu();  // one read for the whole step
+    size_t i = 0;
+    for (const auto& [m, loss] : losses) result.losses[m] = host[static_cast<int64_t>(i++)].item<double>();
+  }
   result.clock_span_ns = marks.at(step_end) - marks.at(step_begin);
   for (TimelineEvent& ev : result.events) {
     ev.start = marks.at(ev.start);

@@ -15,7 +15,7 @@ int HostClock::Mark() {
   return static_cast<int>(marks_.size()) - 1;
 }
 
-std::vector<TimeNs> HostClock::Resolve() { return marks_; }
+std::vector<TimeNs> HostClock::Resolve(std::chrono::milliseconds) { return marks_; }
 
 #ifdef PPLAB_WITH_CUDA
 std::unique_ptr<StepClock> MakeCudaClock(const c10::Device& device);  // cuda_clock.cc

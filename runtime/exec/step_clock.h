@@ -26,8 +26,11 @@ class StepClock {
   // Takes a mark now; returns its index within the step (0, 1, 2, ...).
   virtual int Mark() = 0;
   // Every mark of the step, in ns since `origin`. A CUDA clock waits here for
-  // the device to pass the last mark.
-  virtual std::vector<TimeNs> Resolve() = 0;
+  // the device to pass the last mark, at most `timeout`; past it, it throws
+  // pplab::Error. On a GPU this is where a rank waits for its step's messages
+  // (NCCL waits only order streams), so it is the bound on a peer that never
+  // sends or receives.
+  virtual std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) = 0;
   // "host" or "cuda-events".
   virtual const char* Name() const = 0;
 };
@@ -37,7 +40,7 @@ class HostClock final : public StepClock {
  public:
   void BeginStep(std::chrono::steady_clock::time_point origin) override;
   int Mark() override;
-  std::vector<TimeNs> Resolve() override;
+  std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) override;
   const char* Name() const override { return "host"; }
 
  private:

@@ -28,12 +28,12 @@ using Clock = std::chrono::steady_clock;
 // The time `body` takes on `clock`: the host clock on the CPU; CUDA events
 // on a GPU, so the time is the GPU's work, not its launch.
 template <typename F>
-double TimeMs(StepClock& clock, F body) {
+double TimeMs(StepClock& clock, std::chrono::milliseconds timeout, F body) {
   clock.BeginStep(Clock::now());
   const int begin = clock.Mark();
   body();
   const int end = clock.Mark();
-  const std::vector<TimeNs> marks = clock.Resolve();
+  const std::vector<TimeNs> marks = clock.Resolve(timeout);
   return NsToMs(marks[end] - marks[begin]);
 }
 
@@ -150,7 +150,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
       const Bytes before = meter.Live();
       const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
       meter.ResetPeak();
-      const double f = TimeMs(clock, [&] {
+      const double f = TimeMs(clock, options.comm_timeout, [&] {
         RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
       });
       const Bytes activation = meter.Live() - before;
@@ -159,7 +159,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
       const Bytes before_backward = meter.Live();
       meter.ResetPeak();
       if (!split) {
-        b_ms[s].push_back(TimeMs(clock, [&] { RunBackwardAction(slot); }));
+        b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardAction(slot); }));
         slot.input_grads.clear();
         if (measured) {
           held[s].push_back(activation);
@@ -167,10 +167,10 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
           b_transient[s].push_back(meter.Peak() - before_backward);
         }
       } else {
-        b_ms[s].push_back(TimeMs(clock, [&] { RunBackwardInputAction(slot); }));
+        b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardInputAction(slot); }));
         slot.input_grads.clear();  // sent to the previous stage
         if (measured) held[s].push_back(meter.Live() - before);
-        w_ms[s].push_back(TimeMs(clock, [&] { RunBackwardWeightAction(*stage, slot); }));
+        w_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardWeightAction(*stage, slot); }));
       }
       if (measured) forward_ms[s].push_back(f);
     }
@@ -252,7 +252,7 @@ void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const Profi
     for (int i = 0; i < options.warmup + options.repeats; ++i, tag += 2) {
       if (rank == a) {
         transport.PostRecv(b, tag + 1, spec);
-        const double round_trip = TimeMs(clock, [&] {
+        const double round_trip = TimeMs(clock, options.comm_timeout, [&] {
           transport.Send(b, tag, message);
           transport.WaitRecv(b, tag + 1, options.comm_timeout);
         });
@@ -277,7 +277,7 @@ SampleSpread Repeat(StepClock& clock, ProcessGroupHandle* group, const ProfileOp
   std::vector<double> ms;
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     Sync(group, options.comm_timeout);
-    const double t = TimeMs(clock, body);
+    const double t = TimeMs(clock, options.comm_timeout, body);
     if (i >= options.warmup) ms.push_back(t);
   }
   return SpreadOfSamples(ms);
@@ -314,9 +314,8 @@ StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::
       // Every rank takes part in each barrier of Repeat, so a stage without
       // gradients (its replicas have none either) still takes its turns.
       const std::vector<at::Tensor> stage_grads = GradientsOf(flats.at(s), stage->NamedParameters());
-      profiles[s].reduce_grad = Repeat(clock, group, options, [&] {
-        StageBucket(stage_grads, *options.dp_group).Finish(options.comm_timeout);
-      });
+      profiles[s].reduce_grad = Repeat(
+          clock, group, options, [&] { StageBucket(stage_grads, *options.dp_group).Finish(options.comm_timeout); });
     }
   }
   // The norm's squares; their sum rides on the loss's all-reduce above.

@@ -274,9 +274,9 @@ class StepEndBarrierClock : public StepClock {
   explicit StepEndBarrierClock(Barrier& barrier) : barrier_(barrier) {}
   void BeginStep(std::chrono::steady_clock::time_point origin) override { host_.BeginStep(origin); }
   int Mark() override { return host_.Mark(); }
-  std::vector<TimeNs> Resolve() override {
+  std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) override {
     barrier_.Wait();
-    return host_.Resolve();
+    return host_.Resolve(timeout);
   }
   const char* Name() const override { return "host"; }
 
@@ -462,6 +462,69 @@ TEST_CASE("a rank whose peer never sends times out naming the action", "[executo
   CHECK_THROWS_WITH(
       executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
       Catch::Contains("rank 1 waiting on 1RECV_F0 from rank 0") && Catch::Contains("timed out after 200 ms"));
+}
+
+// A device that never finishes the step: Resolve gives up at its bound, as
+// the CUDA clock does when a message never completes.
+class StuckDeviceClock : public StepClock {
+ public:
+  void BeginStep(std::chrono::steady_clock::time_point origin) override { host_.BeginStep(origin); }
+  int Mark() override { return host_.Mark(); }
+  std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) override {
+    bound = timeout;
+    throw Error("the GPU has not finished this step's work");
+  }
+  const char* Name() const override { return "stuck"; }
+  std::chrono::milliseconds bound{0};
+
+ private:
+  HostClock host_;
+};
+
+// Records the peers the executor connects to.
+class ConnectRecorder : public FakeTransport {
+ public:
+  using FakeTransport::FakeTransport;
+  void Connect(const std::vector<RankId>& peers, std::chrono::milliseconds) override {
+    connected.insert(peers.begin(), peers.end());
+  }
+  std::set<RankId> connected;
+};
+
+TEST_CASE("the step's wait for the device is bounded by the comm timeout and names the rank", "[executor]") {
+  const LlamaConfig c = Tiny(2);
+  const Schedule schedule = Lower(Generate1F1B(1, 1));
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 1, torch::kCPU);
+  FakeTransport transport(0, std::make_shared<FakeNetwork>());
+  ExecutorOptions options{std::chrono::milliseconds(1234), {}};
+  StuckDeviceClock clock;
+  options.clock = &clock;
+  Executor executor(schedule, 0, {{0, stage.get()}}, transport, CrossEntropy(), options);
+  const Batch batch = MakeBatch(c, 2, 4, 1);
+  std::vector<MicrobatchData> mbs = {{{batch.inputs, batch.mask}, batch.targets}};
+  CHECK_THROWS_WITH(executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
+                    Catch::Contains("rank 0 at the end of the step: the GPU has not finished"));
+  CHECK(clock.bound == std::chrono::milliseconds(1234));
+}
+
+TEST_CASE("an executor connects its transport to exactly the ranks its program exchanges messages with",
+          "[executor]") {
+  const LlamaConfig c = Tiny(3);
+  auto network = std::make_shared<FakeNetwork>();
+  const Schedule pipeline = Lower(Generate1F1B(3, 3));
+  const auto partition = PartitionUniform(c, 3);
+  const std::vector<std::set<RankId>> want = {{1}, {0, 2}, {1}};
+  for (RankId r = 0; r < 3; ++r) {
+    auto stage = BuildLlamaStage(c, partition, r, 1, torch::kCPU);
+    ConnectRecorder transport(r, network);
+    Executor executor(pipeline, r, {{r, stage.get()}}, transport, CrossEntropy(), {});
+    CHECK(transport.connected == want[r]);
+  }
+  const Schedule single = Lower(Generate1F1B(1, 2));
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 1, torch::kCPU);
+  ConnectRecorder transport(0, network);
+  Executor executor(single, 0, {{0, stage.get()}}, transport, CrossEntropy(), {});
+  CHECK(transport.connected.empty());
 }
 
 }  // namespace pplab

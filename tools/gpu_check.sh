@@ -19,8 +19,11 @@ fi
 grep -q "PPLAB_WITH_CUDA:INTERNAL=ON" "$build/CMakeCache.txt" 2>/dev/null ||
   echo "gpu_check: warning: the LibTorch found has no CUDA; the GPU tests will be skipped"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu_check: GPU: /' || true
-log=$(mktemp)
-status=0
-ctest --test-dir "$build" -L gpu --output-on-failure -V > "$log" 2>&1 || status=$?
-grep -E "^[0-9]+: gpu|gpu[: ]|Passed|Failed|Skipped|tests passed" "$log" | grep -vE "^[0-9]+: Test command" || true
-exit $status
+# The figures are printed as each test ends (line-buffered), so a run cut
+# short still shows what finished; the whole log stays in $build/gpu_check.log.
+log=$build/gpu_check.log
+set +e
+ctest --test-dir "$build" -L gpu --output-on-failure -V 2>&1 | tee "$log" |
+  grep --line-buffered -E "^[0-9]+: gpu|gpu[: ]|Passed|Failed|Skipped|tests passed" |
+  grep --line-buffered -vE "^[0-9]+: Test command"
+exit "${PIPESTATUS[0]}"

@@ -208,11 +208,9 @@ void C10dTransport::Connect(const std::vector<RankId>& peers, std::chrono::milli
   for (RankId p : peers) {
     if (p != me && connected_.count(p) == 0) todo.push_back(p);
   }
-  // Every pair holds this rank, so ordering by (lower, higher) is ordering by
-  // the other rank's place around this one: lower ranks first, nearest last.
-  std::sort(todo.begin(), todo.end(), [me](RankId a, RankId b) {
-    return std::make_pair(std::min(a, me), std::max(a, me)) < std::make_pair(std::min(b, me), std::max(b, me));
-  });
+  // Pairs in (lower, higher) order: as every pair holds this rank, that is
+  // the peers in ascending order.
+  std::sort(todo.begin(), todo.end());
   todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
   for (RankId p : todo) {
     for (const bool up : {true, false}) {

@@ -374,15 +374,13 @@ StepFlops FlopsOf(const TrainOptions& o, const LlamaConfig& config, const Partit
   return f;
 }
 
-// `prepared`: the text the caller prepared, if any (else from the launcher's
-// environment, else prepared here).
-int RunWorker(const TrainOptions& o, RankId world_rank, int world,
-              const std::optional<PreparedText>& prepared = std::nullopt) {
-  if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
-  const Schedule schedule = LoadPlan(o);
+// One worker's run once it has joined the others. `prepared`: the text the
+// caller prepared, if any (else from the launcher's environment, else
+// prepared here).
+int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
+                const std::optional<PreparedText>& prepared) {
+  const RankId world_rank = worker.world_rank;
   const int K = schedule.ranks;
-  ShareCores(world);
-  Worker worker = SetUpWorker(WorkerOptionsOf(o, K), world_rank, world);
   const int replica = worker.replica;
   const RankId rank = worker.rank;  // pipeline rank within the replica
   const c10::Device device = worker.device;
@@ -693,6 +691,24 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   }
   std::fflush(stdout);
   return 0;
+}
+
+int RunWorker(const TrainOptions& o, RankId world_rank, int world,
+              const std::optional<PreparedText>& prepared = std::nullopt) {
+  if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
+  const Schedule schedule = LoadPlan(o);
+  ShareCores(world);
+  Worker worker = SetUpWorker(WorkerOptionsOf(o, schedule.ranks), world_rank, world);
+  if (!IsWorker()) return TrainWorker(o, schedule, worker, prepared);
+  // A worker that fails reports and exits here, its process groups still
+  // alive: unwinding past `worker` would run NCCL's teardown, which can
+  // block on the very operation that failed.
+  try {
+    return TrainWorker(o, schedule, worker, prepared);
+  } catch (const std::exception& e) {
+    ReportWorkerError(world_rank, e.what());
+    std::_Exit(2);
+  }
 }
 
 // The run files in --out (those not given a path of their own): a run

@@ -57,8 +57,8 @@ void Guard(const std::string& what, F post) {
 // stream after the work and returns at once, so the host goes on queueing
 // kernels while the message is in flight. (ProcessGroupNCCL's wait with a
 // timeout would block the host until the GPU is done with the work, polling
-// every millisecond; the bound is NCCL's watchdog instead, which
-// MakeNcclBackend gives the same timeout.)
+// every millisecond; the bound is the host's first read-back after it, a
+// poll of at most `timeout` (device_wait.h), and NCCL's watchdog behind that.)
 void Wait(Backend backend, const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout,
           const std::string& what);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/comm/c10d_group.h"
+#include "runtime/comm/device_wait.h"
 
 namespace pplab {
 namespace {
@@ -224,6 +225,9 @@ void C10dTransport::Connect(const std::vector<RankId>& peers, std::chrono::milli
       });
       Wait(g.backend, work, timeout, what);
     }
+    // On NCCL the waits above only ordered the stream: see the byte arrive
+    // before the first step, so a peer that never connects is named here.
+    WaitForDevice(up_->device, timeout, "rank " + std::to_string(me) + " connecting to rank " + std::to_string(p));
     connected_.insert(p);
   }
 }

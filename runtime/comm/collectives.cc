@@ -2,9 +2,36 @@
 
 #include <torch/torch.h>
 
+#include <cstdio>
+
 #include "runtime/comm/c10d_group.h"
+#include "runtime/comm/device_wait.h"
 
 namespace pplab {
+
+#ifdef PPLAB_WITH_NCCL
+bool WaitForCudaStream(const c10::Device& device, std::chrono::milliseconds timeout);  // cuda_wait.cc
+#endif
+
+void WaitForDevice(const c10::Device& device, std::chrono::milliseconds timeout, const std::string& what) {
+  if (!device.is_cuda()) return;
+#ifdef PPLAB_WITH_NCCL
+  if (WaitForCudaStream(device, timeout)) return;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", static_cast<double>(timeout.count()) / 1000.0);
+  throw Error(what + ": the GPU has not finished the queued work after " + seconds +
+              " s (--comm-timeout): a message from or to another rank never completed");
+#else
+  (void)timeout;
+  throw Error(what + ": device " + device.str() + " needs a CUDA build of pplab");
+#endif
+}
+
+at::Tensor HostCopy(const at::Tensor& tensor, std::chrono::milliseconds timeout, const std::string& what) {
+  WaitForDevice(tensor.device(), timeout, what);
+  return tensor.cpu();
+}
+
 namespace {
 
 // Tags at and above this one belong to GatherToRank0, not to pipeline
@@ -20,7 +47,7 @@ std::string Who(const ProcessGroupHandle& group, const char* what) {
 double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> t = {torch::full({1}, value, torch::TensorOptions(torch::kFloat64).device(group.device))};
   Wait(group.backend, group.group->allreduce(t), timeout, Who(group, "all-reduce"));
-  return t[0].item<double>();
+  return HostCopy(t[0], timeout, Who(group, "all-reduce"))[0].item<double>();
 }
 
 struct PendingCollective {
@@ -63,7 +90,8 @@ std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const
     const std::string what = "rank " + std::to_string(group.rank) + " sending to rank 0";
     Wait(group.backend, group.group->send(size, 0, kGatherTag), timeout, what);
     Wait(group.backend, group.group->send(data, 0, kGatherTag + 1), timeout, what);
-    if (group.device.is_cuda()) data[0].cpu();  // keep the buffers alive until NCCL is done with them
+    // Keeps the buffers alive until NCCL is done with them.
+    WaitForDevice(group.device, timeout, what);
     return all;
   }
   all.push_back(mine);
@@ -71,10 +99,10 @@ std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const
     const std::string what = "rank 0 gathering from rank " + std::to_string(r);
     std::vector<at::Tensor> size = {torch::zeros({1}, on_group)};
     Wait(group.backend, group.group->recv(size, r, kGatherTag), timeout, what);
-    const int64_t n = size[0].item<int64_t>();
+    const int64_t n = HostCopy(size[0], timeout, what)[0].item<int64_t>();
     std::vector<at::Tensor> data = {torch::zeros({std::max<int64_t>(n, 1)}, on_group)};
     Wait(group.backend, group.group->recv(data, r, kGatherTag + 1), timeout, what);
-    const at::Tensor host = data[0].cpu();
+    const at::Tensor host = HostCopy(data[0], timeout, what);
     const int64_t* p = host.data_ptr<int64_t>();
     all.emplace_back(p, p + n);
   }
@@ -89,7 +117,7 @@ std::vector<std::vector<int64_t>> AllGatherWords(ProcessGroupHandle& group, cons
   for (int64_t i = 0; i < n; ++i) table[group.rank][i] = mine[i];
   at::Tensor on_group = table.to(group.device);
   AllReduceSumInPlace(group, on_group, timeout);
-  const at::Tensor host = on_group.cpu().contiguous();
+  const at::Tensor host = HostCopy(on_group, timeout, Who(group, "all-gather")).contiguous();
   const int64_t* p = host.data_ptr<int64_t>();
   std::vector<std::vector<int64_t>> all;
   for (RankId r = 0; r < group.world_size; ++r) all.emplace_back(p + r * host.size(1), p + r * host.size(1) + n);

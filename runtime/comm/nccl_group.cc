@@ -1,7 +1,8 @@
 // The NCCL backend: compiled only when the found LibTorch has CUDA (CMake
-// defines PPLAB_WITH_NCCL then). Bounded waits: NCCL's watchdog aborts any
-// operation older than the group's timeout and ends the process with a
-// message, so a dead peer never leaves a rank hanging.
+// defines PPLAB_WITH_NCCL then). Bounded waits: where the host blocks on
+// NCCL's work it polls, at most the group's timeout (device_wait.h); NCCL's
+// watchdog aborts any operation 10 s older than that and ends the process,
+// so a dead peer never leaves a rank hanging.
 #define USE_C10D_NCCL 1
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/torch.h>
@@ -21,7 +22,10 @@ c10::intrusive_ptr<C10dBackend> MakeNcclBackend(const c10::intrusive_ptr<c10d::S
   ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
   c10::cuda::set_device(device.index());
   auto options = c10d::ProcessGroupNCCL::Options::create();
-  options->timeout = timeout;
+  // pplab's own bounded waits (device_wait.h, the step clock's Resolve) use
+  // `timeout` and name the rank and what it waited for; the watchdog, a
+  // little later, is the backstop that tears the process down.
+  options->timeout = timeout + std::chrono::milliseconds(10000);
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options);
 }
 

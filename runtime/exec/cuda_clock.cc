@@ -8,12 +8,11 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "runtime/comm/poll.h"
 #include "runtime/exec/step_clock.h"
 #include "schedules/error.h"
 
@@ -69,20 +68,10 @@ class CudaClock final : public StepClock {
 
  private:
   static void WaitFor(const CudaEvent& event, std::chrono::milliseconds timeout) {
-    const auto start = std::chrono::steady_clock::now();
-    auto pause = std::chrono::microseconds(0);
-    while (!event.query()) {
-      const auto waited = std::chrono::steady_clock::now() - start;
-      if (waited > timeout) {
-        throw Error("the GPU has not finished this step's work after " +
-                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
-                    " s (--comm-timeout): a message from or to another rank never completed");
-      }
-      // Spin briefly (a step's tail is usually microseconds away), then back
-      // off to at most 1 ms between looks.
-      if (waited > std::chrono::milliseconds(2))
-        pause = std::min(pause + std::chrono::microseconds(50), std::chrono::microseconds(1000));
-      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+    if (!PollUntil([&event] { return event.query(); }, timeout)) {
+      throw Error("the GPU has not finished this step's work after " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
+                  " s (--comm-timeout): a message from or to another rank never completed");
     }
   }
 

@@ -7,6 +7,7 @@
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
+#include "runtime/comm/device_wait.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/comm/wire_cast_transport.h"
 #include "runtime/exec/autocast.h"
@@ -305,8 +306,7 @@ StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::
     step.loss_allreduce = Repeat(clock, group, options, [&] {
       at::Tensor sums = torch::tensor({1.0, 2.0, 3.0}, torch::kFloat64).to(GroupDevice(*group));
       AllReduceSumInPlace(*group, sums, options.comm_timeout);
-      sums = sums.cpu();
-      (void)sums[0].item<double>();
+      (void)HostCopy(sums, options.comm_timeout, "the loss all-reduce")[0].item<double>();
     });
   }
   if (options.dp_group != nullptr && options.dp > 1) {

@@ -8,6 +8,7 @@
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
+#include "runtime/comm/device_wait.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/flat_params.h"
@@ -270,7 +271,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       sums = sums.to(GroupDevice(*group));
       AllReduceSumInPlace(*group, sums, options.comm_timeout);
     }
-    const at::Tensor host = sums.cpu();
+    const at::Tensor host = HostCopy(sums, options.comm_timeout, "rank " + std::to_string(rank) + " at the end of step " + std::to_string(step));
     const double step_loss = host[0].item<double>();
     const double bubble = span > 0 ? 1.0 - host[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
     const double norm = std::sqrt(host[2].item<double>() / (group != nullptr ? options.dp_size : 1));

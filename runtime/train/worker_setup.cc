@@ -10,6 +10,7 @@
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
+#include "runtime/comm/device_wait.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/data/fnv.h"
 #include "runtime/comm/wire_cast_transport.h"
@@ -154,7 +155,7 @@ std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds ti
   for (int part = 0; part < 4; ++part) ids[rank][part] = static_cast<double>((mine >> (16 * part)) & 0xffff);
   ids = ids.to(GroupDevice(*group));
   AllReduceSumInPlace(*group, ids, timeout);
-  ids = ids.cpu();
+  ids = HostCopy(ids, timeout, "rank " + std::to_string(rank) + " agreeing on the run id");
   auto row = [&ids](int r) {
     uint64_t v = 0;
     for (int part = 0; part < 4; ++part) v |= static_cast<uint64_t>(ids[r][part].item<double>()) << (16 * part);

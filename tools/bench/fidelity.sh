@@ -105,6 +105,12 @@ else
   : > "$work/rows.jsonl"
 fi
 
+# Whether the GPU was shared when the loop started (printed with the table).
+others_at_start=""
+if [ "$device" = cuda ] && [ "$dry_run" = 0 ]; then
+  source tools/bench/gpu_others.sh
+  others_at_start=$(gpu_others_line)
+fi
 for run in $(seq 1 "$runs"); do
   for shape in "${shape_list[@]}"; do
     batch=${shape%x*} seq=${shape#*x}
@@ -150,6 +156,10 @@ where=$device
 [ "$device" = cuda ] && where=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || echo cuda)
 echo "## $(date -u +%F), $where, $(nproc) cores, model $model, $runs run(s), pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?')"
 echo
+if [ -n "$others_at_start" ]; then
+  echo "$others_at_start"
+  echo
+fi
 echo "Reproduce: \`bash tools/bench/fidelity.sh --device $device --model $model --shapes $shapes --configs $configs" \
   "--plans $plans --steps $steps --runs $runs\`"
 echo

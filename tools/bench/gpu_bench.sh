@@ -34,6 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=tools/bench
+source "$here/gpu_others.sh"
 pplab=build-cuda/pplab
 steps=20
 warmup=3  # torch_anchor.py's warm-up steps
@@ -137,6 +138,7 @@ else
   echo
   echo "$(date -u +%Y-%m-%d), torch ${torch_version:-?}, pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?'),"
   echo "$steps measured steps after $warmup warm-up steps per run, pplab --backend $backend${pplab_args[*]+ ${pplab_args[*]}}."
+  gpu_others_line
   echo
   echo "| run | precision | PyTorch | PyTorch tok/s | pplab tok/s | pplab / PyTorch | PyTorch MFU | pplab MFU |"
   echo "|---|---|---|---|---|---|---|---|"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bf16 against fp32 numerics (issue 10's target): trains the small preset on
+# text twice, in fp32 and in --precision bf16, from the same seed and data,
+# and compares the two loss curves step by step. Prints a Markdown table row
+# (the per-step relative difference |bf16 - fp32| / fp32: its maximum, its
+# mean, and its maximum over the last tenth of the run; then the same maximum
+# for the curves' 10-step trailing means, the curve as a loss plot smooths it)
+# and both curves' first and last losses. The target is 2 % at every step.
+#
+# Usage, from the project's root after building:
+#   bash tools/bench/precision_curve.sh [--pplab build/pplab] [--steps 200] [--device cpu|cuda]
+#                                       [--data FILE] [--threads N] [--keep DIR]
+#   --steps N    steps of each run (default 200)
+#   --device D   cpu (default; LibTorch autocasts to bf16 on the CPU) or cuda
+#   --data FILE  the text to train on (default tests/data/text/fortunes.txt)
+#   --threads N  compute threads per run on the CPU (default 1: deterministic
+#                and not stretched by a loaded machine)
+#   --keep DIR   keep both runs' --json output there (losses and all)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+pplab=build/pplab
+steps=200
+device=cpu
+data=tests/data/text/fortunes.txt
+threads=1
+keep=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pplab) pplab=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "precision_curve: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case $steps in ''|*[!0-9]*|0) echo "precision_curve: --steps '$steps' is not a positive whole number" >&2; exit 2 ;; esac
+case $threads in ''|*[!0-9]*|0) echo "precision_curve: --threads '$threads' is not a positive whole number" >&2; exit 2 ;; esac
+[ -x "$pplab" ] || { echo "precision_curve: no pplab at $pplab (build it, or pass --pplab)" >&2; exit 2; }
+[ -f "$data" ] || { echo "precision_curve: --data $data: no such file" >&2; exit 2; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+out=${keep:-$work}
+mkdir -p "$out"
+args=(train -q --out '' --model small --data "$data" --vocab-size 200 --cache-dir "$work/cache"
+      --batch-size 8 --seq-len 64 -k 1 -m 1 --steps "$steps" --lr 3e-3 --warmup-steps 5 --seed 2
+      --eval-every 0 --device "$device" --json)
+for p in fp32 bf16; do
+  OMP_NUM_THREADS=$threads "$pplab" "${args[@]}" --precision "$p" > "$out/$p.json"
+done
+python3 - "$out/fp32.json" "$out/bf16.json" "$device" "$steps" <<'EOF'
+import json, sys
+def load(path):
+    text = open(path).read()
+    return json.loads(text[text.index('{'):])
+a, b = load(sys.argv[1]), load(sys.argv[2])
+fa, fb = a["losses"], b["losses"]
+if len(fa) != len(fb) or not fa:
+    sys.exit("precision_curve: the runs have %d and %d losses" % (len(fa), len(fb)))
+rel = [abs(y - x) / x for x, y in zip(fa, fb)]
+tail = rel[-max(1, len(rel) // 10):]
+def trailing(v, n=10):
+    return [sum(v[max(0, i - n + 1):i + 1]) / (i + 1 - max(0, i - n + 1)) for i in range(len(v))]
+sa, sb = trailing(fa), trailing(fb)
+smooth = max(abs(y - x) / x for x, y in zip(sa, sb))
+print("| device | steps | fp32 loss first -> last | bf16 loss first -> last | max diff | mean diff | max diff, last tenth | max diff, 10-step means | fp32 tok/s | bf16 tok/s |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+print("| %s (%s) | %s | %.4f -> %.4f | %.4f -> %.4f | %.2f %% | %.2f %% | %.2f %% | %.2f %% | %.0f | %.0f |" % (
+    sys.argv[3], a.get("device_name", "?"), sys.argv[4], fa[0], fa[-1], fb[0], fb[-1],
+    100 * max(rel), 100 * sum(rel) / len(rel), 100 * max(tail), 100 * smooth, a["tokens_per_s"], b["tokens_per_s"]))
+worst = max(range(len(rel)), key=lambda i: rel[i])
+print()
+print("Largest difference at step %d: fp32 %.4f, bf16 %.4f. Target: at most 2 %% at every step: %s." % (
+    worst, fa[worst], fb[worst], "met" if max(rel) <= 0.02 else "missed"))
+EOF

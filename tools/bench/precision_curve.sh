@@ -51,28 +51,4 @@ args=(train -q --out '' --model small --data "$data" --vocab-size 200 --cache-di
 for p in fp32 bf16; do
   OMP_NUM_THREADS=$threads "$pplab" "${args[@]}" --precision "$p" > "$out/$p.json"
 done
-python3 - "$out/fp32.json" "$out/bf16.json" "$device" "$steps" <<'EOF'
-import json, sys
-def load(path):
-    text = open(path).read()
-    return json.loads(text[text.index('{'):])
-a, b = load(sys.argv[1]), load(sys.argv[2])
-fa, fb = a["losses"], b["losses"]
-if len(fa) != len(fb) or not fa:
-    sys.exit("precision_curve: the runs have %d and %d losses" % (len(fa), len(fb)))
-rel = [abs(y - x) / x for x, y in zip(fa, fb)]
-tail = rel[-max(1, len(rel) // 10):]
-def trailing(v, n=10):
-    return [sum(v[max(0, i - n + 1):i + 1]) / (i + 1 - max(0, i - n + 1)) for i in range(len(v))]
-sa, sb = trailing(fa), trailing(fb)
-smooth = max(abs(y - x) / x for x, y in zip(sa, sb))
-print("| device | steps | fp32 loss first -> last | bf16 loss first -> last | max diff | mean diff | max diff, last tenth | max diff, 10-step means | fp32 tok/s | bf16 tok/s |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-print("| %s (%s) | %s | %.4f -> %.4f | %.4f -> %.4f | %.2f %% | %.2f %% | %.2f %% | %.2f %% | %.0f | %.0f |" % (
-    sys.argv[3], a.get("device_name", "?"), sys.argv[4], fa[0], fa[-1], fb[0], fb[-1],
-    100 * max(rel), 100 * sum(rel) / len(rel), 100 * max(tail), 100 * smooth, a["tokens_per_s"], b["tokens_per_s"]))
-worst = max(range(len(rel)), key=lambda i: rel[i])
-print()
-print("Largest difference at step %d: fp32 %.4f, bf16 %.4f. Target: at most 2 %% at every step: %s." % (
-    worst, fa[worst], fb[worst], "met" if max(rel) <= 0.02 else "missed"))
-EOF
+python3 tools/bench/precision_table.py "$out/fp32.json" "$out/bf16.json" "$device" "$steps"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tools/bench/precision_curve.sh and precision_table.py, checked on the CPU:
+#  1. the table's figures from hand-made curves (numbers worked by hand);
+#  2. a short real run: one row, both runs of the asked length;
+#  3. bad arguments: one line on stderr, exit 2.
+# Usage: precision_curve_test.sh SOURCE_DIR PPLAB
+set -euo pipefail
+src=$1
+pplab=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# 1. fp32 holds 4.0 for 10 steps, then 2.0 for 10; bf16 is 1 % above at step 5
+#    and 5 % above at step 15. Per step: max 5 %, mean (1 + 5) / 20 = 0.30 %,
+#    last tenth (steps 18-19) 0 %. The trailing 10-step means differ most
+#    where step 15's 0.1 weighs most against the window's sum: at step 19
+#    (steps 10-19) fp32 sums 20, bf16 20.1, so 0.50 % (at step 15, 28 against
+#    28.1, only 0.36 %).
+python3 - "$tmp" << 'PY'
+import json, sys
+fp32 = [4.0] * 10 + [2.0] * 10
+bf16 = list(fp32)
+bf16[5] = 4.04
+bf16[15] = 2.1
+for name, losses, tps in (("fp32", fp32, 1000), ("bf16", bf16, 1500)):
+    with open(sys.argv[1] + "/" + name + ".json", "w") as f:
+        f.write("some log line\n" + json.dumps({"losses": losses, "tokens_per_s": tps, "device_name": "test"}))
+PY
+table=$(python3 "$src/tools/bench/precision_table.py" "$tmp/fp32.json" "$tmp/bf16.json" cpu 20)
+echo "$table"
+grep -qxF '| cpu (test) | 20 | 4.0000 -> 2.0000 | 4.0000 -> 2.0000 | 5.00 % | 0.30 % | 0.00 % | 0.50 % | 1000 | 1500 |' \
+  <<< "$table" || fail "hand-made row"
+grep -qF 'Largest difference at step 15: fp32 2.0000, bf16 2.1000. Target: at most 2 % at every step: missed.' \
+  <<< "$table" || fail "largest difference line"
+
+# 2. A real run, 3 steps each, on the repository's text.
+out=$(bash "$src/tools/bench/precision_curve.sh" --pplab "$pplab" --steps 3 --keep "$tmp/run")
+echo "$out"
+[ "$(grep -c '^| cpu (cpu) | 3 | ' <<< "$out")" -eq 1 ] || fail "expected one row for the 3-step run"
+for p in fp32 bf16; do
+  n=$(python3 -c 'import json,sys; t=open(sys.argv[1]).read(); print(len(json.loads(t[t.index("{"):])["losses"]))' "$tmp/run/$p.json")
+  [ "$n" -eq 3 ] || fail "$p run has $n losses, not 3"
+  grep -qF "\"precision\":\"$p\"" "$tmp/run/$p.json" || fail "$p run did not train in $p"
+done
+
+# 3. Bad arguments.
+bad() {
+  local code=0 err
+  err=$(bash "$src/tools/bench/precision_curve.sh" --pplab "$pplab" "$@" 2>&1 > /dev/null) || code=$?
+  [ "$code" -eq 2 ] || fail "$* exited $code, not 2"
+  [ "$(wc -l <<< "$err")" -eq 1 ] || fail "$*: more than one line: $err"
+  grep -qF -- "$1" <<< "$err" || fail "$*: the message does not name $1: $err"
+}
+bad --steps 0
+bad --threads x
+bad --data "$tmp/missing.txt"
+bad --frobnicate
+echo "precision_curve: all checks passed"

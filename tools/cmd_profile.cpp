@@ -334,7 +334,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
       },
       batch.loss_scale, *worker.transport, worker.group.get(), meter, options);
   if (world_rank != 0) return 0;
-  const nlohmann::json doc = CostJson(o, config, partition, result, at::get_num_threads(),
+  const nlohmann::json doc = CostJson(o, config, partition, result, ThreadsInUse(),
                                       MapRankDevices(pipeline_devices), options.turns);
   // Round-trip through the loader so a written file is a usable one.
   const CostModel checked = CostModel::FromJson(doc.dump(), o.output.empty() ? "profile" : o.output);

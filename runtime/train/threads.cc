@@ -8,18 +8,52 @@
 #include <thread>
 
 namespace pplab {
+namespace {
+
+// OpenBLAS's own entry points, looked up at run time: pplab links LibTorch,
+// not OpenBLAS, and LibTorch may use another BLAS.
+using SetThreads = void (*)(int);
+using GetInt = int (*)();
+
+template <typename F>
+F OpenBlas(const char* name) {
+  return reinterpret_cast<F>(::dlsym(RTLD_DEFAULT, name));
+}
+
+// openblas_get_parallel(): 0 sequential, 1 its own pthreads pool, 2 OpenMP.
+bool BlasHasOwnPool() {
+  const auto parallel = OpenBlas<GetInt>("openblas_get_parallel");
+  return parallel != nullptr && parallel() == 1;
+}
+
+}  // namespace
 
 int ShareCores(int processes) {
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return at::get_num_threads();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int threads = std::max(1, cores / std::max(1, processes));
-  at::set_num_threads(threads);
-  // OpenBLAS sizes its pool from the cores when it loads; with two workers
-  // on two cores that is four busy threads (measured: 3393 against 4375
-  // tokens/s, and 5x the system time, for the small preset at K=2).
-  using SetThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+  const auto set_blas = OpenBlas<SetThreads>("openblas_set_num_threads");
+  if (set_blas != nullptr && BlasHasOwnPool()) {
+    at::set_num_threads(1);
+    set_blas(threads);
+  } else {
+    at::set_num_threads(threads);
+    if (set_blas != nullptr) set_blas(threads);
+  }
   return threads;
+}
+
+ComputeThreads CurrentComputeThreads() {
+  ComputeThreads t;
+  t.intra_op = at::get_num_threads();
+  if (const auto get = OpenBlas<GetInt>("openblas_get_num_threads")) t.blas = get();
+  t.blas_pthreads = BlasHasOwnPool();
+  return t;
+}
+
+int ThreadsInUse() {
+  const ComputeThreads t = CurrentComputeThreads();
+  return std::max(t.intra_op, t.blas);
 }
 
 }  // namespace pplab

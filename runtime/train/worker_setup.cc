@@ -16,6 +16,7 @@
 #include "runtime/comm/wire_cast_transport.h"
 #include "runtime/exec/autocast.h"
 #include "runtime/train/launcher.h"
+#include "runtime/train/threads.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -68,7 +69,7 @@ RankDevice RankDeviceFromWords(const std::vector<int64_t>& w) {
 
 std::vector<RankDevice> WorldRankDevices(const Worker& worker, std::chrono::milliseconds timeout) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const std::vector<int64_t> mine = RankDeviceWords(RankDeviceOf(worker, at::get_num_threads(), cores));
+  const std::vector<int64_t> mine = RankDeviceWords(RankDeviceOf(worker, ThreadsInUse(), cores));
   if (worker.group == nullptr) return {RankDeviceFromWords(mine)};
   std::vector<RankDevice> out;
   for (const std::vector<int64_t>& words : AllGatherWords(*worker.group, mine, timeout)) {

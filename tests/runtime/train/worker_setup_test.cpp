@@ -5,7 +5,10 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <thread>
 
+#include "runtime/train/threads.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -101,6 +104,43 @@ TEST_CASE("ranks that would time-slice a device take turns to be timed, as many 
   m = MapRankDevices({{0, 0, 1, 16}, {0, 1, 1, 16}});
   CHECK_FALSE(Oversubscribed(m));
   CHECK(MeasureTurns(m) == std::vector<int>{0, 0});
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("a worker's threads go to one pool: never both LibTorch's and a pthreads OpenBLAS's spin at once",
+          "[worker][threads]") {
+  ::unsetenv("OMP_NUM_THREADS");
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  SECTION("one worker gets every core") {
+    CHECK(ShareCores(1) == cores);
+    const ComputeThreads t = CurrentComputeThreads();
+    if (t.blas_pthreads) {
+      // Debian's LibTorch: the matrix products run in OpenBLAS's own pool.
+      CHECK(t.blas == cores);
+      CHECK(t.intra_op == 1);
+    } else {
+      CHECK(t.intra_op == cores);
+      CHECK((t.blas == 0 || t.blas == cores));
+    }
+    CHECK(ThreadsInUse() == cores);
+  }
+  SECTION("more workers than cores get one thread each, in both pools") {
+    CHECK(ShareCores(2 * cores) == 1);
+    const ComputeThreads t = CurrentComputeThreads();
+    CHECK(t.intra_op == 1);
+    CHECK(t.blas <= 1);
+    CHECK(ThreadsInUse() == 1);
+  }
+}
+
+TEST_CASE("OMP_NUM_THREADS set by the user is left as it is", "[worker][threads]") {
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  at::set_num_threads(1);
+  CHECK(ShareCores(1) == 1);
+  CHECK(CurrentComputeThreads().intra_op == 1);
 }
 
 }  // namespace pplab

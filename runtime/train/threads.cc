@@ -29,9 +29,14 @@ bool BlasHasOwnPool() {
 }  // namespace
 
 int ShareCores(int processes) {
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return at::get_num_threads();
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const int threads = std::max(1, cores / std::max(1, processes));
+  int threads = 0;
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) {
+    threads = at::get_num_threads();  // LibTorch took the user's figure
+    if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return threads;  // both pools are the user's
+  } else {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    threads = std::max(1, cores / std::max(1, processes));
+  }
   const auto set_blas = OpenBlas<SetThreads>("openblas_set_num_threads");
   if (set_blas != nullptr && BlasHasOwnPool()) {
     at::set_num_threads(1);

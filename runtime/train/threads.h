@@ -14,8 +14,9 @@ namespace pplab {
 // a step against 400-470 ms; 5-40x the system time). So with a pthreads
 // OpenBLAS the matrix products get the threads and the intra-op pool one; with
 // another BLAS (an OpenMP OpenBLAS, MKL) the intra-op pool gets them and
-// OpenBLAS, if any, the same. Does nothing when the user set OMP_NUM_THREADS
-// (OpenBLAS reads it too).
+// OpenBLAS, if any, the same. OMP_NUM_THREADS, when set, is the number of
+// threads instead of cores / processes, shared out the same way; with
+// OPENBLAS_NUM_THREADS set too, both pools are left as the user set them.
 int ShareCores(int processes);
 
 // The threads of each pool as ShareCores left them: LibTorch's intra-op

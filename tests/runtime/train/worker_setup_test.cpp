@@ -136,11 +136,30 @@ TEST_CASE("a worker's threads go to one pool: never both LibTorch's and a pthrea
   }
 }
 
-TEST_CASE("OMP_NUM_THREADS set by the user is left as it is", "[worker][threads]") {
-  ::setenv("OMP_NUM_THREADS", "1", 1);
-  at::set_num_threads(1);
-  CHECK(ShareCores(1) == 1);
-  CHECK(CurrentComputeThreads().intra_op == 1);
+TEST_CASE("OMP_NUM_THREADS set by the user is the worker's thread count, in one pool", "[worker][threads]") {
+  ::setenv("OMP_NUM_THREADS", "2", 1);
+  ::unsetenv("OPENBLAS_NUM_THREADS");
+  at::set_num_threads(2);  // what LibTorch reads from OMP_NUM_THREADS at start
+  CHECK(ShareCores(8) == 2);
+  const ComputeThreads t = CurrentComputeThreads();
+  if (t.blas_pthreads) {
+    CHECK(t.intra_op == 1);
+    CHECK(t.blas == 2);
+  } else {
+    CHECK(t.intra_op == 2);
+  }
+  CHECK(ThreadsInUse() == 2);
+}
+
+TEST_CASE("OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set by the user are left as they are", "[worker][threads]") {
+  ::setenv("OMP_NUM_THREADS", "2", 1);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  at::set_num_threads(2);
+  const ComputeThreads before = CurrentComputeThreads();
+  CHECK(ShareCores(1) == 2);
+  const ComputeThreads after = CurrentComputeThreads();
+  CHECK(after.intra_op == before.intra_op);
+  CHECK(after.blas == before.blas);
 }
 
 }  // namespace pplab

@@ -12,18 +12,10 @@
 #include <memory>
 #include <string>
 
+#include "runtime/comm/cuda_event.h"
 #include "runtime/comm/poll.h"
 #include "runtime/exec/step_clock.h"
 #include "schedules/error.h"
-
-// The event class moved from ATen to c10 in LibTorch 2.x.
-#if __has_include(<c10/cuda/CUDAEvent.h>)
-#include <c10/cuda/CUDAEvent.h>
-using CudaEvent = c10::cuda::CUDAEvent;
-#else
-#include <ATen/cuda/CUDAEvent.h>
-using CudaEvent = at::cuda::CUDAEvent;
-#endif
 
 namespace pplab {
 namespace {

@@ -56,6 +56,14 @@ class CudaClock final : public StepClock {
     return out;
   }
 
+  int FirstUnfinishedMark() const override {
+    c10::cuda::CUDAGuard guard(device_);
+    for (size_t i = 0; i < used_; ++i) {
+      if (!events_[i]->query()) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
   const char* Name() const override { return "cuda-events"; }
 
  private:

@@ -310,7 +310,17 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   try {
     marks = clock.Resolve(options_.comm_timeout);
   } catch (const Error& e) {
-    throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what());
+    // Name where the device stopped: the first action (in program order)
+    // whose end it has not reached; events still hold mark indices here.
+    std::string where;
+    const int pending = clock.FirstUnfinishedMark();
+    for (const TimelineEvent& ev : result.events) {
+      if (pending >= 0 && ev.end >= pending) {
+        where = "; the first action it has not finished is " + FormatAction(ev.action);
+        break;
+      }
+    }
+    throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what() + where);
   }
   if (all_losses.defined() && options_.microbatch_losses) {
     const at::Tensor host = all_losses.cpu();  // one read for the whole step

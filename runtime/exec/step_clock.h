@@ -31,6 +31,11 @@ class StepClock {
   // (NCCL waits only order streams), so it is the bound on a peer that never
   // sends or receives.
   virtual std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) = 0;
+  // After a Resolve that timed out: the index of the step's first mark the
+  // device has not reached, where a rank's GPU is stuck. -1 when every mark
+  // is reached or the clock cannot tell (the host clock: its marks are
+  // taken when reached).
+  virtual int FirstUnfinishedMark() const { return -1; }
   // "host" or "cuda-events".
   virtual const char* Name() const = 0;
 };

@@ -474,8 +474,10 @@ class StuckDeviceClock : public StepClock {
     bound = timeout;
     throw Error("the GPU has not finished this step's work");
   }
+  int FirstUnfinishedMark() const override { return stuck_at; }
   const char* Name() const override { return "stuck"; }
   std::chrono::milliseconds bound{0};
+  int stuck_at = -1;
 
  private:
   HostClock host_;
@@ -505,6 +507,22 @@ TEST_CASE("the step's wait for the device is bounded by the comm timeout and nam
   CHECK_THROWS_WITH(executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
                     Catch::Contains("rank 0 at the end of the step: the GPU has not finished"));
   CHECK(clock.bound == std::chrono::milliseconds(1234));
+  // A device stuck at a mark: the error names the first action whose end
+  // mark it has not reached. Marks: 0 the step's start, 1 once the receives
+  // are posted, then each action's start and end in program order (0F0: 2
+  // and 3, 0B0: 4 and 5), then 6 the step's end.
+  for (const auto& [stuck, name] : std::vector<std::pair<int, std::string>>{{3, "0F0"}, {4, "0B0"}, {5, "0B0"}}) {
+    clock.stuck_at = stuck;
+    CHECK_THROWS_WITH(executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
+                      Catch::EndsWith("the first action it has not finished is " + name));
+  }
+  // Stuck past every action (the step's tail), or a clock that cannot tell:
+  // no action is named.
+  for (const int stuck : {6, -1}) {
+    clock.stuck_at = stuck;
+    CHECK_THROWS_WITH(executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
+                      !Catch::Contains("the first action"));
+  }
 }
 
 TEST_CASE("an executor connects its transport to exactly the ranks its program exchanges messages with",

@@ -10,10 +10,9 @@
 
 #include <chrono>
 #include <memory>
-#include <string>
 
 #include "runtime/comm/cuda_event.h"
-#include "runtime/comm/poll.h"
+#include "runtime/comm/device_wait.h"
 #include "runtime/exec/step_clock.h"
 #include "schedules/error.h"
 
@@ -45,10 +44,10 @@ class CudaClock final : public StepClock {
     c10::cuda::CUDAGuard guard(device_);
     std::vector<TimeNs> out;
     out.reserve(used_);
-    // The stream orders every earlier event before the last. Polled rather
+    // The stream orders every mark before what is queued now. Polled rather
     // than synchronized, so that a step stuck behind a message that never
     // comes ends in an error instead of a hang.
-    if (used_ > 0) WaitFor(*events_[used_ - 1], timeout);
+    if (used_ > 0) WaitForDevice(device_, timeout, "the step's work");
     for (size_t i = 0; i < used_; ++i) {
       const double ms = start_.elapsed_time(*events_[i]);
       out.push_back(start_host_ns_ + static_cast<TimeNs>(ms * 1e6));
@@ -67,14 +66,6 @@ class CudaClock final : public StepClock {
   const char* Name() const override { return "cuda-events"; }
 
  private:
-  static void WaitFor(const CudaEvent& event, std::chrono::milliseconds timeout) {
-    if (!PollUntil([&event] { return event.query(); }, timeout)) {
-      throw Error("the GPU has not finished this step's work after " +
-                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
-                  " s (--comm-timeout): a message from or to another rank never completed");
-    }
-  }
-
   c10::Device device_;
   CudaEvent start_{cudaEventDefault};
   TimeNs start_host_ns_ = 0;

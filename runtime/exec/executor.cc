@@ -314,8 +314,9 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     // whose end it has not reached; events still hold mark indices here.
     std::string where;
     const int pending = clock.FirstUnfinishedMark();
-    for (const TimelineEvent& ev : result.events) {
-      if (pending >= 0 && ev.end >= pending) {
+    if (pending >= 0) {
+      for (const TimelineEvent& ev : result.events) {
+        if (ev.end < pending) continue;
         where = "; the first action it has not finished is " + FormatAction(ev.action);
         break;
       }

@@ -26,6 +26,8 @@ class CudaClock final : public StepClock {
   void BeginStep(std::chrono::steady_clock::time_point origin) override {
     c10::cuda::CUDAGuard guard(device_);
     used_ = 0;
+    origin_ = origin;
+    host_marks_.clear();
     start_.record(at::cuda::getCurrentCUDAStream(device_.index()));
     start_host_ns_ =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
@@ -37,6 +39,8 @@ class CudaClock final : public StepClock {
     // cost a driver call each.
     if (used_ == events_.size()) events_.push_back(std::make_unique<CudaEvent>(cudaEventDefault));
     events_[used_]->record(at::cuda::getCurrentCUDAStream(device_.index()));
+    host_marks_.push_back(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin_).count());
     return static_cast<int>(used_++);
   }
 
@@ -63,12 +67,16 @@ class CudaClock final : public StepClock {
     return -1;
   }
 
+  std::vector<TimeNs> HostMarks() const override { return host_marks_; }
+
   const char* Name() const override { return "cuda-events"; }
 
  private:
   c10::Device device_;
   CudaEvent start_{cudaEventDefault};
   TimeNs start_host_ns_ = 0;
+  std::chrono::steady_clock::time_point origin_;
+  std::vector<TimeNs> host_marks_;  // when the host recorded each event
   std::vector<std::unique_ptr<CudaEvent>> events_;
   size_t used_ = 0;
 };

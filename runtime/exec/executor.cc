@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "runtime/exec/autocast.h"
@@ -329,11 +330,33 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     for (const auto& [m, loss] : losses) result.losses[m] = host[static_cast<int64_t>(i++)].item<double>();
   }
   result.clock_span_ns = marks.at(step_end) - marks.at(step_begin);
+  const std::vector<TimeNs> host = clock.HostMarks();
+  if (host.size() == marks.size()) {
+    result.host_span_ns = host[step_end] - host[step_begin];
+    result.host_times.reserve(result.events.size());
+    for (const TimelineEvent& ev : result.events) result.host_times.emplace_back(host[ev.start], host[ev.end]);
+  }
   for (TimelineEvent& ev : result.events) {
     ev.start = marks.at(ev.start);
     ev.end = marks.at(ev.end);
   }
   return result;
+}
+
+double MedianDeviceLagMs(const StepResult& result) {
+  if (result.host_times.size() != result.events.size()) return 0;
+  std::vector<TimeNs> lags;
+  for (size_t i = 0; i < result.events.size(); ++i) {
+    if (IsCompute(result.events[i].action.kind)) lags.push_back(result.events[i].start - result.host_times[i].first);
+  }
+  if (lags.empty()) return 0;
+  const size_t mid = lags.size() / 2;
+  std::nth_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(mid), lags.end());
+  double median = static_cast<double>(lags[mid]);
+  if (lags.size() % 2 == 0) {
+    median = (median + static_cast<double>(*std::max_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(mid)))) / 2;
+  }
+  return median / 1e6;
 }
 
 }  // namespace pplab

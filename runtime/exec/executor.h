@@ -78,7 +78,23 @@ struct StepResult {
   // The whole step on the step clock: from before the first action to after
   // the last send left (on a GPU: CUDA events around the step's stream work).
   TimeNs clock_span_ns = 0;
+  // The host's side of each event, parallel to `events`: when the host took
+  // its start and end marks (StepClock::HostMarks), in ns since the step's
+  // origin. The same as the events' times on the host clock; on a GPU, an
+  // event's start minus its host start is how long the device trailed the
+  // host there. Empty when the clock gives no host marks.
+  std::vector<std::pair<TimeNs, TimeNs>> host_times;
+  // The host's time from the step's first mark to its last: how long the
+  // host took to issue the step (on a GPU, without waiting for it).
+  TimeNs host_span_ns = 0;
 };
+
+// The median, over the step's compute actions, of how long after the host
+// issued an action the device started it (event start minus host start), in
+// ms; 0 without compute actions or host times. Near 0 the device waits for
+// the host to queue work (launch-bound); a large lag means the host runs
+// ahead and the device is busy (or waits for a message).
+double MedianDeviceLagMs(const StepResult& result);
 
 // What one (stage, microbatch) keeps between its actions.
 struct StageSlot {

@@ -36,6 +36,11 @@ class StepClock {
   // is reached or the clock cannot tell (the host clock: its marks are
   // taken when reached).
   virtual int FirstUnfinishedMark() const { return -1; }
+  // The host's steady clock at each mark of the step, in ns since `origin`:
+  // when the host issued that point of the work. On the host clock these are
+  // the marks themselves; on a GPU, a mark's device time minus its host time
+  // is how far the device trails the host there (0: it waits for the host).
+  virtual std::vector<TimeNs> HostMarks() const = 0;
   // "host" or "cuda-events".
   virtual const char* Name() const = 0;
 };
@@ -46,6 +51,7 @@ class HostClock final : public StepClock {
   void BeginStep(std::chrono::steady_clock::time_point origin) override;
   int Mark() override;
   std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) override;
+  std::vector<TimeNs> HostMarks() const override { return marks_; }
   const char* Name() const override { return "host"; }
 
  private:

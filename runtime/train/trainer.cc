@@ -297,6 +297,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     summary.bubbles.push_back(bubble);
     summary.step_clock_ms.push_back(static_cast<double>(result.clock_span_ns) / 1e6);
+    summary.host_issue_ms.push_back(static_cast<double>(result.host_span_ns) / 1e6);
+    summary.device_lag_ms.push_back(MedianDeviceLagMs(result));
     last_events = std::move(result.events);
     last_peak = result.peak_activation_bytes;
     const int done = step + 1;

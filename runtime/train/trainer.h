@@ -103,6 +103,8 @@ struct TrainSummary {
   std::vector<double> losses;                      // per step, the batch loss (every rank gets it)
   std::vector<double> step_times_ms;               // per step, wall time on this rank
   std::vector<double> step_clock_ms;               // per step, the executor's step on the step clock (StepResult)
+  std::vector<double> host_issue_ms;               // per step, the host's time to issue the executor's step
+  std::vector<double> device_lag_ms;               // per step, MedianDeviceLagMs of the executor's step
   std::vector<double> lrs;                         // per step, the learning rate used
   std::vector<double> grad_norms;                  // per step, the global gradient norm before clipping
   std::vector<double> bubbles;                     // per step, the measured bubble (see StepReport)

@@ -105,12 +105,19 @@ if [[ " $* " == *" -k 1 -m 8 "* && " $* " != *" --precision "* ]]; then
 fi
 if [[ " $* " == *" --precision bf16 "* ]]; then peak=989.5 source="H100 SXM bf16 tensor, dense, datasheet"
 else peak=67 source="H100 SXM fp32 (non-tensor), dense, datasheet"; fi
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  [ "${args[i]}" = --trace ] && echo '{"traceEvents": []}' > "${args[i + 1]}"
+done
 printf '{"step_times_ms": [50, 50, 50, 8, 8, 8, 8], "model_flops_per_step": 1e11, '
+printf '"step_clock_ms": [40, 40, 40, 6, 6, 6, 6], "host_issue_ms": [30, 30, 30, 2, 2, 2, 2], '
+printf '"device_lag_ms": [0, 0, 0, 1.5, 0.5, 1, 2], "executor_overhead": [0.01, 0.02], '
+printf '"bubbles": [0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25], '
 printf '"peak_tflops": %s, "peak_source": "%s"}\n' "$peak" "$source"
 SH
 chmod +x "$tmp/pplab"
-PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" bash "$bench" --pplab "$tmp/pplab" --steps 4 > "$tmp/table.md" \
-  || fail "the bench failed on stand-ins"
+PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" bash "$bench" --pplab "$tmp/pplab" --steps 4 \
+  --traces "$tmp/traces" > "$tmp/table.md" || fail "the bench failed on stand-ins"
 cat "$tmp/table.md"
 expect() { grep -qxF -- "$1" "$tmp/table.md" || fail "no line: $1"; }
 # 2048 tokens: 10 ms is 204 800 tok/s, 8 ms 256 000; MFU 1e11 / (0.010 x 67e12) and 1e11 / (0.008 x 67e12).
@@ -119,7 +126,17 @@ expect "| K=1, small, 16×128, M=1 | bf16 | eager | 204 800 | 256 000 | 1.25 | 1
 expect "| K=1, default, 64×512, M=8 | fp32 | eager | 3 276 800 | n/a (pplab: error: CUDA out of memory) | n/a | n/a |\
  n/a |"
 expect "| K=2 GPipe, default, 16×128, M=8 | fp32 | pipelining | n/a (TimeoutError()) | 256 000 | n/a | n/a | 18.7 % |"
-[ "$(grep -c '^| K=' "$tmp/table.md")" -eq 14 ] || fail "expected 14 rows"
+# Where pplab's step goes, from the steps after the 3 warm-up ones: the wall
+# step 8 ms, the executor's 6 ms on the GPU, issued in 2 ms, the median lag of
+# 1.5, 0.5, 1 and 2 ms, the worse rank's overhead, the mean bubble. The OOM
+# run has no such row.
+expect "| K=1, small, 16×128, M=1 | fp32 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 |"
+[ "$(grep -c '^| K=' "$tmp/table.md")" -eq $((14 + 13)) ] || fail "expected 14 rows and 13 rows of where the step goes"
+# --traces: one trace per pplab run that finished (the OOM run wrote none),
+# named by row (1..7) and precision.
+[ "$(find "$tmp/traces" -name 'row-*.json' | wc -l)" -eq 13 ] || fail "expected 13 traces in --traces"
+[ ! -e "$tmp/traces/row-3-fp32.json" ] || fail "a trace of the run that failed"
+[ -f "$tmp/traces/row-7-bf16.json" ] || fail "no trace of the last row's bf16 run"
 grep -qF "H100 SXM bf16 tensor, dense, datasheet; H100 SXM fp32 (non-tensor), dense, datasheet" "$tmp/table.md" \
   || fail "the peaks are not named under the table"
 echo "ok: the table from stand-ins"

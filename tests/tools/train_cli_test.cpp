@@ -401,6 +401,15 @@ TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in pro
     const double want = static_cast<double>(idle.per_rank[rank].other) / static_cast<double>(idle.makespan);
     CHECK(j["executor_overhead"][rank].get<double>() == Approx(want).epsilon(1e-9));
   }
+  // On the host clock the host issues each action as it runs it: the step
+  // took as long to issue as to run, and no device trailed it.
+  REQUIRE(j["host_issue_ms"].size() == 2);
+  REQUIRE(j["device_lag_ms"].size() == 2);
+  for (int step = 0; step < 2; ++step) {
+    CHECK(j["host_issue_ms"][step].get<double>() == j["step_clock_ms"][step].get<double>());
+    CHECK(j["host_issue_ms"][step].get<double>() > 0);
+    CHECK(j["device_lag_ms"][step].get<double>() == 0.0);
+  }
 }
 
 TEST_CASE(

@@ -13,6 +13,9 @@
 #   --rows RE   only the rows whose label or precision matches RE (grep -E)
 #   --pplab-args "A B"  more arguments for every pplab train (an A/B of one
 #               feature, e.g. --no-flat-params), split at spaces
+#   --traces DIR  keep each pplab run's measured trace of its last step (CUDA
+#               events) in DIR, as row-R-PRECISION.json, R the row's place in
+#               the table from 1 (pplab stats and explain read them)
 #   --dry-run   print the commands it would run, run nothing (no GPU needed)
 #   PPLAB_BENCH_BACKEND=gloo   pplab's --backend for K=2 (default auto: NCCL)
 #
@@ -41,12 +44,14 @@ warmup=3  # torch_anchor.py's warm-up steps
 rows_re=.
 dry_run=0
 pplab_args=()
+traces=""
 while [ $# -gt 0 ]; do
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --rows) rows_re=$2; shift 2 ;;
     --pplab-args) read -r -a pplab_args <<< "$2"; shift 2 ;;
+    --traces) traces=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -132,6 +137,7 @@ if [ "$dry_run" = 1 ]; then
   done
 else
   cp "$anchor_src" "$anchor"
+  [ -n "$traces" ] && mkdir -p "$traces"
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || true)
   torch_version=$(python3 -c 'import torch; print(torch.__version__)' 2> /dev/null || true)
   echo "## pplab against PyTorch on one ${gpu:-GPU of unknown name}"
@@ -145,8 +151,10 @@ else
 fi
 
 n=0
+r=0
 for row in "${rows[@]}"; do
   IFS='|' read -r label mode K schedule model batch seq micro <<< "$row"
+  r=$((r + 1))
   for precision in fp32 bf16; do
     grep -qE -- "$rows_re" <<< "$label $precision" || continue
     n=$((n + 1))
@@ -160,6 +168,7 @@ for row in "${rows[@]}"; do
       run+=(-s "$schedule" --backend "$backend" --clip-norm 0)
     fi
     [ "$precision" = bf16 ] && run+=(--precision bf16)
+    [ -n "$traces" ] && run+=(--trace "$traces/row-$r-$precision.json")
     run+=(${pplab_args[@]+"${pplab_args[@]}"})
     if [ "$dry_run" = 1 ]; then
       echo "# $label, $precision"
@@ -174,9 +183,9 @@ for row in "${rows[@]}"; do
       echo "this pplab has no --precision" > "$work/pplab-$n.err"
     fi
     python3 - "$label" "$precision" "$mode" "$warmup" $((batch * seq)) "$work/ref-$n" "$work/pplab-$n" \
-      "$work/peaks" >> "$work/table.md" <<'PY'
-import json, sys
-label, precision, mode, warmup, tokens, ref_base, got_base, peaks = sys.argv[1:9]
+      "$work/peaks" "$work/where.md" >> "$work/table.md" <<'PY'
+import json, statistics, sys
+label, precision, mode, warmup, tokens, ref_base, got_base, peaks, where = sys.argv[1:10]
 warmup, tokens = int(warmup), int(tokens)
 def last_json(path):
     try:
@@ -204,6 +213,17 @@ if got is not None:
         peak = None
     with open(peaks, "a") as f:
         f.write(source + "\n")
+    # Where pplab's step goes, from the same run (rank 0's steps after the warm-up).
+    def mean_of(key):
+        v = (got.get(key) or [])[warmup:]
+        return "%.2f" % (sum(v) / len(v)) if v else "n/a"
+    lags = (got.get("device_lag_ms") or [])[warmup:]
+    overhead = got.get("executor_overhead") or []
+    with open(where, "a") as f:
+        f.write("| %s | %s | %.2f | %s | %s | %s | %s | %s |\n" % (
+            label, precision, got_s * 1e3, mean_of("step_clock_ms"), mean_of("host_issue_ms"),
+            "%.3f" % statistics.median(lags) if lags else "n/a",
+            "%.2f %%" % (100 * max(overhead)) if overhead else "n/a", mean_of("bubbles")))
 def tok_s(s, why):
     return "{:,.0f}".format(tokens / s).replace(",", " ") if s else "n/a (%s)" % why
 def mfu(s):
@@ -218,6 +238,20 @@ done
 
 if [ "$dry_run" = 0 ]; then
   echo
+  if [ -s "$work/where.md" ]; then
+    echo "Where pplab's step goes (rank 0, mean over the measured steps):"
+    echo
+    echo "| run | precision | step ms | executor step on the GPU ms | host's issue of it ms | device lag ms (median) | executor overhead (worst rank) | bubble |"
+    echo "|---|---|---|---|---|---|---|---|"
+    cat "$work/where.md"
+    echo
+    echo "The step is wall time (what tokens/s uses); the executor's step is its actions on CUDA events; the host's"
+    echo "issue is the host's time from that step's first mark to its last. The device lag is how long after the host"
+    echo "issued a compute action the GPU started it: near 0 the GPU waits for the host to queue kernels (launch-bound:"
+    echo "fewer launches would pay), large the host runs ahead. Executor overhead: idle time with the data there, over"
+    echo "the last step's makespan (pplab explain's \"other\")."
+    echo
+  fi
   peaks=$(sort -u "$work/peaks" 2> /dev/null | paste -sd ';' - | sed 's/;/; /g' || true)
   echo "MFU: the model FLOPs of a step (6 x Linear weights x tokens, plus 6 x hidden x T(T+1) per sequence and"
   echo "layer for causal attention; docs/gpu.md) over the step time and the GPU's peak (${peaks:-none known})."

@@ -278,6 +278,7 @@ class StepEndBarrierClock : public StepClock {
     barrier_.Wait();
     return host_.Resolve(timeout);
   }
+  std::vector<TimeNs> HostMarks() const override { return host_.HostMarks(); }
   const char* Name() const override { return "host"; }
 
  private:
@@ -475,6 +476,7 @@ class StuckDeviceClock : public StepClock {
     throw Error("the GPU has not finished this step's work");
   }
   int FirstUnfinishedMark() const override { return stuck_at; }
+  std::vector<TimeNs> HostMarks() const override { return host_.HostMarks(); }
   const char* Name() const override { return "stuck"; }
   std::chrono::milliseconds bound{0};
   int stuck_at = -1;
@@ -523,6 +525,77 @@ TEST_CASE("the step's wait for the device is bounded by the comm timeout and nam
     CHECK_THROWS_WITH(executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
                       !Catch::Contains("the first action"));
   }
+}
+
+// The host clock for the host marks; the "device" reaches mark i exactly
+// `lag_per_mark_ns` * (i + 1) after the host took it, as a GPU that falls
+// further behind the host with each action would.
+class LaggingClock : public StepClock {
+ public:
+  explicit LaggingClock(TimeNs lag_per_mark_ns) : lag_(lag_per_mark_ns) {}
+  void BeginStep(std::chrono::steady_clock::time_point origin) override { host_.BeginStep(origin); }
+  int Mark() override { return host_.Mark(); }
+  std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) override {
+    std::vector<TimeNs> marks = host_.Resolve(timeout);
+    for (size_t i = 0; i < marks.size(); ++i) marks[i] += lag_ * static_cast<TimeNs>(i + 1);
+    return marks;
+  }
+  std::vector<TimeNs> HostMarks() const override { return host_.HostMarks(); }
+  const char* Name() const override { return "lagging"; }
+
+ private:
+  HostClock host_;
+  TimeNs lag_;
+};
+
+TEST_CASE("a step reports when the host issued each action and how far the device trailed it", "[executor]") {
+  const LlamaConfig c = Tiny(2);
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 1, torch::kCPU);
+  const Batch batch = MakeBatch(c, 2, 4, 1);
+  const std::vector<MicrobatchData> mbs = {{{batch.inputs, batch.mask}, batch.targets}};
+  FakeTransport transport(0, std::make_shared<FakeNetwork>());
+  // zb-h1 with one rank and one microbatch: F, I, W, whose start marks are
+  // 2, 4 and 6 (0: the step's start, 1: the receives posted); with the
+  // device 1 ms further behind at each mark, they start 3, 5 and 7 ms after
+  // the host issued them: the median is 5 ms.
+  const Schedule zb = Lower(GenerateZeroBubbleH1(1, 1));
+  ExecutorOptions options;
+  LaggingClock lagging(1'000'000);
+  options.clock = &lagging;
+  Executor executor(zb, 0, {{0, stage.get()}}, transport, CrossEntropy(), options);
+  const StepResult r = executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now());
+  REQUIRE(r.events.size() == 3);
+  REQUIRE(r.host_times.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    const TimeNs mark = 2 + 2 * static_cast<TimeNs>(i);  // the start mark's index
+    CHECK(r.events[i].start - r.host_times[i].first == (mark + 1) * 1'000'000);
+    CHECK(r.events[i].end - r.host_times[i].second == (mark + 2) * 1'000'000);
+    CHECK(r.host_times[i].first <= r.host_times[i].second);
+  }
+  CHECK(MedianDeviceLagMs(r) == 5.0);
+  // The device trails by 9 ms at the step's end mark (8, after W's 6 and 7)
+  // and 1 ms at its start (0): the step spans 8 ms more on the device.
+  CHECK(r.clock_span_ns - r.host_span_ns == 8'000'000);
+  CHECK(r.host_span_ns > 0);
+
+  // 1f1b with two microbatches: four actions, starts at marks 2, 4, 6, 8,
+  // lags 3, 5, 7, 9 ms: the median of an even count is the mean of the
+  // middle two, 6 ms.
+  const Schedule two = Lower(Generate1F1B(1, 2));
+  Executor executor2(two, 0, {{0, stage.get()}}, transport, CrossEntropy(), options);
+  const std::vector<MicrobatchData> two_mbs = {mbs[0], mbs[0]};
+  CHECK(MedianDeviceLagMs(executor2.RunStep(two_mbs, 0.5, std::chrono::steady_clock::now())) == 6.0);
+
+  // On the host clock the host's times are the events' own: no lag.
+  ExecutorOptions host_options;
+  Executor on_host(zb, 0, {{0, stage.get()}}, transport, CrossEntropy(), host_options);
+  const StepResult h = on_host.RunStep(mbs, 1.0, std::chrono::steady_clock::now());
+  REQUIRE(h.host_times.size() == h.events.size());
+  for (size_t i = 0; i < h.events.size(); ++i) {
+    CHECK(h.host_times[i] == std::make_pair(h.events[i].start, h.events[i].end));
+  }
+  CHECK(MedianDeviceLagMs(h) == 0.0);
+  CHECK(h.host_span_ns == h.clock_span_ns);
 }
 
 TEST_CASE("an executor connects its transport to exactly the ranks its program exchanges messages with",

@@ -70,8 +70,30 @@ C10dTransport::~C10dTransport() = default;
 
 RankId C10dTransport::Rank() const { return group_->rank - rank_offset_; }
 
+void C10dTransport::DropFinishedSends() {
+  // isCompleted() does not block: Gloo's work reports its state, NCCL's
+  // queries the CUDA event after the send (and ProcessGroupNCCL recorded the
+  // buffers on its stream with the caching allocator, so even a buffer still
+  // in use would not be reused early).
+  const auto done = [](const c10::intrusive_ptr<c10d::Work>& w) {
+    return !w || (w->isCompleted() && w->exception() == nullptr);
+  };
+  sends_.erase(std::remove_if(sends_.begin(), sends_.end(),
+                              [&](const std::unique_ptr<Pending>& s) {
+                                return done(s->header_work) && done(s->payload_work) &&
+                                       std::all_of(s->part_works.begin(), s->part_works.end(), done);
+                              }),
+               sends_.end());
+}
+
+size_t C10dTransport::SendsInFlight() {
+  DropFinishedSends();
+  return sends_.size();
+}
+
 void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
   if (static_cast<int>(tensors.size()) > kMaxTensors) throw Error("c10d transport: more than 6 tensors in a message");
+  DropFinishedSends();
   auto pending = std::make_unique<Pending>();
   const std::string what = "sending message " + std::to_string(tag) + " to rank " + std::to_string(peer);
   if (format_ == WireFormat::kKnownShapes) {

@@ -9,8 +9,14 @@
 //   advance. The payload goes through the host.
 // - kKnownShapes (NCCL's): receives are posted with the message's
 //   MessageSpec, each tensor travels as its own bytes on the group's device,
-//   with no header and no host copy. Send buffers are kept until their send
-//   completes (WaitSends), so the caller may drop its tensors at once.
+//   with no header and no host copy.
+// In both, a send's buffers are kept until it completes, so the caller may
+// drop its tensors at once: each Send first drops the earlier sends that
+// completed without error, and WaitSends waits for the rest at the step's
+// end. On NCCL (whose work reports completion from its CUDA event) a sent
+// message thus holds memory while in flight, not until the end of the step;
+// Gloo's send work reports completion only once waited for, so there they
+// stay until WaitSends.
 // Messages between two ranks are matched in the order the lowering pass
 // guarantees per channel (ordered rank pair); tags tell them apart on Gloo.
 //
@@ -63,9 +69,15 @@ class C10dTransport : public Transport {
   // direction first, two ranks could each wait in another communicator's
   // creation. One global order of pairs makes such a cycle impossible.
   void Connect(const std::vector<RankId>& peers, std::chrono::milliseconds timeout) override;
+  // The sends whose buffers this transport still holds, after dropping those
+  // that completed without error.
+  size_t SendsInFlight();
 
  private:
   struct Pending;
+  // Forgets the sends whose every work item completed without error (their
+  // buffers are freed); one that failed stays for WaitSends to report.
+  void DropFinishedSends();
   // Parses an arrived header and posts the payload receive.
   void PostPayload(RankId peer, int64_t tag, Pending& pending);
   // The group that carries messages from `from` to `to` (pipeline ranks).

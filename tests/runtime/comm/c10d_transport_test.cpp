@@ -232,3 +232,64 @@ TEST_CASE("a Gloo wait blocks at most the timeout and an NCCL wait only orders t
 }
 
 }  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// A send whose completion the test decides, as NCCL's work reports it
+// (isCompleted() queries the CUDA event after the send).
+class ControlledWork : public c10d::Work {
+ public:
+  bool isCompleted() override { return done; }
+  std::exception_ptr exception() const override { return error; }
+  bool wait(std::chrono::milliseconds) override {
+    if (error) std::rethrow_exception(error);
+    return true;
+  }
+  bool done = false;
+  std::exception_ptr error;
+};
+
+// A backend whose sends return ControlledWork items and keep their buffers'
+// use counts observable.
+class ControlledBackend : public C10dBackend {
+ public:
+  ControlledBackend() : C10dBackend(0, 2) {}
+  const std::string getBackendName() const override { return "controlled"; }
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int, int) override {
+    buffers.push_back(tensors.at(0));
+    works.push_back(c10::make_intrusive<ControlledWork>());
+    return works.back();
+  }
+  std::vector<at::Tensor> buffers;  // what each send was given
+  std::vector<c10::intrusive_ptr<ControlledWork>> works;
+};
+
+}  // namespace
+
+TEST_CASE("a completed send's buffers are freed at the next send, a failed one is kept for WaitSends", "[comm]") {
+  auto backend = c10::make_intrusive<ControlledBackend>();
+  auto handle = std::make_shared<ProcessGroupHandle>();
+  handle->group = backend;
+  handle->world_size = 2;
+  C10dTransport transport(handle, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes, /*per_direction=*/false);
+  const auto timeout = std::chrono::milliseconds(1000);
+  transport.Send(1, 1, {torch::ones({4})});
+  REQUIRE(backend->works.size() == 1);
+  // In flight: the transport holds message 1's buffer (the backend's copy
+  // and the transport's: 2 owners of the storage).
+  CHECK(transport.SendsInFlight() == 1);
+  CHECK(backend->buffers[0].use_count() == 2);
+  // Completed: the next send (or a look) lets it go before the step's end.
+  backend->works[0]->done = true;
+  transport.Send(1, 2, {torch::ones({4})});
+  CHECK(backend->buffers[0].use_count() == 1);
+  CHECK(transport.SendsInFlight() == 1);  // message 2
+  // A send that completed with an error stays, and WaitSends reports it.
+  backend->works[1]->done = true;
+  backend->works[1]->error = std::make_exception_ptr(std::runtime_error("peer gone\nstack trace"));
+  CHECK(transport.SendsInFlight() == 1);
+  CHECK_THROWS_WITH(transport.WaitSends(timeout), "sending: peer gone");
+}
+
+}  // namespace pplab

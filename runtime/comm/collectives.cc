@@ -76,6 +76,13 @@ void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chr
 }
 
 void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {
+  if (group.backend == Backend::kNccl) {
+    // ProcessGroupNCCL's barrier work synchronizes the host with the stream
+    // when waited for, with no bound; an all-reduce of one number read back
+    // through a polled copy is the same rendezvous, bounded by `timeout`.
+    AllReduceSum(group, 0.0, timeout);
+    return;
+  }
   Wait(group.backend, group.group->barrier(), timeout, Who(group, "barrier"));
 }
 

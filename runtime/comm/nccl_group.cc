@@ -1,25 +1,59 @@
 // The NCCL backend: compiled only when the found LibTorch has CUDA (CMake
 // defines PPLAB_WITH_NCCL then). Bounded waits: where the host blocks on
 // NCCL's work it polls, at most the group's timeout (device_wait.h); NCCL's
-// watchdog aborts any operation 10 s older than that and ends the process,
-// so a dead peer never leaves a rank hanging.
+// watchdog ends the process when an operation is 10 s older than that (and a
+// few seconds more), so a dead peer never leaves a rank hanging.
 #define USE_C10D_NCCL 1
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/torch.h>
 
+#include <dlfcn.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "runtime/comm/c10d_group.h"
 
 namespace pplab {
+namespace {
+
+// ProcessGroupNCCL::Options embeds NCCL's ncclConfig_t, whose size changes
+// between NCCL releases; pplab allocates it with the nccl.h it was built
+// against and LibTorch's NCCL fills it. Says so, once, when the two differ in
+// major or minor version (a build that found another nccl.h than the one
+// LibTorch was built with).
+void WarnOnNcclMismatch() {
+  static bool checked = false;
+  if (checked) return;
+  checked = true;
+  using GetVersion = int (*)(int*);  // ncclResult_t ncclGetVersion(int*), ncclSuccess == 0
+  const auto get = reinterpret_cast<GetVersion>(::dlsym(RTLD_DEFAULT, "ncclGetVersion"));
+  int loaded = 0;
+  if (get == nullptr || get(&loaded) != 0) return;
+  const int built = NCCL_VERSION_CODE;
+  if (loaded / 100 != built / 100) {
+    std::fprintf(stderr,
+                 "pplab: warning: built against nccl.h %d but the NCCL loaded is %d; build against the nccl.h of "
+                 "LibTorch's NCCL (pip's nvidia/nccl/include) if NCCL groups misbehave\n",
+                 built, loaded);
+  }
+}
+
+}  // namespace
 
 c10::intrusive_ptr<C10dBackend> MakeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, RankId rank,
                                                 int world_size, c10::Device device, std::chrono::milliseconds timeout) {
   if (!device.is_cuda() || !device.has_index()) throw Error("NCCL needs a CUDA device with an index");
-  // Asynchronous error handling: a failed or timed-out collective tears the
-  // communicator down instead of waiting forever (the user may override it).
-  ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
+  // Asynchronous error handling: the watchdog ends the process on a failed
+  // or timed-out operation instead of leaving it waiting. Mode 3 (SkipCleanUp,
+  // LibTorch 2.x's default) ends it without ncclCommAbort, which can itself
+  // hang on a dead peer; mode 1 would abort the communicators first. And the
+  // watchdog waits 4 x this dump timeout (default 15 s) before acting: 1 s.
+  // The user's settings win.
+  ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3", /*overwrite=*/0);
+  ::setenv("TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", "1000", /*overwrite=*/0);
+  WarnOnNcclMismatch();
   c10::cuda::set_device(device.index());
   auto options = c10d::ProcessGroupNCCL::Options::create();
   // pplab's own bounded waits (device_wait.h, the step clock's Resolve) use

@@ -39,6 +39,10 @@ void Wait(Backend backend, const c10::intrusive_ptr<c10d::Work>& work, std::chro
           const std::string& what) {
   bool done = false;
   if (backend == Backend::kNccl) {
+    // A work that already failed is reported as it is: its wait() would
+    // first abort the communicator on this thread (ncclCommAbort, which can
+    // hang), the teardown a failed worker skips.
+    if (const std::exception_ptr failed = work->exception()) Guard(what, [&] { std::rethrow_exception(failed); });
     Guard(what, [&] { done = work->wait(); });  // stream order only: no timeout, no host wait
   } else {
     Guard(what, [&] { done = work->wait(timeout); });

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "runtime/comm/device_wait.h"
 #include "runtime/exec/autocast.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
@@ -97,6 +98,19 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
   std::vector<RankId> peers;
   for (const Action& a : schedule.programs.at(rank)) {
     if (IsRecv(a.kind) || IsSend(a.kind)) peers.push_back(schedule.placement[PeerStage(a)]);
+  }
+  // With two copies of the model (DualPipe), the ranks holding copies of one
+  // part exchange their gradients after each step (SumCopyGradients): they
+  // are peers too, linked here in the same global order, or two such ranks
+  // could each block in a different communicator's creation in that step.
+  if (schedule.NumPipelines() > 1) {
+    for (StageId s : schedule.StagesOf(rank)) {
+      for (StageId t = 0; t < schedule.stages; ++t) {
+        if (t != s && schedule.ModelStage(t) == schedule.ModelStage(s) && schedule.placement[t] != rank) {
+          peers.push_back(schedule.placement[t]);
+        }
+      }
+    }
   }
   transport_.Connect(peers, options_.comm_timeout);
 }
@@ -325,7 +339,11 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     throw Error("rank " + std::to_string(rank_) + " at the end of the step: " + e.what() + where);
   }
   if (all_losses.defined() && options_.microbatch_losses) {
-    const at::Tensor host = all_losses.cpu();  // one read for the whole step
+    // One read for the whole step, bounded: on a GPU it waits for the last
+    // stage's work, which may wait for a message (the evaluator's clock is
+    // the host's, so nothing above has waited for the device).
+    const at::Tensor host =
+        HostCopy(all_losses, options_.comm_timeout, "rank " + std::to_string(rank_) + " reading the step's losses");
     size_t i = 0;
     for (const auto& [m, loss] : losses) result.losses[m] = host[static_cast<int64_t>(i++)].item<double>();
   }

@@ -217,6 +217,13 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       buckets.push_back(std::make_unique<StageBucket>(GradientsOf(flats.at(s), params_of.at(s)), *options.dp_group));
     };
   }
+  // NCCL creates a group's communicator in its first collective, blocking
+  // until every member arrives: the data-parallel group's first all-reduce
+  // would otherwise come in the middle of the first step, while point-to-point
+  // kernels run. One bounded all-reduce here creates it first (before the
+  // pipeline pairs, which the executor links next, in the same order on
+  // every rank).
+  if (options.dp_group != nullptr) AllReduceSum(*options.dp_group, 0.0, options.comm_timeout);
   Executor executor(schedule, rank, stages, transport, loss, exec_options);
   const Schedule eval_plan = ForwardOnly(schedule);
   ExecutorOptions eval_options;
@@ -345,6 +352,11 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       summary.peak_activation_bytes.push_back(peaks[r].at(0));
     }
   }
+  // A completed send only means its buffer may be reused: over NCCL's socket
+  // transport the bytes may still be on their way when the sender returns
+  // and tears its communicators down. No rank leaves before rank 0 has
+  // everything.
+  if (group != nullptr) AllReduceSum(*group, 0.0, options.comm_timeout);
   if (rank == 0) {
     Timeline& t = summary.last_step;
     t.name = schedule.name;

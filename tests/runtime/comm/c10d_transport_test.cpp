@@ -243,9 +243,11 @@ class ControlledWork : public c10d::Work {
   bool isCompleted() override { return done; }
   std::exception_ptr exception() const override { return error; }
   bool wait(std::chrono::milliseconds) override {
+    waited = true;
     if (error) std::rethrow_exception(error);
     return true;
   }
+  bool waited = false;
   bool done = false;
   std::exception_ptr error;
 };
@@ -290,6 +292,21 @@ TEST_CASE("a completed send's buffers are freed at the next send, a failed one i
   backend->works[1]->error = std::make_exception_ptr(std::runtime_error("peer gone\nstack trace"));
   CHECK(transport.SendsInFlight() == 1);
   CHECK_THROWS_WITH(transport.WaitSends(timeout), "sending: peer gone");
+}
+
+TEST_CASE("an NCCL work that already failed is reported without waiting on it", "[comm]") {
+  // ProcessGroupNCCL's wait() on a failed work aborts the communicator on
+  // the calling thread first, which can hang; Wait reports the error as is.
+  auto failed = c10::make_intrusive<ControlledWork>();
+  failed->done = true;
+  failed->error = std::make_exception_ptr(std::runtime_error("NCCL error: remote process exited\ntrace"));
+  CHECK_THROWS_WITH(Wait(Backend::kNccl, failed, std::chrono::milliseconds(1000), "receiving message 4 from rank 1"),
+                    "receiving message 4 from rank 1: NCCL error: remote process exited");
+  CHECK_FALSE(failed->waited);
+  // A healthy one is waited on (stream order).
+  auto healthy = c10::make_intrusive<ControlledWork>();
+  Wait(Backend::kNccl, healthy, std::chrono::milliseconds(1000), "sending");
+  CHECK(healthy->waited);
 }
 
 }  // namespace pplab

@@ -618,6 +618,30 @@ TEST_CASE("an executor connects its transport to exactly the ranks its program e
   CHECK(transport.connected.empty());
 }
 
+TEST_CASE("under DualPipe an executor also connects the ranks that hold the other copy of its model parts",
+          "[executor]") {
+  // K=4: rank r holds part r of the first copy and part 3-r of the second.
+  // Rank 0's messages go to rank 1 only, but both its parts' other copies
+  // are on rank 3, with which it sums gradients after each step.
+  const LlamaConfig c = Tiny(4);
+  const Schedule dual = Lower(GenerateDualPipe(4, 8));
+  REQUIRE(dual.NumPipelines() == 2);
+  const auto partition = PartitionUniform(c, 4);
+  const std::vector<std::set<RankId>> want = {{1, 3}, {0, 2}, {1, 3}, {2, 0}};
+  auto network = std::make_shared<FakeNetwork>();
+  for (RankId r = 0; r < 4; ++r) {
+    std::vector<std::unique_ptr<Stage>> owned;
+    std::map<StageId, Stage*> stages;
+    for (StageId s : dual.StagesOf(r)) {
+      owned.push_back(BuildLlamaStage(c, partition, dual.ModelStage(s), 1, torch::kCPU));
+      stages[s] = owned.back().get();
+    }
+    ConnectRecorder transport(r, network);
+    Executor executor(dual, r, stages, transport, CrossEntropy(), {});
+    CHECK(transport.connected == want[r]);
+  }
+}
+
 }  // namespace pplab
 
 namespace pplab {

@@ -87,6 +87,14 @@ StageId Schedule::PipelineStart(StageId s) const {
   return p == 0 ? 0 : pipeline_starts[p - 1];
 }
 
+std::vector<StageId> Schedule::CopiesOf(StageId s) const {
+  std::vector<StageId> out;
+  for (StageId t = 0; t < stages; ++t) {
+    if (ModelStage(t) == ModelStage(s)) out.push_back(t);
+  }
+  return out;
+}
+
 int Schedule::ModelStages() const {
   const int length = pipeline_starts.empty() ? stages : pipeline_starts.front();
   StageId start = 0;

@@ -68,6 +68,9 @@ struct Schedule {
   // so stages of different pipelines with the same part hold the same
   // weights and train as one (their gradients are summed).
   StageId ModelStage(StageId s) const { return s - PipelineStart(s); }
+  // The stages holding the same part of the model as `s`, `s` included, in
+  // pipeline order.
+  std::vector<StageId> CopiesOf(StageId s) const;
   // The number of parts the model is cut into: S with one pipeline, S / P
   // when the P pipelines are equally long, and 0 when they are not (such a
   // schedule cannot be run on one model).

@@ -105,10 +105,8 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
   // could each block in a different communicator's creation in that step.
   if (schedule.NumPipelines() > 1) {
     for (StageId s : schedule.StagesOf(rank)) {
-      for (StageId t = 0; t < schedule.stages; ++t) {
-        if (t != s && schedule.ModelStage(t) == schedule.ModelStage(s) && schedule.placement[t] != rank) {
-          peers.push_back(schedule.placement[t]);
-        }
+      for (StageId t : schedule.CopiesOf(s)) {
+        if (schedule.placement[t] != rank) peers.push_back(schedule.placement[t]);
       }
     }
   }
@@ -368,12 +366,10 @@ double MedianDeviceLagMs(const StepResult& result) {
     if (IsCompute(result.events[i].action.kind)) lags.push_back(result.events[i].start - result.host_times[i].first);
   }
   if (lags.empty()) return 0;
+  std::sort(lags.begin(), lags.end());
   const size_t mid = lags.size() / 2;
-  std::nth_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(mid), lags.end());
-  double median = static_cast<double>(lags[mid]);
-  if (lags.size() % 2 == 0) {
-    median = (median + static_cast<double>(*std::max_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(mid)))) / 2;
-  }
+  const double median = lags.size() % 2 == 1 ? static_cast<double>(lags[mid])
+                                              : (static_cast<double>(lags[mid - 1]) + static_cast<double>(lags[mid])) / 2;
   return median / 1e6;
 }
 

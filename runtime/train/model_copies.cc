@@ -9,16 +9,6 @@
 namespace pplab {
 namespace {
 
-// The stages holding the same part of the model as `s`, `s` included, in
-// pipeline order.
-std::vector<StageId> CopiesOf(const Schedule& schedule, StageId s) {
-  std::vector<StageId> out;
-  for (StageId t = 0; t < schedule.stages; ++t) {
-    if (schedule.ModelStage(t) == schedule.ModelStage(s)) out.push_back(t);
-  }
-  return out;
-}
-
 // Executor tags stay below 2 S M (see MessageTag); the gradients of stage
 // `from` sent to its copy `to` use one above.
 int64_t CopyTag(const Schedule& schedule, StageId from, StageId to) {
@@ -56,7 +46,7 @@ std::string WhyNotOneModel(const Schedule& schedule) {
     return "'" + schedule.name + "' has pipelines of different lengths, so they are not copies of one model";
   }
   for (StageId s = 0; s < schedule.stages; ++s) {
-    for (StageId t : CopiesOf(schedule, s)) {
+    for (StageId t : schedule.CopiesOf(s)) {
       if (t > s && schedule.placement[t] == schedule.placement[s]) {
         return "'" + schedule.name + "' puts stages " + std::to_string(s) + " and " + std::to_string(t) +
                ", two copies of model part " + std::to_string(schedule.ModelStage(s)) + ", both on rank " +
@@ -77,13 +67,13 @@ void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<Stag
   for (const auto& [s, stage] : stages) {
     if (!flat[s].defined()) continue;
     const MessageSpec spec = {{SameWidthInteger(flat[s].scalar_type()), {flat[s].numel()}}};
-    for (StageId t : CopiesOf(schedule, s)) {
+    for (StageId t : schedule.CopiesOf(s)) {
       if (schedule.placement[t] != rank) transport.PostRecv(schedule.placement[t], CopyTag(schedule, t, s), spec);
     }
   }
   for (const auto& [s, stage] : stages) {
     if (!flat[s].defined()) continue;
-    for (StageId t : CopiesOf(schedule, s)) {
+    for (StageId t : schedule.CopiesOf(s)) {
       if (schedule.placement[t] != rank) {
         transport.Send(schedule.placement[t], CopyTag(schedule, s, t),
                        {flat[s].view(SameWidthInteger(flat[s].scalar_type()))});
@@ -93,7 +83,7 @@ void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<Stag
   for (const auto& [s, stage] : stages) {
     if (!flat[s].defined()) continue;
     at::Tensor sum;
-    for (StageId t : CopiesOf(schedule, s)) {
+    for (StageId t : schedule.CopiesOf(s)) {
       at::Tensor part;
       if (schedule.placement[t] == rank) {
         part = flat.at(t);

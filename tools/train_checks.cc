@@ -1,0 +1,100 @@
+#include "tools/train_checks.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/train/checkpoint.h"
+#include "schedules/error.h"
+
+namespace fs = std::filesystem;
+
+namespace pplab::cli {
+namespace {
+
+// The run files in --out (those not given a path of their own): a run
+// folder's, which a new run must not mix into.
+std::vector<std::string> RunFolderFiles(const TrainOptions& given, const TrainOptions& o) {
+  std::vector<std::string> files;
+  if (o.out_dir.empty()) return files;
+  if (given.metrics_path.empty()) files.push_back(o.metrics_path);
+  if (given.trace_path.empty()) files.push_back(o.trace_path);
+  if (given.sim_trace_path.empty()) files.push_back(o.sim_trace_path);
+  files.push_back((fs::path(o.out_dir) / "timeline.svg").string());
+  return files;
+}
+
+}  // namespace
+
+void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule) {
+  if (o.plan_file.empty()) return;
+  auto conflict = [&o](const char* flag, const std::string& given, const std::string& planned) {
+    throw Error(std::string(flag) + " " + given + " conflicts with --plan " + o.plan_file + " (" + planned +
+                "): drop the flag, the plan fixes it");
+  };
+  if (o.given_schedule && o.schedule != schedule.name) conflict("--schedule", o.schedule, "schedule " + schedule.name);
+  if (o.given_ranks && o.ranks != schedule.ranks) {
+    conflict("--ranks", std::to_string(o.ranks), "K " + std::to_string(schedule.ranks));
+  }
+  if (o.given_microbatches && o.microbatches != schedule.microbatches) {
+    conflict("--microbatches", std::to_string(o.microbatches), "M " + std::to_string(schedule.microbatches));
+  }
+  const int v = schedule.stages / std::max(1, schedule.ranks);
+  if (o.given_virtual && o.virtual_stages != v) {
+    conflict("--virtual", std::to_string(o.virtual_stages), "v " + std::to_string(v));
+  }
+}
+
+void ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
+  if (o.resume && o.overwrite) throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
+  std::vector<std::string> found;
+  std::error_code ec;
+  const std::vector<std::string> files = RunFolderFiles(given, o);
+  for (const std::string& path : files) {
+    if (fs::exists(path, ec)) found.push_back(path);
+  }
+  if (!o.checkpoint_dir.empty() && HoldsCheckpoints(o.checkpoint_dir)) found.push_back(o.checkpoint_dir);
+  if (found.empty() || o.resume) return;
+  if (!o.overwrite) {
+    const std::string where = o.out_dir.empty() ? "--checkpoint-dir " + o.checkpoint_dir : "--out " + o.out_dir;
+    throw Error(where + " already holds a run (" + found.front() +
+                "): pass --resume to continue it, --out NEW for another folder, or --overwrite to replace it");
+  }
+  for (const std::string& path : files) fs::remove(path, ec);
+  if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
+}
+
+void CheckLocalCapacity(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,
+                        int copies) {
+  if (o.oversubscribe || nproc <= 1) return;
+  const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  if (nproc > 4 * cores) {
+    throw Error(std::to_string(nproc) + " local worker processes on " + std::to_string(cores) +
+                " cores (at most 4 per core): use fewer ranks, start them on several nodes (torchrun), or pass "
+                "--oversubscribe");
+  }
+  double params = 0;
+  for (int s = 0; s < partition.NumStages(); ++s) params += static_cast<double>(StageParams(config, partition, s));
+  const double need = params * 16 * o.dp * copies + nproc * 300e6;
+  double available = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char key[64];
+    double kb = 0;
+    while (std::fscanf(f, "%63s %lf kB", key, &kb) == 2) {
+      if (std::string(key) == "MemAvailable:") available = kb * 1024;
+    }
+    std::fclose(f);
+  }
+  if (available > 0 && need > available) {
+    throw Error(std::to_string(nproc) + " local worker processes need about " +
+                std::to_string(static_cast<int64_t>(need / 1e6)) + " MB (model state and LibTorch), this machine has " +
+                std::to_string(static_cast<int64_t>(available / 1e6)) +
+                " MB available: use fewer ranks or a smaller model, or pass --oversubscribe");
+  }
+}
+
+}  // namespace pplab::cli

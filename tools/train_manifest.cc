@@ -1,0 +1,92 @@
+#include "tools/train_manifest.h"
+
+#include <cstdio>
+
+#include "runtime/data/fnv.h"
+#include "runtime/train/checkpoint.h"
+#include "schedules/error.h"
+
+namespace pplab::cli {
+
+nlohmann::json MustMatch(const TrainOptions& o, const LlamaConfig& config, const PreparedText* text) {
+  nlohmann::json must_match = {{"model", nlohmann::json::parse(config.ToJson())},
+                               {"seed", o.seed},
+                               {"batch_size", o.batch_size},
+                               {"seq_len", o.seq_len}};
+  if (text != nullptr) {
+    must_match["tokenizer"] = FnvHex(text->tokenizer_fingerprint);
+    must_match["corpus"] = FnvHex(text->corpus_fingerprint);
+    must_match["packed"] = o.packed;
+  } else {
+    must_match["data"] = "synthetic";
+  }
+  return must_match;
+}
+
+void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, const nlohmann::json& found) {
+  for (const auto& [key, value] : must_match.items()) {
+    if (!found.contains(key) || found[key] != value) {
+      throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
+                  (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " +
+                  value.dump());
+    }
+  }
+}
+
+std::string PrecisionChangeNote(const TrainOptions& o, const nlohmann::json& found) {
+  // A checkpoint without the field was written before precisions existed, in fp32.
+  const std::string was = found.contains("precision") && found["precision"].is_string()
+                              ? found["precision"].get<std::string>()
+                              : std::string("fp32");
+  const std::string now = PrecisionName(ParsePrecision(o.precision));
+  if (was == now) return "";
+  return "the checkpoint in " + o.checkpoint_dir + " was trained in " + was + "; this run continues it in " + now +
+         " (weights and AdamW state are fp32 in both)";
+}
+
+int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlohmann::json& must_match) {
+  const nlohmann::json found = nlohmann::json::parse(ReadManifest(latest));
+  CheckResumable(o, must_match, found);
+  const int step = found.at("step").get<int>();
+  if (step > o.steps) {
+    throw Error("--steps " + std::to_string(o.steps) + " is below the step of the checkpoint to resume (" + latest +
+                ", step " + std::to_string(step) + "): pass --steps above it to continue");
+  }
+  if (step == o.steps || o.quiet) return step;
+  const std::string note = PrecisionChangeNote(o, found);
+  if (!note.empty()) std::fprintf(stderr, "pplab: note: %s\n", note.c_str());
+  if (found.contains("lr_schedule") && found["lr_schedule"].at("total_steps") != o.steps) {
+    std::fprintf(stderr,
+                 "pplab: note: the learning-rate schedule was recorded for %s steps; it now decays over --steps "
+                 "%d from step %d on\n",
+                 found["lr_schedule"]["total_steps"].dump().c_str(), o.steps, step);
+  }
+  return step;
+}
+
+nlohmann::json RunManifest(const TrainOptions& o, const nlohmann::json& must_match, const Schedule& schedule,
+                           const LlamaConfig& config, const Partition& partition, Precision precision) {
+  nlohmann::json manifest = must_match;
+  manifest["schedule"] = schedule.name;
+  manifest["ranks"] = schedule.ranks;
+  manifest["dp"] = o.dp;
+  manifest["partition"] = partition.ToString();
+  // Not a field a resume must match: weights and AdamW state are fp32 in
+  // both precisions, so a checkpoint continues in either (the launcher says so).
+  manifest["precision"] = PrecisionName(precision);
+  int64_t parameter_elements = 0;
+  for (int s = 0; s < partition.NumStages(); ++s) parameter_elements += StageParams(config, partition, s);
+  manifest["parameter_elements"] = parameter_elements;
+  // The LR schedule is a function of the step and these; training draws no
+  // random numbers beyond the seed (weights from (seed, name), the data
+  // order from (seed, epoch), no dropout), so the seed and the data position
+  // are the whole random state.
+  manifest["lr_schedule"] = {{"lr", o.lr},
+                             {"warmup_steps", o.warmup_steps},
+                             {"total_steps", o.steps},
+                             {"kind", "linear warm-up, cosine to 0"}};
+  manifest["rng"] = {{"seed", o.seed}, {"stateful_generators", 0}};
+  return manifest;
+}
+
+}  // namespace pplab::cli

@@ -1,0 +1,91 @@
+#include "tools/train_options.h"
+
+#include <filesystem>
+
+#include "runtime/data/corpus.h"
+#include "runtime/train/model_copies.h"
+#include "schedules/error.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+#include "schedules/schedule_io.h"
+#include "schedules/validate.h"
+
+namespace fs = std::filesystem;
+
+namespace pplab::cli {
+
+std::chrono::milliseconds CommTimeout(const TrainOptions& o) {
+  return std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
+}
+
+WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
+  WorkerOptions w;
+  w.pipeline_ranks = pipeline_ranks;
+  w.dp = o.dp;
+  w.device = o.device;
+  w.backend = o.backend;
+  w.precision = o.precision;
+  w.comm_timeout = CommTimeout(o);
+  return w;
+}
+
+Schedule LoadPlan(const TrainOptions& o) {
+  Schedule s;
+  if (o.plan_file.empty()) {
+    s = Lower(Generate(o.schedule, {o.ranks, o.microbatches, o.virtual_stages}));
+  } else {
+    s = LoadScheduleFile(o.plan_file);
+    if (!s.HasComm() && s.ranks > 1) s = Lower(s);
+  }
+  // A plan of several pipelines (DualPipe) trains one copy of the model per
+  // pipeline; the copies must be whole and apart.
+  if (const std::string why = WhyNotOneModel(s); !why.empty()) throw Error("train: " + why);
+  bool has_reduce = false;
+  for (const Program& p : s.programs) {
+    for (const Action& a : p) has_reduce = has_reduce || a.kind == ActionKind::kReduceGrad;
+  }
+  if (o.dp > 1 && !has_reduce) s = AddReduceGrad(s);
+  const ValidationReport report = Validate(s);
+  if (!report.ok()) {
+    throw Error((o.plan_file.empty() ? o.schedule : o.plan_file) +
+                ": invalid schedule: " + report.problems.front().message);
+  }
+  return s;
+}
+
+TrainOptions WithOutputs(TrainOptions o) {
+  if (o.out_dir.empty()) return o;
+  const fs::path out(o.out_dir);
+  if (o.metrics_path.empty()) o.metrics_path = (out / "metrics.jsonl").string();
+  if (o.checkpoint_dir.empty()) o.checkpoint_dir = (out / "checkpoints").string();
+  if (o.trace_path.empty()) o.trace_path = (out / "trace-measured.json").string();
+  if (o.sim_trace_path.empty()) o.sim_trace_path = (out / "trace-simulated.json").string();
+  return o;
+}
+
+TextSource TextSourceOf(const TrainOptions& o, const LlamaConfig& config) {
+  TextSource source;
+  source.paths = o.data;
+  if (source.paths.empty()) {
+    if (!fs::is_directory(DefaultCorpusDir())) {
+      throw Error("no --data given and the default corpus " + DefaultCorpusDir() +
+                  " is missing (apt-get install fortunes fortunes-min, or pass --data FILE...)");
+    }
+    source.paths = {DefaultCorpusDir()};
+  }
+  source.tokenizer = o.tokenizer;
+  source.vocab_size = o.vocab_size > 0 ? o.vocab_size : config.vocab_size;
+  source.cache_dir = o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir;
+  return source;
+}
+
+TextDataOptions TextDataOf(const TrainOptions& o) {
+  TextDataOptions d;
+  d.seq_len = o.seq_len;
+  d.packed = o.packed;
+  d.val_fraction = o.val_fraction;
+  d.seed = o.seed;
+  return d;
+}
+
+}  // namespace pplab::cli

@@ -1,0 +1,98 @@
+// `pplab train`'s options, and what follows from them alone: the plan the
+// workers run, the output paths, the worker's and the text's options.
+// Shared by the files of the train command (cmd_train.cpp, train_*.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/llama_config.h"
+#include "runtime/data/text_dataset.h"
+#include "runtime/data/text_prepare.h"
+#include "runtime/train/worker_setup.h"
+#include "schedules/schedule.h"
+
+namespace pplab::cli {
+
+// The defaults are the main job: the small preset on the default corpus,
+// 2 ranks of 1F1B, a few minutes on two CPU cores.
+struct TrainOptions {
+  std::string schedule = "1f1b";
+  std::string plan_file;
+  int ranks = 2;
+  int dp = 1;
+  int microbatches = 8;
+  int virtual_stages = 0;
+  std::string model = "small";
+  std::string partition = "uniform";
+  int batch_size = 16;
+  int seq_len = 128;
+  int steps = 300;
+  uint64_t seed = 1;
+  double lr = 1e-3;
+  int warmup_steps = 30;
+  double clip_norm = 1.0;
+  bool no_flat_params = false;
+  // Data: text files (default corpus when empty) or synthetic tokens.
+  std::vector<std::string> data;
+  bool synthetic = false;
+  std::string tokenizer;
+  int vocab_size = 0;  // 0: the model's
+  bool packed = false;
+  double val_fraction = 0.05;
+  std::string cache_dir;
+  int eval_every = 50;
+  int eval_batches = 4;
+  // Outputs: everything not given goes into out_dir (none when it is "").
+  std::string out_dir = "pplab-run";
+  std::string metrics_path;
+  int nproc = 0;
+  double comm_timeout_s = 60;
+  std::string trace_path;
+  std::string sim_trace_path;
+  bool json = false;
+  bool quiet = false;
+  std::string kill_rank_at;  // "RANK:STEP", a testing aid
+  int nan_at = -1;           // a testing aid: that step's loss is NaN
+  std::string dump_grads_dir;
+  std::string device = "cpu";
+  std::string backend = "auto";
+  std::string precision = "fp32";
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  bool resume = false;
+  bool overwrite = false;
+  // Which of the flags a --plan fixes were given (they must agree with it).
+  bool given_schedule = false, given_ranks = false, given_microbatches = false, given_virtual = false;
+  bool oversubscribe = false;
+  bool measure_memory = false;
+  std::string attention = "auto";
+  double peak_tflops = 0;  // 0: the device's from the table in runtime/train/mfu.h
+  std::vector<std::string> raw_args;
+};
+
+// --comm-timeout as a duration.
+std::chrono::milliseconds CommTimeout(const TrainOptions& o);
+
+WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks);
+
+// The plan as the workers run it: generated or read from --plan, lowered,
+// one model (a plan of several pipelines must hold whole copies apart), and
+// with data parallelism a REDUCE_GRAD after each stage's last B or W (unless
+// the plan has its own); validated. Throws pplab::Error naming the plan.
+Schedule LoadPlan(const TrainOptions& o);
+
+// `o` with the output paths not given filled in: everything goes into --out,
+// unless that is "".
+TrainOptions WithOutputs(TrainOptions o);
+
+// The text to train on: --data, or the default corpus (refused in one line
+// when it is missing); the tokenizer to train has the model's vocabulary
+// unless --vocab-size says otherwise.
+TextSource TextSourceOf(const TrainOptions& o, const LlamaConfig& config);
+
+// How samples are cut from the text (the tokenizer's ids are set on opening).
+TextDataOptions TextDataOf(const TrainOptions& o);
+
+}  // namespace pplab::cli

@@ -1,0 +1,203 @@
+#include "tools/train_report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "models/flops.h"
+#include "runtime/exec/device_info.h"
+#include "schedules/file_io.h"
+#include "sim/measured_costs.h"
+#include "sim/simulator.h"
+#include "tools/cli_main.h"
+#include "traces/chrome_trace.h"
+#include "traces/explain.h"
+#include "traces/render_svg.h"
+
+namespace fs = std::filesystem;
+
+namespace pplab::cli {
+namespace {
+
+double MeanSeconds(const std::vector<double>& step_ms) {
+  double total_ms = 0;
+  for (double ms : step_ms) total_ms += ms;
+  return total_ms / 1000 / std::max<size_t>(1, step_ms.size());
+}
+
+}  // namespace
+
+std::vector<double> StepFlops::Mfu(double seconds) const {
+  std::vector<double> out;
+  if (peak.tflops <= 0) return out;
+  for (double f : per_rank) out.push_back(pplab::Mfu(f, seconds, peak.tflops));
+  return out;
+}
+
+StepFlops FlopsOf(const TrainOptions& o, const LlamaConfig& config, const Partition& partition,
+                  const Schedule& schedule, const c10::Device& device, const std::string& precision) {
+  StepFlops f;
+  // Stage s runs model part ModelStage(s) on the microbatches of its
+  // pipeline (all of them, or half in each of dualpipe's two copies).
+  f.per_rank.assign(schedule.ranks, 0.0);
+  const double sequences = static_cast<double>(o.batch_size / o.dp);
+  for (StageId s = 0; s < schedule.stages; ++s) {
+    const double share = static_cast<double>(schedule.MicrobatchesThrough(s)) / schedule.microbatches;
+    f.per_rank[schedule.placement[s]] +=
+        sequences * share * StageTrainingFlops(config, partition, schedule.ModelStage(s), o.seq_len);
+  }
+  for (double x : f.per_rank) f.world += x * o.dp;
+  f.peak = ResolvePeak(DeviceName(device), precision == "fp32" ? Fp32MatmulPrecision(device) : precision,
+                       o.peak_tflops);
+  return f;
+}
+
+StepReporter::StepReporter(const TrainOptions& o, StepFlops flops, std::function<int64_t(int)> epoch_of)
+    : o_(o),
+      flops_(std::move(flops)),
+      epoch_of_(std::move(epoch_of)),
+      // With --resume and no checkpoint the run starts over, and so do its metrics.
+      resumed_at_(o.resume ? 0 : -1),
+      start_(std::chrono::steady_clock::now()) {}
+
+void StepReporter::OnStepEnd(const StepReport& r) {
+  const int done = r.step + 1;
+  if (metrics_ == nullptr) metrics_ = std::make_unique<MetricsFile>(o_.metrics_path, resumed_at_);
+  if (first_done_ < 0) first_done_ = r.step;
+  if (progress_ == nullptr) {
+    const bool quiet = o_.quiet || (o_.json && !isatty(fileno(stderr)));
+    progress_ = std::make_unique<Progress>(r.step, o_.steps, quiet ? nullptr : stderr, isatty(fileno(stderr)));
+  }
+  const double tokens = static_cast<double>(o_.batch_size) * o_.seq_len;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  ProgressLine line;
+  line.done = done;
+  line.loss = r.loss;
+  line.lr = r.lr;
+  line.tokens_per_s = r.step_ms > 0 ? tokens / (r.step_ms / 1000) : 0;
+  line.bubble = r.bubble;
+  line.val_loss = r.val_loss;
+  line.seconds_left = elapsed / (done - first_done_) * (o_.steps - done);
+  line.mfu = flops_.Mfu(r.step_ms / 1000);
+  progress_->Update(line);
+  nlohmann::json record = {{"step", done},         {"loss", r.loss},
+                           {"lr", r.lr},           {"grad_norm", r.grad_norm},
+                           {"step_ms", r.step_ms}, {"tokens_per_s", line.tokens_per_s},
+                           {"bubble", r.bubble}};
+  if (r.val_loss >= 0) record["val_loss"] = r.val_loss;
+  if (!line.mfu.empty()) record["mfu_per_rank"] = line.mfu;
+  if (epoch_of_) record["epoch"] = epoch_of_(done);
+  metrics_->Write(record);
+}
+
+void StepReporter::Finish() {
+  if (progress_ != nullptr) progress_->Finish();
+}
+
+std::string WriteRunTraces(const TrainOptions& o, const Schedule& schedule, const Timeline& measured) {
+  if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(measured));
+  if (o.sim_trace_path.empty()) return "";
+  CostModel costs = MeasuredCostModel(measured, o.trace_path.empty() ? "the measured step" : o.trace_path);
+  costs.SetDevices(measured.devices);
+  costs.SetDeviceSlots(measured.device_slots);
+  SimResult predicted = Simulate(schedule, costs);
+  predicted.timeline.name = schedule.name;
+  WriteTextFile(o.sim_trace_path, TimelineToChromeTrace(predicted.timeline));
+  if (o.out_dir.empty()) return "";
+  const std::string svg_path = (fs::path(o.out_dir) / "timeline.svg").string();
+  SvgOptions svg;
+  svg.title = schedule.name + "  K=" + std::to_string(schedule.ranks) + "  M=" +
+              std::to_string(schedule.microbatches) + ": simulated (measured compute costs) above measured";
+  WriteTextFile(svg_path, RenderSvgStack({&predicted.timeline, &measured}, svg));
+  return svg_path;
+}
+
+void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSummary& summary,
+                     const Timeline& measured, const std::string& svg_path) {
+  const Schedule& schedule = *facts.schedule;
+  const double tokens = static_cast<double>(o.batch_size) * o.seq_len;
+  double total_ms = 0;
+  for (double ms : summary.step_times_ms) total_ms += ms;
+  const double tokens_per_s = total_ms > 0 ? tokens * summary.step_times_ms.size() / (total_ms / 1000) : 0;
+  const std::vector<double> mfu = facts.flops.Mfu(MeanSeconds(summary.step_times_ms));
+  if (o.json) {
+    nlohmann::json val = nlohmann::json::array();
+    for (const auto& [step, loss] : summary.val_losses) val.push_back({{"step", step}, {"loss", loss}});
+    nlohmann::json out = {{"schedule", schedule.name},
+                          {"ranks", schedule.ranks},
+                          {"dp", o.dp},
+                          {"microbatches", schedule.microbatches},
+                          {"steps", o.steps},
+                          {"model", o.model},
+                          {"vocab_size", facts.vocab_size},
+                          {"data", facts.text ? "text" : "synthetic"},
+                          {"partition", facts.partition},
+                          {"losses", summary.losses},
+                          {"val_losses", val},
+                          {"step_times_ms", summary.step_times_ms},
+                          {"step_clock_ms", summary.step_clock_ms},
+                          {"host_issue_ms", summary.host_issue_ms},
+                          {"device_lag_ms", summary.device_lag_ms},
+                          {"device", facts.device},
+                          {"backend", facts.backend},
+                          {"precision", facts.precision},
+                          {"clock", facts.clock},
+                          {"tokens_per_s", tokens_per_s},
+                          {"bubbles", summary.bubbles},
+                          {"first_step", summary.first_step},
+                          {"checkpoint_save_ms", summary.checkpoint_save_ms},
+                          {"checkpoint_load_ms", summary.checkpoint_load_ms},
+                          {"lrs", summary.lrs},
+                          {"grad_norms", summary.grad_norms}};
+    if (o.measure_memory) out["measured_peak_activation_bytes"] = summary.peak_activation_bytes;
+    // Executor overhead of the last step, per rank: the idle time in which
+    // the data was there and the device free (explain's "other"), over the
+    // step's makespan. Issue 10's target is under 2 % on a GPU.
+    if (CanExplainIdle(measured)) {
+      const IdleExplanation idle = ExplainIdle(measured);
+      nlohmann::json overhead = nlohmann::json::array();
+      for (const RankIdle& r : idle.per_rank) {
+        overhead.push_back(idle.makespan > 0 ? static_cast<double>(r.other) / static_cast<double>(idle.makespan) : 0.0);
+      }
+      out["executor_overhead"] = overhead;
+    }
+    out["attention"] = facts.attention;
+    // MFU over all steps, as tokens_per_s (models/flops.h for the FLOPs).
+    out["model_flops_per_step"] = facts.flops.world;
+    out["model_flops_per_rank"] = facts.flops.per_rank;
+    out["device_name"] = facts.device_name;
+    out["peak_tflops"] =
+        facts.flops.peak.tflops > 0 ? nlohmann::json(facts.flops.peak.tflops) : nlohmann::json(nullptr);
+    out["peak_source"] = facts.flops.peak.source;
+    double mfu_sum = 0;
+    for (double m : mfu) mfu_sum += m;
+    out["mfu_per_rank"] = mfu.empty() ? nlohmann::json(nullptr) : nlohmann::json(mfu);
+    out["mfu"] = mfu.empty() ? nlohmann::json(nullptr) : nlohmann::json(mfu_sum / mfu.size());
+    std::printf("%s\n", out.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  if (!summary.losses.empty()) {
+    std::printf("trained steps %d..%d of %s: loss %.4f -> %.4f", summary.first_step + 1, o.steps,
+                schedule.name.c_str(), summary.losses.front(), summary.losses.back());
+    if (!summary.val_losses.empty()) std::printf(", validation loss %.4f", summary.val_losses.back().second);
+    std::printf(", %.0f tokens/s", tokens_per_s);
+    const std::string mfu_text = MfuText(mfu);
+    std::printf("%s\n", mfu_text.empty() ? "" : (", " + mfu_text).c_str());
+  }
+  if (!o.checkpoint_dir.empty()) std::printf("checkpoint: %s\n", o.checkpoint_dir.c_str());
+  if (!o.metrics_path.empty()) std::printf("metrics: %s\n", o.metrics_path.c_str());
+  if (!o.trace_path.empty()) std::printf("measured trace of the last step: %s\n", o.trace_path.c_str());
+  if (!o.sim_trace_path.empty()) std::printf("simulated trace of the same plan: %s\n", o.sim_trace_path.c_str());
+  if (!svg_path.empty()) std::printf("both, stacked: %s\n", svg_path.c_str());
+  if (facts.text && !o.checkpoint_dir.empty()) {
+    std::printf("sample from it: %s generate --checkpoint %s --prompt \"The meaning of life\"\n",
+                ProgramName().c_str(), o.checkpoint_dir.c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace pplab::cli

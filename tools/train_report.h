@@ -1,0 +1,89 @@
+// What `pplab train` reports: model FLOPs and MFU, rank 0's progress line and
+// metrics record at the end of each step, and at the end of the run its
+// traces, the stacked picture and a summary (one JSON object with --json).
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/llama_config.h"
+#include "models/partition.h"
+#include "runtime/train/metrics_file.h"
+#include "runtime/train/mfu.h"
+#include "runtime/train/trainer.h"
+#include "schedules/schedule.h"
+#include "tools/progress.h"
+#include "tools/train_options.h"
+#include "traces/timeline.h"
+
+namespace pplab::cli {
+
+// The model FLOPs of a step and the peak they are measured against (MFU).
+struct StepFlops {
+  std::vector<double> per_rank;  // each pipeline rank of one replica (models/flops.h)
+  double world = 0;              // all ranks of all replicas
+  PeakFlops peak;
+  // MFU of each pipeline rank for a step of `seconds`; empty when no peak is known.
+  std::vector<double> Mfu(double seconds) const;
+};
+
+// `precision`: what the matmuls run in ("fp32" or "bf16", from --precision);
+// fp32 on a GPU whose cuBLAS may use TF32 counts as "tf32".
+StepFlops FlopsOf(const TrainOptions& o, const LlamaConfig& config, const Partition& partition,
+                  const Schedule& schedule, const c10::Device& device, const std::string& precision);
+
+// Rank 0's report at the end of each step: the progress line on stderr
+// (none with --quiet, or with --json when stderr is not a terminal) and one
+// record in the metrics file.
+class StepReporter {
+ public:
+  // `epoch_of(done)`: the data epoch after `done` steps; null for synthetic data.
+  StepReporter(const TrainOptions& o, StepFlops flops, std::function<int64_t(int)> epoch_of);
+  // The run resumed from the checkpoint of step `step` (before the first
+  // OnStepEnd): the metrics file drops its later steps.
+  void Resumed(int step) { resumed_at_ = step; }
+  void OnStepEnd(const StepReport& r);
+  // Ends the progress line.
+  void Finish();
+
+ private:
+  const TrainOptions& o_;
+  StepFlops flops_;
+  std::function<int64_t(int)> epoch_of_;
+  int resumed_at_;  // -1: a new run
+  int first_done_ = -1;
+  std::unique_ptr<MetricsFile> metrics_;  // opened once the resume point is known
+  std::unique_ptr<Progress> progress_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// What the summary says of the run besides the trainer's figures.
+struct RunFacts {
+  const Schedule* schedule = nullptr;
+  int vocab_size = 0;
+  bool text = false;  // text data, else synthetic tokens
+  std::string partition;
+  std::string device;       // as given to LibTorch, e.g. "cuda:0"
+  std::string device_name;  // DeviceName
+  std::string backend, precision, clock, attention;
+  StepFlops flops;
+};
+
+// Writes `measured`, the last step's timeline with the ranks' devices
+// (--trace), and with --sim-trace the same plan simulated with the compute
+// costs measured in it on the same devices, and both stacked in --out's
+// timeline.svg. Returns the picture's path, or "" when none was written.
+std::string WriteRunTraces(const TrainOptions& o, const Schedule& schedule, const Timeline& measured);
+
+// Prints the run's summary on stdout: with --json one object (losses, step
+// times, clocks, MFU, executor overhead, ...), else a few lines saying what
+// was trained and where its outputs are.
+void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSummary& summary,
+                     const Timeline& measured, const std::string& svg_path);
+
+}  // namespace pplab::cli

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <vector>
 
 namespace pplab {
 
@@ -26,6 +27,27 @@ TEST_CASE("PollUntil gives up after its timeout and says so", "[comm][poll]") {
   // on a shared machine) and kept asking meanwhile.
   CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(30));
   CHECK(asked > 1);
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("PollUntil spins for its first 2 ms, then sleeps 10 us longer each look up to 100 us", "[comm][poll]") {
+  using std::chrono::microseconds;
+  // Spinning: no sleep, whatever the last pause was.
+  CHECK(NextPollPause(microseconds(0), microseconds(0)) == microseconds(0));
+  CHECK(NextPollPause(microseconds(2000), microseconds(0)) == microseconds(0));
+  // Past the spin: the pauses grow 10, 20, ... and stay at 100 us.
+  microseconds pause(0);
+  std::vector<long> pauses;
+  for (int look = 0; look < 14; ++look) {
+    pause = NextPollPause(microseconds(2001 + look * 1000), pause);
+    pauses.push_back(static_cast<long>(pause.count()));
+  }
+  CHECK(pauses == std::vector<long>{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 100, 100, 100, 100});
+  // A wait of a minute still looks every 100 us.
+  CHECK(NextPollPause(std::chrono::seconds(60), microseconds(100)) == microseconds(100));
 }
 
 }  // namespace pplab

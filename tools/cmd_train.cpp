@@ -42,6 +42,40 @@ namespace fs = std::filesystem;
 namespace pplab::cli {
 namespace {
 
+// The trainer's hooks for --measure-memory and for the testing aids
+// --kill-rank-at and --dump-grads.
+void AddHooks(const TrainOptions& o, const Schedule& schedule, const Worker& worker, TrainerOptions& options) {
+  if (o.measure_memory) options.memory = &MemoryMeter::For(worker.device);
+  if (!o.kill_rank_at.empty()) {
+    int kill_rank = -1, kill_step = -1;
+    if (std::sscanf(o.kill_rank_at.c_str(), "%d:%d", &kill_rank, &kill_step) != 2) {
+      throw Error("--kill-rank-at: expected RANK:STEP, got '" + o.kill_rank_at + "'");
+    }
+    if (kill_rank == worker.world_rank) {
+      options.on_step = [kill_step](int step) {
+        if (step == kill_step) ::raise(SIGKILL);
+      };
+    }
+  }
+  if (!o.dump_grads_dir.empty() && worker.replica == 0) {  // replicas hold the same gradients
+    options.after_last_step = [&o, &schedule](const std::map<StageId, Stage*>& stages) {
+      for (const auto& [s, stage] : stages) {
+        if (schedule.PipelineOf(s) != 0) continue;  // the other copies hold the same gradients
+        for (auto& [name, p] : stage->NamedParameters()) {
+          const std::string path = o.dump_grads_dir + "/" + name + ".pt";
+          try {
+            // A clone: the gradient is a view into its stage's flat buffer,
+            // which torch::save would write whole.
+            torch::save(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p), path);
+          } catch (const std::exception& e) {
+            throw Error("--dump-grads: cannot write " + path);
+          }
+        }
+      }
+    };
+  }
+}
+
 // One worker's run once it has joined the others. `prepared`: the text the
 // caller prepared, if any (else from the launcher's environment, else
 // prepared here).
@@ -69,21 +103,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
   llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
   const StepFlops flops = FlopsOf(o, config, partition, schedule, device, PrecisionName(worker.precision));
-  TrainerOptions options;
-  options.steps = o.steps;
-  options.lr = o.lr;
-  options.warmup_steps = o.warmup_steps;
-  options.clip_norm = o.clip_norm;
-  options.flat_parameters = !o.no_flat_params;
-  options.dp_group = worker.dp_group.get();
-  options.clock = worker.clock.get();
-  options.dp_size = o.dp;
-  options.checkpoint_dir = o.checkpoint_dir;
-  options.checkpoint_every = o.checkpoint_every;
-  options.resume = o.resume;
-  options.eval_every = o.eval_every;
-  options.comm_timeout = timeout;
-  options.run_id = worker.run_id;
+  TrainerOptions options = TrainerOptionsOf(o, worker);
   const nlohmann::json must_match = MustMatch(o, config, text != nullptr ? &text->prepared : nullptr);
   options.manifest_json = RunManifest(o, must_match, schedule, config, partition, worker.precision).dump();
   // The data position: samples consumed. It is step x batch size from the
@@ -126,35 +146,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
       data_offset = found["data_position"].at("samples_consumed").get<int64_t>() - found.at("step").get<int64_t>() * G;
     }
   };
-  if (o.measure_memory) options.memory = &MemoryMeter::For(device);
-  if (!o.kill_rank_at.empty()) {
-    int kill_rank = -1, kill_step = -1;
-    if (std::sscanf(o.kill_rank_at.c_str(), "%d:%d", &kill_rank, &kill_step) != 2) {
-      throw Error("--kill-rank-at: expected RANK:STEP, got '" + o.kill_rank_at + "'");
-    }
-    if (kill_rank == world_rank) {
-      options.on_step = [kill_step](int step) {
-        if (step == kill_step) ::raise(SIGKILL);
-      };
-    }
-  }
-  if (!o.dump_grads_dir.empty() && replica == 0) {  // replicas hold the same gradients
-    options.after_last_step = [&o, &schedule](const std::map<StageId, Stage*>& stages) {
-      for (const auto& [s, stage] : stages) {
-        if (schedule.PipelineOf(s) != 0) continue;  // the other copies hold the same gradients
-        for (auto& [name, p] : stage->NamedParameters()) {
-          const std::string path = o.dump_grads_dir + "/" + name + ".pt";
-          try {
-            // A clone: the gradient is a view into its stage's flat buffer,
-            // which torch::save would write whole.
-            torch::save(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p), path);
-          } catch (const std::exception& e) {
-            throw Error("--dump-grads: cannot write " + path);
-          }
-        }
-      }
-    };
-  }
+  AddHooks(o, schedule, worker, options);
   const int M = schedule.microbatches;
   const int32_t pad = text != nullptr ? text->tokenizer->Pad() : 0;
   auto to_device = [&device](StepBatch b) {

@@ -29,6 +29,25 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   return w;
 }
 
+TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker) {
+  TrainerOptions options;
+  options.steps = o.steps;
+  options.lr = o.lr;
+  options.warmup_steps = o.warmup_steps;
+  options.clip_norm = o.clip_norm;
+  options.flat_parameters = !o.no_flat_params;
+  options.dp_group = worker.dp_group.get();
+  options.clock = worker.clock.get();
+  options.dp_size = o.dp;
+  options.checkpoint_dir = o.checkpoint_dir;
+  options.checkpoint_every = o.checkpoint_every;
+  options.resume = o.resume;
+  options.eval_every = o.eval_every;
+  options.comm_timeout = CommTimeout(o);
+  options.run_id = worker.run_id;
+  return options;
+}
+
 Schedule LoadPlan(const TrainOptions& o) {
   Schedule s;
   if (o.plan_file.empty()) {

@@ -10,6 +10,7 @@
 #include "models/llama_config.h"
 #include "runtime/data/text_dataset.h"
 #include "runtime/data/text_prepare.h"
+#include "runtime/train/trainer.h"
 #include "runtime/train/worker_setup.h"
 #include "schedules/schedule.h"
 
@@ -76,6 +77,10 @@ struct TrainOptions {
 std::chrono::milliseconds CommTimeout(const TrainOptions& o);
 
 WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks);
+
+// The trainer's options from the flags and `worker`'s groups and clock; the
+// caller adds the callbacks (data position, reports, evaluation, aids).
+TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker);
 
 // The plan as the workers run it: generated or read from --plan, lowered,
 // one model (a plan of several pipelines must hold whole copies apart), and

@@ -42,7 +42,8 @@ StepFlops FlopsOf(const TrainOptions& o, const LlamaConfig& config, const Partit
 // record in the metrics file.
 class StepReporter {
  public:
-  // `epoch_of(done)`: the data epoch after `done` steps; null for synthetic data.
+  // `o` must outlive the reporter. `epoch_of(done)`: the data epoch after
+  // `done` steps; null for synthetic data.
   StepReporter(const TrainOptions& o, StepFlops flops, std::function<int64_t(int)> epoch_of);
   // The run resumed from the checkpoint of step `step` (before the first
   // OnStepEnd): the metrics file drops its later steps.

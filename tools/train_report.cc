@@ -20,16 +20,6 @@
 namespace fs = std::filesystem;
 
 namespace pplab::cli {
-namespace {
-
-double MeanSeconds(const std::vector<double>& step_ms) {
-  double total_ms = 0;
-  for (double ms : step_ms) total_ms += ms;
-  return total_ms / 1000 / std::max<size_t>(1, step_ms.size());
-}
-
-}  // namespace
-
 std::vector<double> StepFlops::Mfu(double seconds) const {
   std::vector<double> out;
   if (peak.tflops <= 0) return out;
@@ -122,7 +112,8 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
   double total_ms = 0;
   for (double ms : summary.step_times_ms) total_ms += ms;
   const double tokens_per_s = total_ms > 0 ? tokens * summary.step_times_ms.size() / (total_ms / 1000) : 0;
-  const std::vector<double> mfu = facts.flops.Mfu(MeanSeconds(summary.step_times_ms));
+  const size_t steps = std::max<size_t>(1, summary.step_times_ms.size());
+  const std::vector<double> mfu = facts.flops.Mfu(total_ms / 1000 / steps);  // over the mean step
   if (o.json) {
     nlohmann::json val = nlohmann::json::array();
     for (const auto& [step, loss] : summary.val_losses) val.push_back({{"step", step}, {"loss", loss}});

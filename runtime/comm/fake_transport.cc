@@ -10,18 +10,36 @@ void FakeNetwork::Put(RankId from, RankId to, int64_t tag, TensorList tensors) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     boxes_[{from, to, tag}] = std::move(tensors);
+    channels_[{from, to}].sent.push_back(tag);
   }
   arrived_.notify_all();
 }
 
+void FakeNetwork::Post(RankId from, RankId to, int64_t tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Channel& c = channels_[{from, to}];
+  c.waiting[tag].push_back(c.posted++);
+}
+
 TensorList FakeNetwork::Take(RankId from, RankId to, int64_t tag, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
+  Channel& c = channels_[{from, to}];
+  std::deque<size_t>& mine = c.waiting[tag];
+  if (mine.empty()) mine.push_back(c.posted++);  // a receive not posted ahead is posted now
+  const size_t place = mine.front();
   const auto key = std::make_tuple(from, to, tag);
-  if (!arrived_.wait_for(lock, timeout, [&] { return boxes_.count(key) > 0; })) {
+  if (!arrived_.wait_for(lock, timeout, [&] { return c.sent.size() > place; })) {
     throw Error("rank " + std::to_string(to) + ": timed out after " + std::to_string(timeout.count()) +
                 " ms waiting for message " + std::to_string(tag) + " from rank " + std::to_string(from));
   }
-  TensorList out = std::move(boxes_[key]);
+  if (c.sent[place] != tag) {
+    throw Error("rank " + std::to_string(to) + ": its receive of message " + std::to_string(tag) + " from rank " +
+                std::to_string(from) + " is receive " + std::to_string(place) + " of that channel, but message " +
+                std::to_string(place) + " rank " + std::to_string(from) + " sent on it is " +
+                std::to_string(c.sent[place]) + ": NCCL pairs a channel's messages in order, not by tag");
+  }
+  mine.pop_front();
+  TensorList out = std::move(boxes_.at(key));
   boxes_.erase(key);
   return out;
 }
@@ -38,6 +56,7 @@ void FakeTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
 }
 
 void FakeTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) {
+  network_->Post(peer, rank_, tag);
   if (!spec.empty()) specs_[{peer, tag}] = spec;
 }
 

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "schedules/error.h"
@@ -64,12 +66,21 @@ void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<Stag
   // Every local stage's gradients, taken before any is changed.
   std::map<StageId, at::Tensor> flat;
   for (const auto& [s, stage] : stages) flat[s] = FlatGradients(*stage);
+  // NCCL pairs a channel's messages in the order they were issued, whatever
+  // their tags: each rank sends in the order of (its stage, the copy's
+  // stage), so it posts its receives in the order of (the sender's stage,
+  // its own stage).
+  std::vector<std::pair<StageId, StageId>> incoming;  // (sender's stage t, own stage s)
   for (const auto& [s, stage] : stages) {
     if (!flat[s].defined()) continue;
-    const MessageSpec spec = {{SameWidthInteger(flat[s].scalar_type()), {flat[s].numel()}}};
     for (StageId t : schedule.CopiesOf(s)) {
-      if (schedule.placement[t] != rank) transport.PostRecv(schedule.placement[t], CopyTag(schedule, t, s), spec);
+      if (schedule.placement[t] != rank) incoming.emplace_back(t, s);
     }
+  }
+  std::sort(incoming.begin(), incoming.end());
+  for (const auto& [t, s] : incoming) {
+    const MessageSpec spec = {{SameWidthInteger(flat[s].scalar_type()), {flat[s].numel()}}};
+    transport.PostRecv(schedule.placement[t], CopyTag(schedule, t, s), spec);
   }
   for (const auto& [s, stage] : stages) {
     if (!flat[s].defined()) continue;

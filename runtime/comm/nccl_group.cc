@@ -53,6 +53,13 @@ c10::intrusive_ptr<C10dBackend> MakeNcclBackend(const c10::intrusive_ptr<c10d::S
   // The user's settings win.
   ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3", /*overwrite=*/0);
   ::setenv("TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", "1000", /*overwrite=*/0);
+  // NCCL (2.22 on) connects a collective's algorithm on its first use, and
+  // that handshake blocks the host until the peers reach the same call: a
+  // data-parallel bucket's first all-reduce, larger than the 8-byte one that
+  // made the communicator before the first step, would wait there, in the
+  // middle of a step, for the other replica. Connecting everything when the
+  // communicator is made keeps the step free of such waits.
+  ::setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   WarnOnNcclMismatch();
   c10::cuda::set_device(device.index());
   auto options = c10d::ProcessGroupNCCL::Options::create();

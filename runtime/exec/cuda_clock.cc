@@ -1,10 +1,11 @@
 // The CUDA-event StepClock (compiled only in CUDA builds). Each mark is an
 // event recorded on the current stream. Time 0 of the step is the host time
 // `origin`; the first event, recorded in BeginStep, is placed at the host
-// time it was recorded, and every later mark at that plus the GPU time
-// between the two events. If the stream still had work queued at BeginStep
-// the whole step shifts later by that backlog: the executor starts steps on
-// an idle stream (the previous step's Resolve waited for it).
+// time the GPU reached it, and every later mark at that plus the GPU time
+// between the two events. BeginStep waits (bounded) for the work queued
+// before the step (the last optimizer update, the gradients' zeroing, the
+// batch's copies): taking the host time while that backlog ran would place
+// every mark of the step earlier than it happened, by the backlog.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -21,13 +22,14 @@ namespace {
 
 class CudaClock final : public StepClock {
  public:
-  explicit CudaClock(const c10::Device& device) : device_(device) {}
+  CudaClock(const c10::Device& device, std::chrono::milliseconds timeout) : device_(device), timeout_(timeout) {}
 
   void BeginStep(std::chrono::steady_clock::time_point origin) override {
     c10::cuda::CUDAGuard guard(device_);
     used_ = 0;
     origin_ = origin;
     host_marks_.clear();
+    WaitForDevice(device_, timeout_, "the step clock, before the step");
     start_.record(at::cuda::getCurrentCUDAStream(device_.index()));
     start_host_ns_ =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
@@ -73,6 +75,7 @@ class CudaClock final : public StepClock {
 
  private:
   c10::Device device_;
+  std::chrono::milliseconds timeout_;
   CudaEvent start_{cudaEventDefault};
   TimeNs start_host_ns_ = 0;
   std::chrono::steady_clock::time_point origin_;
@@ -83,9 +86,9 @@ class CudaClock final : public StepClock {
 
 }  // namespace
 
-std::unique_ptr<StepClock> MakeCudaClock(const c10::Device& device) {
+std::unique_ptr<StepClock> MakeCudaClock(const c10::Device& device, std::chrono::milliseconds timeout) {
   if (!device.has_index()) throw Error("step clock: CUDA device without an index");
-  return std::make_unique<CudaClock>(device);
+  return std::make_unique<CudaClock>(device, timeout);
 }
 
 }  // namespace pplab

@@ -18,14 +18,15 @@ int HostClock::Mark() {
 std::vector<TimeNs> HostClock::Resolve(std::chrono::milliseconds) { return marks_; }
 
 #ifdef PPLAB_WITH_CUDA
-std::unique_ptr<StepClock> MakeCudaClock(const c10::Device& device);  // cuda_clock.cc
+std::unique_ptr<StepClock> MakeCudaClock(const c10::Device& device, std::chrono::milliseconds timeout);  // cuda_clock.cc
 #endif
 
-std::unique_ptr<StepClock> MakeStepClock(const c10::Device& device) {
+std::unique_ptr<StepClock> MakeStepClock(const c10::Device& device, std::chrono::milliseconds timeout) {
   if (!device.is_cuda()) return std::make_unique<HostClock>();
 #ifdef PPLAB_WITH_CUDA
-  return MakeCudaClock(device);
+  return MakeCudaClock(device, timeout);
 #else
+  (void)timeout;
   throw Error("step clock: device " + device.str() + " needs a CUDA build of pplab");
 #endif
 }

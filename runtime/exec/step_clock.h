@@ -60,7 +60,9 @@ class HostClock final : public StepClock {
 };
 
 // The clock for stages on `device`: CUDA events on a CUDA device (a CUDA
-// build only; pplab::Error otherwise), the host clock elsewhere.
-std::unique_ptr<StepClock> MakeStepClock(const c10::Device& device);
+// build only; pplab::Error otherwise), the host clock elsewhere. A CUDA
+// clock's BeginStep waits at most `timeout` for the work queued before the
+// step, then throws pplab::Error.
+std::unique_ptr<StepClock> MakeStepClock(const c10::Device& device, std::chrono::milliseconds timeout);
 
 }  // namespace pplab

@@ -245,8 +245,14 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   };
   const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
   // Align the ranks' clocks: everyone leaves the barrier within a few
-  // microseconds and takes that moment as time 0.
-  if (group != nullptr) Barrier(*group, options.comm_timeout);
+  // microseconds and takes that moment as time 0. Twice: on NCCL a barrier is
+  // a polled read-back, and ranks that reached the first more than the poll's
+  // 2 ms spin apart see its end from their sleeps, up to a pause apart; all
+  // reach the second within that, and see its end while spinning.
+  if (group != nullptr) {
+    Barrier(*group, options.comm_timeout);
+    Barrier(*group, options.comm_timeout);
+  }
   const auto origin = std::chrono::steady_clock::now();
   TrainSummary summary;
   summary.first_step = first_step;

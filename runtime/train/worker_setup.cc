@@ -12,6 +12,7 @@
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/device_wait.h"
 #include "runtime/comm/fake_transport.h"
+#include "runtime/comm/poll.h"
 #include "runtime/data/fnv.h"
 #include "runtime/comm/wire_cast_transport.h"
 #include "runtime/exec/autocast.h"
@@ -180,6 +181,7 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
     throw Error("world size " + std::to_string(world_size) + " but --dp " + std::to_string(o.dp) + " x " +
                 std::to_string(K) + " pipeline ranks = " + std::to_string(o.dp * K));
   }
+  UseFineTimerSlack();  // this thread polls the GPU (runtime/comm/poll.h)
   w.world_rank = world_rank;
   w.world_size = world_size;
   w.replica = world_rank / K;
@@ -191,12 +193,17 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   bool shared = false;
   w.device = ResolveDevice(o.device, local_rank, local_ranks, &shared);
   w.backend = ParseBackend(o.backend, w.device);
-  if (w.backend == Backend::kNccl && shared && std::getenv("NCCL_HOSTID") == nullptr) {
+  if (w.backend == Backend::kNccl && shared) {
     // NCCL treats ranks with different host ids as different machines, and
-    // then lets them share a GPU (over loopback sockets).
+    // then lets them share a GPU (over loopback sockets). Each rank's id is
+    // its own even when the user exported one NCCL_HOSTID for all of them,
+    // which would make NCCL refuse the shared GPU as a duplicate.
     char host[256] = "host";
     ::gethostname(host, sizeof host - 1);
-    ::setenv("NCCL_HOSTID", (std::string(host) + "-pplab-rank" + std::to_string(world_rank)).c_str(), 1);
+    const char* given = std::getenv("NCCL_HOSTID");
+    std::string base = given != nullptr ? given : host;
+    base = base.substr(0, base.find("-pplab-rank"));  // set by an earlier set-up in this process
+    ::setenv("NCCL_HOSTID", (base + "-pplab-rank" + std::to_string(world_rank)).c_str(), 1);
   }
   w.precision = ParsePrecision(o.precision);
   w.wire_dtype = w.precision == Precision::kBf16 ? c10::ScalarType::BFloat16 : c10::ScalarType::Float;
@@ -205,7 +212,7 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
     if (w.wire_dtype == c10::ScalarType::Float) return t;
     return std::make_unique<WireCastTransport>(std::move(t), w.wire_dtype);
   };
-  w.clock = MakeStepClock(w.device);
+  w.clock = MakeStepClock(w.device, o.comm_timeout);
   if (world_size == 1) {
     w.transport = on_wire(std::make_unique<FakeTransport>(0, std::make_shared<FakeNetwork>()));
     w.run_id = AgreeOnRunId(nullptr, o.comm_timeout);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "schedules/file_io.h"
@@ -26,7 +27,15 @@ nlohmann::json TrainJson(const std::string& args) {
   const PplabRun r = Pplab("train" + kCommon + " " + args);
   INFO(args << "\n" << r.out);
   REQUIRE(r.code == 0);
-  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  // The --json summary is one line; the output holds stderr too, where a
+  // rank may warn after it (ProcessGroupNCCL's destructor does).
+  std::string summary;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] == '{') summary = line;
+  }
+  REQUIRE(!summary.empty());
+  return nlohmann::json::parse(summary);
 }
 
 // Max relative error of every gradient in `dir` against `ref` (same names).

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 namespace pplab {
@@ -48,6 +49,22 @@ TEST_CASE("PollUntil spins for its first 2 ms, then sleeps 10 us longer each loo
   CHECK(pauses == std::vector<long>{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 100, 100, 100, 100});
   // A wait of a minute still looks every 100 us.
   CHECK(NextPollPause(std::chrono::seconds(60), microseconds(100)) == microseconds(100));
+}
+
+}  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("a worker's polling thread sleeps with a 1 us timer slack, not Linux's 50 us", "[comm][poll]") {
+  long before = -1, after = -1;
+  std::thread t([&] {
+    before = ::prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+    UseFineTimerSlack();
+    after = ::prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+  });
+  t.join();
+  INFO("timer slack before: " << before << " ns");
+  CHECK(after == 1000);
 }
 
 }  // namespace pplab

@@ -35,7 +35,7 @@ mkdir -p build-fuzz
 # tests/fuzz/CMakeLists.txt, say) fails the run with the compiler's words.
 if ! { cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER="$cxx" &&
        cmake --build build-fuzz -j "$jobs"; } > build-fuzz/build.log 2>&1; then
-  echo "fuzz: the harnesses do not build (tests/fuzz/CMakeLists.txt); the end of build-fuzz/build.log:"
+  echo "fuzz: the harnesses do not build (tests/fuzz/CMakeLists.txt); from build-fuzz/build.log:"
   grep -E 'error|undefined reference' build-fuzz/build.log | head -n 10 || tail -n 20 build-fuzz/build.log
   exit 1
 fi

@@ -37,6 +37,11 @@ struct ProcessGroupHandle {
   Backend backend = Backend::kGloo;
   c10::Device device{c10::kCPU};
   std::chrono::milliseconds timeout{60000};
+  // HostBarrier's keys in `store`: the group's name ("" for the world; the
+  // subgroups share the world's store) and how many it has passed, the same
+  // count on every member as all call it in the same order.
+  std::string store_prefix;
+  int64_t host_barriers = 0;
 };
 
 // Runs `post` (which starts or waits for c10d operations), turning its

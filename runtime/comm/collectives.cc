@@ -34,10 +34,6 @@ at::Tensor HostCopy(const at::Tensor& tensor, std::chrono::milliseconds timeout,
 
 namespace {
 
-// Tags at and above this one belong to GatherToRank0, not to pipeline
-// messages (c10d_transport.cc keeps its tags below it).
-constexpr int kGatherTag = 1 << 30;
-
 std::string Who(const ProcessGroupHandle& group, const char* what) {
   return "rank " + std::to_string(group.rank) + " in " + what;
 }
@@ -86,33 +82,26 @@ void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {
   Wait(group.backend, group.group->barrier(), timeout, Who(group, "barrier"));
 }
 
+void HostBarrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {
+  const std::string key = group.store_prefix + "pplab-host-barrier/" + std::to_string(group.host_barriers++);
+  Guard(Who(group, "host barrier") + " (" + std::to_string(timeout.count()) + " ms)", [&] {
+    // The last to arrive opens it; everyone waits for the open key.
+    if (group.store->add(key, 1) == group.world_size) group.store->set(key + "/open", std::vector<uint8_t>{1});
+    group.store->wait({key + "/open"}, timeout);
+  });
+}
+
 std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
                                                 std::chrono::milliseconds timeout) {
-  const auto on_group = torch::TensorOptions(torch::kLong).device(group.device);
-  std::vector<std::vector<int64_t>> all;
-  if (group.rank != 0) {
-    std::vector<at::Tensor> size = {torch::full({1}, static_cast<int64_t>(mine.size()), on_group)};
-    std::vector<at::Tensor> data = {
-        torch::tensor(mine.empty() ? std::vector<int64_t>{0} : mine, torch::kLong).to(group.device)};
-    const std::string what = "rank " + std::to_string(group.rank) + " sending to rank 0";
-    Wait(group.backend, group.group->send(size, 0, kGatherTag), timeout, what);
-    Wait(group.backend, group.group->send(data, 0, kGatherTag + 1), timeout, what);
-    // Keeps the buffers alive until NCCL is done with them.
-    WaitForDevice(group.device, timeout, what);
-    return all;
-  }
-  all.push_back(mine);
-  for (RankId r = 1; r < group.world_size; ++r) {
-    const std::string what = "rank 0 gathering from rank " + std::to_string(r);
-    std::vector<at::Tensor> size = {torch::zeros({1}, on_group)};
-    Wait(group.backend, group.group->recv(size, r, kGatherTag), timeout, what);
-    const int64_t n = HostCopy(size[0], timeout, what)[0].item<int64_t>();
-    std::vector<at::Tensor> data = {torch::zeros({std::max<int64_t>(n, 1)}, on_group)};
-    Wait(group.backend, group.group->recv(data, r, kGatherTag + 1), timeout, what);
-    const at::Tensor host = HostCopy(data[0], timeout, what);
-    const int64_t* p = host.data_ptr<int64_t>();
-    all.emplace_back(p, p + n);
-  }
+  const std::vector<std::vector<int64_t>> lengths =
+      AllGatherWords(group, {static_cast<int64_t>(mine.size())}, timeout);
+  int64_t longest = 0;
+  for (const auto& n : lengths) longest = std::max(longest, n.at(0));
+  std::vector<int64_t> padded = mine;
+  padded.resize(static_cast<size_t>(longest), 0);
+  std::vector<std::vector<int64_t>> all = AllGatherWords(group, padded, timeout);
+  if (group.rank != 0) return {};
+  for (size_t r = 0; r < all.size(); ++r) all[r].resize(static_cast<size_t>(lengths[r].at(0)));
   return all;
 }
 

@@ -30,9 +30,20 @@ std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, 
 // current CUDA stream after it and does not block the host.
 void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout);
 
-// Waits until every rank arrives.
+// Waits until every rank arrives. On NCCL an all-reduce of one number read
+// back: ranks leave it within the poll's spin of each other (the trainer
+// aligns its clocks on it), but its kernel spins on the GPU while it waits.
 void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout);
+// Waits until every rank arrives, through the group's store alone: no GPU
+// kernel, no communicator. For ranks that wait while another one times its
+// work on a GPU they share, and for leaving together at the end (once each
+// rank has read its last collective's result, no peer still needs its
+// bytes, and its communicators may go). Ranks may leave it a store poll
+// apart (a FileStore looks every 10 ms): not for aligning clocks.
+void HostBarrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout);
 // Rank 0 gets every rank's int64 vector (others get an empty result).
+// Through two all-reduces of the group (the lengths, then a ranks x longest
+// table), so that on NCCL it creates no communicator of its own.
 std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
                                                 std::chrono::milliseconds timeout);
 // Every rank gets every rank's int64 vector, by rank; all ranks must pass

@@ -126,6 +126,7 @@ std::shared_ptr<ProcessGroupHandle> Subgroup(const ProcessGroupHandle& world, co
   handle->device = world.device;
   handle->timeout = timeout;
   handle->store = world.store;
+  handle->store_prefix = world.store_prefix + name;
   Guard("rank " + std::to_string(world.rank) + ": creating group " + name + " failed", [&] {
     auto store = c10::make_intrusive<c10d::PrefixStore>(name, world.store);
     if (world.backend == Backend::kNccl) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
@@ -77,8 +78,18 @@ double FromBits(int64_t i) {
   return x;
 }
 
+// Every rank together, before a collective is timed: ranks leave within
+// the poll's spin of each other, so the collective's time is its own.
 void Sync(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
   if (group != nullptr) Barrier(*group, timeout);
+}
+
+// Every rank together, before one rank (or pair) times its work while the
+// others wait: through the store, so that no waiting rank's barrier kernel
+// spins on a GPU the ranks share (an NCCL barrier would, and the timed
+// rank's kernels would share the GPU with it).
+void Turn(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
+  if (group != nullptr) HostBarrier(*group, timeout);
 }
 
 // What the measuring phases need of one stage: its input (as the forward
@@ -388,6 +399,23 @@ void FitLink(LinkProfile& link) {
   link.bandwidth_gbps = 1.0 / (slope * 1e6);  // bytes per ms / 1e6 = bytes per ns = GB/s
 }
 
+std::vector<RankId> ProfilePeers(const std::vector<RankId>& placement, RankId rank) {
+  const int S = static_cast<int>(placement.size());
+  const int K = S == 0 ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
+  std::set<RankId> peers;
+  for (int s = 0; s < S; ++s) {
+    if (placement[s] != rank) continue;
+    if (s > 0) peers.insert(placement[s - 1]);
+    if (s + 1 < S) peers.insert(placement[s + 1]);
+  }
+  if (K > 1) {
+    peers.insert((rank + 1) % K);
+    peers.insert((rank + K - 1) % K);
+  }
+  peers.erase(rank);
+  return {peers.begin(), peers.end()};
+}
+
 ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const std::map<StageId, Stage*>& stages,
                       const MicrobatchData& data, const LossFn& loss, double loss_scale, Transport& transport,
                       ProcessGroupHandle* group, MemoryMeter& meter, const ProfileOptions& options) {
@@ -414,6 +442,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     flats[s] = FlattenParameters(stage->NamedParameters());
   }
   std::map<StageId, StageInput> inputs;
+  phase("linking to the peers", [&] { transport.Connect(ProfilePeers(placement, rank), options.comm_timeout); });
   phase("forward through the pipeline", [&] {
     inputs = ForwardThroughPipeline(placement, rank, stages, data, loss, loss_scale, transport, options, profiles);
   });
@@ -423,7 +452,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   // `time` in this rank's turn; every rank passes every turn's barrier.
   auto in_turn = [&](auto time) {
     for (int t = 0; t < options.turns; ++t) {
-      Sync(group, options.comm_timeout);
+      Turn(group, options.comm_timeout);
       if (t == options.turn) time();
     }
   };
@@ -463,7 +492,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     if (K == 2 && a == 1) break;  // the same pair again
     LinkProfile link;
     phase("link ping-pong", [&] {
-      Sync(group, options.comm_timeout);
+      Turn(group, options.comm_timeout);
       PingPong(rank, a, b, transport, options, tag, link, clock, options.device);
     });
     if (rank == a) links.push_back(link);
@@ -488,6 +517,9 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   phase("gathering the results", [&] {
     if (group != nullptr) {
       all = GatherToRank0(*group, mine, options.comm_timeout);
+      // No rank leaves (and tears its communicators down) while a peer may
+      // still need its bytes of the gather (trainer.cc, the end of Train).
+      HostBarrier(*group, options.comm_timeout);
     } else {
       all.push_back(mine);
     }

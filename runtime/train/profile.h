@@ -127,6 +127,15 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
                       const MicrobatchData& data, const LossFn& loss, double loss_scale, Transport& transport,
                       ProcessGroupHandle* group, MemoryMeter& meter, const ProfileOptions& options);
 
+// The ranks `rank`'s profile exchanges messages with, ascending: the ranks of
+// its stages' neighbours (the forward pass through the pipeline) and its two
+// neighbours on the ring of ranks (the link ping-pong, which also pairs rank
+// K-1 with rank 0). Profile links them all before its first message
+// (Transport::Connect): NCCL creates a pair's communicator at its first
+// operation, and with K >= 3 ranks K-1 and 0 would otherwise each wait in
+// the creation of a different one (up and down).
+std::vector<RankId> ProfilePeers(const std::vector<RankId>& placement, RankId rank);
+
 // The fit of LinkProfile from samples; exposed for tests.
 void FitLink(LinkProfile& link);
 

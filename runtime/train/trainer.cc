@@ -358,11 +358,13 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       summary.peak_activation_bytes.push_back(peaks[r].at(0));
     }
   }
-  // A completed send only means its buffer may be reused: over NCCL's socket
-  // transport the bytes may still be on their way when the sender returns
-  // and tears its communicators down. No rank leaves before rank 0 has
-  // everything.
-  if (group != nullptr) AllReduceSum(*group, 0.0, options.comm_timeout);
+  // A collective's result on one rank does not mean its own bytes reached
+  // the others: over NCCL's socket transport they may still be on their way
+  // when it returns and tears its communicators down (ProcessGroupNCCL's
+  // destructor aborts them). Every rank has read the gathers' results once
+  // all have passed this barrier, which runs through the store alone, so no
+  // collective is left in flight behind it.
+  if (group != nullptr) HostBarrier(*group, options.comm_timeout);
   if (rank == 0) {
     Timeline& t = summary.last_step;
     t.name = schedule.name;

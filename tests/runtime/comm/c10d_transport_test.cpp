@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
@@ -192,6 +193,54 @@ TEST_CASE("collectives sum over the group and gather to rank 0", "[comm]") {
   CHECK(sum == 4.0);
   REQUIRE(gathered.size() == 2);
   CHECK(gathered[1] == std::vector<int64_t>{10, 11});
+}
+
+TEST_CASE("the gather to rank 0 keeps each rank's own length, empty included", "[comm]") {
+  std::vector<std::vector<int64_t>> gathered, on_rank1 = {{-1}};
+  for (const bool rank1_empty : {false, true}) {
+    OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+      const auto timeout = std::chrono::milliseconds(20000);
+      const std::vector<int64_t> mine =
+          rank == 0 ? std::vector<int64_t>{7} : (rank1_empty ? std::vector<int64_t>{} : std::vector<int64_t>{1, 2, 3, -4});
+      auto g = GatherToRank0(*group, mine, timeout);
+      if (rank == 0) gathered = g;
+      if (rank == 1) on_rank1 = g;
+    });
+    REQUIRE(gathered.size() == 2);
+    CHECK(gathered[0] == std::vector<int64_t>{7});
+    CHECK(gathered[1] == (rank1_empty ? std::vector<int64_t>{} : std::vector<int64_t>{1, 2, 3, -4}));
+    CHECK(on_rank1.empty());
+  }
+}
+
+TEST_CASE("the host barrier holds every rank until all arrive, again and again, and is bounded", "[comm]") {
+  // Rank 1 arrives late at each of three barriers; rank 0 must not leave any
+  // of them before rank 1 has announced it arrived.
+  std::atomic<int> arrived1{0};
+  std::vector<int> seen_by_0;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    const auto timeout = std::chrono::milliseconds(20000);
+    for (int i = 1; i <= 3; ++i) {
+      if (rank == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        arrived1 = i;
+      }
+      HostBarrier(*group, timeout);
+      if (rank == 0) seen_by_0.push_back(arrived1.load());
+    }
+  });
+  CHECK(seen_by_0 == std::vector<int>{1, 2, 3});
+  // Alone at a barrier: it ends with one line naming the rank.
+  std::string error;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    if (rank != 0) return;
+    try {
+      HostBarrier(*group, std::chrono::milliseconds(300));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  CHECK(error.find("rank 0 in host barrier") != std::string::npos);
 }
 
 }  // namespace pplab

@@ -88,10 +88,16 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
     });
     return handle;
   }
+  // Under torchrun (LibTorch 2.4 and later) the agent already serves a
+  // TCPStore at MASTER_ADDR:MASTER_PORT and says so: every rank is then its
+  // client, under the key prefix of the agent's current attempt, as
+  // torch.distributed's own rendezvous does.
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  const bool use_agent_store = agent_store != nullptr && std::string(agent_store) == "True";
   Guard(where + " failed", [&] {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(o.port);
-    options.isServer = o.rank == 0;
+    options.isServer = o.rank == 0 && !use_agent_store;
     options.numWorkers = o.world_size;
     options.waitWorkers = true;
     options.timeout = o.timeout;
@@ -101,6 +107,10 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
     options.useLibUV = false;
 #endif
     handle->store = c10::make_intrusive<c10d::TCPStore>(o.host, options);
+    if (use_agent_store) {
+      const int attempt = EnvInt("TORCHELASTIC_RESTART_COUNT", 0);
+      handle->store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(attempt), handle->store);
+    }
     handle->group = MakeBackend(handle->store, o.rank, o.world_size, o.backend, o.device, o.timeout, o.host);
   });
   return handle;

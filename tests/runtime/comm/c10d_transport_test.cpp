@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
@@ -211,6 +213,48 @@ TEST_CASE("the gather to rank 0 keeps each rank's own length, empty included", "
     CHECK(gathered[1] == (rank1_empty ? std::vector<int64_t>{} : std::vector<int64_t>{1, 2, 3, -4}));
     CHECK(on_rank1.empty());
   }
+}
+
+TEST_CASE("under torchrun's agent store every rank is a client, under the attempt's prefix", "[comm]") {
+  // The agent (here, the test) serves the store at MASTER_PORT before any
+  // rank starts; a rank 0 that tried to serve it too would fail to listen.
+  const int port = FreeLoopbackPort();
+  c10d::TCPStoreOptions server_options;
+  server_options.port = static_cast<std::uint16_t>(port);
+  server_options.isServer = true;
+  server_options.waitWorkers = false;
+  server_options.timeout = std::chrono::milliseconds(20000);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  server_options.useLibUV = false;
+#endif
+  auto agent = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", server_options);
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  ::setenv("TORCHELASTIC_RESTART_COUNT", "3", 1);
+  std::vector<double> sums(2, 0);
+  auto run = [&](RankId rank) {
+    GroupOptions o;
+    o.port = port;
+    o.rank = rank;
+    o.world_size = 2;
+    o.timeout = std::chrono::milliseconds(20000);
+    auto group = Connect(o);
+    sums[static_cast<size_t>(rank)] = AllReduceSum(*group, rank + 1.0, o.timeout);
+    HostBarrier(*group, o.timeout);
+  };
+  auto other = std::async(std::launch::async, run, 1);
+  std::string error;
+  try {
+    run(0);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  other.wait();
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  ::unsetenv("TORCHELASTIC_RESTART_COUNT");
+  REQUIRE(error.empty());
+  other.get();
+  CHECK(sums == std::vector<double>{3.0, 3.0});
+  CHECK(agent->check({"/worker/attempt_3/pplab-host-barrier/0"}));
 }
 
 TEST_CASE("the host barrier holds every rank until all arrive, again and again, and is bounded", "[comm]") {

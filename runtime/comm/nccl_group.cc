@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "runtime/comm/c10d_group.h"
@@ -60,6 +61,18 @@ c10::intrusive_ptr<C10dBackend> MakeNcclBackend(const c10::intrusive_ptr<c10d::S
   // middle of a step, for the other replica. Connecting everything when the
   // communicator is made keeps the step free of such waits.
   ::setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
+  // Blocking wait would make every wait block the host until the GPU is done
+  // (so a receive would stall the kernel queue) and turns the watchdog off;
+  // pplab's waits only order streams and bound themselves by polling.
+  for (const char* name : {"TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT"}) {
+    const char* given = std::getenv(name);
+    if (given == nullptr || std::string(given) == "0") continue;
+    if (rank == 0) {
+      std::fprintf(stderr, "pplab: warning: %s=%s ignored: pplab's NCCL waits order streams and poll with a bound\n",
+                   name, given);
+    }
+    ::setenv(name, "0", 1);
+  }
   WarnOnNcclMismatch();
   c10::cuda::set_device(device.index());
   auto options = c10d::ProcessGroupNCCL::Options::create();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <thread>
@@ -120,12 +121,29 @@ std::string CheckWorkerOptions(const WorkerOptions& o, int local_ranks) {
   ParseBackend(o.backend, device);
   ParsePrecision(o.precision);
   if (o.pipeline_ranks < 1 || o.dp < 1) throw Error("--ranks and --dp must be at least 1");
+  if (device.is_cuda() && ParseBackend(o.backend, device) == Backend::kGloo && o.pipeline_ranks * o.dp > 1) {
+    return "--backend gloo on a CUDA device: every message and gradient bucket goes through the host, with a "
+           "host synchronisation each (--backend auto uses NCCL)";
+  }
   if (!shared) return "";
   const int gpus = device.is_cuda() && !c10::Device(o.device).has_index()
                        ? static_cast<int>(torch::cuda::device_count())
                        : 1;
   return std::to_string(local_ranks) + " local ranks share " + std::to_string(gpus) +
          " GPU(s) round-robin: the run checks correctness, it is not a multi-GPU speed-up";
+}
+
+std::string KeepSeparateStreamQueues() {
+  const char* given = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (given == nullptr) return "";
+  char* end = nullptr;
+  const long n = std::strtol(given, &end, 10);
+  if (*given != '\0' && end != nullptr && *end == '\0' && n >= 2) return "";
+  const std::string was = given;
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8", 1);
+  return "CUDA_DEVICE_MAX_CONNECTIONS=" + was +
+         " replaced by 8 (CUDA's default): with one hardware queue for all streams, a receive posted ahead on "
+         "NCCL's stream would hold up the compute its peer waits for";
 }
 
 namespace {
@@ -191,6 +209,10 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   w.local_rank = local_rank;
   w.local_ranks = local_ranks;
   bool shared = false;
+  if (o.device.rfind("cuda", 0) == 0) {
+    const std::string warning = KeepSeparateStreamQueues();  // before CUDA makes its context
+    if (!warning.empty() && world_rank == 0) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
+  }
   w.device = ResolveDevice(o.device, local_rank, local_ranks, &shared);
   w.backend = ParseBackend(o.backend, w.device);
   if (w.backend == Backend::kNccl && shared) {

@@ -45,6 +45,14 @@ GpuChoice MapLocalRank(int local_rank, int local_ranks, int gpus);
 // than local ranks. Throws pplab::Error naming --device for a bad name, a
 // build without CUDA, or no GPU. `shared` (when given) is set when ranks
 // share a GPU.
+// Streams share hardware queues when CUDA_DEVICE_MAX_CONNECTIONS is 1
+// (Megatron's setting): a receive posted at a step's start on NCCL's stream
+// would then hold up compute queued behind it on another stream, which the
+// peer may need before it sends. Below 2 (or not a number) the variable is
+// set to CUDA's default, 8, and the warning to print is returned; else "".
+// Call before the process's first CUDA context.
+std::string KeepSeparateStreamQueues();
+
 c10::Device ResolveDevice(const std::string& text, int local_rank, int local_ranks, bool* shared = nullptr);
 
 // Checks what a worker would refuse, without connecting to anyone: the

@@ -30,6 +30,28 @@ TEST_CASE("local ranks map to GPUs round-robin, shared when there are fewer GPUs
   CHECK_THROWS_WITH(MapLocalRank(0, 2, 0), Catch::Contains("no GPU"));
 }
 
+TEST_CASE("CUDA_DEVICE_MAX_CONNECTIONS below 2 is raised to CUDA's default, with a warning", "[worker]") {
+  const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const std::string saved = before != nullptr ? before : "";
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  CHECK(KeepSeparateStreamQueues().empty());  // unset: CUDA's default
+  CHECK(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr);
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+  CHECK(KeepSeparateStreamQueues().empty());
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "32");
+  for (const char* bad : {"1", "0", "one"}) {
+    ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", bad, 1);
+    const std::string warning = KeepSeparateStreamQueues();
+    CHECK(warning.rfind(std::string("CUDA_DEVICE_MAX_CONNECTIONS=") + bad + " replaced by 8", 0) == 0);
+    CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "8");
+  }
+  if (before != nullptr) {
+    ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  }
+}
+
 TEST_CASE("the device and backend flags are checked in one line each", "[worker]") {
   CHECK(ResolveDevice("cpu", 0, 2).is_cpu());
   CHECK_THROWS_WITH(ResolveDevice("tpu", 0, 1), Catch::StartsWith("--device 'tpu'"));

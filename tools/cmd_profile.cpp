@@ -320,6 +320,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   options.dp_group = worker.dp_group.get();
   options.dp = o.dp;
   options.wire_dtype = worker.wire_dtype;
+  if (worker.group != nullptr) options.wire_format = DefaultWireFormat(*worker.group);
   options.turn = turns.at(world_rank);
   options.turns = *std::max_element(turns.begin(), turns.end()) + 1;
   // Ping-pong one activation's payload (hidden (B,L,C) as it travels: 4

@@ -9,7 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${PPLAB_BUILD:-$PWD/build-cuda}
 if [ -f .gpu/build.sh ]; then
-  PPLAB_BUILD="$build" bash .gpu/build.sh >/dev/null
+  if ! PPLAB_BUILD="$build" bash .gpu/build.sh > "$build.build.log" 2>&1; then
+    echo "gpu_check: the build failed; the end of its log ($build.build.log):"
+    tail -n 40 "$build.build.log"
+    exit 1
+  fi
   export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 else
   prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
@@ -48,9 +52,20 @@ else
 fi
 # The figures are printed as each test ends (line-buffered), so a run cut
 # short still shows what finished; the whole log stays in $build/gpu_check.log.
+# The GPU tests together get PPLAB_GPU_CHECK_SECONDS (default 300), so that
+# a hung one cannot take a device command's whole 600 s; what is left of them
+# is then stopped, so nothing shares the GPU with what runs next.
 log=$build/gpu_check.log
+budget=${PPLAB_GPU_CHECK_SECONDS:-300}
 set +e
-ctest --test-dir "$build" -L gpu --output-on-failure -V 2>&1 | tee "$log" |
+timeout -k 10 "$budget" ctest --test-dir "$build" -L gpu --output-on-failure -V 2>&1 | tee "$log" |
   grep --line-buffered -E "^[0-9]+: gpu|gpu[: ]|Passed|Failed|Skipped|tests passed" |
   grep --line-buffered -vE "^[0-9]+: Test command"
-exit "${PIPESTATUS[0]}"
+rc=${PIPESTATUS[0]}
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+  echo "gpu_check: the GPU tests were stopped after $budget s (PPLAB_GPU_CHECK_SECONDS); the last lines of their log:"
+  tail -n 15 "$log"
+  pkill -f "$build/tests/pplab_gpu_tests" 2>/dev/null || true
+  pkill -f "$build/pplab-train" 2>/dev/null || true
+fi
+exit "$rc"

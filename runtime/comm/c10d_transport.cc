@@ -266,8 +266,8 @@ void C10dTransport::WaitSends(std::chrono::milliseconds timeout) {
   sends_.clear();
 }
 
-Bytes WireBytes(const TensorList& tensors) {
-  Bytes total = kHeaderWords * static_cast<Bytes>(sizeof(int64_t));
+Bytes WireBytes(const TensorList& tensors, WireFormat format) {
+  Bytes total = format == WireFormat::kHeader ? kHeaderWords * static_cast<Bytes>(sizeof(int64_t)) : 0;
   for (const at::Tensor& t : tensors) total += static_cast<Bytes>(t.numel() * t.element_size());
   return total;
 }

@@ -95,8 +95,8 @@ class C10dTransport : public Transport {
 // The wire format a group's transport uses: kKnownShapes on NCCL, kHeader on Gloo.
 WireFormat DefaultWireFormat(const ProcessGroupHandle& group);
 
-// Bytes that one message of `tensors` puts on the wire in the header format:
-// the header (512 bytes) and every tensor's bytes.
-Bytes WireBytes(const TensorList& tensors);
+// Bytes that one message of `tensors` puts on the wire: every tensor's
+// bytes, and in the header format (Gloo) the header's 512 bytes too.
+Bytes WireBytes(const TensorList& tensors, WireFormat format = WireFormat::kHeader);
 
 }  // namespace pplab

@@ -132,7 +132,7 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
     p.output_bytes = FloatBytes(slot.outputs);
     if (s < S - 1) {
       outputs[s] = slot.outputs;
-      p.forward_message_bytes = WireBytes(ToWire(slot.outputs, options.wire_dtype));
+      p.forward_message_bytes = WireBytes(ToWire(slot.outputs, options.wire_dtype), options.wire_format);
       for (const at::Tensor& t : slot.outputs) {
         if (t.defined() && at::isFloatingType(t.scalar_type())) in.output_grads.push_back(torch::randn_like(t) * 1e-3);
       }
@@ -141,7 +141,7 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
     }
     slot.output_grads = in.output_grads;
     RunBackwardAction(slot);
-    if (s > 0) p.backward_message_bytes = WireBytes(ToWire(slot.input_grads, options.wire_dtype));
+    if (s > 0) p.backward_message_bytes = WireBytes(ToWire(slot.input_grads, options.wire_dtype), options.wire_format);
   }
   transport.WaitSends(timeout);
   return result;
@@ -206,13 +206,15 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
 }
 
 // The executor's own time per action outside F and B: the real Executor runs
-// a one-rank GPipe plan of this rank's first stage (its loss, when it is not
+// a one-rank 1F1B plan of this rank's first stage (its loss, when it is not
 // the last stage, is the dot product with the output gradient, so B does the
-// same work as in training).
+// same work as in training). 1F1B on one rank holds one microbatch's
+// activations at a time: a 64 x 512 microbatch of the default preset holds
+// about 36 GB, so four at once (GPipe) would not fit an 80 GB GPU.
 double MeasureActionOverhead(Stage& stage, const StageInput& in, bool last, const MicrobatchData& data,
                              const LossFn& loss, double loss_scale, const ProfileOptions& options) {
   const int M = options.overhead_microbatches;
-  const Schedule schedule = Lower(Generate("gpipe", {1, M, 1}));
+  const Schedule schedule = Lower(Generate("1f1b", {1, M, 1}));
   const TensorList grads = in.output_grads;
   LossFn surrogate = [grads](const TensorList& outputs, const at::Tensor&) {
     at::Tensor sum = torch::zeros({}, outputs.at(0).options().dtype(torch::kFloat32));
@@ -276,7 +278,7 @@ void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const Profi
       }
       transport.WaitSends(options.comm_timeout);
     }
-    if (rank == a) link.samples.push_back({WireBytes(message), Median(one_way)});
+    if (rank == a) link.samples.push_back({WireBytes(message, options.wire_format), Median(one_way)});
   }
   if (rank == a) FitLink(link);
 }

@@ -55,6 +55,20 @@ for f in cost-r1-8x16-k2-m4.json cost-r1-8x16-k2-m4-v2.json real-r1-8x16-k1-m2-z
   [ -s "$tmp/run/$f" ] || fail "no $f kept in --out"
 done
 
+# 2b. A run that fails loses its row alone, named under the table, and the
+#     loop goes on (a stand-in pplab whose train of zb-v exits 3).
+cat > "$tmp/failing-pplab" << EOF
+#!/usr/bin/env bash
+if [ "\$1" = train ] && [[ " \$* " == *" -s zb-v "* ]]; then echo "pplab: injected failure" >&2; exit 3; fi
+exec "$pplab" "\$@"
+EOF
+chmod +x "$tmp/failing-pplab"
+out=$(bash "$bench" --pplab "$tmp/failing-pplab" --model tiny --shapes 8x16 --configs 1:2 --plans zb-v,1f1b --steps 3 \
+  --runs 1 --out "$tmp/run-failing") || fail "one failing run ended the loop: $out"
+[ "$(echo "$out" | grep -c '^| 1 | 8x16 | ')" -eq 1 ] || fail "expected the 1f1b row alone: $out"
+grep -qF -- '- train, run 1, 8x16, K=1, M=2, zb-v: exit 3: pplab: injected failure' <<< "$out" ||
+  fail "the failed run is not named: $out"
+
 # 3. The GPU loop, as commands.
 dry=$(bash "$bench" --device cuda --pplab "$pplab" --dry-run)
 [ "$(echo "$dry" | grep -c ' profile ')" -eq 16 ] || fail "16 profiles: 2 shapes x 4 configurations x v = 1, 2"
@@ -72,7 +86,8 @@ for sub in train simulate profile; do
 done
 
 # 4. Bad arguments.
-for args in "--device tpu" "--configs 2:3" "--shapes 16by128" "--steps 2" "--runs 0" "--frobnicate"; do
+for args in "--device tpu" "--configs 2:3" "--shapes 16by128" "--steps 2" "--runs 0" "--frobnicate" \
+  "--run-timeout 0" "--deadline soon"; do
   set +e
   err=$(bash "$bench" --pplab "$pplab" $args 2>&1 > /dev/null)
   code=$?

@@ -93,6 +93,8 @@ if "gpipe" in args:
     print(json.dumps({"what": "torch-pipelining", "error": "TimeoutError()"}))
 else:
     print(json.dumps({"what": "torch-eager", "step_ms": 10.0, "tok_s": 0}))
+def eager_model(c, args, dev):  # the reference's line that the bench's copy fixes
+    m = Stage(c, 0, c["layers"], True, True, args.seq).to(dev)
 PY
 cat > "$tmp/pplab" <<'SH'
 #!/usr/bin/env bash
@@ -139,4 +141,18 @@ expect "| K=1, small, 16×128, M=1 | fp32 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % 
 [ -f "$tmp/traces/row-7-bf16.json" ] || fail "no trace of the last row's bf16 run"
 grep -qF "H100 SXM bf16 tensor, dense, datasheet; H100 SXM fp32 (non-tensor), dense, datasheet" "$tmp/table.md" \
   || fail "the peaks are not named under the table"
+grep -qF "this run's copy builds it with autocast in bf16" "$tmp/table.md" || fail "the reference's fix is not said"
 echo "ok: the table from stand-ins"
+
+# 4. A run past --run-timeout shows as such, and the bench goes on.
+cat > "$tmp/slow-pplab" <<'SH'
+#!/usr/bin/env bash
+case " $* " in *" --help "*) echo "  --precision TEXT"; exit 0 ;; esac
+exec sleep 60
+SH
+chmod +x "$tmp/slow-pplab"
+PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" bash "$bench" --pplab "$tmp/slow-pplab" --steps 4 \
+  --rows 'K=1, small.*fp32' --run-timeout 1 > "$tmp/slow.md" || fail "the bench failed on a slow stand-in"
+grep -qF "| K=1, small, 16×128, M=1 | fp32 | eager | 204 800 | n/a (still running after 1 s (--run-timeout)) |" \
+  "$tmp/slow.md" || fail "the bounded run is not named: $(cat "$tmp/slow.md")"
+echo "ok: a run past --run-timeout"

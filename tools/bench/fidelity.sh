@@ -20,6 +20,12 @@
 #   --steps N      training steps per plan; the measured step time is the median
 #                  after the first 2 (default 12: 10 measured)
 #   --out DIR      keep the cost files, traces and rows.jsonl there
+#   --run-timeout S  bound each profile, train and diff (default 300 s); a run
+#                  that fails or passes it loses its row (or its configuration's
+#                  rows, for a profile), named under the table, and the loop goes on
+#   --deadline S   start no configuration after S seconds from the start
+#                  (default 0: none), so that a bounded command still prints the
+#                  table of what finished; the skipped ones are named under it
 #   --dry-run      print the commands of one run, run nothing
 #
 # Each (shape, ranks, microbatches) is profiled once per stage count
@@ -32,6 +38,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pplab="" runs="" device=cpu model="" shapes="" configs="" plans="" steps=12 out="" dry_run=0
+run_timeout=300 deadline=0
 positional=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -44,6 +51,8 @@ while [ $# -gt 0 ]; do
     --plans) plans=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --run-timeout) run_timeout=$2; shift 2 ;;
+    --deadline) deadline=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fidelity: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -61,12 +70,14 @@ case $device in
   cuda)
     : "${pplab:=build-cuda/pplab}" "${runs:=1}" "${model:=default}" "${shapes:=16x128,64x512}"
     : "${configs:=1:1,1:4,1:8,2:8}" "${plans:=gpipe,1f1b,interleaved-1f1b,zb-h1,zb-v}"
-    memory=(--measure-memory) ;;
+    memory=(--measure-memory --comm-timeout 30) ;;
   *) echo "fidelity: --device must be cpu or cuda, got '$device'" >&2; exit 2 ;;
 esac
-for n in "$runs" "$steps"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "fidelity: --runs and --steps must be positive integers, got '$n'" >&2; exit 2; }
+for n in "$runs" "$steps" "$run_timeout"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] ||
+    { echo "fidelity: --runs, --steps and --run-timeout must be positive integers, got '$n'" >&2; exit 2; }
 done
+[[ $deadline =~ ^[0-9]+$ ]] || { echo "fidelity: --deadline must be a whole number of seconds, got '$deadline'" >&2; exit 2; }
 [ "$steps" -ge 3 ] || { echo "fidelity: --steps must be at least 3 (2 warm-up steps, then the measured ones)" >&2; exit 2; }
 IFS=, read -r -a shape_list <<< "$shapes"
 IFS=, read -r -a config_list <<< "$configs"
@@ -89,12 +100,22 @@ plan_flags() { if [ "$1" = interleaved-1f1b ]; then echo "-s $1 -v 2"; else echo
 
 show() { printf '%q ' "$@" | sed 's/ $//'; echo; }
 if [ "$dry_run" = 1 ]; then
-  quietly() { show "$@"; }
   runs=1
   work=${out:-/tmp/fidelity}
 else
   [ -x "$pplab" ] || { echo "fidelity: no pplab at $pplab (build it, or pass --pplab)" >&2; exit 2; }
-  quietly() { "$@" > /dev/null; }
+  # One bounded run, its stdout to $1; on failure, a line naming it (and the
+  # end of its stderr) goes to the notes under the table, and it returns 1.
+  bounded() {
+    local to=$1 what=$2
+    shift 2
+    timeout -k 5 "$run_timeout" "$@" > "$to" 2> "$to.err" && return 0
+    local rc=$? why
+    why=$(grep -v '^[[:space:]]*$' "$to.err" | tail -n 1 | cut -c1-160 || true)
+    [ "$rc" = 124 ] && why="still running after $run_timeout s (--run-timeout)"
+    echo "- $what: exit $rc: ${why:-no message}" >> "$work/notes.md"
+    return 1
+  }
   if [ -n "$out" ]; then
     mkdir -p "$out"
     work=$out
@@ -103,7 +124,9 @@ else
     trap 'rm -rf "$work"' EXIT
   fi
   : > "$work/rows.jsonl"
+  : > "$work/notes.md"
 fi
+started=$SECONDS
 
 # Whether the GPU was shared when the loop started (printed with the table).
 others_at_start=""
@@ -120,14 +143,32 @@ for run in $(seq 1 "$runs"); do
       tag="r$run-$shape-k$K-m$M"
       prof=(profile --model "$model" -k "$K" --device "$device" --microbatch-size "$mb" --seq-len "$seq"
             --warmup 3 --repeats 15)
-      [ "$dry_run" = 1 ] && echo "# run $run, $shape, K=$K, M=$M"
-      needs_v1=0 needs_v2=0
+      [ "$device" = cuda ] && prof+=(--comm-timeout 30)
+      if [ "$dry_run" = 1 ]; then
+        echo "# run $run, $shape, K=$K, M=$M"
+      elif [ "$deadline" -gt 0 ] && [ $((SECONDS - started)) -ge "$deadline" ]; then
+        echo "- run $run, $shape, K=$K, M=$M: not started, past --deadline $deadline s" >> "$work/notes.md"
+        continue
+      fi
+      needs_v1=0 needs_v2=0 have_v1=1 have_v2=1
       for plan in "${plan_list[@]}"; do if two_stage "$plan"; then needs_v2=1; else needs_v1=1; fi; done
-      [ "$needs_v1" = 1 ] && quietly "$pplab" "${prof[@]}" -o "$work/cost-$tag.json"
-      [ "$needs_v2" = 1 ] && quietly "$pplab" "${prof[@]}" --virtual 2 -o "$work/cost-$tag-v2.json"
+      if [ "$dry_run" = 1 ]; then
+        [ "$needs_v1" = 1 ] && show "$pplab" "${prof[@]}" -o "$work/cost-$tag.json"
+        [ "$needs_v2" = 1 ] && show "$pplab" "${prof[@]}" --virtual 2 -o "$work/cost-$tag-v2.json"
+      else
+        if [ "$needs_v1" = 1 ]; then
+          bounded "$work/profile-$tag.out" "profile, run $run, $shape, K=$K, M=$M" \
+            "$pplab" "${prof[@]}" -o "$work/cost-$tag.json" || have_v1=0
+        fi
+        if [ "$needs_v2" = 1 ]; then
+          bounded "$work/profile-$tag-v2.out" "profile --virtual 2, run $run, $shape, K=$K, M=$M" \
+            "$pplab" "${prof[@]}" --virtual 2 -o "$work/cost-$tag-v2.json" || have_v2=0
+        fi
+      fi
       for plan in "${plan_list[@]}"; do
         cost=$work/cost-$tag.json
         two_stage "$plan" && cost=$work/cost-$tag-v2.json
+        if two_stage "$plan"; then [ "$have_v2" = 1 ] || continue; else [ "$have_v1" = 1 ] || continue; fi
         # shellcheck disable=SC2046
         flags=($(plan_flags "$plan"))
         sim=("$pplab" simulate "${flags[@]}" -k "$K" -m "$M" --cost "$cost" --samples 100 --json
@@ -142,9 +183,10 @@ for run in $(seq 1 "$runs"); do
           show "${diff[@]}"
           continue
         fi
-        "${sim[@]}" > "$work/sim-$tag-$plan.out"
-        "${train[@]}" > "$work/train-$tag-$plan.out"
-        "${diff[@]}" > "$work/diff-$tag-$plan.out"
+        what="run $run, $shape, K=$K, M=$M, $plan"
+        bounded "$work/sim-$tag-$plan.out" "simulate, $what" "${sim[@]}" || continue
+        bounded "$work/train-$tag-$plan.out" "train, $what" "${train[@]}" || continue
+        bounded "$work/diff-$tag-$plan.out" "diff, $what" "${diff[@]}" || continue
         python3 tools/bench/fidelity_table.py row "$run" "$shape" "$K" "$M" "$plan" "$work/sim-$tag-$plan.out" \
           "$work/train-$tag-$plan.out" "$work/diff-$tag-$plan.out" >> "$work/rows.jsonl"
       done
@@ -163,4 +205,14 @@ fi
 echo "Reproduce: \`bash tools/bench/fidelity.sh --device $device --model $model --shapes $shapes --configs $configs" \
   "--plans $plans --steps $steps --runs $runs\`"
 echo
-python3 tools/bench/fidelity_table.py table "$work/rows.jsonl"
+if [ -s "$work/rows.jsonl" ]; then
+  python3 tools/bench/fidelity_table.py table "$work/rows.jsonl"
+else
+  echo "No row finished."
+fi
+if [ -s "$work/notes.md" ]; then
+  echo
+  echo "Left out:"
+  echo
+  cat "$work/notes.md"
+fi

@@ -16,6 +16,8 @@
 #   --traces DIR  keep each pplab run's measured trace of its last step (CUDA
 #               events) in DIR, as row-R-PRECISION.json, R the row's place in
 #               the table from 1 (pplab stats and explain read them)
+#   --run-timeout S  bound each run, the reference's and pplab's (default 240 s;
+#               a run past it shows as n/a with the reason)
 #   --dry-run   print the commands it would run, run nothing (no GPU needed)
 #   PPLAB_BENCH_BACKEND=gloo   pplab's --backend for K=2 (default auto: NCCL)
 #
@@ -26,7 +28,14 @@
 # sides train the same shapes (the reference's "small" is not pplab's small
 # preset). pplab's step time is the mean of its reported step times after the
 # same 3 warm-up steps. bf16 rows pass --precision bf16 to pplab; a pplab
-# without that flag shows them as n/a.
+# without that flag shows them as n/a. pplab's K=2 runs pass --comm-timeout
+# 30, so that a hung message ends the run in about 40 s.
+#
+# The copy of the reference gets one fix, said in the output: its eager run
+# built the model without autocast, and the model's own autocast(enabled=
+# False) turned off the step's bf16 autocast, so its eager bf16 rows ran in
+# fp32. The copy builds the eager model with autocast on in bf16, as its
+# pipelining run does.
 #
 # Without a CUDA GPU (nvidia-smi lists none, the python torch has no CUDA, or
 # pplab was built without CUDA) it prints why and exits 0, running nothing.
@@ -45,6 +54,7 @@ rows_re=.
 dry_run=0
 pplab_args=()
 traces=""
+run_timeout=240
 while [ $# -gt 0 ]; do
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
@@ -52,11 +62,13 @@ while [ $# -gt 0 ]; do
     --rows) rows_re=$2; shift 2 ;;
     --pplab-args) read -r -a pplab_args <<< "$2"; shift 2 ;;
     --traces) traces=$2; shift 2 ;;
+    --run-timeout) run_timeout=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ $run_timeout =~ ^[1-9][0-9]*$ ]] || { echo "gpu_bench: --run-timeout must be a positive number of seconds, got '$run_timeout'" >&2; exit 2; }
 
 # Why this machine cannot run the bench, or nothing.
 no_gpu_reason() {
@@ -129,6 +141,32 @@ rows=(
 
 show() { printf '%q ' "$@" | sed 's/ $//'; echo; }
 
+# One run, bounded by --run-timeout, its output in $1.out and $1.err; a failed
+# run shows in its table cell through the last line of $1.err.
+bounded() {
+  local base=$1 rc=0
+  shift
+  timeout -k 5 "$run_timeout" "$@" > "$base.out" 2> "$base.err" || rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "still running after $run_timeout s (--run-timeout)" >> "$base.err"; fi
+  return 0
+}
+
+# The reference's eager model gets autocast in bf16 runs (see the top); prints
+# the line that says so, or nothing when the script has no such line to fix.
+patch_eager_bf16() {
+  python3 - "$1" << 'PY'
+import sys
+path = sys.argv[1]
+text = open(path).read()
+old = 'm = Stage(c, 0, c["layers"], True, True, args.seq).to(dev)'
+new = 'm = Stage(c, 0, c["layers"], True, True, args.seq, amp=args.dtype == "bf16").to(dev)'
+if text.count(old) == 1:
+    open(path, "w").write(text.replace(old, new))
+    print("The reference's eager model was built without autocast, which turned the step's bf16 autocast off; "
+          "this run's copy builds it with autocast in bf16 (its pipelining model already was).")
+PY
+}
+
 if [ "$dry_run" = 1 ]; then
   echo "# gpu_bench --dry-run: the commands of one bench run"
   show cp "$anchor_src" "$anchor"
@@ -137,6 +175,7 @@ if [ "$dry_run" = 1 ]; then
   done
 else
   cp "$anchor_src" "$anchor"
+  anchor_note=$(patch_eager_bf16 "$anchor")
   [ -n "$traces" ] && mkdir -p "$traces"
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || true)
   torch_version=$(python3 -c 'import torch; print(torch.__version__)' 2> /dev/null || true)
@@ -145,6 +184,7 @@ else
   echo "$(date -u +%Y-%m-%d), torch ${torch_version:-?}, pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?'),"
   echo "$steps measured steps after $warmup warm-up steps per run, pplab --backend $backend${pplab_args[*]+ ${pplab_args[*]}}."
   gpu_others_line
+  [ -n "$anchor_note" ] && echo "$anchor_note"
   echo
   echo "| run | precision | PyTorch | PyTorch tok/s | pplab tok/s | pplab / PyTorch | PyTorch MFU | pplab MFU |"
   echo "|---|---|---|---|---|---|---|---|"
@@ -165,7 +205,7 @@ for row in "${rows[@]}"; do
     if [ "$mode" = pipe ]; then
       ref+=(--ranks "$K" --schedule "$schedule")
       # torch_anchor.py's pipelining step does not clip gradients; its eager step clips at 1.0, as pplab does.
-      run+=(-s "$schedule" --backend "$backend" --clip-norm 0)
+      run+=(-s "$schedule" --backend "$backend" --clip-norm 0 --comm-timeout 30)
     fi
     [ "$precision" = bf16 ] && run+=(--precision bf16)
     [ -n "$traces" ] && run+=(--trace "$traces/row-$r-$precision.json")
@@ -176,9 +216,9 @@ for row in "${rows[@]}"; do
       show "${run[@]}"
       continue
     fi
-    "${ref[@]}" > "$work/ref-$n.out" 2> "$work/ref-$n.err" || true
+    bounded "$work/ref-$n" "${ref[@]}"
     if [ "$precision" = fp32 ] || [ "$has_precision" = 1 ]; then
-      "${run[@]}" > "$work/pplab-$n.out" 2> "$work/pplab-$n.err" || true
+      bounded "$work/pplab-$n" "${run[@]}"
     else
       echo "this pplab has no --precision" > "$work/pplab-$n.err"
     fi

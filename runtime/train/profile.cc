@@ -317,7 +317,9 @@ StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::
   StepProfile step;
   if (group != nullptr) {
     step.loss_allreduce = Repeat(clock, group, options, [&] {
-      at::Tensor sums = torch::tensor({1.0, 2.0, 3.0}, torch::kFloat64).to(GroupDevice(*group));
+      // Made on the group's device, as the trainer stacks its sums there (a
+      // host tensor's copy would add a synchronisation the step does not have).
+      at::Tensor sums = torch::full({3}, 1.0, torch::TensorOptions(torch::kFloat64).device(GroupDevice(*group)));
       AllReduceSumInPlace(*group, sums, options.comm_timeout);
       (void)HostCopy(sums, options.comm_timeout, "the loss all-reduce")[0].item<double>();
     });
@@ -331,8 +333,10 @@ StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::
           clock, group, options, [&] { StageBucket(stage_grads, *options.dp_group).Finish(options.comm_timeout); });
     }
   }
-  // The norm's squares; their sum rides on the loss's all-reduce above.
-  step.norm_allreduce = Repeat(clock, group, options, [&] { (void)GradSquares(grads).to(torch::kCPU); });
+  // The norm's squares; their sum rides on the loss's all-reduce above, and
+  // their read on its host read, so they are timed (by the step clock: CUDA
+  // events on a GPU) without a read of their own.
+  step.norm_allreduce = Repeat(clock, group, options, [&] { (void)GradSquares(grads); });
   step.clip = Repeat(clock, group, options, [&] { ScaleGradients(grads, 1.0); });
   AdamW optimizer(named, AdamWConfig{}, buffers);
   step.optimizer = Repeat(clock, group, options, [&] { optimizer.Step(1e-6); });

@@ -36,10 +36,10 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
-// Runs `body(rank, group)` on two connected Gloo ranks at once.
+// Runs `body(rank, group)` on two Gloo ranks at once, connected through the
+// store at `port` (by default a free one, which rank 0 serves).
 template <typename F>
-void OnTwoRanks(F body) {
-  const int port = FreeLoopbackPort();
+void OnTwoRanks(F body, int port = FreeLoopbackPort()) {
   auto run = [&](RankId rank) {
     GroupOptions o;
     o.port = port;
@@ -231,28 +231,21 @@ TEST_CASE("under torchrun's agent store every rank is a client, under the attemp
   ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
   ::setenv("TORCHELASTIC_RESTART_COUNT", "3", 1);
   std::vector<double> sums(2, 0);
-  auto run = [&](RankId rank) {
-    GroupOptions o;
-    o.port = port;
-    o.rank = rank;
-    o.world_size = 2;
-    o.timeout = std::chrono::milliseconds(20000);
-    auto group = Connect(o);
-    sums[static_cast<size_t>(rank)] = AllReduceSum(*group, rank + 1.0, o.timeout);
-    HostBarrier(*group, o.timeout);
-  };
-  auto other = std::async(std::launch::async, run, 1);
   std::string error;
   try {
-    run(0);
+    OnTwoRanks(
+        [&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+          const auto timeout = std::chrono::milliseconds(20000);
+          sums[static_cast<size_t>(rank)] = AllReduceSum(*group, rank + 1.0, timeout);
+          HostBarrier(*group, timeout);
+        },
+        port);
   } catch (const Error& e) {
     error = e.what();
   }
-  other.wait();
   ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
   ::unsetenv("TORCHELASTIC_RESTART_COUNT");
   REQUIRE(error.empty());
-  other.get();
   CHECK(sums == std::vector<double>{3.0, 3.0});
   CHECK(agent->check({"/worker/attempt_3/pplab-host-barrier/0"}));
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/comm/c10d_group.h"
+#include "runtime/comm/collectives.h"
 #include "runtime/comm/device_wait.h"
 
 namespace pplab {
@@ -227,6 +228,16 @@ TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::millis
 void C10dTransport::Connect(const std::vector<RankId>& peers, std::chrono::milliseconds timeout) {
   if (!up_) return;
   const RankId me = Rank();
+  // Every rank links at the same point of its run. NCCL's creation of a
+  // pair's communicator waits for the peer with no bound, so first see every
+  // rank arrive, through the store, within `timeout`: a peer that died or
+  // hangs elsewhere is reported here instead.
+  try {
+    HostBarrier(*group_, timeout);
+  } catch (const Error& e) {
+    throw Error("rank " + std::to_string(me) + ": not every rank came to link its pipeline pairs within " +
+                std::to_string(timeout.count() / 1000) + " s (--comm-timeout): " + e.what());
+  }
   std::vector<RankId> todo;
   for (RankId p : peers) {
     if (p != me && connected_.count(p) == 0) todo.push_back(p);

@@ -35,7 +35,8 @@ class Transport {
   virtual void WaitSends(std::chrono::milliseconds timeout) = 0;
   // Sets up the links to `peers` before the first message, where a transport
   // needs that (NCCL's per-direction communicators); every rank calls it at
-  // the same point with the peers its schedule talks to. Repeats are free.
+  // the same point with the peers its schedule talks to. Repeats link
+  // nothing new (NCCL's transport still waits, bounded, for every rank).
   virtual void Connect(const std::vector<RankId>& peers, std::chrono::milliseconds timeout) {
     (void)peers, (void)timeout;
   }

@@ -153,6 +153,20 @@ TEST_CASE("per-direction groups carry messages both ways with every receive post
   }
 }
 
+TEST_CASE("linking the pipeline pairs names a rank that never comes to link, within the timeout", "[comm]") {
+  std::string error;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes, /*per_direction=*/true);
+    if (rank != 0) return;  // rank 1 never links
+    try {
+      transport.Connect({1}, std::chrono::milliseconds(1000));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  CHECK(error.find("rank 0: not every rank came to link its pipeline pairs within 1 s") != std::string::npos);
+}
+
 TEST_CASE("a receive posted with other shapes is refused, naming the message", "[comm]") {
   const MessageSpec wrong = {{c10::ScalarType::Float, {2, 3, 5}}};
   std::string error;

@@ -66,10 +66,16 @@ case "${1:-}" in
     tar xzf "$in" -C "$build" ./pplab ./pplab-train
     # The CMake cache says which LibTorch the binaries were built against
     # (gpu_bench.sh reads it); an existing one belongs to a build here.
-    [ -f "$build/CMakeCache.txt" ] || tar xzf "$in" -C "$build" ./CMakeCache.txt 2> /dev/null || true
+    # It is removed again if the binaries do not start: .gpu/build.sh would
+    # take it for a configured build and skip configuring.
+    cache_from_archive=0
+    if [ ! -f "$build/CMakeCache.txt" ] && tar xzf "$in" -C "$build" ./CMakeCache.txt 2> /dev/null; then
+      cache_from_archive=1
+    fi
     if ! "$build/pplab" --version > /dev/null 2>&1 || ! "$build/pplab-train" --help > /dev/null 2>&1; then
       echo "gpu_prebuilt: the binaries from $in do not start on this machine: building"
       rm -f "$build/pplab" "$build/pplab-train"
+      [ "$cache_from_archive" = 1 ] && rm -f "$build/CMakeCache.txt"
       exit 1
     fi
     echo "gpu_prebuilt: using $build/pplab and pplab-train from $in (stamp $want)"

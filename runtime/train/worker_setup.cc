@@ -118,10 +118,10 @@ std::vector<int> MeasureTurns(const DeviceMap& map) {
 std::string CheckWorkerOptions(const WorkerOptions& o, int local_ranks) {
   bool shared = false;
   const c10::Device device = ResolveDevice(o.device, 0, local_ranks, &shared);
-  ParseBackend(o.backend, device);
+  const Backend backend = ParseBackend(o.backend, device);
   ParsePrecision(o.precision);
   if (o.pipeline_ranks < 1 || o.dp < 1) throw Error("--ranks and --dp must be at least 1");
-  if (device.is_cuda() && ParseBackend(o.backend, device) == Backend::kGloo && o.pipeline_ranks * o.dp > 1) {
+  if (device.is_cuda() && backend == Backend::kGloo && o.pipeline_ranks * o.dp > 1) {
     return "--backend gloo on a CUDA device: every message and gradient bucket goes through the host, with a "
            "host synchronisation each (--backend auto uses NCCL)";
   }

@@ -39,12 +39,6 @@ struct GpuChoice {
 };
 GpuChoice MapLocalRank(int local_rank, int local_ranks, int gpus);
 
-// The device of local rank `local_rank` among `local_ranks` for --device
-// `text`: "cuda" alone maps local rank r to GPU r mod (GPUs on this machine),
-// as torchrun does, so ranks share GPUs round-robin when there are fewer GPUs
-// than local ranks. Throws pplab::Error naming --device for a bad name, a
-// build without CUDA, or no GPU. `shared` (when given) is set when ranks
-// share a GPU.
 // Streams share hardware queues when CUDA_DEVICE_MAX_CONNECTIONS is 1
 // (Megatron's setting): a receive posted at a step's start on NCCL's stream
 // would then hold up compute queued behind it on another stream, which the
@@ -53,6 +47,12 @@ GpuChoice MapLocalRank(int local_rank, int local_ranks, int gpus);
 // Call before the process's first CUDA context.
 std::string KeepSeparateStreamQueues();
 
+// The device of local rank `local_rank` among `local_ranks` for --device
+// `text`: "cuda" alone maps local rank r to GPU r mod (GPUs on this machine),
+// as torchrun does, so ranks share GPUs round-robin when there are fewer GPUs
+// than local ranks. Throws pplab::Error naming --device for a bad name, a
+// build without CUDA, or no GPU. `shared` (when given) is set when ranks
+// share a GPU.
 c10::Device ResolveDevice(const std::string& text, int local_rank, int local_ranks, bool* shared = nullptr);
 
 // Checks what a worker would refuse, without connecting to anyone: the

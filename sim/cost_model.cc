@@ -32,6 +32,11 @@ const StageCost& CostModel::Stage(StageId stage) const {
   return stages_[stage];
 }
 
+void CostModel::SetStage(StageId stage, const StageCost& cost) {
+  Stage(stage);  // throws for a stage the model does not have
+  stages_[stage] = cost;
+}
+
 TimeNs CostModel::ComputeTime(const Action& action) const {
   const StageCost& c = Stage(action.stage);
   auto need = [&](const std::optional<TimeNs>& t, const char* what) {

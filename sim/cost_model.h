@@ -54,6 +54,12 @@ struct StageCost {
   // the last stage's B). Counted in the peak, not in what is held after.
   Bytes workspace_bytes = 0;
   Bytes message_bytes = 0;  // one activation or gradient sent to a neighbour
+  // The stage's inputs for one microbatch as the stage holds them (a
+  // received activation, with what travels beside it): what F keeps until
+  // B or I when the stage's activations are recomputed (sim/recompute.h).
+  // Unset: message_bytes on every stage but the first, whose inputs are the
+  // batch's tokens (0).
+  std::optional<Bytes> input_bytes;
   // OVERLAP_F_B whose forward part is on this stage: its measured time
   // (forward_backward_ms) when given, else max(F, backward part) plus
   // overlap_penalty (the cost of running both at once).
@@ -153,6 +159,9 @@ class CostModel {
   // Whether any stage or per-step cost carries a spread.
   bool HasSpread() const;
   const StageCost& Stage(StageId stage) const;
+  // Replaces stage `stage`'s costs; throws pplab::Error for a stage the
+  // model does not have.
+  void SetStage(StageId stage, const StageCost& cost);
   int NumStages() const { return static_cast<int>(stages_.size()); }
   // Time of a per-stage collective (REDUCE_GRAD, UNSHARD, RESHARD) of
   // `action`'s stage over the data-parallel group, from the kind table's

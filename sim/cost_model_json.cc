@@ -62,8 +62,9 @@ void CheckMedian(const std::optional<TimeNs>& median, const std::optional<Spread
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
-             "weight_grad_bytes", "workspace_bytes", "message_bytes", "forward_backward_ms", "overlap_penalty_ms",
-             "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms", "backward_p90_ms",
+             "weight_grad_bytes", "workspace_bytes", "message_bytes", "input_bytes", "forward_backward_ms",
+             "overlap_penalty_ms", "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms",
+             "backward_p90_ms",
              "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms",
              "reduce_grad_ms", "reduce_grad_p10_ms", "reduce_grad_p90_ms"},
             at);
@@ -82,6 +83,9 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   bytes("weight_grad_bytes", cost.weight_grad_bytes);
   bytes("workspace_bytes", cost.workspace_bytes);
   bytes("message_bytes", cost.message_bytes);
+  if (obj.contains("input_bytes")) {
+    cost.input_bytes = static_cast<Bytes>(std::llround(NonNegative(obj, "input_bytes", at, kMaxBytes)));
+  }
   time("forward_backward_ms", cost.forward_backward);
   if (obj.contains("overlap_penalty_ms")) {
     cost.overlap_penalty = MsToNs(NonNegative(obj, "overlap_penalty_ms", at, kMaxActionMs));
@@ -182,6 +186,7 @@ json StageToJson(const StageCost& c) {
   j["weight_grad_bytes"] = c.weight_grad_bytes;
   if (c.workspace_bytes != 0) j["workspace_bytes"] = c.workspace_bytes;
   j["message_bytes"] = c.message_bytes;
+  if (c.input_bytes) j["input_bytes"] = *c.input_bytes;
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;

@@ -7,6 +7,7 @@ set(PPLAB_SIM_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/measured_costs.cc
   ${CMAKE_CURRENT_LIST_DIR}/percentiles.cc
   ${CMAKE_CURRENT_LIST_DIR}/precision.cc
+  ${CMAKE_CURRENT_LIST_DIR}/recompute.cc
   ${CMAKE_CURRENT_LIST_DIR}/simulator.cc
   ${CMAKE_CURRENT_LIST_DIR}/zb_auto.cc
   ${CMAKE_CURRENT_LIST_DIR}/step_samples.cc

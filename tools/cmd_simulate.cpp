@@ -6,6 +6,7 @@
 
 #include "schedules/error.h"
 #include "schedules/file_io.h"
+#include "sim/recompute.h"
 #include "sim/simulator.h"
 #include "sim/step_samples.h"
 #include "tools/commands.h"
@@ -25,7 +26,7 @@ struct SimulateOptions {
   std::vector<int> devices;       // --devices: overrides the cost file's
   std::vector<int> device_slots;  // --device-slots: overrides the cost file's
   std::string devices_from;       // --devices-from TRACE: the mapping a run recorded
-  int samples = 0;           // 0: no sampling
+  int samples = 0;                // 0: no sampling
   std::uint64_t seed = 1;
 };
 
@@ -63,6 +64,9 @@ int RunSimulate(const SimulateOptions& o) {
   if (!o.device_slots.empty()) costs.SetDeviceSlots(o.device_slots);
   const SimResult result = Simulate(schedule, costs);
   nlohmann::json summary = SimulationJson(schedule, costs, result);
+  const std::string recomputed =
+      FormatRecomputeStages(ParseRecomputeStages(o.plan.recompute, schedule.stages, "--recompute"), schedule.stages);
+  summary["recompute"] = recomputed;
   if (o.samples > 0) summary["samples"] = SamplesJson(SampleStepTime(schedule, costs, o.samples, o.seed));
   if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(result.timeline));
   if (!o.svg_path.empty()) {
@@ -75,6 +79,7 @@ int RunSimulate(const SimulateOptions& o) {
     std::printf("%s\n", summary.dump(2).c_str());
   } else {
     std::printf("%s", SimulationText(summary).c_str());
+    if (recomputed != "none") std::printf("  recomputed stages: %s\n", recomputed.c_str());
     if (o.samples > 0) {
       const nlohmann::json& j = summary["samples"];
       std::printf(

@@ -31,6 +31,7 @@
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "sim/precision.h"
+#include "sim/recompute.h"
 #include "tools/commands.h"
 #include "tools/train_checks.h"
 #include "tools/train_manifest.h"
@@ -104,6 +105,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
   const StepFlops flops = FlopsOf(o, config, partition, schedule, device, PrecisionName(worker.precision));
   TrainerOptions options = TrainerOptionsOf(o, worker);
+  options.recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
   const nlohmann::json must_match = MustMatch(o, config, text != nullptr ? &text->prepared : nullptr);
   options.manifest_json = RunManifest(o, must_match, schedule, config, partition, worker.precision).dump();
   // The data position: samples consumed. It is step x batch size from the
@@ -224,6 +226,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   facts.precision = PrecisionName(worker.precision);
   facts.clock = worker.clock->Name();
   facts.attention = AttentionKindName(llama.attention);
+  facts.recompute = FormatRecomputeStages(options.recompute, schedule.stages);
   facts.flops = flops;
   PrintRunSummary(o, facts, summary, measured, svg_path);
   return 0;
@@ -258,6 +261,7 @@ int RunTrain(const TrainOptions& given) {
   if (o.plan_file.empty() && o.ranks > config.num_hidden_layers) MakePartition(config, o.ranks, "uniform");
   const Schedule schedule = LoadPlan(o);
   CheckPlanFlags(o, schedule);
+  ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
   const Partition partition = MakePartition(config, schedule.ModelStages(), o.partition);
   ResolveAttention(ParseAttentionKind(o.attention));  // sdpa on a LibTorch without it: refused here, once
   if (o.seq_len > config.max_position_embeddings) {
@@ -391,6 +395,11 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_flag("--no-flat-params", o->no_flat_params,
                 "keep each parameter and gradient apart instead of in one flat buffer per stage (the step's "
                 "zeroing, norm, clipping, data-parallel sum and AdamW then go parameter by parameter)");
+  sub->add_option("--recompute", o->recompute,
+                  "stages whose activations are recomputed: none, all, or stage ids like 0,1. Their F keeps only its "
+                  "inputs, and their B or I runs the forward again first: less memory for one more forward per "
+                  "microbatch, with the same gradients")
+      ->capture_default_str();
   sub->add_flag("--packed", o->packed, "pack documents into full sequences instead of one padded document each");
   sub->add_option("--val-fraction", o->val_fraction, "share of the documents held out for validation")
       ->check(CLI::Range(0.0, 0.5))
@@ -408,9 +417,10 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
                   "trace-simulated.json, timeline.svg (\"\" for none)")
       ->capture_default_str();
   sub->add_option("--metrics", o->metrics_path, "append one JSON line per step (loss, lr, tokens/s, bubble, val loss)");
-  sub->add_flag("--measure-memory", o->measure_memory,
-                "count tensor memory (CPU: a counting allocator; CUDA: the caching allocator's statistics); --json reports each "
-                "rank's peak activation bytes of the last step");
+  sub->add_flag(
+      "--measure-memory", o->measure_memory,
+      "count tensor memory (CPU: a counting allocator; CUDA: the caching allocator's statistics); --json reports each "
+      "rank's peak activation bytes of the last step");
   sub->add_option("--attention", o->attention,
                   "auto (sdpa where this LibTorch has it), sdpa (at::scaled_dot_product_attention, LibTorch 2.x) or "
                   "explicit (scores and softmax by hand)")

@@ -11,6 +11,7 @@
 #include "schedules/lowering.h"
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
+#include "sim/recompute.h"
 #include "sim/zb_auto.h"
 #include "tools/cli_main.h"
 
@@ -96,6 +97,10 @@ void AddCostFlags(CLI::App& app, PlanOptions& o) {
                  "bytes an I keeps for its W (split schedules; one rank's share)")
       ->check(kBytes);
   app.add_option("--cost", o.cost_file, "cost model JSON file (overrides the uniform flags)");
+  app.add_option("--recompute", o.recompute,
+                 "stages whose activations are recomputed: none, all, or stage ids like 0,1 (their F keeps only its "
+                 "inputs; their B or I runs the forward again first)")
+      ->capture_default_str();
   app.add_option("--memory-limit", o.memory_limit_bytes,
                  "zb-auto: activation bytes a rank may hold at its peak (default: zb-h1's memory)")
       ->check(kBytes);
@@ -168,8 +173,8 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
     // before anything runs them.
     const ValidationReport report = shape.ok() ? Validate(s) : shape;
     if (!report.ok()) {
-      throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message + " (run `" + ProgramName() + " validate " +
-                  o.plan_file + "` for the full report)");
+      throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message + " (run `" + ProgramName() +
+                  " validate " + o.plan_file + "` for the full report)");
     }
     return s;
   }
@@ -188,11 +193,12 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
 }
 
 CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
+  const std::set<StageId> recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
   if (!o.cost_file.empty()) {
     CostModel m = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
     m.CheckStages(schedule.stages, schedule.name);
     CheckProfile(o, m);
-    return m;
+    return WithRecompute(m, recompute);
   }
   CheckProfile(o, CostModel{});  // refuses the profile checks without --cost
   // A rank's share of one copy of the model is split over its stages of
@@ -211,7 +217,7 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   c.message_bytes = static_cast<Bytes>(std::llround(o.message_bytes));
   CostModel m = CostModel::Uniform(schedule.stages, c, Link{MsToNs(o.comm_latency_ms), o.comm_bandwidth_gbps});
   m.SetOrigin("cost flags");
-  return m;
+  return WithRecompute(m, recompute);
 }
 
 }  // namespace pplab::cli

@@ -31,6 +31,9 @@ struct PlanOptions {
   double activation_bytes = 0;
   double weight_grad_bytes = 0;
   std::string cost_file;
+  // Stages whose activations are recomputed (sim/recompute.h): "none",
+  // "all" or ids like "0,1".
+  std::string recompute = "none";
   // zb-auto's memory limit (sim/zb_auto.h): activation bytes per rank and/or
   // microbatches in flight per rank; neither: zb-h1's memory.
   std::optional<double> memory_limit_bytes;
@@ -64,7 +67,7 @@ void CheckProfile(const PlanOptions& options, const CostModel& costs);
 // with BuildCostModel's costs and the options' memory limits.
 Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "");
 // The cost model for `schedule`: --cost FILE if given, else uniform from
-// the flags.
+// the flags; with --recompute, those stages recomputed.
 CostModel BuildCostModel(const PlanOptions& options, const Schedule& schedule);
 
 }  // namespace pplab::cli

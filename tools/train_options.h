@@ -69,6 +69,7 @@ struct TrainOptions {
   bool oversubscribe = false;
   bool measure_memory = false;
   std::string attention = "auto";
+  std::string recompute = "none";  // stages whose activations are recomputed (sim/recompute.h)
   double peak_tflops = 0;  // 0: the device's from the table in runtime/train/mfu.h
   std::vector<std::string> raw_args;
 };

@@ -156,6 +156,7 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
       out["executor_overhead"] = overhead;
     }
     out["attention"] = facts.attention;
+    out["recompute"] = facts.recompute;
     // MFU over all steps, as tokens_per_s (models/flops.h for the FLOPs).
     out["model_flops_per_step"] = facts.flops.world;
     out["model_flops_per_rank"] = facts.flops.per_rank;

@@ -72,6 +72,7 @@ struct RunFacts {
   std::string device;       // as given to LibTorch, e.g. "cuda:0"
   std::string device_name;  // DeviceName
   std::string backend, precision, clock, attention;
+  std::string recompute;  // the recomputed stages: none, all, or ids (sim/recompute.h)
   StepFlops flops;
 };
 

@@ -116,6 +116,7 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
 StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, double loss_scale,
                              std::chrono::steady_clock::time_point origin) {
   const int M = schedule_.microbatches;
+  auto recomputes = [&](StageId s) { return options_.recompute.count(s) > 0; };
   if (static_cast<int>(microbatches.size()) != M) {
     throw Error("executor: " + std::to_string(microbatches.size()) + " microbatches given, the schedule has " +
                 std::to_string(M));
@@ -206,6 +207,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     // copy of the model is a second pipeline).
     const bool first = s == schedule_.FirstStage(m), last = s == schedule_.LastStage(m);
     StageSlot& slot = slots[{s, m}];
+    const LossFn* loss_fn = last ? &loss_ : nullptr;
     switch (part.kind) {
       case ActionKind::kForward: {
         TensorList inputs;
@@ -213,11 +215,15 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
           inputs = std::move(*received);
         } else if (first) {
           inputs = microbatches[m].inputs;
+        } else if (recomputes(s - 1)) {
+          // Outputs without a graph: stage s-1's B makes them again.
+          inputs = std::move(slots[{s - 1, m}].outputs);
         } else {
           inputs = slots[{s - 1, m}].outputs;
         }
-        at::Tensor loss =
-            RunForwardAction(*stages_[s], slot, inputs, last ? &loss_ : nullptr, microbatches[m].targets, loss_scale);
+        std::optional<torch::NoGradGuard> no_graph;
+        if (recomputes(s)) no_graph.emplace();
+        at::Tensor loss = RunForwardAction(*stages_[s], slot, inputs, loss_fn, microbatches[m].targets, loss_scale);
         if (last) losses[m] = std::move(loss);
         return;
       }
@@ -229,6 +235,11 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
           slot.output_grads = std::move(slots[{s + 1, m}].input_grads);
         } else {
           slot.output_grads = {};  // the loss: implicit gradient 1
+        }
+        if (recomputes(s)) {
+          // The forward again, now with its graph, from the inputs F kept.
+          const TensorList kept = std::move(slot.inputs);
+          RunForwardAction(*stages_[s], slot, kept, loss_fn, microbatches[m].targets, loss_scale);
         }
         if (part.kind == ActionKind::kBackward) {
           RunBackwardAction(slot);
@@ -271,7 +282,10 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
                       ": " + e.what());
         }
         ev.end = now();
-        if (!fwd) slot.input_grads.clear();  // sent: nothing else on this rank needs them
+        // Sent: nothing else on this rank needs them (a recomputing stage's
+        // outputs carry no graph; its B makes them again).
+        if (!fwd) slot.input_grads.clear();
+        if (fwd && recomputes(a.stage)) slot.outputs.clear();
         break;
       }
       case ActionKind::kForward:

@@ -5,7 +5,9 @@
 // also computes the microbatch's loss. B backpropagates the output gradient
 // (from the next stage, or 1 for the loss) into the parameters' .grad and the
 // input; I computes only the input gradient and keeps the graph; W then
-// computes only the weight gradients from it (no forward is recomputed).
+// computes only the weight gradients from it. A stage listed in
+// ExecutorOptions::recompute keeps only its inputs between F and B: its F
+// runs without autograd, and its B (or I) runs the forward again first.
 // Stage boundaries are cut with detach(), so each stage's autograd graph is
 // its own. Every receive of a step is posted when the step starts (tags are
 // unique within a step), with the dtypes and shapes the receiving stage
@@ -18,6 +20,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "runtime/comm/transport.h"
@@ -61,6 +64,16 @@ struct ExecutorOptions {
   // RunStep; the scope ends before it returns, so an update made after it
   // is seen by the next step. Without autocast it does nothing.
   bool share_weight_casts = true;
+  // Stages whose activations are recomputed (activation checkpointing at
+  // the granularity of a stage). Their F runs without autograd and keeps
+  // only the stage's inputs (its outputs are dropped once sent or handed to
+  // the next stage); their B or I first runs the forward again with
+  // autograd on those inputs, then backpropagates as usual. That trades one
+  // more forward per microbatch for the activations a microbatch would
+  // otherwise hold from its F to its B. The stage's Forward must be a pure
+  // function of its inputs and weights (no dropout, no state): the gradients
+  // are then those of the run without recomputation, bit for bit.
+  std::set<StageId> recompute{};
 };
 
 struct StepResult {
@@ -111,7 +124,7 @@ struct StageSlot {
 // become {loss(outputs, targets) * loss_scale}. Returns that loss, detached
 // and still on the device (no host read), or an undefined tensor without.
 at::Tensor RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
-                        const at::Tensor& targets, double loss_scale);
+                            const at::Tensor& targets, double loss_scale);
 // B: backpropagates slot.output_grads (empty for the loss) into the
 // parameters' .grad and slot.input_grads, and frees the graph.
 void RunBackwardAction(StageSlot& slot);

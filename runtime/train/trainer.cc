@@ -201,6 +201,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   exec_options.comm_timeout = options.comm_timeout;
   exec_options.memory = options.memory;
   exec_options.clock = options.clock;
+  exec_options.recompute = options.recompute;
   exec_options.microbatch_losses = false;  // the step reads its loss once, below
   if (options.dp_group != nullptr) {
     // Every stage of this rank must reach a REDUCE_GRAD, or its replicas

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "runtime/exec/executor.h"
@@ -70,6 +71,9 @@ struct TrainerOptions {
   // Called with a verified manifest before resuming; throws to refuse it.
   std::function<void(const std::string& manifest_json)> check_resume;
   std::chrono::milliseconds comm_timeout{60000};
+  // Stages of this rank whose activations are recomputed in B or I
+  // (ExecutorOptions::recompute); the gradients do not change.
+  std::set<StageId> recompute;
   // When set, each step's peak activation bytes are measured (Executor) and
   // rank 0 gathers the last step's from every pipeline rank.
   MemoryMeter* memory = nullptr;

@@ -1,0 +1,83 @@
+#include "sim/recompute.h"
+
+#include <cctype>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+std::optional<Spread> Shifted(const std::optional<Spread>& spread, TimeNs by) {
+  if (!spread) return std::nullopt;
+  return Spread{spread->p10 + by, spread->p90 + by};
+}
+
+}  // namespace
+
+std::set<StageId> ParseRecomputeStages(const std::string& text, int stages, const std::string& flag) {
+  std::set<StageId> out;
+  if (text == "none" || text.empty()) return out;
+  if (text == "all") {
+    for (StageId s = 0; s < stages; ++s) out.insert(s);
+    return out;
+  }
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    bool digits = !item.empty() && item.size() <= 9;
+    for (char ch : item) digits = digits && std::isdigit(static_cast<unsigned char>(ch));
+    if (!digits) {
+      throw Error(flag + " takes none, all, or stage ids separated by commas (e.g. 0,1); got '" + text + "'");
+    }
+    const int s = std::stoi(item);
+    if (s >= stages) {
+      throw Error(flag + " names stage " + item + ", but the plan has stages 0 to " + std::to_string(stages - 1));
+    }
+    if (!out.insert(s).second) throw Error(flag + " names stage " + item + " twice");
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string FormatRecomputeStages(const std::set<StageId>& stages, int num_stages) {
+  if (stages.empty()) return "none";
+  if (static_cast<int>(stages.size()) == num_stages) return "all";
+  std::string out;
+  for (StageId s : stages) out += (out.empty() ? "" : ",") + std::to_string(s);
+  return out;
+}
+
+CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages) {
+  if (stages.empty()) return costs;
+  CostModel out = costs;
+  for (StageId s = 0; s < costs.NumStages(); ++s) {
+    StageCost c = costs.Stage(s);
+    c.forward_backward.reset();
+    if (stages.count(s) > 0) {
+      if (!c.forward) {
+        throw Error(costs.Origin() + ": stage " + std::to_string(s) + " has no forward_ms, which recomputing it needs");
+      }
+      const TimeNs f = *c.forward;
+      if (c.backward || (c.backward_input && c.backward_weight)) {
+        // B, I and W all follow from what is given (CostModel::ComputeTime).
+        const TimeNs b = costs.ComputeTime({ActionKind::kBackward, s, 0});
+        const TimeNs i = costs.ComputeTime({ActionKind::kBackwardInput, s, 0});
+        const TimeNs w = costs.ComputeTime({ActionKind::kBackwardWeight, s, 0});
+        c.backward = b + f;
+        c.backward_input = i + f;
+        c.backward_weight = w;
+      } else if (c.backward_input) {
+        c.backward_input = *c.backward_input + f;
+      }
+      c.backward_spread = Shifted(c.backward_spread, f);
+      c.backward_input_spread = Shifted(c.backward_input_spread, f);
+      c.workspace_bytes += c.activation_bytes;
+      c.activation_bytes = c.input_bytes ? *c.input_bytes : (s == 0 ? 0 : c.message_bytes);
+    }
+    out.SetStage(s, c);
+  }
+  return out;
+}
+
+}  // namespace pplab

@@ -33,6 +33,7 @@ struct PlanCmdOptions {
   std::string out_path = "plan.json";
   bool json = false;
   double flops_per_second = 5e10;
+  std::string recompute = "auto";  // none, all or auto (both)
 };
 
 std::string HumanBytes(Bytes b) {
@@ -59,6 +60,7 @@ json CandidateJson(const PlanCandidate& c) {
           {"peak_memory_bytes", c.peak_memory},
           {"tokens_per_second", c.tokens_per_second},
           {"measured_costs", c.measured_costs},
+          {"recompute", c.recompute ? "all" : "none"},
           {"samples", c.samples ? json{{"count", c.samples->samples},
                                        {"seed", c.samples->seed},
                                        {"p10", NsToMs(c.samples->p10)},
@@ -88,6 +90,8 @@ int RunPlan(const PlanCmdOptions& o) {
   search.schedules = o.schedules;
   search.sample_top = static_cast<size_t>(o.top);
   if (o.precision) search.precision = ParsePrecision(*o.precision);
+  // none, all or auto (CLI11 checks it).
+  search.recompute = o.recompute == "auto" ? std::vector<bool>{false, true} : std::vector<bool>{o.recompute == "all"};
   std::optional<CostModel> profiled;
   if (!o.cost_file.empty()) {
     profiled = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
@@ -124,7 +128,7 @@ int RunPlan(const PlanCmdOptions& o) {
   const std::string train = ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " +
                             best.partition_method + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
                             std::to_string(search.seq_len) + " --ranks " + std::to_string(o.ranks) + " --dp " +
-                            std::to_string(o.dp);
+                            std::to_string(o.dp) + (best.recompute ? " --recompute all" : "");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const size_t shown = std::min(result.fitting.size(), static_cast<size_t>(o.top));
   const bool sampled = best.samples.has_value();
@@ -163,7 +167,7 @@ int RunPlan(const PlanCmdOptions& o) {
       HumanBytes(search.memory_per_rank).c_str(),
       o.cost_file.empty() ? "analytic" : ("fitted to " + o.cost_file).c_str(), PrecisionName(search.precision));
   std::vector<std::vector<std::string>> table = {
-      {"#", "schedule", "M", "v", "partition", "mb", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
+      {"#", "schedule", "M", "v", "partition", "mb", "recompute", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
   if (sampled) {
     table[0].push_back("p10..p90_ms");
     table[0].push_back("noise");
@@ -172,7 +176,7 @@ int RunPlan(const PlanCmdOptions& o) {
     const PlanCandidate& c = result.fitting[i];
     table.push_back({std::to_string(i + 1), c.schedule, std::to_string(c.microbatches),
                      std::to_string(c.virtual_stages), c.partition_method + (c.measured_costs ? "*" : ""),
-                     std::to_string(c.microbatch_size), Fixed(NsToMs(c.step_time), 3),
+                     std::to_string(c.microbatch_size), c.recompute ? "all" : "none", Fixed(NsToMs(c.step_time), 3),
                      Fixed(100 * c.bubble_fraction, 2), HumanBytes(c.peak_memory), Fixed(c.tokens_per_second, 0)});
     if (sampled) {
       table.back().push_back(Fixed(NsToMs(c.samples->p10), 3) + ".." + Fixed(NsToMs(c.samples->p90), 3));
@@ -185,11 +189,11 @@ int RunPlan(const PlanCmdOptions& o) {
   }
   for (const auto& row : table) {
     for (size_t c = 0; c < row.size(); ++c) {
-      if (c == 11) {  // the last column, left-aligned: no padding after it
+      if (c == 12) {  // the last column, left-aligned: no padding after it
         std::printf("  %s", row[c].c_str());
         continue;
       }
-      std::printf(c == 1 || c == 4 ? "  %-*s" : "  %*s", static_cast<int>(width[c]), row[c].c_str());
+      std::printf(c == 1 || c == 4 || c == 6 ? "  %-*s" : "  %*s", static_cast<int>(width[c]), row[c].c_str());
     }
     std::printf("\n");
   }
@@ -202,9 +206,10 @@ int RunPlan(const PlanCmdOptions& o) {
                 ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
                              : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
-  std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s); run it with:\n  %s\n", o.out_path.c_str(),
-              best.schedule.c_str(), best.microbatches, best.virtual_stages, best.partition_method.c_str(),
-              best.partition.ToString().c_str(), train.c_str());
+  std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s%s); run it with:\n  %s\n",
+              o.out_path.c_str(), best.schedule.c_str(), best.microbatches, best.virtual_stages,
+              best.partition_method.c_str(), best.partition.ToString().c_str(),
+              best.recompute ? ", activations recomputed" : "", train.c_str());
   return 0;
 }
 
@@ -235,6 +240,11 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate)")->capture_default_str();
   sub->add_option("--flops-per-second", o->flops_per_second, "analytic costs: sustained FLOP/s of one rank")
       ->check(CLI::Range(1.0, 1e18))
+      ->capture_default_str();
+  sub->add_option("--recompute", o->recompute,
+                  "none, all (every stage's activations recomputed in B: less memory, one more F per microbatch) or "
+                  "auto (cost each candidate both ways)")
+      ->check(CLI::IsMember({"none", "all", "auto"}))
       ->capture_default_str();
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] { exit_code = RunPlan(*o); });

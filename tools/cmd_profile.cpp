@@ -133,7 +133,9 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                       // The larger of F's and B's temporaries.
                       {"workspace_bytes", std::max(p.forward_transient_bytes, p.backward_transient_bytes)},
                       // What the stage sends: its outputs, or on the last stage its input gradient.
-                      {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes}});
+                      {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes},
+                      // What the stage keeps from F to B when it is recomputed.
+                      {"input_bytes", p.input_bytes}});
     stages.push_back(stage);
     extra_stages.push_back({{"stage", p.stage},
                             {"rank", p.rank},

@@ -7,6 +7,7 @@
 #include "schedules/error.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
+#include "sim/recompute.h"
 #include "sim/simulator.h"
 #include "sim/zb_auto.h"
 
@@ -76,6 +77,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(o.config, p, s, mb, o.seq_len, o.precision));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len, o.precision));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision));
+    c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len));
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
                                          &c.backward_weight_spread};
     const TimeNs times[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};
@@ -96,6 +98,14 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   return m;
 }
 
+// `costs` with every stage recomputed, or as they are.
+CostModel Recomputed(const CostModel& costs, bool recompute) {
+  if (!recompute) return costs;
+  std::set<StageId> all;
+  for (StageId s = 0; s < costs.NumStages(); ++s) all.insert(s);
+  return WithRecompute(costs, all);
+}
+
 // Parameters per rank, stage s holding model part s mod P.
 std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, const std::vector<RankId>& placement,
                                 int ranks) {
@@ -114,8 +124,10 @@ void MarkTies(const PlanSearchOptions& o, std::vector<PlanCandidate>& ranked) {
     PlanCandidate& c = ranked[i];
     const Schedule schedule = CandidateSchedule(c, o.ranks);
     const std::vector<int64_t> params = RankParams(o.config, c.partition, schedule.placement, o.ranks);
-    const CostModel costs = CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size,
-                                           c.measured_costs, *std::max_element(params.begin(), params.end()));
+    const CostModel costs =
+        Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size,
+                                  c.measured_costs, *std::max_element(params.begin(), params.end())),
+                   c.recompute);
     c.samples = SampleStepTime(schedule, costs, kTieSamples, kTieSeed);
   }
   for (size_t i = 1; i < n; ++i) {
@@ -160,6 +172,11 @@ double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage,
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
   if (stage == p.NumStages() - 1) bytes += e * T * (h + c.vocab_size);
   return bytes;
+}
+
+double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len) {
+  if (stage == 0) return 0;
+  return static_cast<double>(mb) * seq_len * (4.0 * c.hidden_size + 8.0);
 }
 
 double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision) {
@@ -274,7 +291,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     for (int v : vs) {
       const int S = o.ranks * v;
       const int P = S / gen.copies;  // parts of the model
-      if (P > L) {  // every part needs a layer
+      if (P > L) {                   // every part needs a layer
         result.skipped += static_cast<int>(ms.size());
         continue;
       }
@@ -298,52 +315,56 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
                                 partition.ToString() == meta->partition && mb == meta->microbatch_size;
           const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
           const std::vector<int64_t> params = RankParams(o.config, partition, placement, o.ranks);
-          const CostModel costs = CandidateCosts(o, partition, gen.copies, mb, verbatim,
-                                                 *std::max_element(params.begin(), params.end()));
-          // fp32 weights, gradients and AdamW's two moments: 16 bytes per
-          // parameter, in bf16 runs too (fp32 master weights and optimizer state).
-          std::vector<Bytes> memory(o.ranks, 0);
-          for (RankId r = 0; r < o.ranks; ++r) memory[r] = kStateBytesPerParameter * params[r];
-          if (gen.needs_costs) {
-            // zb-auto searches its order for these costs, holding on each
-            // rank at most the activations that fit beside its weights.
-            AutoOptions limits;
-            for (RankId r = 0; r < o.ranks; ++r) limits.activation_limit.push_back(o.memory_per_rank - memory[r]);
-            try {
-              schedule = Lower(GenerateAuto({o.ranks, M, 0}, costs, limits));
-            } catch (const Error&) {
-              ++result.simulated;  // no order fits: over memory, like any other candidate
+          const CostModel plain =
+              CandidateCosts(o, partition, gen.copies, mb, verbatim, *std::max_element(params.begin(), params.end()));
+          for (const bool recompute : o.recompute) {
+            const CostModel costs = Recomputed(plain, recompute);
+            // fp32 weights, gradients and AdamW's two moments: 16 bytes per
+            // parameter, in bf16 runs too (fp32 master weights and optimizer state).
+            std::vector<Bytes> memory(o.ranks, 0);
+            for (RankId r = 0; r < o.ranks; ++r) memory[r] = kStateBytesPerParameter * params[r];
+            if (gen.needs_costs) {
+              // zb-auto searches its order for these costs, holding on each
+              // rank at most the activations that fit beside its weights.
+              AutoOptions limits;
+              for (RankId r = 0; r < o.ranks; ++r) limits.activation_limit.push_back(o.memory_per_rank - memory[r]);
+              try {
+                schedule = Lower(GenerateAuto({o.ranks, M, 0}, costs, limits));
+              } catch (const Error&) {
+                ++result.simulated;  // no order fits: over memory, like any other candidate
+                ++result.over_memory;
+                continue;
+              }
+            }
+            const SimResult sim = Simulate(schedule, costs);
+            ++result.simulated;
+            Bytes peak = 0;
+            for (const RankMetrics& r : sim.per_rank) peak = std::max(peak, memory[r.rank] + r.peak_activation_bytes);
+            result.smallest_memory = seen_memory ? std::min(result.smallest_memory, peak) : peak;
+            seen_memory = true;
+            if (peak > o.memory_per_rank) {
               ++result.over_memory;
               continue;
             }
+            PlanCandidate c;
+            c.schedule = name;
+            c.microbatches = M;
+            c.virtual_stages = v;
+            c.stages = S;
+            c.partition_method = method;
+            c.partition = partition;
+            c.microbatch_size = mb;
+            c.step_time = sim.makespan;
+            c.bubble_fraction = sim.bubble_fraction;
+            c.peak_memory = peak;
+            c.tokens_per_second = sim.makespan > 0 ? static_cast<double>(o.global_batch) * o.seq_len /
+                                                         (static_cast<double>(sim.makespan) * 1e-9)
+                                                   : 0;
+            c.measured_costs = verbatim;
+            c.recompute = recompute;
+            if (gen.needs_costs) c.searched = schedule;
+            result.fitting.push_back(std::move(c));
           }
-          const SimResult sim = Simulate(schedule, costs);
-          ++result.simulated;
-          Bytes peak = 0;
-          for (const RankMetrics& r : sim.per_rank) peak = std::max(peak, memory[r.rank] + r.peak_activation_bytes);
-          result.smallest_memory = seen_memory ? std::min(result.smallest_memory, peak) : peak;
-          seen_memory = true;
-          if (peak > o.memory_per_rank) {
-            ++result.over_memory;
-            continue;
-          }
-          PlanCandidate c;
-          c.schedule = name;
-          c.microbatches = M;
-          c.virtual_stages = v;
-          c.stages = S;
-          c.partition_method = method;
-          c.partition = partition;
-          c.microbatch_size = mb;
-          c.step_time = sim.makespan;
-          c.bubble_fraction = sim.bubble_fraction;
-          c.peak_memory = peak;
-          c.tokens_per_second = sim.makespan > 0 ? static_cast<double>(o.global_batch) * o.seq_len /
-                                                       (static_cast<double>(sim.makespan) * 1e-9)
-                                                 : 0;
-          c.measured_costs = verbatim;
-          if (gen.needs_costs) c.searched = schedule;
-          result.fitting.push_back(std::move(c));
         }
       }
     }
@@ -355,7 +376,10 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   if (result.fitting.empty()) {
     throw Error("no plan fits in --memory-per-rank " + std::to_string(o.memory_per_rank) +
                 " bytes: the smallest peak memory per rank of " + std::to_string(result.simulated) + " candidates is " +
-                std::to_string(result.smallest_memory) + " bytes");
+                std::to_string(result.smallest_memory) + " bytes" +
+                (o.recompute == std::vector<bool>{false}
+                     ? " (--recompute auto also costs every candidate with its activations recomputed)"
+                     : ""));
   }
   std::stable_sort(result.fitting.begin(), result.fitting.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
     if (a.step_time != b.step_time) return a.step_time < b.step_time;

@@ -25,6 +25,10 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision);
 double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision);
+// What a stage after the first holds of its inputs when it is recomputed:
+// the fp32 hidden state (a bf16 message is cast back on receipt) and the
+// int64 attention mask beside it. 0 for the first stage (the batch's tokens).
+double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len);
 
 // How FLOPs and shape-derived bytes turn into a cost model: ns per forward
 // FLOP of each of F, B, I, W, and scale factors for the byte estimates.
@@ -74,6 +78,9 @@ struct PlanSearchOptions {
   // candidates of the ranking are simulated kTieSamples times each with
   // kTieSeed, and those within the noise of the best are marked as ties.
   size_t sample_top = 10;
+  // Whether candidates are costed without recomputation (false) and with
+  // every stage recomputed (true, sim/recompute.h): {false}, {true} or both.
+  std::vector<bool> recompute = {false};
 };
 
 // The draws behind `plan`'s ties: fixed, so that a plan is reproducible.
@@ -94,6 +101,7 @@ struct PlanCandidate {
   Bytes peak_memory = 0;         // max over ranks of weights, grads, AdamW moments and activations
   double tokens_per_second = 0;  // G seq_len / step time
   bool measured_costs = false;   // the profile's stage costs were used verbatim
+  bool recompute = false;        // every stage's activations recomputed (train --recompute all)
   // The sampled step time (SampleStepTime, kTieSamples with kTieSeed), for
   // the candidates sampled (see PlanSearchOptions::sample_top); else null.
   std::optional<StepTimeSamples> samples;

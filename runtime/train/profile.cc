@@ -59,6 +59,14 @@ Bytes FloatBytes(const TensorList& list) {
   return total;
 }
 
+Bytes AllBytes(const TensorList& list) {
+  Bytes total = 0;
+  for (const at::Tensor& t : list) {
+    if (t.defined()) total += t.numel() * t.element_size();
+  }
+  return total;
+}
+
 // Fresh copies, as a transport's receive allocates them.
 TensorList Clone(const TensorList& list) {
   TensorList out;
@@ -130,6 +138,8 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
     RunForwardAction(*stages.at(s), slot, in.inputs, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
     StageProfile& p = profiles[s];
     p.output_bytes = FloatBytes(slot.outputs);
+    // Stage 0's inputs are the batch's tokens, which the batch holds anyway.
+    p.input_bytes = s == 0 ? 0 : AllBytes(in.inputs);
     if (s < S - 1) {
       outputs[s] = slot.outputs;
       p.forward_message_bytes = WireBytes(ToWire(slot.outputs, options.wire_dtype), options.wire_format);
@@ -350,14 +360,14 @@ void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
 SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
   return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
 }
-constexpr size_t kStageWords = 24;
+constexpr size_t kStageWords = 25;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   out.insert(out.end(), {p.stage, p.rank});
   for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
     EncodeSpread(*x, out);
   }
   out.insert(out.end(), {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
-                         p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes});
+                         p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes});
 }
 StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   StageProfile p;
@@ -375,6 +385,7 @@ StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   p.output_bytes = w.at(i + 4);
   p.forward_transient_bytes = w.at(i + 5);
   p.backward_transient_bytes = w.at(i + 6);
+  p.input_bytes = w.at(i + 7);
   return p;
 }
 

@@ -86,6 +86,11 @@ struct StageProfile {
   Bytes forward_message_bytes = 0, backward_message_bytes = 0;
   // Bytes of the floating-point outputs of F (on the last stage: the loss).
   Bytes output_bytes = 0;
+  // Bytes of the stage's inputs as it holds them (every tensor: a received
+  // activation after the transport's cast, and the mask beside it); 0 on
+  // stage 0, whose inputs are the batch's tokens. What F keeps when the
+  // stage is recomputed (sim/recompute.h).
+  Bytes input_bytes = 0;
   // Transient memory the cost model does not hold: the peak of live bytes
   // during F above what F leaves allocated, and during B above what was
   // live when B started (temporaries freed before the action ends).

@@ -113,6 +113,45 @@ TEST_CASE("plan: every candidate kept fits the memory limit, too small a limit i
   CHECK_THROWS_WITH(SearchPlans(Options(c, 1000)), Catch::Contains("no plan fits in --memory-per-rank 1000 bytes"));
 }
 
+TEST_CASE("plan: recomputed candidates cost one F more per microbatch and fit where no other does", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.recompute = {false, true};
+  const PlanSearchResult both = SearchPlans(o);
+  CHECK(both.simulated == 16);  // the 8 candidates, each both ways
+  // Recomputing never makes a step faster, so the fastest does not recompute.
+  CHECK_FALSE(both.fitting.front().recompute);
+  Bytes smallest_plain = Bytes{1} << 40;
+  for (const PlanCandidate& p : both.fitting) {
+    if (!p.recompute) smallest_plain = std::min(smallest_plain, p.peak_memory);
+  }
+  // Just under the least memory any plan needs without recomputing.
+  o.memory_per_rank = smallest_plain - 1;
+  const PlanSearchResult r = SearchPlans(o);
+  REQUIRE_FALSE(r.fitting.empty());
+  for (const PlanCandidate& p : r.fitting) CHECK(p.recompute);
+  // GPipe and 1F1B at M = 8 tie on time: (M + K - 1)(F + B + F), B = 2F.
+  const TimeNs F = std::llround(StageForwardFlops(c, r.fitting.front().partition, 0, 1, kSeqLen));
+  CHECK(r.fitting.front().step_time == (8 + 2 - 1) * (F + 2 * F + F));
+  const auto it = std::find_if(r.fitting.begin(), r.fitting.end(),
+                               [](const PlanCandidate& p) { return p.schedule == "1f1b" && p.microbatches == 8; });
+  REQUIRE(it != r.fitting.end());
+  const PlanCandidate& best = *it;
+  CHECK(best.step_time == r.fitting.front().step_time);
+  // Rank 0 holds its microbatches' tokens only (0 bytes) and rebuilds one
+  // microbatch's activations in each B; rank 1 also holds the input of its
+  // one microbatch in flight.
+  const Bytes act = std::llround(StageActivationBytes(c, best.partition, 0, 1, kSeqLen, Precision::kFp32));
+  const Bytes act1 = std::llround(StageActivationBytes(c, best.partition, 1, 1, kSeqLen, Precision::kFp32));
+  const Bytes input1 = std::llround(StageInputBytes(c, 1, 1, kSeqLen));
+  CHECK(input1 == 16 * (4 * 32 + 8));
+  CHECK(best.peak_memory == std::max(16 * StageParams(c, best.partition, 0) + act,
+                                     16 * StageParams(c, best.partition, 1) + input1 + act1));
+  // Without recomputation the same limit fits nothing, and says what would.
+  o.recompute = {false};
+  CHECK_THROWS_WITH(SearchPlans(o), Catch::Contains("--recompute auto also costs every candidate"));
+}
+
 TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank and its simulated step time", "[plan]") {
   const LlamaConfig c = BalancedModel();
   PlanSearchOptions o = Options(c, Bytes{1} << 40);

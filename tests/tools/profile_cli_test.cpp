@@ -61,6 +61,8 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   // 512-byte header; the last stage sends its input gradient (B,L,C).
   CHECK(doc["stages"][0]["message_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
   CHECK(doc["stages"][1]["message_bytes"].get<int64_t>() == B * L * C * 4 + 512);
+  CHECK(doc["stages"][0]["input_bytes"].get<int64_t>() == 0);
+  CHECK(doc["stages"][1]["input_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8);
   CHECK(doc["link"]["latency_ms"].get<double>() > 0);
   CHECK(doc["link"]["bandwidth_gbps"].get<double>() >= 0);
   const auto& meta = doc["meta"];

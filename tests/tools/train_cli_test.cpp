@@ -484,7 +484,9 @@ TEST_CASE("recomputed stages train the same losses across processes with less me
     CHECK(peak(again)[r] * 2 < peak(plain)[r]);
   }
   CHECK(peak(first)[0] * 2 < peak(plain)[0]);
-  CHECK(peak(first)[1] == peak(plain)[1]);
+  // Rank 1, not recomputed, holds what it held (within a message or two
+  // of the receive buffers, whose time of arrival varies between runs).
+  CHECK(static_cast<double>(peak(first)[1]) == Approx(static_cast<double>(peak(plain)[1])).epsilon(0.05));
 }
 
 }  // namespace pplab

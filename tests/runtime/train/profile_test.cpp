@@ -76,6 +76,10 @@ TEST_CASE("a stage's measured activation bytes cover its output and grow linearl
   // The messages: stage 0 sends (hidden (B,T,C) float, mask (B,T) int64) and a 512-byte header.
   CHECK(two[0].forward_message_bytes == 2 * T * C * 4 + 2 * T * 8 + 512);
   CHECK(two[1].backward_message_bytes == 2 * T * C * 4 + 512);
+  // What a recomputed stage keeps: stage 1's received hidden state and mask
+  // (no header); stage 0's tokens belong to the batch.
+  CHECK(two[0].input_bytes == 0);
+  CHECK(two[1].input_bytes == 2 * T * C * 4 + 2 * T * 8);
 }
 
 TEST_CASE("the profile links a rank to its stages' neighbours and its two ring neighbours", "[profile]") {

@@ -28,4 +28,11 @@ int ActivationElementBytes(Precision precision);
 // its fp32 gradient and AdamW's two fp32 moments, 4 bytes each.
 constexpr int kStateBytesPerParameter = 16;
 
+// The same with the AdamW moments sharded over `dp` data-parallel replicas
+// (ZeRO-1, train --shard-optimizer): 8 + 8 / dp bytes, a double since 8 / dp
+// need not be whole.
+inline double StateBytesPerParameter(int dp, bool shard_optimizer) {
+  return shard_optimizer && dp > 1 ? 8.0 + 8.0 / dp : static_cast<double>(kStateBytesPerParameter);
+}
+
 }  // namespace pplab

@@ -34,6 +34,7 @@ struct PlanCmdOptions {
   bool json = false;
   double flops_per_second = 5e10;
   std::string recompute = "auto";  // none, all or auto (both)
+  bool shard_optimizer = false;
 };
 
 std::string HumanBytes(Bytes b) {
@@ -90,6 +91,10 @@ int RunPlan(const PlanCmdOptions& o) {
   search.schedules = o.schedules;
   search.sample_top = static_cast<size_t>(o.top);
   if (o.precision) search.precision = ParsePrecision(*o.precision);
+  if (o.shard_optimizer && o.dp < 2) {
+    throw Error("--shard-optimizer shards the AdamW moments over the data-parallel replicas: it needs --dp 2 or more");
+  }
+  search.shard_optimizer = o.shard_optimizer;
   // none, all or auto (CLI11 checks it).
   search.recompute = o.recompute == "auto" ? std::vector<bool>{false, true} : std::vector<bool>{o.recompute == "all"};
   std::optional<CostModel> profiled;
@@ -128,7 +133,8 @@ int RunPlan(const PlanCmdOptions& o) {
   const std::string train = ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " +
                             best.partition_method + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
                             std::to_string(search.seq_len) + " --ranks " + std::to_string(o.ranks) + " --dp " +
-                            std::to_string(o.dp) + (best.recompute ? " --recompute all" : "");
+                            std::to_string(o.dp) + (best.recompute ? " --recompute all" : "") +
+                            (o.shard_optimizer && o.dp > 1 ? " --shard-optimizer" : "");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const size_t shown = std::min(result.fitting.size(), static_cast<size_t>(o.top));
   const bool sampled = best.samples.has_value();
@@ -141,6 +147,7 @@ int RunPlan(const PlanCmdOptions& o) {
                     {"global_batch", o.global_batch},
                     {"seq_len", search.seq_len},
                     {"precision", PrecisionName(search.precision)},
+                    {"shard_optimizer", o.shard_optimizer},
                     {"memory_per_rank", search.memory_per_rank},
                     {"costs", o.cost_file.empty() ? "analytic" : o.cost_file},
                     {"simulated", result.simulated},
@@ -246,6 +253,9 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "auto (cost each candidate both ways)")
       ->check(CLI::IsMember({"none", "all", "auto"}))
       ->capture_default_str();
+  sub->add_flag("--shard-optimizer", o->shard_optimizer,
+                "count the AdamW moments sharded over the --dp replicas (train --shard-optimizer, ZeRO-1): 8 + 8/D "
+                "bytes of model state per parameter instead of 16");
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] { exit_code = RunPlan(*o); });
 }

@@ -262,6 +262,9 @@ int RunTrain(const TrainOptions& given) {
   const Schedule schedule = LoadPlan(o);
   CheckPlanFlags(o, schedule);
   ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
+  if (o.shard_optimizer && o.dp < 2) {
+    throw Error("--shard-optimizer shards the AdamW moments over the data-parallel replicas: it needs --dp 2 or more");
+  }
   const Partition partition = MakePartition(config, schedule.ModelStages(), o.partition);
   ResolveAttention(ParseAttentionKind(o.attention));  // sdpa on a LibTorch without it: refused here, once
   if (o.seq_len > config.max_position_embeddings) {
@@ -392,9 +395,13 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->excludes(synthetic);
   sub->add_option("--vocab-size", o->vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")
       ->check(CLI::Range(8, 1 << 20));
-  sub->add_flag("--no-flat-params", o->no_flat_params,
+  CLI::Option* no_flat = sub->add_flag("--no-flat-params", o->no_flat_params,
                 "keep each parameter and gradient apart instead of in one flat buffer per stage (the step's "
                 "zeroing, norm, clipping, data-parallel sum and AdamW then go parameter by parameter)");
+  sub->add_flag("--shard-optimizer", o->shard_optimizer,
+                "with --dp D: each replica keeps and updates 1/D of the AdamW moments (ZeRO stage 1), and the "
+                "replicas then put the updated parameters together; same parameters bit for bit")
+      ->excludes(no_flat);
   sub->add_option("--recompute", o->recompute,
                   "stages whose activations are recomputed: none, all, or stage ids like 0,1. Their F keeps only its "
                   "inputs, and their B or I runs the forward again first: less memory for one more forward per "

@@ -322,7 +322,10 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
             // fp32 weights, gradients and AdamW's two moments: 16 bytes per
             // parameter, in bf16 runs too (fp32 master weights and optimizer state).
             std::vector<Bytes> memory(o.ranks, 0);
-            for (RankId r = 0; r < o.ranks; ++r) memory[r] = kStateBytesPerParameter * params[r];
+            for (RankId r = 0; r < o.ranks; ++r) {
+              memory[r] = static_cast<Bytes>(
+                  std::ceil(StateBytesPerParameter(o.dp, o.shard_optimizer) * static_cast<double>(params[r])));
+            }
             if (gen.needs_costs) {
               // zb-auto searches its order for these costs, holding on each
               // rank at most the activations that fit beside its weights.

@@ -81,6 +81,9 @@ struct PlanSearchOptions {
   // Whether candidates are costed without recomputation (false) and with
   // every stage recomputed (true, sim/recompute.h): {false}, {true} or both.
   std::vector<bool> recompute = {false};
+  // The AdamW moments sharded over the D replicas (train --shard-optimizer):
+  // model state 8 + 8 / D bytes per parameter instead of 16.
+  bool shard_optimizer = false;
 };
 
 // The draws behind `plan`'s ties: fixed, so that a plan is reproducible.

@@ -36,6 +36,7 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker) {
   options.warmup_steps = o.warmup_steps;
   options.clip_norm = o.clip_norm;
   options.flat_parameters = !o.no_flat_params;
+  options.shard_optimizer = o.shard_optimizer;
   options.dp_group = worker.dp_group.get();
   options.clock = worker.clock.get();
   options.dp_size = o.dp;

@@ -35,6 +35,7 @@ struct TrainOptions {
   int warmup_steps = 30;
   double clip_norm = 1.0;
   bool no_flat_params = false;
+  bool shard_optimizer = false;  // ZeRO-1 over the --dp replicas
   // Data: text files (default corpus when empty) or synthetic tokens.
   std::vector<std::string> data;
   bool synthetic = false;

@@ -157,6 +157,8 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     }
     out["attention"] = facts.attention;
     out["recompute"] = facts.recompute;
+    out["shard_optimizer"] = o.shard_optimizer && o.dp > 1;
+    out["optimizer_state_bytes"] = summary.optimizer_state_bytes;
     // MFU over all steps, as tokens_per_s (models/flops.h for the FLOPs).
     out["model_flops_per_step"] = facts.flops.world;
     out["model_flops_per_rank"] = facts.flops.per_rank;

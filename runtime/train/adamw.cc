@@ -3,7 +3,11 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
+
+#include "schedules/error.h"
 
 // LibTorch's fused AdamW kernel: CUDA since 2.0, CPU since 2.4.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -12,15 +16,24 @@
 
 namespace pplab {
 
+std::pair<int64_t, int64_t> ShardRange(int64_t size, const OptimizerShard& shard) {
+  const int64_t share = (size + shard.count - 1) / shard.count;
+  const int64_t begin = std::min(size, share * shard.index);
+  return {begin, std::min(size, begin + share)};
+}
+
 AdamW::AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWConfig config,
-             std::vector<FlatBuffer> flats)
+             std::vector<FlatBuffer> flats, OptimizerShard shard)
     : params_(std::move(params)), config_(config) {
   std::map<std::string, at::Tensor> by_name(params_.begin(), params_.end());
   for (FlatBuffer& buffer : flats) {
     if (!buffer.defined()) continue;
     Flat f;
-    f.exp_avg = torch::zeros_like(buffer.values);
-    f.exp_avg_sq = torch::zeros_like(buffer.values);
+    f.sharded = shard.count > 1;
+    std::tie(f.begin, f.end) = f.sharded ? ShardRange(buffer.values.numel(), shard)
+                                         : std::pair<int64_t, int64_t>{0, buffer.values.numel()};
+    f.exp_avg = torch::zeros({f.end - f.begin}, buffer.values.options());
+    f.exp_avg_sq = torch::zeros({f.end - f.begin}, buffer.values.options());
     for (const std::string& name : buffer.names) {
       flat_of_[name] = flats_.size();
       f.params.push_back(by_name.at(name));
@@ -63,6 +76,16 @@ std::vector<int64_t> AdamW::SyncFlatState() {
       AdamWState& s = state_[f.buffer.names[i]];
       for (auto [mine, flat] : {std::pair<at::Tensor*, at::Tensor*>{&s.exp_avg, &f.exp_avg},
                                 std::pair<at::Tensor*, at::Tensor*>{&s.exp_avg_sq, &f.exp_avg_sq}}) {
+        if (f.sharded) {
+          // Whole moments put in place (a checkpoint loaded, or gathered for
+          // one): keep this replica's share of them, then drop them, which
+          // is the memory the sharding saves. Undefined: the share is current.
+          if (!mine->defined()) continue;
+          const int64_t lo = std::max(offset, f.begin), hi = std::min(offset + n, f.end);
+          if (lo < hi) flat->narrow(0, lo - f.begin, hi - lo).copy_(mine->reshape({-1}).narrow(0, lo - offset, hi - lo));
+          *mine = at::Tensor();
+          continue;
+        }
         if (IsViewAt(*mine, *flat, offset)) continue;
         at::Tensor view = flat->narrow(0, offset, n).view(f.params[i].sizes());
         if (mine->defined()) {
@@ -93,9 +116,10 @@ void AdamW::Step(double lr) {
     if (flat_steps[b] < 0) continue;
     const Flat& f = flats_[b];
     for (const std::string& name : f.buffer.names) ++state_[name].step;
+    if (f.end == f.begin) continue;  // an empty share
     Group& g = groups[flat_steps[b] + 1];
-    g.params.push_back(f.buffer.values);
-    g.grads.push_back(f.buffer.grads);
+    g.params.push_back(f.buffer.values.narrow(0, f.begin, f.end - f.begin));
+    g.grads.push_back(f.buffer.grads.narrow(0, f.begin, f.end - f.begin));
     g.exp_avg.push_back(f.exp_avg);
     g.exp_avg_sq.push_back(f.exp_avg_sq);
   }
@@ -143,6 +167,46 @@ void AdamW::Step(double lr) {
     at::_foreach_add_(denom, config_.eps);
     at::_foreach_addcdiv_(g.params, g.exp_avg, denom, -lr / bias1);
   }
+}
+
+std::vector<AdamW::ShardPart> AdamW::ShardParts() {
+  std::vector<ShardPart> parts;
+  for (const Flat& f : flats_) {
+    if (f.sharded) parts.push_back({f.buffer, f.begin, f.end, f.exp_avg, f.exp_avg_sq});
+  }
+  return parts;
+}
+
+void AdamW::SetWholeMoments(size_t b, at::Tensor exp_avg, at::Tensor exp_avg_sq) {
+  size_t seen = 0;
+  for (Flat& f : flats_) {
+    if (!f.sharded || seen++ != b) continue;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const int64_t offset = f.buffer.offsets[i], n = f.params[i].numel();
+      AdamWState& s = state_[f.buffer.names[i]];
+      s.exp_avg = exp_avg.narrow(0, offset, n).view(f.params[i].sizes());
+      s.exp_avg_sq = exp_avg_sq.narrow(0, offset, n).view(f.params[i].sizes());
+    }
+    return;
+  }
+  throw Error("AdamW: no sharded flat buffer " + std::to_string(b));
+}
+
+int64_t AdamW::StateBytes() const {
+  int64_t bytes = 0;
+  auto add = [&bytes](const at::Tensor& t) {
+    if (t.defined()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  };
+  for (const Flat& f : flats_) {
+    add(f.exp_avg);
+    add(f.exp_avg_sq);
+  }
+  for (const auto& [name, s] : state_) {
+    if (flat_of_.count(name) > 0) continue;  // views into a flat buffer's, or dropped
+    add(s.exp_avg);
+    add(s.exp_avg_sq);
+  }
+  return bytes;
 }
 
 }  // namespace pplab

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -28,6 +29,22 @@ struct AdamWState {
   int64_t step = 0;
 };
 
+// The sharded optimizer (ZeRO stage 1, Megatron-LM's distributed optimizer):
+// `count` data-parallel replicas hold the same parameters and, after their
+// gradients are summed, the same gradients; replica `index` updates only its
+// share of each flat buffer and keeps the moments of that share alone, 1 /
+// count of them. The replicas then put their shares together
+// (runtime/train/trainer.cc). {0, 1}: not sharded.
+struct OptimizerShard {
+  int index = 0;
+  int count = 1;
+};
+
+// The elements [begin, end) of a flat buffer of `size` elements that shard
+// `shard` updates: contiguous shares of ceil(size / count) elements, the last
+// shorter, and empty ones when there are more replicas than elements.
+std::pair<int64_t, int64_t> ShardRange(int64_t size, const OptimizerShard& shard);
+
 class AdamW {
  public:
   // `flats`: buffers (FlattenParameters) holding some of `params`. Their
@@ -36,7 +53,11 @@ class AdamW {
   // State() still holds each parameter's moments, as views; a state put in
   // their place (a checkpoint being loaded) is copied into the buffer at the
   // next Step.
-  AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWConfig config, std::vector<FlatBuffer> flats = {});
+  // With `shard` (count > 1), each flat buffer's update and moments are
+  // this replica's share of it (ShardRange); parameters outside the flat
+  // buffers are updated whole.
+  AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWConfig config, std::vector<FlatBuffer> flats = {},
+        OptimizerShard shard = {});
   // One update with learning rate `lr` from the parameters' .grad (a
   // parameter without a gradient is left alone), as multi-tensor (foreach)
   // operations, or one fused kernel, over all parameters.
@@ -49,6 +70,23 @@ class AdamW {
   // Whether Step runs LibTorch's fused kernel (else foreach).
   bool Fused() const;
 
+  // Sharded: per flat buffer, the share this replica updates and the moments
+  // it keeps for it (each end - begin elements).
+  struct ShardPart {
+    FlatBuffer buffer;
+    int64_t begin = 0, end = 0;
+    at::Tensor exp_avg, exp_avg_sq;
+  };
+  std::vector<ShardPart> ShardParts();
+  // Sharded: gives each parameter of flat buffer `b` (as ShardParts lists
+  // them) its whole moments, views into `exp_avg` and `exp_avg_sq`, buffers
+  // of the flat buffer's layout that hold every replica's share: what a
+  // checkpoint writes (State()). The next Step keeps this replica's share
+  // and drops them.
+  void SetWholeMoments(size_t b, at::Tensor exp_avg, at::Tensor exp_avg_sq);
+  // Bytes of the moments this optimizer keeps (exp_avg and exp_avg_sq).
+  int64_t StateBytes() const;
+
  private:
   // Points the flat buffers' parameters' states at their views, copying in
   // any state put in their place; returns, per buffer, the step count all
@@ -60,7 +98,10 @@ class AdamW {
   std::map<std::string, AdamWState> state_;
   struct Flat {
     FlatBuffer buffer;
+    // Sharded: of [begin, end) of the buffer only; else of all of it.
     at::Tensor exp_avg, exp_avg_sq;
+    int64_t begin = 0, end = 0;       // the elements this replica updates
+    bool sharded = false;
     std::vector<at::Tensor> params;  // the parameters, in buffer order
   };
   std::vector<Flat> flats_;

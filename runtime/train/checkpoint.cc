@@ -62,6 +62,12 @@ void WriteShard(const std::string& tmp_dir, RankId rank, int step, const Checkpo
     tensors.emplace_back(name, p.detach());
     const auto it = optimizer.State().find(name);
     if (it == optimizer.State().end()) continue;
+    if (!it->second.exp_avg.defined() || !it->second.exp_avg_sq.defined()) {
+      // A sharded optimizer's moments live in the replicas' shares until
+      // they are gathered (AdamW::SetWholeMoments); a shard without them
+      // would lose the optimizer state.
+      throw Error("checkpoint: the optimizer state of " + name + " was not gathered from its shards");
+    }
     tensors.emplace_back(name + kExpAvg, it->second.exp_avg);
     tensors.emplace_back(name + kExpAvgSq, it->second.exp_avg_sq);
     tensors.emplace_back(name + kStep, torch::full({1}, it->second.step, torch::kLong));

@@ -88,6 +88,42 @@ std::pair<double, double> BusyAndSpan(const std::vector<TimelineEvent>& events) 
   return {busy, static_cast<double>(last - first)};
 }
 
+// Sharded optimizer: after each replica updated its share of every flat
+// buffer, the replicas put the shares together. Each zeroes what it did not
+// update and the buffer is summed over them: every element then holds the
+// one replica's value plus zeros, which is that value exactly, so the
+// parameters equal the unsharded update's bit for bit. (An all-gather would
+// move half the bytes; the sum keeps to the collectives pplab already has.)
+void GatherShares(AdamW& optimizer, ProcessGroupHandle& dp_group, std::chrono::milliseconds timeout) {
+  torch::NoGradGuard no_grad;
+  for (const AdamW::ShardPart& part : optimizer.ShardParts()) {
+    at::Tensor values = part.buffer.values;  // (n), the stage's parameters
+    const int64_t n = values.numel();
+    values.narrow(0, 0, part.begin).zero_();
+    values.narrow(0, part.end, n - part.end).zero_();
+    AllReduceSumInPlace(dp_group, values, timeout);
+  }
+}
+
+// Sharded optimizer, before a checkpoint: each flat buffer's moments, every
+// replica's share put together the same way, given to the optimizer whole
+// (AdamW::SetWholeMoments) for the checkpoint to write.
+void GatherMoments(AdamW& optimizer, ProcessGroupHandle& dp_group, std::chrono::milliseconds timeout) {
+  torch::NoGradGuard no_grad;
+  const std::vector<AdamW::ShardPart> parts = optimizer.ShardParts();
+  for (size_t b = 0; b < parts.size(); ++b) {
+    const AdamW::ShardPart& part = parts[b];
+    at::Tensor whole[2];
+    const at::Tensor* mine[2] = {&part.exp_avg, &part.exp_avg_sq};
+    for (int k = 0; k < 2; ++k) {
+      whole[k] = torch::zeros_like(part.buffer.values);
+      whole[k].narrow(0, part.begin, part.end - part.begin).copy_(*mine[k]);
+      AllReduceSumInPlace(dp_group, whole[k], timeout);
+    }
+    optimizer.SetWholeMoments(b, whole[0], whole[1]);
+  }
+}
+
 // Rank 0 removes what failed saves left and leaves a marker in `dir`; every
 // rank must see it, else the ranks would write their shards to different
 // places and rank 0 could not publish them.
@@ -167,7 +203,15 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   };
   std::vector<FlatBuffer> buffers;
   for (const auto& [s, flat] : flats) buffers.push_back(flat);
-  AdamW optimizer(named, AdamWConfig{}, buffers);
+  // Sharded optimizer (ZeRO-1): replica d of the D updates share d of each
+  // flat buffer.
+  const bool sharded = options.shard_optimizer && options.dp_group != nullptr && options.dp_size > 1;
+  if (options.shard_optimizer && !options.flat_parameters) {
+    throw Error("the sharded optimizer needs flat parameter buffers (drop --no-flat-params)");
+  }
+  const OptimizerShard shard =
+      sharded ? OptimizerShard{GroupRank(*options.dp_group), options.dp_size} : OptimizerShard{};
+  AdamW optimizer(named, AdamWConfig{}, buffers, shard);
   const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
   const bool writes_shards = world_rank < schedule.ranks;  // replica 0; the others hold the same values
   int first_step = 0;
@@ -304,6 +348,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     }
     const double lr = lr_schedule.At(step);
     optimizer.Step(lr);
+    if (sharded) GatherShares(optimizer, *options.dp_group, options.comm_timeout);
     summary.lrs.push_back(lr);
     summary.grad_norms.push_back(norm);
     summary.losses.push_back(step_loss);
@@ -331,6 +376,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
         (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
       const auto save_start = std::chrono::steady_clock::now();
       const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
+      // Every replica takes part; the first writes the whole moments.
+      if (sharded) GatherMoments(optimizer, *options.dp_group, options.comm_timeout);
       if (writes_shards) WriteShard(tmp, rank, done, identity, optimizer, first_copy_names);
       if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
       if (world_rank == 0) {
@@ -343,6 +390,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     }
     if (options.on_step_end) options.on_step_end(report);
   }
+  summary.optimizer_state_bytes = optimizer.StateBytes();
   if (options.after_last_step) options.after_last_step(stages);
   // Gather the last step's timeline on rank 0, shifted to start at 0.
   std::vector<std::vector<int64_t>> all;

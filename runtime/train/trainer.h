@@ -53,6 +53,10 @@ struct TrainerOptions {
   // step each stage's gradients are summed over its replicas.
   ProcessGroupHandle* dp_group = nullptr;
   int dp_size = 1;
+  // The sharded optimizer (ZeRO-1, runtime/train/adamw.h): with replicas,
+  // each keeps and updates 1 / dp_size of the AdamW moments, and the
+  // replicas then put the updated parameters together. Needs flat buffers.
+  bool shard_optimizer = false;
   // Checkpoints: written every `checkpoint_every` steps and after the last
   // one into `checkpoint_dir` (none when empty). With `resume`, training
   // continues from the latest checkpoint there, if any.
@@ -114,6 +118,8 @@ struct TrainSummary {
   std::vector<double> bubbles;                     // per step, the measured bubble (see StepReport)
   std::vector<std::pair<int, double>> val_losses;  // (steps done, validation loss)
   Timeline last_step;                              // rank 0: all ranks' actions of the last step, from 0; else empty
+  // This process's AdamW moments, bytes (AdamW::StateBytes).
+  int64_t optimizer_state_bytes = 0;
   // With TrainerOptions::memory, rank 0: per pipeline rank (first replica),
   // the last step's peak of bytes allocated during the step and alive at once.
   std::vector<Bytes> peak_activation_bytes;

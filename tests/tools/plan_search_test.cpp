@@ -152,6 +152,30 @@ TEST_CASE("plan: recomputed candidates cost one F more per microbatch and fit wh
   CHECK_THROWS_WITH(SearchPlans(o), Catch::Contains("--recompute auto also costs every candidate"));
 }
 
+TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per parameter", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.dp = 2;
+  o.global_batch = 16;  // 8 sequences a replica, as in the other tests
+  auto one_f_one_b8 = [](const PlanSearchResult& r) {
+    for (const PlanCandidate& p : r.fitting) {
+      if (p.schedule == "1f1b" && p.microbatches == 8) return p;
+    }
+    FAIL("no 1f1b M=8 candidate");
+    return PlanCandidate{};
+  };
+  const PlanCandidate plain = one_f_one_b8(SearchPlans(o));
+  o.shard_optimizer = true;
+  const PlanCandidate sharded = one_f_one_b8(SearchPlans(o));
+  CHECK(sharded.step_time == plain.step_time);
+  const Partition& p = plain.partition;
+  const Bytes act0 = std::llround(StageActivationBytes(c, p, 0, 1, kSeqLen, Precision::kFp32));
+  const Bytes act1 = std::llround(StageActivationBytes(c, p, 1, 1, kSeqLen, Precision::kFp32));
+  const Bytes p0 = StageParams(c, p, 0), p1 = StageParams(c, p, 1);
+  CHECK(plain.peak_memory == std::max(16 * p0 + 2 * act0, 16 * p1 + act1));
+  CHECK(sharded.peak_memory == std::max(12 * p0 + 2 * act0, 12 * p1 + act1));  // 8 + 8 / 2
+}
+
 TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank and its simulated step time", "[plan]") {
   const LlamaConfig c = BalancedModel();
   PlanSearchOptions o = Options(c, Bytes{1} << 40);

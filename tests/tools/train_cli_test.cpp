@@ -452,7 +452,10 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
         Case{"-k 2 --partition 3,3 --steps 1", "--partition: the entries sum to 6 layers"},
         Case{"--device bogus --steps 1", "--device 'bogus'"},
         Case{"-k 2 --recompute 2 --steps 1", "--recompute names stage 2, but the plan has stages 0 to 1"},
-        Case{"-k 2 --recompute some --steps 1", "--recompute takes none, all, or stage ids"}}) {
+        Case{"-k 2 --recompute some --steps 1", "--recompute takes none, all, or stage ids"},
+        Case{"-k 2 --shard-optimizer --steps 1", "--shard-optimizer shards the AdamW moments over the data-parallel "
+                                                   "replicas: it needs --dp 2 or more"},
+        Case{"-k 2 --dp 2 --shard-optimizer --no-flat-params --steps 1", "--no-flat-params excludes --shard-optimizer"}}) {
     const PplabRun r = Train(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);
@@ -489,6 +492,42 @@ TEST_CASE("recomputed stages train the same losses across processes with less me
   // Rank 1, not recomputed, holds what it held (within a message or two
   // of the receive buffers, whose time of arrival varies between runs).
   CHECK(static_cast<double>(peak(first)[1]) == Approx(static_cast<double>(peak(plain)[1])).epsilon(0.05));
+}
+
+TEST_CASE("the sharded optimizer trains DP2 x PP2 bit for bit with half the moments, and its checkpoints resume "
+          "either way",
+          "[train][shard]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/shard";
+  auto run = [](const std::string& args) {
+    const PplabRun r = Train("-k 2 --dp 2 --json " + args);
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  };
+  const nlohmann::json plain = run("--steps 6"), sharded = run("--steps 6 --shard-optimizer");
+  CHECK(sharded["shard_optimizer"] == true);
+  CHECK(plain["shard_optimizer"] == false);
+  CHECK(sharded["losses"] == plain["losses"]);
+  // Rank 0's one stage: 2 moments of n floats, or of ceil(n / 2).
+  const int64_t whole = plain["optimizer_state_bytes"].get<int64_t>();
+  const int64_t half = sharded["optimizer_state_bytes"].get<int64_t>();
+  CHECK(whole > 0);
+  CHECK(2 * half - whole >= 0);
+  CHECK(2 * half - whole <= 2 * 4);
+  // A checkpoint holds the whole moments, so it resumes with or without
+  // sharding, on the same steps as the run that was not interrupted.
+  const std::vector<double> tail(plain["losses"].begin() + 3, plain["losses"].end());
+  for (const auto& [first, then] : {std::pair<std::string, std::string>{"--shard-optimizer", ""},
+                                    std::pair<std::string, std::string>{"", "--shard-optimizer"}}) {
+    INFO("first '" << first << "', then '" << then << "'");
+    REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+    // The same 6-step run (its learning-rate schedule spans 6 steps), taken
+    // back to its checkpoint after step 3.
+    run("--steps 6 --checkpoint-every 3 --checkpoint-dir " + dir + " " + first);
+    WriteTextFile(dir + "/latest", "step-000003\n");
+    const nlohmann::json resumed = run("--steps 6 --resume --checkpoint-dir " + dir + " " + then);
+    CHECK(resumed["losses"].get<std::vector<double>>() == tail);
+  }
 }
 
 }  // namespace pplab

@@ -61,3 +61,99 @@ TEST_CASE("foreach AdamW equals the per-parameter update, also with mixed step c
 }
 
 }  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// Parameters of three shapes (13 elements: shares straddle them), in a flat
+// buffer, with fixed values.
+struct FlatModel {
+  at::Tensor a = torch::arange(6, torch::kFloat32).reshape({2, 3}).requires_grad_(true);
+  at::Tensor b = (torch::arange(4, torch::kFloat32) * 0.5).requires_grad_(true);
+  at::Tensor c = torch::full({3}, -0.25).requires_grad_(true);
+  std::vector<std::pair<std::string, at::Tensor>> Named() { return {{"a", a}, {"b", b}, {"c", c}}; }
+};
+
+}  // namespace
+
+TEST_CASE("shard ranges cover a buffer once, in order, with empty shares past its end", "[adamw][shard]") {
+  using R = std::pair<int64_t, int64_t>;
+  CHECK(ShardRange(13, {0, 1}) == R{0, 13});
+  CHECK(ShardRange(13, {0, 2}) == R{0, 7});
+  CHECK(ShardRange(13, {1, 2}) == R{7, 13});
+  CHECK(ShardRange(13, {3, 4}) == R{12, 13});
+  CHECK(ShardRange(2, {2, 4}) == R{2, 2});
+  CHECK(ShardRange(2, {3, 4}) == R{2, 2});
+}
+
+TEST_CASE("sharded AdamW: the replicas' shares make the unsharded update bit for bit, checkpoint state included",
+          "[adamw][shard]") {
+  torch::manual_seed(11);
+  constexpr int kReplicas = 3;
+  FlatModel whole;
+  const FlatBuffer whole_flat = FlattenParameters(whole.Named());
+  REQUIRE(whole_flat.defined());
+  AdamW reference(whole.Named(), {}, {whole_flat});
+  std::vector<FlatModel> replicas(kReplicas);
+  std::vector<FlatBuffer> flats;
+  std::vector<std::unique_ptr<AdamW>> sharded;
+  for (int d = 0; d < kReplicas; ++d) {
+    flats.push_back(FlattenParameters(replicas[d].Named()));
+    sharded.push_back(std::make_unique<AdamW>(replicas[d].Named(), AdamWConfig{}, std::vector<FlatBuffer>{flats[d]},
+                                              OptimizerShard{d, kReplicas}));
+  }
+  // Each keeps a third of the moments: 2 x ceil(13 / 3) floats.
+  CHECK(reference.StateBytes() == 2 * 13 * 4);
+  CHECK(sharded[0]->StateBytes() == 2 * 5 * 4);
+  CHECK(sharded[2]->StateBytes() == 2 * 3 * 4);
+  for (int step = 0; step < 4; ++step) {
+    const at::Tensor grads = torch::randn({13});
+    reference.ZeroGrad();
+    whole_flat.grads.copy_(grads);
+    reference.Step(1e-2);
+    at::Tensor together = torch::zeros({13});
+    for (int d = 0; d < kReplicas; ++d) {
+      sharded[d]->ZeroGrad();
+      flats[d].grads.copy_(grads);
+      sharded[d]->Step(1e-2);
+      // What the trainer does: each keeps its share, the sum puts them together.
+      const auto [begin, end] = ShardRange(13, {d, kReplicas});
+      together.narrow(0, begin, end - begin).copy_(flats[d].values.narrow(0, begin, end - begin));
+    }
+    for (int d = 0; d < kReplicas; ++d) flats[d].values.copy_(together);
+    INFO("step " << step);
+    CHECK(torch::equal(together, whole_flat.values));
+  }
+  // The moments put together, as before a checkpoint, equal the reference's.
+  for (int d = 0; d < kReplicas; ++d) {
+    at::Tensor avg = torch::zeros({13}), avg_sq = torch::zeros({13});
+    for (int e = 0; e < kReplicas; ++e) {
+      const AdamW::ShardPart part = sharded[e]->ShardParts().at(0);
+      avg.narrow(0, part.begin, part.end - part.begin).copy_(part.exp_avg);
+      avg_sq.narrow(0, part.begin, part.end - part.begin).copy_(part.exp_avg_sq);
+    }
+    sharded[d]->SetWholeMoments(0, avg, avg_sq);
+    for (const char* name : {"a", "b", "c"}) {
+      INFO("replica " << d << " parameter " << name);
+      CHECK(torch::equal(sharded[d]->State().at(name).exp_avg, reference.State().at(name).exp_avg));
+      CHECK(torch::equal(sharded[d]->State().at(name).exp_avg_sq, reference.State().at(name).exp_avg_sq));
+      CHECK(sharded[d]->State().at(name).step == 4);
+    }
+  }
+  // A checkpoint's whole moments loaded into a sharded optimizer: the next
+  // step keeps the replica's share, drops the rest, and updates as before.
+  const at::Tensor grads = torch::randn({13});
+  reference.ZeroGrad();
+  whole_flat.grads.copy_(grads);
+  reference.Step(1e-2);
+  for (int d = 0; d < kReplicas; ++d) {
+    sharded[d]->ZeroGrad();
+    flats[d].grads.copy_(grads);
+    sharded[d]->Step(1e-2);
+    CHECK_FALSE(sharded[d]->State().at("a").exp_avg.defined());
+    const auto [begin, end] = ShardRange(13, {d, kReplicas});
+    CHECK(torch::equal(flats[d].values.narrow(0, begin, end - begin), whole_flat.values.narrow(0, begin, end - begin)));
+  }
+}
+
+}  // namespace pplab

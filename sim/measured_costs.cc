@@ -37,10 +37,10 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
     }
     stages.push_back(cost);
   }
-  const nlohmann::json cost = {{"format", "pplab.cost"},
-                               {"version", 1},
-                               {"stages", stages},
-                               {"meta", {{"estimated_from", origin}, {"source", timeline.source}}}};
+  nlohmann::json meta = {{"estimated_from", origin}, {"source", timeline.source}};
+  // Their B and I already hold the recomputed forward (sim/recompute.h).
+  if (!timeline.recompute.empty()) meta["recomputed"] = timeline.recompute;
+  const nlohmann::json cost = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"meta", meta}};
   // Round-trip through the loader so what is returned is a usable model.
   return CostModel::FromJson(cost.dump(), origin).ToJson();
 }

@@ -213,6 +213,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   // executor overhead (see docs/fidelity.md).
   Timeline measured = summary.last_step;
   measured.devices = device_map.devices;
+  if (!options.recompute.empty()) measured.recompute = FormatRecomputeStages(options.recompute, schedule.stages);
   measured.device_slots = device_map.device_slots;
   const std::string svg_path = WriteRunTraces(o, schedule, measured);
   RunFacts facts;

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "models/llama_config.h"
 #include "models/partition.h"
@@ -198,6 +199,14 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
     CostModel m = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
     m.CheckStages(schedule.stages, schedule.name);
     CheckProfile(o, m);
+    if (!recompute.empty()) {
+      const nlohmann::json meta = nlohmann::json::parse(m.meta_json, nullptr, false);
+      if (meta.is_object() && meta.contains("recomputed")) {
+        throw Error("--recompute " + o.recompute + ": " + o.cost_file + " was estimated from a run that recomputed " +
+                    "stages " + meta["recomputed"].dump() +
+                    ", so its B and I already hold the recomputed forward; drop --recompute");
+      }
+    }
     return WithRecompute(m, recompute);
   }
   CheckProfile(o, CostModel{});  // refuses the profile checks without --cost

@@ -34,6 +34,7 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
                 {"ranks", timeline.ranks}};
   if (!timeline.devices.empty()) other["devices"] = timeline.devices;
   if (!timeline.device_slots.empty()) other["device_slots"] = timeline.device_slots;
+  if (!timeline.recompute.empty()) other["recompute"] = timeline.recompute;
   out += other.dump();
   out += ",\"traceEvents\":[\n";
   bool first = true;
@@ -157,6 +158,13 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     throw Error(origin + ": otherData.ranks must be an integer in [1, number of events], got " + ranks.dump());
   }
   t.ranks = static_cast<int>(ranks.get<long long>());
+  if (other.contains("recompute")) {
+    if (!other["recompute"].is_string()) {
+      throw Error(origin + ": otherData.recompute must be a string (the recomputed stages), got " +
+                  other["recompute"].dump());
+    }
+    t.recompute = other["recompute"].get<std::string>();
+  }
   if (other.contains("devices")) {
     const json& devices = other["devices"];
     if (!devices.is_array() || devices.size() != static_cast<size_t>(t.ranks)) {

@@ -44,6 +44,9 @@ struct Timeline {
   // How many compute actions each device runs at once, device_slots[d] for
   // device id d (a CPU host's cores / threads per rank); empty: 1 each.
   std::vector<int> device_slots;
+  // The stages a measured run recomputed (train --recompute): "all" or ids
+  // like "0,1"; empty when none. Their B and I hold the recomputed forward.
+  std::string recompute;
   std::vector<TimelineEvent> events;  // per rank in program order
   std::vector<MemorySample> memory;   // per rank in time order
   std::vector<StepEvent> step_events;  // per rank in time order

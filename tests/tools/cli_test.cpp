@@ -230,6 +230,30 @@ TEST_CASE("cli: render labels the stacked panels with file names or --labels", "
   CHECK_THAT(r.out, Catch::Contains("--labels: 1 labels for 2 traces"));
 }
 
+TEST_CASE("cli: --recompute costs a plan recomputed, and refuses costs read off a recomputed run", "[cli][recompute]") {
+  const std::string trace = TempPath("recomputed-run.json"), cost = TempPath("recomputed-cost.json");
+  // Uniform costs: 1F1B's step (M + K - 1)(F + B + F) = 5 x 4 ms.
+  PplabRun r = Pplab("simulate -s 1f1b -k 2 -m 4 --recompute all --json --trace " + trace);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["makespan"].get<double>() == Approx(20.0));
+  CHECK(j["recompute"] == "all");
+  // A run that recomputed records it; its costs carry it; costing them
+  // recomputed again would count the forward twice.
+  Timeline run = TimelineFromChromeTrace(ReadTextFile(trace), trace);
+  run.recompute = "all";
+  WriteTextFile(trace, TimelineToChromeTrace(run));
+  REQUIRE(Pplab("stats " + trace + " --cost-out " + cost).code == 0);
+  CHECK(nlohmann::json::parse(ReadTextFile(cost))["meta"]["recomputed"] == "all");
+  r = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --recompute 1");
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("was estimated from a run that recomputed stages \"all\"") &&
+                        Catch::Contains("drop --recompute"));
+  r = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --json");
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == Approx(20.0));
+}
+
 TEST_CASE("cli: a profiled --cost refuses flags that disagree with what it was measured with", "[cli][cost]") {
   const std::string cost = WriteProfiledCost("profiled.json");
   const std::string run = "simulate -s 1f1b -k 2 -m 4 --cost " + cost;

@@ -58,9 +58,11 @@ TEST_CASE("trace round-trips: events, times and memory come back exactly", "[tra
   c.activation_bytes = 4096;
   c.weight_grad_bytes = 512;
   c.message_bytes = 99;
-  const Timeline t = Simulate(s, CostModel::Uniform(3, c, Link{1001, 0.5})).timeline;
+  Timeline t = Simulate(s, CostModel::Uniform(3, c, Link{1001, 0.5})).timeline;
+  t.recompute = "0,2";
   const Timeline back = TimelineFromChromeTrace(TimelineToChromeTrace(t), "mem");
   CHECK(back.name == "zb-h2");
+  CHECK(back.recompute == "0,2");
   CHECK(back.source == "simulated");
   CHECK(back.ranks == 3);
   REQUIRE(back.events.size() == t.events.size());
@@ -120,6 +122,11 @@ TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
       TimelineFromChromeTrace(
           R"({"otherData": {"pplab_trace_version": 1, "ranks": 10000000}, "traceEvents": [{"ph": "M"}]})", "t.json"),
       Catch::Contains("otherData.ranks must be an integer in [1, number of events]"));
+  CHECK_THROWS_WITH(
+      TimelineFromChromeTrace(
+          R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "recompute": true}, "traceEvents": [{"ph": "M"}]})",
+          "t.json"),
+      Catch::Contains("t.json: otherData.recompute must be a string"));
   CHECK_THROWS_WITH(
       TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "name": 7}, "traceEvents": []})",
                               "t.json"),

@@ -53,6 +53,11 @@ struct StageCost {
   // what it holds, alive only while it runs (e.g. the logits' gradient of
   // the last stage's B). Counted in the peak, not in what is held after.
   Bytes workspace_bytes = 0;
+  // The activations a recomputed stage rebuilds in its B or I
+  // (sim/recompute.h): held while a B or I runs, above what it holds before
+  // (then, after an I, kept for W as weight_grad_bytes). 0 for a stage that
+  // keeps its activations from F.
+  Bytes recomputed_bytes = 0;
   Bytes message_bytes = 0;  // one activation or gradient sent to a neighbour
   // The stage's inputs for one microbatch as the stage holds them (a
   // received activation, with what travels beside it): what F keeps until

@@ -62,7 +62,7 @@ void CheckMedian(const std::optional<TimeNs>& median, const std::optional<Spread
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
-             "weight_grad_bytes", "workspace_bytes", "message_bytes", "input_bytes", "forward_backward_ms",
+             "weight_grad_bytes", "workspace_bytes", "recomputed_bytes", "message_bytes", "input_bytes", "forward_backward_ms",
              "overlap_penalty_ms", "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms",
              "backward_p90_ms",
              "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms",
@@ -82,6 +82,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   bytes("activation_bytes", cost.activation_bytes);
   bytes("weight_grad_bytes", cost.weight_grad_bytes);
   bytes("workspace_bytes", cost.workspace_bytes);
+  bytes("recomputed_bytes", cost.recomputed_bytes);
   bytes("message_bytes", cost.message_bytes);
   if (obj.contains("input_bytes")) {
     cost.input_bytes = static_cast<Bytes>(std::llround(NonNegative(obj, "input_bytes", at, kMaxBytes)));
@@ -185,6 +186,7 @@ json StageToJson(const StageCost& c) {
   j["activation_bytes"] = c.activation_bytes;
   j["weight_grad_bytes"] = c.weight_grad_bytes;
   if (c.workspace_bytes != 0) j["workspace_bytes"] = c.workspace_bytes;
+  if (c.recomputed_bytes != 0) j["recomputed_bytes"] = c.recomputed_bytes;
   j["message_bytes"] = c.message_bytes;
   if (c.input_bytes) j["input_bytes"] = *c.input_bytes;
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);

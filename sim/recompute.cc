@@ -48,7 +48,8 @@ std::string FormatRecomputeStages(const std::set<StageId>& stages, int num_stage
   return out;
 }
 
-CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages) {
+CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages,
+                        const std::set<StageId>& token_stages) {
   if (stages.empty()) return costs;
   CostModel out = costs;
   for (StageId s = 0; s < costs.NumStages(); ++s) {
@@ -72,8 +73,8 @@ CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages)
       }
       c.backward_spread = Shifted(c.backward_spread, f);
       c.backward_input_spread = Shifted(c.backward_input_spread, f);
-      c.workspace_bytes += c.activation_bytes;
-      c.activation_bytes = c.input_bytes ? *c.input_bytes : (s == 0 ? 0 : c.message_bytes);
+      c.recomputed_bytes = c.activation_bytes;
+      c.activation_bytes = c.input_bytes ? *c.input_bytes : (token_stages.count(s) > 0 ? 0 : c.message_bytes);
     }
     out.SetStage(s, c);
   }

@@ -26,17 +26,23 @@ std::string FormatRecomputeStages(const std::set<StageId>& stages, int num_stage
 // - B and I take one F longer; W, which reuses the graph I rebuilt, does
 //   not change. Times the model derives (a missing I or W) are resolved
 //   first, so W stays what it was. Their spreads move with them.
-// - F holds the stage's inputs (input_bytes, or its default) instead of
-//   activation_bytes until B or I.
-// - Its compute actions get activation_bytes more workspace: B or I holds the
-//   rebuilt activations while it runs. (For F this is an upper bound: a
-//   forward without a graph frees each layer's temporaries as it goes.)
-// - What I holds for W (weight_grad_bytes) does not change.
+// - F holds the stage's inputs (input_bytes; without it, see token_stages)
+//   instead of activation_bytes until B or I.
+// - Its B and I hold activation_bytes more while they run
+//   (recomputed_bytes): the activations they rebuild. F and W hold nothing
+//   more (F's forward keeps no graph; W uses what I kept).
+// - What I holds for W (weight_grad_bytes, the rebuilt graph) does not
+//   change.
 // A measured OVERLAP_F_B time (forward_backward_ms) of any stage is dropped
 // when a stage recomputes: the cost model does not know which stage's
 // backward it was measured with, so the pair is costed by the rule
 // (max(F, backward part) + overlap_penalty). Throws pplab::Error naming the
 // stage when a recomputed stage has no forward time.
-CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages);
+// `token_stages` are the stages whose inputs are the batch's tokens (each
+// pipeline's first: stage 0, and with DualPipe's second copy of the model
+// its first stage too); without input_bytes they hold 0, the others
+// message_bytes.
+CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages,
+                        const std::set<StageId>& token_stages = {0});
 
 }  // namespace pplab

@@ -317,9 +317,13 @@ class Engine {
     for (const Action& part : parts) {
       const StageCost& sc = costs_.Stage(part.stage);
       if (part.kind == ActionKind::kForward) during += sc.activation_bytes;
+      // A recomputed stage's B or I rebuilds its activations first.
+      if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) during += sc.recomputed_bytes;
       workspace = std::max(workspace, sc.workspace_bytes);
     }
-    if (workspace > 0) rm.peak_activation_bytes = std::max(rm.peak_activation_bytes, during + workspace);
+    if (workspace > 0 || during > bytes_[r]) {
+      rm.peak_activation_bytes = std::max(rm.peak_activation_bytes, during + workspace);
+    }
     for (const Action& part : parts) FinishPart(r, a, part, e);
     return true;
   }

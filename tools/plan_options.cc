@@ -195,6 +195,8 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
 
 CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   const std::set<StageId> recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
+  std::set<StageId> token_stages;  // each pipeline's first stage reads the batch's tokens
+  for (StageId s = 0; s < schedule.stages; ++s) token_stages.insert(schedule.PipelineStart(s));
   if (!o.cost_file.empty()) {
     CostModel m = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
     m.CheckStages(schedule.stages, schedule.name);
@@ -207,7 +209,7 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
                     ", so its B and I already hold the recomputed forward; drop --recompute");
       }
     }
-    return WithRecompute(m, recompute);
+    return WithRecompute(m, recompute, token_stages);
   }
   CheckProfile(o, CostModel{});  // refuses the profile checks without --cost
   // A rank's share of one copy of the model is split over its stages of
@@ -226,7 +228,7 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   c.message_bytes = static_cast<Bytes>(std::llround(o.message_bytes));
   CostModel m = CostModel::Uniform(schedule.stages, c, Link{MsToNs(o.comm_latency_ms), o.comm_bandwidth_gbps});
   m.SetOrigin("cost flags");
-  return WithRecompute(m, recompute);
+  return WithRecompute(m, recompute, token_stages);
 }
 
 }  // namespace pplab::cli

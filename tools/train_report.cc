@@ -95,6 +95,7 @@ std::string WriteRunTraces(const TrainOptions& o, const Schedule& schedule, cons
   costs.SetDeviceSlots(measured.device_slots);
   SimResult predicted = Simulate(schedule, costs);
   predicted.timeline.name = schedule.name;
+  predicted.timeline.recompute = measured.recompute;  // its costs hold the recomputation too
   WriteTextFile(o.sim_trace_path, TimelineToChromeTrace(predicted.timeline));
   if (o.out_dir.empty()) return "";
   const std::string svg_path = (fs::path(o.out_dir) / "timeline.svg").string();

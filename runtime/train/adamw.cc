@@ -113,8 +113,25 @@ void AdamW::Step(double lr) {
   std::map<int64_t, Group> groups;
   const std::vector<int64_t> flat_steps = SyncFlatState();
   for (size_t b = 0; b < flats_.size(); ++b) {
-    if (flat_steps[b] < 0) continue;
     const Flat& f = flats_[b];
+    if (flat_steps[b] < 0 && f.sharded) {
+      // Mixed step counts in a sharded buffer (a checkpoint that gave some
+      // parameters no moments): each parameter's part of the share, with
+      // its own count. Every parameter's count advances on every replica.
+      for (size_t i = 0; i < f.params.size(); ++i) {
+        const int64_t offset = f.buffer.offsets[i], n = f.params[i].numel();
+        const int64_t step = ++state_[f.buffer.names[i]].step;
+        const int64_t lo = std::max(offset, f.begin), hi = std::min(offset + n, f.end);
+        if (lo >= hi) continue;
+        Group& g = groups[step];
+        g.params.push_back(f.buffer.values.narrow(0, lo, hi - lo));
+        g.grads.push_back(f.buffer.grads.narrow(0, lo, hi - lo));
+        g.exp_avg.push_back(f.exp_avg.narrow(0, lo - f.begin, hi - lo));
+        g.exp_avg_sq.push_back(f.exp_avg_sq.narrow(0, lo - f.begin, hi - lo));
+      }
+      continue;
+    }
+    if (flat_steps[b] < 0) continue;
     for (const std::string& name : f.buffer.names) ++state_[name].step;
     if (f.end == f.begin) continue;  // an empty share
     Group& g = groups[flat_steps[b] + 1];
@@ -125,7 +142,7 @@ void AdamW::Step(double lr) {
   }
   for (auto& [name, p] : params_) {
     const auto flat = flat_of_.find(name);
-    if (flat != flat_of_.end() && flat_steps[flat->second] >= 0) continue;
+    if (flat != flat_of_.end() && (flat_steps[flat->second] >= 0 || flats_[flat->second].sharded)) continue;
     if (!p.grad().defined()) continue;
     AdamWState& s = state_[name];
     if (!s.exp_avg.defined()) {
@@ -168,6 +185,8 @@ void AdamW::Step(double lr) {
     at::_foreach_addcdiv_(g.params, g.exp_avg, denom, -lr / bias1);
   }
 }
+
+void AdamW::KeepShares() { SyncFlatState(); }
 
 std::vector<AdamW::ShardPart> AdamW::ShardParts() {
   std::vector<ShardPart> parts;

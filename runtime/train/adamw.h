@@ -84,6 +84,12 @@ class AdamW {
   // checkpoint writes (State()). The next Step keeps this replica's share
   // and drops them.
   void SetWholeMoments(size_t b, at::Tensor exp_avg, at::Tensor exp_avg_sq);
+  // Sharded: keeps this replica's share of whole moments put in place (a
+  // checkpoint loaded, or gathered for one) and drops them, as the next Step
+  // would first do; call it after a save and a load, so that they do not
+  // stay alive through a step. Unsharded: points the states at the flat
+  // buffers, copying in any put in their place.
+  void KeepShares();
   // Bytes of the moments this optimizer keeps (exp_avg and exp_avg_sq).
   int64_t StateBytes() const;
 

@@ -234,6 +234,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
                     latest + ", step " + std::to_string(first_step) + "): pass --steps above it to continue");
       }
       LoadCheckpoint(latest, manifest, optimizer);
+      optimizer.KeepShares();  // sharded: the whole moments loaded, down to this replica's share
       published.push_back(latest);
       load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
@@ -379,6 +380,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       // Every replica takes part; the first writes the whole moments.
       if (sharded) GatherMoments(optimizer, *options.dp_group, options.comm_timeout);
       if (writes_shards) WriteShard(tmp, rank, done, identity, optimizer, first_copy_names);
+      if (sharded) optimizer.KeepShares();  // the whole moments, gathered for the save, go
       if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
       if (world_rank == 0) {
         published.push_back(PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks, identity,

@@ -55,7 +55,8 @@ TEST_CASE("a recomputed stage's B and I take one F more, and W stays", "[recompu
   // Bytes: stage 0 holds its tokens (0), stage 1 its received input.
   CHECK(rc.Stage(0).activation_bytes == 0);
   CHECK(rc.Stage(1).activation_bytes == 100);
-  CHECK(rc.Stage(1).workspace_bytes == 1050);
+  CHECK(rc.Stage(1).workspace_bytes == 50);
+  CHECK(rc.Stage(1).recomputed_bytes == 1000);  // rebuilt by B or I
   // Stages not named keep their costs.
   const CostModel first = WithRecompute(costs, {0});
   CHECK(first.ComputeTime({ActionKind::kBackwardInput, 1, 0}) == 3 * kMs / 2);
@@ -89,6 +90,26 @@ TEST_CASE("1F1B on two ranks: (M + K - 1)(F + B + F), and the last stage holds i
   held.input_bytes = 300;
   const SimResult with_inputs = Run("1f1b", 2, 4, WithRecompute(CostModel::Uniform(2, held, Link{}), {0, 1}));
   CHECK(with_inputs.per_rank[0].peak_activation_bytes == 2 * 300 + 1000 + 50);
+}
+
+TEST_CASE("zb-h1 recomputed: I rebuilds the activations and keeps them for W; W and F hold no more", "[recompute]") {
+  // F = I = W = 1 ms; 1000 bytes of activations, 1200 kept from I to W.
+  StageCost c = Uniform();
+  c.backward.reset();
+  c.backward_input = kMs;
+  c.backward_weight = kMs;
+  c.weight_grad_bytes = 1200;
+  const CostModel costs = CostModel::Uniform(2, c, Link{});
+  const SimResult plain = Run("zb-h1", 2, 2, costs);
+  const SimResult rc = Run("zb-h1", 2, 2, WithRecompute(costs, {0, 1}));
+  // Rank 0 runs F0 F1 I0 W0 I1 W1. Without: both F's activations, then
+  // I0's stash beside F1's, plus W0's workspace: 1200 + 1000 + 50.
+  CHECK(plain.per_rank[0].peak_activation_bytes == 1200 + 1000 + 50);
+  // Recomputed, F keeps the tokens only; the peak is W0's (one stash).
+  CHECK(rc.per_rank[0].peak_activation_bytes == 1200 + 50);
+  // Rank 1 runs F0 I0 F1 I1 W0 W1: at W0 both stashes are held either way.
+  CHECK(plain.per_rank[1].peak_activation_bytes == 2 * 1200 + 50);
+  CHECK(rc.per_rank[1].peak_activation_bytes == 2 * 1200 + 50);
 }
 
 TEST_CASE("recompute stages are named as none, all or stage ids, and nothing else", "[recompute]") {

@@ -166,23 +166,41 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     return data;
   };
 
-  // Post every receive of the step up front (tags are unique within a step),
-  // so messages can land while this rank computes; the RECV action then only
-  // marks where the program expects it.
-  for (size_t i = 0; i < program.size(); ++i) {
-    const Action& a = program[i];
-    if (!IsRecv(a.kind)) continue;
-    try {
-      // The microbatch's rows and length, from its data (every rank has it).
-      const MicrobatchData& data = microbatches[a.microbatch];
-      const at::Tensor& shape_of = data.targets.defined() ? data.targets : data.inputs.at(0);
-      const MessageSpec spec =
-          stages_[a.stage]->ReceivedSpec(a.kind == ActionKind::kRecvF, shape_of.size(0), shape_of.size(1));
-      transport_.PostRecv(schedule_.placement[PeerStage(a)], MessageTag(schedule_, a), spec);
-    } catch (const Error& e) {
-      throw Error("rank " + std::to_string(rank_) + " posting " + FormatAction(a) + ": " + e.what());
+  // Each receive is posted one compute action ahead of the one that needs
+  // it: when the rank starts the last compute action before the RECV in its
+  // program, or at the step's start when none comes before. The message can
+  // land while that action runs, and its buffer exists from then on only.
+  // (Posting all of a step's receives at its start kept a buffer for every
+  // message of the step alive from the start: M activations or gradients
+  // per channel, on a GPU too.) Receives are posted in program order, which
+  // keeps each channel's order, as NCCL needs. Tags are unique within a step.
+  std::map<long, std::vector<size_t>> posts_at;  // compute action's index (-1: the step's start) -> RECVs
+  {
+    long last_compute = -1;
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (IsCompute(program[i].kind)) last_compute = static_cast<long>(i);
+      if (IsRecv(program[i].kind)) posts_at[last_compute].push_back(i);
     }
   }
+  std::map<size_t, TimeNs> post_marks;  // RECV's index -> when it was posted
+  auto post_receives = [&](long at) {
+    const auto it = posts_at.find(at);
+    if (it == posts_at.end()) return;
+    for (size_t i : it->second) {
+      const Action& a = program[i];
+      try {
+        // The microbatch's rows and length, from its data (every rank has it).
+        const MicrobatchData& data = microbatches[a.microbatch];
+        const at::Tensor& shape_of = data.targets.defined() ? data.targets : data.inputs.at(0);
+        const MessageSpec spec =
+            stages_[a.stage]->ReceivedSpec(a.kind == ActionKind::kRecvF, shape_of.size(0), shape_of.size(1));
+        transport_.PostRecv(schedule_.placement[PeerStage(a)], MessageTag(schedule_, a), spec);
+      } catch (const Error& e) {
+        throw Error("rank " + std::to_string(rank_) + " posting " + FormatAction(a) + ": " + e.what());
+      }
+      post_marks[i] = now();
+    }
+  };
   // The message an F (activations) or a B/I (output gradients) needs from
   // another rank, if it needs one.
   auto fetch = [&](const Action& part) -> std::optional<TensorList> {
@@ -255,7 +273,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         throw Error("executor: " + FormatAction(part) + " is not a compute action");
     }
   };
-  const TimeNs posted_at = now();
+  post_receives(-1);
   for (size_t index = 0; index < program.size(); ++index) {
     const Action& a = program[index];
     TimelineEvent ev;
@@ -264,7 +282,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     switch (a.kind) {
       case ActionKind::kRecvF:
       case ActionKind::kRecvB: {
-        ev.start = ev.end = posted_at;  // the end becomes the arrival, in receive()
+        ev.start = ev.end = post_marks.at(index);  // the end becomes the arrival, in receive()
         posted[MessageTag(schedule_, a)] = result.events.size();
         result.events.push_back(ev);
         continue;
@@ -295,6 +313,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
       case ActionKind::kOverlapFB: {
         // The messages the parts need are waited for before the event
         // starts, so the event is the computation alone.
+        post_receives(static_cast<long>(index));  // the messages of the actions after this one
         const ComputeParts parts = PartsOf(a);
         std::vector<std::optional<TensorList>> received;
         for (const Action& part : parts) received.push_back(fetch(part));

@@ -9,10 +9,12 @@
 // ExecutorOptions::recompute keeps only its inputs between F and B: its F
 // runs without autograd, and its B (or I) runs the forward again first.
 // Stage boundaries are cut with detach(), so each stage's autograd graph is
-// its own. Every receive of a step is posted when the step starts (tags are
-// unique within a step), with the dtypes and shapes the receiving stage
-// declares (Stage::ReceivedSpec), so messages can land while the rank
-// computes; a RECV's event spans from that post to the data's arrival. Every
+// its own. Each receive is posted one compute action ahead of the action
+// that needs it (tags are unique within a step), with the dtypes and shapes
+// the receiving stage declares (Stage::ReceivedSpec), so messages can land
+// while the rank computes, and a message's buffer exists from one action
+// before its use; a RECV's event spans from that post to the data's
+// arrival. Every
 // action is timed through a StepClock into a Timeline with the simulator's
 // names.
 #pragma once

@@ -515,17 +515,17 @@ TEST_CASE("the step's wait for the device is bounded by the comm timeout and nam
                     Catch::Contains("rank 0 at the end of the step: the GPU has not finished"));
   CHECK(clock.bound == std::chrono::milliseconds(1234));
   // A device stuck at a mark: the error names the first action whose end
-  // mark it has not reached. Marks: 0 the step's start, 1 once the receives
-  // are posted, then each action's start and end in program order (0F0: 2
-  // and 3, 0B0: 4 and 5), then 6 the step's end.
-  for (const auto& [stuck, name] : std::vector<std::pair<int, std::string>>{{3, "0F0"}, {4, "0B0"}, {5, "0B0"}}) {
+  // mark it has not reached. Marks: 0 the step's start (one rank: no
+  // receive is posted), then each action's start and end in program order
+  // (0F0: 1 and 2, 0B0: 3 and 4), then 5 the step's end.
+  for (const auto& [stuck, name] : std::vector<std::pair<int, std::string>>{{2, "0F0"}, {3, "0B0"}, {4, "0B0"}}) {
     clock.stuck_at = stuck;
     CHECK_THROWS_WITH(executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
                       Catch::EndsWith("the first action it has not finished is " + name));
   }
   // Stuck past every action (the step's tail), or a clock that cannot tell:
   // no action is named.
-  for (const int stuck : {6, -1}) {
+  for (const int stuck : {5, -1}) {
     clock.stuck_at = stuck;
     CHECK_THROWS_WITH(executor.RunStep(mbs, 1.0, std::chrono::steady_clock::now()),
                       !Catch::Contains("the first action"));
@@ -560,9 +560,9 @@ TEST_CASE("a step reports when the host issued each action and how far the devic
   const std::vector<MicrobatchData> mbs = {{{batch.inputs, batch.mask}, batch.targets}};
   FakeTransport transport(0, std::make_shared<FakeNetwork>());
   // zb-h1 with one rank and one microbatch: F, I, W, whose start marks are
-  // 2, 4 and 6 (0: the step's start, 1: the receives posted); with the
-  // device 1 ms further behind at each mark, they start 3, 5 and 7 ms after
-  // the host issued them: the median is 5 ms.
+  // 1, 3 and 5 (0: the step's start); with the device 1 ms further behind at
+  // each mark, they start 2, 4 and 6 ms after the host issued them: the
+  // median is 4 ms.
   const Schedule zb = Lower(GenerateZeroBubbleH1(1, 1));
   ExecutorOptions options;
   LaggingClock lagging(1'000'000);
@@ -572,24 +572,24 @@ TEST_CASE("a step reports when the host issued each action and how far the devic
   REQUIRE(r.events.size() == 3);
   REQUIRE(r.host_times.size() == 3);
   for (size_t i = 0; i < 3; ++i) {
-    const TimeNs mark = 2 + 2 * static_cast<TimeNs>(i);  // the start mark's index
+    const TimeNs mark = 1 + 2 * static_cast<TimeNs>(i);  // the start mark's index
     CHECK(r.events[i].start - r.host_times[i].first == (mark + 1) * 1'000'000);
     CHECK(r.events[i].end - r.host_times[i].second == (mark + 2) * 1'000'000);
     CHECK(r.host_times[i].first <= r.host_times[i].second);
   }
-  CHECK(MedianDeviceLagMs(r) == 5.0);
-  // The device trails by 9 ms at the step's end mark (8, after W's 6 and 7)
-  // and 1 ms at its start (0): the step spans 8 ms more on the device.
-  CHECK(r.clock_span_ns - r.host_span_ns == 8'000'000);
+  CHECK(MedianDeviceLagMs(r) == 4.0);
+  // The device trails by 8 ms at the step's end mark (7, after W's 5 and 6)
+  // and 1 ms at its start (0): the step spans 7 ms more on the device.
+  CHECK(r.clock_span_ns - r.host_span_ns == 7'000'000);
   CHECK(r.host_span_ns > 0);
 
-  // 1f1b with two microbatches: four actions, starts at marks 2, 4, 6, 8,
-  // lags 3, 5, 7, 9 ms: the median of an even count is the mean of the
-  // middle two, 6 ms.
+  // 1f1b with two microbatches: four actions, starts at marks 1, 3, 5, 7,
+  // lags 2, 4, 6, 8 ms: the median of an even count is the mean of the
+  // middle two, 5 ms.
   const Schedule two = Lower(Generate1F1B(1, 2));
   Executor executor2(two, 0, {{0, stage.get()}}, transport, CrossEntropy(), options);
   const std::vector<MicrobatchData> two_mbs = {mbs[0], mbs[0]};
-  CHECK(MedianDeviceLagMs(executor2.RunStep(two_mbs, 0.5, std::chrono::steady_clock::now())) == 6.0);
+  CHECK(MedianDeviceLagMs(executor2.RunStep(two_mbs, 0.5, std::chrono::steady_clock::now())) == 5.0);
 
   // On the host clock the host's times are the events' own: no lag.
   ExecutorOptions host_options;
@@ -750,6 +750,69 @@ TEST_CASE("a recomputed stage holds its inputs, not its activations, between F a
   // so GPipe's peak is one microbatch's forward and backward, as 1F1B's.
   CHECK(gpipe_recomputed <= one_f_one_b + one_f_one_b / 20);
   CHECK(one_f_one_b_recomputed <= one_f_one_b + one_f_one_b / 20);
+}
+
+}  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// Counts the receives posted and not yet waited for.
+class PostCounter : public FakeTransport {
+ public:
+  using FakeTransport::FakeTransport;
+  void PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) override {
+    FakeTransport::PostRecv(peer, tag, spec);
+    most = std::max(most, ++outstanding);
+  }
+  TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override {
+    TensorList got = FakeTransport::WaitRecv(peer, tag, timeout);
+    --outstanding;
+    return got;
+  }
+  int outstanding = 0, most = 0;
+};
+
+}  // namespace
+
+TEST_CASE("receives are posted one compute action ahead, so a step holds a few receive buffers, not M", "[executor]") {
+  at::set_num_threads(1);
+  const LlamaConfig c = Tiny(2);
+  const Batch batch = MakeBatch(c, 8, 8, 3);
+  for (const std::string name : {"1f1b", "gpipe", "zb-h1"}) {
+    const Schedule schedule = Lower(Generate(name, {2, 8, 0}));
+    const Partition partition = MakePartition(c, 2, "uniform");
+    std::vector<std::unique_ptr<Stage>> stages;
+    for (int s = 0; s < 2; ++s) stages.push_back(BuildLlamaStage(c, partition, s, 1, torch::kCPU));
+    std::vector<MicrobatchData> mbs;
+    const auto inputs = batch.inputs.chunk(8), masks = batch.mask.chunk(8), targets = batch.targets.chunk(8);
+    for (int m = 0; m < 8; ++m) mbs.push_back({{inputs[m], masks[m]}, targets[m]});
+    auto network = std::make_shared<FakeNetwork>();
+    std::vector<int> most(2, 0);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (RankId r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          PostCounter transport(r, network);
+          Executor executor(schedule, r, {{r, stages[r].get()}}, transport, CrossEntropy(),
+                            {std::chrono::milliseconds(20000), {}});
+          executor.RunStep(mbs, 1.0 / static_cast<double>(batch.valid_tokens), std::chrono::steady_clock::now());
+          CHECK(transport.outstanding == 0);
+          most[r] = transport.most;
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    INFO(name << ": most receives outstanding on rank 0 " << most[0] << ", rank 1 " << most[1]);
+    REQUIRE(errors == std::vector<std::string>(2));
+    // Rank 1 of GPipe gets its 8 activations while it computes; each is
+    // posted one action ahead of its F. Rank 0 waits for gradients.
+    CHECK(most[0] <= 2);
+    CHECK(most[1] <= 2);
+  }
 }
 
 }  // namespace pplab

@@ -21,8 +21,11 @@ using nlohmann::json;
 
 struct PlanCmdOptions {
   std::string model;
-  int ranks = 1;
+  int ranks = 0;  // 0: --gpus
   int dp = 1;
+  int gpus = 0;  // search every K x D = gpus
+  double dp_bandwidth_gbps = 25;
+  double dp_latency_ms = 0.01;
   int global_batch = 0;
   std::string memory_per_rank;
   std::string cost_file;
@@ -49,7 +52,9 @@ std::string HumanBytes(Bytes b) {
 }
 
 json CandidateJson(const PlanCandidate& c) {
-  return {{"schedule", c.schedule},
+  return {{"ranks", c.ranks},
+          {"dp", c.dp},
+          {"schedule", c.schedule},
           {"microbatches", c.microbatches},
           {"virtual_stages", c.virtual_stages},
           {"stages", c.stages},
@@ -80,7 +85,52 @@ std::string TieLine(const std::vector<PlanCandidate>& ranked, size_t shown) {
   return others.empty() ? "" : "#1 ties with " + others;
 }
 
+// --gpus N: every K x D = N (K dividing N and at most the model's layers, D
+// dividing the global batch), each searched as --ranks K --dp D, merged
+// into one ranking; ties are marked on it.
+PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus) {
+  PlanSearchResult merged;
+  const size_t top = search.sample_top;
+  search.sample_top = 0;
+  search.throw_when_none_fits = false;
+  bool seen = false;
+  std::string grids;
+  for (int K = 1; K <= gpus; ++K) {
+    const int D = gpus / K;
+    if (gpus % K != 0 || K > search.config.num_hidden_layers || search.global_batch % D != 0) continue;
+    search.ranks = K;
+    search.dp = D;
+    PlanSearchResult r = SearchPlans(search);
+    grids += (grids.empty() ? "" : ", ") + std::to_string(K) + "x" + std::to_string(D);
+    merged.simulated += r.simulated;
+    merged.skipped += r.skipped;
+    merged.over_memory += r.over_memory;
+    if (r.simulated > 0) {
+      merged.smallest_memory = seen ? std::min(merged.smallest_memory, r.smallest_memory) : r.smallest_memory;
+      seen = true;
+    }
+    for (PlanCandidate& c : r.fitting) merged.fitting.push_back(std::move(c));
+  }
+  if (grids.empty() || merged.simulated == 0) {
+    throw Error("--gpus " + std::to_string(gpus) + ": no K x D = " + std::to_string(gpus) +
+                " fits the model's layers and divides --global-batch " + std::to_string(search.global_batch));
+  }
+  if (merged.fitting.empty()) {
+    throw Error("no plan fits in --memory-per-rank " + std::to_string(search.memory_per_rank) +
+                " bytes on any K x D of " + grids + ": the smallest peak memory per rank of " +
+                std::to_string(merged.simulated) + " candidates is " + std::to_string(merged.smallest_memory) +
+                " bytes");
+  }
+  std::stable_sort(merged.fitting.begin(), merged.fitting.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
+    return a.step_time != b.step_time ? a.step_time < b.step_time : a.peak_memory < b.peak_memory;
+  });
+  search.sample_top = top;
+  if (CostsHaveSpreads(search)) MarkTies(search, merged.fitting);
+  return merged;
+}
+
 int RunPlan(const PlanCmdOptions& o) {
+  if (o.ranks == 0 && o.gpus == 0) throw Error("plan: give --ranks K (and --dp D), or --gpus N");
   const auto started = std::chrono::steady_clock::now();
   PlanSearchOptions search;
   search.config = LoadLlamaConfig(o.model);
@@ -91,7 +141,7 @@ int RunPlan(const PlanCmdOptions& o) {
   search.schedules = o.schedules;
   search.sample_top = static_cast<size_t>(o.top);
   if (o.precision) search.precision = ParsePrecision(*o.precision);
-  if (o.shard_optimizer && o.dp < 2) {
+  if (o.shard_optimizer && o.dp < 2 && o.gpus == 0) {
     throw Error("--shard-optimizer shards the AdamW moments over the data-parallel replicas: it needs --dp 2 or more");
   }
   search.shard_optimizer = o.shard_optimizer;
@@ -127,14 +177,16 @@ int RunPlan(const PlanCmdOptions& o) {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second);
   }
-  const PlanSearchResult result = SearchPlans(search);
+  search.cost_data_parallel = o.dp_bandwidth_gbps > 0;
+  search.dp_link = Link{MsToNs(o.dp_latency_ms), o.dp_bandwidth_gbps};
+  const PlanSearchResult result = o.gpus > 0 ? SearchGpus(search, o.gpus) : SearchPlans(search);
   const PlanCandidate& best = result.fitting.front();
-  WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best, o.ranks)));
+  WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best)));
   const std::string train = ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " +
                             best.partition_method + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
-                            std::to_string(search.seq_len) + " --ranks " + std::to_string(o.ranks) + " --dp " +
-                            std::to_string(o.dp) + (best.recompute ? " --recompute all" : "") +
-                            (o.shard_optimizer && o.dp > 1 ? " --shard-optimizer" : "");
+                            std::to_string(search.seq_len) + " --ranks " + std::to_string(best.ranks) + " --dp " +
+                            std::to_string(best.dp) + (best.recompute ? " --recompute all" : "") +
+                            (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const size_t shown = std::min(result.fitting.size(), static_cast<size_t>(o.top));
   const bool sampled = best.samples.has_value();
@@ -142,8 +194,10 @@ int RunPlan(const PlanCmdOptions& o) {
     json rows = json::array();
     for (size_t i = 0; i < shown; ++i) rows.push_back(CandidateJson(result.fitting[i]));
     const json j = {{"model", o.model},
-                    {"ranks", o.ranks},
-                    {"dp", o.dp},
+                    {"ranks", best.ranks},
+                    {"dp", best.dp},
+                    {"gpus", o.gpus > 0 ? json(o.gpus) : json(nullptr)},
+                    {"dp_bandwidth_gbps", o.dp_bandwidth_gbps},
                     {"global_batch", o.global_batch},
                     {"seq_len", search.seq_len},
                     {"precision", PrecisionName(search.precision)},
@@ -189,18 +243,22 @@ int RunPlan(const PlanCmdOptions& o) {
       table.back().push_back(Fixed(NsToMs(c.samples->p10), 3) + ".." + Fixed(NsToMs(c.samples->p90), 3));
       table.back().push_back(c.tie ? "tie" : "");
     }
+    if (o.gpus > 0) table.back().insert(table.back().begin() + 1, {std::to_string(c.ranks), std::to_string(c.dp)});
   }
+  if (o.gpus > 0) table[0].insert(table[0].begin() + 1, {"K", "D"});
   std::vector<size_t> width(table[0].size(), 0);
   for (const auto& row : table) {
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
   }
   for (const auto& row : table) {
     for (size_t c = 0; c < row.size(); ++c) {
-      if (c == 12) {  // the last column, left-aligned: no padding after it
+      const std::string& name = table[0][c];
+      if (c + 1 == row.size() && sampled) {  // the last column, left-aligned: no padding after it
         std::printf("  %s", row[c].c_str());
         continue;
       }
-      std::printf(c == 1 || c == 4 || c == 6 ? "  %-*s" : "  %*s", static_cast<int>(width[c]), row[c].c_str());
+      const bool left = name == "schedule" || name == "partition" || name == "recompute";
+      std::printf(left ? "  %-*s" : "  %*s", static_cast<int>(width[c]), row[c].c_str());
     }
     std::printf("\n");
   }
@@ -227,8 +285,22 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand(
       "plan", "search schedules, microbatches and partitions for a model; write the fastest that fits in memory");
   sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->required();
-  sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->required()->check(CLI::Range(1, 4096));
-  sub->add_option("--dp", o->dp, "data-parallel replicas D")->check(CLI::Range(1, 4096))->capture_default_str();
+  CLI::Option* ranks = sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->check(CLI::Range(1, 4096));
+  CLI::Option* dp =
+      sub->add_option("--dp", o->dp, "data-parallel replicas D")->check(CLI::Range(1, 4096))->capture_default_str();
+  CLI::Option* gpus = sub->add_option("--gpus", o->gpus,
+                                      "GPUs (ranks) in all: search every K x D = N instead of one --ranks and --dp")
+                          ->check(CLI::Range(1, 4096));
+  gpus->excludes(ranks)->excludes(dp);
+  ranks->required(false);
+  sub->add_option("--dp-bandwidth", o->dp_bandwidth_gbps,
+                  "GB/s of the data-parallel all-reduce's ring, which costs each stage's REDUCE_GRAD when D > 1 (25: "
+                  "InfiniBand HDR, 200 Gb/s; 0: not costed)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  sub->add_option("--dp-latency", o->dp_latency_ms, "ms of latency of that all-reduce")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   sub->add_option("--global-batch", o->global_batch, "sequences per step over all replicas (G)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));

@@ -58,9 +58,17 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
                          int64_t rank_params) {
   if (verbatim) {
     // Like the fitted candidates: one replica's pipeline, with the profile's
-    // per-step work and without its data-parallel all-reduce.
+    // per-step work, and its data-parallel all-reduce when that is costed.
     CostModel m = *o.profile;
     m.SetDataParallel(DataParallel{});
+    if (o.cost_data_parallel && o.dp > 1) {
+      for (StageId s = 0; s < m.NumStages(); ++s) {
+        StageCost c = m.Stage(s);
+        if (c.param_bytes == 0) c.param_bytes = 4 * StageParams(o.config, p, s % p.NumStages());
+        m.SetStage(s, c);
+      }
+      m.SetDataParallel(DataParallel{o.dp, o.dp_link});
+    }
     return m;
   }
   const int P = p.NumStages();
@@ -78,6 +86,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len, o.precision));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision));
     c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len));
+    c.param_bytes = 4 * StageParams(o.config, p, s);  // fp32 gradients, what REDUCE_GRAD sums
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
                                          &c.backward_weight_spread};
     const TimeNs times[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};
@@ -89,6 +98,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   }
   CostModel m = CostModel::FromStages(std::move(stages), o.link);
   m.SetOrigin("plan cost estimate");
+  if (o.cost_data_parallel && o.dp > 1) m.SetDataParallel(DataParallel{o.dp, o.dp_link});
   StepCosts step;
   step.loss_allreduce = f.loss_allreduce;
   step.norm_allreduce = f.norm_allreduce;
@@ -96,6 +106,13 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   step.optimizer = Ns(f.optimizer_ns_per_param * static_cast<double>(rank_params));
   m.SetStep(step);
   return m;
+}
+
+// The schedule simulated for a candidate: with the data-parallel
+// all-reduce costed, a REDUCE_GRAD after each stage's last B or W, as
+// `train --dp` inserts them.
+Schedule Simulated(const PlanSearchOptions& o, const Schedule& schedule) {
+  return o.cost_data_parallel && o.dp > 1 ? AddReduceGrad(schedule) : schedule;
 }
 
 // `costs` with every stage recomputed, or as they are.
@@ -118,11 +135,18 @@ std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, c
 
 }  // namespace
 
-void MarkTies(const PlanSearchOptions& o, std::vector<PlanCandidate>& ranked) {
-  const size_t n = std::min(ranked.size(), o.sample_top);
+bool CostsHaveSpreads(const PlanSearchOptions& o) {
+  return o.fit.AnySpread() || (o.profile != nullptr && o.profile->HasSpread());
+}
+
+void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& ranked) {
+  const size_t n = std::min(ranked.size(), options.sample_top);
   for (size_t i = 0; i < n; ++i) {
     PlanCandidate& c = ranked[i];
-    const Schedule schedule = CandidateSchedule(c, o.ranks);
+    PlanSearchOptions o = options;
+    o.ranks = c.ranks;
+    o.dp = c.dp;
+    const Schedule schedule = Simulated(o, CandidateSchedule(c));
     const std::vector<int64_t> params = RankParams(o.config, c.partition, schedule.placement, o.ranks);
     const CostModel costs =
         Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size,
@@ -339,7 +363,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
                 continue;
               }
             }
-            const SimResult sim = Simulate(schedule, costs);
+            const SimResult sim = Simulate(Simulated(o, schedule), costs);
             ++result.simulated;
             Bytes peak = 0;
             for (const RankMetrics& r : sim.per_rank) peak = std::max(peak, memory[r.rank] + r.peak_activation_bytes);
@@ -350,6 +374,8 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
               continue;
             }
             PlanCandidate c;
+            c.ranks = o.ranks;
+            c.dp = o.dp;
             c.schedule = name;
             c.microbatches = M;
             c.virtual_stages = v;
@@ -372,6 +398,12 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
       }
     }
   }
+  if (!o.throw_when_none_fits) {
+    std::stable_sort(result.fitting.begin(), result.fitting.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
+      return a.step_time != b.step_time ? a.step_time < b.step_time : a.peak_memory < b.peak_memory;
+    });
+    return result;
+  }
   if (result.simulated == 0) {
     throw Error("plan: no candidate to cost: the model's " + std::to_string(L) + " layers allow no schedule on " +
                 std::to_string(o.ranks) + " ranks with these options");
@@ -388,14 +420,14 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     if (a.step_time != b.step_time) return a.step_time < b.step_time;
     return a.peak_memory < b.peak_memory;
   });
-  if (o.fit.AnySpread() || (o.profile != nullptr && o.profile->HasSpread())) MarkTies(o, result.fitting);
+  if (CostsHaveSpreads(o)) MarkTies(o, result.fitting);
   return result;
 }
 
-Schedule CandidateSchedule(const PlanCandidate& c, int ranks) {
+Schedule CandidateSchedule(const PlanCandidate& c) {
   if (FindGenerator(c.schedule).needs_costs) return c.searched;
   const bool takes_v = FindGenerator(c.schedule).accepts_virtual;
-  return Lower(Generate(c.schedule, {ranks, c.microbatches, takes_v ? c.virtual_stages : 0}));
+  return Lower(Generate(c.schedule, {c.ranks, c.microbatches, takes_v ? c.virtual_stages : 0}));
 }
 
 Bytes ParseByteSize(const std::string& text, const std::string& flag) {

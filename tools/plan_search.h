@@ -84,7 +84,21 @@ struct PlanSearchOptions {
   // The AdamW moments sharded over the D replicas (train --shard-optimizer):
   // model state 8 + 8 / D bytes per parameter instead of 16.
   bool shard_optimizer = false;
+  // With dp > 1 and cost_data_parallel: each stage's REDUCE_GRAD, the ring
+  // all-reduce of its fp32 gradients (4 bytes a parameter) over the D
+  // replicas through dp_link, is in the simulated step, after the stage's
+  // last B or W, as `train --dp` runs it (a profile's measured
+  // reduce_grad_ms replaces the ring formula for its own configuration).
+  bool cost_data_parallel = false;
+  Link dp_link;
+  // Whether SearchPlans throws when no candidate fits (else it returns the
+  // counts with nothing fitting, for a caller that merges several searches).
+  bool throw_when_none_fits = true;
 };
+
+// Whether the costs carry spreads (the fit's or the profile's), so that
+// candidates can tie (MarkTies).
+bool CostsHaveSpreads(const PlanSearchOptions& options);
 
 // The draws behind `plan`'s ties: fixed, so that a plan is reproducible.
 // 100 samples put p10 and p90 on the 10th and 90th smallest step times.
@@ -92,6 +106,8 @@ constexpr int kTieSamples = 100;
 constexpr std::uint64_t kTieSeed = 1;
 
 struct PlanCandidate {
+  int ranks = 1;  // K
+  int dp = 1;     // D
   std::string schedule;
   int microbatches = 0;          // M
   int virtual_stages = 1;        // v = S / K
@@ -131,11 +147,13 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& options);
 // Simulates the first options.sample_top candidates of `ranked` (best
 // first) kTieSamples times each with kTieSeed (their `samples`) and marks
 // those whose step time ties with the first's (StepTimesTie). SearchPlans
-// calls it when the costs carry spreads.
+// calls it when the costs carry spreads. Each candidate is costed with its
+// own K and D (options.ranks and options.dp are replaced by the candidate's).
 void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& ranked);
 
-// The lowered schedule of a candidate, as `pplab train --plan` reads it.
-Schedule CandidateSchedule(const PlanCandidate& candidate, int ranks);
+// The lowered schedule of a candidate (on its own K), as `pplab train --plan`
+// reads it.
+Schedule CandidateSchedule(const PlanCandidate& candidate);
 
 // "8GiB", "500MB", "1e9", "123": bytes (k/M/G/T powers of 1000, Ki/Mi/Gi/Ti of
 // 1024, optional trailing B). Throws pplab::Error naming `flag`.

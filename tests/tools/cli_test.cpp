@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -252,6 +253,32 @@ TEST_CASE("cli: --recompute costs a plan recomputed, and refuses costs read off 
   r = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --json");
   REQUIRE(r.code == 0);
   CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == Approx(20.0));
+}
+
+TEST_CASE("cli: plan --gpus searches every K x D and prints the train line of the best", "[cli][plan]") {
+  const std::string out = TempPath("gpus-plan.json");
+  PplabRun r = Pplab("plan --model small --gpus 4 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --json -o " +
+                     out);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["gpus"] == 4);
+  std::set<int> ks;
+  for (const auto& c : j["candidates"]) {
+    CHECK(c["ranks"].get<int>() * c["dp"].get<int>() == 4);
+    ks.insert(c["ranks"].get<int>());
+  }
+  CHECK(ks.size() >= 2);  // the top rows span more than one K
+  const int K = j["best"]["ranks"], D = j["best"]["dp"];
+  CHECK(j["ranks"] == K);
+  CHECK_THAT(j["train_command"].get<std::string>(),
+             Catch::Contains("--ranks " + std::to_string(K) + " --dp " + std::to_string(D)));
+  r = Pplab("plan --model small --gpus 4 --ranks 2 --global-batch 16 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("--ranks excludes --gpus") || Catch::Contains("--gpus excludes --ranks"));
+  r = Pplab("plan --model small --global-batch 16 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("give --ranks K (and --dp D), or --gpus N"));
 }
 
 TEST_CASE("cli: a profiled --cost refuses flags that disagree with what it was measured with", "[cli][cost]") {

@@ -176,6 +176,33 @@ TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per p
   CHECK(sharded.peak_memory == std::max(12 * p0 + 2 * act0, 12 * p1 + act1));  // 8 + 8 / 2
 }
 
+TEST_CASE("plan: with replicas, each stage's REDUCE_GRAD is in the step at the ring all-reduce's time", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.ranks = 1;
+  o.dp = 2;
+  o.global_batch = 16;  // 8 sequences a replica
+  o.schedules = {"1f1b"};
+  auto best = [&] {
+    const PlanSearchResult r = SearchPlans(o);
+    for (const PlanCandidate& p : r.fitting) {
+      if (p.microbatches == 8) return p;
+    }
+    FAIL("no M=8 candidate");
+    return PlanCandidate{};
+  };
+  const PlanCandidate free = best();
+  CHECK(free.ranks == 1);
+  CHECK(free.dp == 2);
+  o.cost_data_parallel = true;
+  o.dp_link = Link{5000, 1.0};  // 5 us, 1 GB/s = 1 byte a ns
+  const PlanCandidate costed = best();
+  // One stage holds the whole model; its REDUCE_GRAD follows the last B:
+  // 2 (D - 1) / D x 4 bytes a parameter / bandwidth + latency.
+  const TimeNs ring = 4 * StageParams(c, free.partition, 0) + 5000;
+  CHECK(costed.step_time == free.step_time + ring);
+}
+
 TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank and its simulated step time", "[plan]") {
   const LlamaConfig c = BalancedModel();
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
@@ -188,7 +215,7 @@ TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank 
     INFO("M=" << cand.microbatches);
     CHECK(cand.stages == 4);                      // 2K stages ...
     CHECK(cand.partition.ToString() == "2,1");    // ... running the K parts twice
-    const Schedule s = CandidateSchedule(cand, 2);
+    const Schedule s = CandidateSchedule(cand);
     REQUIRE(s.NumPipelines() == 2);
     // Every stage costs what its part costs; the two parts cost the same here.
     const TimeNs F = std::llround(StageForwardFlops(c, cand.partition, 0, cand.microbatch_size, kSeqLen));
@@ -206,7 +233,7 @@ TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank 
 
 TEST_CASE("plan: the best candidate's schedule round-trips through the schedule JSON", "[plan]") {
   const PlanSearchResult r = SearchPlans(Options(BalancedModel(), Bytes{1} << 40));
-  const Schedule s = CandidateSchedule(r.fitting.front(), 2);
+  const Schedule s = CandidateSchedule(r.fitting.front());
   const Schedule back = ScheduleFromJson(ScheduleToJson(s), "plan.json");
   CHECK(back.name == "1f1b");
   CHECK(back.ranks == 2);
@@ -342,7 +369,7 @@ TEST_CASE("plan: zb-auto is never slower than a zb-h1 or zb-h2 candidate that fi
         }
       }
       // The plan written is the order searched, and it validates.
-      const Schedule s = CandidateSchedule(a, 2);
+      const Schedule s = CandidateSchedule(a);
       CHECK(s.name == "zb-auto");
       CHECK(s.microbatches == a.microbatches);
     }

@@ -44,6 +44,7 @@ class Engine {
     pc_.assign(s.ranks, 0);
     clock_.assign(s.ranks, 0);
     comm_free_.assign(s.ranks, 0);
+    dp_free_.assign(s.ranks, 0);
     last_send_.assign(s.ranks, -1);
     last_compute_.assign(s.ranks, -1);
     inflight_.assign(s.ranks, 0);
@@ -360,21 +361,31 @@ class Engine {
     }
   }
 
-  // A per-stage collective (REDUCE_GRAD, UNSHARD, RESHARD): blocks its rank
-  // in program order for CostModel::CollectiveTime.
+  // A per-stage collective (REDUCE_GRAD, UNSHARD, RESHARD) for
+  // CostModel::CollectiveTime. UNSHARD and RESHARD block their rank in
+  // program order (the stage's weights are needed, or freed). REDUCE_GRAD
+  // overlaps: it starts when the rank reaches it (and its previous one has
+  // ended: a rank's all-reduces run one after another), runs while the rank
+  // computes on, as the trainer's bucket all-reduces do, and the step's work
+  // waits for it (AddStepWork).
   void RunPerStage(RankId r, long ev, const Action& a) {
     TimelineEvent& e = events_[ev];
     const StageId st = a.stage;
     if (a.kind == ActionKind::kReduceGrad && grads_done_[st] < s_.MicrobatchesThrough(st)) {
       Stuck(r, a, "reduces its stage's gradients before every B and W of the stage has run");
     }
-    e.start = clock_[r];
+    const bool overlapped = a.kind == ActionKind::kReduceGrad;
+    e.start = overlapped ? std::max(clock_[r], dp_free_[r]) : clock_[r];
     // A measured REDUCE_GRAD with a spread is drawn when sampling; nothing
     // else is, so plans without such spreads draw as before.
     const bool drawn = rng_ != nullptr && a.kind == ActionKind::kReduceGrad && costs_.DataParallelGroup().degree > 1 &&
                        costs_.SpreadOf(a) != nullptr;
     e.end = e.start + (drawn ? costs_.SampleCollectiveTime(a, Draw()) : costs_.CollectiveTime(a));
     pred_[ev] = last_compute_[r];
+    if (overlapped) {
+      dp_free_[r] = e.end;
+      return;
+    }
     clock_[r] = e.end;
     last_compute_[r] = ev;
     const KindMemory memory = InfoOf(a.kind).memory;
@@ -403,10 +414,13 @@ class Engine {
     const TimeNs loss = draw(step.loss_allreduce, step.loss_allreduce_spread);
     const TimeNs norm = draw(step.norm_allreduce, step.norm_allreduce_spread);
     const bool sync = step.loss_allreduce + step.norm_allreduce > 0;
-    const TimeNs all_done = *std::max_element(clock_.begin(), clock_.end());
+    // A rank is done when its actions and its all-reduces have ended.
+    std::vector<TimeNs> done(s_.ranks);
+    for (RankId r = 0; r < s_.ranks; ++r) done[r] = std::max(clock_[r], dp_free_[r]);
+    const TimeNs all_done = *std::max_element(done.begin(), done.end());
     TimeNs end = all_done;
     for (RankId r = 0; r < s_.ranks; ++r) {
-      TimeNs t = sync ? all_done : clock_[r];
+      TimeNs t = sync ? all_done : done[r];
       const TimeNs clip = draw(step.clip, step.clip_spread);
       const TimeNs optimizer = draw(step.optimizer, step.optimizer_spread);
       for (const auto& [name, cost] : {std::pair<const char*, TimeNs>{"loss_allreduce", loss},
@@ -505,6 +519,7 @@ class Engine {
   std::vector<size_t> pc_;
   std::vector<TimeNs> clock_;        // per rank: when its compute resource is free
   std::vector<TimeNs> comm_free_;    // per rank: when its communication resource is free
+  std::vector<TimeNs> dp_free_;      // per rank: when its last data-parallel all-reduce (REDUCE_GRAD) ends
   std::vector<int> device_;          // per rank: its device, dense ids
   std::vector<bool> shared_;         // per rank: whether its device has fewer slots than ranks
   std::vector<std::vector<TimeNs>> slot_free_;  // per shared device and slot: end of its latest compute action

@@ -48,6 +48,25 @@ double Slope(const std::vector<double>& x, const std::vector<double>& y) {
 
 TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x))); }
 
+// The step's work with the sharded optimizer (train --shard-optimizer):
+// each replica updates 1 / D of the parameters, then the replicas sum them
+// back, an all-reduce of the rank's fp32 parameters after the update, which
+// nothing overlaps (the ring formula over dp_link, when that is costed).
+StepCosts ShardedStep(const PlanSearchOptions& o, StepCosts step, int64_t rank_params) {
+  if (!o.shard_optimizer || o.dp < 2) return step;
+  step.optimizer = step.optimizer / o.dp;
+  if (o.cost_data_parallel) {
+    DataParallel dp{o.dp, o.dp_link};
+    CostModel ring = CostModel::Uniform(1, StageCost{}, Link{});
+    StageCost c;
+    c.param_bytes = 4 * rank_params;
+    ring.SetStage(0, c);
+    ring.SetDataParallel(dp);
+    step.optimizer += ring.CollectiveTime({ActionKind::kReduceGrad, 0, 0});
+  }
+  return step;
+}
+
 // Stage costs of one candidate: the fit applied to the formulas, or the
 // profile verbatim when the candidate is the profiled configuration. With
 // `copies` copies of the model (dualpipe), stage s runs part s mod P of the
@@ -60,15 +79,22 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     // Like the fitted candidates: one replica's pipeline, with the profile's
     // per-step work, and its data-parallel all-reduce when that is costed.
     CostModel m = *o.profile;
+    // A REDUCE_GRAD the profile measured is of its own number of replicas.
+    const bool measured_here = m.DataParallelGroup().degree == o.dp;
     m.SetDataParallel(DataParallel{});
     if (o.cost_data_parallel && o.dp > 1) {
       for (StageId s = 0; s < m.NumStages(); ++s) {
         StageCost c = m.Stage(s);
         if (c.param_bytes == 0) c.param_bytes = 4 * StageParams(o.config, p, s % p.NumStages());
+        if (!measured_here) {
+          c.reduce_grad.reset();
+          c.reduce_grad_spread.reset();
+        }
         m.SetStage(s, c);
       }
       m.SetDataParallel(DataParallel{o.dp, o.dp_link});
     }
+    m.SetStep(ShardedStep(o, m.Step(), rank_params));
     return m;
   }
   const int P = p.NumStages();
@@ -104,7 +130,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   step.norm_allreduce = f.norm_allreduce;
   step.clip = Ns(f.clip_ns_per_param * static_cast<double>(rank_params));
   step.optimizer = Ns(f.optimizer_ns_per_param * static_cast<double>(rank_params));
-  m.SetStep(step);
+  m.SetStep(ShardedStep(o, step, rank_params));
   return m;
 }
 
@@ -336,7 +362,8 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
         const int mb = o.global_batch / (o.dp * M);
         for (const auto& [method, partition] : partitions) {
           const bool verbatim = meta && v == 1 && gen.copies == 1 && S == o.profile->NumStages() &&
-                                partition.ToString() == meta->partition && mb == meta->microbatch_size;
+                                meta->ranks == o.ranks && partition.ToString() == meta->partition &&
+                                mb == meta->microbatch_size;
           const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
           const std::vector<int64_t> params = RankParams(o.config, partition, placement, o.ranks);
           const CostModel plain =

@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-enum Thread { kComputeTid = 0, kSendTid = 1, kRecvTid = 2, kStepTid = 3 };
+enum Thread { kComputeTid = 0, kSendTid = 1, kRecvTid = 2, kStepTid = 3, kDataParallelTid = 4 };
 
 // Microseconds with three decimals: exact for integer nanoseconds.
 double Us(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
@@ -21,6 +21,8 @@ TimeNs FromUs(double us) { return static_cast<TimeNs>(std::llround(us * 1000.0))
 int ThreadOf(ActionKind kind) {
   if (IsSend(kind)) return kSendTid;
   if (IsRecv(kind)) return kRecvTid;
+  // Overlaps the compute that follows it, so it has a track of its own.
+  if (kind == ActionKind::kReduceGrad) return kDataParallelTid;
   return kComputeTid;
 }
 
@@ -43,9 +45,11 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
     first = false;
     out += event.dump();
   };
-  static const char* kThreadNames[] = {"compute", "send", "recv", "step"};
+  static const char* kThreadNames[] = {"compute", "send", "recv", "step", "data-parallel"};
   // The step thread only where there is per-step work, so older traces keep their bytes.
   const int threads = timeline.step_events.empty() ? 3 : 4;
+  const bool reduces = std::any_of(timeline.events.begin(), timeline.events.end(),
+                                   [](const TimelineEvent& e) { return e.action.kind == ActionKind::kReduceGrad; });
   for (RankId r = 0; r < timeline.ranks; ++r) {
     emit({{"ph", "M"},
           {"name", "process_name"},
@@ -55,6 +59,13 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
     emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r}, {"tid", 0}, {"args", {{"sort_index", r}}}});
     for (int t = 0; t < threads; ++t) {
       emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", t}, {"args", {{"name", kThreadNames[t]}}}});
+    }
+    if (reduces) {
+      emit({{"ph", "M"},
+            {"name", "thread_name"},
+            {"pid", r},
+            {"tid", kDataParallelTid},
+            {"args", {{"name", kThreadNames[kDataParallelTid]}}}});
     }
   }
   // SEND events by message, to draw the flow arrow when the RECV comes by.

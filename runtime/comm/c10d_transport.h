@@ -22,10 +22,10 @@
 //
 // Per-direction groups (NCCL's default): NCCL runs one communicator's
 // operations in issue order on one stream, so a posted receive holds up every
-// operation behind it, and ignores tags. The executor posts a step's receives
-// up front: over one group, a rank's receive of the first gradient would queue
-// before its send of the activation that gradient needs, and the pipeline
-// would deadlock. So messages from a lower to a higher rank go over an "up"
+// operation behind it, and ignores tags. The executor posts receives ahead of
+// the sends that come before them in its program: over one group, a rank's
+// receive of the first gradient could queue before its send of the
+// activation that gradient needs, and the pipeline would deadlock. So messages from a lower to a higher rank go over an "up"
 // group and the others over a "down" group, two more c10d groups of all the
 // ranks. Each pair then has one communicator per direction, on which only
 // one side sends: a FIFO channel, matched in the validated order.

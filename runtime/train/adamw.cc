@@ -17,7 +17,14 @@
 namespace pplab {
 
 std::pair<int64_t, int64_t> ShardRange(int64_t size, const OptimizerShard& shard) {
-  const int64_t share = (size + shard.count - 1) / shard.count;
+  // Shares begin at multiples of kShareAlignment elements: LibTorch 2.x's
+  // fused AdamW kernel (CPU) updates a tensor in vector chunks from its start
+  // and its last elements one at a time, which round differently (in the
+  // 2.6 chroot, shares cut anywhere gave second moments that differed from
+  // the whole buffer's). Aligned, each element of a share is updated as in
+  // the whole.
+  int64_t share = (size + shard.count - 1) / shard.count;
+  share = (share + kShareAlignment - 1) / kShareAlignment * kShareAlignment;
   const int64_t begin = std::min(size, share * shard.index);
   return {begin, std::min(size, begin + share)};
 }

@@ -41,8 +41,10 @@ struct OptimizerShard {
 };
 
 // The elements [begin, end) of a flat buffer of `size` elements that shard
-// `shard` updates: contiguous shares of ceil(size / count) elements, the last
-// shorter, and empty ones when there are more replicas than elements.
+// `shard` updates: contiguous shares of ceil(size / count) elements rounded
+// up to a multiple of kShareAlignment, the last shorter, and empty ones past
+// the buffer's end (a small buffer falls to the first replicas).
+constexpr int64_t kShareAlignment = 128;
 std::pair<int64_t, int64_t> ShardRange(int64_t size, const OptimizerShard& shard);
 
 class AdamW {

@@ -103,7 +103,9 @@ TEST_CASE("gpu: recomputed stages and the sharded optimizer train the losses of 
     std::printf("gpu recompute + sharded optimizer, step %zu: loss %.9f, without %.9f\n", i, got[i], want[i]);
     CHECK(got[i] == Approx(want[i]).epsilon(1e-5));
   }
-  CHECK(2 * saving["optimizer_state_bytes"].get<int64_t>() - plain["optimizer_state_bytes"].get<int64_t>() <= 8);
+  // Half the moments, up to the alignment of the shares (128 floats).
+  CHECK(2 * saving["optimizer_state_bytes"].get<int64_t>() - plain["optimizer_state_bytes"].get<int64_t>() <=
+        2 * 2 * 4 * 128);
 }
 
 TEST_CASE("gpu: a killed rank ends the NCCL run within the timeout", "[gpu]") {

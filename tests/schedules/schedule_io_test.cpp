@@ -164,6 +164,19 @@ TEST_CASE("REDUCE_GRAD costs a ring all-reduce at the end of each stage's gradie
   CHECK_THROWS_WITH(AddReduceGrad(AddReduceGrad(Generate1F1B(2, 2))), Catch::Contains("already holds REDUCE_GRAD"));
   // The cost model's JSON carries the group.
   CHECK(CostModel::FromJson(costs.ToJson(), "c.json").DataParallelGroup().degree == 4);
+  // As the trainer inserts them, into the lowered programs: rank 1's
+  // REDUCE_GRAD comes before its last SEND_B. It overlaps (the trainer's
+  // bucket all-reduce runs while the rank goes on): the send leaves at 7000,
+  // rank 0's B1 runs 7000-9000, its own all-reduce 9000-10600. Blocking the
+  // rank would have sent at 8600 and ended at 12200.
+  const Schedule trained = AddReduceGrad(Lower(Generate1F1B(2, 2)));
+  const SimResult r = Simulate(trained, costs);
+  CHECK(r.makespan == 10600);
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.rank != 1 || e.action.kind != ActionKind::kReduceGrad) continue;
+    CHECK(e.start == 7000);
+    CHECK(e.end == 8600);
+  }
 }
 
 TEST_CASE("export in PyTorch's compute-only form and import give back the same programs", "[schedule_io]") {

@@ -174,6 +174,16 @@ TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per p
   const Bytes p0 = StageParams(c, p, 0), p1 = StageParams(c, p, 1);
   CHECK(plain.peak_memory == std::max(16 * p0 + 2 * act0, 16 * p1 + act1));
   CHECK(sharded.peak_memory == std::max(12 * p0 + 2 * act0, 12 * p1 + act1));  // 8 + 8 / 2
+  // With the data-parallel traffic costed, the sharded step also sums the
+  // updated parameters back after the optimizer: a ring all-reduce of the
+  // largest rank's 4-byte parameters, here at 1 byte a ns, D = 2.
+  o.cost_data_parallel = true;
+  o.dp_link = Link{0, 1.0};
+  o.shard_optimizer = false;
+  const PlanCandidate plain_dp = one_f_one_b8(SearchPlans(o));
+  o.shard_optimizer = true;
+  const PlanCandidate sharded_dp = one_f_one_b8(SearchPlans(o));
+  CHECK(sharded_dp.step_time == plain_dp.step_time + 4 * std::max(p0, p1));
 }
 
 TEST_CASE("plan: with replicas, each stage's REDUCE_GRAD is in the step at the ring all-reduce's time", "[plan]") {

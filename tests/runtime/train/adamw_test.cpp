@@ -65,12 +65,13 @@ TEST_CASE("foreach AdamW equals the per-parameter update, also with mixed step c
 namespace pplab {
 namespace {
 
-// Parameters of three shapes (13 elements: shares straddle them), in a flat
-// buffer, with fixed values.
+// Parameters of three shapes (320 elements; with 3 replicas the shares are
+// [0, 128), [128, 256), [256, 320), so both boundaries fall inside a
+// parameter), in a flat buffer, with fixed values.
 struct FlatModel {
-  at::Tensor a = torch::arange(6, torch::kFloat32).reshape({2, 3}).requires_grad_(true);
-  at::Tensor b = (torch::arange(4, torch::kFloat32) * 0.5).requires_grad_(true);
-  at::Tensor c = torch::full({3}, -0.25).requires_grad_(true);
+  at::Tensor a = (torch::arange(200, torch::kFloat32).reshape({10, 20}) * 0.01).requires_grad_(true);
+  at::Tensor b = (torch::arange(50, torch::kFloat32) * 0.5).requires_grad_(true);
+  at::Tensor c = torch::full({70}, -0.25).requires_grad_(true);
   std::vector<std::pair<std::string, at::Tensor>> Named() { return {{"a", a}, {"b", b}, {"c", c}}; }
 };
 
@@ -79,10 +80,12 @@ struct FlatModel {
 TEST_CASE("shard ranges cover a buffer once, in order, with empty shares past its end", "[adamw][shard]") {
   using R = std::pair<int64_t, int64_t>;
   CHECK(ShardRange(13, {0, 1}) == R{0, 13});
-  CHECK(ShardRange(13, {0, 2}) == R{0, 7});
-  CHECK(ShardRange(13, {1, 2}) == R{7, 13});
-  CHECK(ShardRange(13, {3, 4}) == R{12, 13});
-  CHECK(ShardRange(2, {2, 4}) == R{2, 2});
+  CHECK(ShardRange(320, {0, 3}) == R{0, 128});  // ceil(320 / 3) = 107, aligned up to 128
+  CHECK(ShardRange(320, {1, 3}) == R{128, 256});
+  CHECK(ShardRange(320, {2, 3}) == R{256, 320});
+  CHECK(ShardRange(1000, {1, 2}) == R{512, 1000});
+  CHECK(ShardRange(13, {0, 2}) == R{0, 13});  // a small buffer falls to the first replica
+  CHECK(ShardRange(13, {1, 2}) == R{13, 13});
   CHECK(ShardRange(2, {3, 4}) == R{2, 2});
 }
 
@@ -102,22 +105,22 @@ TEST_CASE("sharded AdamW: the replicas' shares make the unsharded update bit for
     sharded.push_back(std::make_unique<AdamW>(replicas[d].Named(), AdamWConfig{}, std::vector<FlatBuffer>{flats[d]},
                                               OptimizerShard{d, kReplicas}));
   }
-  // Each keeps a third of the moments: 2 x ceil(13 / 3) floats.
-  CHECK(reference.StateBytes() == 2 * 13 * 4);
-  CHECK(sharded[0]->StateBytes() == 2 * 5 * 4);
-  CHECK(sharded[2]->StateBytes() == 2 * 3 * 4);
+  // Each keeps its share of the moments: 128, 128 and 64 of 320 floats.
+  CHECK(reference.StateBytes() == 2 * 320 * 4);
+  CHECK(sharded[0]->StateBytes() == 2 * 128 * 4);
+  CHECK(sharded[2]->StateBytes() == 2 * 64 * 4);
   for (int step = 0; step < 4; ++step) {
-    const at::Tensor grads = torch::randn({13});
+    const at::Tensor grads = torch::randn({320});
     reference.ZeroGrad();
     whole_flat.grads.copy_(grads);
     reference.Step(1e-2);
-    at::Tensor together = torch::zeros({13});
+    at::Tensor together = torch::zeros({320});
     for (int d = 0; d < kReplicas; ++d) {
       sharded[d]->ZeroGrad();
       flats[d].grads.copy_(grads);
       sharded[d]->Step(1e-2);
       // What the trainer does: each keeps its share, the sum puts them together.
-      const auto [begin, end] = ShardRange(13, {d, kReplicas});
+      const auto [begin, end] = ShardRange(320, {d, kReplicas});
       together.narrow(0, begin, end - begin).copy_(flats[d].values.narrow(0, begin, end - begin));
     }
     for (int d = 0; d < kReplicas; ++d) flats[d].values.copy_(together);
@@ -126,7 +129,7 @@ TEST_CASE("sharded AdamW: the replicas' shares make the unsharded update bit for
   }
   // The moments put together, as before a checkpoint, equal the reference's.
   for (int d = 0; d < kReplicas; ++d) {
-    at::Tensor avg = torch::zeros({13}), avg_sq = torch::zeros({13});
+    at::Tensor avg = torch::zeros({320}), avg_sq = torch::zeros({320});
     for (int e = 0; e < kReplicas; ++e) {
       const AdamW::ShardPart part = sharded[e]->ShardParts().at(0);
       avg.narrow(0, part.begin, part.end - part.begin).copy_(part.exp_avg);
@@ -134,7 +137,12 @@ TEST_CASE("sharded AdamW: the replicas' shares make the unsharded update bit for
     }
     sharded[d]->SetWholeMoments(0, avg, avg_sq);
     for (const char* name : {"a", "b", "c"}) {
-      INFO("replica " << d << " parameter " << name);
+      INFO("replica " << d << " parameter " << name << ": second moments up to "
+                      << (sharded[d]->State().at(name).exp_avg_sq - reference.State().at(name).exp_avg_sq)
+                             .abs()
+                             .max()
+                             .item<double>()
+                      << " apart");
       CHECK(torch::equal(sharded[d]->State().at(name).exp_avg, reference.State().at(name).exp_avg));
       CHECK(torch::equal(sharded[d]->State().at(name).exp_avg_sq, reference.State().at(name).exp_avg_sq));
       CHECK(sharded[d]->State().at(name).step == 4);
@@ -142,7 +150,7 @@ TEST_CASE("sharded AdamW: the replicas' shares make the unsharded update bit for
   }
   // A checkpoint's whole moments loaded into a sharded optimizer: the next
   // step keeps the replica's share, drops the rest, and updates as before.
-  const at::Tensor grads = torch::randn({13});
+  const at::Tensor grads = torch::randn({320});
   reference.ZeroGrad();
   whole_flat.grads.copy_(grads);
   reference.Step(1e-2);
@@ -151,7 +159,7 @@ TEST_CASE("sharded AdamW: the replicas' shares make the unsharded update bit for
     flats[d].grads.copy_(grads);
     sharded[d]->Step(1e-2);
     CHECK_FALSE(sharded[d]->State().at("a").exp_avg.defined());
-    const auto [begin, end] = ShardRange(13, {d, kReplicas});
+    const auto [begin, end] = ShardRange(320, {d, kReplicas});
     CHECK(torch::equal(flats[d].values.narrow(0, begin, end - begin), whole_flat.values.narrow(0, begin, end - begin)));
   }
 }
@@ -165,7 +173,7 @@ TEST_CASE("sharded AdamW with mixed step counts in a buffer updates each paramet
   torch::manual_seed(12);
   constexpr int kReplicas = 2;
   // "a" resumes at step 3 with moments from a checkpoint, "b" and "c" fresh.
-  const AdamWState a_state{torch::rand({2, 3}) * 1e-2, torch::rand({2, 3}) * 1e-4, 3};
+  const AdamWState a_state{torch::rand({10, 20}) * 1e-2, torch::rand({10, 20}) * 1e-4, 3};
   FlatModel whole;
   const FlatBuffer whole_flat = FlattenParameters(whole.Named());
   AdamW reference(whole.Named(), {}, {whole_flat});
@@ -182,16 +190,16 @@ TEST_CASE("sharded AdamW with mixed step counts in a buffer updates each paramet
     CHECK_FALSE(sharded[d]->State().at("a").exp_avg.defined());
   }
   for (int step = 0; step < 3; ++step) {
-    const at::Tensor grads = torch::randn({13});
+    const at::Tensor grads = torch::randn({320});
     reference.ZeroGrad();
     whole_flat.grads.copy_(grads);
     reference.Step(1e-2);
-    at::Tensor together = torch::zeros({13});
+    at::Tensor together = torch::zeros({320});
     for (int d = 0; d < kReplicas; ++d) {
       sharded[d]->ZeroGrad();
       flats[d].grads.copy_(grads);
       sharded[d]->Step(1e-2);
-      const auto [begin, end] = ShardRange(13, {d, kReplicas});
+      const auto [begin, end] = ShardRange(320, {d, kReplicas});
       together.narrow(0, begin, end - begin).copy_(flats[d].values.narrow(0, begin, end - begin));
     }
     for (int d = 0; d < kReplicas; ++d) flats[d].values.copy_(together);

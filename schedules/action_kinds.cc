@@ -27,7 +27,7 @@ const std::vector<KindInfo>& KindTable() {
        "#000000", "RECV posted to arrival", '<'},
       {ActionKind::kOverlapFB, "OVERLAP_F_B", R::kComposite, true, X::kCompute, C::kOverlap, Mem::kParts,
        "what its F part and its B/I part each depend on", "#56B4E9", "#000000", "F&B overlapped", 'X'},
-      {ActionKind::kReduceGrad, "REDUCE_GRAD", R::kPerStage, false, X::kCollective, C::kAllReduce, Mem::kNone,
+      {ActionKind::kReduceGrad, "REDUCE_GRAD", R::kPerStage, false, X::kOverlappedCollective, C::kAllReduce, Mem::kNone,
        "every B/W of stage s", "#D55E00", "#ffffff", "REDUCE_GRAD all-reduce", 'R'},
       {ActionKind::kUnshard, "UNSHARD", R::kPerStage, false, X::kCollective, C::kAllGather, Mem::kHoldParams,
        "program order", "#F0E442", "#000000", "UNSHARD all-gather", 'U'},

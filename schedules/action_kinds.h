@@ -27,6 +27,10 @@ enum class KindResource {
   kCompute,     // the rank's compute, in program order
   kLink,        // a point-to-point transfer; does not block the rank
   kCollective,  // a collective over the D data-parallel replicas; blocks the rank
+  // A collective over the replicas that runs beside the rank's later actions
+  // (REDUCE_GRAD: the runtime starts its all-reduce and computes on); the
+  // step's work waits for it.
+  kOverlappedCollective,
 };
 
 // How the simulator costs an action (CostModel::ComputeTime / CollectiveTime).

@@ -374,7 +374,7 @@ class Engine {
     if (a.kind == ActionKind::kReduceGrad && grads_done_[st] < s_.MicrobatchesThrough(st)) {
       Stuck(r, a, "reduces its stage's gradients before every B and W of the stage has run");
     }
-    const bool overlapped = a.kind == ActionKind::kReduceGrad;
+    const bool overlapped = InfoOf(a.kind).resource == KindResource::kOverlappedCollective;
     e.start = overlapped ? std::max(clock_[r], dp_free_[r]) : clock_[r];
     // A measured REDUCE_GRAD with a spread is drawn when sampling; nothing
     // else is, so plans without such spreads draw as before.

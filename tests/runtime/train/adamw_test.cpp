@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <memory>
 
 namespace pplab {
 
@@ -75,6 +76,45 @@ struct FlatModel {
   std::vector<std::pair<std::string, at::Tensor>> Named() { return {{"a", a}, {"b", b}, {"c", c}}; }
 };
 
+// One unsharded AdamW over a FlatModel (the reference) and `count` sharded
+// ones over replicas of it, stepped together as the trainer steps them.
+struct ShardedReplicas {
+  explicit ShardedReplicas(int count) : replicas(count) {
+    reference = std::make_unique<AdamW>(whole.Named(), AdamWConfig{}, std::vector<FlatBuffer>{whole_flat});
+    for (int d = 0; d < count; ++d) {
+      flats.push_back(FlattenParameters(replicas[d].Named()));
+      sharded.push_back(std::make_unique<AdamW>(replicas[d].Named(), AdamWConfig{},
+                                                std::vector<FlatBuffer>{flats[d]}, OptimizerShard{d, count}));
+    }
+  }
+  // One step of every optimizer with the same gradients (320). Each replica
+  // keeps its share of the parameters and takes the others' (what the
+  // trainer's sum does); returns whether they equal the reference's.
+  bool Step(const at::Tensor& grads) {
+    const int count = static_cast<int>(sharded.size());
+    reference->ZeroGrad();
+    whole_flat.grads.copy_(grads);
+    reference->Step(1e-2);
+    at::Tensor together = torch::zeros({320});
+    for (int d = 0; d < count; ++d) {
+      sharded[d]->ZeroGrad();
+      flats[d].grads.copy_(grads);
+      sharded[d]->Step(1e-2);
+      const auto [begin, end] = ShardRange(320, {d, count});
+      together.narrow(0, begin, end - begin).copy_(flats[d].values.narrow(0, begin, end - begin));
+    }
+    for (int d = 0; d < count; ++d) flats[d].values.copy_(together);
+    return torch::equal(together, whole_flat.values);
+  }
+
+  FlatModel whole;
+  FlatBuffer whole_flat = FlattenParameters(whole.Named());
+  std::unique_ptr<AdamW> reference;
+  std::vector<FlatModel> replicas;
+  std::vector<FlatBuffer> flats;
+  std::vector<std::unique_ptr<AdamW>> sharded;
+};
+
 }  // namespace
 
 TEST_CASE("shard ranges cover a buffer once, in order, with empty shares past its end", "[adamw][shard]") {
@@ -93,39 +133,19 @@ TEST_CASE("sharded AdamW: the replicas' shares make the unsharded update bit for
           "[adamw][shard]") {
   torch::manual_seed(11);
   constexpr int kReplicas = 3;
-  FlatModel whole;
-  const FlatBuffer whole_flat = FlattenParameters(whole.Named());
-  REQUIRE(whole_flat.defined());
-  AdamW reference(whole.Named(), {}, {whole_flat});
-  std::vector<FlatModel> replicas(kReplicas);
-  std::vector<FlatBuffer> flats;
-  std::vector<std::unique_ptr<AdamW>> sharded;
-  for (int d = 0; d < kReplicas; ++d) {
-    flats.push_back(FlattenParameters(replicas[d].Named()));
-    sharded.push_back(std::make_unique<AdamW>(replicas[d].Named(), AdamWConfig{}, std::vector<FlatBuffer>{flats[d]},
-                                              OptimizerShard{d, kReplicas}));
-  }
+  ShardedReplicas r(kReplicas);
+  REQUIRE(r.whole_flat.defined());
+  AdamW& reference = *r.reference;
+  auto& sharded = r.sharded;
+  auto& flats = r.flats;
+  const FlatBuffer& whole_flat = r.whole_flat;
   // Each keeps its share of the moments: 128, 128 and 64 of 320 floats.
   CHECK(reference.StateBytes() == 2 * 320 * 4);
   CHECK(sharded[0]->StateBytes() == 2 * 128 * 4);
   CHECK(sharded[2]->StateBytes() == 2 * 64 * 4);
   for (int step = 0; step < 4; ++step) {
-    const at::Tensor grads = torch::randn({320});
-    reference.ZeroGrad();
-    whole_flat.grads.copy_(grads);
-    reference.Step(1e-2);
-    at::Tensor together = torch::zeros({320});
-    for (int d = 0; d < kReplicas; ++d) {
-      sharded[d]->ZeroGrad();
-      flats[d].grads.copy_(grads);
-      sharded[d]->Step(1e-2);
-      // What the trainer does: each keeps its share, the sum puts them together.
-      const auto [begin, end] = ShardRange(320, {d, kReplicas});
-      together.narrow(0, begin, end - begin).copy_(flats[d].values.narrow(0, begin, end - begin));
-    }
-    for (int d = 0; d < kReplicas; ++d) flats[d].values.copy_(together);
     INFO("step " << step);
-    CHECK(torch::equal(together, whole_flat.values));
+    CHECK(r.Step(torch::randn({320})));
   }
   // The moments put together, as before a checkpoint, equal the reference's.
   for (int d = 0; d < kReplicas; ++d) {
@@ -174,37 +194,17 @@ TEST_CASE("sharded AdamW with mixed step counts in a buffer updates each paramet
   constexpr int kReplicas = 2;
   // "a" resumes at step 3 with moments from a checkpoint, "b" and "c" fresh.
   const AdamWState a_state{torch::rand({10, 20}) * 1e-2, torch::rand({10, 20}) * 1e-4, 3};
-  FlatModel whole;
-  const FlatBuffer whole_flat = FlattenParameters(whole.Named());
-  AdamW reference(whole.Named(), {}, {whole_flat});
-  reference.State()["a"] = {a_state.exp_avg.clone(), a_state.exp_avg_sq.clone(), 3};
-  std::vector<FlatModel> replicas(kReplicas);
-  std::vector<FlatBuffer> flats;
-  std::vector<std::unique_ptr<AdamW>> sharded;
+  ShardedReplicas r(kReplicas);
+  auto& sharded = r.sharded;
+  r.reference->State()["a"] = {a_state.exp_avg.clone(), a_state.exp_avg_sq.clone(), 3};
   for (int d = 0; d < kReplicas; ++d) {
-    flats.push_back(FlattenParameters(replicas[d].Named()));
-    sharded.push_back(std::make_unique<AdamW>(replicas[d].Named(), AdamWConfig{}, std::vector<FlatBuffer>{flats[d]},
-                                              OptimizerShard{d, kReplicas}));
     sharded[d]->State()["a"] = {a_state.exp_avg.clone(), a_state.exp_avg_sq.clone(), 3};
     sharded[d]->KeepShares();  // as after a load: the share kept, the whole dropped
     CHECK_FALSE(sharded[d]->State().at("a").exp_avg.defined());
   }
   for (int step = 0; step < 3; ++step) {
-    const at::Tensor grads = torch::randn({320});
-    reference.ZeroGrad();
-    whole_flat.grads.copy_(grads);
-    reference.Step(1e-2);
-    at::Tensor together = torch::zeros({320});
-    for (int d = 0; d < kReplicas; ++d) {
-      sharded[d]->ZeroGrad();
-      flats[d].grads.copy_(grads);
-      sharded[d]->Step(1e-2);
-      const auto [begin, end] = ShardRange(320, {d, kReplicas});
-      together.narrow(0, begin, end - begin).copy_(flats[d].values.narrow(0, begin, end - begin));
-    }
-    for (int d = 0; d < kReplicas; ++d) flats[d].values.copy_(together);
     INFO("step " << step);
-    CHECK(torch::equal(together, whole_flat.values));
+    CHECK(r.Step(torch::randn({320})));
   }
   for (int d = 0; d < kReplicas; ++d) {
     CHECK(sharded[d]->State().at("a").step == 6);

@@ -198,6 +198,7 @@ int RunPlan(const PlanCmdOptions& o) {
                     {"dp", best.dp},
                     {"gpus", o.gpus > 0 ? json(o.gpus) : json(nullptr)},
                     {"dp_bandwidth_gbps", o.dp_bandwidth_gbps},
+                    {"dp_latency_ms", o.dp_latency_ms},
                     {"global_batch", o.global_batch},
                     {"seq_len", search.seq_len},
                     {"precision", PrecisionName(search.precision)},

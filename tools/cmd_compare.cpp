@@ -44,6 +44,7 @@ int RunCompare(const CompareOptions& o) {
     nlohmann::json j = SimulationJson(schedule, costs, Simulate(schedule, costs));
     j.erase("per_rank");
     j["critical_path"].erase("path");
+    j["recompute"] = plan.recompute;
     rows.push_back(std::move(j));
   }
   if (rows.empty()) throw Error("compare: no schedule accepts these options (see the lines above)");
@@ -107,6 +108,10 @@ int RunCompare(const CompareOptions& o) {
                 !any_memory && !any_p2p_bytes ? "peak activation bytes and p2p bytes"
                 : !any_memory                 ? "peak activation bytes"
                                               : "p2p bytes");
+  }
+  if (o.plan.recompute != "none") {
+    std::printf("recomputed stages: %s (their B and I run the forward again; their F keeps only its inputs)\n",
+                o.plan.recompute.c_str());
   }
   return 0;
 }

@@ -140,19 +140,33 @@ TimeNs CostModel::SampleCollectiveTime(const Action& action, double u) const {
   return sp == nullptr ? median : DrawFromSpread(median, *sp, u);
 }
 
+namespace {
+
+// A ring collective over `dp` that moves `share` of `bytes` through every link.
+TimeNs RingTime(double share, Bytes bytes, const DataParallel& dp) {
+  const double moved = share * static_cast<double>(bytes);
+  TimeNs t = dp.link.latency;
+  if (dp.link.bandwidth_gbps > 0 && moved > 0) t += static_cast<TimeNs>(std::llround(moved / dp.link.bandwidth_gbps));
+  return t;
+}
+
+}  // namespace
+
+TimeNs RingAllReduceTime(Bytes bytes, const DataParallel& dp) {
+  if (dp.degree <= 1) return 0;
+  return RingTime(2.0 * (dp.degree - 1) / dp.degree, bytes, dp);
+}
+
 TimeNs CostModel::CollectiveTime(const Action& action) const {
   const KindCost rule = InfoOf(action.kind).cost;
   if (dp_.degree <= 1 || (rule != KindCost::kAllReduce && rule != KindCost::kAllGather)) return 0;
   const StageCost& c = Stage(action.stage);
   if (action.kind == ActionKind::kReduceGrad && c.reduce_grad) return *c.reduce_grad;  // measured
-  const double D = dp_.degree;
   // A ring all-reduce moves 2(D-1)/D of the buffer through every link; an
   // all-gather half of that.
-  const double share = (rule == KindCost::kAllReduce ? 2.0 : 1.0) * (D - 1) / D;
-  const double bytes = share * static_cast<double>(Stage(action.stage).param_bytes);
-  TimeNs t = dp_.link.latency;
-  if (dp_.link.bandwidth_gbps > 0 && bytes > 0) t += static_cast<TimeNs>(std::llround(bytes / dp_.link.bandwidth_gbps));
-  return t;
+  if (rule == KindCost::kAllReduce) return RingAllReduceTime(c.param_bytes, dp_);
+  const double D = dp_.degree;
+  return RingTime((D - 1) / D, c.param_bytes, dp_);
 }
 
 TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {

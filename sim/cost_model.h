@@ -95,6 +95,10 @@ struct DataParallel {
   Link link;
 };
 
+// A ring all-reduce of `bytes` over `dp`: 2(D-1)/D * bytes / bandwidth +
+// latency; 0 when D = 1.
+TimeNs RingAllReduceTime(Bytes bytes, const DataParallel& dp);
+
 // Work done once per step after a rank's last action (docs/cost-model.md):
 // the all-reduces of the loss (for logging) and of the gradient norm (for
 // clipping) over the pipeline ranks, which start when every rank is done,

@@ -121,9 +121,7 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus) {
                 std::to_string(merged.simulated) + " candidates is " + std::to_string(merged.smallest_memory) +
                 " bytes");
   }
-  std::stable_sort(merged.fitting.begin(), merged.fitting.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
-    return a.step_time != b.step_time ? a.step_time < b.step_time : a.peak_memory < b.peak_memory;
-  });
+  RankCandidates(merged.fitting);
   search.sample_top = top;
   if (CostsHaveSpreads(search)) MarkTies(search, merged.fitting);
   return merged;

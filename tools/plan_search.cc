@@ -55,15 +55,7 @@ TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x)))
 StepCosts ShardedStep(const PlanSearchOptions& o, StepCosts step, int64_t rank_params) {
   if (!o.shard_optimizer || o.dp < 2) return step;
   step.optimizer = step.optimizer / o.dp;
-  if (o.cost_data_parallel) {
-    DataParallel dp{o.dp, o.dp_link};
-    CostModel ring = CostModel::Uniform(1, StageCost{}, Link{});
-    StageCost c;
-    c.param_bytes = 4 * rank_params;
-    ring.SetStage(0, c);
-    ring.SetDataParallel(dp);
-    step.optimizer += ring.CollectiveTime({ActionKind::kReduceGrad, 0, 0});
-  }
+  if (o.cost_data_parallel) step.optimizer += RingAllReduceTime(4 * rank_params, DataParallel{o.dp, o.dp_link});
   return step;
 }
 
@@ -160,6 +152,12 @@ std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, c
 }
 
 }  // namespace
+
+void RankCandidates(std::vector<PlanCandidate>& candidates) {
+  std::stable_sort(candidates.begin(), candidates.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
+    return a.step_time != b.step_time ? a.step_time < b.step_time : a.peak_memory < b.peak_memory;
+  });
+}
 
 bool CostsHaveSpreads(const PlanSearchOptions& o) {
   return o.fit.AnySpread() || (o.profile != nullptr && o.profile->HasSpread());
@@ -426,9 +424,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     }
   }
   if (!o.throw_when_none_fits) {
-    std::stable_sort(result.fitting.begin(), result.fitting.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
-      return a.step_time != b.step_time ? a.step_time < b.step_time : a.peak_memory < b.peak_memory;
-    });
+    RankCandidates(result.fitting);
     return result;
   }
   if (result.simulated == 0) {
@@ -443,10 +439,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
                      ? " (--recompute auto also costs every candidate with its activations recomputed)"
                      : ""));
   }
-  std::stable_sort(result.fitting.begin(), result.fitting.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
-    if (a.step_time != b.step_time) return a.step_time < b.step_time;
-    return a.peak_memory < b.peak_memory;
-  });
+  RankCandidates(result.fitting);
   if (CostsHaveSpreads(o)) MarkTies(o, result.fitting);
   return result;
 }

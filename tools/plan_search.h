@@ -144,6 +144,9 @@ struct PlanSearchResult {
 // the smallest peak memory seen) when every candidate is over the limit.
 PlanSearchResult SearchPlans(const PlanSearchOptions& options);
 
+// Best first: by predicted step time, then by lower peak memory (stable).
+void RankCandidates(std::vector<PlanCandidate>& candidates);
+
 // Simulates the first options.sample_top candidates of `ranked` (best
 // first) kTieSamples times each with kTieSeed (their `samples`) and marks
 // those whose step time ties with the first's (StepTimesTie). SearchPlans

@@ -11,6 +11,18 @@ pplab=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# `use ARCHIVE OUT` must refuse with exit 1, saying WHY (a grep pattern),
+# and leave no FILE under OUT: refused WHAT ARCHIVE OUT WHY FILE.
+refused() {
+  local what=$1 archive=$2 out=$3 why=$4 file=$5 rc
+  set +e
+  bash tools/gpu_prebuilt.sh use "$archive" "$out" > "$out.txt" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 1 ] || fail "use $what: exit $rc, expected 1"
+  grep -q "$why" "$out.txt" || fail "no reason given for $what: $(cat "$out.txt")"
+  [ ! -e "$out/$file" ] || fail "$what: $file was left in $out"
+}
 
 tree=$tmp/tree
 mkdir -p "$tree/tools" "$tree/build"
@@ -32,26 +44,14 @@ grep -q "PPLAB_WITH_CUDA:INTERNAL=ON" "$tmp/out/CMakeCache.txt" || fail "the CMa
 
 # 2. One source byte more: another stamp, refused, nothing unpacked.
 echo "// changed" >> runtime/exec/executor.cc
-set +e
-bash tools/gpu_prebuilt.sh use "$tmp/bin.tgz" "$tmp/out2" > "$tmp/use2.txt" 2>&1
-rc=$?
-set -e
-[ "$rc" = 1 ] || fail "use after a source change: exit $rc, expected 1"
-grep -q "other sources" "$tmp/use2.txt" || fail "no reason given: $(cat "$tmp/use2.txt")"
-[ ! -e "$tmp/out2/pplab" ] || fail "a stale binary was unpacked"
+refused "after a source change" "$tmp/bin.tgz" "$tmp/out2" "other sources" pplab
 
 # 3. A pplab-train that cannot start (here: not an executable format).
 stamp_before=$(bash tools/gpu_prebuilt.sh stamp)
 printf 'not a program' > build/pplab-train
 chmod +x build/pplab-train
 bash tools/gpu_prebuilt.sh pack build "$tmp/bad.tgz" > /dev/null
-set +e
-bash tools/gpu_prebuilt.sh use "$tmp/bad.tgz" "$tmp/out3" > "$tmp/use3.txt" 2>&1
-rc=$?
-set -e
-[ "$rc" = 1 ] || fail "use of a broken binary: exit $rc, expected 1"
-grep -q "do not start" "$tmp/use3.txt" || fail "no reason for the broken binary: $(cat "$tmp/use3.txt")"
-[ ! -e "$tmp/out3/pplab-train" ] || fail "the broken binary was left in place"
+refused "of a broken binary" "$tmp/bad.tgz" "$tmp/out3" "do not start" pplab-train
 [ "$(bash tools/gpu_prebuilt.sh stamp)" = "$stamp_before" ] || fail "the stamp depends on the build folder"
 
 # 4. Bad arguments, and a missing archive.

@@ -65,6 +65,12 @@ struct StageCost {
   // Unset: message_bytes on every stage but the first, whose inputs are the
   // batch's tokens (0).
   std::optional<Bytes> input_bytes;
+  // What one SEND_F of this stage holds on its rank beyond the rank's own
+  // activations, while the transport keeps the message (MessageMemory): a
+  // copy of the outputs (Gloo), or nothing where the transport sends a view
+  // of outputs the stage keeps until B (NCCL in the activations' dtype).
+  // Measured by `pplab profile`; unset: message_bytes.
+  std::optional<Bytes> forward_send_bytes;
   // OVERLAP_F_B whose forward part is on this stage: its measured time
   // (forward_backward_ms) when given, else max(F, backward part) plus
   // overlap_penalty (the cost of running both at once).
@@ -98,6 +104,22 @@ struct DataParallel {
 // A ring all-reduce of `bytes` over `dp`: 2(D-1)/D * bytes / bandwidth +
 // latency; 0 when D = 1.
 TimeNs RingAllReduceTime(Bytes bytes, const DataParallel& dp);
+
+// How the runtime's transport holds message buffers, for the memory model
+// (docs/cost-model.md, "Message buffers"); `message_memory` in the file,
+// written by `pplab profile`. Without it messages hold no memory.
+struct MessageMemory {
+  enum class SentFreed {
+    kStepEnd,                // the transport frees a sent message at the step's end (Gloo)
+    kNextSendAfterDelivery,  // at the rank's first SEND after the message arrived (NCCL)
+  };
+  enum class ReceivePosted {
+    kAtUse,           // a receive's buffer is allocated when the message is waited for (Gloo)
+    kOneActionAhead,  // when posted: at the start of the compute action before its consumer (NCCL)
+  };
+  SentFreed sent_freed = SentFreed::kStepEnd;
+  ReceivePosted receive_posted = ReceivePosted::kAtUse;
+};
 
 // Work done once per step after a rank's last action (docs/cost-model.md):
 // the all-reduces of the loss (for logging) and of the gradient norm (for
@@ -193,6 +215,10 @@ class CostModel {
   const StepCosts& Step() const { return step_; }
   void SetStep(const StepCosts& step) { step_ = step; }
 
+  // How messages hold memory (MessageMemory); unset: they hold none.
+  const std::optional<MessageMemory>& Messages() const { return messages_; }
+  void SetMessages(const std::optional<MessageMemory>& messages) { messages_ = messages; }
+
   // The device each rank computes on, devices[r] for rank r, when ranks
   // share devices (several pipeline ranks on one GPU); empty: every rank has
   // its own. A device runs one compute action at a time.
@@ -231,6 +257,7 @@ class CostModel {
   std::vector<int> devices_;
   std::vector<int> device_slots_;
   StepCosts step_;
+  std::optional<MessageMemory> messages_;
 };
 
 }  // namespace pplab

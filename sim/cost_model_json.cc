@@ -62,7 +62,8 @@ void CheckMedian(const std::optional<TimeNs>& median, const std::optional<Spread
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
-             "weight_grad_bytes", "workspace_bytes", "recomputed_bytes", "message_bytes", "input_bytes", "forward_backward_ms",
+             "weight_grad_bytes", "workspace_bytes", "recomputed_bytes", "message_bytes", "input_bytes", "forward_send_bytes",
+             "forward_backward_ms",
              "overlap_penalty_ms", "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms",
              "backward_p90_ms",
              "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms",
@@ -86,6 +87,10 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   bytes("message_bytes", cost.message_bytes);
   if (obj.contains("input_bytes")) {
     cost.input_bytes = static_cast<Bytes>(std::llround(NonNegative(obj, "input_bytes", at, kMaxBytes)));
+  }
+  if (obj.contains("forward_send_bytes")) {
+    cost.forward_send_bytes =
+        static_cast<Bytes>(std::llround(NonNegative(obj, "forward_send_bytes", at, kMaxBytes)));
   }
   time("forward_backward_ms", cost.forward_backward);
   if (obj.contains("overlap_penalty_ms")) {
@@ -177,6 +182,45 @@ std::vector<int> ReadDeviceSlots(const json& list, const std::string& at) {
                       "an integer in [1, 2^20]");
 }
 
+constexpr std::pair<MessageMemory::SentFreed, const char*> kSentFreedNames[] = {
+    {MessageMemory::SentFreed::kStepEnd, "step_end"},
+    {MessageMemory::SentFreed::kNextSendAfterDelivery, "next_send_after_delivery"}};
+constexpr std::pair<MessageMemory::ReceivePosted, const char*> kReceivePostedNames[] = {
+    {MessageMemory::ReceivePosted::kAtUse, "at_use"},
+    {MessageMemory::ReceivePosted::kOneActionAhead, "one_action_ahead"}};
+
+// "message_memory": {"sent_freed": "step_end" | "next_send_after_delivery",
+//                    "receive_posted": "at_use" | "one_action_ahead"}, both given.
+MessageMemory ReadMessageMemory(const json& obj, const std::string& at) {
+  CheckKeys(obj, {"sent_freed", "receive_posted"}, at);
+  MessageMemory m;
+  auto pick = [&](const char* key, const auto& names, auto& out) {
+    std::string choices;
+    for (const auto& [value, name] : names) {
+      choices += (choices.empty() ? "\"" : " or \"") + std::string(name) + "\"";
+      if (obj.contains(key) && obj[key] == name) {
+        out = value;
+        return;
+      }
+    }
+    throw Error(at + "." + key + " must be " + choices + (obj.contains(key) ? ", got " + obj[key].dump() : ""));
+  };
+  pick("sent_freed", kSentFreedNames, m.sent_freed);
+  pick("receive_posted", kReceivePostedNames, m.receive_posted);
+  return m;
+}
+
+json MessageMemoryToJson(const MessageMemory& m) {
+  json j = json::object();
+  for (const auto& [value, name] : kSentFreedNames) {
+    if (value == m.sent_freed) j["sent_freed"] = name;
+  }
+  for (const auto& [value, name] : kReceivePostedNames) {
+    if (value == m.receive_posted) j["receive_posted"] = name;
+  }
+  return j;
+}
+
 json StageToJson(const StageCost& c) {
   json j = json::object();
   if (c.forward) j["forward_ms"] = NsToMs(*c.forward);
@@ -189,6 +233,7 @@ json StageToJson(const StageCost& c) {
   if (c.recomputed_bytes != 0) j["recomputed_bytes"] = c.recomputed_bytes;
   j["message_bytes"] = c.message_bytes;
   if (c.input_bytes) j["input_bytes"] = *c.input_bytes;
+  if (c.forward_send_bytes) j["forward_send_bytes"] = *c.forward_send_bytes;
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;
@@ -304,7 +349,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   CheckKeys(doc,
             {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel",
-             "devices", "device_slots", "step"},
+             "devices", "device_slots", "step", "message_memory"},
             origin);
   if (doc.value("format", std::string()) != "pplab.cost") {
     throw Error(origin + ": field 'format' must be \"pplab.cost\"");
@@ -364,6 +409,9 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
     m.dp_.link = ReadLink(dp, Link{}, at, {"degree"});
   }
   if (doc.contains("step")) m.step_ = ReadStepCosts(doc["step"], origin + ": step");
+  if (doc.contains("message_memory")) {
+    m.messages_ = ReadMessageMemory(doc["message_memory"], origin + ": message_memory");
+  }
   if (doc.contains("devices")) m.devices_ = ReadDevices(doc["devices"], origin + ": devices");
   if (doc.contains("device_slots")) m.device_slots_ = ReadDeviceSlots(doc["device_slots"], origin + ": device_slots");
   if (doc.contains("meta")) {
@@ -398,6 +446,7 @@ std::string CostModel::ToJson() const {
               {"meta", json::parse(meta_json)}};
   if (!devices_.empty()) doc["devices"] = devices_;
   if (!device_slots_.empty()) doc["device_slots"] = device_slots_;
+  if (messages_) doc["message_memory"] = MessageMemoryToJson(*messages_);
   StepCosts step = step_;
   json step_json = json::object();
   bool any_step = false;

@@ -75,6 +75,9 @@ CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages,
       c.backward_input_spread = Shifted(c.backward_input_spread, f);
       c.recomputed_bytes = c.activation_bytes;
       c.activation_bytes = c.input_bytes ? *c.input_bytes : (token_stages.count(s) > 0 ? 0 : c.message_bytes);
+      // The stage no longer keeps its outputs: a sent message's buffer is
+      // the transport's alone, a copy or the outputs themselves.
+      c.forward_send_bytes = c.message_bytes;
     }
     out.SetStage(s, c);
   }

@@ -49,6 +49,8 @@ class Engine {
     last_compute_.assign(s.ranks, -1);
     inflight_.assign(s.ranks, 0);
     bytes_.assign(s.ranks, 0);
+    held_sends_.assign(s.ranks, {});
+    recv_held_.assign(2 * sm, 0);
     metrics_.resize(s.ranks);
     grads_done_.assign(S_, 0);
     gathered_.assign(S_, 0);
@@ -118,6 +120,7 @@ class Engine {
           if (arrival_[key] != kUnknown) Stuck(r, a, "sends a message that was already sent");
           const Bytes bytes = costs_.Stage(st).message_bytes;
           StartOnCommResource(r, ev, costs_.TransferTime(r, s_.placement[to], bytes));
+          HoldSent(r, fwd ? costs_.Stage(st).forward_send_bytes.value_or(bytes) : bytes, fwd, e.end);
           arrival_[key] = e.end;
           send_event_[key] = ev;
           ++messages_;
@@ -133,6 +136,8 @@ class Engine {
           const size_t key = MsgKey(a.kind == ActionKind::kRecvF, st, m);
           e.start = e.end = clock_[r];  // end is set to the arrival in Finish()
           recv_event_[key] = ev;
+          // Posted at the step's start: no compute action came before it.
+          if (PostedAhead() && recv_held_[key] == 0) HoldReceived(r, clock_[r], a);
           break;
         }
         default:
@@ -312,6 +317,7 @@ class Engine {
     rm.busy += cost;
     if (rm.start == kUnknown) rm.start = e.start;
     rm.end = e.end;
+    if (costs_.Messages()) MessagesAtStart(r, parts, e.start);
     // While it runs, the action also holds its temporaries: on top of what
     // is held before it (and, for a forward, its own activations).
     Bytes during = bytes_[r], workspace = 0;
@@ -326,7 +332,92 @@ class Engine {
       rm.peak_activation_bytes = std::max(rm.peak_activation_bytes, during + workspace);
     }
     for (const Action& part : parts) FinishPart(r, a, part, e);
+    if (costs_.Messages()) {
+      for (const Action& part : parts) MessagesAtEnd(r, part, e.end);
+    }
     return true;
+  }
+
+  // Message buffers (CostModel::Messages(), docs/cost-model.md "Message
+  // buffers"), as the executor and its transport hold them.
+  bool PostedAhead() const {
+    return costs_.Messages() && costs_.Messages()->receive_posted == MessageMemory::ReceivePosted::kOneActionAhead;
+  }
+  // The bytes of the message `recv` receives: what its sending stage sends.
+  Bytes ReceivedBytes(const Action& recv) const { return costs_.Stage(PeerStage(recv)).message_bytes; }
+  void HoldReceived(RankId r, TimeNs t, const Action& recv) {
+    const size_t key = MsgKey(recv.kind == ActionKind::kRecvF, recv.stage, recv.microbatch);
+    recv_held_[key] = ReceivedBytes(recv);
+    Sample(r, t, recv_held_[key]);
+  }
+  void ReleaseReceived(RankId r, TimeNs t, bool forward, const Action& part) {
+    Bytes& held = recv_held_[MsgKey(forward, part.stage, part.microbatch)];
+    Sample(r, t, -held);
+    held = 0;
+  }
+  // Whether `part` (F, or B/I) takes its input from another rank's message.
+  bool ReceivesForward(RankId r, const Action& part) const {
+    return part.kind == ActionKind::kForward && part.stage > s_.FirstStage(part.microbatch) &&
+           s_.placement[part.stage - 1] != r;
+  }
+  bool ReceivesGrads(RankId r, const Action& part) const {
+    return IsInputGrad(part.kind) && part.stage < s_.LastStage(part.microbatch) && s_.placement[part.stage + 1] != r;
+  }
+
+  // At the start of compute action `a` (before its peak is taken): the
+  // receives posted with it (those before the next compute action in the
+  // program, when receives are posted ahead) get their buffers; an F's
+  // received input becomes part of its activations; a B's or I's received
+  // gradients, posted at use, are allocated now.
+  void MessagesAtStart(RankId r, const ComputeParts& parts, TimeNs start) {
+    if (PostedAhead()) {
+      const Program& program = s_.programs[r];
+      for (size_t i = pc_[r] + 1; i < program.size() && !IsCompute(program[i].kind); ++i) {
+        if (IsRecv(program[i].kind)) HoldReceived(r, start, program[i]);
+      }
+    }
+    for (const Action& part : parts) {
+      if (ReceivesForward(r, part) && PostedAhead()) ReleaseReceived(r, start, true, part);
+      if (ReceivesGrads(r, part) && !PostedAhead()) HoldReceived(r, start, {ActionKind::kRecvB, part.stage, part.microbatch});
+    }
+  }
+
+  // At the end of a B or I part: the output gradients it used are freed (a
+  // message's buffer, or the next stage's input gradients on this rank),
+  // and the input gradients it made are held until the previous stage's B
+  // on this rank uses them, or the transport frees the message they go in.
+  void MessagesAtEnd(RankId r, const Action& part, TimeNs end) {
+    if (!IsInputGrad(part.kind)) return;
+    const StageId st = part.stage;
+    const MicrobatchId m = part.microbatch;
+    if (ReceivesGrads(r, part)) {
+      ReleaseReceived(r, end, false, part);
+    } else if (st < s_.LastStage(m)) {
+      Sample(r, end, -costs_.Stage(st + 1).message_bytes);
+    }
+    if (st > s_.FirstStage(m)) Sample(r, end, costs_.Stage(st).message_bytes);
+  }
+
+  // A SEND issued on rank r at clock_[r], its message arriving at
+  // `delivered`: a forward message's buffer (`bytes`) is held from now (a
+  // backward one's input gradients are already held, since its B), until
+  // the transport frees it (MessageMemory::SentFreed).
+  void HoldSent(RankId r, Bytes bytes, bool forward, TimeNs delivered) {
+    if (!costs_.Messages()) return;
+    std::vector<std::pair<TimeNs, Bytes>>& held = held_sends_[r];
+    if (costs_.Messages()->sent_freed == MessageMemory::SentFreed::kNextSendAfterDelivery) {
+      Bytes freed = 0;
+      held.erase(std::remove_if(held.begin(), held.end(),
+                                [&](const std::pair<TimeNs, Bytes>& h) {
+                                  if (h.first > clock_[r]) return false;
+                                  freed += h.second;
+                                  return true;
+                                }),
+                 held.end());
+      Sample(r, clock_[r], -freed);
+    }
+    if (forward) Sample(r, clock_[r], bytes);
+    held.push_back({delivered, bytes});
   }
 
   // Records the end of one compute part: its output time and what it holds
@@ -472,6 +563,12 @@ class Engine {
       out.makespan = std::max(out.makespan, events_[ev].end);
     }
     const TimeNs actions_end = out.makespan;
+    // What the transport still holds is freed when the step ends.
+    for (RankId r = 0; r < s_.ranks; ++r) {
+      Bytes held = 0;
+      for (const auto& h : held_sends_[r]) held += h.second;
+      Sample(r, actions_end, -held);
+    }
     out.makespan = AddStepWork(out.timeline.step_events);
     out.critical_step = out.makespan - actions_end;
     for (long ev = last; ev >= 0; ev = pred_[ev]) {
@@ -536,6 +633,9 @@ class Engine {
   std::vector<int> grads_done_;  // per stage: B and W run so far
   std::vector<Bytes> gathered_;  // per stage: bytes an UNSHARD holds until its RESHARD
   std::vector<Bytes> bytes_;
+  // Per rank: (delivery time, bytes) of each sent message its transport holds.
+  std::vector<std::vector<std::pair<TimeNs, Bytes>>> held_sends_;
+  std::vector<Bytes> recv_held_;  // per message (MsgKey): the bytes its receive buffer holds now
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;
   long messages_ = 0;

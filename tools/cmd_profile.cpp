@@ -136,6 +136,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                       {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes},
                       // What the stage keeps from F to B when it is recomputed.
                       {"input_bytes", p.input_bytes}});
+    if (p.forward_send_bytes) stage["forward_send_bytes"] = *p.forward_send_bytes;
     stages.push_back(stage);
     extra_stages.push_back({{"stage", p.stage},
                             {"rank", p.rank},
@@ -147,6 +148,11 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                             {"backward_transient_bytes", p.backward_transient_bytes}});
   }
   json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"step", StepJson(r.step)}};
+  // How the transport that carried the messages holds their buffers
+  // (docs/cost-model.md, "Message buffers").
+  doc["message_memory"] = {
+      {"sent_freed", r.buffers.sends_freed_after_delivery ? "next_send_after_delivery" : "step_end"},
+      {"receive_posted", r.buffers.receives_allocated_when_posted ? "one_action_ahead" : "at_use"}};
   if (o.dp > 1) doc["data_parallel"] = {{"degree", o.dp}};
   // Ranks that time-sliced a device were timed in turns, each with the
   // device's slots to itself: the simulator queues them for the device

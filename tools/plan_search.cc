@@ -103,6 +103,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(o.config, p, s, mb, o.seq_len, o.precision));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len, o.precision));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision));
+    if (f.messages) c.forward_send_bytes = Ns(f.forward_send_share * static_cast<double>(c.message_bytes));
     c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len));
     c.param_bytes = 4 * StageParams(o.config, p, s);  // fp32 gradients, what REDUCE_GRAD sums
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
@@ -116,6 +117,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   }
   CostModel m = CostModel::FromStages(std::move(stages), o.link);
   m.SetOrigin("plan cost estimate");
+  m.SetMessages(f.messages);
   if (o.cost_data_parallel && o.dp > 1) m.SetDataParallel(DataParallel{o.dp, o.dp_link});
   StepCosts step;
   step.loss_allreduce = f.loss_allreduce;
@@ -301,6 +303,15 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   f.activation_scale = Slope(act, act_y);
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);
+  f.messages = profiled.Messages();
+  double sent = 0, held = 0;
+  for (int s = 0; s < profiled.NumStages(); ++s) {
+    const StageCost& c = profiled.Stage(s);
+    if (!c.forward_send_bytes) continue;
+    sent += static_cast<double>(c.message_bytes);
+    held += static_cast<double>(*c.forward_send_bytes);
+  }
+  if (sent > 0) f.forward_send_share = held / sent;
   return f;
 }
 

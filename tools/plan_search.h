@@ -46,6 +46,11 @@ struct CostFit {
   // most, the loss and norm all-reduces are taken as measured.
   double optimizer_ns_per_param = 0, clip_ns_per_param = 0;
   TimeNs loss_allreduce = 0, norm_allreduce = 0;
+  // How the profile's transport held message buffers (none: analytic), and
+  // what a forward send holds as a share of its message (1: a copy; 0: the
+  // outputs themselves), over the stages whose send the profile measured.
+  std::optional<MessageMemory> messages;
+  double forward_send_share = 1;
 };
 // Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
 CostFit AnalyticFit(double flops_per_second);

@@ -87,6 +87,13 @@ void C10dTransport::DropFinishedSends() {
                sends_.end());
 }
 
+Transport::BufferRules C10dTransport::Buffers() const {
+  BufferRules rules;
+  rules.sends_freed_after_delivery = group_->backend == Backend::kNccl;
+  rules.receives_allocated_when_posted = format_ == WireFormat::kKnownShapes;
+  return rules;
+}
+
 size_t C10dTransport::SendsInFlight() {
   DropFinishedSends();
   return sends_.size();

@@ -61,6 +61,10 @@ class C10dTransport : public Transport {
   void PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) override;
   TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
   void WaitSends(std::chrono::milliseconds timeout) override;
+  // NCCL's sends report completion without being waited for (Gloo's do
+  // not); the known-shapes format allocates each receive when posted, the
+  // header format when its header has arrived.
+  BufferRules Buffers() const override;
   // With per-direction groups: creates the communicators of each pair and
   // direction now, one exchange of one byte each, pairs in (lower rank,
   // higher rank) order, up before down. NCCL creates a pair's communicator in

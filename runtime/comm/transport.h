@@ -40,6 +40,17 @@ class Transport {
   virtual void Connect(const std::vector<RankId>& peers, std::chrono::milliseconds timeout) {
     (void)peers, (void)timeout;
   }
+
+  // How long this transport keeps message buffers, which the cost model's
+  // memory rules describe (sim MessageMemory, written by `pplab profile`).
+  struct BufferRules {
+    // A sent message's buffer is freed by the first Send after the message
+    // was delivered; false: only by WaitSends, at the step's end.
+    bool sends_freed_after_delivery = false;
+    // A receive's buffer exists from PostRecv; false: from WaitRecv.
+    bool receives_allocated_when_posted = false;
+  };
+  virtual BufferRules Buffers() const { return {}; }
 };
 
 // True when `tensors` have exactly the dtypes and shapes of `spec`.

@@ -31,6 +31,7 @@ class WireCastTransport : public Transport {
   // The message with its wire-dtype tensors as float32 again.
   TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
   void WaitSends(std::chrono::milliseconds timeout) override { inner_->WaitSends(timeout); }
+  BufferRules Buffers() const override { return inner_->Buffers(); }
   void Connect(const std::vector<RankId>& peers, std::chrono::milliseconds timeout) override {
     inner_->Connect(peers, timeout);
   }

@@ -115,7 +115,8 @@ struct StageInput {
 std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& placement, RankId rank,
                                                      const std::map<StageId, Stage*>& stages,
                                                      const MicrobatchData& data, const LossFn& loss, double loss_scale,
-                                                     Transport& transport, const ProfileOptions& options,
+                                                     Transport& transport, MemoryMeter& meter,
+                                                     const ProfileOptions& options,
                                                      std::map<StageId, StageProfile>& profiles) {
   const std::chrono::milliseconds timeout = options.comm_timeout;
   const int S = static_cast<int>(placement.size());
@@ -147,7 +148,12 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
         if (t.defined() && at::isFloatingType(t.scalar_type())) in.output_grads.push_back(torch::randn_like(t) * 1e-3);
       }
       in.grads_received = placement[s + 1] != rank;
-      if (in.grads_received) transport.Send(placement[s + 1], s + 1, slot.outputs);
+      if (in.grads_received) {
+        // What the transport holds beyond the outputs, which F keeps until B.
+        const Bytes before_send = meter.Live();
+        transport.Send(placement[s + 1], s + 1, slot.outputs);
+        p.forward_send_bytes = meter.Live() - before_send;
+      }
     }
     slot.output_grads = in.output_grads;
     RunBackwardAction(slot);
@@ -360,14 +366,15 @@ void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
 SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
   return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
 }
-constexpr size_t kStageWords = 25;
+constexpr size_t kStageWords = 26;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   out.insert(out.end(), {p.stage, p.rank});
   for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
     EncodeSpread(*x, out);
   }
   out.insert(out.end(), {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
-                         p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes});
+                         p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
+                         p.forward_send_bytes.value_or(-1)});
 }
 StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   StageProfile p;
@@ -386,6 +393,7 @@ StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   p.forward_transient_bytes = w.at(i + 5);
   p.backward_transient_bytes = w.at(i + 6);
   p.input_bytes = w.at(i + 7);
+  if (w.at(i + 8) >= 0) p.forward_send_bytes = w.at(i + 8);
   return p;
 }
 
@@ -461,7 +469,8 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   std::map<StageId, StageInput> inputs;
   phase("linking to the peers", [&] { transport.Connect(ProfilePeers(placement, rank), options.comm_timeout); });
   phase("forward through the pipeline", [&] {
-    inputs = ForwardThroughPipeline(placement, rank, stages, data, loss, loss_scale, transport, options, profiles);
+    inputs =
+        ForwardThroughPipeline(placement, rank, stages, data, loss, loss_scale, transport, meter, options, profiles);
   });
   if (options.turns < 1 || options.turn < 0 || options.turn >= options.turns) {
     throw Error(who + ": turn " + std::to_string(options.turn) + " of " + std::to_string(options.turns));
@@ -542,6 +551,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     }
   });
   ProfileResult result;
+  result.buffers = transport.Buffers();
   const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
   if (world_rank != 0) {
     for (const auto& [s, p] : profiles) result.stages.push_back(p);

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "runtime/comm/c10d_transport.h"
@@ -95,6 +96,10 @@ struct StageProfile {
   // during F above what F leaves allocated, and during B above what was
   // live when B started (temporaries freed before the action ends).
   Bytes forward_transient_bytes = 0, backward_transient_bytes = 0;
+  // Bytes the transport's Send of the forward message added to what was
+  // live (a copy of the outputs, or nothing when it sends them as they
+  // are); unset when the next stage is on this rank.
+  std::optional<Bytes> forward_send_bytes;
 };
 
 struct LinkSample {
@@ -123,6 +128,7 @@ struct ProfileResult {
   std::vector<LinkProfile> links;          // rank 0: one per pair of neighbouring ranks
   std::vector<double> action_overhead_ms;  // rank 0: per pipeline rank, executor time per action outside F/B
   std::vector<StepProfile> step;           // rank 0: per world rank; elsewhere: this rank's
+  Transport::BufferRules buffers;          // how the transport holds message buffers
 };
 
 // Profiles pipeline rank `rank`'s `stages` (placement[s] = rank of stage s).

@@ -486,3 +486,120 @@ TEST_CASE("a stage's measured reduce_grad_ms replaces the ring formula of REDUCE
 }
 
 }  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// Two ranks of GPipe, M=2: F 1000 ns, B 2000 ns, 1000 activation bytes, 100-byte messages
+// that take 100 ns, and the transport's rules for message buffers.
+SimResult GPipeWithMessages(const std::optional<MessageMemory>& messages, std::optional<Bytes> forward_send) {
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.activation_bytes = 1000;
+  c.message_bytes = 100;
+  c.forward_send_bytes = forward_send;
+  CostModel costs = CostModel::Uniform(2, c, Link{100, 0});
+  costs.SetMessages(messages);
+  return Simulate(Lower(GenerateGPipe(2, 2)), costs);
+}
+
+// Rank r's memory after its samples up to and including time t.
+Bytes HeldAt(const SimResult& r, RankId rank, TimeNs t) {
+  Bytes held = 0;
+  for (const MemorySample& s : r.timeline.memory) {
+    if (s.rank == rank && s.time <= t) held = s.bytes;
+  }
+  return held;
+}
+
+}  // namespace
+
+TEST_CASE("message buffers freed at the step's end and allocated at use (Gloo) count in the peak", "[sim]") {
+  // Rank 0: F m0 [0,1000], SEND_F (100 B held to the end), F m1 [1000,2000]
+  // with 1000 + 100 + 1000 live, SEND_F (+100: 2200). Rank 1 runs F at
+  // 1100 and 2100 and its B's at 3100-5100 and 5100-7100; each SEND_B
+  // arrives 100 ns later. Rank 0's first B (5200-7200) has the received
+  // gradient allocated when it starts: 2200 + 100.
+  const MessageMemory gloo{MessageMemory::SentFreed::kStepEnd, MessageMemory::ReceivePosted::kAtUse};
+  const SimResult with = GPipeWithMessages(gloo, std::nullopt);
+  const SimResult without = GPipeWithMessages(std::nullopt, std::nullopt);
+  CHECK(without.per_rank[0].peak_activation_bytes == 2000);
+  CHECK(with.per_rank[0].peak_activation_bytes == 2300);
+  CHECK(HeldAt(with, 0, 2000) == 2200);
+  // Rank 1 (the last stage) holds its input gradients from each B's end:
+  // 1000 + 100 after the first, 100 + 100 after the second.
+  CHECK(HeldAt(with, 1, 5100) == 1100);
+  CHECK(HeldAt(with, 1, 7100) == 200);
+  CHECK(with.per_rank[1].peak_activation_bytes == 2000);
+  // Everything is freed by the step's end; times are unchanged.
+  CHECK(with.timeline.memory.back().bytes == 0);
+  CHECK(HeldAt(with, 0, with.makespan) == 0);
+  CHECK(with.makespan == without.makespan);
+}
+
+TEST_CASE("message buffers freed after delivery and posted one action ahead (NCCL) count where they live", "[sim]") {
+  // NCCL sends a view of outputs F keeps anyway: a SEND_F holds nothing
+  // more. Rank 0 posts its first gradient receive with F m1 (2100 live
+  // during it) and its second with its first B: 1000 + 1000 + 100 + 100.
+  const MessageMemory nccl{MessageMemory::SentFreed::kNextSendAfterDelivery,
+                           MessageMemory::ReceivePosted::kOneActionAhead};
+  const SimResult r = GPipeWithMessages(nccl, Bytes{0});
+  CHECK(r.per_rank[0].peak_activation_bytes == 2200);
+  CHECK(HeldAt(r, 0, 1000) == 2100);
+  // Rank 1 posts RECV_F m0 at the step's start (no compute before it) and
+  // RECV_F m1 with F m0, whose received input then counts in F's own bytes.
+  CHECK(HeldAt(r, 1, 0) == 100);
+  CHECK(HeldAt(r, 1, 1100) == 1100);
+  CHECK(HeldAt(r, 1, 2100) == 2000);
+  // Its first SEND_B's gradients (100) are freed by the second SEND_B at
+  // 7100, after their delivery at 5200: 100 held after it, 0 at the end.
+  CHECK(HeldAt(r, 1, 7100) == 100);
+  CHECK(r.timeline.memory.back().bytes == 0);
+  // With Gloo's rules rank 0's forwards would hold 200 bytes more.
+  const MessageMemory gloo{MessageMemory::SentFreed::kStepEnd, MessageMemory::ReceivePosted::kAtUse};
+  CHECK(GPipeWithMessages(gloo, Bytes{0}).per_rank[0].peak_activation_bytes == 2100);
+}
+
+TEST_CASE("input gradients handed to the previous stage on the same rank are held until its B ends", "[sim]") {
+  // K=1, v=2, M=1: F s0, F s1, B s1, B s0. After B s1 the rank holds
+  // stage 0's activations and the 100-byte input gradient of stage 1.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.activation_bytes = 1000;
+  c.message_bytes = 100;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  costs.SetMessages(MessageMemory{});
+  const SimResult r = Simulate(Lower(GenerateInterleaved1F1B(1, 1, 2)), costs);
+  CHECK(HeldAt(r, 0, 4000) == 1100);
+  CHECK(HeldAt(r, 0, 6000) == 0);
+}
+
+TEST_CASE("message_memory and forward_send_bytes round-trip through the cost file and are checked", "[sim]") {
+  StageCost c;
+  c.forward = 1;
+  c.backward = 2;
+  c.forward_send_bytes = 0;
+  CostModel m = CostModel::Uniform(2, c, {});
+  m.SetMessages(MessageMemory{MessageMemory::SentFreed::kNextSendAfterDelivery,
+                              MessageMemory::ReceivePosted::kOneActionAhead});
+  const CostModel back = CostModel::FromJson(m.ToJson(), "t");
+  REQUIRE(back.Messages());
+  CHECK(back.Messages()->sent_freed == MessageMemory::SentFreed::kNextSendAfterDelivery);
+  CHECK(back.Messages()->receive_posted == MessageMemory::ReceivePosted::kOneActionAhead);
+  CHECK(back.Stage(1).forward_send_bytes == Bytes{0});
+  CHECK_FALSE(CostModel::FromJson(CostModel::Uniform(2, c, {}).ToJson(), "t").Messages());
+  const std::string base = R"({"format": "pplab.cost", "version": 1, "num_stages": 2,
+      "default": {"forward_ms": 1, "backward_ms": 2}, "message_memory": )";
+  CHECK_THROWS_WITH(CostModel::FromJson(base + R"({"sent_freed": "never", "receive_posted": "at_use"}})", "c.json"),
+                    "c.json: message_memory.sent_freed must be \"step_end\" or \"next_send_after_delivery\", "
+                    "got \"never\"");
+  CHECK_THROWS_WITH(CostModel::FromJson(base + R"({"sent_freed": "step_end"}})", "c.json"),
+                    "c.json: message_memory.receive_posted must be \"at_use\" or \"one_action_ahead\"");
+  CHECK_THROWS_WITH(CostModel::FromJson(base + R"({"sent_freed": "step_end", "receive_posted": "at_use", "x": 1}})",
+                                        "c.json"),
+                    "c.json: message_memory: unknown field 'x'");
+}
+
+}  // namespace pplab

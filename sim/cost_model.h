@@ -53,6 +53,15 @@ struct StageCost {
   // what it holds, alive only while it runs (e.g. the logits' gradient of
   // the last stage's B). Counted in the peak, not in what is held after.
   Bytes workspace_bytes = 0;
+  // The same for F alone and for B, I and W alone, where they differ (the
+  // last stage's B holds the logits' gradient, its F does not); unset:
+  // workspace_bytes. WorkspaceOf resolves them.
+  std::optional<Bytes> forward_workspace_bytes, backward_workspace_bytes;
+  Bytes WorkspaceOf(ActionKind kind) const {
+    const std::optional<Bytes>& own =
+        kind == ActionKind::kForward ? forward_workspace_bytes : backward_workspace_bytes;
+    return own.value_or(workspace_bytes);
+  }
   // The activations a recomputed stage rebuilds in its B or I
   // (sim/recompute.h): held while a B or I runs, above what it holds before
   // (then, after an I, kept for W as weight_grad_bytes). 0 for a stage that
@@ -65,6 +74,13 @@ struct StageCost {
   // Unset: message_bytes on every stage but the first, whose inputs are the
   // batch's tokens (0).
   std::optional<Bytes> input_bytes;
+  // Whether activation_bytes was measured with the stage's input received
+  // from another rank, so that it holds its own copy of the input (true),
+  // or handed over on the rank, shared with the previous stage's outputs
+  // (false). When a plan feeds the stage the other way, F holds
+  // input_bytes less or more (`pplab profile` says which). Unset: taken as
+  // it is.
+  std::optional<bool> activation_includes_input;
   // What one SEND_F of this stage holds on its rank beyond the rank's own
   // activations, while the transport keeps the message (MessageMemory): a
   // copy of the outputs (Gloo), or nothing where the transport sends a view

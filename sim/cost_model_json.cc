@@ -62,7 +62,8 @@ void CheckMedian(const std::optional<TimeNs>& median, const std::optional<Spread
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
-             "weight_grad_bytes", "workspace_bytes", "recomputed_bytes", "message_bytes", "input_bytes", "forward_send_bytes",
+             "weight_grad_bytes", "workspace_bytes", "forward_workspace_bytes", "backward_workspace_bytes",
+             "recomputed_bytes", "message_bytes", "input_bytes", "activation_includes_input", "forward_send_bytes",
              "forward_backward_ms",
              "overlap_penalty_ms", "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms",
              "backward_p90_ms",
@@ -87,6 +88,18 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   bytes("message_bytes", cost.message_bytes);
   if (obj.contains("input_bytes")) {
     cost.input_bytes = static_cast<Bytes>(std::llround(NonNegative(obj, "input_bytes", at, kMaxBytes)));
+  }
+  for (const auto& [key, out] : {std::pair<const char*, std::optional<Bytes>*>{"forward_workspace_bytes",
+                                                                               &cost.forward_workspace_bytes},
+                                 {"backward_workspace_bytes", &cost.backward_workspace_bytes}}) {
+    if (obj.contains(key)) *out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at, kMaxBytes)));
+  }
+  if (obj.contains("activation_includes_input")) {
+    if (!obj["activation_includes_input"].is_boolean()) {
+      throw Error(at + ".activation_includes_input must be true or false, got " +
+                  obj["activation_includes_input"].dump());
+    }
+    cost.activation_includes_input = obj["activation_includes_input"].get<bool>();
   }
   if (obj.contains("forward_send_bytes")) {
     cost.forward_send_bytes =
@@ -230,9 +243,12 @@ json StageToJson(const StageCost& c) {
   j["activation_bytes"] = c.activation_bytes;
   j["weight_grad_bytes"] = c.weight_grad_bytes;
   if (c.workspace_bytes != 0) j["workspace_bytes"] = c.workspace_bytes;
+  if (c.forward_workspace_bytes) j["forward_workspace_bytes"] = *c.forward_workspace_bytes;
+  if (c.backward_workspace_bytes) j["backward_workspace_bytes"] = *c.backward_workspace_bytes;
   if (c.recomputed_bytes != 0) j["recomputed_bytes"] = c.recomputed_bytes;
   j["message_bytes"] = c.message_bytes;
   if (c.input_bytes) j["input_bytes"] = *c.input_bytes;
+  if (c.activation_includes_input) j["activation_includes_input"] = *c.activation_includes_input;
   if (c.forward_send_bytes) j["forward_send_bytes"] = *c.forward_send_bytes;
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);

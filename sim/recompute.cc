@@ -78,6 +78,10 @@ CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages,
       // The stage no longer keeps its outputs: a sent message's buffer is
       // the transport's alone, a copy or the outputs themselves.
       c.forward_send_bytes = c.message_bytes;
+      // What F keeps is its input, whichever way it came (a stage fed on
+      // its rank shares it with the previous stage's outputs while that
+      // stage keeps them: Engine::ActivationOf).
+      if (token_stages.count(s) == 0) c.activation_includes_input = true;
     }
     out.SetStage(s, c);
   }

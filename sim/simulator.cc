@@ -323,10 +323,10 @@ class Engine {
     Bytes during = bytes_[r], workspace = 0;
     for (const Action& part : parts) {
       const StageCost& sc = costs_.Stage(part.stage);
-      if (part.kind == ActionKind::kForward) during += sc.activation_bytes;
+      if (part.kind == ActionKind::kForward) during += ActivationOf(r, part.stage, part.microbatch);
       // A recomputed stage's B or I rebuilds its activations first.
       if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) during += sc.recomputed_bytes;
-      workspace = std::max(workspace, sc.workspace_bytes);
+      workspace = std::max(workspace, sc.WorkspaceOf(part.kind));
     }
     if (workspace > 0 || during > bytes_[r]) {
       rm.peak_activation_bytes = std::max(rm.peak_activation_bytes, during + workspace);
@@ -336,6 +336,22 @@ class Engine {
       for (const Action& part : parts) MessagesAtEnd(r, part, e.end);
     }
     return true;
+  }
+
+  // What F of (st, m) on rank r holds until its B or I: the stage's
+  // activation_bytes, less its input when that was measured received but
+  // comes from the previous stage on this rank, which keeps it as its
+  // outputs (unless recomputed: then it hands them over); more when it was
+  // measured handed over but is received here.
+  Bytes ActivationOf(RankId r, StageId st, MicrobatchId m) const {
+    const StageCost& c = costs_.Stage(st);
+    if (!c.activation_includes_input || st <= s_.FirstStage(m)) return c.activation_bytes;
+    const bool local = s_.placement[st - 1] == r;
+    const Bytes input = c.input_bytes.value_or(c.message_bytes);
+    const bool shared = local && costs_.Stage(st - 1).recomputed_bytes == 0;
+    if (*c.activation_includes_input && shared) return std::max<Bytes>(0, c.activation_bytes - input);
+    if (!*c.activation_includes_input && !local) return c.activation_bytes + input;
+    return c.activation_bytes;
   }
 
   // Message buffers (CostModel::Messages(), docs/cost-model.md "Message
@@ -433,7 +449,7 @@ class Engine {
         f_end_[Key(st, m)] = e.end;
         ++inflight_[r];
         rm.peak_inflight = std::max(rm.peak_inflight, inflight_[r]);
-        Sample(r, e.start, sc.activation_bytes);
+        Sample(r, e.start, ActivationOf(r, st, m));
         break;
       case KindMemory::kReleaseActivations:
       case KindMemory::kSwapActivationsForStash: {
@@ -443,7 +459,7 @@ class Engine {
         if (split) i_end_[Key(st, m)] = e.end;
         if (!split) ++grads_done_[st];
         --inflight_[r];
-        Sample(r, e.end, (split ? sc.weight_grad_bytes : 0) - sc.activation_bytes);
+        Sample(r, e.end, (split ? sc.weight_grad_bytes : 0) - ActivationOf(r, st, m));
         break;
       }
       default:  // W

@@ -132,11 +132,16 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                       {"weight_grad_bytes", p.weight_grad_bytes},
                       // The larger of F's and B's temporaries.
                       {"workspace_bytes", std::max(p.forward_transient_bytes, p.backward_transient_bytes)},
+                      // Each kind's own: F's, and B's (for B, I and W).
+                      {"forward_workspace_bytes", p.forward_transient_bytes},
+                      {"backward_workspace_bytes", p.backward_transient_bytes},
                       // What the stage sends: its outputs, or on the last stage its input gradient.
                       {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes},
                       // What the stage keeps from F to B when it is recomputed.
                       {"input_bytes", p.input_bytes}});
     if (p.forward_send_bytes) stage["forward_send_bytes"] = *p.forward_send_bytes;
+    // Whether activation_bytes counts a received input of the stage's own.
+    stage["activation_includes_input"] = p.input_received;
     stages.push_back(stage);
     extra_stages.push_back({{"stage", p.stage},
                             {"rank", p.rank},

@@ -366,7 +366,7 @@ void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
 SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
   return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
 }
-constexpr size_t kStageWords = 26;
+constexpr size_t kStageWords = 27;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   out.insert(out.end(), {p.stage, p.rank});
   for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
@@ -374,7 +374,7 @@ void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   }
   out.insert(out.end(), {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
                          p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
-                         p.forward_send_bytes.value_or(-1)});
+                         p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0});
 }
 StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   StageProfile p;
@@ -394,6 +394,7 @@ StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   p.backward_transient_bytes = w.at(i + 6);
   p.input_bytes = w.at(i + 7);
   if (w.at(i + 8) >= 0) p.forward_send_bytes = w.at(i + 8);
+  p.input_received = w.at(i + 9) != 0;
   return p;
 }
 
@@ -472,6 +473,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     inputs =
         ForwardThroughPipeline(placement, rank, stages, data, loss, loss_scale, transport, meter, options, profiles);
   });
+  for (const auto& [s, in] : inputs) profiles[s].input_received = in.received;
   if (options.turns < 1 || options.turn < 0 || options.turn >= options.turns) {
     throw Error(who + ": turn " + std::to_string(options.turn) + " of " + std::to_string(options.turns));
   }

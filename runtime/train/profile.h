@@ -100,6 +100,10 @@ struct StageProfile {
   // live (a copy of the outputs, or nothing when it sends them as they
   // are); unset when the next stage is on this rank.
   std::optional<Bytes> forward_send_bytes;
+  // Whether the stage's input came from another rank (then activation_bytes
+  // counts the stage's own copy of it), or from the previous stage on this
+  // rank or the batch.
+  bool input_received = false;
 };
 
 struct LinkSample {

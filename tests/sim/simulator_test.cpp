@@ -603,3 +603,30 @@ TEST_CASE("message_memory and forward_send_bytes round-trip through the cost fil
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("F and B count their own workspace where the stage gives each", "[sim]") {
+  // One rank, GPipe, M=2: F0 holds 1000 + 100 while it runs, F1 2000 + 100,
+  // the first B 2000 + 300 (workspace_bytes only stands in for a kind
+  // that has none of its own).
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.activation_bytes = 1000;
+  c.workspace_bytes = 5000;
+  c.forward_workspace_bytes = 100;
+  c.backward_workspace_bytes = 300;
+  CHECK(Simulate(Lower(GenerateGPipe(1, 2)), CostModel::Uniform(1, c, {})).per_rank[0].peak_activation_bytes == 2300);
+  c.backward_workspace_bytes.reset();  // B falls back to workspace_bytes
+  CHECK(Simulate(Lower(GenerateGPipe(1, 2)), CostModel::Uniform(1, c, {})).per_rank[0].peak_activation_bytes == 7000);
+  // An OVERLAP_F_B holds the larger of its F's and its B's.
+  c.backward_workspace_bytes = 300;
+  CHECK(c.WorkspaceOf(ActionKind::kForward) == 100);
+  CHECK(c.WorkspaceOf(ActionKind::kBackwardWeight) == 300);
+  const CostModel back = CostModel::FromJson(CostModel::Uniform(2, c, {}).ToJson(), "t");
+  CHECK(back.Stage(1).forward_workspace_bytes == Bytes{100});
+  CHECK(back.Stage(1).backward_workspace_bytes == Bytes{300});
+}
+
+}  // namespace pplab

@@ -63,6 +63,13 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK(doc["stages"][1]["message_bytes"].get<int64_t>() == B * L * C * 4 + 512);
   CHECK(doc["stages"][0]["input_bytes"].get<int64_t>() == 0);
   CHECK(doc["stages"][1]["input_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8);
+  // Gloo's send keeps a copy of the message and its header until the step's
+  // end, and the last stage sends no forward message.
+  CHECK(doc["stages"][0]["forward_send_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
+  CHECK_FALSE(doc["stages"][1].contains("forward_send_bytes"));
+  CHECK(doc["message_memory"] == nlohmann::json{{"sent_freed", "step_end"}, {"receive_posted", "at_use"}});
+  REQUIRE(costs.Messages());
+  CHECK(costs.Messages()->sent_freed == MessageMemory::SentFreed::kStepEnd);
   CHECK(doc["link"]["latency_ms"].get<double>() > 0);
   CHECK(doc["link"]["bandwidth_gbps"].get<double>() >= 0);
   const auto& meta = doc["meta"];
@@ -104,34 +111,40 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
 }
 
 TEST_CASE("the profile's activation bytes predict the executor's measured peak", "[profile]") {
-  const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/profile_peak.json";
-  const PplabRun p =
-      Pplab("profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --warmup 0 --repeats 1 -o " + path);
-  INFO(p.out);
-  REQUIRE(p.code == 0);
-  for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
-    const PplabRun sim = Pplab(std::string("simulate -s ") + schedule + " -k 2 -m 4 --cost " + path + " --json");
-    const PplabRun train =
-        Pplab(std::string("train -s ") + schedule +
-              " -k 2 -m 4 --model tiny --batch-size 8 --seq-len 16 --steps 2 --measure-memory --json --synthetic"
-              " --out '' -q --eval-every 0");
-    INFO(schedule << "\n" << sim.out << "\n" << train.out);
-    REQUIRE(sim.code == 0);
-    REQUIRE(train.code == 0);
-    const auto predicted = nlohmann::json::parse(sim.out)["per_rank"];
-    const auto measured =
-        nlohmann::json::parse(train.out.substr(train.out.find('{')))["measured_peak_activation_bytes"];
-    REQUIRE(measured.size() == 2);
-    for (int r = 0; r < 2; ++r) {
-      const double want = predicted[r]["peak_activation_bytes"].get<double>();
-      const double got = measured[r].get<double>();
-      std::printf("peak activation bytes %-6s rank %d: predicted %.0f, measured %.0f (%+.1f %%)\n", schedule, r, want,
-                  got, 100 * (want - got) / got);
-      // The stash plus the largest temporaries (workspace_bytes) is what the
-      // executor holds, but for sent payloads it keeps to the end of the
-      // step: within 10 % (the issue's target).
-      CHECK(want <= 1.1 * got);
-      CHECK(want >= 0.9 * got);
+  // One stage a rank, and two (interleaved, V-shaped with DualPipeV's overlap).
+  for (const auto& [virtual_stages, schedules] :
+       {std::pair<int, std::vector<std::string>>{1, {"gpipe", "1f1b", "zb-h1"}},
+        {2, {"interleaved-1f1b -v 2", "dualpipev"}}}) {
+    const std::string path =
+        std::string(PPLAB_TEST_TMP_DIR) + "/profile_peak_v" + std::to_string(virtual_stages) + ".json";
+    const PplabRun p = Pplab("profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --warmup 0 --repeats 1 -v " +
+                             std::to_string(virtual_stages) + " -o " + path);
+    INFO(p.out);
+    REQUIRE(p.code == 0);
+    for (const std::string& schedule : schedules) {
+      const PplabRun sim = Pplab("simulate -s " + schedule + " -k 2 -m 4 --cost " + path + " --json");
+      const PplabRun train =
+          Pplab("train -s " + schedule +
+                " -k 2 -m 4 --model tiny --batch-size 8 --seq-len 16 --steps 2 --measure-memory --json --synthetic"
+                " --out '' -q --eval-every 0");
+      INFO(schedule << "\n" << sim.out << "\n" << train.out);
+      REQUIRE(sim.code == 0);
+      REQUIRE(train.code == 0);
+      const auto predicted = nlohmann::json::parse(sim.out)["per_rank"];
+      const auto measured =
+          nlohmann::json::parse(train.out.substr(train.out.find('{')))["measured_peak_activation_bytes"];
+      REQUIRE(measured.size() == 2);
+      for (int r = 0; r < 2; ++r) {
+        const double want = predicted[r]["peak_activation_bytes"].get<double>();
+        const double got = measured[r].get<double>();
+        std::printf("peak activation bytes %-22s rank %d: predicted %.0f, measured %.0f (%+.2f %%)\n",
+                    schedule.c_str(), r, want, got, 100 * (want - got) / got);
+        // The stash, the largest temporaries (workspace_bytes) and the
+        // message buffers as Gloo holds them (message_memory) are what the
+        // executor holds: within 1 % (the issue's target is 10 %).
+        CHECK(want <= 1.01 * got);
+        CHECK(want >= 0.99 * got);
+      }
     }
   }
 }

@@ -81,6 +81,10 @@ struct StageCost {
   // input_bytes less or more (`pplab profile` says which). Unset: taken as
   // it is.
   std::optional<bool> activation_includes_input;
+  // The stage's input gradients of one microbatch as the executor holds
+  // them, before a cast to the wire's dtype (MessageMemory). Unset:
+  // message_bytes.
+  std::optional<Bytes> input_grad_bytes;
   // What one SEND_F of this stage holds on its rank beyond the rank's own
   // activations, while the transport keeps the message (MessageMemory): a
   // copy of the outputs (Gloo), or nothing where the transport sends a view

@@ -63,7 +63,8 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
              "weight_grad_bytes", "workspace_bytes", "forward_workspace_bytes", "backward_workspace_bytes",
-             "recomputed_bytes", "message_bytes", "input_bytes", "activation_includes_input", "forward_send_bytes",
+             "recomputed_bytes", "message_bytes", "input_bytes", "activation_includes_input", "input_grad_bytes",
+             "forward_send_bytes",
              "forward_backward_ms",
              "overlap_penalty_ms", "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms",
              "backward_p90_ms",
@@ -91,7 +92,8 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   }
   for (const auto& [key, out] : {std::pair<const char*, std::optional<Bytes>*>{"forward_workspace_bytes",
                                                                                &cost.forward_workspace_bytes},
-                                 {"backward_workspace_bytes", &cost.backward_workspace_bytes}}) {
+                                 {"backward_workspace_bytes", &cost.backward_workspace_bytes},
+                                 {"input_grad_bytes", &cost.input_grad_bytes}}) {
     if (obj.contains(key)) *out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at, kMaxBytes)));
   }
   if (obj.contains("activation_includes_input")) {
@@ -250,6 +252,7 @@ json StageToJson(const StageCost& c) {
   if (c.input_bytes) j["input_bytes"] = *c.input_bytes;
   if (c.activation_includes_input) j["activation_includes_input"] = *c.activation_includes_input;
   if (c.forward_send_bytes) j["forward_send_bytes"] = *c.forward_send_bytes;
+  if (c.input_grad_bytes) j["input_grad_bytes"] = *c.input_grad_bytes;
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;

@@ -51,6 +51,7 @@ class Engine {
     bytes_.assign(s.ranks, 0);
     held_sends_.assign(s.ranks, {});
     recv_held_.assign(2 * sm, 0);
+    computed_.assign(s.ranks, false);
     metrics_.resize(s.ranks);
     grads_done_.assign(S_, 0);
     gathered_.assign(S_, 0);
@@ -120,7 +121,7 @@ class Engine {
           if (arrival_[key] != kUnknown) Stuck(r, a, "sends a message that was already sent");
           const Bytes bytes = costs_.Stage(st).message_bytes;
           StartOnCommResource(r, ev, costs_.TransferTime(r, s_.placement[to], bytes));
-          HoldSent(r, fwd ? costs_.Stage(st).forward_send_bytes.value_or(bytes) : bytes, fwd, e.end);
+          HoldSent(r, fwd ? costs_.Stage(st).forward_send_bytes.value_or(bytes) : bytes, a, e.end);
           arrival_[key] = e.end;
           send_event_[key] = ev;
           ++messages_;
@@ -137,7 +138,7 @@ class Engine {
           e.start = e.end = clock_[r];  // end is set to the arrival in Finish()
           recv_event_[key] = ev;
           // Posted at the step's start: no compute action came before it.
-          if (PostedAhead() && recv_held_[key] == 0) HoldReceived(r, clock_[r], a);
+          if (PostedAhead() && !computed_[r]) HoldPosted(r, clock_[r], a);
           break;
         }
         default:
@@ -341,16 +342,15 @@ class Engine {
   // What F of (st, m) on rank r holds until its B or I: the stage's
   // activation_bytes, less its input when that was measured received but
   // comes from the previous stage on this rank, which keeps it as its
-  // outputs (unless recomputed: then it hands them over); more when it was
-  // measured handed over but is received here.
+  // outputs; more when it was measured shared so but is not here (received,
+  // or handed over by a recomputed previous stage, which keeps nothing).
   Bytes ActivationOf(RankId r, StageId st, MicrobatchId m) const {
     const StageCost& c = costs_.Stage(st);
     if (!c.activation_includes_input || st <= s_.FirstStage(m)) return c.activation_bytes;
-    const bool local = s_.placement[st - 1] == r;
     const Bytes input = c.input_bytes.value_or(c.message_bytes);
-    const bool shared = local && costs_.Stage(st - 1).recomputed_bytes == 0;
+    const bool shared = s_.placement[st - 1] == r && costs_.Stage(st - 1).recomputed_bytes == 0;
     if (*c.activation_includes_input && shared) return std::max<Bytes>(0, c.activation_bytes - input);
-    if (!*c.activation_includes_input && !local) return c.activation_bytes + input;
+    if (!*c.activation_includes_input && !shared) return c.activation_bytes + input;
     return c.activation_bytes;
   }
 
@@ -359,17 +359,17 @@ class Engine {
   bool PostedAhead() const {
     return costs_.Messages() && costs_.Messages()->receive_posted == MessageMemory::ReceivePosted::kOneActionAhead;
   }
-  // The bytes of the message `recv` receives: what its sending stage sends.
-  Bytes ReceivedBytes(const Action& recv) const { return costs_.Stage(PeerStage(recv)).message_bytes; }
-  void HoldReceived(RankId r, TimeNs t, const Action& recv) {
-    const size_t key = MsgKey(recv.kind == ActionKind::kRecvF, recv.stage, recv.microbatch);
-    recv_held_[key] = ReceivedBytes(recv);
-    Sample(r, t, recv_held_[key]);
+  // Stage st's input gradients of one microbatch as the executor holds them.
+  Bytes GradBytes(StageId st) const {
+    const StageCost& c = costs_.Stage(st);
+    return c.input_grad_bytes.value_or(c.message_bytes);
   }
-  void ReleaseReceived(RankId r, TimeNs t, bool forward, const Action& part) {
-    Bytes& held = recv_held_[MsgKey(forward, part.stage, part.microbatch)];
-    Sample(r, t, -held);
-    held = 0;
+  // A receive posted ahead: its buffer holds the wire bytes the sending
+  // stage sends, from the post until its consumer starts.
+  void HoldPosted(RankId r, TimeNs t, const Action& recv) {
+    const size_t key = MsgKey(recv.kind == ActionKind::kRecvF, recv.stage, recv.microbatch);
+    recv_held_[key] = costs_.Stage(PeerStage(recv)).message_bytes;
+    Sample(r, t, recv_held_[key]);
   }
   // Whether `part` (F, or B/I) takes its input from another rank's message.
   bool ReceivesForward(RankId r, const Action& part) const {
@@ -380,45 +380,47 @@ class Engine {
     return IsInputGrad(part.kind) && part.stage < s_.LastStage(part.microbatch) && s_.placement[part.stage + 1] != r;
   }
 
-  // At the start of compute action `a` (before its peak is taken): the
-  // receives posted with it (those before the next compute action in the
-  // program, when receives are posted ahead) get their buffers; an F's
-  // received input becomes part of its activations; a B's or I's received
-  // gradients, posted at use, are allocated now.
+  // At the start of a compute action (before its peak is taken): the
+  // receives posted with it, when receives are posted ahead (those before
+  // the next compute action in the program) get their buffers. Each part's
+  // received message becomes what the part uses: an F's input, which its
+  // activations hold from now; a B's or I's output gradients, as the
+  // transport hands them over (after a cast back from the wire's dtype),
+  // held until the B ends or the I's W ends.
   void MessagesAtStart(RankId r, const ComputeParts& parts, TimeNs start) {
+    computed_[r] = true;
     if (PostedAhead()) {
       const Program& program = s_.programs[r];
       for (size_t i = pc_[r] + 1; i < program.size() && !IsCompute(program[i].kind); ++i) {
-        if (IsRecv(program[i].kind)) HoldReceived(r, start, program[i]);
+        if (IsRecv(program[i].kind)) HoldPosted(r, start, program[i]);
       }
     }
     for (const Action& part : parts) {
-      if (ReceivesForward(r, part) && PostedAhead()) ReleaseReceived(r, start, true, part);
-      if (ReceivesGrads(r, part) && !PostedAhead()) HoldReceived(r, start, {ActionKind::kRecvB, part.stage, part.microbatch});
+      const bool forward = ReceivesForward(r, part);
+      if (!forward && !ReceivesGrads(r, part)) continue;
+      Bytes& posted = recv_held_[MsgKey(forward, part.stage, part.microbatch)];
+      Sample(r, start, (forward ? 0 : GradBytes(part.stage + 1)) - posted);
+      posted = 0;
     }
   }
 
-  // At the end of a B or I part: the output gradients it used are freed (a
-  // message's buffer, or the next stage's input gradients on this rank),
-  // and the input gradients it made are held until the previous stage's B
-  // on this rank uses them, or the transport frees the message they go in.
+  // At the end of a B, I or W part: a B frees the output gradients it used
+  // (a received message, or the next stage's input gradients on this
+  // rank), a W those its I used; a B or I holds the input gradients it made
+  // until the previous stage's B or I on this rank takes them, or its SEND_B.
   void MessagesAtEnd(RankId r, const Action& part, TimeNs end) {
-    if (!IsInputGrad(part.kind)) return;
     const StageId st = part.stage;
     const MicrobatchId m = part.microbatch;
-    if (ReceivesGrads(r, part)) {
-      ReleaseReceived(r, end, false, part);
-    } else if (st < s_.LastStage(m)) {
-      Sample(r, end, -costs_.Stage(st + 1).message_bytes);
-    }
-    if (st > s_.FirstStage(m)) Sample(r, end, costs_.Stage(st).message_bytes);
+    const bool frees_used = part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardWeight;
+    if (frees_used && st < s_.LastStage(m)) Sample(r, end, -GradBytes(st + 1));
+    if (IsInputGrad(part.kind) && st > s_.FirstStage(m)) Sample(r, end, GradBytes(st));
   }
 
   // A SEND issued on rank r at clock_[r], its message arriving at
-  // `delivered`: a forward message's buffer (`bytes`) is held from now (a
-  // backward one's input gradients are already held, since its B), until
-  // the transport frees it (MessageMemory::SentFreed).
-  void HoldSent(RankId r, Bytes bytes, bool forward, TimeNs delivered) {
+  // `delivered`: the transport holds `bytes` (a SEND_F's forward_send_bytes;
+  // a SEND_B's wire bytes, in place of the input gradients the executor
+  // drops) until it frees the message (MessageMemory::SentFreed).
+  void HoldSent(RankId r, Bytes bytes, const Action& send, TimeNs delivered) {
     if (!costs_.Messages()) return;
     std::vector<std::pair<TimeNs, Bytes>>& held = held_sends_[r];
     if (costs_.Messages()->sent_freed == MessageMemory::SentFreed::kNextSendAfterDelivery) {
@@ -432,7 +434,7 @@ class Engine {
                  held.end());
       Sample(r, clock_[r], -freed);
     }
-    if (forward) Sample(r, clock_[r], bytes);
+    Sample(r, clock_[r], bytes - (send.kind == ActionKind::kSendB ? GradBytes(send.stage) : 0));
     held.push_back({delivered, bytes});
   }
 
@@ -651,7 +653,8 @@ class Engine {
   std::vector<Bytes> bytes_;
   // Per rank: (delivery time, bytes) of each sent message its transport holds.
   std::vector<std::vector<std::pair<TimeNs, Bytes>>> held_sends_;
-  std::vector<Bytes> recv_held_;  // per message (MsgKey): the bytes its receive buffer holds now
+  std::vector<Bytes> recv_held_;  // per message (MsgKey): the bytes its posted receive buffer holds now
+  std::vector<bool> computed_;    // per rank: whether a compute action has started
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;
   long messages_ = 0;
@@ -669,7 +672,13 @@ void CheckTotals(const Schedule& s, const CostModel& costs, bool sampled) {
         // A drawn time is at most the top of its spread.
         time += static_cast<double>(sampled ? costs.SampleComputeTime(a, 1.0) : costs.ComputeTime(a));
         for (const Action& part : PartsOf(a)) {
-          if (part.kind == ActionKind::kForward) bytes += static_cast<double>(costs.Stage(part.stage).activation_bytes);
+          // What a part may hold: its activations with an input, temporaries
+          // and rebuilt activations, and an input and an output gradient.
+          const StageCost& c = costs.Stage(part.stage);
+          for (const Bytes b : {c.activation_bytes, c.input_bytes.value_or(c.message_bytes), c.WorkspaceOf(part.kind),
+                                c.recomputed_bytes, c.input_grad_bytes.value_or(c.message_bytes), c.message_bytes}) {
+            bytes += static_cast<double>(b);
+          }
           if (part.kind == ActionKind::kBackwardInput) {
             bytes += static_cast<double>(costs.Stage(part.stage).weight_grad_bytes);
           }
@@ -682,7 +691,8 @@ void CheckTotals(const Schedule& s, const CostModel& costs, bool sampled) {
         if (to < 0 || to >= s.stages) continue;  // reported when the action runs
         const Bytes message = costs.Stage(a.stage).message_bytes;
         time += static_cast<double>(costs.TransferTime(r, s.placement[to], message));
-        bytes += static_cast<double>(message);
+        // The message, and what its sender and receiver buffers hold.
+        bytes += static_cast<double>(2 * message + costs.Stage(a.stage).forward_send_bytes.value_or(message));
       }
     }
   }

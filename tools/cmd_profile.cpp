@@ -120,6 +120,15 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                         const ProfileResult& r, int threads, const DeviceMap& devices, int turns) {
   using nlohmann::json;
   json stages = json::array(), extra_stages = json::array();
+  // What a forward send held as a share of its message, over the stages
+  // whose send was measured: for the stages whose next stage was on their
+  // own rank here, but may not be in a plan.
+  double sent = 0, held = 0;
+  for (const StageProfile& p : r.stages) {
+    if (!p.forward_send_bytes) continue;
+    sent += static_cast<double>(p.forward_message_bytes);
+    held += static_cast<double>(*p.forward_send_bytes);
+  }
   for (const StageProfile& p : r.stages) {
     const bool last = p.stage == partition.NumStages() - 1;
     json stage = json::object();
@@ -139,7 +148,12 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                       {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes},
                       // What the stage keeps from F to B when it is recomputed.
                       {"input_bytes", p.input_bytes}});
-    if (p.forward_send_bytes) stage["forward_send_bytes"] = *p.forward_send_bytes;
+    if (p.forward_send_bytes) {
+      stage["forward_send_bytes"] = *p.forward_send_bytes;
+    } else if (!last && sent > 0) {
+      stage["forward_send_bytes"] = std::llround(held / sent * static_cast<double>(p.forward_message_bytes));
+    }
+    if (p.stage > 0) stage["input_grad_bytes"] = p.input_grad_bytes;
     // Whether activation_bytes counts a received input of the stage's own.
     stage["activation_includes_input"] = p.input_received;
     stages.push_back(stage);
@@ -154,8 +168,8 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
   }
   json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"step", StepJson(r.step)}};
   // How the transport that carried the messages holds their buffers
-  // (docs/cost-model.md, "Message buffers").
-  doc["message_memory"] = {
+  // (docs/cost-model.md, "Message buffers"); one pipeline rank had none.
+  if (o.ranks > 1) doc["message_memory"] = {
       {"sent_freed", r.buffers.sends_freed_after_delivery ? "next_send_after_delivery" : "step_end"},
       {"receive_posted", r.buffers.receives_allocated_when_posted ? "one_action_ahead" : "at_use"}};
   if (o.dp > 1) doc["data_parallel"] = {{"degree", o.dp}};

@@ -149,15 +149,20 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
       }
       in.grads_received = placement[s + 1] != rank;
       if (in.grads_received) {
-        // What the transport holds beyond the outputs, which F keeps until B.
+        // What the transport holds beyond the outputs, which F keeps until
+        // B. The earlier sends go first: a Send may free those delivered.
+        transport.WaitSends(timeout);
         const Bytes before_send = meter.Live();
         transport.Send(placement[s + 1], s + 1, slot.outputs);
-        p.forward_send_bytes = meter.Live() - before_send;
+        p.forward_send_bytes = std::max<Bytes>(0, meter.Live() - before_send);
       }
     }
     slot.output_grads = in.output_grads;
     RunBackwardAction(slot);
-    if (s > 0) p.backward_message_bytes = WireBytes(ToWire(slot.input_grads, options.wire_dtype), options.wire_format);
+    if (s > 0) {
+      p.backward_message_bytes = WireBytes(ToWire(slot.input_grads, options.wire_dtype), options.wire_format);
+      p.input_grad_bytes = FloatBytes(slot.input_grads);
+    }
   }
   transport.WaitSends(timeout);
   return result;
@@ -175,6 +180,10 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
     for (auto& [s, stage] : stages) {
       StageInput& in = inputs.at(s);
       StageSlot slot;
+      // The output gradient exists before `before`: what B or I uses of a
+      // message the cost model counts as the message's (MessageMemory),
+      // not as what F or I holds.
+      const TensorList output_grads = in.grads_received ? Clone(in.output_grads) : in.output_grads;
       const Bytes before = meter.Live();
       const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
       meter.ResetPeak();
@@ -183,7 +192,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
       });
       const Bytes activation = meter.Live() - before;
       const Bytes forward_transient = meter.Peak() - meter.Live();
-      slot.output_grads = in.grads_received ? Clone(in.output_grads) : in.output_grads;
+      slot.output_grads = output_grads;
       const Bytes before_backward = meter.Live();
       meter.ResetPeak();
       if (!split) {
@@ -366,7 +375,7 @@ void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
 SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
   return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
 }
-constexpr size_t kStageWords = 27;
+constexpr size_t kStageWords = 28;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   out.insert(out.end(), {p.stage, p.rank});
   for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
@@ -374,7 +383,7 @@ void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   }
   out.insert(out.end(), {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
                          p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
-                         p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0});
+                         p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0, p.input_grad_bytes});
 }
 StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   StageProfile p;
@@ -395,6 +404,7 @@ StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   p.input_bytes = w.at(i + 7);
   if (w.at(i + 8) >= 0) p.forward_send_bytes = w.at(i + 8);
   p.input_received = w.at(i + 9) != 0;
+  p.input_grad_bytes = w.at(i + 10);
   return p;
 }
 

@@ -78,8 +78,9 @@ struct StageProfile {
   // Allocated during F (plus a received input, which the transport allocates)
   // and still alive after it, with the graph alive: held until B or I.
   Bytes activation_bytes = 0;
-  // Allocated from the start of F (plus a received output gradient) and
-  // still alive after I, once the input gradient is sent: held until W.
+  // Allocated from the start of F and still alive after I, once the input
+  // gradient is sent: held until W (the output gradient, which I keeps
+  // for W too, not counted: the cost model holds it as a message's).
   Bytes weight_grad_bytes = 0;
   // Wire bytes (WireBytes, in ProfileOptions::wire_dtype) of the stage's
   // forward message (its outputs; 0 on the last stage) and backward message
@@ -104,6 +105,8 @@ struct StageProfile {
   // counts the stage's own copy of it), or from the previous stage on this
   // rank or the batch.
   bool input_received = false;
+  // Bytes of the floating-point input gradients B makes (0 on stage 0).
+  Bytes input_grad_bytes = 0;
 };
 
 struct LinkSample {

@@ -630,3 +630,94 @@ TEST_CASE("F and B count their own workspace where the stage gives each", "[sim]
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("an I keeps the output gradients it used until its W, as the executor does", "[sim]") {
+  // zb-h1, K=2, M=1, free links, Gloo's rules. Rank 0: F0 [0,1000] holds
+  // 1000, its SEND_F a 100-byte copy; I0 [3000,4000] gets the 100-byte
+  // gradient, then holds 500 for W0 in place of its 1000 of activations:
+  // 1000 + 100 + 100 - 1000 + 500 = 700 until W0 ends at 5000, which frees
+  // the gradient with its 500: the send's copy is left, until the step ends
+  // at the same time.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.backward_weight = 1000;
+  c.activation_bytes = 1000;
+  c.weight_grad_bytes = 500;
+  c.message_bytes = 100;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  costs.SetMessages(MessageMemory{});
+  const SimResult r = Simulate(Lower(GenerateZeroBubbleH1(2, 1)), costs);
+  CHECK(HeldAt(r, 0, 3000) == 1200);
+  CHECK(HeldAt(r, 0, 4000) == 700);
+  CHECK(HeldAt(r, 0, 4999) == 700);
+  std::vector<Bytes> at_end;
+  for (const MemorySample& m : r.timeline.memory) {
+    if (m.rank == 0 && m.time == 5000) at_end.push_back(m.bytes);
+  }
+  // W0 frees its 500, then the gradient, then the step's end the copy.
+  CHECK(at_end == std::vector<Bytes>{200, 100, 0});
+}
+
+TEST_CASE("gradients are held at their own size, messages at the wire's", "[sim]") {
+  // As bf16 on the wire does: 50-byte messages of 100-byte gradients. GPipe,
+  // K=2, M=2, Gloo's rules. Rank 1 (the last stage) holds its first B's
+  // input gradient (100) until its SEND_B, whose copy then holds 50: after
+  // the second B 100 + 50, and after the second SEND_B 50 + 50.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.activation_bytes = 1000;
+  c.message_bytes = 50;
+  c.input_grad_bytes = 100;
+  CostModel costs = CostModel::Uniform(2, c, Link{100, 0});
+  costs.SetMessages(MessageMemory{});
+  const SimResult r = Simulate(Lower(GenerateGPipe(2, 2)), costs);
+  // Rank 1: B's at 3100-5100 and 5100-7100, each SEND_B as its B ends.
+  CHECK(HeldAt(r, 1, 5100) == 1000 + 50);
+  CHECK(HeldAt(r, 1, 7100) == 50 + 50);
+  // Rank 0 holds two 50-byte sent copies; its first B (5200-7200) holds the
+  // received gradient as 100 bytes: 2000 + 100 + 100.
+  CHECK(r.per_rank[0].peak_activation_bytes == 2200);
+  CHECK(r.timeline.memory.back().bytes == 0);
+}
+
+TEST_CASE("a stage fed on its rank holds its input only where the previous stage does not", "[sim]") {
+  // K=1, v=2, M=1 (F s0, F s1, B s1, B s0); no message rules. Stage 1's
+  // 1000 activation bytes were measured with a received input of 300.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.activation_bytes = 1000;
+  c.input_bytes = 300;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  const Schedule k1 = Lower(GenerateInterleaved1F1B(1, 1, 2));
+  CHECK(Simulate(k1, costs).per_rank[0].peak_activation_bytes == 2000);  // taken as it is
+  StageCost s1 = c;
+  s1.activation_includes_input = true;
+  costs.SetStage(1, s1);
+  // Stage 0 keeps its outputs, which are stage 1's input: 1000 + 700.
+  CHECK(Simulate(k1, costs).per_rank[0].peak_activation_bytes == 1700);
+  // A recomputed stage 0 hands them over and keeps only its own input (0
+  // on the first stage here): stage 1 holds all of its 1000 again (700 if
+  // it were shared), and so does stage 0's B, which rebuilds its 1000.
+  StageCost s0 = c;
+  s0.activation_bytes = 0;
+  s0.recomputed_bytes = 1000;
+  costs.SetStage(0, s0);
+  CHECK(Simulate(k1, costs).per_rank[0].peak_activation_bytes == 1000);
+  s0.recomputed_bytes = 10;  // now only stage 1's F shows it
+  costs.SetStage(0, s0);
+  CHECK(Simulate(k1, costs).per_rank[0].peak_activation_bytes == 1000);
+  // Measured handed over, run received (K=2): F s1 holds 300 more.
+  costs = CostModel::Uniform(2, c, Link{});
+  s1.activation_includes_input = false;
+  costs.SetStage(1, s1);
+  CHECK(Simulate(Lower(GenerateGPipe(2, 1)), costs).per_rank[1].peak_activation_bytes == 1300);
+  // It round-trips through the file.
+  CHECK(CostModel::FromJson(costs.ToJson(), "t").Stage(1).activation_includes_input == false);
+}
+
+}  // namespace pplab

@@ -67,6 +67,11 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   // end, and the last stage sends no forward message.
   CHECK(doc["stages"][0]["forward_send_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
   CHECK_FALSE(doc["stages"][1].contains("forward_send_bytes"));
+  // The last stage's input gradient (B,L,C) float32; its input came from rank 0.
+  CHECK(doc["stages"][1]["input_grad_bytes"].get<int64_t>() == B * L * C * 4);
+  CHECK_FALSE(doc["stages"][0].contains("input_grad_bytes"));
+  CHECK(doc["stages"][0]["activation_includes_input"] == false);
+  CHECK(doc["stages"][1]["activation_includes_input"] == true);
   CHECK(doc["message_memory"] == nlohmann::json{{"sent_freed", "step_end"}, {"receive_posted", "at_use"}});
   REQUIRE(costs.Messages());
   CHECK(costs.Messages()->sent_freed == MessageMemory::SentFreed::kStepEnd);
@@ -178,6 +183,8 @@ TEST_CASE("profile with --dp 2 measures each stage's REDUCE_GRAD and the simulat
   CHECK(r.out.find("REDUCE_GRAD over 2 replicas") != std::string::npos);
   const auto doc = nlohmann::json::parse(ReadTextFile(path));
   CHECK(doc["data_parallel"]["degree"] == 2);
+  // One pipeline rank sends no messages: no transport rules to record.
+  CHECK_FALSE(doc.contains("message_memory"));
   const auto& st = doc["stages"][0];
   CHECK(st["reduce_grad_ms"].get<double>() > 0);
   CHECK(st["reduce_grad_p10_ms"].get<double>() <= st["reduce_grad_ms"].get<double>());

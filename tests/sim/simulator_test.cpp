@@ -490,13 +490,19 @@ TEST_CASE("a stage's measured reduce_grad_ms replaces the ring formula of REDUCE
 namespace pplab {
 namespace {
 
-// Two ranks of GPipe, M=2: F 1000 ns, B 2000 ns, 1000 activation bytes, 100-byte messages
-// that take 100 ns, and the transport's rules for message buffers.
-SimResult GPipeWithMessages(const std::optional<MessageMemory>& messages, std::optional<Bytes> forward_send) {
+// A stage of F 1000 ns and B 2000 ns that holds 1000 activation bytes.
+StageCost StageOfThousand() {
   StageCost c;
   c.forward = 1000;
   c.backward = 2000;
   c.activation_bytes = 1000;
+  return c;
+}
+
+// Two ranks of GPipe, M=2: F 1000 ns, B 2000 ns, 1000 activation bytes, 100-byte messages
+// that take 100 ns, and the transport's rules for message buffers.
+SimResult GPipeWithMessages(const std::optional<MessageMemory>& messages, std::optional<Bytes> forward_send) {
+  StageCost c = StageOfThousand();
   c.message_bytes = 100;
   c.forward_send_bytes = forward_send;
   CostModel costs = CostModel::Uniform(2, c, Link{100, 0});
@@ -564,10 +570,7 @@ TEST_CASE("message buffers freed after delivery and posted one action ahead (NCC
 TEST_CASE("input gradients handed to the previous stage on the same rank are held until its B ends", "[sim]") {
   // K=1, v=2, M=1: F s0, F s1, B s1, B s0. After B s1 the rank holds
   // stage 0's activations and the 100-byte input gradient of stage 1.
-  StageCost c;
-  c.forward = 1000;
-  c.backward = 2000;
-  c.activation_bytes = 1000;
+  StageCost c = StageOfThousand();
   c.message_bytes = 100;
   CostModel costs = CostModel::Uniform(2, c, Link{});
   costs.SetMessages(MessageMemory{});
@@ -602,25 +605,17 @@ TEST_CASE("message_memory and forward_send_bytes round-trip through the cost fil
                     "c.json: message_memory: unknown field 'x'");
 }
 
-}  // namespace pplab
-
-namespace pplab {
-
 TEST_CASE("F and B count their own workspace where the stage gives each", "[sim]") {
   // One rank, GPipe, M=2: F0 holds 1000 + 100 while it runs, F1 2000 + 100,
   // the first B 2000 + 300 (workspace_bytes only stands in for a kind
   // that has none of its own).
-  StageCost c;
-  c.forward = 1000;
-  c.backward = 2000;
-  c.activation_bytes = 1000;
+  StageCost c = StageOfThousand();
   c.workspace_bytes = 5000;
   c.forward_workspace_bytes = 100;
   c.backward_workspace_bytes = 300;
   CHECK(Simulate(Lower(GenerateGPipe(1, 2)), CostModel::Uniform(1, c, {})).per_rank[0].peak_activation_bytes == 2300);
   c.backward_workspace_bytes.reset();  // B falls back to workspace_bytes
   CHECK(Simulate(Lower(GenerateGPipe(1, 2)), CostModel::Uniform(1, c, {})).per_rank[0].peak_activation_bytes == 7000);
-  // An OVERLAP_F_B holds the larger of its F's and its B's.
   c.backward_workspace_bytes = 300;
   CHECK(c.WorkspaceOf(ActionKind::kForward) == 100);
   CHECK(c.WorkspaceOf(ActionKind::kBackwardWeight) == 300);
@@ -629,10 +624,6 @@ TEST_CASE("F and B count their own workspace where the stage gives each", "[sim]
   CHECK(back.Stage(1).backward_workspace_bytes == Bytes{300});
 }
 
-}  // namespace pplab
-
-namespace pplab {
-
 TEST_CASE("an I keeps the output gradients it used until its W, as the executor does", "[sim]") {
   // zb-h1, K=2, M=1, free links, Gloo's rules. Rank 0: F0 [0,1000] holds
   // 1000, its SEND_F a 100-byte copy; I0 [3000,4000] gets the 100-byte
@@ -640,11 +631,8 @@ TEST_CASE("an I keeps the output gradients it used until its W, as the executor 
   // 1000 + 100 + 100 - 1000 + 500 = 700 until W0 ends at 5000, which frees
   // the gradient with its 500: the send's copy is left, until the step ends
   // at the same time.
-  StageCost c;
-  c.forward = 1000;
-  c.backward = 2000;
+  StageCost c = StageOfThousand();
   c.backward_weight = 1000;
-  c.activation_bytes = 1000;
   c.weight_grad_bytes = 500;
   c.message_bytes = 100;
   CostModel costs = CostModel::Uniform(2, c, Link{});
@@ -666,10 +654,7 @@ TEST_CASE("gradients are held at their own size, messages at the wire's", "[sim]
   // K=2, M=2, Gloo's rules. Rank 1 (the last stage) holds its first B's
   // input gradient (100) until its SEND_B, whose copy then holds 50: after
   // the second B 100 + 50, and after the second SEND_B 50 + 50.
-  StageCost c;
-  c.forward = 1000;
-  c.backward = 2000;
-  c.activation_bytes = 1000;
+  StageCost c = StageOfThousand();
   c.message_bytes = 50;
   c.input_grad_bytes = 100;
   CostModel costs = CostModel::Uniform(2, c, Link{100, 0});
@@ -687,10 +672,7 @@ TEST_CASE("gradients are held at their own size, messages at the wire's", "[sim]
 TEST_CASE("a stage fed on its rank holds its input only where the previous stage does not", "[sim]") {
   // K=1, v=2, M=1 (F s0, F s1, B s1, B s0); no message rules. Stage 1's
   // 1000 activation bytes were measured with a received input of 300.
-  StageCost c;
-  c.forward = 1000;
-  c.backward = 2000;
-  c.activation_bytes = 1000;
+  StageCost c = StageOfThousand();
   c.input_bytes = 300;
   CostModel costs = CostModel::Uniform(2, c, Link{});
   const Schedule k1 = Lower(GenerateInterleaved1F1B(1, 1, 2));

@@ -103,7 +103,11 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(o.config, p, s, mb, o.seq_len, o.precision));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len, o.precision));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision));
-    if (f.messages) c.forward_send_bytes = Ns(f.forward_send_share * static_cast<double>(c.message_bytes));
+    if (f.messages) {
+      c.forward_send_bytes = Ns(f.forward_send_share * static_cast<double>(c.message_bytes));
+      // The input gradient (mb, seq_len, hidden) as the executor holds it: fp32.
+      c.input_grad_bytes = Ns(4.0 * mb * o.seq_len * o.config.hidden_size);
+    }
     c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len));
     c.param_bytes = 4 * StageParams(o.config, p, s);  // fp32 gradients, what REDUCE_GRAD sums
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,

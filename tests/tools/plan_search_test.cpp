@@ -539,4 +539,23 @@ TEST_CASE("plan costs each candidate's optimizer by the parameters of its larges
   CHECK(checked == static_cast<int>(with.fitting.size()));
 }
 
+
+TEST_CASE("plan: a profile's message rules and send share carry into fitted candidates", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  // Stage 0's send held half its message; stage 1 sends no forward message.
+  const std::string stages =
+      R"({"forward_ms": 1, "backward_ms": 2, "message_bytes": 1000, "forward_send_bytes": 500},
+         {"forward_ms": 1, "backward_ms": 2, "message_bytes": 1000})";
+  const CostModel profile = CostModel::FromJson(
+      ProfileJson(c, stages, "",
+                  R"("message_memory": {"sent_freed": "next_send_after_delivery", "receive_posted": "at_use"}, )"),
+      "cost.json");
+  const CostFit fit = FitProfile(profile, c);
+  REQUIRE(fit.messages);
+  CHECK(fit.messages->sent_freed == MessageMemory::SentFreed::kNextSendAfterDelivery);
+  CHECK(fit.forward_send_share == Approx(0.5));
+  // Without a profile (analytic costs), messages hold no memory.
+  CHECK_FALSE(AnalyticFit(1e9).messages);
+}
+
 }  // namespace pplab::cli

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Peak memory, predicted against measured (issue 12's 10 % target): for each
+# configuration, `pplab profile` at the microbatch size (once more with
+# `--virtual 2` for the plans with two stages a rank), then for each plan
+# `pplab simulate --cost` (the predicted peak activation bytes per rank) and
+# `pplab train --measure-memory` (2 steps, synthetic tokens; what the
+# executor held). Memory is deterministic, so one run tells. Prints a
+# Markdown table, one row per plan and configuration, and how many ranks are
+# within 10 % and within 1 %.
+#
+# Usage, from the project's root after building:
+#   bash tools/bench/memory_bench.sh [--pplab build/pplab] [--model small] [--ranks 2] [--seq-len 128]
+#                                    [--configs 2:8:none,4:4:all,4:4:none] [--plans LIST] [--device cpu|cuda]
+#   --configs L  comma-separated MB:M:RECOMPUTE, each: microbatch size, microbatches, and
+#                --recompute none or all (default 2:8:none,4:4:all,4:4:none)
+#   --plans L    comma-separated schedules (default gpipe,1f1b,interleaved-1f1b,zb-h1,zb-v,dualpipev;
+#                interleaved-1f1b runs with -v 2)
+#   --device D   cpu (default) or cuda (all ranks on the visible GPUs, as `train` maps them)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+pplab=build/pplab model=small ranks=2 seq_len=128 device=cpu
+configs=2:8:none,4:4:all,4:4:none
+plans=gpipe,1f1b,interleaved-1f1b,zb-h1,zb-v,dualpipev
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pplab) pplab=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --seq-len) seq_len=$2; shift 2 ;;
+    --configs) configs=$2; shift 2 ;;
+    --plans) plans=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "memory_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+for n in "$ranks" "$seq_len"; do
+  case $n in ''|*[!0-9]*|0) echo "memory_bench: '$n' is not a positive whole number (--ranks, --seq-len)" >&2; exit 2 ;; esac
+done
+case $device in cpu|cuda) ;; *) echo "memory_bench: --device '$device' must be cpu or cuda" >&2; exit 2 ;; esac
+IFS=, read -ra config_list <<< "$configs"
+for c in "${config_list[@]}"; do
+  [[ $c =~ ^[1-9][0-9]*:[1-9][0-9]*:(none|all)$ ]] ||
+    { echo "memory_bench: --configs entry '$c' must be MB:M:none or MB:M:all" >&2; exit 2; }
+done
+IFS=, read -ra plan_list <<< "$plans"
+[ -x "$pplab" ] || { echo "memory_bench: no pplab at $pplab (build it, or pass --pplab)" >&2; exit 2; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "Peak activation memory, $model preset, K=$ranks, $device, sequences of $seq_len tokens"
+echo
+echo "| microbatch x M | recompute | plan | predicted MB by rank | measured MB by rank | error by rank |"
+echo "|---|---|---|---|---|---|"
+for c in "${config_list[@]}"; do
+  IFS=: read -r mb m recompute <<< "$c"
+  for v in 1 2; do
+    cost=$work/cost_${mb}_v$v.json
+    [ -f "$cost" ] || "$pplab" profile --model "$model" -k "$ranks" -v "$v" --microbatch-size "$mb" \
+      --seq-len "$seq_len" --device "$device" --warmup 1 --repeats 3 -o "$cost" > "$work/profile.log" 2>&1 ||
+      { echo "memory_bench: pplab profile failed:" >&2; tail -5 "$work/profile.log" >&2; exit 1; }
+  done
+  for plan in "${plan_list[@]}"; do
+    flags=(-s "$plan") v=1
+    case $plan in interleaved-1f1b) flags+=(-v 2); v=2 ;; zb-v|dualpipev) v=2 ;; esac
+    "$pplab" simulate "${flags[@]}" -k "$ranks" -m "$m" --cost "$work/cost_${mb}_v$v.json" \
+      --recompute "$recompute" --json > "$work/sim.json"
+    "$pplab" train "${flags[@]}" -k "$ranks" -m "$m" --model "$model" --batch-size $((mb * m)) \
+      --seq-len "$seq_len" --device "$device" --steps 2 --seed 1 --synthetic --measure-memory --json --out '' -q \
+      --eval-every 0 --recompute "$recompute" > "$work/train.json"
+    python3 - "$mb x $m" "$recompute" "$plan" "$work/sim.json" "$work/train.json" <<'PY'
+import json, sys
+shape, recompute, plan = sys.argv[1:4]
+sim = json.load(open(sys.argv[4]))
+text = open(sys.argv[5]).read()
+train = json.loads(text[text.index("{"):])
+pred = [r["peak_activation_bytes"] / 1e6 for r in sim["per_rank"]]
+meas = [b / 1e6 for b in train["measured_peak_activation_bytes"]]
+err = [100 * (p - m) / m for p, m in zip(pred, meas)]
+print("| %s | %s | %s | %s | %s | %s |" % (shape, recompute, plan, " / ".join("%.2f" % x for x in pred),
+      " / ".join("%.2f" % x for x in meas), " / ".join("%+.1f %%" % x for x in err)))
+PY
+  done
+done | tee "$work/rows.md"
+python3 - "$work/rows.md" <<'PY'
+import sys
+errors = []
+for line in open(sys.argv[1]):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    errors += [abs(float(e.rstrip(" %"))) for e in cells[5].split(" / ")]
+print()
+print("Ranks within 10 %%: %d of %d; within 1 %%: %d." %
+      (sum(e <= 10 for e in errors), len(errors), sum(e <= 1 for e in errors)))
+PY

@@ -85,6 +85,10 @@ struct StageCost {
   // them, before a cast to the wire's dtype (MessageMemory). Unset:
   // message_bytes.
   std::optional<Bytes> input_grad_bytes;
+  // Weight copies the stage's compute keeps for the rest of the step once
+  // made (bf16 autocast's cache of cast weights on a GPU), held from the
+  // stage's first compute action until the step's actions end.
+  Bytes cast_weight_bytes = 0;
   // What one SEND_F of this stage holds on its rank beyond the rank's own
   // activations, while the transport keeps the message (MessageMemory): a
   // copy of the outputs (Gloo), or nothing where the transport sends a view

@@ -63,7 +63,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
              "weight_grad_bytes", "workspace_bytes", "forward_workspace_bytes", "backward_workspace_bytes",
-             "recomputed_bytes", "message_bytes", "input_bytes", "activation_includes_input", "input_grad_bytes",
+             "recomputed_bytes", "message_bytes", "input_bytes", "activation_includes_input", "input_grad_bytes", "cast_weight_bytes",
              "forward_send_bytes",
              "forward_backward_ms",
              "overlap_penalty_ms", "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms",
@@ -87,6 +87,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   bytes("workspace_bytes", cost.workspace_bytes);
   bytes("recomputed_bytes", cost.recomputed_bytes);
   bytes("message_bytes", cost.message_bytes);
+  bytes("cast_weight_bytes", cost.cast_weight_bytes);
   if (obj.contains("input_bytes")) {
     cost.input_bytes = static_cast<Bytes>(std::llround(NonNegative(obj, "input_bytes", at, kMaxBytes)));
   }
@@ -253,6 +254,7 @@ json StageToJson(const StageCost& c) {
   if (c.activation_includes_input) j["activation_includes_input"] = *c.activation_includes_input;
   if (c.forward_send_bytes) j["forward_send_bytes"] = *c.forward_send_bytes;
   if (c.input_grad_bytes) j["input_grad_bytes"] = *c.input_grad_bytes;
+  if (c.cast_weight_bytes != 0) j["cast_weight_bytes"] = c.cast_weight_bytes;
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;

@@ -52,6 +52,7 @@ class Engine {
     held_sends_.assign(s.ranks, {});
     recv_held_.assign(2 * sm, 0);
     computed_.assign(s.ranks, false);
+    casts_held_.assign(S_, false);
     metrics_.resize(s.ranks);
     grads_done_.assign(S_, 0);
     gathered_.assign(S_, 0);
@@ -319,6 +320,13 @@ class Engine {
     if (rm.start == kUnknown) rm.start = e.start;
     rm.end = e.end;
     if (costs_.Messages()) MessagesAtStart(r, parts, e.start);
+    for (const Action& part : parts) {
+      // A stage's first compute makes the weight casts the step then keeps.
+      if (!casts_held_[part.stage]) {
+        casts_held_[part.stage] = true;
+        Sample(r, e.start, costs_.Stage(part.stage).cast_weight_bytes);
+      }
+    }
     // While it runs, the action also holds its temporaries: on top of what
     // is held before it (and, for a forward, its own activations).
     Bytes during = bytes_[r], workspace = 0;
@@ -581,11 +589,15 @@ class Engine {
       out.makespan = std::max(out.makespan, events_[ev].end);
     }
     const TimeNs actions_end = out.makespan;
-    // What the transport still holds is freed when the step ends.
+    // What the transport still holds, and the weight casts, are freed when
+    // the step ends.
     for (RankId r = 0; r < s_.ranks; ++r) {
       Bytes held = 0;
       for (const auto& h : held_sends_[r]) held += h.second;
       Sample(r, actions_end, -held);
+    }
+    for (StageId st = 0; st < S_; ++st) {
+      if (casts_held_[st]) Sample(s_.placement[st], actions_end, -costs_.Stage(st).cast_weight_bytes);
     }
     out.makespan = AddStepWork(out.timeline.step_events);
     out.critical_step = out.makespan - actions_end;
@@ -655,6 +667,7 @@ class Engine {
   std::vector<std::vector<std::pair<TimeNs, Bytes>>> held_sends_;
   std::vector<Bytes> recv_held_;  // per message (MsgKey): the bytes its posted receive buffer holds now
   std::vector<bool> computed_;    // per rank: whether a compute action has started
+  std::vector<bool> casts_held_;  // per stage: whether its weight casts are made
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;
   long messages_ = 0;
@@ -676,7 +689,8 @@ void CheckTotals(const Schedule& s, const CostModel& costs, bool sampled) {
           // and rebuilt activations, and an input and an output gradient.
           const StageCost& c = costs.Stage(part.stage);
           for (const Bytes b : {c.activation_bytes, c.input_bytes.value_or(c.message_bytes), c.WorkspaceOf(part.kind),
-                                c.recomputed_bytes, c.input_grad_bytes.value_or(c.message_bytes), c.message_bytes}) {
+                                c.recomputed_bytes, c.input_grad_bytes.value_or(c.message_bytes), c.message_bytes,
+                                c.cast_weight_bytes}) {
             bytes += static_cast<double>(b);
           }
           if (part.kind == ActionKind::kBackwardInput) {

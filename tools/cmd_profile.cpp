@@ -154,6 +154,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
       stage["forward_send_bytes"] = std::llround(held / sent * static_cast<double>(p.forward_message_bytes));
     }
     if (p.stage > 0) stage["input_grad_bytes"] = p.input_grad_bytes;
+    stage["cast_weight_bytes"] = p.cast_weight_bytes;
     // Whether activation_bytes counts a received input of the stage's own.
     stage["activation_includes_input"] = p.input_received;
     stages.push_back(stage);

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "runtime/comm/process_group.h"
@@ -248,9 +249,13 @@ int LaunchLocal(const LaunchOptions& options) {
   struct Failure {
     int rank;
     std::string line;  // the worker's error line, or how it died
+    // Died from a signal the launcher did not send: a cause, never a
+    // consequence (a worker that loses a peer exits with an error line).
+    bool killed = false;
   };
   std::vector<Failure> failures;
   std::map<int, bool> reported;  // ranks with a failure recorded
+  std::set<pid_t> killed_here;   // workers the launcher killed
   int result = 0;
   bool deadline_set = false;
   std::chrono::steady_clock::time_point deadline;
@@ -283,7 +288,8 @@ int LaunchLocal(const LaunchOptions& options) {
       bool has_line = reported[rank];
       for (const Failure& f : lines) has_line = has_line || f.rank == rank;
       if (!has_line) {
-        failures.push_back({rank, "pplab: rank " + std::to_string(rank) + " " + Describe(status)});
+        failures.push_back({rank, "pplab: rank " + std::to_string(rank) + " " + Describe(status),
+                            WIFSIGNALED(status) && killed_here.count(pid) == 0});
         reported[rank] = true;
       }
     }
@@ -310,6 +316,7 @@ int LaunchLocal(const LaunchOptions& options) {
       for (const auto& [p, rank] : rank_of) {
         std::fprintf(stderr, "pplab: rank %d did not exit after a peer failed; killing it\n", rank);
         ::kill(p, SIGKILL);
+        killed_here.insert(p);
       }
       deadline = std::chrono::steady_clock::now() + std::chrono::hours(24 * 365);  // now reap them
     }
@@ -318,6 +325,9 @@ int LaunchLocal(const LaunchOptions& options) {
   }
   collect();
   restore();
+  // A killed worker's peers may report losing it before it can be reaped
+  // (its sockets close while it exits): the death goes first.
+  std::stable_partition(failures.begin(), failures.end(), [](const Failure& f) { return f.killed; });
   if (!failures.empty()) {
     std::fprintf(stderr, "%s\n", failures.front().line.c_str());
     std::vector<int> others;

@@ -178,38 +178,45 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     const bool measured = i >= options.warmup;
     for (auto& [s, stage] : stages) {
-      StageInput& in = inputs.at(s);
-      StageSlot slot;
-      // The output gradient exists before `before`: what B or I uses of a
-      // message the cost model counts as the message's (MessageMemory),
-      // not as what F or I holds.
-      const TensorList output_grads = in.grads_received ? Clone(in.output_grads) : in.output_grads;
-      const Bytes before = meter.Live();
-      const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
-      meter.ResetPeak();
-      const double f = TimeMs(clock, options.comm_timeout, [&] {
-        RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
-      });
-      const Bytes activation = meter.Live() - before;
-      const Bytes forward_transient = meter.Peak() - meter.Live();
-      slot.output_grads = output_grads;
-      const Bytes before_backward = meter.Live();
-      meter.ResetPeak();
-      if (!split) {
-        b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardAction(slot); }));
-        slot.input_grads.clear();
-        if (measured) {
-          held[s].push_back(activation);
-          f_transient[s].push_back(forward_transient);
-          b_transient[s].push_back(meter.Peak() - before_backward);
+      const Bytes stage_start = meter.Live();
+      {
+        StageInput& in = inputs.at(s);
+        StageSlot slot;
+        // The output gradient exists before `before`: what B or I uses of a
+        // message the cost model counts as the message's (MessageMemory),
+        // not as what F or I holds.
+        const TensorList output_grads = in.grads_received ? Clone(in.output_grads) : in.output_grads;
+        const Bytes before = meter.Live();
+        const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
+        meter.ResetPeak();
+        const double f = TimeMs(clock, options.comm_timeout, [&] {
+          RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
+        });
+        const Bytes activation = meter.Live() - before;
+        const Bytes forward_transient = meter.Peak() - meter.Live();
+        slot.output_grads = output_grads;
+        const Bytes before_backward = meter.Live();
+        meter.ResetPeak();
+        if (!split) {
+          b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardAction(slot); }));
+          slot.input_grads.clear();
+          if (measured) {
+            held[s].push_back(activation);
+            f_transient[s].push_back(forward_transient);
+            b_transient[s].push_back(meter.Peak() - before_backward);
+          }
+        } else {
+          b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardInputAction(slot); }));
+          slot.input_grads.clear();  // sent to the previous stage
+          if (measured) held[s].push_back(meter.Live() - before);
+          w_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardWeightAction(*stage, slot); }));
         }
-      } else {
-        b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardInputAction(slot); }));
-        slot.input_grads.clear();  // sent to the previous stage
-        if (measured) held[s].push_back(meter.Live() - before);
-        w_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardWeightAction(*stage, slot); }));
+        if (measured) forward_ms[s].push_back(f);
       }
-      if (measured) forward_ms[s].push_back(f);
+      // What the phase's first F and B left allocated, all else freed: the
+      // weight casts autocast keeps for the rest of the phase, as for the
+      // rest of a training step (0 where it caches none).
+      if (i == 0 && !split) profiles[s].cast_weight_bytes = std::max<Bytes>(0, meter.Live() - stage_start);
     }
   }
   for (auto& [s, stage] : stages) {
@@ -375,15 +382,16 @@ void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
 SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
   return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
 }
-constexpr size_t kStageWords = 28;
+constexpr size_t kStageWords = 29;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   out.insert(out.end(), {p.stage, p.rank});
   for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
     EncodeSpread(*x, out);
   }
-  out.insert(out.end(), {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
-                         p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
-                         p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0, p.input_grad_bytes});
+  out.insert(out.end(),
+             {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
+              p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
+              p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0, p.input_grad_bytes, p.cast_weight_bytes});
 }
 StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   StageProfile p;
@@ -405,6 +413,7 @@ StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   if (w.at(i + 8) >= 0) p.forward_send_bytes = w.at(i + 8);
   p.input_received = w.at(i + 9) != 0;
   p.input_grad_bytes = w.at(i + 10);
+  p.cast_weight_bytes = w.at(i + 11);
   return p;
 }
 

@@ -107,6 +107,10 @@ struct StageProfile {
   bool input_received = false;
   // Bytes of the floating-point input gradients B makes (0 on stage 0).
   Bytes input_grad_bytes = 0;
+  // The bf16 weight casts autocast keeps from the stage's first forward of
+  // a step to its end (CUDA autocast caches nn::Linear's weights; on the
+  // CPU it caches none of a Llama stage's); 0 in fp32.
+  Bytes cast_weight_bytes = 0;
 };
 
 struct LinkSample {

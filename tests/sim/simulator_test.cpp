@@ -702,4 +702,24 @@ TEST_CASE("a stage fed on its rank holds its input only where the previous stage
   CHECK(CostModel::FromJson(costs.ToJson(), "t").Stage(1).activation_includes_input == false);
 }
 
+TEST_CASE("a stage's kept weight casts count from its first compute action to the step's end", "[sim]") {
+  // 1F1B, K=2, M=2: stage 1's casts (500) from its first F at 1000, stage
+  // 0's (300) from 0. Rank 1 holds 1000 + 500 during its first F, which is
+  // its peak (it runs F, B, F, B).
+  StageCost c = StageOfThousand();
+  c.cast_weight_bytes = 300;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  StageCost s1 = c;
+  s1.cast_weight_bytes = 500;
+  costs.SetStage(1, s1);
+  const SimResult r = Simulate(Lower(Generate1F1B(2, 2)), costs);
+  CHECK(HeldAt(r, 1, 999) == 0);
+  CHECK(HeldAt(r, 1, 1000) == 1500);
+  CHECK(r.per_rank[1].peak_activation_bytes == 1500);
+  // Rank 0 runs F, F (2000 held) before its first B: 2300.
+  CHECK(r.per_rank[0].peak_activation_bytes == 2300);
+  CHECK(r.timeline.memory.back().bytes == 0);
+  CHECK(CostModel::FromJson(costs.ToJson(), "t").Stage(1).cast_weight_bytes == 500);
+}
+
 }  // namespace pplab

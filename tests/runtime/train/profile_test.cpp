@@ -37,6 +37,8 @@ std::vector<StageProfile> ProfileTiny(int B, int T) {
       [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
       batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
   REQUIRE(r.stages.size() == 2);
+  // fp32: no weight casts to keep.
+  for (const StageProfile& p : r.stages) CHECK(p.cast_weight_bytes == 0);
   REQUIRE(r.action_overhead_ms.size() == 1);
   CHECK(r.action_overhead_ms[0] >= 0);
   CHECK(r.links.empty());  // one rank: no link
@@ -158,7 +160,7 @@ TEST_CASE("in bf16 the profile casts the weights once per timed phase, as a trai
   options.warmup = 1;
   options.repeats = 3;
   options.overhead_microbatches = 0;
-  Profile(
+  const ProfileResult r = Profile(
       {0}, 0, {{0, stage.get()}}, batch.microbatches[0],
       [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
       batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
@@ -172,6 +174,11 @@ TEST_CASE("in bf16 the profile casts the weights once per timed phase, as a trai
   }();
   // One cast for the pass, one for each phase's forwards: not one per forward.
   CHECK(distinct.size() == 3);
+  // What those casts hold for the rest of a step: bf16 copies of the two
+  // weights autocast caches, w (16 x 16) and head (16 x 32); the embedding
+  // is indexed, not cast.
+  REQUIRE(r.stages.size() == 1);
+  CHECK(r.stages[0].cast_weight_bytes == 2 * (16 * 16 + 16 * 32));
 }
 
 }  // namespace pplab

@@ -110,4 +110,11 @@ int64_t StageParams(const LlamaConfig& config, const Partition& partition, int s
          (stage == 0 ? EmbeddingParams(config) : 0) + (stage == S - 1 ? HeadParams(config) : 0);
 }
 
+int64_t StageLinearParams(const LlamaConfig& config, const Partition& partition, int stage) {
+  const int64_t norms = 2 * static_cast<int64_t>(config.hidden_size);  // per layer
+  const int64_t head = static_cast<int64_t>(config.vocab_size) * config.hidden_size;
+  return (partition.End(stage) - partition.Begin(stage)) * (DecoderLayerParams(config) - norms) +
+         (stage == partition.NumStages() - 1 ? head : 0);
+}
+
 }  // namespace pplab

@@ -34,5 +34,8 @@ Partition MakePartition(const LlamaConfig& config, int stages, const std::string
 
 // Parameters a stage owns under `partition`.
 int64_t StageParams(const LlamaConfig& config, const Partition& partition, int stage);
+// Of those, the Linear layers' weights (attention, MLP, LM head): what bf16
+// autocast casts; not the embedding (indexed) or the RMSNorm weights.
+int64_t StageLinearParams(const LlamaConfig& config, const Partition& partition, int stage);
 
 }  // namespace pplab

@@ -321,8 +321,11 @@ class Engine {
     rm.end = e.end;
     if (costs_.Messages()) MessagesAtStart(r, parts, e.start);
     for (const Action& part : parts) {
-      // A stage's first compute makes the weight casts the step then keeps.
-      if (!casts_held_[part.stage]) {
+      // A stage's first compute makes the weight casts the step then keeps;
+      // a recomputed stage's F runs without autograd, which neither uses
+      // nor fills the cache: its first B or I does.
+      const bool no_cache = part.kind == ActionKind::kForward && costs_.Stage(part.stage).recomputed_bytes > 0;
+      if (!casts_held_[part.stage] && !no_cache) {
         casts_held_[part.stage] = true;
         Sample(r, e.start, costs_.Stage(part.stage).cast_weight_bytes);
       }

@@ -110,7 +110,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     }
     c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len));
     c.param_bytes = 4 * StageParams(o.config, p, s);  // fp32 gradients, what REDUCE_GRAD sums
-    c.cast_weight_bytes = Ns(f.cast_bytes_per_param * static_cast<double>(StageParams(o.config, p, s)));
+    c.cast_weight_bytes = Ns(f.cast_bytes_per_param * static_cast<double>(StageLinearParams(o.config, p, s)));
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
                                          &c.backward_weight_spread};
     const TimeNs times[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};
@@ -320,7 +320,7 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   double cast = 0, stage_params = 0;
   for (int s = 0; s < profiled.NumStages(); ++s) {
     cast += static_cast<double>(profiled.Stage(s).cast_weight_bytes);
-    stage_params += static_cast<double>(StageParams(config, p, s));
+    stage_params += static_cast<double>(StageLinearParams(config, p, s));
   }
   if (stage_params > 0) f.cast_bytes_per_param = cast / stage_params;
   return f;

@@ -51,8 +51,8 @@ struct CostFit {
   // outputs themselves), over the stages whose send the profile measured.
   std::optional<MessageMemory> messages;
   double forward_send_share = 1;
-  // Bytes of kept weight casts per parameter of a stage (bf16 on a GPU: 2
-  // for the Linear weights' share of the parameters); 0 without a profile.
+  // Bytes of kept weight casts per Linear weight parameter of a stage
+  // (StageLinearParams; bf16 on a GPU: 2); 0 without a profile.
   double cast_bytes_per_param = 0;
 };
 // Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.

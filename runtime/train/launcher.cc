@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -77,6 +78,17 @@ std::string RankRanges(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+bool NamesPeer(const std::string& line, int own, int peer) {
+  if (peer == own) return false;
+  const std::string word = "rank ";
+  for (size_t at = line.find(word); at != std::string::npos; at = line.find(word, at + 1)) {
+    size_t end = at + word.size();
+    while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
+    if (end > at + word.size() && std::atoi(line.c_str() + at + word.size()) == peer) return true;
+  }
+  return false;
+}
 
 std::string NewRunId() {
   std::random_device device;
@@ -249,13 +261,14 @@ int LaunchLocal(const LaunchOptions& options) {
   struct Failure {
     int rank;
     std::string line;  // the worker's error line, or how it died
-    // Died from a signal the launcher did not send: a cause, never a
-    // consequence (a worker that loses a peer exits with an error line).
+    // Died from a signal the launcher did not send, with no line of its
+    // own: it goes before a peer's line that names it (below).
     bool killed = false;
   };
   std::vector<Failure> failures;
   std::map<int, bool> reported;  // ranks with a failure recorded
   std::set<pid_t> killed_here;   // workers the launcher killed
+  std::map<int, int> code_of;    // rank -> the exit code its failure gives the launcher
   int result = 0;
   bool deadline_set = false;
   std::chrono::steady_clock::time_point deadline;
@@ -280,7 +293,8 @@ int LaunchLocal(const LaunchOptions& options) {
       const int rank = it->second;
       rank_of.erase(it);
       if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-      if (result == 0) result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      code_of[rank] = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      if (result == 0) result = code_of[rank];
       if (!deadline_set) {
         deadline_set = true;
         deadline = std::chrono::steady_clock::now() + options.grace;
@@ -325,9 +339,25 @@ int LaunchLocal(const LaunchOptions& options) {
   }
   collect();
   restore();
+  if (g_stop_signal != 0) {  // the workers got the terminal's signal too, and were all reaped above
+    const int sig = g_stop_signal;
+    std::fprintf(stderr, "pplab: %s: the workers stopped\n", sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
+    return 128 + sig;
+  }
   // A killed worker's peers may report losing it before it can be reaped
-  // (its sockets close while it exits): the death goes first.
-  std::stable_partition(failures.begin(), failures.end(), [](const Failure& f) { return f.killed; });
+  // (its sockets close while it exits): its death goes before the first
+  // line that names it as the peer.
+  for (size_t j = 0; j < failures.size(); ++j) {
+    if (!failures[j].killed) continue;
+    for (size_t i = 0; i < j; ++i) {
+      if (NamesPeer(failures[i].line, failures[i].rank, failures[j].rank)) {
+        std::rotate(failures.begin() + static_cast<long>(i), failures.begin() + static_cast<long>(j),
+                    failures.begin() + static_cast<long>(j) + 1);
+        break;
+      }
+    }
+  }
+  if (!failures.empty() && code_of.count(failures.front().rank) > 0) result = code_of[failures.front().rank];
   if (!failures.empty()) {
     std::fprintf(stderr, "%s\n", failures.front().line.c_str());
     std::vector<int> others;

@@ -33,6 +33,11 @@ struct LaunchOptions {
 // line, kill and reap every worker, and return 130 or 143: no worker outlives it.
 int LaunchLocal(const LaunchOptions& options);
 
+// Whether rank `own`'s error line names rank `peer` as the one it lost (the
+// workers' lines say "... from rank N", "to rank N", "connecting to rank
+// N"). LaunchLocal reports a worker killed by a signal before such a line.
+bool NamesPeer(const std::string& line, int own, int peer);
+
 // A fresh run id: 16 random hex digits.
 std::string NewRunId();
 

@@ -221,6 +221,9 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
   }
   for (auto& [s, stage] : stages) {
     StageProfile& p = profiles[s];
+    // Without warm-up the first measured F made the phase's weight casts,
+    // which its sample then holds: they are cast_weight_bytes' alone.
+    if (options.warmup == 0 && !held[s].empty()) held[s][0] = std::max<Bytes>(0, held[s][0] - p.cast_weight_bytes);
     auto tail = [&](const std::vector<double>& xs) {
       return SpreadOfSamples(std::vector<double>(xs.begin() + options.warmup, xs.end()));
     };

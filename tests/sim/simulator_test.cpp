@@ -660,8 +660,14 @@ TEST_CASE("gradients are held at their own size, messages at the wire's", "[sim]
   CostModel costs = CostModel::Uniform(2, c, Link{100, 0});
   costs.SetMessages(MessageMemory{});
   const SimResult r = Simulate(Lower(GenerateGPipe(2, 2)), costs);
-  // Rank 1: B's at 3100-5100 and 5100-7100, each SEND_B as its B ends.
-  CHECK(HeldAt(r, 1, 5100) == 1000 + 50);
+  // Rank 1: B's at 3100-5100 and 5100-7100, each SEND_B as its B ends. At
+  // 5100: the B frees 1000, holds the gradient's 100, whose SEND_B swaps it
+  // for the message's 50.
+  std::vector<Bytes> at_first_send;
+  for (const MemorySample& m : r.timeline.memory) {
+    if (m.rank == 1 && m.time == 5100) at_first_send.push_back(m.bytes);
+  }
+  CHECK(at_first_send == std::vector<Bytes>{1000, 1100, 1050});
   CHECK(HeldAt(r, 1, 7100) == 50 + 50);
   // Rank 0 holds two 50-byte sent copies; its first B (5200-7200) holds the
   // received gradient as 100 bytes: 2000 + 100 + 100.

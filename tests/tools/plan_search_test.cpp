@@ -558,4 +558,37 @@ TEST_CASE("plan: a profile's message rules and send share carry into fitted cand
   CHECK_FALSE(AnalyticFit(1e9).messages);
 }
 
+TEST_CASE("plan: fitted weight casts count 2 bytes a Linear weight from each stage's first compute", "[plan]") {
+  const LlamaConfig c = BalancedModel();  // h 32, f 64, kv 2 x 8 = 16
+  // Linear weights a layer: q and o 32 x 32 each, k and v 32 x 16 each, gate, up and down 32 x 64 each.
+  const Partition two = PartitionUniform(c, 2);  // 2 + 1 layers
+  CHECK(StageLinearParams(c, two, 0) == 2 * 9216);
+  CHECK(StageLinearParams(c, two, 1) == 9216 + int64_t{c.vocab_size} * 32);  // and the head
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  auto one_f_one_b8 = [](const PlanSearchResult& r) {
+    for (const PlanCandidate& p : r.fitting) {
+      if (p.schedule == "1f1b" && p.microbatches == 8) return p;
+    }
+    FAIL("no 1f1b M=8 candidate");
+    return PlanCandidate{};
+  };
+  const PlanCandidate plain = one_f_one_b8(SearchPlans(o));
+  o.fit.cast_bytes_per_param = 2;
+  const PlanCandidate cast = one_f_one_b8(SearchPlans(o));
+  const Partition& p = plain.partition;
+  const Bytes act0 = std::llround(StageActivationBytes(c, p, 0, 1, kSeqLen, Precision::kFp32));
+  const Bytes act1 = std::llround(StageActivationBytes(c, p, 1, 1, kSeqLen, Precision::kFp32));
+  const Bytes p0 = StageParams(c, p, 0), p1 = StageParams(c, p, 1);
+  const Bytes c0 = 2 * StageLinearParams(c, p, 0), c1 = 2 * StageLinearParams(c, p, 1);
+  CHECK(cast.peak_memory == std::max(16 * p0 + 2 * act0 + c0, 16 * p1 + act1 + c1));
+  CHECK(cast.peak_memory > plain.peak_memory);
+  // A profile whose stages held 2 bytes a Linear weight fits 2.
+  std::string stages;
+  for (int s = 0; s < 2; ++s) {
+    stages += std::string(s ? "," : "") + R"({"forward_ms": 1, "backward_ms": 2, "cast_weight_bytes": )" +
+              std::to_string(2 * StageLinearParams(c, MakePartition(c, 2, "2,1"), s)) + "}";
+  }
+  CHECK(FitProfile(CostModel::FromJson(ProfileJson(c, stages), "cost.json"), c).cast_bytes_per_param == Approx(2.0));
+}
+
 }  // namespace pplab::cli

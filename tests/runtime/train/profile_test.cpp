@@ -179,6 +179,17 @@ TEST_CASE("in bf16 the profile casts the weights once per timed phase, as a trai
   // is indexed, not cast.
   REQUIRE(r.stages.size() == 1);
   CHECK(r.stages[0].cast_weight_bytes == 2 * (16 * 16 + 16 * 32));
+  // Without warm-up the first measured F makes the casts: its activation
+  // and I-to-W samples leave them out, as the warmed-up ones do.
+  options.warmup = 0;
+  options.repeats = 1;
+  const ProfileResult cold = Profile(
+      {0}, 0, {{0, stage.get()}}, batch.microbatches[0],
+      [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
+      batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
+  CHECK(cold.stages[0].cast_weight_bytes == r.stages[0].cast_weight_bytes);
+  CHECK(cold.stages[0].activation_bytes == r.stages[0].activation_bytes);
+  CHECK(cold.stages[0].weight_grad_bytes == r.stages[0].weight_grad_bytes);
 }
 
 }  // namespace pplab

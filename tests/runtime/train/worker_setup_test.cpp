@@ -185,3 +185,19 @@ TEST_CASE("OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set by the user are left as 
 }
 
 }  // namespace pplab
+
+#include "runtime/train/launcher.h"
+
+namespace pplab {
+
+TEST_CASE("the launcher tells a line about a lost peer from a rank's own error", "[worker]") {
+  const std::string lost = "pplab: error: rank 0: rank 0 waiting on 0RECV_B0 from rank 1: Connection reset by peer";
+  CHECK(NamesPeer(lost, 0, 1));
+  CHECK_FALSE(NamesPeer(lost, 0, 2));
+  CHECK_FALSE(NamesPeer(lost, 0, 0));  // its own rank is not a peer
+  CHECK(NamesPeer("pplab: error: rank 3: connecting to rank 12 (up): timed out", 3, 12));
+  CHECK_FALSE(NamesPeer("pplab: error: rank 3: connecting to rank 12 (up): timed out", 3, 1));
+  CHECK_FALSE(NamesPeer("pplab: error: rank 1: step 3: the loss is NaN", 1, 0));
+}
+
+}  // namespace pplab

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <queue>
 #include <tuple>
@@ -49,6 +50,7 @@ class Engine {
     last_compute_.assign(s.ranks, -1);
     inflight_.assign(s.ranks, 0);
     bytes_.assign(s.ranks, 0);
+    held_parts_.assign(s.ranks, {});
     held_sends_.assign(s.ranks, {});
     recv_held_.assign(2 * sm, 0);
     computed_.assign(s.ranks, false);
@@ -327,21 +329,24 @@ class Engine {
       const bool no_cache = part.kind == ActionKind::kForward && costs_.Stage(part.stage).recomputed_bytes > 0;
       if (!casts_held_[part.stage] && !no_cache) {
         casts_held_[part.stage] = true;
-        Sample(r, e.start, costs_.Stage(part.stage).cast_weight_bytes);
+        Sample(r, e.start, costs_.Stage(part.stage).cast_weight_bytes, &MemoryParts::casts);
       }
     }
     // While it runs, the action also holds its temporaries: on top of what
     // is held before it (and, for a forward, its own activations).
-    Bytes during = bytes_[r], workspace = 0;
+    MemoryParts during = held_parts_[r];
     for (const Action& part : parts) {
       const StageCost& sc = costs_.Stage(part.stage);
-      if (part.kind == ActionKind::kForward) during += ActivationOf(r, part.stage, part.microbatch);
+      if (part.kind == ActionKind::kForward) during.activations += ActivationOf(r, part.stage, part.microbatch);
       // A recomputed stage's B or I rebuilds its activations first.
-      if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) during += sc.recomputed_bytes;
-      workspace = std::max(workspace, sc.WorkspaceOf(part.kind));
+      if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
+        during.activations += sc.recomputed_bytes;
+      }
+      during.workspace = std::max(during.workspace, sc.WorkspaceOf(part.kind));
     }
-    if (workspace > 0 || during > bytes_[r]) {
-      rm.peak_activation_bytes = std::max(rm.peak_activation_bytes, during + workspace);
+    if (during.Total() > rm.peak_activation_bytes) {
+      rm.peak_activation_bytes = during.Total();
+      rm.peak_parts = during;
     }
     for (const Action& part : parts) FinishPart(r, a, part, e);
     if (costs_.Messages()) {
@@ -380,7 +385,7 @@ class Engine {
   void HoldPosted(RankId r, TimeNs t, const Action& recv) {
     const size_t key = MsgKey(recv.kind == ActionKind::kRecvF, recv.stage, recv.microbatch);
     recv_held_[key] = costs_.Stage(PeerStage(recv)).message_bytes;
-    Sample(r, t, recv_held_[key]);
+    Sample(r, t, recv_held_[key], &MemoryParts::messages);
   }
   // Whether `part` (F, or B/I) takes its input from another rank's message.
   bool ReceivesForward(RankId r, const Action& part) const {
@@ -410,7 +415,7 @@ class Engine {
       const bool forward = ReceivesForward(r, part);
       if (!forward && !ReceivesGrads(r, part)) continue;
       Bytes& posted = recv_held_[MsgKey(forward, part.stage, part.microbatch)];
-      Sample(r, start, (forward ? 0 : GradBytes(part.stage + 1)) - posted);
+      Sample(r, start, (forward ? 0 : GradBytes(part.stage + 1)) - posted, &MemoryParts::messages);
       posted = 0;
     }
   }
@@ -423,8 +428,8 @@ class Engine {
     const StageId st = part.stage;
     const MicrobatchId m = part.microbatch;
     const bool frees_used = part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardWeight;
-    if (frees_used && st < s_.LastStage(m)) Sample(r, end, -GradBytes(st + 1));
-    if (IsInputGrad(part.kind) && st > s_.FirstStage(m)) Sample(r, end, GradBytes(st));
+    if (frees_used && st < s_.LastStage(m)) Sample(r, end, -GradBytes(st + 1), &MemoryParts::messages);
+    if (IsInputGrad(part.kind) && st > s_.FirstStage(m)) Sample(r, end, GradBytes(st), &MemoryParts::messages);
   }
 
   // A SEND issued on rank r at clock_[r], its message arriving at
@@ -443,9 +448,9 @@ class Engine {
                                   return true;
                                 }),
                  held.end());
-      Sample(r, clock_[r], -freed);
+      Sample(r, clock_[r], -freed, &MemoryParts::messages);
     }
-    Sample(r, clock_[r], bytes - (send.kind == ActionKind::kSendB ? GradBytes(send.stage) : 0));
+    Sample(r, clock_[r], bytes - (send.kind == ActionKind::kSendB ? GradBytes(send.stage) : 0), &MemoryParts::messages);
     held.push_back({delivered, bytes});
   }
 
@@ -462,7 +467,7 @@ class Engine {
         f_end_[Key(st, m)] = e.end;
         ++inflight_[r];
         rm.peak_inflight = std::max(rm.peak_inflight, inflight_[r]);
-        Sample(r, e.start, ActivationOf(r, st, m));
+        Sample(r, e.start, ActivationOf(r, st, m), &MemoryParts::activations);
         break;
       case KindMemory::kReleaseActivations:
       case KindMemory::kSwapActivationsForStash: {
@@ -472,12 +477,13 @@ class Engine {
         if (split) i_end_[Key(st, m)] = e.end;
         if (!split) ++grads_done_[st];
         --inflight_[r];
-        Sample(r, e.end, (split ? sc.weight_grad_bytes : 0) - ActivationOf(r, st, m));
+        Sample(r, e.end, {{&MemoryParts::activations, -ActivationOf(r, st, m)},
+                          {&MemoryParts::weight_grads, split ? sc.weight_grad_bytes : 0}});
         break;
       }
       default:  // W
         ++grads_done_[st];
-        Sample(r, e.end, -sc.weight_grad_bytes);
+        Sample(r, e.end, -sc.weight_grad_bytes, &MemoryParts::weight_grads);
     }
   }
 
@@ -512,9 +518,9 @@ class Engine {
     if (memory == KindMemory::kHoldParams && gathered_[st] == 0) {
       const int D = costs_.DataParallelGroup().degree;
       gathered_[st] = costs_.Stage(st).param_bytes / D * (D - 1);
-      Sample(r, e.start, gathered_[st]);
+      Sample(r, e.start, gathered_[st], &MemoryParts::params);
     } else if (memory == KindMemory::kReleaseParams) {
-      Sample(r, e.end, -gathered_[st]);
+      Sample(r, e.end, -gathered_[st], &MemoryParts::params);
       gathered_[st] = 0;
     }
   }
@@ -556,12 +562,24 @@ class Engine {
     return end;
   }
 
-  void Sample(RankId r, TimeNs t, Bytes delta) {
+  // Changes what rank r holds at time t, by kind, as one sample of its
+  // memory track.
+  using Part = Bytes MemoryParts::*;
+  void Sample(RankId r, TimeNs t, std::initializer_list<std::pair<Part, Bytes>> deltas) {
+    Bytes delta = 0;
+    for (const auto& [part, d] : deltas) {
+      held_parts_[r].*part += d;
+      delta += d;
+    }
     if (delta == 0) return;
     bytes_[r] += delta;
-    metrics_[r].peak_activation_bytes = std::max(metrics_[r].peak_activation_bytes, bytes_[r]);
+    if (bytes_[r] > metrics_[r].peak_activation_bytes) {
+      metrics_[r].peak_activation_bytes = bytes_[r];
+      metrics_[r].peak_parts = held_parts_[r];
+    }
     memory_.push_back({r, t, bytes_[r]});
   }
+  void Sample(RankId r, TimeNs t, Bytes delta, Part part) { Sample(r, t, {{part, delta}}); }
 
   void ReportStuck() const {
     std::string stuck;
@@ -597,10 +615,12 @@ class Engine {
     for (RankId r = 0; r < s_.ranks; ++r) {
       Bytes held = 0;
       for (const auto& h : held_sends_[r]) held += h.second;
-      Sample(r, actions_end, -held);
+      Sample(r, actions_end, -held, &MemoryParts::messages);
     }
     for (StageId st = 0; st < S_; ++st) {
-      if (casts_held_[st]) Sample(s_.placement[st], actions_end, -costs_.Stage(st).cast_weight_bytes);
+      if (casts_held_[st]) {
+        Sample(s_.placement[st], actions_end, -costs_.Stage(st).cast_weight_bytes, &MemoryParts::casts);
+      }
     }
     out.makespan = AddStepWork(out.timeline.step_events);
     out.critical_step = out.makespan - actions_end;
@@ -666,6 +686,7 @@ class Engine {
   std::vector<int> grads_done_;  // per stage: B and W run so far
   std::vector<Bytes> gathered_;  // per stage: bytes an UNSHARD holds until its RESHARD
   std::vector<Bytes> bytes_;
+  std::vector<MemoryParts> held_parts_;  // per rank: bytes_ by kind (workspace always 0)
   // Per rank: (delivery time, bytes) of each sent message its transport holds.
   std::vector<std::vector<std::pair<TimeNs, Bytes>>> held_sends_;
   std::vector<Bytes> recv_held_;  // per message (MsgKey): the bytes its posted receive buffer holds now

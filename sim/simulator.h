@@ -25,6 +25,18 @@
 
 namespace pplab {
 
+// What a rank holds, by kind: at its peak (RankMetrics::peak_parts), they
+// add up to peak_activation_bytes.
+struct MemoryParts {
+  Bytes activations = 0;   // F's stashes, and what a recomputed stage's B or I rebuilds
+  Bytes weight_grads = 0;  // what I keeps for W
+  Bytes messages = 0;      // message buffers and gradients between stages (CostModel::Messages())
+  Bytes casts = 0;         // weight copies kept for the step (cast_weight_bytes)
+  Bytes params = 0;        // parameters an UNSHARD gathered
+  Bytes workspace = 0;     // the running action's temporaries
+  Bytes Total() const { return activations + weight_grads + messages + casts + params + workspace; }
+};
+
 struct RankMetrics {
   RankId rank = 0;
   TimeNs busy = 0;        // sum of compute time
@@ -33,6 +45,7 @@ struct RankMetrics {
   TimeNs end = 0;         // end of the last compute action
   int peak_inflight = 0;  // max forwards whose B/I has not finished
   Bytes peak_activation_bytes = 0;
+  MemoryParts peak_parts;  // what makes up peak_activation_bytes, at the first time it is reached
 };
 
 struct CriticalStep {

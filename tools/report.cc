@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iomanip>
 #include <sstream>
 
 #include "sim/analytic.h"
@@ -61,7 +62,14 @@ nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, 
                         {"start", NsToMs(m.start)},
                         {"end", NsToMs(m.end)},
                         {"peak_inflight", m.peak_inflight},
-                        {"peak_activation_bytes", m.peak_activation_bytes}});
+                        {"peak_activation_bytes", m.peak_activation_bytes},
+                        {"peak_parts",
+                         {{"activations", m.peak_parts.activations},
+                          {"weight_grads", m.peak_parts.weight_grads},
+                          {"messages", m.peak_parts.messages},
+                          {"casts", m.peak_parts.casts},
+                          {"params", m.peak_parts.params},
+                          {"workspace", m.peak_parts.workspace}}}});
     peak_inflight = std::max(peak_inflight, m.peak_inflight);
     peak_bytes = std::max(peak_bytes, m.peak_activation_bytes);
   }
@@ -130,6 +138,17 @@ std::string SimulationText(const nlohmann::json& j) {
                   r["busy"].get<double>(), r["idle"].get<double>(), r["start"].get<double>(), r["end"].get<double>(),
                   r["peak_inflight"].get<int>(), static_cast<long long>(r["peak_activation_bytes"].get<Bytes>()));
     out << line;
+  }
+  // What each rank's peak is made of, where more than activations make it up.
+  bool parts = false;
+  for (const auto& r : j["per_rank"]) parts = parts || r["peak_parts"]["activations"] != r["peak_activation_bytes"];
+  if (parts) {
+    out << "  peak bytes by kind: activations + weight grads + messages + casts + params + workspace\n";
+    for (const auto& r : j["per_rank"]) {
+      const auto& p = r["peak_parts"];
+      out << "  " << std::setw(4) << r["rank"].get<int>() << "  " << p["activations"] << " + " << p["weight_grads"]
+          << " + " << p["messages"] << " + " << p["casts"] << " + " << p["params"] << " + " << p["workspace"] << "\n";
+    }
   }
   return out.str();
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <set>
 #include <catch2/catch.hpp>
 
@@ -532,6 +533,10 @@ TEST_CASE("message buffers freed at the step's end and allocated at use (Gloo) c
   const SimResult without = GPipeWithMessages(std::nullopt, std::nullopt);
   CHECK(without.per_rank[0].peak_activation_bytes == 2000);
   CHECK(with.per_rank[0].peak_activation_bytes == 2300);
+  // Made of two F's activations, two sent copies and the received gradient.
+  CHECK(with.per_rank[0].peak_parts.activations == 2000);
+  CHECK(with.per_rank[0].peak_parts.messages == 300);
+  CHECK(with.per_rank[0].peak_parts.Total() == 2300);
   CHECK(HeldAt(with, 0, 2000) == 2200);
   // Rank 1 (the last stage) holds its input gradients from each B's end:
   // 1000 + 100 after the first, 100 + 100 after the second.
@@ -726,6 +731,40 @@ TEST_CASE("a stage's kept weight casts count from its first compute action to th
   CHECK(r.per_rank[0].peak_activation_bytes == 2300);
   CHECK(r.timeline.memory.back().bytes == 0);
   CHECK(CostModel::FromJson(costs.ToJson(), "t").Stage(1).cast_weight_bytes == 500);
+}
+
+TEST_CASE("the kinds of a rank's peak add up to it, for every generator", "[sim]") {
+  StageCost c = StageOfThousand();
+  c.backward_weight = 700;
+  c.weight_grad_bytes = 400;
+  c.workspace_bytes = 50;
+  c.message_bytes = 30;
+  c.input_grad_bytes = 60;
+  c.cast_weight_bytes = 500;
+  int checked = 0;
+  for (const GeneratorInfo& g : Generators()) {
+    if (g.needs_costs) continue;
+    for (int K : {2, 4}) {
+      const int M = 2 * K, v = 2;
+      if (!FamilyAccepts(g, K, M, v)) continue;
+      const Schedule s = Lower(Generate(g.name, {K, M, v}));
+      CostModel costs = CostModel::Uniform(s.stages, c, Link{100, 0});
+      costs.SetMessages(MessageMemory{MessageMemory::SentFreed::kNextSendAfterDelivery,
+                                      MessageMemory::ReceivePosted::kOneActionAhead});
+      const SimResult r = Simulate(s, costs);
+      for (const RankMetrics& m : r.per_rank) {
+        INFO(g.name << " K=" << K << " rank " << m.rank);
+        CHECK(m.peak_parts.Total() == m.peak_activation_bytes);
+        CHECK(m.peak_parts.casts > 0);  // every rank computes some stage
+        ++checked;
+      }
+      // Every rank ends the step holding nothing (samples are by rank, then time).
+      std::map<RankId, Bytes> last;
+      for (const MemorySample& m : r.timeline.memory) last[m.rank] = m.bytes;
+      for (const auto& [rank, bytes] : last) CHECK(bytes == 0);
+    }
+  }
+  CHECK(checked > 20);
 }
 
 }  // namespace pplab

@@ -52,9 +52,10 @@ class Engine {
     bytes_.assign(s.ranks, 0);
     held_parts_.assign(s.ranks, {});
     held_sends_.assign(s.ranks, {});
-    recv_held_.assign(2 * sm, 0);
+    if (costs.Messages()) recv_held_.assign(2 * sm, 0);  // only the message rules use it
     computed_.assign(s.ranks, false);
     casts_held_.assign(S_, false);
+    for (StageId st = 0; st < S_; ++st) any_casts_ = any_casts_ || costs.Stage(st).cast_weight_bytes > 0;
     metrics_.resize(s.ranks);
     grads_done_.assign(S_, 0);
     gathered_.assign(S_, 0);
@@ -323,6 +324,7 @@ class Engine {
     rm.end = e.end;
     if (costs_.Messages()) MessagesAtStart(r, parts, e.start);
     for (const Action& part : parts) {
+      if (!any_casts_) break;
       // A stage's first compute makes the weight casts the step then keeps;
       // a recomputed stage's F runs without autograd, which neither uses
       // nor fills the cache: its first B or I does.
@@ -334,19 +336,21 @@ class Engine {
     }
     // While it runs, the action also holds its temporaries: on top of what
     // is held before it (and, for a forward, its own activations).
-    MemoryParts during = held_parts_[r];
+    Bytes activations = 0, workspace = 0;
     for (const Action& part : parts) {
       const StageCost& sc = costs_.Stage(part.stage);
-      if (part.kind == ActionKind::kForward) during.activations += ActivationOf(r, part.stage, part.microbatch);
+      if (part.kind == ActionKind::kForward) activations += ActivationOf(r, part.stage, part.microbatch, sc);
       // A recomputed stage's B or I rebuilds its activations first.
       if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
-        during.activations += sc.recomputed_bytes;
+        activations += sc.recomputed_bytes;
       }
-      during.workspace = std::max(during.workspace, sc.WorkspaceOf(part.kind));
+      workspace = std::max(workspace, sc.WorkspaceOf(part.kind));
     }
-    if (during.Total() > rm.peak_activation_bytes) {
-      rm.peak_activation_bytes = during.Total();
-      rm.peak_parts = during;
+    if (bytes_[r] + activations + workspace > rm.peak_activation_bytes) {
+      rm.peak_activation_bytes = bytes_[r] + activations + workspace;
+      rm.peak_parts = held_parts_[r];
+      rm.peak_parts.activations += activations;
+      rm.peak_parts.workspace = workspace;
     }
     for (const Action& part : parts) FinishPart(r, a, part, e);
     if (costs_.Messages()) {
@@ -360,8 +364,7 @@ class Engine {
   // comes from the previous stage on this rank, which keeps it as its
   // outputs; more when it was measured shared so but is not here (received,
   // or handed over by a recomputed previous stage, which keeps nothing).
-  Bytes ActivationOf(RankId r, StageId st, MicrobatchId m) const {
-    const StageCost& c = costs_.Stage(st);
+  Bytes ActivationOf(RankId r, StageId st, MicrobatchId m, const StageCost& c) const {
     if (!c.activation_includes_input || st <= s_.FirstStage(m)) return c.activation_bytes;
     const Bytes input = c.input_bytes.value_or(c.message_bytes);
     const bool shared = s_.placement[st - 1] == r && costs_.Stage(st - 1).recomputed_bytes == 0;
@@ -467,7 +470,7 @@ class Engine {
         f_end_[Key(st, m)] = e.end;
         ++inflight_[r];
         rm.peak_inflight = std::max(rm.peak_inflight, inflight_[r]);
-        Sample(r, e.start, ActivationOf(r, st, m), &MemoryParts::activations);
+        Sample(r, e.start, ActivationOf(r, st, m, sc), &MemoryParts::activations);
         break;
       case KindMemory::kReleaseActivations:
       case KindMemory::kSwapActivationsForStash: {
@@ -477,7 +480,7 @@ class Engine {
         if (split) i_end_[Key(st, m)] = e.end;
         if (!split) ++grads_done_[st];
         --inflight_[r];
-        Sample(r, e.end, {{&MemoryParts::activations, -ActivationOf(r, st, m)},
+        Sample(r, e.end, {{&MemoryParts::activations, -ActivationOf(r, st, m, sc)},
                           {&MemoryParts::weight_grads, split ? sc.weight_grad_bytes : 0}});
         break;
       }
@@ -571,6 +574,14 @@ class Engine {
       held_parts_[r].*part += d;
       delta += d;
     }
+    Record(r, t, delta);
+  }
+  void Sample(RankId r, TimeNs t, Bytes delta, Part part) {
+    if (delta == 0) return;
+    held_parts_[r].*part += delta;
+    Record(r, t, delta);
+  }
+  void Record(RankId r, TimeNs t, Bytes delta) {
     if (delta == 0) return;
     bytes_[r] += delta;
     if (bytes_[r] > metrics_[r].peak_activation_bytes) {
@@ -579,7 +590,6 @@ class Engine {
     }
     memory_.push_back({r, t, bytes_[r]});
   }
-  void Sample(RankId r, TimeNs t, Bytes delta, Part part) { Sample(r, t, {{part, delta}}); }
 
   void ReportStuck() const {
     std::string stuck;
@@ -692,6 +702,7 @@ class Engine {
   std::vector<Bytes> recv_held_;  // per message (MsgKey): the bytes its posted receive buffer holds now
   std::vector<bool> computed_;    // per rank: whether a compute action has started
   std::vector<bool> casts_held_;  // per stage: whether its weight casts are made
+  bool any_casts_ = false;        // whether any stage keeps weight casts
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;
   long messages_ = 0;

@@ -413,7 +413,13 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
             const SimResult sim = Simulate(Simulated(o, schedule), costs);
             ++result.simulated;
             Bytes peak = 0;
-            for (const RankMetrics& r : sim.per_rank) peak = std::max(peak, memory[r.rank] + r.peak_activation_bytes);
+            const RankMetrics* peak_rank = nullptr;
+            for (const RankMetrics& r : sim.per_rank) {
+              if (peak_rank == nullptr || memory[r.rank] + r.peak_activation_bytes > peak) {
+                peak = memory[r.rank] + r.peak_activation_bytes;
+                peak_rank = &r;
+              }
+            }
             result.smallest_memory = seen_memory ? std::min(result.smallest_memory, peak) : peak;
             seen_memory = true;
             if (peak > o.memory_per_rank) {
@@ -433,6 +439,11 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
             c.step_time = sim.makespan;
             c.bubble_fraction = sim.bubble_fraction;
             c.peak_memory = peak;
+            if (peak_rank != nullptr) {
+              c.peak_rank = peak_rank->rank;
+              c.model_state = memory[peak_rank->rank];
+              c.peak_parts = peak_rank->peak_parts;
+            }
             c.tokens_per_second = sim.makespan > 0 ? static_cast<double>(o.global_batch) * o.seq_len /
                                                          (static_cast<double>(sim.makespan) * 1e-9)
                                                    : 0;

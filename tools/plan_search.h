@@ -12,6 +12,7 @@
 #include "models/partition.h"
 #include "schedules/schedule.h"
 #include "sim/cost_model.h"
+#include "sim/simulator.h"
 #include "sim/step_samples.h"
 
 namespace pplab::cli {
@@ -126,6 +127,11 @@ struct PlanCandidate {
   TimeNs step_time = 0;     // predicted makespan of one step
   double bubble_fraction = 0;
   Bytes peak_memory = 0;         // max over ranks of weights, grads, AdamW moments and activations
+  // The rank of that peak, its model state (weights, gradients, AdamW
+  // moments) and what the rest of its peak is (Simulate's peak_parts).
+  RankId peak_rank = 0;
+  Bytes model_state = 0;
+  MemoryParts peak_parts;
   double tokens_per_second = 0;  // G seq_len / step time
   bool measured_costs = false;   // the profile's stage costs were used verbatim
   bool recompute = false;        // every stage's activations recomputed (train --recompute all)

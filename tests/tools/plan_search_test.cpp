@@ -582,6 +582,10 @@ TEST_CASE("plan: fitted weight casts count 2 bytes a Linear weight from each sta
   const Bytes c0 = 2 * StageLinearParams(c, p, 0), c1 = 2 * StageLinearParams(c, p, 1);
   CHECK(cast.peak_memory == std::max(16 * p0 + 2 * act0 + c0, 16 * p1 + act1 + c1));
   CHECK(cast.peak_memory > plain.peak_memory);
+  // The peak rank's model state and the parts of the rest add up to the peak.
+  CHECK(cast.model_state + cast.peak_parts.Total() == cast.peak_memory);
+  CHECK(cast.model_state == 16 * (cast.peak_rank == 0 ? p0 : p1));
+  CHECK(cast.peak_parts.casts == (cast.peak_rank == 0 ? c0 : c1));
   // A profile whose stages held 2 bytes a Linear weight fits 2.
   std::string stages;
   for (int s = 0; s < 2; ++s) {

@@ -52,6 +52,15 @@ std::string ProfileJson(const LlamaConfig& c, const std::string& stages, const s
          "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
 }
 
+// The 1f1b candidate of M = 8 among those that fit.
+PlanCandidate OneFOneB8(const PlanSearchResult& r) {
+  for (const PlanCandidate& p : r.fitting) {
+    if (p.schedule == "1f1b" && p.microbatches == 8) return p;
+  }
+  FAIL("no 1f1b M=8 candidate");
+  return PlanCandidate{};
+}
+
 }  // namespace
 
 TEST_CASE("plan: the balanced model's stages cost the same", "[plan]") {
@@ -157,16 +166,9 @@ TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per p
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   o.dp = 2;
   o.global_batch = 16;  // 8 sequences a replica, as in the other tests
-  auto one_f_one_b8 = [](const PlanSearchResult& r) {
-    for (const PlanCandidate& p : r.fitting) {
-      if (p.schedule == "1f1b" && p.microbatches == 8) return p;
-    }
-    FAIL("no 1f1b M=8 candidate");
-    return PlanCandidate{};
-  };
-  const PlanCandidate plain = one_f_one_b8(SearchPlans(o));
+  const PlanCandidate plain = OneFOneB8(SearchPlans(o));
   o.shard_optimizer = true;
-  const PlanCandidate sharded = one_f_one_b8(SearchPlans(o));
+  const PlanCandidate sharded = OneFOneB8(SearchPlans(o));
   CHECK(sharded.step_time == plain.step_time);
   const Partition& p = plain.partition;
   const Bytes act0 = std::llround(StageActivationBytes(c, p, 0, 1, kSeqLen, Precision::kFp32));
@@ -180,9 +182,9 @@ TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per p
   o.cost_data_parallel = true;
   o.dp_link = Link{0, 1.0};
   o.shard_optimizer = false;
-  const PlanCandidate plain_dp = one_f_one_b8(SearchPlans(o));
+  const PlanCandidate plain_dp = OneFOneB8(SearchPlans(o));
   o.shard_optimizer = true;
-  const PlanCandidate sharded_dp = one_f_one_b8(SearchPlans(o));
+  const PlanCandidate sharded_dp = OneFOneB8(SearchPlans(o));
   CHECK(sharded_dp.step_time == plain_dp.step_time + 4 * std::max(p0, p1));
 }
 
@@ -565,16 +567,9 @@ TEST_CASE("plan: fitted weight casts count 2 bytes a Linear weight from each sta
   CHECK(StageLinearParams(c, two, 0) == 2 * 9216);
   CHECK(StageLinearParams(c, two, 1) == 9216 + int64_t{c.vocab_size} * 32);  // and the head
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
-  auto one_f_one_b8 = [](const PlanSearchResult& r) {
-    for (const PlanCandidate& p : r.fitting) {
-      if (p.schedule == "1f1b" && p.microbatches == 8) return p;
-    }
-    FAIL("no 1f1b M=8 candidate");
-    return PlanCandidate{};
-  };
-  const PlanCandidate plain = one_f_one_b8(SearchPlans(o));
+  const PlanCandidate plain = OneFOneB8(SearchPlans(o));
   o.fit.cast_bytes_per_param = 2;
-  const PlanCandidate cast = one_f_one_b8(SearchPlans(o));
+  const PlanCandidate cast = OneFOneB8(SearchPlans(o));
   const Partition& p = plain.partition;
   const Bytes act0 = std::llround(StageActivationBytes(c, p, 0, 1, kSeqLen, Precision::kFp32));
   const Bytes act1 = std::llround(StageActivationBytes(c, p, 1, 1, kSeqLen, Precision::kFp32));

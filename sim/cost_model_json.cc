@@ -63,9 +63,8 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
             {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
              "weight_grad_bytes", "workspace_bytes", "forward_workspace_bytes", "backward_workspace_bytes",
-             "recomputed_bytes", "message_bytes", "input_bytes", "activation_includes_input", "input_grad_bytes", "cast_weight_bytes",
-             "forward_send_bytes",
-             "forward_backward_ms",
+             "recomputed_bytes", "message_bytes", "input_bytes", "activation_includes_input", "input_grad_bytes",
+             "cast_weight_bytes", "forward_send_bytes", "forward_backward_ms",
              "overlap_penalty_ms", "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms",
              "backward_p90_ms",
              "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms",
@@ -88,13 +87,12 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   bytes("recomputed_bytes", cost.recomputed_bytes);
   bytes("message_bytes", cost.message_bytes);
   bytes("cast_weight_bytes", cost.cast_weight_bytes);
-  if (obj.contains("input_bytes")) {
-    cost.input_bytes = static_cast<Bytes>(std::llround(NonNegative(obj, "input_bytes", at, kMaxBytes)));
-  }
-  for (const auto& [key, out] : {std::pair<const char*, std::optional<Bytes>*>{"forward_workspace_bytes",
-                                                                               &cost.forward_workspace_bytes},
-                                 {"backward_workspace_bytes", &cost.backward_workspace_bytes},
-                                 {"input_grad_bytes", &cost.input_grad_bytes}}) {
+  for (const auto& [key, out] :
+       {std::pair<const char*, std::optional<Bytes>*>{"forward_workspace_bytes", &cost.forward_workspace_bytes},
+        {"backward_workspace_bytes", &cost.backward_workspace_bytes},
+        {"input_grad_bytes", &cost.input_grad_bytes},
+        {"input_bytes", &cost.input_bytes},
+        {"forward_send_bytes", &cost.forward_send_bytes}}) {
     if (obj.contains(key)) *out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at, kMaxBytes)));
   }
   if (obj.contains("activation_includes_input")) {
@@ -103,10 +101,6 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
                   obj["activation_includes_input"].dump());
     }
     cost.activation_includes_input = obj["activation_includes_input"].get<bool>();
-  }
-  if (obj.contains("forward_send_bytes")) {
-    cost.forward_send_bytes =
-        static_cast<Bytes>(std::llround(NonNegative(obj, "forward_send_bytes", at, kMaxBytes)));
   }
   time("forward_backward_ms", cost.forward_backward);
   if (obj.contains("overlap_penalty_ms")) {

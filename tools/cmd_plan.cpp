@@ -51,6 +51,14 @@ std::string HumanBytes(Bytes b) {
   return Fixed(x, u == 0 ? 0 : 2) + " " + kUnits[u];
 }
 
+// The peak rank, its model state and the kinds of the rest of its peak.
+nlohmann::json PeakMemoryParts(const PlanCandidate& c) {
+  nlohmann::json parts = MemoryPartsJson(c.peak_parts);
+  parts["rank"] = c.peak_rank;
+  parts["model_state"] = c.model_state;
+  return parts;
+}
+
 json CandidateJson(const PlanCandidate& c) {
   return {{"ranks", c.ranks},
           {"dp", c.dp},
@@ -64,15 +72,7 @@ json CandidateJson(const PlanCandidate& c) {
           {"step_time", NsToMs(c.step_time)},
           {"bubble_fraction", c.bubble_fraction},
           {"peak_memory_bytes", c.peak_memory},
-          {"peak_memory_parts",
-           {{"rank", c.peak_rank},
-            {"model_state", c.model_state},
-            {"activations", c.peak_parts.activations},
-            {"weight_grads", c.peak_parts.weight_grads},
-            {"messages", c.peak_parts.messages},
-            {"casts", c.peak_parts.casts},
-            {"params", c.peak_parts.params},
-            {"workspace", c.peak_parts.workspace}}},
+          {"peak_memory_parts", PeakMemoryParts(c)},
           {"tokens_per_second", c.tokens_per_second},
           {"measured_costs", c.measured_costs},
           {"recompute", c.recompute ? "all" : "none"},

@@ -50,6 +50,12 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows, size_t left_c
   }
 }
 
+nlohmann::json MemoryPartsJson(const MemoryParts& parts) {
+  return {{"activations", parts.activations}, {"weight_grads", parts.weight_grads},
+          {"messages", parts.messages},       {"casts", parts.casts},
+          {"params", parts.params},           {"workspace", parts.workspace}};
+}
+
 nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, const SimResult& r) {
   using nlohmann::json;
   json per_rank = json::array();
@@ -63,13 +69,7 @@ nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, 
                         {"end", NsToMs(m.end)},
                         {"peak_inflight", m.peak_inflight},
                         {"peak_activation_bytes", m.peak_activation_bytes},
-                        {"peak_parts",
-                         {{"activations", m.peak_parts.activations},
-                          {"weight_grads", m.peak_parts.weight_grads},
-                          {"messages", m.peak_parts.messages},
-                          {"casts", m.peak_parts.casts},
-                          {"params", m.peak_parts.params},
-                          {"workspace", m.peak_parts.workspace}}}});
+                        {"peak_parts", MemoryPartsJson(m.peak_parts)}});
     peak_inflight = std::max(peak_inflight, m.peak_inflight);
     peak_bytes = std::max(peak_bytes, m.peak_activation_bytes);
   }

@@ -15,6 +15,10 @@ namespace pplab::cli {
 // makespan, bubble_fraction, span_bubble_fraction, analytic_bubble_fraction
 // (null without a closed form), per_rank[...], p2p and critical-path
 // figures; times in ms.
+// {activations, weight_grads, messages, casts, params, workspace}: what a
+// peak is made of (simulate's per_rank[].peak_parts, plan's peak_memory_parts).
+nlohmann::json MemoryPartsJson(const MemoryParts& parts);
+
 nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, const SimResult& result);
 
 // A few aligned lines for people: the same figures as SimulationJson.

@@ -341,7 +341,8 @@ int LaunchLocal(const LaunchOptions& options) {
   restore();
   if (g_stop_signal != 0) {  // the workers got the terminal's signal too, and were all reaped above
     const int sig = g_stop_signal;
-    std::fprintf(stderr, "pplab: %s: the workers stopped\n", sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
+    std::fprintf(stderr, "pplab: %s: the workers stopped\n",
+                 sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
     return 128 + sig;
   }
   // A killed worker's peers may report losing it before it can be reaped

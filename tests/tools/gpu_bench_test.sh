@@ -156,3 +156,18 @@ PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" bash "$bench" --pplab "$tmp
 grep -qF "| K=1, small, 16×128, M=1 | fp32 | eager | 204 800 | n/a (still running after 1 s (--run-timeout)) |" \
   "$tmp/slow.md" || fail "the bounded run is not named: $(cat "$tmp/slow.md")"
 echo "ok: a run past --run-timeout"
+
+# 5. --deadline: the first row starts, and after its run of 1 s (the bound
+# stops the slow stand-in) the next is past a deadline of 1 s: it is named
+# under the table, not run.
+PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" bash "$bench" --pplab "$tmp/slow-pplab" --steps 4 \
+  --rows 'K=1, small' --run-timeout 1 --deadline 1 > "$tmp/late.md" || fail "the bench failed with --deadline"
+grep -qF "| K=1, small, 16×128, M=1 | fp32 | eager |" "$tmp/late.md" || fail "the first row did not run: $(cat "$tmp/late.md")"
+grep -qF "| K=1, small, 16×128, M=1 | bf16 |" "$tmp/late.md" && fail "a row past --deadline ran: $(cat "$tmp/late.md")"
+grep -qxF -- "- K=1, small, 16×128, M=1, bf16" "$tmp/late.md" || fail "the row past --deadline is not named: $(cat "$tmp/late.md")"
+for bad in "--deadline soon" "--deadline -3"; do
+  # shellcheck disable=SC2086
+  if PPLAB_BENCH_FAKE_GPU=1 bash "$bench" $bad > "$tmp/bad.txt" 2>&1; then fail "accepted $bad"; fi
+  grep -q -- "--deadline must be" "$tmp/bad.txt" || fail "no reason for $bad: $(cat "$tmp/bad.txt")"
+done
+echo "ok: --deadline"

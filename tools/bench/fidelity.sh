@@ -23,9 +23,9 @@
 #   --run-timeout S  bound each profile, train and diff (default 300 s); a run
 #                  that fails or passes it loses its row (or its configuration's
 #                  rows, for a profile), named under the table, and the loop goes on
-#   --deadline S   start no configuration after S seconds from the start
-#                  (default 0: none), so that a bounded command still prints the
-#                  table of what finished; the skipped ones are named under it
+#   --deadline S   start no configuration and no plan after S seconds from the
+#                  start (default 0: none), so that a bounded command still prints
+#                  the table of what finished; the skipped ones are named under it
 #   --dry-run      print the commands of one run, run nothing
 #
 # Each (shape, ranks, microbatches) is profiled once per stage count
@@ -166,6 +166,10 @@ for run in $(seq 1 "$runs"); do
         fi
       fi
       for plan in "${plan_list[@]}"; do
+        if [ "$dry_run" = 0 ] && [ "$deadline" -gt 0 ] && [ $((SECONDS - started)) -ge "$deadline" ]; then
+          echo "- run $run, $shape, K=$K, M=$M, $plan: not started, past --deadline $deadline s" >> "$work/notes.md"
+          continue
+        fi
         cost=$work/cost-$tag.json
         two_stage "$plan" && cost=$work/cost-$tag-v2.json
         if two_stage "$plan"; then [ "$have_v2" = 1 ] || continue; else [ "$have_v1" = 1 ] || continue; fi

@@ -18,6 +18,9 @@
 #               the table from 1 (pplab stats and explain read them)
 #   --run-timeout S  bound each run, the reference's and pplab's (default 240 s;
 #               a run past it shows as n/a with the reason)
+#   --deadline S  start no row's pair of runs S seconds or more after the bench
+#               began (default 0: none); the rows left out are named under the
+#               table, so a bounded device command still ends with its table
 #   --dry-run   print the commands it would run, run nothing (no GPU needed)
 #   PPLAB_BENCH_BACKEND=gloo   pplab's --backend for K=2 (default auto: NCCL)
 #
@@ -55,6 +58,7 @@ dry_run=0
 pplab_args=()
 traces=""
 run_timeout=240
+deadline=0
 while [ $# -gt 0 ]; do
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
@@ -63,12 +67,17 @@ while [ $# -gt 0 ]; do
     --pplab-args) read -r -a pplab_args <<< "$2"; shift 2 ;;
     --traces) traces=$2; shift 2 ;;
     --run-timeout) run_timeout=$2; shift 2 ;;
+    --deadline) deadline=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $run_timeout =~ ^[1-9][0-9]*$ ]] || { echo "gpu_bench: --run-timeout must be a positive number of seconds, got '$run_timeout'" >&2; exit 2; }
+[[ $deadline =~ ^[0-9]+$ ]] || { echo "gpu_bench: --deadline must be a whole number of seconds, got '$deadline'" >&2; exit 2; }
+# Milliseconds of wall time (bash's EPOCHREALTIME; SECONDS counts whole
+# seconds and can tick over just after it is read).
+now_ms() { local t=${EPOCHREALTIME:-$SECONDS.000000}; t=${t/,/.}; echo $(( ${t%.*} * 1000 + 10#${t#*.} / 1000 )); }
 
 # Why this machine cannot run the bench, or nothing.
 no_gpu_reason() {
@@ -192,6 +201,7 @@ fi
 
 n=0
 r=0
+started=$(now_ms)
 for row in "${rows[@]}"; do
   IFS='|' read -r label mode K schedule model batch seq micro <<< "$row"
   r=$((r + 1))
@@ -214,6 +224,10 @@ for row in "${rows[@]}"; do
       echo "# $label, $precision"
       show "${ref[@]}"
       show "${run[@]}"
+      continue
+    fi
+    if [ "$deadline" -gt 0 ] && [ $(($(now_ms) - started)) -ge $((deadline * 1000)) ]; then
+      echo "- $label, $precision" >> "$work/late.md"
       continue
     fi
     bounded "$work/ref-$n" "${ref[@]}"
@@ -277,6 +291,12 @@ PY
 done
 
 if [ "$dry_run" = 0 ]; then
+  if [ -s "$work/late.md" ]; then
+    echo
+    echo "Not run, past --deadline $deadline s:"
+    echo
+    cat "$work/late.md"
+  fi
   echo
   if [ -s "$work/where.md" ]; then
     echo "Where pplab's step goes (rank 0, mean over the measured steps):"

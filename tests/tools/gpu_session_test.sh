@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# tools/gpu_session.sh, checked without a GPU:
+#  1. bad arguments, and a machine without a GPU: one line each, exit 2,
+#     nothing written;
+#  2. its plan (--dry-run), for every order of parts and several deadlines:
+#     no step's bound reaches past the deadline, every bound it hands down is
+#     positive, a part that cannot get its minimum is named as not started,
+#     and the build has the tests exactly when the tests part is asked for;
+#  3. the commands it plans are accepted by the scripts they call (each
+#     bench's own --dry-run, with the flags the plan gives it).
+# Usage: gpu_session_test.sh SOURCE_DIR
+set -euo pipefail
+src=$1
+session=$src/tools/gpu_session.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# 1. Refusals: one line on stderr, exit 2, no output folder.
+refuse() {
+  local why=$1 rc
+  shift
+  set +e
+  bash "$session" --out "$tmp/out" "$@" > "$tmp/refused.txt" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] || fail "$*: exit $rc, expected 2: $(cat "$tmp/refused.txt")"
+  [ "$(wc -l < "$tmp/refused.txt")" -eq 1 ] || fail "$*: not one line: $(cat "$tmp/refused.txt")"
+  grep -q -- "$why" "$tmp/refused.txt" || fail "$*: no '$why' in: $(cat "$tmp/refused.txt")"
+  [ ! -e "$tmp/out" ] || fail "$*: the output folder was made"
+}
+refuse "unknown part 'benchmarks'" --dry-run benchmarks
+refuse "unknown option '--budget'" --budget 400 tests
+refuse "name at least one part" --dry-run
+refuse "--deadline must be a positive number" --deadline 8m tests
+refuse "--deadline must be a positive number" --deadline 0 tests
+refuse "leaves no time after the build" --deadline 150 tests
+if ! command -v nvidia-smi > /dev/null; then
+  refuse "no CUDA GPU on this machine" tests
+fi
+echo "ok: refusals"
+
+# 2. The plan. A planned step reads "    [at T s, bound B s] COMMAND".
+check_plan() {
+  local deadline=$1 plan=$2 at bound
+  shift 2
+  [ "$(grep -c '^    \[at ' "$plan")" -ge 1 ] || fail "$*: no step planned"
+  while read -r at bound; do
+    [ "$bound" -gt 0 ] || fail "$*, deadline $deadline: a bound of $bound s"
+    [ $((at + bound)) -le "$deadline" ] || fail "$*, deadline $deadline: a step at $at s bound to $bound s"
+  done < <(sed -nE 's/^    \[at ([0-9]+) s, bound (-?[0-9]+) s\].*/\1 \2/p' "$plan")
+  # Whatever it hands down (deadlines, run bounds, the GPU tests' seconds) is positive.
+  local handed
+  for handed in $(grep -oE -- '(--deadline|--run-timeout) -?[0-9]+|SECONDS=-?[0-9]+' "$plan" | grep -oE -- '-?[0-9]+$'); do
+    [ "$handed" -gt 0 ] || fail "$*, deadline $deadline: a bound of $handed handed down: $(cat "$plan")"
+  done
+  local build
+  build=$(grep -A1 '^## build' "$plan" | tail -n 1)
+  if [[ " $* " == *" tests "* ]]; then
+    [[ $build != *BUILD_TESTING=OFF* ]] || fail "$*: the tests part without the tests built"
+  else
+    [[ $build == *BUILD_TESTING=OFF* ]] || fail "$*: the tests built for nothing"
+  fi
+}
+orders=("tests" "bench" "fidelity" "fidelity64" "tests bench" "bench tests" "fidelity fidelity64"
+        "tests bench fidelity fidelity64" "fidelity64 fidelity bench tests")
+for deadline in 200 300 480 600 1500; do
+  for parts in "${orders[@]}"; do
+    # shellcheck disable=SC2086
+    bash "$session" --dry-run --deadline "$deadline" $parts > "$tmp/plan.txt" || fail "--dry-run $parts failed"
+    # shellcheck disable=SC2086
+    check_plan "$deadline" "$tmp/plan.txt" $parts
+  done
+done
+# By the estimates (build 170 s with the tests, tests about 400 s), a
+# 480-second command runs the tests part and has no room for the bench; the
+# bench alone fits with its loss curve.
+bash "$session" --dry-run tests bench > "$tmp/plan.txt"
+grep -qF "ctest --test-dir" "$tmp/plan.txt" || fail "the suite is not in the tests part: $(cat "$tmp/plan.txt")"
+grep -qE "^gpu_session: not started: [0-9]+ s left, it needs at least 120 s" "$tmp/plan.txt" ||
+  fail "the bench is not named as not started: $(cat "$tmp/plan.txt")"
+bash "$session" --dry-run bench > "$tmp/plan.txt"
+grep -q "gpu_bench.sh" "$tmp/plan.txt" && grep -q "precision_curve.sh" "$tmp/plan.txt" ||
+  fail "the bench part lacks a step: $(cat "$tmp/plan.txt")"
+grep -q "not started" "$tmp/plan.txt" && fail "the bench alone does not fit in 480 s: $(cat "$tmp/plan.txt")"
+echo "ok: plans"
+
+# 3. The benches accept what the plan hands them (their own dry runs).
+bash "$session" --dry-run --deadline 1500 --bench-rows 'K=2' --fidelity-configs 2:8,1:4 bench fidelity fidelity64 \
+  > "$tmp/plan.txt"
+n=0
+while IFS= read -r line; do
+  cmd=$(sed -E 's/^    \[at [0-9]+ s, bound [0-9]+ s\] //' <<< "$line")
+  eval "words=($cmd)"  # the plan prints each command shell-quoted (printf %q)
+  case "${words[1]}" in
+    tools/bench/gpu_bench.sh)
+      [ -f "$src/../shared/gpu/torch_anchor.py" ] || [ -f "$src/.gpu/torch_anchor.py" ] || continue ;;
+    tools/bench/fidelity.sh) ;;
+    *) continue ;;
+  esac
+  [[ " $cmd " == *" --deadline "* ]] || fail "no --deadline handed to ${words[1]}: $cmd"
+  (cd "$src" && "${words[@]}" --dry-run > "$tmp/child.txt" 2>&1) || fail "${words[1]} refuses the plan's flags: $(cat "$tmp/child.txt")"
+  case "${words[1]}" in
+    *gpu_bench.sh) grep -q "^# K=2 " "$tmp/child.txt" && ! grep -q "^# K=1" "$tmp/child.txt" ||
+                     fail "--bench-rows did not reach the bench: $(cat "$tmp/child.txt")" ;;
+    *fidelity.sh) grep -q "^# run 1, .*, K=2, M=8" "$tmp/child.txt" && ! grep -q "K=1, M=8" "$tmp/child.txt" ||
+                    fail "--fidelity-configs did not reach the loop: $(cat "$tmp/child.txt")" ;;
+  esac
+  n=$((n + 1))
+done < <(grep -E "^    \[at .*tools/bench/(gpu_bench|fidelity).sh" "$tmp/plan.txt")
+[ "$n" -ge 2 ] || fail "expected the benches' commands in the plan, checked $n: $(cat "$tmp/plan.txt")"
+echo "ok: $n planned bench commands accepted"

@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# A lent GPU session's measurements as one bounded command.
+#
+# A task lent a GPU machine gets 15 minutes of device time in all: the
+# machine's start (a minute or more), each command and each idle wait. That
+# leaves one command of about eight minutes. This script is that command. It
+# builds pplab against the machine's LibTorch once, runs the parts asked for
+# in the order given, and ends by its deadline with the tables of what
+# finished, naming what it left out (docs/gpu.md, "Measuring on a lent GPU
+# machine").
+#
+# Usage, from the project's root on the GPU machine, with .gpu/ carried along
+# (`bash ../shared/gpu/prepare.sh` here first):
+#   bash tools/gpu_session.sh [--deadline S] [--out DIR] [--dry-run] PART...
+#   PART          run in the order given:
+#     tests       issue 9: two ranks over NCCL, then the GPU tests (tools/gpu_check.sh),
+#                 then the suite but its gpu and readme labels, against this LibTorch
+#     bench       issue 10: tools/bench/gpu_bench.sh (pplab against PyTorch, fp32 and
+#                 bf16, traces kept), then bf16's 200-step loss curve on CUDA
+#     fidelity    issue 12: tools/bench/fidelity.sh at 16x128 (K=2 M=8, then K=1 M=4, 8, 1)
+#     fidelity64  issue 12: the same at 64x512
+#   --deadline S  seconds from the start by which the command has ended (default 480).
+#                 A part starts only when at least its minimum is left; its runs are
+#                 bounded by what is left, and each bench starts no run past its share
+#   --out DIR     where the report and the logs go (default $OUT when set, else gpu-session/)
+#   --bench-rows RE     only the bench rows that match RE (gpu_bench.sh --rows), e.g. the
+#                 ones an earlier session did not reach
+#   --fidelity-configs L  the fidelity parts' K:M list (default 2:8,1:4,1:8,1:1)
+#   --dry-run     print the plan, each step's command with its bounds, as if each step took
+#                 its estimate; run nothing (no GPU needed)
+#
+# What comes back: DIR/session.md (all it prints: the tables for docs/gpu.md and
+# docs/fidelity.md and each step's wall time) and DIR/details.tgz (the build log,
+# the test logs, traces and cost files): two files, within the device tool's 8.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deadline=480
+out=${OUT:-gpu-session}
+dry_run=0
+bench_rows=.
+fidelity_configs=2:8,1:4,1:8,1:1
+parts=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --deadline) deadline=${2-}; shift 2 || shift ;;
+    --out) out=${2-}; shift 2 || shift ;;
+    --bench-rows) bench_rows=${2-}; shift 2 || shift ;;
+    --fidelity-configs) fidelity_configs=${2-}; shift 2 || shift ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu_session: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    tests|bench|fidelity|fidelity64) parts+=("$1"); shift ;;
+    *) echo "gpu_session: unknown part '$1': tests, bench, fidelity or fidelity64" >&2; exit 2 ;;
+  esac
+done
+[[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "gpu_session: --deadline must be a positive number of seconds, got '$deadline'" >&2; exit 2; }
+[ -n "$out" ] || { echo "gpu_session: --out needs a folder" >&2; exit 2; }
+[ ${#parts[@]} -gt 0 ] || { echo "gpu_session: name at least one part: tests, bench, fidelity or fidelity64" >&2; exit 2; }
+
+# Seconds, from the H100 session of 2026-11-23 (docs/gpu.md, "Figures") and
+# the device commands' sizes before this script: what a step usually takes
+# (estimate) and the least that is worth starting it with (minimum).
+with_tests=0
+for p in "${parts[@]}"; do [ "$p" = tests ] && with_tests=1; done
+if [ "$with_tests" = 1 ]; then build_estimate=170; else build_estimate=100; fi
+estimate() { case $1 in tests) echo 400 ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; esac; }
+minimum() { case $1 in tests) echo 150 ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; esac; }
+[ "$deadline" -gt "$build_estimate" ] ||
+  { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s)" >&2; exit 2; }
+
+build=$PWD/build-cuda
+pplab=$build/pplab
+deps_path=/opt/deps/usr/lib/x86_64-linux-gnu
+
+if [ "$dry_run" = 0 ]; then
+  if ! command -v nvidia-smi > /dev/null || ! grep -q '^GPU ' <<< "$(nvidia-smi -L 2> /dev/null)"; then
+    echo "gpu_session: no CUDA GPU on this machine (nvidia-smi lists none); nothing run" >&2
+    exit 2
+  fi
+  [ -f .gpu/build.sh ] ||
+    { echo "gpu_session: no .gpu/build.sh: run 'bash ../shared/gpu/prepare.sh' here and carry .gpu along" >&2; exit 2; }
+fi
+
+if [ "$dry_run" = 1 ]; then
+  work=WORK     # what the dry run shows for the folder that becomes details.tgz
+else
+  mkdir -p "$out"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
+clock=0         # the dry run's clock: the sum of the estimates so far
+timings=()      # "step|seconds|how it ended"
+
+elapsed() { if [ "$dry_run" = 1 ]; then echo "$clock"; else echo "$SECONDS"; fi; }
+left() { echo $((deadline - $(elapsed))); }
+smaller() { if [ "$1" -lt "$2" ]; then echo "$1"; else echo "$2"; fi; }
+larger() { if [ "$1" -gt "$2" ]; then echo "$1"; else echo "$2"; fi; }
+show() { printf '%q ' "$@" | sed 's/ $//'; echo; }
+
+# Runs a step's command, bounded by S seconds, its output into this report
+# or, when LOG is not "-", into the file LOG; records its wall time and how it
+# ended ($step_rc). In a dry run, prints it and advances the clock by the
+# estimate E (at most S). Usage: step NAME S E LOG COMMAND...
+step_rc=0
+step() {
+  local name=$1 bound=$2 guess=$3 log=$4 began rc=0
+  shift 4
+  if [ "$dry_run" = 1 ]; then
+    echo "    [at ${clock} s, bound ${bound} s] $(show "$@")${log:+$([ "$log" = - ] || echo " > ${log#"$work/"}")}"
+    clock=$((clock + $(smaller "$guess" "$bound")))
+    step_rc=0
+    return 0
+  fi
+  began=$SECONDS
+  if [ "$log" = - ]; then
+    timeout -k 10 "$bound" "$@" || rc=$?
+  else
+    timeout -k 10 "$bound" "$@" > "$log" 2>&1 || rc=$?
+  fi
+  local how="exit $rc"
+  [ "$rc" = 0 ] && how=ok
+  { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && how="stopped at its bound of $bound s"
+  timings+=("$name|$((SECONDS - began))|$how")
+  step_rc=$rc
+  return 0
+}
+
+# Processes a cut-short step leaves behind share the GPU with the next one:
+# stop them, and say so under the figures taken after.
+reap() {
+  [ "$dry_run" = 1 ] && return 0
+  local pattern="$build/(pplab-train|tests/pplab_)|torch_anchor.py" n
+  n=$(pgrep -fc "$pattern" || true)
+  if [ "${n:-0}" -gt 0 ]; then
+    pkill -9 -f "$pattern" || true
+    echo "gpu_session: stopped $n process(es) left by the last step; the GPU is clean for the next"
+  fi
+}
+
+part_tests() {
+  local r gpu_tests
+  r=$(left)
+  # gpu_check.sh: the build is done (it only checks it again), the smoke run
+  # has its own bound of 120 s (20 s when it works), and the GPU tests get
+  # what the suite's 120 s and the smoke run's leave, 60 to 240 s.
+  gpu_tests=$(larger 60 "$(smaller 240 $((r - 190)))")
+  step "tests: NCCL smoke run and GPU tests" "$(smaller $((r - 10)) $((gpu_tests + 150)))" $((gpu_tests + 40)) - \
+    env PPLAB_BUILD="$build" PPLAB_GPU_CHECK_SECONDS="$gpu_tests" bash tools/gpu_check.sh
+  cp "$build/gpu_check.log" "$work/gpu-tests.log" 2> /dev/null || true
+  reap
+  r=$(left)
+  if [ "$r" -lt 60 ]; then
+    echo "gpu_session: the suite against this LibTorch was not started: ${r} s left"
+    return 0
+  fi
+  echo
+  echo "The suite but the gpu and readme labels, against this LibTorch:"
+  step "tests: the suite (-LE 'gpu|readme')" $((r - 10)) 120 "$work/suite.log" \
+    ctest --test-dir "$build" -j "$(nproc)" -LE 'gpu|readme'
+  [ "$dry_run" = 1 ] || grep -E 'tests passed|tests failed|\*\*\*|Failed|Timeout' "$work/suite.log" | tail -n 40 || true
+  reap
+}
+
+part_bench() {
+  local r
+  r=$(left)
+  step "bench: pplab against PyTorch" $((r - 20)) 320 - \
+    bash tools/bench/gpu_bench.sh --pplab "$pplab" --rows "$bench_rows" --deadline "$(larger 1 $((r - 140)))" \
+      --run-timeout "$(smaller 240 $((r - 60)))" --traces "$work/bench-traces"
+  reap
+  r=$(left)
+  if [ "$r" -lt 45 ]; then
+    echo "gpu_session: bf16's loss curve was not started: ${r} s left"
+    return 0
+  fi
+  # 200 steps on a text larger than the repository's, which the small preset
+  # would learn by heart in 200 steps.
+  local text=$work/text.txt
+  if [ "$dry_run" = 0 ]; then
+    cat /usr/share/common-licenses/* > "$text" 2> /dev/null || true
+    [ -s "$text" ] || { text=tests/data/text/fortunes.txt; echo "(no /usr/share/common-licenses: the curve trains on $text)"; }
+  fi
+  echo
+  step "bench: bf16's loss curve" $((r - 5)) 60 - \
+    bash tools/bench/precision_curve.sh --pplab "$pplab" --device cuda --data "$text" --keep "$work/curve"
+  reap
+}
+
+part_fidelity() {
+  local shape=$1 r
+  r=$(left)
+  step "fidelity at $shape" $((r - 5)) "$(estimate "$2")" - \
+    bash tools/bench/fidelity.sh --pplab "$pplab" --device cuda --shapes "$shape" --configs "$fidelity_configs" \
+      --deadline $((r - 60)) --run-timeout "$(smaller 200 $((r - 30)))" --out "$work/fidelity-$shape"
+  reap
+}
+
+session() {
+  echo "# GPU session: ${parts[*]} (deadline ${deadline} s)"
+  echo
+  if [ "$dry_run" = 1 ]; then
+    echo "Dry run: each step's command, when it would start and its bound, if every step took its estimate."
+  else
+    echo "$(date -u '+%F %H:%M') UTC, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)," \
+      "torch $(python3 -c 'import torch; print(torch.__version__)' 2> /dev/null || echo '?')," \
+      "pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?')$(git diff --quiet HEAD 2> /dev/null || echo ' with changes')"
+  fi
+  echo
+  echo "## build"
+  local flags=()
+  [ "$with_tests" = 1 ] || flags=(-DBUILD_TESTING=OFF)
+  # A build of this machine configured without the tests needs them turned on again.
+  if [ "$dry_run" = 0 ] && [ "$with_tests" = 1 ] && grep -q 'BUILD_TESTING:BOOL=OFF' "$build/CMakeCache.txt" 2> /dev/null; then
+    cmake -DBUILD_TESTING=ON "$build" > /dev/null
+  fi
+  step build $((deadline - 60)) "$build_estimate" "$work/build.log" \
+    env PPLAB_BUILD="$build" bash .gpu/build.sh ${flags[@]+"${flags[@]}"}
+  if [ "$dry_run" = 0 ] && { [ "$step_rc" != 0 ] || [ ! -x "$pplab" ]; }; then
+    tail -n 40 "$work/build.log"
+    echo "gpu_session: the build failed (exit $step_rc; its whole log is in details.tgz); nothing else run"
+    return 0
+  fi
+  export LD_LIBRARY_PATH=$deps_path:${LD_LIBRARY_PATH:-}
+  local p r
+  for p in "${parts[@]}"; do
+    r=$(left)
+    echo
+    echo "## $p"
+    if [ "$r" -lt "$(minimum "$p")" ]; then
+      echo "gpu_session: not started: ${r} s left, it needs at least $(minimum "$p") s (about $(estimate "$p") s in full)"
+      timings+=("$p|0|not started")
+      continue
+    fi
+    case $p in
+      tests) part_tests ;;
+      bench) part_bench ;;
+      fidelity) part_fidelity 16x128 fidelity ;;
+      fidelity64) part_fidelity 64x512 fidelity64 ;;
+    esac
+  done
+  echo
+  echo "## where the time went"
+  echo
+  if [ "$dry_run" = 1 ]; then
+    echo "Planned: ${clock} s of the ${deadline} s."
+    return 0
+  fi
+  echo "| step | wall s | end |"
+  echo "|---|---|---|"
+  local t
+  for t in "${timings[@]}"; do
+    IFS='|' read -r name secs how <<< "$t"
+    echo "| $name | $secs | $how |"
+  done
+  echo
+  echo "All: $SECONDS s of the ${deadline} s."
+}
+
+if [ "$dry_run" = 1 ]; then
+  session
+  exit 0
+fi
+session 2>&1 | tee "$out/session.md"
+tar czf "$out/details.tgz" -C "$work" . 2> /dev/null || echo "gpu_session: could not pack the logs" >&2

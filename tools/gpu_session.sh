@@ -90,7 +90,7 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 clock=0         # the dry run's clock: the sum of the estimates so far
-timings=()      # "step|seconds|how it ended"
+timings=()      # "step<TAB>seconds<TAB>how it ended"
 
 elapsed() { if [ "$dry_run" = 1 ]; then echo "$clock"; else echo "$SECONDS"; fi; }
 left() { echo $((deadline - $(elapsed))); }
@@ -121,7 +121,7 @@ step() {
   local how="exit $rc"
   [ "$rc" = 0 ] && how=ok
   { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && how="stopped at its bound of $bound s"
-  timings+=("$name|$((SECONDS - began))|$how")
+  timings+=("$name"$'\t'"$((SECONDS - began))"$'\t'"$how")
   step_rc=$rc
   return 0
 }
@@ -156,7 +156,7 @@ part_tests() {
   fi
   echo
   echo "The suite but the gpu and readme labels, against this LibTorch:"
-  step "tests: the suite (-LE 'gpu|readme')" $((r - 10)) 120 "$work/suite.log" \
+  step "tests: the suite but its gpu and readme labels" $((r - 10)) 120 "$work/suite.log" \
     ctest --test-dir "$build" -j "$(nproc)" -LE 'gpu|readme'
   [ "$dry_run" = 1 ] || grep -E 'tests passed|tests failed|\*\*\*|Failed|Timeout' "$work/suite.log" | tail -n 40 || true
   reap
@@ -229,7 +229,7 @@ session() {
     echo "## $p"
     if [ "$r" -lt "$(minimum "$p")" ]; then
       echo "gpu_session: not started: ${r} s left, it needs at least $(minimum "$p") s (about $(estimate "$p") s in full)"
-      timings+=("$p|0|not started")
+      timings+=("$p"$'\t'0$'\t'"not started")
       continue
     fi
     case $p in
@@ -250,7 +250,7 @@ session() {
   echo "|---|---|---|"
   local t
   for t in "${timings[@]}"; do
-    IFS='|' read -r name secs how <<< "$t"
+    IFS=$'\t' read -r name secs how <<< "$t"
     echo "| $name | $secs | $how |"
   done
   echo

@@ -110,3 +110,45 @@ while IFS= read -r line; do
 done < <(grep -E "^    \[at .*tools/bench/(gpu_bench|fidelity).sh" "$tmp/plan.txt")
 [ "$n" -ge 2 ] || fail "expected the benches' commands in the plan, checked $n: $(cat "$tmp/plan.txt")"
 echo "ok: $n planned bench commands accepted"
+
+# 4. A whole session on stand-ins, in a copy of the scripts: a GPU that
+# nvidia-smi lists, a build that makes build-cuda/pplab, and benches, checks
+# and a ctest that print what they were given. The report holds each step's
+# output and wall time; details.tgz holds the build's and the suite's logs.
+tree=$tmp/tree
+mkdir -p "$tree/tools/bench" "$tree/.gpu" "$tmp/bin"
+cp "$session" "$tree/tools/"
+printf '#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: Stand-in GPU (UUID: GPU-0)" || echo "Stand-in GPU, 1.0"\n' > "$tmp/bin/nvidia-smi"
+printf '#!/bin/sh\necho "ctest $*"; echo "100%% tests passed, 0 tests failed out of 3"\n' > "$tmp/bin/ctest"
+cat > "$tree/.gpu/build.sh" <<'SH'
+echo "building with: $*"
+[ -n "${FAIL_BUILD:-}" ] && { echo "error: stand-in failure"; exit 1; }
+mkdir -p "$PPLAB_BUILD" && printf '#!/bin/sh\n' > "$PPLAB_BUILD/pplab" && chmod +x "$PPLAB_BUILD/pplab"
+SH
+for s in gpu_check.sh bench/gpu_bench.sh bench/precision_curve.sh bench/fidelity.sh; do
+  printf '#!/bin/sh\necho "stand-in %s: $*"\n' "$s" > "$tree/tools/$s"
+done
+chmod +x "$tmp/bin/"*
+(cd "$tree" && PATH="$tmp/bin:$PATH" OUT='' bash tools/gpu_session.sh --out "$tmp/run" tests bench fidelity \
+  > "$tmp/run.txt" 2>&1) || fail "the stand-in session failed: $(cat "$tmp/run.txt")"
+report=$tmp/run/session.md
+[ -f "$report" ] || fail "no session.md: $(cat "$tmp/run.txt")"
+cmp -s "$report" "$tmp/run.txt" || fail "session.md is not what the session printed"
+for want in "stand-in gpu_check.sh" "stand-in bench/gpu_bench.sh: --pplab $tree/build-cuda/pplab --rows ." \
+            "stand-in bench/precision_curve.sh: --pplab $tree/build-cuda/pplab --device cuda" \
+            "stand-in bench/fidelity.sh: --pplab $tree/build-cuda/pplab --device cuda --shapes 16x128" \
+            "100% tests passed" "| build | " "| tests: the suite but its gpu and readme labels | 0 | ok |" "| fidelity at 16x128 | "; do
+  grep -qF -- "$want" "$report" || fail "no '$want' in the report: $(cat "$report")"
+done
+grep -qF "building with: -DBUILD_TESTING=OFF" "$tmp/run/session.md" && fail "the tests part was built without tests"
+tar tzf "$tmp/run/details.tgz" > "$tmp/details.txt" || fail "details.tgz does not unpack"
+grep -qx './build.log' "$tmp/details.txt" && grep -qx './suite.log' "$tmp/details.txt" ||
+  fail "details.tgz lacks the build or the suite log: $(cat "$tmp/details.txt")"
+[ "$(find "$tmp/run" -type f | wc -l)" -eq 2 ] || fail "expected two files back: $(ls "$tmp/run")"
+# A failed build: its log's end and one line, and nothing else runs.
+(cd "$tree" && rm -rf build-cuda && PATH="$tmp/bin:$PATH" FAIL_BUILD=1 bash tools/gpu_session.sh --out "$tmp/run2" bench \
+  > "$tmp/run2.txt" 2>&1) || fail "the session with a failed build did not end with its report"
+grep -qF "error: stand-in failure" "$tmp/run2.txt" && grep -qF "gpu_session: the build failed (exit 1;" "$tmp/run2.txt" ||
+  fail "the failed build is not reported: $(cat "$tmp/run2.txt")"
+grep -q "^stand-in .*\.sh:" "$tmp/run2.txt" && fail "a step ran after a failed build: $(cat "$tmp/run2.txt")"
+echo "ok: a session on stand-ins"

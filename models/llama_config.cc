@@ -58,9 +58,114 @@ std::string LlamaConfig::ToJson() const {
       .dump(2);
 }
 
+namespace {
+
+// The five fields that make the shape, with `d`'s values where the document
+// has none.
+void ReadShape(const json& doc, const LlamaConfig& d, const std::string& origin, LlamaConfig& c) {
+  c.vocab_size = PositiveInt(doc, "vocab_size", d.vocab_size, origin);
+  c.hidden_size = PositiveInt(doc, "hidden_size", d.hidden_size, origin);
+  c.intermediate_size = PositiveInt(doc, "intermediate_size", d.intermediate_size, origin);
+  c.num_hidden_layers = PositiveInt(doc, "num_hidden_layers", d.num_hidden_layers, origin);
+  c.num_attention_heads = PositiveInt(doc, "num_attention_heads", d.num_attention_heads, origin);
+}
+
+// A Hugging Face config.json (it names its model_type or architectures):
+// the Llama shape under the same field names, the library's defaults for
+// what it omits, and each field that would make another model than pplab's
+// refused with its reason (docs/runtime.md, "Model").
+LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
+  auto fail = [&](const std::string& why) { throw Error(origin + ": " + why); };
+  auto given = [&](const char* key) { return doc.contains(key) && !doc[key].is_null(); };
+  if (given("model_type")) {
+    const json& t = doc["model_type"];
+    if (t != "llama" && t != "mistral") {
+      fail("model_type " + t.dump() + " is not a Llama: pplab builds Llama decoder layers (model_type llama or mistral)");
+    }
+  } else {
+    const json a = doc.value("architectures", json());
+    bool llama = false;
+    for (const json& name : a.is_array() ? a : json::array()) {
+      llama = llama || name == "LlamaForCausalLM" || name == "MistralForCausalLM";
+    }
+    if (!llama) fail("architectures " + a.dump() + " name no LlamaForCausalLM or MistralForCausalLM");
+  }
+  static const char* kKnown[] = {
+      // the shape, required:
+      "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+      // read when given:
+      "num_key_value_heads", "max_position_embeddings", "rope_theta", "rms_norm_eps", "rope_parameters",
+      // held to pplab's model (checked below):
+      "hidden_act", "attention_bias", "mlp_bias", "tie_word_embeddings", "head_dim", "sliding_window",
+      "attention_dropout",
+      // ignored: bookkeeping, and what only a pretrained model's numerics use
+      // (pplab trains from scratch; its rotary encoding has no scaling):
+      "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "bos_token_id",
+      "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "pretraining_tp", "rope_scaling"};
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    bool known = false;
+    for (const char* k : kKnown) known = known || it.key() == k;
+    if (!known) {
+      fail("unknown field '" + it.key() +
+           "' for a Hugging Face Llama config (pplab reads the shape and refuses what would change the model; "
+           "remove the field if it does not)");
+    }
+  }
+  for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}) {
+    if (!given(k)) fail("field '" + std::string(k) + "' is missing; a Hugging Face Llama config gives it");
+  }
+  auto must = [&](const char* key, const json& want, const std::string& why) {
+    if (given(key) && doc[key] != want) fail("'" + std::string(key) + "' is " + doc[key].dump() + ": " + why);
+  };
+  must("hidden_act", "silu", "pplab's MLP is SwiGLU with SiLU");
+  must("attention_bias", false, "pplab's attention projections have no bias");
+  must("mlp_bias", false, "pplab's MLP projections have no bias");
+  must("tie_word_embeddings", false, "pplab's Llama keeps an LM head of its own, untied from the embedding");
+  if (given("attention_dropout") && (!doc["attention_dropout"].is_number() || doc["attention_dropout"] != 0)) {
+    fail("'attention_dropout' is " + doc["attention_dropout"].dump() + ": pplab has no dropout");
+  }
+  if (given("sliding_window")) {
+    fail("'sliding_window' is " + doc["sliding_window"].dump() +
+         ": pplab's attention sees every earlier token; set it to null to plan full attention");
+  }
+
+  LlamaConfig c;
+  ReadShape(doc, LlamaConfig(), origin, c);
+  // The library's defaults: as many KV heads as heads, 2048 positions, eps 1e-6.
+  c.num_key_value_heads =
+      given("num_key_value_heads") ? PositiveInt(doc, "num_key_value_heads", 0, origin) : c.num_attention_heads;
+  c.max_position_embeddings =
+      given("max_position_embeddings") ? PositiveInt(doc, "max_position_embeddings", 0, origin) : 2048;
+  c.rms_norm_eps = given("rms_norm_eps") ? PositiveNumber(doc, "rms_norm_eps", 0, origin) : 1e-6;
+  c.rope_theta = given("rope_theta") ? PositiveNumber(doc, "rope_theta", 0, origin) : LlamaConfig().rope_theta;
+  // Newer files keep the rotary base in rope_parameters.
+  if (given("rope_parameters")) {
+    const json& r = doc["rope_parameters"];
+    if (!r.is_object()) fail("'rope_parameters' must be an object, got " + r.dump());
+    if (r.contains("rope_theta")) {
+      const double theta = PositiveNumber(r, "rope_theta", 0, origin + ": rope_parameters");
+      if (given("rope_theta") && theta != c.rope_theta) {
+        fail("rope_theta " + doc["rope_theta"].dump() + " and rope_parameters.rope_theta " + r["rope_theta"].dump() +
+             " differ");
+      }
+      c.rope_theta = theta;
+    }
+  }
+  if (given("head_dim") && (c.hidden_size % c.num_attention_heads != 0 ||
+                            doc["head_dim"] != c.hidden_size / c.num_attention_heads)) {
+    fail("'head_dim' is " + doc["head_dim"].dump() + ": pplab's head dimension is hidden_size / num_attention_heads (" +
+         std::to_string(c.hidden_size) + " / " + std::to_string(c.num_attention_heads) + ")");
+  }
+  c.Check(origin);
+  return c;
+}
+
+}  // namespace
+
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin) {
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   if (!doc.is_object()) throw Error(origin + ": expected a JSON object");
+  if (doc.contains("model_type") || doc.contains("architectures")) return FromHuggingFace(doc, origin);
   static const char* kKnown[] = {
       "vocab_size",          "hidden_size",         "intermediate_size",       "num_hidden_layers",
       "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "rope_theta",
@@ -72,11 +177,7 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   }
   const LlamaConfig d;
   LlamaConfig c;
-  c.vocab_size = PositiveInt(doc, "vocab_size", d.vocab_size, origin);
-  c.hidden_size = PositiveInt(doc, "hidden_size", d.hidden_size, origin);
-  c.intermediate_size = PositiveInt(doc, "intermediate_size", d.intermediate_size, origin);
-  c.num_hidden_layers = PositiveInt(doc, "num_hidden_layers", d.num_hidden_layers, origin);
-  c.num_attention_heads = PositiveInt(doc, "num_attention_heads", d.num_attention_heads, origin);
+  ReadShape(doc, d, origin, c);
   c.num_key_value_heads = PositiveInt(doc, "num_key_value_heads", d.num_key_value_heads, origin);
   c.max_position_embeddings = PositiveInt(doc, "max_position_embeddings", d.max_position_embeddings, origin);
   c.rope_theta = PositiveNumber(doc, "rope_theta", d.rope_theta, origin);

@@ -1,9 +1,9 @@
 // LlamaConfig: the shape of a Llama model (no LibTorch here, so the planner
 // can count parameters and partition without it).
 //
-// Field names follow the Hugging Face / seed-tutorial config. JSON files may
-// omit fields (defaults below, which are the tutorials') but may not carry
-// unknown ones.
+// Field names follow the Hugging Face / seed-tutorial config. pplab's own
+// JSON files may omit fields (defaults below, which are the tutorials') but
+// may not carry unknown ones. A Hugging Face config.json is read too.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +41,14 @@ enum class AttentionKind { kAuto, kSdpa, kExplicit };
 AttentionKind ParseAttentionKind(const std::string& text);
 const char* AttentionKindName(AttentionKind kind);
 
-// Parses a config JSON; `origin` (a file name) prefixes errors.
+// Parses a config JSON; `origin` (a file name) prefixes errors. A document
+// that names its `model_type` or `architectures` is a Hugging Face
+// config.json: model_type llama or mistral; the five shape fields required;
+// num_key_value_heads defaults to num_attention_heads, rms_norm_eps to 1e-6
+// (the library's defaults); rope_theta also from rope_parameters; fields
+// that would make another model than pplab's (an activation other than
+// SiLU, biases, tied embeddings, a head_dim of its own, a sliding window,
+// dropout) refused, naming the field; bookkeeping and rope_scaling ignored.
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin);
 
 // Named presets: "tiny" and "small" train in seconds on a CPU; "default" is

@@ -292,7 +292,7 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<PlanCmdOptions>();
   CLI::App* sub = app.add_subcommand(
       "plan", "search schedules, microbatches and partitions for a model; write the fastest that fits in memory");
-  sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->required();
+  sub->add_option("--model", o->model, kModelFlagHelp)->required();
   CLI::Option* ranks = sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->check(CLI::Range(1, 4096));
   CLI::Option* dp =
       sub->add_option("--dp", o->dp, "data-parallel replicas D")->check(CLI::Range(1, 4096))->capture_default_str();

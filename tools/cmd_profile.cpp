@@ -395,7 +395,7 @@ int RunProfile(const ProfileCliOptions& o) {
 void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>& argv) {
   auto o = std::make_shared<ProfileCliOptions>();
   CLI::App* sub = app.add_subcommand("profile", "measure stage and link costs on this machine; write a cost model");
-  sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->capture_default_str();
+  sub->add_option("--model", o->model, kModelFlagHelp)->capture_default_str();
   sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K (worker processes)")->capture_default_str();
   sub->add_option("--dp", o->dp,
                   "data-parallel replicas D (D x K workers); with D > 1 each stage's REDUCE_GRAD is measured")

@@ -343,7 +343,7 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->capture_default_str();
   sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank (interleaved-1f1b, looped-bfs)")
       ->check(CLI::Range(1, 64));
-  sub->add_option("--model", o->model, "preset (tiny, small, default) or a JSON config file")->capture_default_str();
+  sub->add_option("--model", o->model, kModelFlagHelp)->capture_default_str();
   sub->add_option("--partition", o->partition, "uniform, parameters, or layers per stage like 3,2,2,1")
       ->capture_default_str();
   sub->add_option("--batch-size", o->batch_size, "sequences per step")

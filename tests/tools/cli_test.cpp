@@ -281,6 +281,31 @@ TEST_CASE("cli: plan --gpus searches every K x D and prints the train line of th
   CHECK_THAT(r.out, Catch::Contains("give --ranks K (and --dp D), or --gpus N"));
 }
 
+TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not fit one 80 GiB GPU", "[cli][plan]") {
+  const std::string out = TempPath("hf-plan.json");
+  // Meta-Llama-3-8B's config.json: 8 030 261 248 parameters, 16 bytes each of
+  // weights, gradients and AdamW moments (128.5 GB) before any activation.
+  PplabRun r = Pplab("plan --model " + Data("models/llama3-8b-config.json") +
+                     " --gpus 8 --global-batch 64 --seq-len 4096 --memory-per-rank 80GiB --precision bf16"
+                     " --flops-per-second 4e14 --top 200 --json -o " + out);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j["fitting"].get<int>() > 0);
+  for (const auto& c : j["candidates"]) {
+    CHECK(c["ranks"].get<int>() * c["dp"].get<int>() == 8);
+    CHECK(c["ranks"].get<int>() >= 2);
+    CHECK(c["peak_memory_bytes"].get<double>() <= 80.0 * (1 << 30));
+  }
+  // A config of another architecture: one line naming the file and the field.
+  const std::string qwen = TempPath("qwen-config.json");
+  WriteTextFile(qwen, R"({"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64})");
+  r = Pplab("plan --model " + qwen + " --ranks 2 --global-batch 8 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code != 0);
+  CHECK(r.out == "pplab: error: " + qwen + ": model_type \"qwen2\" is not a Llama: pplab builds Llama decoder layers "
+                 "(model_type llama or mistral)\n");
+}
+
 TEST_CASE("cli: a profiled --cost refuses flags that disagree with what it was measured with", "[cli][cost]") {
   const std::string cost = WriteProfiledCost("profiled.json");
   const std::string run = "simulate -s 1f1b -k 2 -m 4 --cost " + cost;

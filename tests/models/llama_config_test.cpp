@@ -1,0 +1,107 @@
+#include "models/llama_config.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+int64_t Params(const LlamaConfig& c) {
+  return c.num_hidden_layers * DecoderLayerParams(c) + EmbeddingParams(c) + HeadParams(c);
+}
+
+// Meta-Llama-3-8B's config.json as published (field for field).
+const char* kLlama3_8B = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+  "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 500000.0,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.40.0.dev0",
+  "use_cache": true, "vocab_size": 128256})";
+
+// Llama-2-7B's, from before num_key_value_heads was written.
+const char* kLlama2_7B = R"({
+  "_name_or_path": "meta-llama/Llama-2-7b-hf", "architectures": ["LlamaForCausalLM"], "bos_token_id": 1,
+  "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "pad_token_id": 0, "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05, "rope_scaling": null, "tie_word_embeddings": false, "torch_dtype": "float16",
+  "transformers_version": "4.31.0.dev0", "use_cache": true, "vocab_size": 32000})";
+
+// A Hugging Face config with one field replaced (or added): `field` is
+// `"key": value`.
+std::string Llama3With(const std::string& key, const std::string& value) {
+  std::string text = kLlama3_8B;
+  const std::string quoted = "\"" + key + "\": ";
+  const size_t at = text.find(quoted);
+  if (at == std::string::npos) return "{" + quoted + value + "," + text.substr(text.find('{') + 1);
+  const size_t end = text.find_first_of(",}", at);
+  return text.substr(0, at) + quoted + value + text.substr(end);
+}
+
+TEST_CASE("a Hugging Face config.json reads as its Llama shape, with the published parameter counts",
+          "[llama_config]") {
+  const LlamaConfig c = LlamaConfigFromJson(kLlama3_8B, "config.json");
+  CHECK(c.vocab_size == 128256);
+  CHECK(c.hidden_size == 4096);
+  CHECK(c.intermediate_size == 14336);
+  CHECK(c.num_hidden_layers == 32);
+  CHECK(c.num_attention_heads == 32);
+  CHECK(c.num_key_value_heads == 8);
+  CHECK(c.max_position_embeddings == 8192);
+  CHECK(c.rope_theta == 500000.0);
+  CHECK(c.rms_norm_eps == 1e-5);
+  // 32 x 218 112 000 per layer + 2 x 525 336 576 (embedding, head) + 4096 (final norm).
+  CHECK(Params(c) == 8030261248);
+
+  const LlamaConfig old = LlamaConfigFromJson(kLlama2_7B, "config.json");
+  CHECK(old.num_key_value_heads == 32);  // the library's default: one KV head per head
+  CHECK(old.rope_theta == 10000.0);
+  CHECK(Params(old) == 6738415616);
+  // What it reads round-trips through pplab's own format.
+  CHECK(LlamaConfigFromJson(old.ToJson(), "again").num_key_value_heads == 32);
+}
+
+TEST_CASE("a Hugging Face config: the library's defaults and rope_parameters", "[llama_config]") {
+  const LlamaConfig c = LlamaConfigFromJson(
+      R"({"model_type": "mistral", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "sliding_window": null, "head_dim": 16,
+          "rope_parameters": {"rope_type": "default", "rope_theta": 250000.0}})",
+      "config.json");
+  CHECK(c.num_key_value_heads == 4);
+  CHECK(c.max_position_embeddings == 2048);
+  CHECK(c.rms_norm_eps == 1e-6);
+  CHECK(c.rope_theta == 250000.0);
+  CHECK_THROWS_WITH(LlamaConfigFromJson(Llama3With("rope_parameters", R"({"rope_theta": 10000.0})"), "c.json"),
+                    Catch::Contains("rope_theta 500000.0 and rope_parameters.rope_theta 10000.0 differ"));
+}
+
+TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming the field", "[llama_config]") {
+  const auto refused = [](const std::string& key, const std::string& value, const std::string& why) {
+    INFO(key << " = " << value);
+    CHECK_THROWS_WITH(LlamaConfigFromJson(Llama3With(key, value), "c.json"), Catch::StartsWith("c.json: ") &&
+                                                                                 Catch::Contains(why));
+  };
+  refused("model_type", R"("qwen2")", "model_type \"qwen2\" is not a Llama");
+  refused("hidden_act", R"("gelu")", "'hidden_act' is \"gelu\": pplab's MLP is SwiGLU with SiLU");
+  refused("attention_bias", "true", "'attention_bias' is true");
+  refused("mlp_bias", "true", "'mlp_bias' is true");
+  refused("tie_word_embeddings", "true", "'tie_word_embeddings' is true: pplab's Llama keeps an LM head of its own");
+  refused("head_dim", "64", "'head_dim' is 64: pplab's head dimension is hidden_size / num_attention_heads (4096 / 32)");
+  refused("sliding_window", "4096", "'sliding_window' is 4096");
+  refused("attention_dropout", "0.1", "'attention_dropout' is 0.1: pplab has no dropout");
+  refused("quantization_config", "{}", "unknown field 'quantization_config' for a Hugging Face Llama config");
+  refused("num_hidden_layers", "null", "field 'num_hidden_layers' is missing");
+  refused("num_key_value_heads", "5", "not a multiple of num_key_value_heads");
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"architectures": ["GPT2LMHeadModel"], "hidden_size": 64})", "c.json"),
+                    Catch::Contains("name no LlamaForCausalLM or MistralForCausalLM"));
+  // pplab's own format stays strict: HF's fields are unknown there.
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "tie_word_embeddings": false})", "m.json"),
+                    Catch::Contains("unknown field 'tie_word_embeddings'"));
+}
+
+}  // namespace
+}  // namespace pplab

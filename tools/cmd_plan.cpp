@@ -155,6 +155,7 @@ int RunPlan(const PlanCmdOptions& o) {
   // none, all or auto (CLI11 checks it).
   search.recompute = o.recompute == "auto" ? std::vector<bool>{false, true} : std::vector<bool>{o.recompute == "all"};
   std::optional<CostModel> profiled;
+  std::string train_device;  // for the printed train line; empty: train's default
   if (!o.cost_file.empty()) {
     profiled = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
     const std::optional<ProfileMeta> meta = profiled->Profile();
@@ -176,6 +177,9 @@ int RunPlan(const PlanCmdOptions& o) {
                   ", not " + *o.precision);
     }
     search.precision = meta->precision;  // its bytes per activation value
+    // The plan holds on the device kind it was measured on (a GPU profile's
+    // "cuda" or "cuda:N": each rank its own GPU, as train's --device cuda).
+    if (meta->device.rfind("cuda", 0) == 0) train_device = "cuda";
     search.seq_len = meta->seq_len;
     search.fit = FitProfile(*profiled, recorded);
     search.link = profiled->DefaultLink();
@@ -189,11 +193,17 @@ int RunPlan(const PlanCmdOptions& o) {
   const PlanSearchResult result = o.gpus > 0 ? SearchGpus(search, o.gpus) : SearchPlans(search);
   const PlanCandidate& best = result.fitting.front();
   WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best)));
+  // Every flag the plan's step time and memory were costed with, so the
+  // printed line trains what was planned (bf16 activations take half the
+  // bytes of fp32 ones).
   const std::string train = ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " +
                             best.partition_method + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
                             std::to_string(search.seq_len) + " --ranks " + std::to_string(best.ranks) + " --dp " +
                             std::to_string(best.dp) + (best.recompute ? " --recompute all" : "") +
-                            (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "");
+                            (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
+                            (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
+                                                                  : std::string()) +
+                            (train_device.empty() ? "" : " --device " + train_device);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const size_t shown = std::min(result.fitting.size(), static_cast<size_t>(o.top));
   const bool sampled = best.samples.has_value();

@@ -306,6 +306,33 @@ TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not 
                  "(model_type llama or mistral)\n");
 }
 
+TEST_CASE("cli: plan's train line carries the precision and the device kind the plan was costed for",
+          "[cli][plan]") {
+  const std::string cpu = WriteProfiledCost("profiled-cpu.json");
+  std::string text = ReadTextFile(cpu);
+  const std::string device = R"("device": "cpu")";
+  REQUIRE(text.find(device) != std::string::npos);
+  const std::string gpu = TempPath("profiled-gpu.json");
+  WriteTextFile(gpu, text.replace(text.find(device), device.size(), R"("device": "cuda:0", "precision": "bf16")"));
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o " +
+                           TempPath("train-line.json") + " --cost ";
+  PplabRun r = Pplab(plan + cpu);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::string line = nlohmann::json::parse(r.out)["train_command"];
+  CHECK_THAT(line, !Catch::Contains("--precision") && !Catch::Contains("--device"));
+  r = Pplab(plan + gpu);
+  REQUIRE(r.code == 0);
+  line = nlohmann::json::parse(r.out)["train_command"];
+  // Each rank its own GPU (cuda, not the profile's cuda:0), bf16 as costed.
+  CHECK_THAT(line, Catch::EndsWith(" --precision bf16 --device cuda"));
+  // Analytic costs in bf16: the precision, and no device to name.
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --precision bf16 --json -o " +
+            TempPath("train-line.json"));
+  REQUIRE(r.code == 0);
+  CHECK_THAT(nlohmann::json::parse(r.out)["train_command"].get<std::string>(), Catch::EndsWith(" --precision bf16"));
+}
+
 TEST_CASE("cli: a profiled --cost refuses flags that disagree with what it was measured with", "[cli][cost]") {
   const std::string cost = WriteProfiledCost("profiled.json");
   const std::string run = "simulate -s 1f1b -k 2 -m 4 --cost " + cost;

@@ -13,8 +13,9 @@
 # (`bash ../shared/gpu/prepare.sh` here first):
 #   bash tools/gpu_session.sh [--deadline S] [--out DIR] [--dry-run] PART...
 #   PART          run in the order given:
-#     tests       issue 9: two ranks over NCCL, then the GPU tests (tools/gpu_check.sh),
-#                 then the suite but its gpu and readme labels, against this LibTorch
+#     tests       issue 9: two ranks over NCCL, then the GPU tests (tools/gpu_check.sh);
+#                 beside them, on the CPU, the suite but its gpu and readme labels,
+#                 against this LibTorch
 #     bench       issue 10: tools/bench/gpu_bench.sh (pplab against PyTorch, fp32 and
 #                 bf16, traces kept), then bf16's 200-step loss curve on CUDA
 #     fidelity    issue 12: tools/bench/fidelity.sh at 16x128 (K=2 M=8, then K=1 M=4, 8, 1)
@@ -64,7 +65,7 @@ done
 with_tests=0
 for p in "${parts[@]}"; do [ "$p" = tests ] && with_tests=1; done
 if [ "$with_tests" = 1 ]; then build_estimate=170; else build_estimate=100; fi
-estimate() { case $1 in tests) echo 400 ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; esac; }
+estimate() { case $1 in tests) echo 260 ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; esac; }
 minimum() { case $1 in tests) echo 150 ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; esac; }
 [ "$deadline" -gt "$build_estimate" ] ||
   { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s)" >&2; exit 2; }
@@ -126,6 +127,36 @@ step() {
   return 0
 }
 
+# Starts a step in the background, its output into LOG; step_wait waits
+# for it and records it as step does. In a dry run, prints it; step_wait
+# then moves the clock to its end by the estimate. One at a time.
+# Usage: step_bg NAME S E LOG COMMAND...
+bg_pid="" bg_name="" bg_began=0 bg_bound=0 bg_end=0
+step_bg() {
+  local name=$1 bound=$2 guess=$3 log=$4
+  shift 4
+  if [ "$dry_run" = 1 ]; then
+    echo "    [at ${clock} s, bound ${bound} s, beside what follows] $(show "$@") > ${log#"$work/"}"
+    bg_end=$((clock + $(smaller "$guess" "$bound")))
+    return 0
+  fi
+  bg_name=$name bg_began=$SECONDS bg_bound=$bound
+  timeout -k 10 "$bound" "$@" > "$log" 2>&1 &
+  bg_pid=$!
+}
+step_wait() {
+  if [ "$dry_run" = 1 ]; then
+    clock=$(larger "$clock" "$bg_end")
+    return 0
+  fi
+  local rc=0 how
+  wait "$bg_pid" || rc=$?
+  how="exit $rc"
+  [ "$rc" = 0 ] && how=ok
+  { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && how="stopped at its bound of $bg_bound s"
+  timings+=("$bg_name"$'\t'"$((SECONDS - bg_began))"$'\t'"$how")
+}
+
 # Processes a cut-short step leaves behind share the GPU with the next one:
 # stop them, and say so under the figures taken after.
 reap() {
@@ -141,23 +172,20 @@ reap() {
 part_tests() {
   local r gpu_tests
   r=$(left)
+  # The suite but its gpu and readme labels needs the CPU alone: it runs on
+  # 8 of the cores beside the GPU tests, which run one at a time.
+  echo "The suite but the gpu and readme labels (against this LibTorch, on the CPU) runs beside the GPU tests."
+  step_bg "tests: the suite but its gpu and readme labels" $((r - 10)) 200 "$work/suite.log" \
+    ctest --test-dir "$build" -j 8 -LE 'gpu|readme'
   # gpu_check.sh: the build is done (it only checks it again), the smoke run
-  # has its own bound of 120 s (20 s when it works), and the GPU tests get
-  # what the suite's 120 s and the smoke run's leave, 60 to 240 s.
-  gpu_tests=$(larger 60 "$(smaller 240 $((r - 190)))")
-  step "tests: NCCL smoke run and GPU tests" "$(smaller $((r - 10)) $((gpu_tests + 150)))" $((gpu_tests + 40)) - \
+  # takes about 20 s (bounded at 120 s), the GPU tests get the rest.
+  gpu_tests=$(larger 60 "$(smaller 400 $((r - 60)))")
+  step "tests: NCCL smoke run and GPU tests" $((r - 10)) 240 - \
     env PPLAB_BUILD="$build" PPLAB_GPU_CHECK_SECONDS="$gpu_tests" bash tools/gpu_check.sh
   cp "$build/gpu_check.log" "$work/gpu-tests.log" 2> /dev/null || true
-  reap
-  r=$(left)
-  if [ "$r" -lt 60 ]; then
-    echo "gpu_session: the suite against this LibTorch was not started: ${r} s left"
-    return 0
-  fi
+  step_wait
   echo
   echo "The suite but the gpu and readme labels, against this LibTorch:"
-  step "tests: the suite but its gpu and readme labels" $((r - 10)) 120 "$work/suite.log" \
-    ctest --test-dir "$build" -j "$(nproc)" -LE 'gpu|readme'
   [ "$dry_run" = 1 ] || grep -E 'tests passed|tests failed|\*\*\*|Failed|Timeout' "$work/suite.log" | tail -n 40 || true
   reap
 }

@@ -260,6 +260,11 @@ class CostModel {
   void CheckDevices(int ranks, const std::string& schedule_name) const;
 
   void SetLinkOverride(RankId from, RankId to, const Link& link) { links_[{from, to}] = link; }
+  // Every link becomes `link`: the default, and no per-pair override left.
+  void SetLinks(const Link& link) {
+    link_ = link;
+    links_.clear();
+  }
   const Link& DefaultLink() const { return link_; }
   // Free-form metadata carried through the JSON file (e.g. the model and
   // partition a profile was measured on).

@@ -26,6 +26,9 @@ struct PlanCmdOptions {
   int gpus = 0;  // search every K x D = gpus
   double dp_bandwidth_gbps = 25;
   double dp_latency_ms = 0.01;
+  // Stage-to-stage links (default: the profile's, else free).
+  std::optional<double> link_bandwidth_gbps;
+  std::optional<double> link_latency_ms;
   int global_batch = 0;
   std::string memory_per_rank;
   std::string cost_file;
@@ -188,6 +191,14 @@ int RunPlan(const PlanCmdOptions& o) {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second);
   }
+  // The flags replace the profile's link: a profile of ranks sharing one
+  // GPU measures loopback sockets, not the links the plan will run on.
+  std::string link_from = o.cost_file.empty() ? "free" : "profile";
+  if (o.link_bandwidth_gbps || o.link_latency_ms) {
+    if (o.link_bandwidth_gbps) search.link.bandwidth_gbps = *o.link_bandwidth_gbps;
+    if (o.link_latency_ms) search.link.latency = MsToNs(*o.link_latency_ms);
+    link_from = "flags";
+  }
   search.cost_data_parallel = o.dp_bandwidth_gbps > 0;
   search.dp_link = Link{MsToNs(o.dp_latency_ms), o.dp_bandwidth_gbps};
   const PlanSearchResult result = o.gpus > 0 ? SearchGpus(search, o.gpus) : SearchPlans(search);
@@ -214,6 +225,10 @@ int RunPlan(const PlanCmdOptions& o) {
                     {"ranks", best.ranks},
                     {"dp", best.dp},
                     {"gpus", o.gpus > 0 ? json(o.gpus) : json(nullptr)},
+                    {"link",
+                     {{"latency_ms", NsToMs(search.link.latency)},
+                      {"bandwidth_gbps", search.link.bandwidth_gbps},
+                      {"from", link_from}}},
                     {"dp_bandwidth_gbps", o.dp_bandwidth_gbps},
                     {"dp_latency_ms", o.dp_latency_ms},
                     {"global_batch", o.global_batch},
@@ -319,6 +334,13 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   sub->add_option("--dp-latency", o->dp_latency_ms, "ms of latency of that all-reduce")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
+  sub->add_option("--link-bandwidth", o->link_bandwidth_gbps,
+                  "GB/s of each stage-to-stage link (default: the --cost profile's, else free; 0: infinite), "
+                  "e.g. for GPUs that will talk over NVLink when the profile's ranks shared one GPU")
+      ->check(CLI::Range(0.0, 1e6));
+  sub->add_option("--link-latency", o->link_latency_ms, "ms of latency of each stage-to-stage message (default: "
+                  "the --cost profile's, else 0)")
+      ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--global-batch", o->global_batch, "sequences per step over all replicas (G)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));

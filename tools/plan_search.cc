@@ -71,6 +71,12 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     // Like the fitted candidates: one replica's pipeline, with the profile's
     // per-step work, and its data-parallel all-reduce when that is costed.
     CostModel m = *o.profile;
+    // A plan gives each rank a device of its own, and every candidate the
+    // same links: a profile taken with ranks sharing one device (each action
+    // timed alone, in turns) is used as if they did not, like the fits.
+    m.SetDevices({});
+    m.SetDeviceSlots({});
+    m.SetLinks(o.link);
     // A REDUCE_GRAD the profile measured is of its own number of replicas.
     const bool measured_here = m.DataParallelGroup().degree == o.dp;
     m.SetDataParallel(DataParallel{});

@@ -79,6 +79,7 @@ struct PlanSearchOptions {
   Precision precision = Precision::kFp32;
   std::vector<std::string> schedules;  // generator names; empty = all
   CostFit fit;
+  // Every stage-to-stage link of every candidate, the verbatim profile's too.
   Link link;
   // A profile whose stage costs are used verbatim for the candidate that
   // matches it (same partition, microbatch size, v = 1).

@@ -333,6 +333,61 @@ TEST_CASE("cli: plan's train line carries the precision and the device kind the 
   CHECK_THAT(nlohmann::json::parse(r.out)["train_command"].get<std::string>(), Catch::EndsWith(" --precision bf16"));
 }
 
+namespace {
+
+// The profile of WriteProfiledCost with `from` replaced by `to`, as NAME.
+std::string ProfiledCostWith(const std::string& name, const std::string& from, const std::string& to) {
+  std::string text = ReadTextFile(WriteProfiledCost(name));
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  WriteTextFile(TempPath(name), text.replace(at, from.size(), to));
+  return TempPath(name);
+}
+
+// Each candidate row of a plan --json, as JSON text.
+std::vector<std::string> PlanRows(const PplabRun& r) {
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::vector<std::string> rows;
+  for (const auto& c : j["candidates"]) rows.push_back(c.dump());
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("cli: plan gives each rank its own device and one link, also for the candidate its profile measured",
+          "[cli][plan]") {
+  const std::string link = R"("link": {"latency_ms": 0.01, "bandwidth_gbps": 1},)";
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --schedules 1f1b "
+                           "--top 20 --json -o " + TempPath("links.json") + " --cost ";
+  const std::string own = WriteProfiledCost("own-devices.json");
+  // Two ranks profiled on one device (in turns): the same plan as on two.
+  const std::string shared =
+      ProfiledCostWith("shared-device.json", link, link + R"( "devices": [0, 0], "device_slots": [1],)");
+  const std::vector<std::string> base = PlanRows(Pplab(plan + own));
+  CHECK(PlanRows(Pplab(plan + shared)) == base);
+  bool verbatim = false;  // the profile's own candidate is among them
+  for (const std::string& row : base) verbatim = verbatim || nlohmann::json::parse(row)["measured_costs"] == true;
+  CHECK(verbatim);
+  // --link-bandwidth and --link-latency replace the profile's link, for
+  // every candidate: free links by flag equal free links in the file.
+  const std::string free_file = ProfiledCostWith("free-link.json", link, R"("link": {"latency_ms": 0, "bandwidth_gbps": 0},)");
+  const std::vector<std::string> free_rows = PlanRows(Pplab(plan + free_file));
+  CHECK(free_rows != base);
+  CHECK(PlanRows(Pplab(plan + own + " --link-bandwidth 0 --link-latency 0")) == free_rows);
+  CHECK(PlanRows(Pplab(plan + own + " --link-bandwidth 1 --link-latency 0.01")) == base);
+  PplabRun r = Pplab(plan + own + " --link-latency 0");
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["link"] ==
+        nlohmann::json::parse(R"({"latency_ms": 0.0, "bandwidth_gbps": 1.0, "from": "flags"})"));
+  r = Pplab(plan + own);
+  CHECK(nlohmann::json::parse(r.out)["link"]["from"] == "profile");
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o " + TempPath("links.json"));
+  CHECK(nlohmann::json::parse(r.out)["link"] ==
+        nlohmann::json::parse(R"({"latency_ms": 0.0, "bandwidth_gbps": 0.0, "from": "free"})"));
+}
+
 TEST_CASE("cli: a profiled --cost refuses flags that disagree with what it was measured with", "[cli][cost]") {
   const std::string cost = WriteProfiledCost("profiled.json");
   const std::string run = "simulate -s 1f1b -k 2 -m 4 --cost " + cost;

@@ -80,7 +80,8 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
   if (given("model_type")) {
     const json& t = doc["model_type"];
     if (t != "llama" && t != "mistral") {
-      fail("model_type " + t.dump() + " is not a Llama: pplab builds Llama decoder layers (model_type llama or mistral)");
+      fail("model_type " + t.dump() +
+           " is not a Llama: pplab builds Llama decoder layers (model_type llama or mistral)");
     }
   } else {
     const json a = doc.value("architectures", json());
@@ -151,8 +152,8 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
       c.rope_theta = theta;
     }
   }
-  if (given("head_dim") && (c.hidden_size % c.num_attention_heads != 0 ||
-                            doc["head_dim"] != c.hidden_size / c.num_attention_heads)) {
+  if (given("head_dim") &&
+      (c.hidden_size % c.num_attention_heads != 0 || doc["head_dim"] != c.hidden_size / c.num_attention_heads)) {
     fail("'head_dim' is " + doc["head_dim"].dump() + ": pplab's head dimension is hidden_size / num_attention_heads (" +
          std::to_string(c.hidden_size) + " / " + std::to_string(c.num_attention_heads) + ")");
   }

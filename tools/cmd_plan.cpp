@@ -207,14 +207,14 @@ int RunPlan(const PlanCmdOptions& o) {
   // Every flag the plan's step time and memory were costed with, so the
   // printed line trains what was planned (bf16 activations take half the
   // bytes of fp32 ones).
-  const std::string train = ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " +
-                            best.partition_method + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
-                            std::to_string(search.seq_len) + " --ranks " + std::to_string(best.ranks) + " --dp " +
-                            std::to_string(best.dp) + (best.recompute ? " --recompute all" : "") +
-                            (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
-                            (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
-                                                                  : std::string()) +
-                            (train_device.empty() ? "" : " --device " + train_device);
+  const std::string train =
+      ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " + best.partition_method +
+      " --batch-size " + std::to_string(o.global_batch) + " --seq-len " + std::to_string(search.seq_len) + " --ranks " +
+      std::to_string(best.ranks) + " --dp " + std::to_string(best.dp) + (best.recompute ? " --recompute all" : "") +
+      (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
+      (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
+                                            : std::string()) +
+      (train_device.empty() ? "" : " --device " + train_device);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const size_t shown = std::min(result.fitting.size(), static_cast<size_t>(o.top));
   const bool sampled = best.samples.has_value();
@@ -304,10 +304,9 @@ int RunPlan(const PlanCmdOptions& o) {
                 ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
                              : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
-  std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s%s); run it with:\n  %s\n",
-              o.out_path.c_str(), best.schedule.c_str(), best.microbatches, best.virtual_stages,
-              best.partition_method.c_str(), best.partition.ToString().c_str(),
-              best.recompute ? ", activations recomputed" : "", train.c_str());
+  std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s%s); run it with:\n  %s\n", o.out_path.c_str(),
+              best.schedule.c_str(), best.microbatches, best.virtual_stages, best.partition_method.c_str(),
+              best.partition.ToString().c_str(), best.recompute ? ", activations recomputed" : "", train.c_str());
   return 0;
 }
 
@@ -321,9 +320,9 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   CLI::Option* ranks = sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->check(CLI::Range(1, 4096));
   CLI::Option* dp =
       sub->add_option("--dp", o->dp, "data-parallel replicas D")->check(CLI::Range(1, 4096))->capture_default_str();
-  CLI::Option* gpus = sub->add_option("--gpus", o->gpus,
-                                      "GPUs (ranks) in all: search every K x D = N instead of one --ranks and --dp")
-                          ->check(CLI::Range(1, 4096));
+  CLI::Option* gpus =
+      sub->add_option("--gpus", o->gpus, "GPUs (ranks) in all: search every K x D = N instead of one --ranks and --dp")
+          ->check(CLI::Range(1, 4096));
   gpus->excludes(ranks)->excludes(dp);
   ranks->required(false);
   sub->add_option("--dp-bandwidth", o->dp_bandwidth_gbps,
@@ -338,7 +337,8 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "GB/s of each stage-to-stage link (default: the --cost profile's, else free; 0: infinite), "
                   "e.g. for GPUs that will talk over NVLink when the profile's ranks shared one GPU")
       ->check(CLI::Range(0.0, 1e6));
-  sub->add_option("--link-latency", o->link_latency_ms, "ms of latency of each stage-to-stage message (default: "
+  sub->add_option("--link-latency", o->link_latency_ms,
+                  "ms of latency of each stage-to-stage message (default: "
                   "the --cost profile's, else 0)")
       ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--global-batch", o->global_batch, "sequences per step over all replicas (G)")

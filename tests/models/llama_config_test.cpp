@@ -82,15 +82,16 @@ TEST_CASE("a Hugging Face config: the library's defaults and rope_parameters", "
 TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming the field", "[llama_config]") {
   const auto refused = [](const std::string& key, const std::string& value, const std::string& why) {
     INFO(key << " = " << value);
-    CHECK_THROWS_WITH(LlamaConfigFromJson(Llama3With(key, value), "c.json"), Catch::StartsWith("c.json: ") &&
-                                                                                 Catch::Contains(why));
+    CHECK_THROWS_WITH(LlamaConfigFromJson(Llama3With(key, value), "c.json"),
+                      Catch::StartsWith("c.json: ") && Catch::Contains(why));
   };
   refused("model_type", R"("qwen2")", "model_type \"qwen2\" is not a Llama");
   refused("hidden_act", R"("gelu")", "'hidden_act' is \"gelu\": pplab's MLP is SwiGLU with SiLU");
   refused("attention_bias", "true", "'attention_bias' is true");
   refused("mlp_bias", "true", "'mlp_bias' is true");
   refused("tie_word_embeddings", "true", "'tie_word_embeddings' is true: pplab's Llama keeps an LM head of its own");
-  refused("head_dim", "64", "'head_dim' is 64: pplab's head dimension is hidden_size / num_attention_heads (4096 / 32)");
+  refused("head_dim", "64",
+          "'head_dim' is 64: pplab's head dimension is hidden_size / num_attention_heads (4096 / 32)");
   refused("sliding_window", "4096", "'sliding_window' is 4096");
   refused("attention_dropout", "0.1", "'attention_dropout' is 0.1: pplab has no dropout");
   refused("quantization_config", "{}", "unknown field 'quantization_config' for a Hugging Face Llama config");

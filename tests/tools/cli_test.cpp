@@ -257,8 +257,8 @@ TEST_CASE("cli: --recompute costs a plan recomputed, and refuses costs read off 
 
 TEST_CASE("cli: plan --gpus searches every K x D and prints the train line of the best", "[cli][plan]") {
   const std::string out = TempPath("gpus-plan.json");
-  PplabRun r = Pplab("plan --model small --gpus 4 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --json -o " +
-                     out);
+  PplabRun r =
+      Pplab("plan --model small --gpus 4 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --json -o " + out);
   INFO(r.out);
   REQUIRE(r.code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -287,7 +287,8 @@ TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not 
   // weights, gradients and AdamW moments (128.5 GB) before any activation.
   PplabRun r = Pplab("plan --model " + Data("models/llama3-8b-config.json") +
                      " --gpus 8 --global-batch 64 --seq-len 4096 --memory-per-rank 80GiB --precision bf16"
-                     " --flops-per-second 4e14 --top 200 --json -o " + out);
+                     " --flops-per-second 4e14 --top 200 --json -o " +
+                     out);
   INFO(r.out);
   REQUIRE(r.code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -302,12 +303,12 @@ TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not 
   WriteTextFile(qwen, R"({"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64})");
   r = Pplab("plan --model " + qwen + " --ranks 2 --global-batch 8 --memory-per-rank 8GiB -o " + out);
   CHECK(r.code != 0);
-  CHECK(r.out == "pplab: error: " + qwen + ": model_type \"qwen2\" is not a Llama: pplab builds Llama decoder layers "
-                 "(model_type llama or mistral)\n");
+  CHECK(r.out == "pplab: error: " + qwen +
+                     ": model_type \"qwen2\" is not a Llama: pplab builds Llama decoder layers "
+                     "(model_type llama or mistral)\n");
 }
 
-TEST_CASE("cli: plan's train line carries the precision and the device kind the plan was costed for",
-          "[cli][plan]") {
+TEST_CASE("cli: plan's train line carries the precision and the device kind the plan was costed for", "[cli][plan]") {
   const std::string cpu = WriteProfiledCost("profiled-cpu.json");
   std::string text = ReadTextFile(cpu);
   const std::string device = R"("device": "cpu")";
@@ -359,8 +360,10 @@ std::vector<std::string> PlanRows(const PplabRun& r) {
 TEST_CASE("cli: plan gives each rank its own device and one link, also for the candidate its profile measured",
           "[cli][plan]") {
   const std::string link = R"("link": {"latency_ms": 0.01, "bandwidth_gbps": 1},)";
-  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --schedules 1f1b "
-                           "--top 20 --json -o " + TempPath("links.json") + " --cost ";
+  const std::string plan =
+      "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --schedules 1f1b "
+      "--top 20 --json -o " +
+      TempPath("links.json") + " --cost ";
   const std::string own = WriteProfiledCost("own-devices.json");
   // Two ranks profiled on one device (in turns): the same plan as on two.
   const std::string shared =
@@ -372,7 +375,8 @@ TEST_CASE("cli: plan gives each rank its own device and one link, also for the c
   CHECK(verbatim);
   // --link-bandwidth and --link-latency replace the profile's link, for
   // every candidate: free links by flag equal free links in the file.
-  const std::string free_file = ProfiledCostWith("free-link.json", link, R"("link": {"latency_ms": 0, "bandwidth_gbps": 0},)");
+  const std::string free_file =
+      ProfiledCostWith("free-link.json", link, R"("link": {"latency_ms": 0, "bandwidth_gbps": 0},)");
   const std::vector<std::string> free_rows = PlanRows(Pplab(plan + free_file));
   CHECK(free_rows != base);
   CHECK(PlanRows(Pplab(plan + own + " --link-bandwidth 0 --link-latency 0")) == free_rows);
@@ -477,7 +481,7 @@ TEST_CASE("cli: compare names each bubble column's convention and hides byte col
   REQUIRE(zb.size() == 11);  // schedule K S M makespan bubble analytic span-bubble analytic inflight messages
   CHECK(zb[6] == "-");
   CHECK(zb[8] == "0.00");
-  CHECK(zb[5] != "0.00");  // the makespan-convention bubble is not 0
+  CHECK(zb[5] != "0.00");    // the makespan-convention bubble is not 0
   CHECK(one[6] == "27.27");  // (K-1)/(M+K-1) = 3/11
   CHECK(one[8] == "-");
   r = Pplab("compare --schedules 1f1b -k 4 -m 8 --activation-bytes 1e6 --message-bytes 1000");
@@ -511,7 +515,8 @@ TEST_CASE("cli: stats prints tables, not JSON", "[cli]") {
   CHECK_THAT(r.out, Catch::Contains("stage  forward_ms  backward_ms  backward_input_ms  backward_weight_ms"));
   // zb-h1 splits the backward: B has no mean, I and W do (1 ms F, 2 ms B split evenly).
   CHECK_THAT(r.out, Catch::Contains("\n    0      1.0000            -             1.0000              1.0000\n"));
-  CHECK_THAT(r.out, Catch::Contains("rank  actions  busy_ms  idle_ms  span_ms  gaps_per_action_ms\n   0       12   12.000"));
+  CHECK_THAT(r.out,
+             Catch::Contains("rank  actions  busy_ms  idle_ms  span_ms  gaps_per_action_ms\n   0       12   12.000"));
 }
 
 }  // namespace pplab

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/llama.h"
+#include "models/llama_config.h"
 #include "runtime/train/batches.h"
 #include "runtime/train/launcher.h"
 #include "runtime/train/worker_setup.h"
@@ -24,6 +25,7 @@
 #include "sim/cost_model.h"
 #include "sim/precision.h"
 #include "tools/commands.h"
+#include "tools/local_capacity.h"
 #include "tools/report.h"
 
 namespace pplab::cli {
@@ -47,6 +49,7 @@ struct ProfileCliOptions {
   std::string attention = "auto";
   std::string output;
   bool json = false;
+  bool oversubscribe = false;
   std::vector<std::string> raw_args;
 };
 
@@ -384,8 +387,16 @@ int RunProfile(const ProfileCliOptions& o) {
       return RunWorker(o, rank, world);
     });
   }
-  Check(o, LoadLlamaConfig(o.model));
+  const LlamaConfig config = LoadLlamaConfig(o.model);
+  Check(o, config);
   ResolveAttention(ParseAttentionKind(o.attention));  // refused here, before any worker starts
+  if (!o.oversubscribe) {
+    // Each replica holds the whole model (K v stages) and its AdamW state,
+    // in host memory on a CPU device.
+    const double params = static_cast<double>(EmbeddingParams(config) + HeadParams(config)) +
+                          static_cast<double>(config.num_hidden_layers) * static_cast<double>(DecoderLayerParams(config));
+    CheckLocalCapacity(LocalLoad{o.ranks * o.dp, params * o.dp, o.device.rfind("cpu", 0) == 0}, "--oversubscribe");
+  }
   if (o.ranks * o.dp == 1) return RunWorker(o, 0, 1);
   return LaunchWorkers(o.ranks * o.dp, o.raw_args, o.comm_timeout_s);
 }
@@ -423,6 +434,8 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_option("--attention", o->attention, "auto, sdpa or explicit (as pplab train)")->capture_default_str();
   sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
   sub->add_flag("--json", o->json, "print the cost model as one JSON object instead of the table");
+  sub->add_flag("--oversubscribe", o->oversubscribe,
+                "start more local workers than this machine's cores (4 per core) or memory allow");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags
   sub->callback([o, &exit_code] { exit_code = RunProfile(*o); });
 }

@@ -275,7 +275,9 @@ int RunTrain(const TrainOptions& given) {
   const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
-  CheckLocalCapacity(o, nproc, config, partition, schedule.NumPipelines());
+  if (!o.oversubscribe) {
+    CheckLocalCapacity(TrainLoad(o, nproc, config, partition, schedule.NumPipelines()), "--oversubscribe");
+  }
   ClaimOutputs(given, o);
   const std::string latest = o.checkpoint_dir.empty() ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
   if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());

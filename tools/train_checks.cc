@@ -68,33 +68,12 @@ void ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
 }
 
-void CheckLocalCapacity(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,
-                        int copies) {
-  if (o.oversubscribe || nproc <= 1) return;
-  const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-  if (nproc > 4 * cores) {
-    throw Error(std::to_string(nproc) + " local worker processes on " + std::to_string(cores) +
-                " cores (at most 4 per core): use fewer ranks, start them on several nodes (torchrun), or pass "
-                "--oversubscribe");
-  }
+LocalLoad TrainLoad(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,
+                    int copies) {
   double params = 0;
   for (int s = 0; s < partition.NumStages(); ++s) params += static_cast<double>(StageParams(config, partition, s));
-  const double need = params * 16 * o.dp * copies + nproc * 300e6;
-  double available = 0;
-  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char key[64];
-    double kb = 0;
-    while (std::fscanf(f, "%63s %lf kB", key, &kb) == 2) {
-      if (std::string(key) == "MemAvailable:") available = kb * 1024;
-    }
-    std::fclose(f);
-  }
-  if (available > 0 && need > available) {
-    throw Error(std::to_string(nproc) + " local worker processes need about " +
-                std::to_string(static_cast<int64_t>(need / 1e6)) + " MB (model state and LibTorch), this machine has " +
-                std::to_string(static_cast<int64_t>(available / 1e6)) +
-                " MB available: use fewer ranks or a smaller model, or pass --oversubscribe");
-  }
+  // A CUDA device holds the model state on the GPUs.
+  return LocalLoad{nproc, params * o.dp * copies, o.device.rfind("cpu", 0) == 0};
 }
 
 }  // namespace pplab::cli

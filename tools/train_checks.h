@@ -1,12 +1,14 @@
 // What `pplab train` checks once, before any worker starts, besides the plan
 // and the checkpoint (train_manifest.h): flags against a plan file, the run
-// folder, and what this machine can hold. Each throws pplab::Error with one
-// line naming the flag or path at fault and how to proceed.
+// folder, and what the workers hold (for tools/local_capacity.h). Each
+// throws pplab::Error with one line naming the flag or path at fault and how
+// to proceed.
 #pragma once
 
 #include "models/llama_config.h"
 #include "models/partition.h"
 #include "schedules/schedule.h"
+#include "tools/local_capacity.h"
 #include "tools/train_options.h"
 
 namespace pplab::cli {
@@ -22,12 +24,10 @@ void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule);
 // a path by flag (e.g. --trace t.json) are the user's to overwrite.
 void ClaimOutputs(const TrainOptions& given, const TrainOptions& o);
 
-// `nproc` local processes of `copies` copies of the model (2 for DualPipe)
-// must fit this machine: at most 4 per core, and the memory they need
-// (weights, gradients and AdamW moments, 16 bytes a parameter per replica,
-// plus about 300 MB of LibTorch per process) within MemAvailable, unless
-// --oversubscribe.
-void CheckLocalCapacity(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,
-                        int copies);
+// What `nproc` local processes of `copies` copies of the model (2 for
+// DualPipe) hold, for CheckLocalCapacity: every replica's parameters, their
+// state in host memory on a CPU device only.
+LocalLoad TrainLoad(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,
+                    int copies);
 
 }  // namespace pplab::cli

@@ -1,4 +1,5 @@
 // pplab profile across processes: the cost model it writes, and its errors.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -170,6 +171,23 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
     INFO(args << "\n" << r.out);
     CHECK(r.code != 0);
     CHECK(r.out.find("pplab: error: ") == 0);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("profile and train refuse a model this machine cannot hold, before any worker starts", "[profile]") {
+  // Llama-3-70B's shape: about 70.6e9 parameters, 1.1 TB of fp32 weights,
+  // gradients and AdamW moments, more than any machine the tests run on.
+  const std::string config = std::string(PPLAB_TEST_TMP_DIR) + "/llama-70b-config.json";
+  WriteTextFile(config, R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 8192,
+    "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8})");
+  for (const std::string& command : {"profile --model " + config + " -k 2 --microbatch-size 1 --seq-len 8",
+                                     "train --model " + config + " -k 1 -m 1 --synthetic --steps 1 --out ''"}) {
+    const PplabRun r = Pplab(command);
+    INFO(command << "\n" << r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::StartsWith("pplab: error: ") && Catch::Contains("(model state and LibTorch)") &&
+                          Catch::EndsWith("or pass --oversubscribe\n"));
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   }
 }

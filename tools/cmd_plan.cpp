@@ -159,6 +159,7 @@ int RunPlan(const PlanCmdOptions& o) {
   search.recompute = o.recompute == "auto" ? std::vector<bool>{false, true} : std::vector<bool>{o.recompute == "all"};
   std::optional<CostModel> profiled;
   std::string train_device;  // for the printed train line; empty: train's default
+  std::string costs_from = o.cost_file.empty() ? "analytic" : "fitted to " + o.cost_file;
   if (!o.cost_file.empty()) {
     profiled = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
     const std::optional<ProfileMeta> meta = profiled->Profile();
@@ -167,9 +168,22 @@ int RunPlan(const PlanCmdOptions& o) {
                   "a cost file from `pplab profile`");
     }
     const LlamaConfig recorded = LlamaConfigFromJson(meta->config_json, o.cost_file + ": meta.config");
-    if (recorded.ToJson() != search.config.ToJson()) {
+    // A slice (profile --layers): the model's layers as shaped, fewer of
+    // them. Its costs per FLOP and bytes fit the whole model.
+    LlamaConfig deeper = recorded;
+    deeper.num_hidden_layers = search.config.num_hidden_layers;
+    if (deeper.ToJson() != search.config.ToJson()) {
       throw Error("--cost " + o.cost_file + " was measured with --model " + meta->model + ", not " + o.model +
                   " (the model configs differ)");
+    }
+    if (recorded.num_hidden_layers > search.config.num_hidden_layers) {
+      throw Error("--cost " + o.cost_file + " was measured on " + std::to_string(recorded.num_hidden_layers) +
+                  " layers, more than the " + std::to_string(search.config.num_hidden_layers) + " of --model " +
+                  o.model);
+    }
+    if (recorded.num_hidden_layers < search.config.num_hidden_layers) {
+      costs_from += " (a slice of " + std::to_string(recorded.num_hidden_layers) + " of the model's " +
+                    std::to_string(search.config.num_hidden_layers) + " layers)";
     }
     if (o.seq_len && *o.seq_len != meta->seq_len) {
       throw Error("--cost " + o.cost_file + " was measured with --seq-len " + std::to_string(meta->seq_len) + ", not " +
@@ -186,7 +200,8 @@ int RunPlan(const PlanCmdOptions& o) {
     search.seq_len = meta->seq_len;
     search.fit = FitProfile(*profiled, recorded);
     search.link = profiled->DefaultLink();
-    search.profile = &*profiled;
+    // Its own stages stand in for a candidate only when they are the model's.
+    if (recorded.num_hidden_layers == search.config.num_hidden_layers) search.profile = &*profiled;
   } else {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second);
@@ -237,6 +252,7 @@ int RunPlan(const PlanCmdOptions& o) {
                     {"shard_optimizer", o.shard_optimizer},
                     {"memory_per_rank", search.memory_per_rank},
                     {"costs", o.cost_file.empty() ? "analytic" : o.cost_file},
+                    {"costs_from", costs_from},
                     {"simulated", result.simulated},
                     {"skipped", result.skipped},
                     {"over_memory", result.over_memory},
@@ -258,8 +274,7 @@ int RunPlan(const PlanCmdOptions& o) {
   std::printf(
       "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank); costs: %s, %s\n",
       result.simulated, Fixed(seconds, 2).c_str(), result.skipped, result.over_memory,
-      HumanBytes(search.memory_per_rank).c_str(),
-      o.cost_file.empty() ? "analytic" : ("fitted to " + o.cost_file).c_str(), PrecisionName(search.precision));
+      HumanBytes(search.memory_per_rank).c_str(), costs_from.c_str(), PrecisionName(search.precision));
   std::vector<std::vector<std::string>> table = {
       {"#", "schedule", "M", "v", "partition", "mb", "recompute", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
   if (sampled) {

@@ -14,12 +14,12 @@
 
 #include "models/llama.h"
 #include "models/llama_config.h"
+#include "runtime/exec/memory_meter.h"
 #include "runtime/train/batches.h"
 #include "runtime/train/launcher.h"
-#include "runtime/train/worker_setup.h"
-#include "runtime/exec/memory_meter.h"
 #include "runtime/train/profile.h"
 #include "runtime/train/threads.h"
+#include "runtime/train/worker_setup.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "sim/cost_model.h"
@@ -37,6 +37,7 @@ struct ProfileCliOptions {
   int dp = 1;
   std::string partition = "uniform";
   int virtual_stages = 1;
+  int layers = 0;  // 0: the model's; else a slice of its first `layers` decoder layers
   int microbatch_size = 0;
   int seq_len = 0;
   int warmup = 2;
@@ -54,6 +55,21 @@ struct ProfileCliOptions {
 };
 
 constexpr int kMaxMicrobatchSize = 1 << 16;
+
+// The model profiled: --model, or with --layers a slice of it, the same
+// layers' shapes with fewer of them (pplab plan fits the costs of the whole
+// model to it: a model too large for one machine is profiled in a slice).
+LlamaConfig ProfiledConfig(const ProfileCliOptions& o) {
+  LlamaConfig config = LoadLlamaConfig(o.model);
+  if (o.layers != 0) {
+    if (o.layers < 1 || o.layers > config.num_hidden_layers) {
+      throw Error("--layers " + std::to_string(o.layers) + ": must be in [1, " +
+                  std::to_string(config.num_hidden_layers) + "] (the model's num_hidden_layers)");
+    }
+    config.num_hidden_layers = o.layers;
+  }
+  return config;
+}
 
 // Everything that can be refused without running a worker, once, before
 // any starts: the model, the partition over K v stages, the sizes, -o.
@@ -173,9 +189,10 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
   json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"step", StepJson(r.step)}};
   // How the transport that carried the messages holds their buffers
   // (docs/cost-model.md, "Message buffers"); one pipeline rank had none.
-  if (o.ranks > 1) doc["message_memory"] = {
-      {"sent_freed", r.buffers.sends_freed_after_delivery ? "next_send_after_delivery" : "step_end"},
-      {"receive_posted", r.buffers.receives_allocated_when_posted ? "one_action_ahead" : "at_use"}};
+  if (o.ranks > 1)
+    doc["message_memory"] = {
+        {"sent_freed", r.buffers.sends_freed_after_delivery ? "next_send_after_delivery" : "step_end"},
+        {"receive_posted", r.buffers.receives_allocated_when_posted ? "one_action_ahead" : "at_use"}};
   if (o.dp > 1) doc["data_parallel"] = {{"degree", o.dp}};
   // Ranks that time-sliced a device were timed in turns, each with the
   // device's slots to itself: the simulator queues them for the device
@@ -253,10 +270,11 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
               meta["microbatch_size"].get<int>(), meta["seq_len"].get<int>(), meta["ranks"].get<int>(),
               meta["threads_per_rank"].get<int>(), meta["precision"].get<std::string>().c_str());
   if (meta["extra"]["measure_turns"].get<int>() > 1) {
-    std::printf("ranks share devices past their slots (device by rank %s, slots by device %s): timed in %d turns, "
-                "and simulate queues them for the device\n",
-                meta["extra"]["devices"].dump().c_str(), meta["extra"]["device_slots"].dump().c_str(),
-                meta["extra"]["measure_turns"].get<int>());
+    std::printf(
+        "ranks share devices past their slots (device by rank %s, slots by device %s): timed in %d turns, "
+        "and simulate queues them for the device\n",
+        meta["extra"]["devices"].dump().c_str(), meta["extra"]["device_slots"].dump().c_str(),
+        meta["extra"]["measure_turns"].get<int>());
   }
   std::printf("%5s %4s %10s %10s %10s %10s %13s %13s %11s\n", "stage", "rank", "F ms", "B ms", "I ms", "W ms",
               "activ. MB", "I->W MB", "message KB");
@@ -306,7 +324,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   }
   // The same thread policy as pplab train, so the ranks contend as in training.
   ShareCores(world);
-  const LlamaConfig config = LoadLlamaConfig(o.model);
+  const LlamaConfig config = ProfiledConfig(o);
   const int S = o.ranks * o.virtual_stages;
   const Partition partition = MakePartition(config, S, o.partition);
   std::vector<RankId> placement(S);
@@ -366,8 +384,8 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
       },
       batch.loss_scale, *worker.transport, worker.group.get(), meter, options);
   if (world_rank != 0) return 0;
-  const nlohmann::json doc = CostJson(o, config, partition, result, ThreadsInUse(),
-                                      MapRankDevices(pipeline_devices), options.turns);
+  const nlohmann::json doc =
+      CostJson(o, config, partition, result, ThreadsInUse(), MapRankDevices(pipeline_devices), options.turns);
   // Round-trip through the loader so a written file is a usable one.
   const CostModel checked = CostModel::FromJson(doc.dump(), o.output.empty() ? "profile" : o.output);
   if (!o.output.empty()) WriteTextFile(o.output, checked.ToJson());
@@ -383,18 +401,19 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
 int RunProfile(const ProfileCliOptions& o) {
   if (IsWorker()) {
     return RunAsWorker([&o](RankId rank, int world) {
-      Check(o, LoadLlamaConfig(o.model));  // started by torchrun or Slurm: nobody checked before
+      Check(o, ProfiledConfig(o));  // started by torchrun or Slurm: nobody checked before
       return RunWorker(o, rank, world);
     });
   }
-  const LlamaConfig config = LoadLlamaConfig(o.model);
+  const LlamaConfig config = ProfiledConfig(o);
   Check(o, config);
   ResolveAttention(ParseAttentionKind(o.attention));  // refused here, before any worker starts
   if (!o.oversubscribe) {
     // Each replica holds the whole model (K v stages) and its AdamW state,
     // in host memory on a CPU device.
-    const double params = static_cast<double>(EmbeddingParams(config) + HeadParams(config)) +
-                          static_cast<double>(config.num_hidden_layers) * static_cast<double>(DecoderLayerParams(config));
+    const double params =
+        static_cast<double>(EmbeddingParams(config) + HeadParams(config)) +
+        static_cast<double>(config.num_hidden_layers) * static_cast<double>(DecoderLayerParams(config));
     CheckLocalCapacity(LocalLoad{o.ranks * o.dp, params * o.dp, o.device.rfind("cpu", 0) == 0}, "--oversubscribe");
   }
   if (o.ranks * o.dp == 1) return RunWorker(o, 0, 1);
@@ -408,6 +427,9 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   CLI::App* sub = app.add_subcommand("profile", "measure stage and link costs on this machine; write a cost model");
   sub->add_option("--model", o->model, kModelFlagHelp)->capture_default_str();
   sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K (worker processes)")->capture_default_str();
+  sub->add_option("--layers", o->layers,
+                  "profile a slice of the model: its first N decoder layers, as shaped (default: all); "
+                  "pplab plan fits the whole model's costs to it");
   sub->add_option("--dp", o->dp,
                   "data-parallel replicas D (D x K workers); with D > 1 each stage's REDUCE_GRAD is measured")
       ->capture_default_str();

@@ -50,7 +50,8 @@ void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule) {
 }
 
 void ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
-  if (o.resume && o.overwrite) throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
+  if (o.resume && o.overwrite)
+    throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
   std::vector<std::string> found;
   std::error_code ec;
   const std::vector<std::string> files = RunFolderFiles(given, o);

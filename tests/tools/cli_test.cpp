@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -12,8 +13,10 @@
 #include <vector>
 
 #include "models/llama_config.h"
+#include "models/partition.h"
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
+#include "tools/plan_search.h"
 #include "traces/chrome_trace.h"
 
 namespace pplab {
@@ -390,6 +393,96 @@ TEST_CASE("cli: plan gives each rank its own device and one link, also for the c
   r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o " + TempPath("links.json"));
   CHECK(nlohmann::json::parse(r.out)["link"] ==
         nlohmann::json::parse(R"({"latency_ms": 0.0, "bandwidth_gbps": 0.0, "from": "free"})"));
+}
+
+namespace {
+
+// A profile of `layers` layers of the tiny model on 2 ranks (partition of
+// the layers in halves), microbatch 2 x 32, whose every figure is the
+// planner's formula: F, I and W take 1 ns a forward FLOP and B 2 ns (the
+// analytic pattern), bytes are the shape estimates.
+std::string FormulaProfile(const std::string& name, int layers) {
+  LlamaConfig c = LoadLlamaConfig("tiny");
+  c.num_hidden_layers = layers;
+  const std::string halves = std::to_string(layers / 2) + "," + std::to_string(layers - layers / 2);
+  const Partition p = MakePartition(c, 2, halves);
+  nlohmann::json stages = nlohmann::json::array();
+  for (int s = 0; s < 2; ++s) {
+    const double ms = cli::StageForwardFlops(c, p, s, 2, 32) / 1e6;
+    stages.push_back({{"forward_ms", ms},
+                      {"backward_ms", 2 * ms},
+                      {"backward_input_ms", ms},
+                      {"backward_weight_ms", ms},
+                      {"activation_bytes", std::llround(cli::StageActivationBytes(c, p, s, 2, 32, Precision::kFp32))},
+                      {"weight_grad_bytes", std::llround(cli::StageWeightGradBytes(c, p, s, 2, 32, Precision::kFp32))},
+                      {"message_bytes", std::llround(cli::MessageBytes(c, 2, 32, Precision::kFp32))}});
+  }
+  const nlohmann::json doc = {{"format", "pplab.cost"},
+                              {"version", 1},
+                              {"stages", stages},
+                              {"link", {{"latency_ms", 0.01}, {"bandwidth_gbps", 1}}},
+                              {"meta",
+                               {{"source", "pplab profile"},
+                                {"model", "tiny"},
+                                {"config", nlohmann::json::parse(c.ToJson())},
+                                {"partition", halves},
+                                {"microbatch_size", 2},
+                                {"seq_len", 32},
+                                {"device", "cpu"},
+                                {"threads_per_rank", 1},
+                                {"ranks", 2}}}};
+  WriteTextFile(TempPath(name), doc.dump());
+  return TempPath(name);
+}
+
+}  // namespace
+
+TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers (profile --layers)", "[cli][plan]") {
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 --json -o " +
+                           TempPath("slice-plan.json") + " --cost ";
+  const std::string whole = FormulaProfile("whole-4.json", 4), slice = FormulaProfile("slice-2.json", 2);
+  PplabRun r = Pplab(plan + whole);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json from_whole = nlohmann::json::parse(r.out);
+  r = Pplab(plan + slice);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json from_slice = nlohmann::json::parse(r.out);
+  CHECK(from_slice["costs_from"] == "fitted to " + slice + " (a slice of 2 of the model's 4 layers)");
+  // Costs that follow the FLOPs and the shapes fit the same from 2 layers as
+  // from 4: every candidate fitted from the whole model's profile is costed
+  // the same from the slice's; only the whole's own stages stand in for a
+  // candidate (measured_costs) of their own.
+  std::map<std::string, nlohmann::json> by_key;
+  const auto key = [](const nlohmann::json& c) {
+    return c["schedule"].dump() + c["microbatches"].dump() + c["virtual_stages"].dump() + c["partition"].dump() +
+           c["layers_per_stage"].dump() + c["recompute"].dump();
+  };
+  for (const auto& c : from_slice["candidates"]) {
+    CHECK(c["measured_costs"] == false);
+    by_key[key(c)] = c;
+  }
+  int compared = 0;
+  for (const auto& c : from_whole["candidates"]) {
+    if (c["measured_costs"] == true) continue;
+    INFO(c.dump());
+    REQUIRE(by_key.count(key(c)) == 1);
+    const nlohmann::json& d = by_key[key(c)];
+    CHECK(d["step_time"].get<double>() == Approx(c["step_time"].get<double>()).epsilon(1e-6));
+    CHECK(d["peak_memory_bytes"].get<double>() == Approx(c["peak_memory_bytes"].get<double>()).epsilon(1e-6));
+    ++compared;
+  }
+  CHECK(compared > 20);
+  // More layers than the model, or another width: refused.
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("slice-plan.json") +
+            " --cost " + FormulaProfile("deeper-6.json", 6));
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured on 6 layers, more than the 4 of --model tiny"));
+  r = Pplab("plan --model small --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("slice-plan.json") +
+            " --cost " + slice);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("(the model configs differ)"));
 }
 
 TEST_CASE("cli: a profiled --cost refuses flags that disagree with what it was measured with", "[cli][cost]") {

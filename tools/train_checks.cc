@@ -1,9 +1,7 @@
 #include "tools/train_checks.h"
 
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -29,6 +29,7 @@ struct PlanCmdOptions {
   // Stage-to-stage links (default: the profile's, else free).
   std::optional<double> link_bandwidth_gbps;
   std::optional<double> link_latency_ms;
+  int gpus_per_node = 0;  // 0: no nodes (one link for all messages)
   int global_batch = 0;
   std::string memory_per_rank;
   std::string cost_file;
@@ -214,6 +215,7 @@ int RunPlan(const PlanCmdOptions& o) {
     if (o.link_latency_ms) search.link.latency = MsToNs(*o.link_latency_ms);
     link_from = "flags";
   }
+  search.gpus_per_node = o.gpus_per_node;
   search.cost_data_parallel = o.dp_bandwidth_gbps > 0;
   search.dp_link = Link{MsToNs(o.dp_latency_ms), o.dp_bandwidth_gbps};
   const PlanSearchResult result = o.gpus > 0 ? SearchGpus(search, o.gpus) : SearchPlans(search);
@@ -244,6 +246,7 @@ int RunPlan(const PlanCmdOptions& o) {
                      {{"latency_ms", NsToMs(search.link.latency)},
                       {"bandwidth_gbps", search.link.bandwidth_gbps},
                       {"from", link_from}}},
+                    {"gpus_per_node", o.gpus_per_node > 0 ? json(o.gpus_per_node) : json(nullptr)},
                     {"dp_bandwidth_gbps", o.dp_bandwidth_gbps},
                     {"dp_latency_ms", o.dp_latency_ms},
                     {"global_batch", o.global_batch},
@@ -356,6 +359,11 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "ms of latency of each stage-to-stage message (default: "
                   "the --cost profile's, else 0)")
       ->check(CLI::Range(0.0, 1e6));
+  sub->add_option("--gpus-per-node", o->gpus_per_node,
+                  "GPUs a node holds (default: no nodes): messages and data-parallel rings that cross nodes take "
+                  "--dp-bandwidth and --dp-latency (the network between nodes), those inside one --link-bandwidth "
+                  "and --link-latency; world rank d K + k (replica d, pipeline rank k) is on node (d K + k) / N")
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--global-batch", o->global_batch, "sequences per step over all replicas (G)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));

@@ -48,6 +48,36 @@ double Slope(const std::vector<double>& x, const std::vector<double>& y) {
 
 TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x))); }
 
+// Where the ranks sit when nodes hold o.gpus_per_node GPUs
+// (PlanSearchOptions::gpus_per_node): world rank d K + k on node
+// (d K + k) / G.
+int64_t NodeOf(const PlanSearchOptions& o, int64_t replica, int64_t rank) {
+  return (replica * o.ranks + rank) / o.gpus_per_node;
+}
+bool DpSpansNodes(const PlanSearchOptions& o) {
+  for (int k = 0; k < o.ranks; ++k) {
+    if (NodeOf(o, 0, k) != NodeOf(o, o.dp - 1, k)) return true;  // nodes only grow with d
+  }
+  return false;
+}
+// The link of the data-parallel ring.
+Link DpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && !DpSpansNodes(o) ? o.link : o.dp_link; }
+// Messages between pipeline ranks that any replica puts on two nodes take
+// the network between nodes. Every generator's messages go between
+// neighbouring ranks or between the last and the first (a wrap-around).
+void PlaceOnNodes(const PlanSearchOptions& o, CostModel& m) {
+  if (o.gpus_per_node <= 0) return;
+  for (RankId a = 0; a < o.ranks; ++a) {
+    const RankId b = (a + 1) % o.ranks;
+    if (a == b) continue;
+    bool crosses = false;
+    for (int64_t d = 0; d < o.dp && !crosses; ++d) crosses = NodeOf(o, d, a) != NodeOf(o, d, b);
+    if (!crosses) continue;
+    m.SetLinkOverride(a, b, o.dp_link);
+    m.SetLinkOverride(b, a, o.dp_link);
+  }
+}
+
 // The step's work with the sharded optimizer (train --shard-optimizer):
 // each replica updates 1 / D of the parameters, then the replicas sum them
 // back, an all-reduce of the rank's fp32 parameters after the update, which
@@ -55,7 +85,7 @@ TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x)))
 StepCosts ShardedStep(const PlanSearchOptions& o, StepCosts step, int64_t rank_params) {
   if (!o.shard_optimizer || o.dp < 2) return step;
   step.optimizer = step.optimizer / o.dp;
-  if (o.cost_data_parallel) step.optimizer += RingAllReduceTime(4 * rank_params, DataParallel{o.dp, o.dp_link});
+  if (o.cost_data_parallel) step.optimizer += RingAllReduceTime(4 * rank_params, DataParallel{o.dp, DpLink(o)});
   return step;
 }
 
@@ -90,9 +120,10 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
         }
         m.SetStage(s, c);
       }
-      m.SetDataParallel(DataParallel{o.dp, o.dp_link});
+      m.SetDataParallel(DataParallel{o.dp, DpLink(o)});
     }
     m.SetStep(ShardedStep(o, m.Step(), rank_params));
+    PlaceOnNodes(o, m);
     return m;
   }
   const int P = p.NumStages();
@@ -129,7 +160,8 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   CostModel m = CostModel::FromStages(std::move(stages), o.link);
   m.SetOrigin("plan cost estimate");
   m.SetMessages(f.messages);
-  if (o.cost_data_parallel && o.dp > 1) m.SetDataParallel(DataParallel{o.dp, o.dp_link});
+  if (o.cost_data_parallel && o.dp > 1) m.SetDataParallel(DataParallel{o.dp, DpLink(o)});
+  PlaceOnNodes(o, m);
   StepCosts step;
   step.loss_allreduce = f.loss_allreduce;
   step.norm_allreduce = f.norm_allreduce;
@@ -186,8 +218,8 @@ void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& rank
     const Schedule schedule = Simulated(o, CandidateSchedule(c));
     const std::vector<int64_t> params = RankParams(o.config, c.partition, schedule.placement, o.ranks);
     const CostModel costs =
-        Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size,
-                                  c.measured_costs, *std::max_element(params.begin(), params.end())),
+        Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size, c.measured_costs,
+                                  *std::max_element(params.begin(), params.end())),
                    c.recompute);
     c.samples = SampleStepTime(schedule, costs, kTieSamples, kTieSeed);
   }

@@ -101,6 +101,13 @@ struct PlanSearchOptions {
   // reduce_grad_ms replaces the ring formula for its own configuration).
   bool cost_data_parallel = false;
   Link dp_link;
+  // Nodes of this many GPUs, or 0: every stage-to-stage message takes
+  // `link` and the data-parallel ring dp_link. World rank d K + k (replica
+  // d, pipeline rank k) is on node (d K + k) / gpus_per_node: a message
+  // between pipeline ranks that a replica places on two nodes takes dp_link
+  // (the network between nodes), the others `link`; the data-parallel ring
+  // takes dp_link when a group spans nodes, else `link`.
+  int gpus_per_node = 0;
   // Whether SearchPlans throws when no candidate fits (else it returns the
   // counts with nothing fitting, for a caller that merges several searches).
   bool throw_when_none_fits = true;
@@ -127,7 +134,7 @@ struct PlanCandidate {
   int microbatch_size = 0;  // sequences per microbatch, G / (D M)
   TimeNs step_time = 0;     // predicted makespan of one step
   double bubble_fraction = 0;
-  Bytes peak_memory = 0;         // max over ranks of weights, grads, AdamW moments and activations
+  Bytes peak_memory = 0;  // max over ranks of weights, grads, AdamW moments and activations
   // The rank of that peak, its model state (weights, gradients, AdamW
   // moments) and what the rest of its peak is (Simulate's peak_parts).
   RankId peak_rank = 0;

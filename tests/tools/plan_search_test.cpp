@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "schedules/error.h"
 #include "schedules/schedule_io.h"
@@ -154,8 +155,8 @@ TEST_CASE("plan: recomputed candidates cost one F more per microbatch and fit wh
   const Bytes act1 = std::llround(StageActivationBytes(c, best.partition, 1, 1, kSeqLen, Precision::kFp32));
   const Bytes input1 = std::llround(StageInputBytes(c, 1, 1, kSeqLen));
   CHECK(input1 == 16 * (4 * 32 + 8));
-  CHECK(best.peak_memory == std::max(16 * StageParams(c, best.partition, 0) + act,
-                                     16 * StageParams(c, best.partition, 1) + input1 + act1));
+  CHECK(best.peak_memory ==
+        std::max(16 * StageParams(c, best.partition, 0) + act, 16 * StageParams(c, best.partition, 1) + input1 + act1));
   // Without recomputation the same limit fits nothing, and says what would.
   o.recompute = {false};
   CHECK_THROWS_WITH(SearchPlans(o), Catch::Contains("--recompute auto also costs every candidate"));
@@ -215,7 +216,8 @@ TEST_CASE("plan: with replicas, each stage's REDUCE_GRAD is in the step at the r
   CHECK(costed.step_time == free.step_time + ring);
 }
 
-TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank and its simulated step time", "[plan]") {
+TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank and its simulated step time",
+          "[plan]") {
   const LlamaConfig c = BalancedModel();
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   o.schedules = {"dualpipe"};
@@ -225,8 +227,8 @@ TEST_CASE("plan: dualpipe is a candidate with two copies' weights on every rank 
   REQUIRE(r.fitting.size() == 2);
   for (const PlanCandidate& cand : r.fitting) {
     INFO("M=" << cand.microbatches);
-    CHECK(cand.stages == 4);                      // 2K stages ...
-    CHECK(cand.partition.ToString() == "2,1");    // ... running the K parts twice
+    CHECK(cand.stages == 4);                    // 2K stages ...
+    CHECK(cand.partition.ToString() == "2,1");  // ... running the K parts twice
     const Schedule s = CandidateSchedule(cand);
     REQUIRE(s.NumPipelines() == 2);
     // Every stage costs what its part costs; the two parts cost the same here.
@@ -541,7 +543,6 @@ TEST_CASE("plan costs each candidate's optimizer by the parameters of its larges
   CHECK(checked == static_cast<int>(with.fitting.size()));
 }
 
-
 TEST_CASE("plan: a profile's message rules and send share carry into fitted candidates", "[plan]") {
   const LlamaConfig c = BalancedModel();
   // Stage 0's send held half its message; stage 1 sends no forward message.
@@ -590,4 +591,78 @@ TEST_CASE("plan: fitted weight casts count 2 bytes a Linear weight from each sta
   CHECK(FitProfile(CostModel::FromJson(ProfileJson(c, stages), "cost.json"), c).cast_bytes_per_param == Approx(2.0));
 }
 
+}  // namespace pplab::cli
+
+namespace pplab::cli {
+namespace {
+
+// Each fitting candidate as (schedule, M, v, partition, recompute) -> step time.
+std::map<std::string, TimeNs> StepTimes(const PlanSearchOptions& o) {
+  std::map<std::string, TimeNs> out;
+  for (const PlanCandidate& c : SearchPlans(o).fitting) {
+    out[c.schedule + " M=" + std::to_string(c.microbatches) + " v=" + std::to_string(c.virtual_stages) + " " +
+        c.partition.ToString() + (c.recompute ? " recomputed" : "")] = c.step_time;
+  }
+  return out;
+}
+
+PlanSearchOptions TwoLinks(int ranks, int dp) {
+  PlanSearchOptions o = Options(BalancedModel(), Bytes{1} << 30);
+  o.ranks = ranks;
+  o.dp = dp;
+  o.schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zb-v"};
+  o.cost_data_parallel = true;
+  o.link = Link{1000, 2.0};      // in a node: 1 us, 2 bytes a ns
+  o.dp_link = Link{20000, 0.1};  // between nodes: 20 us, 0.1 byte a ns
+  return o;
+}
+
+TEST_CASE("plan on nodes: messages and rings inside a node take the link, across nodes the network", "[plan]") {
+  // One node for all: the data-parallel ring runs on the link too.
+  PlanSearchOptions o = TwoLinks(2, 2);
+  PlanSearchOptions flat = o;
+  flat.dp_link = o.link;
+  o.gpus_per_node = 4;
+  const auto one_node = StepTimes(o);
+  CHECK(one_node == StepTimes(flat));
+  CHECK(one_node != StepTimes(TwoLinks(2, 2)));  // the nodes changed something
+  // A node per GPU: every message and ring crosses nodes.
+  o.gpus_per_node = 1;
+  flat = o;
+  flat.gpus_per_node = 0;
+  flat.link = o.dp_link;
+  const auto own_nodes = StepTimes(o);
+  CHECK(own_nodes == StepTimes(flat));
+  CHECK(own_nodes != StepTimes(TwoLinks(2, 2)));
+  // Two GPUs a node, K = 2, D = 2: each pipeline in a node, the replicas on
+  // two: as without nodes (messages on the link, the ring on the network).
+  o.gpus_per_node = 2;
+  flat = o;
+  flat.gpus_per_node = 0;
+  CHECK(StepTimes(o) == StepTimes(flat));
+}
+
+TEST_CASE("plan on nodes: a pipeline that spans nodes sits between all-link and all-network", "[plan]") {
+  // K = 3 on nodes of 2: ranks 0 and 1 share a node, 1 -> 2 and the
+  // wrap-around 2 -> 0 cross. Delays only add in the simulator (each rank's
+  // order is fixed), so each candidate's step lies between the two.
+  PlanSearchOptions o = TwoLinks(3, 1);
+  o.gpus_per_node = 2;
+  PlanSearchOptions fast = o, slow = o;
+  fast.gpus_per_node = slow.gpus_per_node = 0;
+  slow.link = o.dp_link;
+  const auto mixed = StepTimes(o), lower = StepTimes(fast), upper = StepTimes(slow);
+  REQUIRE(mixed.size() == lower.size());
+  int strictly = 0;
+  for (const auto& [name, t] : mixed) {
+    INFO(name);
+    REQUIRE(lower.count(name) == 1);
+    CHECK(lower.at(name) <= t);
+    CHECK(t <= upper.at(name));
+    strictly += lower.at(name) < t && t < upper.at(name);
+  }
+  CHECK(strictly > 0);
+}
+
+}  // namespace
 }  // namespace pplab::cli

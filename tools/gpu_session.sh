@@ -20,6 +20,9 @@
 #                 bf16, traces kept), then bf16's 200-step loss curve on CUDA
 #     fidelity    issue 12: tools/bench/fidelity.sh at 16x128 (K=2 M=8, then K=1 M=4, 8, 1)
 #     fidelity64  issue 12: the same at 64x512
+#     slice       planning a model too large for one GPU: 4 of Meta-Llama-3-8B's 32 layers
+#                 profiled on 2 ranks sharing the GPU (bf16, 4096 tokens), then plan of the
+#                 whole model on 8 GPUs of 80 GiB fitted to that slice
 #   --deadline S  seconds from the start by which the command has ended (default 480).
 #                 A part starts only when at least its minimum is left; its runs are
 #                 bounded by what is left, and each bench starts no run past its share
@@ -51,13 +54,13 @@ while [ $# -gt 0 ]; do
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_session: unknown option '$1' (see --help)" >&2; exit 2 ;;
-    tests|bench|fidelity|fidelity64) parts+=("$1"); shift ;;
-    *) echo "gpu_session: unknown part '$1': tests, bench, fidelity or fidelity64" >&2; exit 2 ;;
+    tests|bench|fidelity|fidelity64|slice) parts+=("$1"); shift ;;
+    *) echo "gpu_session: unknown part '$1': tests, bench, fidelity, fidelity64 or slice" >&2; exit 2 ;;
   esac
 done
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "gpu_session: --deadline must be a positive number of seconds, got '$deadline'" >&2; exit 2; }
 [ -n "$out" ] || { echo "gpu_session: --out needs a folder" >&2; exit 2; }
-[ ${#parts[@]} -gt 0 ] || { echo "gpu_session: name at least one part: tests, bench, fidelity or fidelity64" >&2; exit 2; }
+[ ${#parts[@]} -gt 0 ] || { echo "gpu_session: name at least one part: tests, bench, fidelity, fidelity64 or slice" >&2; exit 2; }
 
 # Seconds, from the H100 session of 2026-11-23 (docs/gpu.md, "Figures") and
 # the device commands' sizes before this script: what a step usually takes
@@ -65,8 +68,8 @@ done
 with_tests=0
 for p in "${parts[@]}"; do [ "$p" = tests ] && with_tests=1; done
 if [ "$with_tests" = 1 ]; then build_estimate=170; else build_estimate=100; fi
-estimate() { case $1 in tests) echo 260 ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; esac; }
-minimum() { case $1 in tests) echo 150 ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; esac; }
+estimate() { case $1 in tests) echo 260 ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; esac; }
+minimum() { case $1 in tests) echo 150 ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; esac; }
 [ "$deadline" -gt "$build_estimate" ] ||
   { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s)" >&2; exit 2; }
 
@@ -224,6 +227,24 @@ part_fidelity() {
   reap
 }
 
+part_slice() {
+  local r config=tests/data/models/llama3-8b-config.json
+  r=$(left)
+  step "slice: profile of 4 layers of Llama-3-8B" $((r - 20)) 70 - \
+    "$pplab" profile --device cuda --model "$config" --layers 4 -k 2 --microbatch-size 1 --seq-len 4096 \
+      --precision bf16 --comm-timeout 30 -o "$work/llama3-8b-slice.json"
+  reap
+  r=$(left)
+  if [ "$dry_run" = 0 ] && [ ! -s "$work/llama3-8b-slice.json" ]; then
+    echo "gpu_session: no slice profile to plan from"
+    return 0
+  fi
+  echo
+  step "slice: plan of the whole model" $((r - 5)) 5 - \
+    "$pplab" plan --model "$config" --cost "$work/llama3-8b-slice.json" --gpus 8 --global-batch 64 \
+      --memory-per-rank 80GiB --link-bandwidth 400 -o "$work/llama3-8b-plan.json"
+}
+
 session() {
   echo "# GPU session: ${parts[*]} (deadline ${deadline} s)"
   echo
@@ -265,6 +286,7 @@ session() {
       bench) part_bench ;;
       fidelity) part_fidelity 16x128 fidelity ;;
       fidelity64) part_fidelity 64x512 fidelity64 ;;
+      slice) part_slice ;;
     esac
   done
   echo

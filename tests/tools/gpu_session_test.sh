@@ -8,9 +8,12 @@
 #     and the build has the tests exactly when the tests part is asked for;
 #  3. the commands it plans are accepted by the scripts they call (each
 #     bench's own --dry-run, with the flags the plan gives it).
-# Usage: gpu_session_test.sh SOURCE_DIR
+#  4. a whole session on stand-ins;
+#  5. the slice part's pplab commands use flags pplab has.
+# Usage: gpu_session_test.sh SOURCE_DIR [PPLAB]
 set -euo pipefail
 src=$1
+pplab=${2:-}
 session=$src/tools/gpu_session.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -62,8 +65,8 @@ check_plan() {
     [[ $build == *BUILD_TESTING=OFF* ]] || fail "$*: the tests built for nothing"
   fi
 }
-orders=("tests" "bench" "fidelity" "fidelity64" "tests bench" "bench tests" "fidelity fidelity64"
-        "tests bench fidelity fidelity64" "fidelity64 fidelity bench tests")
+orders=("tests" "bench" "fidelity" "fidelity64" "slice" "tests bench" "bench tests" "fidelity fidelity64"
+        "tests bench fidelity fidelity64 slice" "fidelity64 fidelity bench tests" "slice tests")
 for deadline in 200 300 480 600 1500; do
   for parts in "${orders[@]}"; do
     # shellcheck disable=SC2086
@@ -152,3 +155,22 @@ grep -qF "error: stand-in failure" "$tmp/run2.txt" && grep -qF "gpu_session: the
   fail "the failed build is not reported: $(cat "$tmp/run2.txt")"
 grep -q "^stand-in .*\.sh:" "$tmp/run2.txt" && fail "a step ran after a failed build: $(cat "$tmp/run2.txt")"
 echo "ok: a session on stand-ins"
+
+# 5. The slice part runs pplab itself: every flag it gives is one of the
+# subcommand's (its --help lists it).
+if [ -n "$pplab" ]; then
+  bash "$session" --dry-run slice > "$tmp/plan.txt"
+  n=0
+  while IFS= read -r line; do
+    cmd=$(sed -E 's/^    \[at [0-9]+ s, bound [0-9]+ s\] //' <<< "$line")
+    eval "words=($cmd)"
+    help=$("$pplab" "${words[1]}" --help)
+    for w in "${words[@]}"; do
+      [[ $w == --* ]] || continue
+      grep -qE -- "(^|[ ,])$w([ ,=]|$)" <<< "$help" || fail "pplab ${words[1]} has no $w: $cmd"
+    done
+    n=$((n + 1))
+  done < <(grep -E "^    \[at .*build-cuda/pplab (profile|plan) " "$tmp/plan.txt")
+  [ "$n" = 2 ] || fail "expected the slice part's profile and plan, found $n: $(cat "$tmp/plan.txt")"
+  echo "ok: the slice part's flags"
+fi

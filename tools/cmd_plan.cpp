@@ -278,6 +278,19 @@ int RunPlan(const PlanCmdOptions& o) {
       "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank); costs: %s, %s\n",
       result.simulated, Fixed(seconds, 2).c_str(), result.skipped, result.over_memory,
       HumanBytes(search.memory_per_rank).c_str(), costs_from.c_str(), PrecisionName(search.precision));
+  // What the messages and rings were costed at: the figures a user checks first.
+  const auto link_text = [](const Link& l) {
+    if (l.latency == 0 && l.bandwidth_gbps == 0) return std::string("free");
+    return (l.bandwidth_gbps > 0 ? Fixed(l.bandwidth_gbps, 1) + " GB/s" : std::string("unbounded GB/s")) + ", " +
+           Fixed(NsToMs(l.latency), 3) + " ms";
+  };
+  const std::string network = search.cost_data_parallel ? link_text(search.dp_link) : "not costed";
+  std::printf("links: between stages %s%s%s; data-parallel rings %s\n", link_text(search.link).c_str(),
+              link_from == "free" ? "" : (" (" + link_from + ")").c_str(),
+              o.gpus_per_node > 0
+                  ? ("; on nodes of " + std::to_string(o.gpus_per_node) + " GPUs, across nodes " + network).c_str()
+                  : "",
+              o.gpus_per_node > 0 ? "inside a node as between stages, across nodes as above" : network.c_str());
   std::vector<std::vector<std::string>> table = {
       {"#", "schedule", "M", "v", "partition", "mb", "recompute", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
   if (sampled) {

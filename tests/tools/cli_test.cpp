@@ -485,6 +485,23 @@ TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers 
   CHECK_THAT(r.out, Catch::Contains("(the model configs differ)"));
 }
 
+TEST_CASE("cli: plan says what its links were costed at, on nodes or not", "[cli][plan]") {
+  const std::string plan = "plan --model tiny --gpus 4 --global-batch 8 --memory-per-rank 1GiB -o " +
+                           TempPath("links-line.json");
+  PplabRun r = Pplab(plan + " --link-bandwidth 400 --gpus-per-node 2");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nlinks: between stages 400.0 GB/s, 0.000 ms (flags); on nodes of 2 GPUs, "
+                                    "across nodes 25.0 GB/s, 0.010 ms; data-parallel rings inside a node as between "
+                                    "stages, across nodes as above\n"));
+  r = Pplab(plan + " --dp-bandwidth 0");
+  CHECK_THAT(r.out, Catch::Contains("\nlinks: between stages free; data-parallel rings not costed\n"));
+  r = Pplab(plan + " --gpus-per-node 2 --json");
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["gpus_per_node"] == 2);
+  CHECK(Pplab(plan + " --gpus-per-node 0").code != 0);
+}
+
 TEST_CASE("cli: a profiled --cost refuses flags that disagree with what it was measured with", "[cli][cost]") {
   const std::string cost = WriteProfiledCost("profiled.json");
   const std::string run = "simulate -s 1f1b -k 2 -m 4 --cost " + cost;

@@ -146,6 +146,14 @@ void CheckProfile(const PlanOptions& o, const CostModel& costs) {
   if (!o.model.empty()) {
     config = LoadLlamaConfig(o.model);
     if (config.ToJson() != recorded.ToJson()) {
+      LlamaConfig deeper = recorded;
+      deeper.num_hidden_layers = config.num_hidden_layers;
+      if (deeper.ToJson() == config.ToJson()) {
+        // A slice (profile --layers): its stages are not the model's.
+        throw Error(measured + std::to_string(recorded.num_hidden_layers) + " of --model " + o.model + "'s " +
+                    std::to_string(config.num_hidden_layers) +
+                    " layers (profile --layers): its stages cost that slice; pplab plan fits the whole model to it");
+      }
       throw Error(measured + "--model " + profile->model + ", not " + o.model + " (the model configs differ)");
     }
   }

@@ -479,6 +479,10 @@ TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers 
             " --cost " + FormulaProfile("deeper-6.json", 6));
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("was measured on 6 layers, more than the 4 of --model tiny"));
+  // simulate takes a profile's stages as they are: a slice's are not the model's.
+  r = Pplab("simulate -s 1f1b -k 2 -m 4 --model tiny --cost " + slice);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured with 2 of --model tiny's 4 layers (profile --layers)"));
   r = Pplab("plan --model small --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("slice-plan.json") +
             " --cost " + slice);
   CHECK(r.code == 2);

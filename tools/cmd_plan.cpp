@@ -129,10 +129,13 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus) {
                 " fits the model's layers and divides --global-batch " + std::to_string(search.global_batch));
   }
   if (merged.fitting.empty()) {
+    // K x D = N ranks hold, each, the state of 1 / K of the parameters at
+    // 8 + 8 / D bytes a parameter (sharded) or 16: at least 16 / N bytes a
+    // parameter of the model, at K = N.
     throw Error("no plan fits in --memory-per-rank " + std::to_string(search.memory_per_rank) +
                 " bytes on any K x D of " + grids + ": the smallest peak memory per rank of " +
                 std::to_string(merged.simulated) + " candidates is " + std::to_string(merged.smallest_memory) +
-                " bytes");
+                " bytes" + ModelStateHint(search.config, search.memory_per_rank, 1, false, gpus, "GPUs"));
   }
   RankCandidates(merged.fitting);
   search.sample_top = top;

@@ -503,16 +503,35 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
                 std::to_string(o.ranks) + " ranks with these options");
   }
   if (result.fitting.empty()) {
+    // Where the model state alone does not fit, recomputation cannot help.
+    const std::string state =
+        ModelStateHint(o.config, o.memory_per_rank, o.dp, o.shard_optimizer, o.ranks, "pipeline ranks");
     throw Error("no plan fits in --memory-per-rank " + std::to_string(o.memory_per_rank) +
                 " bytes: the smallest peak memory per rank of " + std::to_string(result.simulated) + " candidates is " +
-                std::to_string(result.smallest_memory) + " bytes" +
-                (o.recompute == std::vector<bool>{false}
+                std::to_string(result.smallest_memory) + " bytes" + state +
+                (state.empty() && o.recompute == std::vector<bool>{false}
                      ? " (--recompute auto also costs every candidate with its activations recomputed)"
                      : ""));
   }
   RankCandidates(result.fitting);
   if (CostsHaveSpreads(o)) MarkTies(o, result.fitting);
   return result;
+}
+
+int64_t MinRanksForModelState(const LlamaConfig& config, Bytes memory_per_rank, int dp, bool shard_optimizer) {
+  const double params = static_cast<double>(EmbeddingParams(config) + HeadParams(config)) +
+                        static_cast<double>(config.num_hidden_layers) * static_cast<double>(DecoderLayerParams(config));
+  const double bytes = StateBytesPerParameter(dp, shard_optimizer) * params;
+  return memory_per_rank > 0 ? static_cast<int64_t>(std::ceil(bytes / static_cast<double>(memory_per_rank))) : 0;
+}
+
+std::string ModelStateHint(const LlamaConfig& config, Bytes memory_per_rank, int dp, bool shard_optimizer, int ranks,
+                           const std::string& what) {
+  const int64_t need = MinRanksForModelState(config, memory_per_rank, dp, shard_optimizer);
+  if (need <= ranks) return "";
+  return "; the model's weights, gradients and AdamW moments alone (" +
+         std::to_string(static_cast<int64_t>(StateBytesPerParameter(dp, shard_optimizer))) +
+         " bytes a parameter) need at least " + std::to_string(need) + " " + what + " of this memory";
 }
 
 Schedule CandidateSchedule(const PlanCandidate& c) {

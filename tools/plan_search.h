@@ -113,6 +113,15 @@ struct PlanSearchOptions {
   bool throw_when_none_fits = true;
 };
 
+// The fewest ranks of `memory_per_rank` bytes that hold the model state
+// alone (weights, gradients and AdamW moments at StateBytesPerParameter over
+// `dp` replicas), before any activation: what a plan needs at least.
+int64_t MinRanksForModelState(const LlamaConfig& config, Bytes memory_per_rank, int dp, bool shard_optimizer);
+// "; the model's weights, ... at least N <what>" when `ranks` hold less than
+// the model state, else "": the hint under "no plan fits".
+std::string ModelStateHint(const LlamaConfig& config, Bytes memory_per_rank, int dp, bool shard_optimizer, int ranks,
+                           const std::string& what);
+
 // Whether the costs carry spreads (the fit's or the profile's), so that
 // candidates can tie (MarkTies).
 bool CostsHaveSpreads(const PlanSearchOptions& options);

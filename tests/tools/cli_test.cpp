@@ -301,6 +301,15 @@ TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not 
     CHECK(c["ranks"].get<int>() >= 2);
     CHECK(c["peak_memory_bytes"].get<double>() <= 80.0 * (1 << 30));
   }
+  // Llama-3-70B's shape (70 553 706 496 parameters, 1.13 TB of state) on 8
+  // such GPUs: it says how many the state alone needs.
+  const std::string big = TempPath("llama-70b-config.json");
+  WriteTextFile(big, R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 8192,
+    "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+    "max_position_embeddings": 8192})");
+  r = Pplab("plan --model " + big + " --gpus 8 --global-batch 64 --seq-len 4096 --memory-per-rank 80GiB -o " + out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::EndsWith("need at least 14 GPUs of this memory\n"));
   // A config of another architecture: one line naming the file and the field.
   const std::string qwen = TempPath("qwen-config.json");
   WriteTextFile(qwen, R"({"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64})");
@@ -490,8 +499,8 @@ TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers 
 }
 
 TEST_CASE("cli: plan says what its links were costed at, on nodes or not", "[cli][plan]") {
-  const std::string plan = "plan --model tiny --gpus 4 --global-batch 8 --memory-per-rank 1GiB -o " +
-                           TempPath("links-line.json");
+  const std::string plan =
+      "plan --model tiny --gpus 4 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("links-line.json");
   PplabRun r = Pplab(plan + " --link-bandwidth 400 --gpus-per-node 2");
   INFO(r.out);
   REQUIRE(r.code == 0);

@@ -666,3 +666,26 @@ TEST_CASE("plan on nodes: a pipeline that spans nodes sits between all-link and 
 
 }  // namespace
 }  // namespace pplab::cli
+
+namespace pplab::cli {
+namespace {
+
+TEST_CASE("no plan fits: the hint gives the fewest ranks that hold the model state alone", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  const double params = static_cast<double>(EmbeddingParams(c) + HeadParams(c) + 3 * DecoderLayerParams(c));
+  const Bytes state = static_cast<Bytes>(16 * params);
+  CHECK(MinRanksForModelState(c, state, 1, false) == 1);
+  CHECK(MinRanksForModelState(c, state - 1, 1, false) == 2);
+  CHECK(MinRanksForModelState(c, state / 3, 1, false) == 3);
+  // Sharded over 2 replicas: 8 + 4 bytes a parameter.
+  CHECK(MinRanksForModelState(c, static_cast<Bytes>(12 * params), 2, true) == 1);
+  CHECK(ModelStateHint(c, state - 1, 1, false, 2, "GPUs") == "");
+  CHECK(ModelStateHint(c, state / 3, 1, false, 2, "GPUs") ==
+        "; the model's weights, gradients and AdamW moments alone (16 bytes a parameter) need at least 3 GPUs of "
+        "this memory");
+  PlanSearchOptions o = Options(c, state / 3);
+  CHECK_THROWS_WITH(SearchPlans(o), Catch::EndsWith("need at least 3 pipeline ranks of this memory"));
+}
+
+}  // namespace
+}  // namespace pplab::cli

@@ -257,4 +257,8 @@ int64_t EmbeddingParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vo
 
 int64_t HeadParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vocab_size) * c.hidden_size + c.hidden_size; }
 
+int64_t ModelParams(const LlamaConfig& c) {
+  return EmbeddingParams(c) + c.num_hidden_layers * DecoderLayerParams(c) + HeadParams(c);
+}
+
 }  // namespace pplab

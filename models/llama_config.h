@@ -63,5 +63,7 @@ LlamaConfig LoadLlamaConfig(const std::string& preset_or_file);
 int64_t DecoderLayerParams(const LlamaConfig& c);
 int64_t EmbeddingParams(const LlamaConfig& c);
 int64_t HeadParams(const LlamaConfig& c);
+// All of them: the embedding, every decoder layer, the final norm and head.
+int64_t ModelParams(const LlamaConfig& c);
 
 }  // namespace pplab

@@ -411,9 +411,7 @@ int RunProfile(const ProfileCliOptions& o) {
   if (!o.oversubscribe) {
     // Each replica holds the whole model (K v stages) and its AdamW state,
     // in host memory on a CPU device.
-    const double params =
-        static_cast<double>(EmbeddingParams(config) + HeadParams(config)) +
-        static_cast<double>(config.num_hidden_layers) * static_cast<double>(DecoderLayerParams(config));
+    const double params = static_cast<double>(ModelParams(config));
     CheckLocalCapacity(LocalLoad{o.ranks * o.dp, params * o.dp, o.device.rfind("cpu", 0) == 0}, "--oversubscribe");
   }
   if (o.ranks * o.dp == 1) return RunWorker(o, 0, 1);

@@ -519,8 +519,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
 }
 
 int64_t MinRanksForModelState(const LlamaConfig& config, Bytes memory_per_rank, int dp, bool shard_optimizer) {
-  const double params = static_cast<double>(EmbeddingParams(config) + HeadParams(config)) +
-                        static_cast<double>(config.num_hidden_layers) * static_cast<double>(DecoderLayerParams(config));
+  const double params = static_cast<double>(ModelParams(config));
   const double bytes = StateBytesPerParameter(dp, shard_optimizer) * params;
   return memory_per_rank > 0 ? static_cast<int64_t>(std::ceil(bytes / static_cast<double>(memory_per_rank))) : 0;
 }

@@ -8,10 +8,6 @@
 namespace pplab {
 namespace {
 
-int64_t Params(const LlamaConfig& c) {
-  return c.num_hidden_layers * DecoderLayerParams(c) + EmbeddingParams(c) + HeadParams(c);
-}
-
 // Meta-Llama-3-8B's config.json as published (field for field).
 const char* kLlama3_8B = R"({
   "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
@@ -55,12 +51,12 @@ TEST_CASE("a Hugging Face config.json reads as its Llama shape, with the publish
   CHECK(c.rope_theta == 500000.0);
   CHECK(c.rms_norm_eps == 1e-5);
   // 32 x 218 112 000 per layer + 2 x 525 336 576 (embedding, head) + 4096 (final norm).
-  CHECK(Params(c) == 8030261248);
+  CHECK(ModelParams(c) == 8030261248);
 
   const LlamaConfig old = LlamaConfigFromJson(kLlama2_7B, "config.json");
   CHECK(old.num_key_value_heads == 32);  // the library's default: one KV head per head
   CHECK(old.rope_theta == 10000.0);
-  CHECK(Params(old) == 6738415616);
+  CHECK(ModelParams(old) == 6738415616);
   // What it reads round-trips through pplab's own format.
   CHECK(LlamaConfigFromJson(old.ToJson(), "again").num_key_value_heads == 32);
 }

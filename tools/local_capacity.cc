@@ -7,12 +7,12 @@
 #include <cstdio>
 
 #include "schedules/error.h"
+#include "sim/precision.h"
 
 namespace pplab::cli {
 namespace {
 
-constexpr double kStateBytesPerParam = 16;  // fp32 weight, gradient, AdamW m and v
-constexpr double kLibTorchBytes = 300e6;    // one process's LibTorch, measured on the CPU
+constexpr double kLibTorchBytes = 300e6;  // one process's LibTorch, measured on the CPU
 
 std::string Megabytes(double bytes) { return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB"; }
 
@@ -32,7 +32,7 @@ double MemAvailable() {
 }  // namespace
 
 double HostBytesNeeded(const LocalLoad& load) {
-  return (load.state_on_host ? load.params * kStateBytesPerParam : 0) + load.processes * kLibTorchBytes;
+  return (load.state_on_host ? load.params * kStateBytesPerParameter : 0) + load.processes * kLibTorchBytes;
 }
 
 std::string WhyNotLocal(const LocalLoad& load, long cores, double available, const std::string& override_flag) {

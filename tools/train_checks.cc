@@ -1,6 +1,5 @@
 #include "tools/train_checks.h"
 
-
 #include <algorithm>
 #include <filesystem>
 #include <string>

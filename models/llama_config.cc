@@ -257,6 +257,12 @@ int64_t EmbeddingParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vo
 
 int64_t HeadParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vocab_size) * c.hidden_size + c.hidden_size; }
 
+bool SameShapeButDepth(const LlamaConfig& a, const LlamaConfig& b) {
+  LlamaConfig deeper = a;
+  deeper.num_hidden_layers = b.num_hidden_layers;
+  return deeper.ToJson() == b.ToJson();
+}
+
 int64_t ModelParams(const LlamaConfig& c) {
   return EmbeddingParams(c) + c.num_hidden_layers * DecoderLayerParams(c) + HeadParams(c);
 }

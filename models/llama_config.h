@@ -58,6 +58,10 @@ std::vector<std::string> LlamaPresetNames();
 // A preset name, or a path to a JSON config file.
 LlamaConfig LoadLlamaConfig(const std::string& preset_or_file);
 
+// Whether `a` and `b` are one model's shape but for num_hidden_layers (a
+// slice of the other, as `pplab profile --layers` measures).
+bool SameShapeButDepth(const LlamaConfig& a, const LlamaConfig& b);
+
 // Parameter counts, for partitioning: one decoder layer; the embedding; the
 // final norm plus LM head.
 int64_t DecoderLayerParams(const LlamaConfig& c);

@@ -174,9 +174,7 @@ int RunPlan(const PlanCmdOptions& o) {
     const LlamaConfig recorded = LlamaConfigFromJson(meta->config_json, o.cost_file + ": meta.config");
     // A slice (profile --layers): the model's layers as shaped, fewer of
     // them. Its costs per FLOP and bytes fit the whole model.
-    LlamaConfig deeper = recorded;
-    deeper.num_hidden_layers = search.config.num_hidden_layers;
-    if (deeper.ToJson() != search.config.ToJson()) {
+    if (!SameShapeButDepth(recorded, search.config)) {
       throw Error("--cost " + o.cost_file + " was measured with --model " + meta->model + ", not " + o.model +
                   " (the model configs differ)");
     }

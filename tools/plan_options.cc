@@ -146,9 +146,7 @@ void CheckProfile(const PlanOptions& o, const CostModel& costs) {
   if (!o.model.empty()) {
     config = LoadLlamaConfig(o.model);
     if (config.ToJson() != recorded.ToJson()) {
-      LlamaConfig deeper = recorded;
-      deeper.num_hidden_layers = config.num_hidden_layers;
-      if (deeper.ToJson() == config.ToJson()) {
+      if (SameShapeButDepth(recorded, config)) {
         // A slice (profile --layers): its stages are not the model's.
         throw Error(measured + std::to_string(recorded.num_hidden_layers) + " of --model " + o.model + "'s " +
                     std::to_string(config.num_hidden_layers) +

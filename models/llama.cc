@@ -45,8 +45,8 @@ struct RMSNormImpl : torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-torch::nn::Linear Linear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+torch::nn::Linear Linear(int64_t in, int64_t out, bool bias = false) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
 // Rotary position encoding (rotate-half form): cos and sin are (T, head_dim).
@@ -64,10 +64,10 @@ torch::Tensor RepeatKv(const torch::Tensor& x, int64_t groups) {
 struct AttentionImpl : torch::nn::Module {
   AttentionImpl(const LlamaConfig& c, bool sdpa)
       : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.HeadDim()), sdpa(sdpa) {
-    q_proj = register_module("q_proj", Linear(c.hidden_size, heads * head_dim));
-    k_proj = register_module("k_proj", Linear(c.hidden_size, kv_heads * head_dim));
-    v_proj = register_module("v_proj", Linear(c.hidden_size, kv_heads * head_dim));
-    o_proj = register_module("o_proj", Linear(heads * head_dim, c.hidden_size));
+    q_proj = register_module("q_proj", Linear(c.hidden_size, heads * head_dim, c.QkvBias()));
+    k_proj = register_module("k_proj", Linear(c.hidden_size, kv_heads * head_dim, c.QkvBias()));
+    v_proj = register_module("v_proj", Linear(c.hidden_size, kv_heads * head_dim, c.QkvBias()));
+    o_proj = register_module("o_proj", Linear(heads * head_dim, c.hidden_size, c.attention_bias));
   }
   // x (B,T,C), cos/sin (T,hd), bias (B,1,T,T) additive mask, or undefined
   // for causal only (SDPA path) -> (B,T,C)
@@ -136,9 +136,9 @@ TORCH_MODULE(Attention);
 
 struct MlpImpl : torch::nn::Module {
   explicit MlpImpl(const LlamaConfig& c) {
-    gate_proj = register_module("gate_proj", Linear(c.hidden_size, c.intermediate_size));
-    up_proj = register_module("up_proj", Linear(c.hidden_size, c.intermediate_size));
-    down_proj = register_module("down_proj", Linear(c.intermediate_size, c.hidden_size));
+    gate_proj = register_module("gate_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
+    up_proj = register_module("up_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
+    down_proj = register_module("down_proj", Linear(c.intermediate_size, c.hidden_size, c.mlp_bias));
   }
   // SwiGLU: x (B,T,C) -> (B,T,C)
   torch::Tensor forward(const torch::Tensor& x) { return down_proj(torch::silu(gate_proj(x)) * up_proj(x)); }
@@ -197,6 +197,10 @@ class LlamaStageImpl : public torch::nn::Module {
     for (auto& item : named_parameters()) {
       const std::string& name = item.key();
       if (name.find("norm") != std::string::npos) continue;  // RMSNorm weights start at 1
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+        item.value().zero_();  // biases start at 0
+        continue;
+      }
       auto gen = at::detail::createCPUGenerator(ParamSeed(seed, name));
       item.value().normal_(0.0, 0.02, gen);
     }

@@ -30,6 +30,13 @@ double PositiveNumber(const json& doc, const char* key, double fallback, const s
   return v.get<double>();
 }
 
+bool Bool(const json& doc, const char* key, const std::string& origin) {
+  if (!doc.contains(key) || doc[key].is_null()) return false;
+  if (!doc[key].is_boolean())
+    throw Error(origin + ": field '" + key + "' must be true or false, got " + doc[key].dump());
+  return doc[key].get<bool>();
+}
+
 }  // namespace
 
 void LlamaConfig::Check(const std::string& origin) const {
@@ -43,10 +50,11 @@ void LlamaConfig::Check(const std::string& origin) const {
          std::to_string(num_key_value_heads));
   }
   if (HeadDim() % 2 != 0) fail("head dimension " + std::to_string(HeadDim()) + " must be even for rotary encoding");
+  if (attention_bias && qkv_bias) fail("qkv_bias and attention_bias are both set; attention_bias already has q, k, v");
 }
 
 std::string LlamaConfig::ToJson() const {
-  return json{{"vocab_size", vocab_size},
+  json doc = {{"vocab_size", vocab_size},
               {"hidden_size", hidden_size},
               {"intermediate_size", intermediate_size},
               {"num_hidden_layers", num_hidden_layers},
@@ -54,8 +62,13 @@ std::string LlamaConfig::ToJson() const {
               {"num_key_value_heads", num_key_value_heads},
               {"max_position_embeddings", max_position_embeddings},
               {"rope_theta", rope_theta},
-              {"rms_norm_eps", rms_norm_eps}}
-      .dump(2);
+              {"rms_norm_eps", rms_norm_eps}};
+  // Written only when set, so that a config without biases reads as it did
+  // before they existed (checkpoints and cost files compare this text).
+  if (attention_bias) doc["attention_bias"] = true;
+  if (qkv_bias) doc["qkv_bias"] = true;
+  if (mlp_bias) doc["mlp_bias"] = true;
+  return doc.dump(2);
 }
 
 namespace {
@@ -77,19 +90,24 @@ void ReadShape(const json& doc, const LlamaConfig& d, const std::string& origin,
 LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
   auto fail = [&](const std::string& why) { throw Error(origin + ": " + why); };
   auto given = [&](const char* key) { return doc.contains(key) && !doc[key].is_null(); };
+  bool qwen2 = false;
   if (given("model_type")) {
     const json& t = doc["model_type"];
-    if (t != "llama" && t != "mistral") {
+    if (t != "llama" && t != "mistral" && t != "qwen2") {
       fail("model_type " + t.dump() +
-           " is not a Llama: pplab builds Llama decoder layers (model_type llama or mistral)");
+           " is not a Llama: pplab builds Llama decoder layers (model_type llama, mistral or qwen2)");
     }
+    qwen2 = t == "qwen2";
   } else {
     const json a = doc.value("architectures", json());
     bool llama = false;
     for (const json& name : a.is_array() ? a : json::array()) {
       llama = llama || name == "LlamaForCausalLM" || name == "MistralForCausalLM";
+      qwen2 = qwen2 || name == "Qwen2ForCausalLM";
     }
-    if (!llama) fail("architectures " + a.dump() + " name no LlamaForCausalLM or MistralForCausalLM");
+    if (!llama && !qwen2) {
+      fail("architectures " + a.dump() + " name no LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM");
+    }
   }
   static const char* kKnown[] = {
       // the shape, required:
@@ -98,11 +116,12 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
       "num_key_value_heads", "max_position_embeddings", "rope_theta", "rms_norm_eps", "rope_parameters",
       // held to pplab's model (checked below):
       "hidden_act", "attention_bias", "mlp_bias", "tie_word_embeddings", "head_dim", "sliding_window",
-      "attention_dropout",
+      "attention_dropout", "use_sliding_window", "layer_types",
       // ignored: bookkeeping, and what only a pretrained model's numerics use
       // (pplab trains from scratch; its rotary encoding has no scaling):
       "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "bos_token_id",
-      "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "pretraining_tp", "rope_scaling"};
+      "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "pretraining_tp", "rope_scaling",
+      "max_window_layers"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* k : kKnown) known = known || it.key() == k;
@@ -119,19 +138,39 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
     if (given(key) && doc[key] != want) fail("'" + std::string(key) + "' is " + doc[key].dump() + ": " + why);
   };
   must("hidden_act", "silu", "pplab's MLP is SwiGLU with SiLU");
-  must("attention_bias", false, "pplab's attention projections have no bias");
-  must("mlp_bias", false, "pplab's MLP projections have no bias");
+  if (qwen2) {
+    // Qwen2's biases are fixed by its layers (q, k, v), not by these fields.
+    must("attention_bias", false, "a Qwen2 model's attention biases are on q, k and v only");
+    must("mlp_bias", false, "a Qwen2 model's MLP has no bias");
+  }
   must("tie_word_embeddings", false, "pplab's Llama keeps an LM head of its own, untied from the embedding");
+  must("use_sliding_window", false, "pplab's attention sees every earlier token");
+  if (given("layer_types")) {
+    const json& types = doc["layer_types"];
+    for (const json& t : types.is_array() ? types : json::array({types})) {
+      if (t != "full_attention") {
+        fail("'layer_types' holds " + t.dump() + ": pplab's layers all use full attention");
+      }
+    }
+  }
   if (given("attention_dropout") && (!doc["attention_dropout"].is_number() || doc["attention_dropout"] != 0)) {
     fail("'attention_dropout' is " + doc["attention_dropout"].dump() + ": pplab has no dropout");
   }
-  if (given("sliding_window")) {
+  // Qwen2 gives a window but applies it only with use_sliding_window.
+  if (given("sliding_window") && !qwen2) {
     fail("'sliding_window' is " + doc["sliding_window"].dump() +
          ": pplab's attention sees every earlier token; set it to null to plan full attention");
   }
 
   LlamaConfig c;
   ReadShape(doc, LlamaConfig(), origin, c);
+  c.attention_bias = !qwen2 && Bool(doc, "attention_bias", origin);
+  c.qkv_bias = qwen2;
+  c.mlp_bias = !qwen2 && Bool(doc, "mlp_bias", origin);
+  if (qwen2 && !given("num_key_value_heads")) {
+    // Qwen2's library default (32) is not the heads' count, unlike Llama's.
+    fail("field 'num_key_value_heads' is missing; a Qwen2 config gives it");
+  }
   // The library's defaults: as many KV heads as heads, 2048 positions, eps 1e-6.
   c.num_key_value_heads =
       given("num_key_value_heads") ? PositiveInt(doc, "num_key_value_heads", 0, origin) : c.num_attention_heads;
@@ -167,10 +206,18 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   if (!doc.is_object()) throw Error(origin + ": expected a JSON object");
   if (doc.contains("model_type") || doc.contains("architectures")) return FromHuggingFace(doc, origin);
-  static const char* kKnown[] = {
-      "vocab_size",          "hidden_size",         "intermediate_size",       "num_hidden_layers",
-      "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "rope_theta",
-      "rms_norm_eps"};
+  static const char* kKnown[] = {"vocab_size",
+                                 "hidden_size",
+                                 "intermediate_size",
+                                 "num_hidden_layers",
+                                 "num_attention_heads",
+                                 "num_key_value_heads",
+                                 "max_position_embeddings",
+                                 "rope_theta",
+                                 "rms_norm_eps",
+                                 "attention_bias",
+                                 "qkv_bias",
+                                 "mlp_bias"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* k : kKnown) known = known || it.key() == k;
@@ -183,6 +230,9 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   c.max_position_embeddings = PositiveInt(doc, "max_position_embeddings", d.max_position_embeddings, origin);
   c.rope_theta = PositiveNumber(doc, "rope_theta", d.rope_theta, origin);
   c.rms_norm_eps = PositiveNumber(doc, "rms_norm_eps", d.rms_norm_eps, origin);
+  c.attention_bias = Bool(doc, "attention_bias", origin);
+  c.qkv_bias = Bool(doc, "qkv_bias", origin);
+  c.mlp_bias = Bool(doc, "mlp_bias", origin);
   c.Check(origin);
   return c;
 }
@@ -248,9 +298,10 @@ LlamaConfig LoadLlamaConfig(const std::string& preset_or_file) {
 
 int64_t DecoderLayerParams(const LlamaConfig& c) {
   const int64_t h = c.hidden_size, kv = static_cast<int64_t>(c.num_key_value_heads) * c.HeadDim();
-  const int64_t attention = h * h /*q*/ + 2 * h * kv /*k, v*/ + h * h /*o*/;
-  const int64_t mlp = 3 * h * c.intermediate_size;  // gate, up, down
-  return attention + mlp + 2 * h;                   // + two RMSNorm weights
+  const int64_t attention =
+      h * h /*q*/ + 2 * h * kv /*k, v*/ + h * h /*o*/ + (c.QkvBias() ? h + 2 * kv : 0) + (c.attention_bias ? h : 0);
+  const int64_t mlp = 3 * h * c.intermediate_size + (c.mlp_bias ? 2 * c.intermediate_size + h : 0);  // gate, up, down
+  return attention + mlp + 2 * h;  // + two RMSNorm weights
 }
 
 int64_t EmbeddingParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vocab_size) * c.hidden_size; }

@@ -22,8 +22,16 @@ struct LlamaConfig {
   int max_position_embeddings = 2048;
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
+  // Biases (all off in Llama itself): attention_bias on the q, k, v and o
+  // projections (Llama's option); qkv_bias on q, k and v only (Qwen2's
+  // layers); mlp_bias on gate, up and down. At most one of the two attention
+  // flags is set. They start at zero.
+  bool attention_bias = false;
+  bool qkv_bias = false;
+  bool mlp_bias = false;
 
   int HeadDim() const { return hidden_size / num_attention_heads; }
+  bool QkvBias() const { return attention_bias || qkv_bias; }
   // Throws pplab::Error naming the field when the shape is inconsistent
   // (e.g. heads not dividing hidden_size, KV heads not dividing heads).
   void Check(const std::string& origin) const;
@@ -43,12 +51,13 @@ const char* AttentionKindName(AttentionKind kind);
 
 // Parses a config JSON; `origin` (a file name) prefixes errors. A document
 // that names its `model_type` or `architectures` is a Hugging Face
-// config.json: model_type llama or mistral; the five shape fields required;
+// config.json: model_type llama, mistral or qwen2 (Qwen2's q, k and v
+// projections carry biases); the five shape fields required;
 // num_key_value_heads defaults to num_attention_heads, rms_norm_eps to 1e-6
 // (the library's defaults); rope_theta also from rope_parameters; fields
 // that would make another model than pplab's (an activation other than
-// SiLU, biases, tied embeddings, a head_dim of its own, a sliding window,
-// dropout) refused, naming the field; bookkeeping and rope_scaling ignored.
+// SiLU, tied embeddings, a head_dim of its own, a sliding window, dropout)
+// refused, naming the field; bookkeeping and rope_scaling ignored.
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin);
 
 // Named presets: "tiny" and "small" train in seconds on a CPU; "default" is

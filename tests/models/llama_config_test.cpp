@@ -4,6 +4,7 @@
 #include <string>
 
 #include "schedules/error.h"
+#include "schedules/file_io.h"
 
 namespace pplab {
 namespace {
@@ -81,10 +82,12 @@ TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming th
     CHECK_THROWS_WITH(LlamaConfigFromJson(Llama3With(key, value), "c.json"),
                       Catch::StartsWith("c.json: ") && Catch::Contains(why));
   };
-  refused("model_type", R"("qwen2")", "model_type \"qwen2\" is not a Llama");
+  refused("model_type", R"("gemma")", "model_type \"gemma\" is not a Llama");
   refused("hidden_act", R"("gelu")", "'hidden_act' is \"gelu\": pplab's MLP is SwiGLU with SiLU");
-  refused("attention_bias", "true", "'attention_bias' is true");
-  refused("mlp_bias", "true", "'mlp_bias' is true");
+  refused("attention_bias", "1", "field 'attention_bias' must be true or false, got 1");
+  refused("use_sliding_window", "true", "'use_sliding_window' is true");
+  refused("layer_types", R"(["full_attention", "sliding_attention"])",
+          "'layer_types' holds \"sliding_attention\": pplab's layers all use full attention");
   refused("tie_word_embeddings", "true", "'tie_word_embeddings' is true: pplab's Llama keeps an LM head of its own");
   refused("head_dim", "64",
           "'head_dim' is 64: pplab's head dimension is hidden_size / num_attention_heads (4096 / 32)");
@@ -94,10 +97,60 @@ TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming th
   refused("num_hidden_layers", "null", "field 'num_hidden_layers' is missing");
   refused("num_key_value_heads", "5", "not a multiple of num_key_value_heads");
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"architectures": ["GPT2LMHeadModel"], "hidden_size": 64})", "c.json"),
-                    Catch::Contains("name no LlamaForCausalLM or MistralForCausalLM"));
+                    Catch::Contains("name no LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM"));
   // pplab's own format stays strict: HF's fields are unknown there.
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "tie_word_embeddings": false})", "m.json"),
                     Catch::Contains("unknown field 'tie_word_embeddings'"));
+}
+
+TEST_CASE("Llama's bias options and Qwen2's q, k, v biases: read, counted, written back", "[llama_config]") {
+  // Llama's attention_bias: q, k, v and o; mlp_bias: gate, up and down.
+  const LlamaConfig plain = LlamaConfigFromJson(kLlama3_8B, "config.json");
+  const LlamaConfig biased = LlamaConfigFromJson(Llama3With("attention_bias", "true"), "config.json");
+  CHECK(biased.attention_bias);
+  CHECK(biased.QkvBias());
+  const int64_t h = 4096, kv = 8 * 128, inter = 14336;
+  CHECK(DecoderLayerParams(biased) - DecoderLayerParams(plain) == h + 2 * kv + h);
+  const LlamaConfig mlp = LlamaConfigFromJson(Llama3With("mlp_bias", "true"), "config.json");
+  CHECK(DecoderLayerParams(mlp) - DecoderLayerParams(plain) == 2 * inter + h);
+
+  // Qwen2.5-7B's config.json as published: Qwen2's layers carry biases on q,
+  // k and v (not o), and its window is off (use_sliding_window false). Qwen
+  // gives 7.61 B parameters, 6.53 B of them outside the embedding and head.
+  const LlamaConfig qwen =
+      LlamaConfigFromJson(ReadTextFile(PPLAB_TEST_DATA_DIR "/models/qwen2.5-7b-config.json"), "config.json");
+  CHECK(qwen.qkv_bias);
+  CHECK(!qwen.attention_bias);
+  CHECK(!qwen.mlp_bias);
+  CHECK(qwen.num_key_value_heads == 4);
+  CHECK(qwen.rope_theta == 1e6);
+  // Per layer: q 3584^2 + 3584, k and v 2 x (3584 x 512 + 512), o 3584^2,
+  // MLP 3 x 3584 x 18944, two norms 2 x 3584.
+  CHECK(DecoderLayerParams(qwen) == 233057792);
+  CHECK(28 * DecoderLayerParams(qwen) == 6525618176);
+  CHECK(ModelParams(qwen) == 7615616512);
+  // A Qwen2 config names its KV heads (the library's default, 32, is no
+  // function of the heads), and its biases are not Llama's options.
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4})",
+                                        "q.json"),
+                    Catch::Contains("field 'num_key_value_heads' is missing; a Qwen2 config gives it"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "attention_bias": true})",
+                                        "q.json"),
+                    Catch::Contains("a Qwen2 model's attention biases are on q, k and v only"));
+
+  // pplab's own format holds them, and writes them only when set (a config
+  // without biases reads as before they existed).
+  for (const LlamaConfig& c : {biased, mlp, qwen}) {
+    const LlamaConfig again = LlamaConfigFromJson(c.ToJson(), "again");
+    CHECK(again.ToJson() == c.ToJson());
+    CHECK(DecoderLayerParams(again) == DecoderLayerParams(c));
+  }
+  CHECK(plain.ToJson().find("bias") == std::string::npos);
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 96, "attention_bias": true, "qkv_bias": true})", "m.json"),
+                    Catch::Contains("m.json: qkv_bias and attention_bias are both set"));
 }
 
 }  // namespace

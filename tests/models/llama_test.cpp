@@ -13,8 +13,10 @@
 #include <torch/version.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "models/partition.h"
 #include "schedules/error.h"
@@ -192,6 +194,93 @@ TEST_CASE("RMSNorm through at::rms_norm equals the written-out one: values and b
   for (size_t i = 0; i < 3; ++i) {
     INFO((i == 0 ? "output" : i == 1 ? "input gradient" : "weight gradient"));
     CHECK(RelativeError(fused[i], written[i]) <= kFp32Tolerance);
+  }
+}
+
+namespace {
+// A name's ending, e.g. ".bias".
+bool EndsWith(const std::string& s, const std::string& end) {
+  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+}  // namespace
+
+TEST_CASE("llama biases: the parameters the config counts, zero at the start, gradients as finite differences",
+          "[llama]") {
+  struct Variant {
+    const char* name;
+    bool LlamaConfig::*flag;
+    std::vector<std::string> biased;  // the projections that carry a bias
+  };
+  const std::vector<Variant> variants = {
+      {"attention_bias", &LlamaConfig::attention_bias, {"q_proj", "k_proj", "v_proj", "o_proj"}},
+      {"qkv_bias", &LlamaConfig::qkv_bias, {"q_proj", "k_proj", "v_proj"}},
+      {"mlp_bias", &LlamaConfig::mlp_bias, {"gate_proj", "up_proj", "down_proj"}}};
+  for (const Variant& v : variants) {
+    INFO(v.name);
+    LlamaConfig c = Config(4, 2);
+    c.*v.flag = true;
+    c.Check("test config");
+    CHECK(DecoderLayerParams(c) > DecoderLayerParams(Config(4, 2)));
+    const Partition p = PartitionUniform(c, 2);
+    for (int s = 0; s < 2; ++s) {
+      auto stage = BuildLlamaStage(c, p, s, /*seed=*/5, torch::kCPU);
+      int64_t count = 0, biases = 0;
+      for (auto& [name, param] : stage->NamedParameters()) {
+        count += param.numel();
+        if (!EndsWith(name, ".bias")) continue;
+        ++biases;
+        bool expected = false;
+        for (const std::string& proj : v.biased) expected = expected || EndsWith(name, proj + ".bias");
+        CHECK(expected);
+        CHECK(param.abs().max().item<double>() == 0.0);
+      }
+      CHECK(count == StageParams(c, p, s));
+      CHECK(biases == static_cast<int64_t>(v.biased.size()) * (p.End(s) - p.Begin(s)));
+    }
+  }
+
+  // Every bias set to random values; d(sum(logits * R)) / d(bias element)
+  // against a central difference, for an element of each kind of bias.
+  LlamaConfig c = Config(4, 2);
+  c.attention_bias = true;
+  c.mlp_bias = true;
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, /*seed=*/5, torch::kCPU);
+  auto gen = at::detail::createCPUGenerator(17);
+  std::map<std::string, at::Tensor> params;
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, param] : stage->NamedParameters()) {
+      params[name] = param;
+      if (EndsWith(name, ".bias")) param.copy_(torch::randn(param.sizes(), gen) * 0.5);
+      // Sharper attention than at the start, so that q's and k's biases
+      // move the softmax measurably.
+      if (EndsWith(name, "q_proj.weight") || EndsWith(name, "k_proj.weight")) param.mul_(30);
+    }
+  }
+  const Batch batch = MakeBatch(c, 2, 12, /*padded=*/false);
+  const at::Tensor weights = torch::randn({2, 12, c.vocab_size}, gen);
+  auto loss = [&] { return (stage->Forward({batch.tokens, batch.mask}).at(0).to(torch::kDouble) * weights).sum(); };
+  loss().backward();
+  // (k's bias is left out: a key shift common to every position changes the
+  // scores little, so its gradient is too small for a difference in fp32.)
+  for (const char* name :
+       {"layers.0.self_attn.q_proj.bias", "layers.1.self_attn.v_proj.bias", "layers.2.self_attn.o_proj.bias",
+        "layers.3.mlp.gate_proj.bias", "layers.3.mlp.up_proj.bias", "layers.3.mlp.down_proj.bias"}) {
+    INFO(name);
+    at::Tensor b = params.at(name);
+    REQUIRE(b.grad().defined());
+    const int64_t i = 3;
+    const double analytic = b.grad()[i].item<double>();
+    torch::NoGradGuard no_grad;
+    const double eps = 5e-2, original = b[i].item<double>();
+    b[i].fill_(original + eps);
+    const double up = loss().item<double>();
+    b[i].fill_(original - eps);
+    const double down = loss().item<double>();
+    b[i].fill_(original);
+    const double numeric = (up - down) / (2 * eps);
+    CHECK(analytic != 0.0);
+    CHECK(std::abs(analytic - numeric) <= 1e-5 + 1e-2 * std::abs(numeric));
   }
 }
 

@@ -230,7 +230,7 @@ class MatmulStage : public Stage {
     const at::Tensor& w = params_.at(i++).second;
     const at::Tensor h = torch::mm(x, w);  // (B*T,C)
     if (!casts.empty()) casts.back().push_back(CastNodeOf(h, w));
-    x = x + torch::tanh(h);  // (B*T,C)
+    x = x + torch::tanh(h);                                                                    // (B*T,C)
     if (i < params_.size()) return {torch::mm(x, params_.at(i).second).view({B, T, vocab_})};  // logits (B,T,V)
     return {x.view({B, T, hidden_}), inputs.at(1)};
   }
@@ -454,6 +454,12 @@ TEST_CASE("K=4 plans, uneven partitions and M not a multiple of K match too", "[
   SECTION("5 layers on 3 ranks, M=5 (zb-h2), explicit 1,3,1") { CheckParity("zb-h2", Tiny(5), 3, 5, 1, "1,3,1", 10); }
   SECTION("dualpipe K=4 M=8") { CheckParity("dualpipe", Tiny(4), 4, 8, 0, "uniform", 8); }
   SECTION("dualpipev K=4 M=8") { CheckParity("dualpipev", Tiny(8), 4, 8, 2, "uniform", 8); }
+  // Biases take the zero-bubble split of B into I and W like the weights.
+  LlamaConfig biased = Tiny(4);
+  biased.qkv_bias = true;
+  biased.mlp_bias = true;
+  SECTION("zb-h1 K=2 M=4 with q, k, v and MLP biases") { CheckParity("zb-h1", biased, 2, 4, 1, "uniform", 8); }
+  SECTION("dualpipev K=2 M=4 with q, k, v and MLP biases") { CheckParity("dualpipev", biased, 2, 4, 2, "uniform", 8); }
 }
 
 TEST_CASE("a rank whose peer never sends times out naming the action", "[executor]") {
@@ -603,8 +609,7 @@ TEST_CASE("a step reports when the host issued each action and how far the devic
   CHECK(h.host_span_ns == h.clock_span_ns);
 }
 
-TEST_CASE("an executor connects its transport to exactly the ranks its program exchanges messages with",
-          "[executor]") {
+TEST_CASE("an executor connects its transport to exactly the ranks its program exchanges messages with", "[executor]") {
   const LlamaConfig c = Tiny(3);
   auto network = std::make_shared<FakeNetwork>();
   const Schedule pipeline = Lower(Generate1F1B(3, 3));

@@ -5,8 +5,8 @@
 namespace pplab {
 
 int64_t StageMatmulWeights(const LlamaConfig& c, const Partition& partition, int stage) {
-  const int64_t h = c.hidden_size, kv = static_cast<int64_t>(c.num_key_value_heads) * c.HeadDim();
-  const int64_t layer = 2 * h * h /*q, o*/ + 2 * h * kv /*k, v*/ + 3 * h * c.intermediate_size /*gate, up, down*/;
+  const int64_t h = c.hidden_size, q = c.QDim(), kv = c.KvDim();
+  const int64_t layer = 2 * h * q /*q, o*/ + 2 * h * kv /*k, v*/ + 3 * h * c.intermediate_size /*gate, up, down*/;
   const int64_t layers = partition.End(stage) - partition.Begin(stage);
   const bool last = stage == partition.NumStages() - 1;
   return layers * layer + (last ? static_cast<int64_t>(c.vocab_size) * h /*lm_head*/ : 0);
@@ -16,7 +16,7 @@ double StageTrainingFlops(const LlamaConfig& c, const Partition& partition, int 
   const double T = static_cast<double>(seq_len);
   const double layers = partition.End(stage) - partition.Begin(stage);
   const double matmuls = 6.0 * static_cast<double>(StageMatmulWeights(c, partition, stage)) * T;
-  const double attention = layers * 6.0 * c.hidden_size * T * (T + 1);
+  const double attention = layers * 6.0 * static_cast<double>(c.QDim()) * T * (T + 1);
   return matmuls + attention;
 }
 

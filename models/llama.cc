@@ -68,14 +68,24 @@ struct AttentionImpl : torch::nn::Module {
     k_proj = register_module("k_proj", Linear(c.hidden_size, kv_heads * head_dim, c.QkvBias()));
     v_proj = register_module("v_proj", Linear(c.hidden_size, kv_heads * head_dim, c.QkvBias()));
     o_proj = register_module("o_proj", Linear(heads * head_dim, c.hidden_size, c.attention_bias));
+    if (c.qk_norm) {
+      q_norm = register_module("q_norm", RMSNorm(head_dim, c.rms_norm_eps));
+      k_norm = register_module("k_norm", RMSNorm(head_dim, c.rms_norm_eps));
+    }
   }
   // x (B,T,C), cos/sin (T,hd), bias (B,1,T,T) additive mask, or undefined
   // for causal only (SDPA path) -> (B,T,C)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& bias) {
     const int64_t B = x.size(0), T = x.size(1);
-    auto q = q_proj(x).view({B, T, heads, head_dim}).transpose(1, 2);     // (B,H,T,hd)
-    auto k = k_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
+    auto q = q_proj(x).view({B, T, heads, head_dim});     // (B,T,H,hd)
+    auto k = k_proj(x).view({B, T, kv_heads, head_dim});  // (B,T,KV,hd)
+    if (q_norm) {                                         // each head normalised on its own
+      q = q_norm(q);
+      k = k_norm(k);
+    }
+    q = q.transpose(1, 2);                                                // (B,H,T,hd)
+    k = k.transpose(1, 2);                                                // (B,KV,T,hd)
     auto v = v_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
     q = q * cos + RotateHalf(q) * sin;
     k = k * cos + RotateHalf(k) * sin;
@@ -131,6 +141,7 @@ struct AttentionImpl : torch::nn::Module {
   int64_t heads, kv_heads, head_dim;
   bool sdpa;
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qk_norm only
 };
 TORCH_MODULE(Attention);
 

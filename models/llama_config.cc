@@ -37,11 +37,18 @@ bool Bool(const json& doc, const char* key, const std::string& origin) {
   return doc[key].get<bool>();
 }
 
+// `head_dim` into `c`, as 0 where it is hidden / heads, so that the config
+// reads (and is written) as one without the field.
+void SetHeadDim(int head_dim, LlamaConfig& c) {
+  const bool usual = c.hidden_size % c.num_attention_heads == 0 && head_dim == c.hidden_size / c.num_attention_heads;
+  c.head_dim = usual ? 0 : head_dim;
+}
+
 }  // namespace
 
 void LlamaConfig::Check(const std::string& origin) const {
   auto fail = [&](const std::string& why) { throw Error(origin + ": " + why); };
-  if (hidden_size % num_attention_heads != 0) {
+  if (head_dim == 0 && hidden_size % num_attention_heads != 0) {
     fail("hidden_size " + std::to_string(hidden_size) + " is not a multiple of num_attention_heads " +
          std::to_string(num_attention_heads));
   }
@@ -49,6 +56,7 @@ void LlamaConfig::Check(const std::string& origin) const {
     fail("num_attention_heads " + std::to_string(num_attention_heads) + " is not a multiple of num_key_value_heads " +
          std::to_string(num_key_value_heads));
   }
+  if (head_dim < 0) fail("head_dim " + std::to_string(head_dim) + " must be positive (or 0: hidden / heads)");
   if (HeadDim() % 2 != 0) fail("head dimension " + std::to_string(HeadDim()) + " must be even for rotary encoding");
   if (attention_bias && qkv_bias) fail("qkv_bias and attention_bias are both set; attention_bias already has q, k, v");
 }
@@ -68,6 +76,8 @@ std::string LlamaConfig::ToJson() const {
   if (attention_bias) doc["attention_bias"] = true;
   if (qkv_bias) doc["qkv_bias"] = true;
   if (mlp_bias) doc["mlp_bias"] = true;
+  if (head_dim != 0) doc["head_dim"] = head_dim;
+  if (qk_norm) doc["qk_norm"] = true;
   return doc.dump(2);
 }
 
@@ -90,25 +100,29 @@ void ReadShape(const json& doc, const LlamaConfig& d, const std::string& origin,
 LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
   auto fail = [&](const std::string& why) { throw Error(origin + ": " + why); };
   auto given = [&](const char* key) { return doc.contains(key) && !doc[key].is_null(); };
-  bool qwen2 = false;
+  bool qwen2 = false, qwen3 = false;
   if (given("model_type")) {
     const json& t = doc["model_type"];
-    if (t != "llama" && t != "mistral" && t != "qwen2") {
+    if (t != "llama" && t != "mistral" && t != "qwen2" && t != "qwen3") {
       fail("model_type " + t.dump() +
-           " is not a Llama: pplab builds Llama decoder layers (model_type llama, mistral or qwen2)");
+           " is not a Llama: pplab builds Llama decoder layers (model_type llama, mistral, qwen2 or qwen3)");
     }
     qwen2 = t == "qwen2";
+    qwen3 = t == "qwen3";
   } else {
     const json a = doc.value("architectures", json());
     bool llama = false;
     for (const json& name : a.is_array() ? a : json::array()) {
       llama = llama || name == "LlamaForCausalLM" || name == "MistralForCausalLM";
       qwen2 = qwen2 || name == "Qwen2ForCausalLM";
+      qwen3 = qwen3 || name == "Qwen3ForCausalLM";
     }
-    if (!llama && !qwen2) {
-      fail("architectures " + a.dump() + " name no LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM");
+    if (!llama && !qwen2 && !qwen3) {
+      fail("architectures " + a.dump() +
+           " name no LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM");
     }
   }
+  const bool qwen = qwen2 || qwen3;
   static const char* kKnown[] = {
       // the shape, required:
       "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -141,8 +155,8 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
   if (qwen2) {
     // Qwen2's biases are fixed by its layers (q, k, v), not by these fields.
     must("attention_bias", false, "a Qwen2 model's attention biases are on q, k and v only");
-    must("mlp_bias", false, "a Qwen2 model's MLP has no bias");
   }
+  if (qwen) must("mlp_bias", false, "a Qwen model's MLP has no bias");
   must("tie_word_embeddings", false, "pplab's Llama keeps an LM head of its own, untied from the embedding");
   must("use_sliding_window", false, "pplab's attention sees every earlier token");
   if (given("layer_types")) {
@@ -156,8 +170,8 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
   if (given("attention_dropout") && (!doc["attention_dropout"].is_number() || doc["attention_dropout"] != 0)) {
     fail("'attention_dropout' is " + doc["attention_dropout"].dump() + ": pplab has no dropout");
   }
-  // Qwen2 gives a window but applies it only with use_sliding_window.
-  if (given("sliding_window") && !qwen2) {
+  // Qwen gives a window but applies it only with use_sliding_window.
+  if (given("sliding_window") && !qwen) {
     fail("'sliding_window' is " + doc["sliding_window"].dump() +
          ": pplab's attention sees every earlier token; set it to null to plan full attention");
   }
@@ -166,10 +180,11 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
   ReadShape(doc, LlamaConfig(), origin, c);
   c.attention_bias = !qwen2 && Bool(doc, "attention_bias", origin);
   c.qkv_bias = qwen2;
-  c.mlp_bias = !qwen2 && Bool(doc, "mlp_bias", origin);
-  if (qwen2 && !given("num_key_value_heads")) {
-    // Qwen2's library default (32) is not the heads' count, unlike Llama's.
-    fail("field 'num_key_value_heads' is missing; a Qwen2 config gives it");
+  c.mlp_bias = !qwen && Bool(doc, "mlp_bias", origin);
+  c.qk_norm = qwen3;
+  if (qwen && !given("num_key_value_heads")) {
+    // Qwen's library default (32, or 8) is not the heads' count, unlike Llama's.
+    fail("field 'num_key_value_heads' is missing; a Qwen config gives it");
   }
   // The library's defaults: as many KV heads as heads, 2048 positions, eps 1e-6.
   c.num_key_value_heads =
@@ -191,10 +206,10 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
       c.rope_theta = theta;
     }
   }
-  if (given("head_dim") &&
-      (c.hidden_size % c.num_attention_heads != 0 || doc["head_dim"] != c.hidden_size / c.num_attention_heads)) {
-    fail("'head_dim' is " + doc["head_dim"].dump() + ": pplab's head dimension is hidden_size / num_attention_heads (" +
-         std::to_string(c.hidden_size) + " / " + std::to_string(c.num_attention_heads) + ")");
+  if (given("head_dim")) {
+    SetHeadDim(PositiveInt(doc, "head_dim", 0, origin), c);
+  } else if (qwen3) {
+    fail("field 'head_dim' is missing; a Qwen3 config gives it");  // the library's default is 128, not hidden / heads
   }
   c.Check(origin);
   return c;
@@ -217,7 +232,9 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
                                  "rms_norm_eps",
                                  "attention_bias",
                                  "qkv_bias",
-                                 "mlp_bias"};
+                                 "mlp_bias",
+                                 "head_dim",
+                                 "qk_norm"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* k : kKnown) known = known || it.key() == k;
@@ -233,6 +250,8 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   c.attention_bias = Bool(doc, "attention_bias", origin);
   c.qkv_bias = Bool(doc, "qkv_bias", origin);
   c.mlp_bias = Bool(doc, "mlp_bias", origin);
+  if (doc.contains("head_dim")) SetHeadDim(PositiveInt(doc, "head_dim", 0, origin), c);
+  c.qk_norm = Bool(doc, "qk_norm", origin);
   c.Check(origin);
   return c;
 }
@@ -297,9 +316,9 @@ LlamaConfig LoadLlamaConfig(const std::string& preset_or_file) {
 }
 
 int64_t DecoderLayerParams(const LlamaConfig& c) {
-  const int64_t h = c.hidden_size, kv = static_cast<int64_t>(c.num_key_value_heads) * c.HeadDim();
-  const int64_t attention =
-      h * h /*q*/ + 2 * h * kv /*k, v*/ + h * h /*o*/ + (c.QkvBias() ? h + 2 * kv : 0) + (c.attention_bias ? h : 0);
+  const int64_t h = c.hidden_size, q = c.QDim(), kv = c.KvDim();
+  const int64_t attention = h * q /*q*/ + 2 * h * kv /*k, v*/ + q * h /*o*/ + (c.QkvBias() ? q + 2 * kv : 0) +
+                            (c.attention_bias ? h : 0) + (c.qk_norm ? 2 * c.HeadDim() : 0 /*q_norm, k_norm*/);
   const int64_t mlp = 3 * h * c.intermediate_size + (c.mlp_bias ? 2 * c.intermediate_size + h : 0);  // gate, up, down
   return attention + mlp + 2 * h;  // + two RMSNorm weights
 }

@@ -29,8 +29,19 @@ struct LlamaConfig {
   bool attention_bias = false;
   bool qkv_bias = false;
   bool mlp_bias = false;
+  // The width of an attention head; 0 (the usual case) means hidden_size /
+  // num_attention_heads. Some models set it apart (Mistral-Nemo, Qwen3-32B):
+  // q's and the attention output's width is then heads x head_dim, not
+  // hidden_size.
+  int head_dim = 0;
+  // An RMSNorm over each head of q and of k, before the rotary encoding
+  // (Qwen3's layers).
+  bool qk_norm = false;
 
-  int HeadDim() const { return hidden_size / num_attention_heads; }
+  int HeadDim() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
+  // Widths of q (and of the attention output) and of k (and v).
+  int64_t QDim() const { return static_cast<int64_t>(num_attention_heads) * HeadDim(); }
+  int64_t KvDim() const { return static_cast<int64_t>(num_key_value_heads) * HeadDim(); }
   bool QkvBias() const { return attention_bias || qkv_bias; }
   // Throws pplab::Error naming the field when the shape is inconsistent
   // (e.g. heads not dividing hidden_size, KV heads not dividing heads).
@@ -51,13 +62,14 @@ const char* AttentionKindName(AttentionKind kind);
 
 // Parses a config JSON; `origin` (a file name) prefixes errors. A document
 // that names its `model_type` or `architectures` is a Hugging Face
-// config.json: model_type llama, mistral or qwen2 (Qwen2's q, k and v
-// projections carry biases); the five shape fields required;
+// config.json: model_type llama, mistral, qwen2 (Qwen2's q, k and v
+// projections carry biases) or qwen3 (norms on q and k); the five shape
+// fields required;
 // num_key_value_heads defaults to num_attention_heads, rms_norm_eps to 1e-6
 // (the library's defaults); rope_theta also from rope_parameters; fields
 // that would make another model than pplab's (an activation other than
-// SiLU, tied embeddings, a head_dim of its own, a sliding window, dropout)
-// refused, naming the field; bookkeeping and rope_scaling ignored.
+// SiLU, tied embeddings, a sliding window, dropout) refused, naming the
+// field; bookkeeping and rope_scaling ignored.
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin);
 
 // Named presets: "tiny" and "small" train in seconds on a CPU; "default" is

@@ -111,7 +111,8 @@ int64_t StageParams(const LlamaConfig& config, const Partition& partition, int s
 }
 
 int64_t StageLinearParams(const LlamaConfig& config, const Partition& partition, int stage) {
-  const int64_t norms = 2 * static_cast<int64_t>(config.hidden_size);  // per layer
+  // Per layer: the two RMSNorms, and those of q and k.
+  const int64_t norms = 2 * static_cast<int64_t>(config.hidden_size) + (config.qk_norm ? 2 * config.HeadDim() : 0);
   const int64_t head = static_cast<int64_t>(config.vocab_size) * config.hidden_size;
   return (partition.End(stage) - partition.Begin(stage)) * (DecoderLayerParams(config) - norms) +
          (stage == partition.NumStages() - 1 ? head : 0);

@@ -17,15 +17,13 @@ namespace {
 constexpr ActionKind kFitKinds[4] = {ActionKind::kForward, ActionKind::kBackward, ActionKind::kBackwardInput,
                                      ActionKind::kBackwardWeight};
 
-int KvDim(const LlamaConfig& c) { return c.num_key_value_heads * c.HeadDim(); }
-
 // Per decoder layer and microbatch of T = mb * seq_len tokens: the matmuls
 // do 2 FLOPs per parameter per token, and attention's QK^T and AV each
 // 2 * seq_len^2 * hidden per sequence (the full square; no causal saving).
 double LayerFlops(const LlamaConfig& c, int mb, int seq_len) {
   const double T = static_cast<double>(mb) * seq_len;
   return 2.0 * T * static_cast<double>(DecoderLayerParams(c)) +
-         4.0 * mb * static_cast<double>(seq_len) * seq_len * c.hidden_size;
+         4.0 * mb * static_cast<double>(seq_len) * seq_len * static_cast<double>(c.QDim());
 }
 
 std::vector<int> Divisors(int n) {
@@ -237,18 +235,22 @@ double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, in
 
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision) {
-  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size, kv = KvDim(c);
+  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size;
+  const double q = static_cast<double>(c.QDim()), kv = static_cast<double>(c.KvDim());
   const double e = ActivationElementBytes(precision);
   // Values kept per token for the backward of one layer, e bytes each (4 in
   // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
-  // (h + 2kv), the attention output (h), the MLP's gate, up, activation and
-  // product (4f), and the softmax probabilities (heads x seq_len). Weights,
+  // (q + 2kv; with norms on q and k, their inputs too: q + kv more), the
+  // attention output (q), the MLP's gate, up, activation and product (4f),
+  // and the softmax probabilities (heads x seq_len). Weights,
   // gradients and AdamW state are not here: they are fp32 in either
   // precision (16 B per parameter, counted by the caller). In bf16 the
   // residual stream, the norms and the softmax stay fp32, so the measured
   // bytes lie above this estimate; a profile's fit (FitProfile) carries the
   // real ratio.
-  const double layer = e * T * (6 * h + 2 * kv + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
+  const double qk_norms = c.qk_norm ? q + kv : 0;
+  const double layer =
+      e * T * (4 * h + 2 * q + 2 * kv + qk_norms + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
   // The head: final norm input and output, logits and their softmax.
   if (stage == p.NumStages() - 1) bytes += e * T * (2 * h + 2.0 * c.vocab_size);
@@ -257,11 +259,12 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
 
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision) {
-  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size, kv = KvDim(c);
+  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size;
+  const double q = static_cast<double>(c.QDim()), kv = static_cast<double>(c.KvDim());
   const double e = ActivationElementBytes(precision);
-  // W needs every matmul's input (q/k/v, o, gate/up: h each; down: f) and
-  // output gradient (h + 2kv, h, 2f, h), e bytes each.
-  const double layer = e * T * (6 * h + 2 * kv + 3 * f);
+  // W needs every matmul's input (q/k/v: h, o: q, gate/up: h, down: f) and
+  // output gradient (q + 2kv, h, 2f, h), e bytes each.
+  const double layer = e * T * (4 * h + 2 * q + 2 * kv + 3 * f);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
   if (stage == p.NumStages() - 1) bytes += e * T * (h + c.vocab_size);
   return bytes;

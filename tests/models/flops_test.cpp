@@ -32,6 +32,19 @@ TEST_CASE("model FLOPs of the default preset on 2 stages equal the formula by ha
   CHECK(ranks[1] == 8 * 58740572160.0);
 }
 
+TEST_CASE("model FLOPs with head_dim set apart: q, o and attention follow heads x head_dim", "[flops][model]") {
+  // The default preset with 12 heads of 96: q is 1152 wide on a hidden size of 768.
+  LlamaConfig c = LlamaPreset("default");
+  c.head_dim = 96;
+  c.Check("test");
+  const Partition p = PartitionUniform(c, 2);
+  // q and o 768 x 1152, k and v 768 x 288 (3 KV heads of 96), gate, up and down 768 x 3072.
+  const int64_t layer = 2 * 884736 + 2 * 221184 + 3 * 2359296;
+  CHECK(StageMatmulWeights(c, p, 0) == 6 * layer);
+  const double attention = 6.0 * 6 * 1152 * 128 * 129;
+  CHECK(StageTrainingFlops(c, p, 0, 128) == 6.0 * 6 * layer * 128 + attention);
+}
+
 TEST_CASE("model FLOPs follow the placement: looped stages add up on their rank", "[flops][model]") {
   const LlamaConfig c = LlamaPreset("small");  // 8 layers, hidden 128, 8 heads, 2 KV heads, intermediate 384
   const Partition p = PartitionUniform(c, 4);  // 2 layers per stage

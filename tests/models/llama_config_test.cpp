@@ -89,15 +89,15 @@ TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming th
   refused("layer_types", R"(["full_attention", "sliding_attention"])",
           "'layer_types' holds \"sliding_attention\": pplab's layers all use full attention");
   refused("tie_word_embeddings", "true", "'tie_word_embeddings' is true: pplab's Llama keeps an LM head of its own");
-  refused("head_dim", "64",
-          "'head_dim' is 64: pplab's head dimension is hidden_size / num_attention_heads (4096 / 32)");
+  refused("head_dim", "63", "head dimension 63 must be even for rotary encoding");
   refused("sliding_window", "4096", "'sliding_window' is 4096");
   refused("attention_dropout", "0.1", "'attention_dropout' is 0.1: pplab has no dropout");
   refused("quantization_config", "{}", "unknown field 'quantization_config' for a Hugging Face Llama config");
   refused("num_hidden_layers", "null", "field 'num_hidden_layers' is missing");
   refused("num_key_value_heads", "5", "not a multiple of num_key_value_heads");
-  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"architectures": ["GPT2LMHeadModel"], "hidden_size": 64})", "c.json"),
-                    Catch::Contains("name no LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM"));
+  CHECK_THROWS_WITH(
+      LlamaConfigFromJson(R"({"architectures": ["GPT2LMHeadModel"], "hidden_size": 64})", "c.json"),
+      Catch::Contains("name no LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM"));
   // pplab's own format stays strict: HF's fields are unknown there.
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "tie_word_embeddings": false})", "m.json"),
                     Catch::Contains("unknown field 'tie_word_embeddings'"));
@@ -134,7 +134,7 @@ TEST_CASE("Llama's bias options and Qwen2's q, k, v biases: read, counted, writt
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4})",
                                         "q.json"),
-                    Catch::Contains("field 'num_key_value_heads' is missing; a Qwen2 config gives it"));
+                    Catch::Contains("field 'num_key_value_heads' is missing; a Qwen config gives it"));
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
       "attention_bias": true})",
@@ -151,6 +151,62 @@ TEST_CASE("Llama's bias options and Qwen2's q, k, v biases: read, counted, writt
   CHECK(plain.ToJson().find("bias") == std::string::npos);
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 96, "attention_bias": true, "qkv_bias": true})", "m.json"),
                     Catch::Contains("m.json: qkv_bias and attention_bias are both set"));
+}
+
+TEST_CASE("a head_dim set apart from hidden / heads, and Qwen3's norms on q and k: read, counted, written back",
+          "[llama_config]") {
+  // Qwen3-32B's config.json as published: 64 heads of 128 (q is 8192 wide on
+  // a hidden size of 5120), an RMSNorm over each head of q and of k. Qwen
+  // gives 32.8 B parameters, 31.2 B of them outside the embedding and head.
+  const LlamaConfig q32 =
+      LlamaConfigFromJson(ReadTextFile(PPLAB_TEST_DATA_DIR "/models/qwen3-32b-config.json"), "config.json");
+  CHECK(q32.head_dim == 128);
+  CHECK(q32.HeadDim() == 128);
+  CHECK(q32.QDim() == 8192);
+  CHECK(q32.KvDim() == 1024);
+  CHECK(q32.qk_norm);
+  CHECK(!q32.QkvBias());
+  // Per layer: q and o 2 x 5120 x 8192, k and v 2 x 5120 x 1024, MLP
+  // 3 x 5120 x 25600, norms 2 x 5120 + q's and k's 2 x 128.
+  CHECK(DecoderLayerParams(q32) == 487598336);
+  CHECK(64 * DecoderLayerParams(q32) == 31206293504);
+  CHECK(ModelParams(q32) == 32762123264);
+
+  // Qwen3-8B's shape (head_dim 128 = 4096 / 32, kept as 0): 8.2 B, 6.95 B
+  // in the layers, as published.
+  const LlamaConfig q8 = LlamaConfigFromJson(R"({"model_type": "qwen3", "head_dim": 128, "hidden_size": 4096,
+      "intermediate_size": 12288, "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+      "vocab_size": 151936, "tie_word_embeddings": false, "use_sliding_window": false, "sliding_window": null})",
+                                             "config.json");
+  CHECK(q8.head_dim == 0);
+  CHECK(36 * DecoderLayerParams(q8) == 6946071552);
+  CHECK(ModelParams(q8) == 8190735360);
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128,
+      "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2, "vocab_size": 100})",
+                                        "q.json"),
+                    Catch::Contains("field 'head_dim' is missing; a Qwen3 config gives it"));
+
+  // Mistral-NeMo-Base-2407's shape: 32 heads of 128 on a hidden size of
+  // 5120; 12.2 B parameters, as published.
+  const LlamaConfig nemo = LlamaConfigFromJson(R"({"model_type": "mistral", "head_dim": 128, "hidden_size": 5120,
+      "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8,
+      "vocab_size": 131072, "sliding_window": null, "rope_theta": 1000000.0})",
+                                               "config.json");
+  CHECK(nemo.QDim() == 4096);
+  CHECK(!nemo.qk_norm);
+  CHECK(ModelParams(nemo) == 12247782400);
+
+  // pplab's own format holds both, and names head_dim only when set apart.
+  for (const LlamaConfig& c : {q32, q8, nemo}) {
+    const LlamaConfig again = LlamaConfigFromJson(c.ToJson(), "again");
+    CHECK(again.ToJson() == c.ToJson());
+    CHECK(ModelParams(again) == ModelParams(c));
+  }
+  CHECK(q8.ToJson().find("head_dim") == std::string::npos);
+  CHECK(LlamaConfigFromJson(R"({"hidden_size": 96, "num_attention_heads": 12, "head_dim": 8})", "m.json").head_dim ==
+        0);
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 96, "num_attention_heads": 12, "head_dim": 0})", "m.json"),
+                    Catch::Contains("m.json: field 'head_dim' must be a positive integer, got 0"));
 }
 
 }  // namespace

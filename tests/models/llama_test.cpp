@@ -202,6 +202,33 @@ namespace {
 bool EndsWith(const std::string& s, const std::string& end) {
   return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
 }
+// d(sum(logits * R)) / d(element 3 of each named parameter) from the
+// stage's backward against a central difference of its forward.
+void CheckAgainstFiniteDifferences(const LlamaConfig& c, Stage& stage, const std::map<std::string, at::Tensor>& params,
+                                   const std::vector<std::string>& names) {
+  auto gen = at::detail::createCPUGenerator(19);
+  const Batch batch = MakeBatch(c, 2, 12, /*padded=*/false);
+  const at::Tensor weights = torch::randn({2, 12, c.vocab_size}, gen);
+  auto loss = [&] { return (stage.Forward({batch.tokens, batch.mask}).at(0).to(torch::kDouble) * weights).sum(); };
+  loss().backward();
+  for (const std::string& name : names) {
+    INFO(name);
+    at::Tensor b = params.at(name).view({-1});
+    REQUIRE(params.at(name).grad().defined());
+    const int64_t i = 3;
+    const double analytic = params.at(name).grad().view({-1})[i].item<double>();
+    torch::NoGradGuard no_grad;
+    const double eps = 5e-2, original = b[i].item<double>();
+    b[i].fill_(original + eps);
+    const double up = loss().item<double>();
+    b[i].fill_(original - eps);
+    const double down = loss().item<double>();
+    b[i].fill_(original);
+    const double numeric = (up - down) / (2 * eps);
+    CHECK(analytic != 0.0);
+    CHECK(std::abs(analytic - numeric) <= 1e-5 + 1e-2 * std::abs(numeric));
+  }
+}
 }  // namespace
 
 TEST_CASE("llama biases: the parameters the config counts, zero at the start, gradients as finite differences",
@@ -239,14 +266,14 @@ TEST_CASE("llama biases: the parameters the config counts, zero at the start, gr
     }
   }
 
-  // Every bias set to random values; d(sum(logits * R)) / d(bias element)
-  // against a central difference, for an element of each kind of bias.
+  // Every bias set to random values; their gradients against finite
+  // differences, for an element of each kind of bias.
   LlamaConfig c = Config(4, 2);
   c.attention_bias = true;
   c.mlp_bias = true;
   auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, /*seed=*/5, torch::kCPU);
   auto gen = at::detail::createCPUGenerator(17);
-  std::map<std::string, at::Tensor> params;
+  std::map<std::string, at::Tensor> params;  // what the stage trains, by name
   {
     torch::NoGradGuard no_grad;
     for (auto& [name, param] : stage->NamedParameters()) {
@@ -257,30 +284,58 @@ TEST_CASE("llama biases: the parameters the config counts, zero at the start, gr
       if (EndsWith(name, "q_proj.weight") || EndsWith(name, "k_proj.weight")) param.mul_(30);
     }
   }
-  const Batch batch = MakeBatch(c, 2, 12, /*padded=*/false);
-  const at::Tensor weights = torch::randn({2, 12, c.vocab_size}, gen);
-  auto loss = [&] { return (stage->Forward({batch.tokens, batch.mask}).at(0).to(torch::kDouble) * weights).sum(); };
-  loss().backward();
   // (k's bias is left out: a key shift common to every position changes the
   // scores little, so its gradient is too small for a difference in fp32.)
-  for (const char* name :
-       {"layers.0.self_attn.q_proj.bias", "layers.1.self_attn.v_proj.bias", "layers.2.self_attn.o_proj.bias",
-        "layers.3.mlp.gate_proj.bias", "layers.3.mlp.up_proj.bias", "layers.3.mlp.down_proj.bias"}) {
-    INFO(name);
-    at::Tensor b = params.at(name);
-    REQUIRE(b.grad().defined());
-    const int64_t i = 3;
-    const double analytic = b.grad()[i].item<double>();
+  CheckAgainstFiniteDifferences(
+      c, *stage, params,
+      {"layers.0.self_attn.q_proj.bias", "layers.1.self_attn.v_proj.bias", "layers.2.self_attn.o_proj.bias",
+       "layers.3.mlp.gate_proj.bias", "layers.3.mlp.up_proj.bias", "layers.3.mlp.down_proj.bias"});
+}
+
+TEST_CASE("llama with head_dim set apart and norms on q and k: parameters as counted, gradients as differences",
+          "[llama]") {
+  LlamaConfig c = Config(4, 2);  // hidden 32, 4 heads
+  c.head_dim = 12;               // q 48 wide, k and v 24
+  c.qk_norm = true;
+  c.Check("test config");
+  const Partition p = PartitionUniform(c, 2);
+  for (int s = 0; s < 2; ++s) {
+    auto stage = BuildLlamaStage(c, p, s, /*seed=*/5, torch::kCPU);
+    int64_t count = 0;
+    std::map<std::string, at::Tensor> params;
+    for (auto& [name, param] : stage->NamedParameters()) {
+      count += param.numel();
+      params[name] = param;
+    }
+    CHECK(count == StageParams(c, p, s));
+    const std::string layer = "layers." + std::to_string(p.Begin(s)) + ".self_attn.";
+    CHECK(params.at(layer + "q_proj.weight").sizes() == at::IntArrayRef({48, 32}));
+    CHECK(params.at(layer + "k_proj.weight").sizes() == at::IntArrayRef({24, 32}));
+    CHECK(params.at(layer + "o_proj.weight").sizes() == at::IntArrayRef({32, 48}));
+    CHECK(params.at(layer + "q_norm.weight").sizes() == at::IntArrayRef({12}));
+    CHECK(params.at(layer + "k_norm.weight").min().item<double>() == 1.0);  // norms start at 1
+  }
+  // Whole model: the norms' weights set off 1, then gradients against
+  // differences (q and k have unit RMS per head, so attention is not flat).
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, /*seed=*/5, torch::kCPU);
+  auto gen = at::detail::createCPUGenerator(29);
+  std::map<std::string, at::Tensor> params;
+  {
     torch::NoGradGuard no_grad;
-    const double eps = 5e-2, original = b[i].item<double>();
-    b[i].fill_(original + eps);
-    const double up = loss().item<double>();
-    b[i].fill_(original - eps);
-    const double down = loss().item<double>();
-    b[i].fill_(original);
-    const double numeric = (up - down) / (2 * eps);
-    CHECK(analytic != 0.0);
-    CHECK(std::abs(analytic - numeric) <= 1e-5 + 1e-2 * std::abs(numeric));
+    for (auto& [name, param] : stage->NamedParameters()) {
+      params[name] = param;
+      if (EndsWith(name, "q_norm.weight") || EndsWith(name, "k_norm.weight")) param.add_(torch::randn({12}, gen) * 0.5);
+    }
+  }
+  CheckAgainstFiniteDifferences(c, *stage, params,
+                                {"layers.0.self_attn.q_norm.weight", "layers.1.self_attn.k_norm.weight",
+                                 "layers.2.self_attn.q_proj.weight", "layers.3.self_attn.o_proj.weight"});
+  // SDPA (LibTorch 2.x) and the explicit path agree on this shape too.
+  if (SdpaAvailable()) {
+    const Batch batch = MakeBatch(c, 4, 16, /*padded=*/true);
+    const Result sdpa = Run(c, batch, AttentionKind::kSdpa, true), expl = Run(c, batch, AttentionKind::kExplicit, true);
+    CHECK(RelativeError(sdpa.logits, expl.logits) <= kFp32Tolerance);
+    for (const auto& [name, g] : expl.grads) CHECK(RelativeError(sdpa.grads.at(name), g) <= kFp32Tolerance);
   }
 }
 

@@ -311,13 +311,13 @@ TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not 
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::EndsWith("need at least 14 GPUs of this memory\n"));
   // A config of another architecture: one line naming the file and the field.
-  const std::string qwen = TempPath("qwen-config.json");
-  WriteTextFile(qwen, R"({"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64})");
-  r = Pplab("plan --model " + qwen + " --ranks 2 --global-batch 8 --memory-per-rank 8GiB -o " + out);
+  const std::string gemma = TempPath("gemma-config.json");
+  WriteTextFile(gemma, R"({"model_type": "gemma2", "vocab_size": 1000, "hidden_size": 64})");
+  r = Pplab("plan --model " + gemma + " --ranks 2 --global-batch 8 --memory-per-rank 8GiB -o " + out);
   CHECK(r.code != 0);
-  CHECK(r.out == "pplab: error: " + qwen +
-                     ": model_type \"qwen2\" is not a Llama: pplab builds Llama decoder layers "
-                     "(model_type llama or mistral)\n");
+  CHECK(r.out == "pplab: error: " + gemma +
+                     ": model_type \"gemma2\" is not a Llama: pplab builds Llama decoder layers "
+                     "(model_type llama, mistral, qwen2 or qwen3)\n");
 }
 
 TEST_CASE("cli: plan's train line carries the precision and the device kind the plan was costed for", "[cli][plan]") {

@@ -460,6 +460,11 @@ TEST_CASE("K=4 plans, uneven partitions and M not a multiple of K match too", "[
   biased.mlp_bias = true;
   SECTION("zb-h1 K=2 M=4 with q, k, v and MLP biases") { CheckParity("zb-h1", biased, 2, 4, 1, "uniform", 8); }
   SECTION("dualpipev K=2 M=4 with q, k, v and MLP biases") { CheckParity("dualpipev", biased, 2, 4, 2, "uniform", 8); }
+  // Qwen3's layers: heads wider than hidden / heads, norms on q and k.
+  LlamaConfig qwen3 = Tiny(4);
+  qwen3.head_dim = 12;
+  qwen3.qk_norm = true;
+  SECTION("zb-h1 K=2 M=4 with head_dim 12 and norms on q and k") { CheckParity("zb-h1", qwen3, 2, 4, 1, "uniform", 8); }
 }
 
 TEST_CASE("a rank whose peer never sends times out naming the action", "[executor]") {

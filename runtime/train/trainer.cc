@@ -64,7 +64,10 @@ Schedule ForwardOnly(const Schedule& schedule) {
   for (Program& program : f.programs) {
     Program kept;
     for (const Action& a : program) {
-      if (a.kind == ActionKind::kForward) kept.push_back(a);
+      // An OVERLAP_F_B (DualPipe) keeps its forward part, an F like any other.
+      if (a.kind == ActionKind::kForward || a.kind == ActionKind::kOverlapFB) {
+        kept.push_back(Action{ActionKind::kForward, a.stage, a.microbatch});
+      }
     }
     program = std::move(kept);
   }

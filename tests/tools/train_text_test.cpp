@@ -55,6 +55,19 @@ TEST_CASE("training on text lowers the loss, and pipelined equals single-process
   for (size_t i = 0; i < 3; ++i) CHECK(la[i] == Approx(lb[i]).epsilon(1e-5));
 }
 
+TEST_CASE("validation runs DualPipe's forwards, the overlapped ones too, and equals one process's", "[train][data]") {
+  // The forward-only plan of DualPipe keeps the forward half of each
+  // OVERLAP_F_B: without it a rank waited for activations never sent.
+  const std::string cache = Tmp("cache_eval");
+  const auto dual =
+      Json(TrainText(cache, "-s dualpipe -k 2 -m 4 --steps 1 --seed 4 --eval-every 1 --comm-timeout 20 --json"));
+  const auto one = Json(TrainText(cache, "-k 1 -m 1 --steps 1 --seed 4 --eval-every 1 --json"));
+  REQUIRE(dual["val_losses"].size() == 1);
+  REQUIRE(one["val_losses"].size() == 1);
+  CHECK(dual["val_losses"][0]["loss"].get<double>() ==
+        Approx(one["val_losses"][0]["loss"].get<double>()).epsilon(1e-5));
+}
+
 TEST_CASE("text training resumes at the recorded data position, and generate samples from it",
           "[train][data][checkpoint]") {
   const std::string cache = Tmp("cache_b"), dir = Tmp("ck");

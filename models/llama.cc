@@ -212,7 +212,9 @@ class LlamaStageImpl : public torch::nn::Module {
         item.value().zero_();  // biases start at 0
         continue;
       }
-      auto gen = at::detail::createCPUGenerator(ParamSeed(seed, name));
+      // A tied head starts as the embedding (its shape too: vocab x hidden).
+      const bool tied_head = config_.tie_word_embeddings && name == kLmHeadWeight;
+      auto gen = at::detail::createCPUGenerator(ParamSeed(seed, tied_head ? kEmbeddingWeight : name));
       item.value().normal_(0.0, 0.02, gen);
     }
   }

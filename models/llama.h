@@ -11,6 +11,10 @@
 //   middle in/out:   {hidden (B,T,C) float, attention_mask (B,T) int64}
 //   last stage out:  {logits (B,T,V) float}
 //
+// With tie_word_embeddings the last stage's lm_head.weight starts equal to
+// embed_tokens.weight (the same seed), and the trainer gives both the sum of
+// their gradients (runtime/train/model_copies.h: SumTiedGradients).
+//
 // Attention is causal, and padding keys are hidden when the batches may hold
 // padding (LlamaOptions::padding). How it is computed is LlamaOptions::attention.
 #pragma once
@@ -24,6 +28,10 @@
 #include "runtime/exec/stage.h"
 
 namespace pplab {
+
+// The two halves of tied word embeddings.
+inline constexpr const char* kEmbeddingWeight = "embed_tokens.weight";
+inline constexpr const char* kLmHeadWeight = "lm_head.weight";
 
 struct LlamaOptions {
   // Resolved with ResolveAttention when the stage is built.

@@ -78,6 +78,7 @@ std::string LlamaConfig::ToJson() const {
   if (mlp_bias) doc["mlp_bias"] = true;
   if (head_dim != 0) doc["head_dim"] = head_dim;
   if (qk_norm) doc["qk_norm"] = true;
+  if (tie_word_embeddings) doc["tie_word_embeddings"] = true;
   return doc.dump(2);
 }
 
@@ -157,7 +158,6 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
     must("attention_bias", false, "a Qwen2 model's attention biases are on q, k and v only");
   }
   if (qwen) must("mlp_bias", false, "a Qwen model's MLP has no bias");
-  must("tie_word_embeddings", false, "pplab's Llama keeps an LM head of its own, untied from the embedding");
   must("use_sliding_window", false, "pplab's attention sees every earlier token");
   if (given("layer_types")) {
     const json& types = doc["layer_types"];
@@ -182,6 +182,7 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
   c.qkv_bias = qwen2;
   c.mlp_bias = !qwen && Bool(doc, "mlp_bias", origin);
   c.qk_norm = qwen3;
+  c.tie_word_embeddings = Bool(doc, "tie_word_embeddings", origin);
   if (qwen && !given("num_key_value_heads")) {
     // Qwen's library default (32, or 8) is not the heads' count, unlike Llama's.
     fail("field 'num_key_value_heads' is missing; a Qwen config gives it");
@@ -234,7 +235,8 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
                                  "qkv_bias",
                                  "mlp_bias",
                                  "head_dim",
-                                 "qk_norm"};
+                                 "qk_norm",
+                                 "tie_word_embeddings"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* k : kKnown) known = known || it.key() == k;
@@ -252,6 +254,7 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   c.mlp_bias = Bool(doc, "mlp_bias", origin);
   if (doc.contains("head_dim")) SetHeadDim(PositiveInt(doc, "head_dim", 0, origin), c);
   c.qk_norm = Bool(doc, "qk_norm", origin);
+  c.tie_word_embeddings = Bool(doc, "tie_word_embeddings", origin);
   c.Check(origin);
   return c;
 }
@@ -334,7 +337,8 @@ bool SameShapeButDepth(const LlamaConfig& a, const LlamaConfig& b) {
 }
 
 int64_t ModelParams(const LlamaConfig& c) {
-  return EmbeddingParams(c) + c.num_hidden_layers * DecoderLayerParams(c) + HeadParams(c);
+  const int64_t tied = c.tie_word_embeddings ? EmbeddingParams(c) : 0;  // the head's copy of the embedding
+  return EmbeddingParams(c) + c.num_hidden_layers * DecoderLayerParams(c) + HeadParams(c) - tied;
 }
 
 }  // namespace pplab

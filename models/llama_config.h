@@ -37,6 +37,12 @@ struct LlamaConfig {
   // An RMSNorm over each head of q and of k, before the rotary encoding
   // (Qwen3's layers).
   bool qk_norm = false;
+  // The LM head's weight is the token embedding's (Llama-3.2-1B, small Qwen
+  // models). Each pipeline keeps it twice, as embed_tokens.weight on its
+  // first stage and lm_head.weight on its last, equal at the start and given
+  // the sum of both gradients each step (runtime/train/model_copies.h), so
+  // that they stay one weight; ModelParams counts it once.
+  bool tie_word_embeddings = false;
 
   int HeadDim() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
   // Widths of q (and of the attention output) and of k (and v).
@@ -68,8 +74,8 @@ const char* AttentionKindName(AttentionKind kind);
 // num_key_value_heads defaults to num_attention_heads, rms_norm_eps to 1e-6
 // (the library's defaults); rope_theta also from rope_parameters; fields
 // that would make another model than pplab's (an activation other than
-// SiLU, tied embeddings, a sliding window, dropout) refused, naming the
-// field; bookkeeping and rope_scaling ignored.
+// SiLU, a sliding window, dropout) refused, naming the field; bookkeeping
+// and rope_scaling ignored.
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin);
 
 // Named presets: "tiny" and "small" train in seconds on a CPU; "default" is
@@ -88,7 +94,8 @@ bool SameShapeButDepth(const LlamaConfig& a, const LlamaConfig& b);
 int64_t DecoderLayerParams(const LlamaConfig& c);
 int64_t EmbeddingParams(const LlamaConfig& c);
 int64_t HeadParams(const LlamaConfig& c);
-// All of them: the embedding, every decoder layer, the final norm and head.
+// All of them: the embedding, every decoder layer, the final norm and head
+// (a tied head's weight counted once, with the embedding).
 int64_t ModelParams(const LlamaConfig& c);
 
 }  // namespace pplab

@@ -105,6 +105,17 @@ int Schedule::ModelStages() const {
   return stages - start == length ? length : 0;
 }
 
+std::vector<std::pair<StageId, StageId>> Schedule::PipelineEnds() const {
+  std::vector<std::pair<StageId, StageId>> ends;
+  StageId start = 0;
+  for (StageId next : pipeline_starts) {
+    ends.emplace_back(start, next - 1);
+    start = next;
+  }
+  ends.emplace_back(start, stages - 1);
+  return ends;
+}
+
 std::vector<RankId> LoopPlacement(int ranks, int stages) {
   std::vector<RankId> placement(stages);
   for (StageId s = 0; s < stages; ++s) placement[s] = s % ranks;

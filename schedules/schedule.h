@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedules/action.h"
@@ -75,6 +76,9 @@ struct Schedule {
   // when the P pipelines are equally long, and 0 when they are not (such a
   // schedule cannot be run on one model).
   int ModelStages() const;
+  // (first stage, last stage) of every pipeline, in pipeline order: where a
+  // model with tied embeddings keeps the two halves of that weight.
+  std::vector<std::pair<StageId, StageId>> PipelineEnds() const;
 };
 
 // The stage -> rank map where stage s runs on rank s mod K ("loop"

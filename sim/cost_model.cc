@@ -105,7 +105,8 @@ bool CostModel::HasSpread() const {
       return true;
     }
   }
-  return step_.optimizer_spread || step_.clip_spread || step_.loss_allreduce_spread || step_.norm_allreduce_spread;
+  return step_.optimizer_spread || step_.clip_spread || step_.loss_allreduce_spread || step_.norm_allreduce_spread ||
+         step_.tied_exchange_spread;
 }
 
 TimeNs DrawFromSpread(TimeNs median, const Spread& sp, double u) {

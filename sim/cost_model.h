@@ -58,8 +58,7 @@ struct StageCost {
   // workspace_bytes. WorkspaceOf resolves them.
   std::optional<Bytes> forward_workspace_bytes, backward_workspace_bytes;
   Bytes WorkspaceOf(ActionKind kind) const {
-    const std::optional<Bytes>& own =
-        kind == ActionKind::kForward ? forward_workspace_bytes : backward_workspace_bytes;
+    const std::optional<Bytes>& own = kind == ActionKind::kForward ? forward_workspace_bytes : backward_workspace_bytes;
     return own.value_or(workspace_bytes);
   }
   // The activations a recomputed stage rebuilds in its B or I
@@ -151,12 +150,18 @@ struct MessageMemory {
 // then clipping and the optimizer step, on each rank. 0 = none.
 // Each may carry a spread (KIND_p10_ms / KIND_p90_ms), drawn from by
 // `simulate --samples`.
+// Before them, with tied embeddings (a model whose LM head is its
+// embedding), the two ranks that hold a pipeline's first and last stage
+// exchange that weight's gradient: `tied_exchange` on both, once each is
+// done (nothing where one rank holds both).
 struct StepCosts {
   TimeNs loss_allreduce = 0;
   TimeNs norm_allreduce = 0;
   TimeNs clip = 0;
   TimeNs optimizer = 0;
-  std::optional<Spread> loss_allreduce_spread, norm_allreduce_spread, clip_spread, optimizer_spread;
+  TimeNs tied_exchange = 0;
+  std::optional<Spread> loss_allreduce_spread, norm_allreduce_spread, clip_spread, optimizer_spread,
+      tied_exchange_spread;
 };
 
 // The `meta` of a cost file written by `pplab profile` (meta.source ==

@@ -143,10 +143,12 @@ std::vector<std::tuple<std::string, TimeNs*, std::optional<Spread>*>> StepFields
   return {{"optimizer", &step.optimizer, &step.optimizer_spread},
           {"clip", &step.clip, &step.clip_spread},
           {"loss_allreduce", &step.loss_allreduce, &step.loss_allreduce_spread},
-          {"norm_allreduce", &step.norm_allreduce, &step.norm_allreduce_spread}};
+          {"norm_allreduce", &step.norm_allreduce, &step.norm_allreduce_spread},
+          {"tied_exchange", &step.tied_exchange, &step.tied_exchange_spread}};
 }
 
-// "step": {"optimizer_ms": .., "clip_ms": .., "loss_allreduce_ms": .., "norm_allreduce_ms": ..}, each with
+// "step": {"optimizer_ms": .., "clip_ms": .., "loss_allreduce_ms": .., "norm_allreduce_ms": ..,
+// "tied_exchange_ms": ..}, each with
 // optional KIND_p10_ms / KIND_p90_ms.
 StepCosts ReadStepCosts(const json& obj, const std::string& at) {
   std::vector<std::string> known;
@@ -466,6 +468,8 @@ std::string CostModel::ToJson() const {
   json step_json = json::object();
   bool any_step = false;
   for (const auto& [kind, time, spread] : StepFields(step)) {
+    // (Files of models without tied embeddings stay as they were.)
+    if (kind == "tied_exchange" && *time == 0 && !*spread) continue;
     step_json[kind + "_ms"] = NsToMs(*time);
     any_step = any_step || *time != 0 || *spread;
     if (!*spread) continue;

@@ -480,8 +480,9 @@ class Engine {
         if (split) i_end_[Key(st, m)] = e.end;
         if (!split) ++grads_done_[st];
         --inflight_[r];
-        Sample(r, e.end, {{&MemoryParts::activations, -ActivationOf(r, st, m, sc)},
-                          {&MemoryParts::weight_grads, split ? sc.weight_grad_bytes : 0}});
+        Sample(r, e.end,
+               {{&MemoryParts::activations, -ActivationOf(r, st, m, sc)},
+                {&MemoryParts::weight_grads, split ? sc.weight_grad_bytes : 0}});
         break;
       }
       default:  // W
@@ -534,7 +535,8 @@ class Engine {
   // all-reduces each rank goes on at once. Returns the step's end.
   // Sampling draws, for each cost with a spread, in this order: the loss
   // and the norm all-reduce once (a collective ends together on every
-  // rank), then clip and optimizer once per rank, rank by rank.
+  // rank), a tied embedding's exchange once per pipeline, then clip and
+  // optimizer once per rank, rank by rank.
   TimeNs AddStepWork(std::vector<StepEvent>& out) {
     const StepCosts& step = costs_.Step();
     auto draw = [&](TimeNs median, const std::optional<Spread>& spread) {
@@ -546,6 +548,18 @@ class Engine {
     // A rank is done when its actions and its all-reduces have ended.
     std::vector<TimeNs> done(s_.ranks);
     for (RankId r = 0; r < s_.ranks; ++r) done[r] = std::max(clock_[r], dp_free_[r]);
+    // Tied embeddings: each pipeline's two halves, on two ranks, swap their
+    // gradients once both ranks are done; it ends together on both.
+    if (step.tied_exchange > 0) {
+      for (const auto& [first, last] : s_.PipelineEnds()) {
+        const RankId a = s_.placement[first], b = s_.placement[last];
+        if (a == b) continue;
+        const TimeNs start = std::max(done[a], done[b]);
+        const TimeNs end = start + draw(step.tied_exchange, step.tied_exchange_spread);
+        for (const RankId r : {a, b}) out.push_back({r, "tied_exchange", start, end});
+        done[a] = done[b] = end;
+      }
+    }
     const TimeNs all_done = *std::max_element(done.begin(), done.end());
     TimeNs end = all_done;
     for (RankId r = 0; r < s_.ranks; ++r) {
@@ -677,11 +691,11 @@ class Engine {
   std::vector<TimelineEvent> events_;
   std::vector<long> pred_;
   std::vector<size_t> pc_;
-  std::vector<TimeNs> clock_;        // per rank: when its compute resource is free
-  std::vector<TimeNs> comm_free_;    // per rank: when its communication resource is free
-  std::vector<TimeNs> dp_free_;      // per rank: when its last data-parallel all-reduce (REDUCE_GRAD) ends
-  std::vector<int> device_;          // per rank: its device, dense ids
-  std::vector<bool> shared_;         // per rank: whether its device has fewer slots than ranks
+  std::vector<TimeNs> clock_;                   // per rank: when its compute resource is free
+  std::vector<TimeNs> comm_free_;               // per rank: when its communication resource is free
+  std::vector<TimeNs> dp_free_;                 // per rank: when its last data-parallel all-reduce (REDUCE_GRAD) ends
+  std::vector<int> device_;                     // per rank: its device, dense ids
+  std::vector<bool> shared_;                    // per rank: whether its device has fewer slots than ranks
   std::vector<std::vector<TimeNs>> slot_free_;  // per shared device and slot: end of its latest compute action
   std::vector<std::vector<long>> slot_last_;    // per shared device and slot: its latest compute event
   std::vector<TimeNs> grant_;                   // per rank: the start GrantDevice gave it, or kUnknown

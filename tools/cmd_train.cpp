@@ -106,6 +106,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   const StepFlops flops = FlopsOf(o, config, partition, schedule, device, PrecisionName(worker.precision));
   TrainerOptions options = TrainerOptionsOf(o, worker);
   options.recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
+  if (config.tie_word_embeddings) options.tied_parameters = {kEmbeddingWeight, kLmHeadWeight};
   const nlohmann::json must_match = MustMatch(o, config, text != nullptr ? &text->prepared : nullptr);
   options.manifest_json = RunManifest(o, must_match, schedule, config, partition, worker.precision).dump();
   // The data position: samples consumed. It is step x batch size from the
@@ -398,9 +399,10 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       ->excludes(synthetic);
   sub->add_option("--vocab-size", o->vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")
       ->check(CLI::Range(8, 1 << 20));
-  CLI::Option* no_flat = sub->add_flag("--no-flat-params", o->no_flat_params,
-                "keep each parameter and gradient apart instead of in one flat buffer per stage (the step's "
-                "zeroing, norm, clipping, data-parallel sum and AdamW then go parameter by parameter)");
+  CLI::Option* no_flat =
+      sub->add_flag("--no-flat-params", o->no_flat_params,
+                    "keep each parameter and gradient apart instead of in one flat buffer per stage (the step's "
+                    "zeroing, norm, clipping, data-parallel sum and AdamW then go parameter by parameter)");
   sub->add_flag("--shard-optimizer", o->shard_optimizer,
                 "with --dp D: each replica keeps and updates 1/D of the AdamW moments (ZeRO stage 1), and the "
                 "replicas then put the updated parameters together; same parameters bit for bit")

@@ -87,6 +87,17 @@ StepCosts ShardedStep(const PlanSearchOptions& o, StepCosts step, int64_t rank_p
   return step;
 }
 
+// With tied embeddings, the exchange of that weight's fp32 gradient between
+// the first stage's rank (0) and the last one's (K - 1 in every plan that
+// puts them apart) over their link; the simulator runs it only where a
+// plan does put them apart.
+void AddTiedExchange(const PlanSearchOptions& o, CostModel& m) {
+  if (!o.config.tie_word_embeddings || o.ranks < 2) return;
+  StepCosts step = m.Step();
+  step.tied_exchange = m.TransferTime(0, o.ranks - 1, 4 * EmbeddingParams(o.config));
+  m.SetStep(step);
+}
+
 // Stage costs of one candidate: the fit applied to the formulas, or the
 // profile verbatim when the candidate is the profiled configuration. With
 // `copies` copies of the model (dualpipe), stage s runs part s mod P of the
@@ -122,6 +133,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     }
     m.SetStep(ShardedStep(o, m.Step(), rank_params));
     PlaceOnNodes(o, m);
+    AddTiedExchange(o, m);
     return m;
   }
   const int P = p.NumStages();
@@ -166,6 +178,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   step.clip = Ns(f.clip_ns_per_param * static_cast<double>(rank_params));
   step.optimizer = Ns(f.optimizer_ns_per_param * static_cast<double>(rank_params));
   m.SetStep(ShardedStep(o, step, rank_params));
+  AddTiedExchange(o, m);
   return m;
 }
 

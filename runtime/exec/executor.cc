@@ -110,6 +110,7 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
       }
     }
   }
+  peers.insert(peers.end(), options_.extra_peers.begin(), options_.extra_peers.end());
   transport_.Connect(peers, options_.comm_timeout);
 }
 
@@ -401,8 +402,9 @@ double MedianDeviceLagMs(const StepResult& result) {
   if (lags.empty()) return 0;
   std::sort(lags.begin(), lags.end());
   const size_t mid = lags.size() / 2;
-  const double median = lags.size() % 2 == 1 ? static_cast<double>(lags[mid])
-                                              : (static_cast<double>(lags[mid - 1]) + static_cast<double>(lags[mid])) / 2;
+  const double median = lags.size() % 2 == 1
+                            ? static_cast<double>(lags[mid])
+                            : (static_cast<double>(lags[mid - 1]) + static_cast<double>(lags[mid])) / 2;
   return median / 1e6;
 }
 

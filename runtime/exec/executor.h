@@ -76,6 +76,10 @@ struct ExecutorOptions {
   // function of its inputs and weights (no dropout, no state): the gradients
   // are then those of the run without recomputation, bit for bit.
   std::set<StageId> recompute{};
+  // Ranks this rank exchanges with after each step besides its program's
+  // peers (the other half of tied embeddings: TiedPeers), linked with them
+  // when the executor is made.
+  std::vector<RankId> extra_peers{};
 };
 
 struct StepResult {

@@ -33,14 +33,103 @@ at::Tensor FlatGradients(Stage& stage) {
 // sums must stay exact and bit-identical on both ranks).
 c10::ScalarType SameWidthInteger(c10::ScalarType t) {
   switch (c10::elementSize(t)) {
-    case 2: return c10::ScalarType::Short;
-    case 4: return c10::ScalarType::Int;
-    case 8: return c10::ScalarType::Long;
-    default: throw Error("model copies: gradients of dtype " + std::string(c10::toString(t)) + " cannot be sent");
+    case 2:
+      return c10::ScalarType::Short;
+    case 4:
+      return c10::ScalarType::Int;
+    case 8:
+      return c10::ScalarType::Long;
+    default:
+      throw Error("model copies: gradients of dtype " + std::string(c10::toString(t)) + " cannot be sent");
   }
 }
 
+// Tags of the tied halves' gradients: above every CopyTag (< 2 S M + S^2).
+int64_t TiedTag(const Schedule& schedule, StageId from, StageId to) {
+  const int64_t S = schedule.stages;
+  return 2 * S * schedule.microbatches + S * S + from * S + to;
+}
+
+// The gradient of stage `stage`'s parameter `name` (zeros where no
+// microbatch reached it, set as its gradient).
+at::Tensor GradientOf(Stage& stage, const std::string& name, StageId id) {
+  for (auto& [n, p] : stage.NamedParameters()) {
+    if (n != name) continue;
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    return p.grad();
+  }
+  throw Error("tied embeddings: stage " + std::to_string(id) + " has no parameter " + name);
+}
+
 }  // namespace
+
+std::vector<RankId> TiedPeers(const Schedule& schedule, RankId rank) {
+  std::vector<RankId> peers;
+  for (const auto& [first, last] : schedule.PipelineEnds()) {
+    const RankId a = schedule.placement[first], b = schedule.placement[last];
+    if (a == rank && b != rank) peers.push_back(b);
+    if (b == rank && a != rank) peers.push_back(a);
+  }
+  return peers;
+}
+
+void SumTiedGradients(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,
+                      Transport& transport, std::chrono::milliseconds timeout, const std::string& first_name,
+                      const std::string& last_name) {
+  torch::NoGradGuard no_grad;
+  struct Half {
+    StageId own, other;
+    bool first;       // whether this rank's half is the pipeline's first stage's
+    at::Tensor grad;  // this rank's half's gradient
+  };
+  std::vector<Half> remote;                              // pairs split over two ranks, in pipeline order
+  std::vector<std::pair<at::Tensor, at::Tensor>> local;  // (first's, last's) where both are here
+  for (const auto& [first, last] : schedule.PipelineEnds()) {
+    const bool has_first = stages.count(first) > 0, has_last = stages.count(last) > 0;
+    if (has_first && has_last) {
+      local.emplace_back(GradientOf(*stages.at(first), first_name, first),
+                         GradientOf(*stages.at(last), last_name, last));
+    } else if (has_first) {
+      remote.push_back({first, last, true, GradientOf(*stages.at(first), first_name, first)});
+    } else if (has_last) {
+      remote.push_back({last, first, false, GradientOf(*stages.at(last), last_name, last)});
+    }
+  }
+  // Receives posted and sends issued in pipeline order on both sides, the
+  // order NCCL pairs a channel's messages in.
+  for (const Half& h : remote) {
+    const MessageSpec spec = {{SameWidthInteger(h.grad.scalar_type()), h.grad.sizes().vec()}};
+    transport.PostRecv(schedule.placement[h.other], TiedTag(schedule, h.other, h.own), spec);
+  }
+  for (const Half& h : remote) {
+    transport.Send(schedule.placement[h.other], TiedTag(schedule, h.own, h.other),
+                   {h.grad.view(SameWidthInteger(h.grad.scalar_type()))});
+  }
+  // The sums, written only once every send has left (a send may still read
+  // the gradient it was given).
+  std::vector<at::Tensor> sums;
+  for (const Half& h : remote) {
+    at::Tensor other;
+    try {
+      other = transport.WaitRecv(schedule.placement[h.other], TiedTag(schedule, h.other, h.own), timeout)
+                  .at(0)
+                  .to(h.grad.device())
+                  .view(h.grad.scalar_type());
+    } catch (const Error& e) {
+      throw Error("rank " + std::to_string(rank) + " waiting for the tied embedding's gradient of stage " +
+                  std::to_string(h.other) + " from rank " + std::to_string(schedule.placement[h.other]) + ": " +
+                  e.what());
+    }
+    sums.push_back(h.first ? h.grad + other : other + h.grad);
+  }
+  transport.WaitSends(timeout);
+  for (size_t i = 0; i < remote.size(); ++i) remote[i].grad.copy_(sums[i]);
+  for (auto& [first, last] : local) {
+    const at::Tensor sum = first + last;
+    first.copy_(sum);
+    last.copy_(sum);
+  }
+}
 
 std::string WhyNotOneModel(const Schedule& schedule) {
   if (schedule.NumPipelines() == 1) return "";

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/transport.h"
 #include "runtime/exec/stage.h"
@@ -30,5 +31,21 @@ std::string WhyNotOneModel(const Schedule& schedule);
 // pipeline. Call it on every rank after the step's backward.
 void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,
                       Transport& transport, std::chrono::milliseconds timeout);
+
+// Tied word embeddings: each pipeline's first stage holds `first_name` (the
+// embedding) and its last stage `last_name` (the LM head's copy of it), one
+// weight kept twice. The ranks other than `rank` that hold the other half
+// of a pair this rank holds: the executor links them with its program's
+// peers.
+std::vector<RankId> TiedPeers(const Schedule& schedule, RankId rank);
+
+// Gives both halves of every pipeline's pair the sum of their gradients,
+// added in the same order on both sides (first's + last's), so the halves,
+// equal at the start, stay bit-identical after each update. Halves on
+// other ranks travel over `transport` (their bytes, never cast), with tags
+// above SumCopyGradients'. Call it on every rank after SumCopyGradients.
+void SumTiedGradients(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,
+                      Transport& transport, std::chrono::milliseconds timeout, const std::string& first_name,
+                      const std::string& last_name);
 
 }  // namespace pplab

@@ -159,6 +159,21 @@ void CheckSharedCheckpointDir(const std::string& dir, const std::string& run_id,
   }
 }
 
+// The squared gradient of the tied weight's second copy (`name` on the
+// first pipeline's last stage) where this rank holds it, else 0: the norm
+// counts the weight once.
+at::Tensor TiedCopySquares(const Schedule& schedule,
+                           const std::map<StageId, std::vector<std::pair<std::string, at::Tensor>>>& params_of,
+                           const std::string& name) {
+  for (const auto& [s, params] : params_of) {
+    if (schedule.PipelineOf(s) != 0 || schedule.ModelStage(s) != schedule.ModelStages() - 1) continue;
+    for (const auto& [n, p] : params) {
+      if (n == name) return GradSquares({p.grad()});
+    }
+  }
+  return torch::zeros({}, torch::kFloat64);
+}
+
 }  // namespace
 
 TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
@@ -251,15 +266,18 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   exec_options.clock = options.clock;
   exec_options.recompute = options.recompute;
   exec_options.microbatch_losses = false;  // the step reads its loss once, below
+  const bool tied = !options.tied_parameters.first.empty();
+  if (tied) exec_options.extra_peers = TiedPeers(schedule, rank);
   if (options.dp_group != nullptr) {
     // Every stage of this rank must reach a REDUCE_GRAD, or its replicas
     // would update with unreduced gradients.
     for (StageId s : schedule.StagesOf(rank)) {
       bool found = false;
-      for (const Action& a : schedule.programs[rank]) found = found || (a.kind == ActionKind::kReduceGrad && a.stage == s);
+      for (const Action& a : schedule.programs[rank])
+        found = found || (a.kind == ActionKind::kReduceGrad && a.stage == s);
       if (!found) {
-        throw Error("data parallelism: the plan has no REDUCE_GRAD for stage " + std::to_string(s) +
-                    " on rank " + std::to_string(rank) + " (AddReduceGrad inserts them)");
+        throw Error("data parallelism: the plan has no REDUCE_GRAD for stage " + std::to_string(s) + " on rank " +
+                    std::to_string(rank) + " (AddReduceGrad inserts them)");
       }
     }
     exec_options.on_reduce_grad = [&](StageId s) {
@@ -321,19 +339,27 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
     buckets.clear();
     SumCopyGradients(schedule, rank, stages, transport, options.comm_timeout);
+    if (tied) {
+      SumTiedGradients(schedule, rank, stages, transport, options.comm_timeout, options.tied_parameters.first,
+                       options.tied_parameters.second);
+    }
     // The step's one host read: this rank's loss, compute time and squared
     // gradient norm (the first copy's parameters, so each counts once),
     // summed over the world in one all-reduce. Clipping by that global norm
     // equals single-process clipping (per-stage norms would not).
-    const at::Tensor loss_sum =
-        result.loss_sum.defined() ? result.loss_sum.to(device) : torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
-    at::Tensor sums = torch::stack({loss_sum, torch::full({}, busy, torch::dtype(torch::kFloat64).device(device)),
-                                    GradSquares(gradients(true)).to(device)});
+    const at::Tensor loss_sum = result.loss_sum.defined()
+                                    ? result.loss_sum.to(device)
+                                    : torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
+    at::Tensor squares = GradSquares(gradients(true));
+    if (tied) squares = squares - TiedCopySquares(schedule, params_of, options.tied_parameters.second);
+    at::Tensor sums = torch::stack(
+        {loss_sum, torch::full({}, busy, torch::dtype(torch::kFloat64).device(device)), squares.to(device)});
     if (group != nullptr) {
       sums = sums.to(GroupDevice(*group));
       AllReduceSumInPlace(*group, sums, options.comm_timeout);
     }
-    const at::Tensor host = HostCopy(sums, options.comm_timeout, "rank " + std::to_string(rank) + " at the end of step " + std::to_string(step));
+    const at::Tensor host = HostCopy(sums, options.comm_timeout,
+                                     "rank " + std::to_string(rank) + " at the end of step " + std::to_string(step));
     const double step_loss = host[0].item<double>();
     const double bubble = span > 0 ? 1.0 - host[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
     const double norm = std::sqrt(host[2].item<double>() / (group != nullptr ? options.dp_size : 1));
@@ -383,7 +409,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       // Every replica takes part; the first writes the whole moments.
       if (sharded) GatherMoments(optimizer, *options.dp_group, options.comm_timeout);
       if (writes_shards) WriteShard(tmp, rank, done, identity, optimizer, first_copy_names);
-      if (sharded) optimizer.KeepShares();  // the whole moments, gathered for the save, go
+      if (sharded) optimizer.KeepShares();                          // the whole moments, gathered for the save, go
       if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
       if (world_rank == 0) {
         published.push_back(PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks, identity,

@@ -57,6 +57,11 @@ struct TrainerOptions {
   // each keeps and updates 1 / dp_size of the AdamW moments, and the
   // replicas then put the updated parameters together. Needs flat buffers.
   bool shard_optimizer = false;
+  // Tied weights: (the name on each pipeline's first stage, the name on its
+  // last), e.g. the embedding and the LM head's copy of it; both empty when
+  // none. After each step's backward both get the sum of their gradients
+  // (SumTiedGradients), and the global norm counts the weight once.
+  std::pair<std::string, std::string> tied_parameters;
   // Checkpoints: written every `checkpoint_every` steps and after the last
   // one into `checkpoint_dir` (none when empty). With `resume`, training
   // continues from the latest checkpoint there, if any.

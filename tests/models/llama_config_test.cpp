@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "models/partition.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -88,7 +89,7 @@ TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming th
   refused("use_sliding_window", "true", "'use_sliding_window' is true");
   refused("layer_types", R"(["full_attention", "sliding_attention"])",
           "'layer_types' holds \"sliding_attention\": pplab's layers all use full attention");
-  refused("tie_word_embeddings", "true", "'tie_word_embeddings' is true: pplab's Llama keeps an LM head of its own");
+  refused("tie_word_embeddings", "\"yes\"", "field 'tie_word_embeddings' must be true or false");
   refused("head_dim", "63", "head dimension 63 must be even for rotary encoding");
   refused("sliding_window", "4096", "'sliding_window' is 4096");
   refused("attention_dropout", "0.1", "'attention_dropout' is 0.1: pplab has no dropout");
@@ -99,8 +100,8 @@ TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming th
       LlamaConfigFromJson(R"({"architectures": ["GPT2LMHeadModel"], "hidden_size": 64})", "c.json"),
       Catch::Contains("name no LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM"));
   // pplab's own format stays strict: HF's fields are unknown there.
-  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "tie_word_embeddings": false})", "m.json"),
-                    Catch::Contains("unknown field 'tie_word_embeddings'"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "rope_scaling": null})", "m.json"),
+                    Catch::Contains("unknown field 'rope_scaling'"));
 }
 
 TEST_CASE("Llama's bias options and Qwen2's q, k, v biases: read, counted, written back", "[llama_config]") {
@@ -207,6 +208,27 @@ TEST_CASE("a head_dim set apart from hidden / heads, and Qwen3's norms on q and 
         0);
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 96, "num_attention_heads": 12, "head_dim": 0})", "m.json"),
                     Catch::Contains("m.json: field 'head_dim' must be a positive integer, got 0"));
+}
+
+TEST_CASE("tied word embeddings: read, the weight counted once, written back", "[llama_config]") {
+  // Llama-3.2-1B's shape: its LM head is its embedding. Meta gives
+  // 1.24 B parameters: 16 layers of 60 821 504, one 128256 x 2048
+  // embedding, the final norm.
+  const LlamaConfig c = LlamaConfigFromJson(Llama3With("tie_word_embeddings", "true"), "config.json");
+  CHECK(c.tie_word_embeddings);
+  LlamaConfig small = c;
+  small.hidden_size = 2048;
+  small.intermediate_size = 8192;
+  small.num_hidden_layers = 16;
+  CHECK(DecoderLayerParams(small) == 60821504);
+  CHECK(ModelParams(small) == 1235814400);
+  // The last stage still holds its copy (memory), so the stages add up to
+  // more than the model by one embedding.
+  const Partition p = PartitionUniform(small, 2);
+  CHECK(StageParams(small, p, 0) + StageParams(small, p, 1) == ModelParams(small) + EmbeddingParams(small));
+  const LlamaConfig again = LlamaConfigFromJson(c.ToJson(), "again");
+  CHECK(again.tie_word_embeddings);
+  CHECK(LlamaConfigFromJson(kLlama3_8B, "c.json").ToJson().find("tie_word_embeddings") == std::string::npos);
 }
 
 }  // namespace

@@ -1,16 +1,16 @@
 #include "sim/simulator.h"
-#include "sim/zb_auto.h"
 
 #include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
 #include <map>
 #include <set>
-#include <catch2/catch.hpp>
 
 #include "schedules/error.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 #include "sim/analytic.h"
+#include "sim/zb_auto.h"
 #include "tests/generator_rules.h"
 
 namespace pplab {
@@ -268,8 +268,7 @@ TEST_CASE("comm resource: sends that take no longer than compute hide behind it"
   CHECK(r.makespan == 14000);
 }
 
-TEST_CASE("comm resource: a rank's messages leave one at a time, so slow links delay the next stage",
-          "[sim][comm]") {
+TEST_CASE("comm resource: a rank's messages leave one at a time, so slow links delay the next stage", "[sim][comm]") {
   // GPipe K=2 M=3, F=1, B=2, each message 3. Rank 0's forwards end at 1, 2
   // and 3 but its messages queue: [1,4), [4,7), [7,10). Rank 1 computes F at
   // 4, 7, 10, B at [11,13), [13,15), [15,17) and sends its gradients
@@ -327,8 +326,7 @@ TEST_CASE("shared device: two ranks on one device run one compute action at a ti
   CHECK_THROWS_WITH(Simulate(Lower(GenerateGPipe(2, 2)), costs), Catch::Contains("'devices' names 3 ranks"));
 }
 
-TEST_CASE("shared device: every schedule still finishes, never faster than its device's total work",
-          "[sim][devices]") {
+TEST_CASE("shared device: every schedule still finishes, never faster than its device's total work", "[sim][devices]") {
   for (const GeneratorInfo& g : Generators()) {
     for (int K : {2, 4}) {
       const int M = 8, v = g.default_virtual;
@@ -400,6 +398,46 @@ TEST_CASE("per-step costs: clip and optimizer follow each rank's last action, al
   CHECK(r.critical_step == 1050);
   CHECK(r.timeline.Makespan() == r.makespan);
   CHECK(r.bubble_fraction == Approx(1.0 - 12000.0 / (2 * 10050.0)));
+}
+
+TEST_CASE("tied embeddings: the halves' ranks swap gradients once both are done, before the all-reduces",
+          "[sim][step]") {
+  // GPipe K=2 M=2, F=1, B=2, free comms: rank 0 ends at 9, rank 1 at 7.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  StepCosts step;
+  step.tied_exchange = 300;
+  step.optimizer = 500;
+  costs.SetStep(step);
+  SimResult r = Simulate(Lower(GenerateGPipe(2, 2)), costs);
+  // Stage 0 on rank 0, stage 1 on rank 1: both swap from 9 to 9.3, then step.
+  CHECK(r.makespan == 9000 + 300 + 500);
+  REQUIRE(r.timeline.step_events.size() == 4);
+  for (const StepEvent& e : r.timeline.step_events) {
+    if (e.name == "tied_exchange") CHECK((e.start == 9000 && e.end == 9300));
+    if (e.name == "optimizer") CHECK((e.start == 9300 && e.end == 9800));
+  }
+  CHECK(r.critical_compute + r.critical_comm + r.critical_step == r.makespan);
+  // zb-v puts stage 0 and stage 3 on rank 0: nothing to swap.
+  const Schedule v = Lower(Generate("zb-v", {2, 2, 2}));
+  CostModel four = CostModel::Uniform(4, c, Link{});
+  const TimeNs alone = Simulate(v, four).makespan;
+  four.SetStep(step);
+  r = Simulate(v, four);
+  CHECK(r.makespan == alone + 500);
+  for (const StepEvent& e : r.timeline.step_events) CHECK(e.name != "tied_exchange");
+  // DualPipe K=2: two pipelines, two pairs between ranks 0 and 1, one after the other.
+  const Schedule dual = Lower(Generate("dualpipe", {2, 4, 0}));
+  four.SetStep(StepCosts{});
+  const SimResult base = Simulate(dual, four);
+  four.SetStep(step);
+  r = Simulate(dual, four);
+  CHECK(r.makespan == base.makespan + 2 * 300 + 500);
+  // The cost file carries it, and leaves it out when 0.
+  CHECK(CostModel::FromJson(costs.ToJson(), "t").Step().tied_exchange == 300);
+  CHECK(CostModel::Uniform(2, c, Link{}).ToJson().find("tied_exchange") == std::string::npos);
 }
 
 }  // namespace pplab
@@ -590,8 +628,8 @@ TEST_CASE("message_memory and forward_send_bytes round-trip through the cost fil
   c.backward = 2;
   c.forward_send_bytes = 0;
   CostModel m = CostModel::Uniform(2, c, {});
-  m.SetMessages(MessageMemory{MessageMemory::SentFreed::kNextSendAfterDelivery,
-                              MessageMemory::ReceivePosted::kOneActionAhead});
+  m.SetMessages(
+      MessageMemory{MessageMemory::SentFreed::kNextSendAfterDelivery, MessageMemory::ReceivePosted::kOneActionAhead});
   const CostModel back = CostModel::FromJson(m.ToJson(), "t");
   REQUIRE(back.Messages());
   CHECK(back.Messages()->sent_freed == MessageMemory::SentFreed::kNextSendAfterDelivery);
@@ -605,9 +643,9 @@ TEST_CASE("message_memory and forward_send_bytes round-trip through the cost fil
                     "got \"never\"");
   CHECK_THROWS_WITH(CostModel::FromJson(base + R"({"sent_freed": "step_end"}})", "c.json"),
                     "c.json: message_memory.receive_posted must be \"at_use\" or \"one_action_ahead\"");
-  CHECK_THROWS_WITH(CostModel::FromJson(base + R"({"sent_freed": "step_end", "receive_posted": "at_use", "x": 1}})",
-                                        "c.json"),
-                    "c.json: message_memory: unknown field 'x'");
+  CHECK_THROWS_WITH(
+      CostModel::FromJson(base + R"({"sent_freed": "step_end", "receive_posted": "at_use", "x": 1}})", "c.json"),
+      "c.json: message_memory: unknown field 'x'");
 }
 
 TEST_CASE("F and B count their own workspace where the stage gives each", "[sim]") {

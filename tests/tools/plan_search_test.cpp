@@ -107,6 +107,22 @@ TEST_CASE("plan: picks the fastest plan, whose step time is the hand formula", "
   CHECK(best.tokens_per_second == Approx(8.0 * kSeqLen / (best.step_time * 1e-9)));
 }
 
+TEST_CASE("plan: a model with tied embeddings pays the swap of that weight's gradient between rank 0 and K-1",
+          "[plan]") {
+  LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.link = Link{1000, 10.0};  // 1 us, 10 GB/s
+  const PlanCandidate untied = OneFOneB8(SearchPlans(o));
+  c.tie_word_embeddings = true;
+  o.config = c;
+  const PlanCandidate tied = OneFOneB8(SearchPlans(o));
+  // Same stages (the last still holds its copy), one exchange of the
+  // vocab x hidden fp32 gradient after the pipeline's last action.
+  const Bytes bytes = 4 * EmbeddingParams(c);
+  CHECK(tied.peak_memory == untied.peak_memory);
+  CHECK(tied.step_time == untied.step_time + 1000 + std::llround(bytes / 10.0));
+}
+
 TEST_CASE("plan: every candidate kept fits the memory limit, too small a limit is refused", "[plan]") {
   const LlamaConfig c = BalancedModel();
   const PlanSearchResult all = SearchPlans(Options(c, Bytes{1} << 40));

@@ -66,6 +66,12 @@ std::pair<double, Grads> Reference(const LlamaConfig& c, const Batch& batch, uin
   loss.backward();
   Grads grads;
   for (auto& [name, p] : stage->NamedParameters()) grads[name] = p.grad().clone();
+  if (c.tie_word_embeddings) {
+    // One weight used twice: its gradient is the sum of both uses'.
+    const at::Tensor sum = grads.at(kEmbeddingWeight) + grads.at(kLmHeadWeight);
+    grads[kEmbeddingWeight] = sum;
+    grads[kLmHeadWeight] = sum;
+  }
   return {loss.item<double>(), grads};
 }
 
@@ -102,9 +108,14 @@ PipelineRun RunPipeline(const LlamaConfig& c, const Schedule& schedule, const Pa
         FakeTransport transport(r, network);
         ExecutorOptions mine_options = options;
         mine_options.comm_timeout = std::chrono::milliseconds(20000);
+        if (c.tie_word_embeddings) mine_options.extra_peers = TiedPeers(schedule, r);
         Executor executor(schedule, r, mine, transport, CrossEntropy(), mine_options);
         results[r] = executor.RunStep(microbatches, 1.0 / static_cast<double>(batch.valid_tokens), origin);
         SumCopyGradients(schedule, r, mine, transport, std::chrono::milliseconds(20000));
+        if (c.tie_word_embeddings) {
+          SumTiedGradients(schedule, r, mine, transport, std::chrono::milliseconds(20000), kEmbeddingWeight,
+                           kLmHeadWeight);
+        }
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }
@@ -127,6 +138,8 @@ PipelineRun RunPipeline(const LlamaConfig& c, const Schedule& schedule, const Pa
       if (!first) CHECK(torch::equal(it->second, p.grad()));
     }
   }
+  // And so do the two halves of tied embeddings.
+  if (c.tie_word_embeddings) CHECK(torch::equal(run.grads.at(kEmbeddingWeight), run.grads.at(kLmHeadWeight)));
   return run;
 }
 
@@ -465,6 +478,18 @@ TEST_CASE("K=4 plans, uneven partitions and M not a multiple of K match too", "[
   qwen3.head_dim = 12;
   qwen3.qk_norm = true;
   SECTION("zb-h1 K=2 M=4 with head_dim 12 and norms on q and k") { CheckParity("zb-h1", qwen3, 2, 4, 1, "uniform", 8); }
+}
+
+TEST_CASE("tied embeddings: both halves hold the one weight's gradient, on one rank, two, and in both pipelines",
+          "[executor]") {
+  at::set_num_threads(1);
+  LlamaConfig c = Tiny(4);
+  c.tie_word_embeddings = true;
+  SECTION("one stage") { CheckParity("1f1b", c, 1, 2, 1, "uniform", 8); }
+  SECTION("1f1b K=2: the halves on two ranks") { CheckParity("1f1b", c, 2, 4, 1, "uniform", 8); }
+  SECTION("zb-v K=2: both halves on rank 0") { CheckParity("zb-v", c, 2, 4, 2, "uniform", 8); }
+  SECTION("interleaved-1f1b K=2 v=2") { CheckParity("interleaved-1f1b", c, 2, 4, 2, "uniform", 8); }
+  SECTION("dualpipe K=2: two pipelines, two pairs") { CheckParity("dualpipe", c, 2, 4, 0, "uniform", 8); }
 }
 
 TEST_CASE("a rank whose peer never sends times out naming the action", "[executor]") {

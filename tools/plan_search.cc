@@ -14,34 +14,12 @@
 namespace pplab::cli {
 namespace {
 
-constexpr ActionKind kFitKinds[4] = {ActionKind::kForward, ActionKind::kBackward, ActionKind::kBackwardInput,
-                                     ActionKind::kBackwardWeight};
-
-// Per decoder layer and microbatch of T = mb * seq_len tokens: the matmuls
-// do 2 FLOPs per parameter per token, and attention's QK^T and AV each
-// 2 * seq_len^2 * hidden per sequence (the full square; no causal saving).
-double LayerFlops(const LlamaConfig& c, int mb, int seq_len) {
-  const double T = static_cast<double>(mb) * seq_len;
-  return 2.0 * T * static_cast<double>(DecoderLayerParams(c)) +
-         4.0 * mb * static_cast<double>(seq_len) * seq_len * static_cast<double>(c.QDim());
-}
-
 std::vector<int> Divisors(int n) {
   std::vector<int> out;
   for (int d = 1; d <= n; ++d) {
     if (n % d == 0) out.push_back(d);
   }
   return out;
-}
-
-// Least-squares slope through the origin of y against x.
-double Slope(const std::vector<double>& x, const std::vector<double>& y) {
-  double xy = 0, xx = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    xy += x[i] * y[i];
-    xx += x[i] * x[i];
-  }
-  return xx > 0 ? xy / xx : 0;
 }
 
 TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x))); }
@@ -197,16 +175,6 @@ CostModel Recomputed(const CostModel& costs, bool recompute) {
   return WithRecompute(costs, all);
 }
 
-// Parameters per rank, stage s holding model part s mod P.
-std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, const std::vector<RankId>& placement,
-                                int ranks) {
-  std::vector<int64_t> params(ranks, 0);
-  for (size_t s = 0; s < placement.size(); ++s) {
-    params[placement[s]] += StageParams(config, p, static_cast<int>(s) % p.NumStages());
-  }
-  return params;
-}
-
 }  // namespace
 
 void RankCandidates(std::vector<PlanCandidate>& candidates) {
@@ -238,146 +206,6 @@ void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& rank
     ranked[i].tie = StepTimesTie(*ranked[0].samples, *ranked[i].samples);
     ranked[0].tie = ranked[0].tie || ranked[i].tie;
   }
-}
-
-double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
-  double flops = (p.End(stage) - p.Begin(stage)) * LayerFlops(c, mb, seq_len);  // the embedding is a lookup: ~0
-  if (stage == p.NumStages() - 1) flops += 2.0 * c.vocab_size * c.hidden_size * static_cast<double>(mb) * seq_len;
-  return flops;
-}
-
-double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision) {
-  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size;
-  const double q = static_cast<double>(c.QDim()), kv = static_cast<double>(c.KvDim());
-  const double e = ActivationElementBytes(precision);
-  // Values kept per token for the backward of one layer, e bytes each (4 in
-  // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
-  // (q + 2kv; with norms on q and k, their inputs too: q + kv more), the
-  // attention output (q), the MLP's gate, up, activation and product (4f),
-  // and the softmax probabilities (heads x seq_len). Weights,
-  // gradients and AdamW state are not here: they are fp32 in either
-  // precision (16 B per parameter, counted by the caller). In bf16 the
-  // residual stream, the norms and the softmax stay fp32, so the measured
-  // bytes lie above this estimate; a profile's fit (FitProfile) carries the
-  // real ratio.
-  const double qk_norms = c.qk_norm ? q + kv : 0;
-  const double layer =
-      e * T * (4 * h + 2 * q + 2 * kv + qk_norms + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
-  double bytes = (p.End(stage) - p.Begin(stage)) * layer;
-  // The head: final norm input and output, logits and their softmax.
-  if (stage == p.NumStages() - 1) bytes += e * T * (2 * h + 2.0 * c.vocab_size);
-  return bytes;
-}
-
-double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision) {
-  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size;
-  const double q = static_cast<double>(c.QDim()), kv = static_cast<double>(c.KvDim());
-  const double e = ActivationElementBytes(precision);
-  // W needs every matmul's input (q/k/v: h, o: q, gate/up: h, down: f) and
-  // output gradient (q + 2kv, h, 2f, h), e bytes each.
-  const double layer = e * T * (4 * h + 2 * q + 2 * kv + 3 * f);
-  double bytes = (p.End(stage) - p.Begin(stage)) * layer;
-  if (stage == p.NumStages() - 1) bytes += e * T * (h + c.vocab_size);
-  return bytes;
-}
-
-double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len) {
-  if (stage == 0) return 0;
-  return static_cast<double>(mb) * seq_len * (4.0 * c.hidden_size + 8.0);
-}
-
-double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision) {
-  // One (mb, seq_len, hidden) activation or gradient as it travels: fp32, or
-  // bf16 in a bf16 run (cast on send, back to fp32 on receipt).
-  return ActivationElementBytes(precision) * static_cast<double>(mb) * seq_len * c.hidden_size;
-}
-
-CostFit AnalyticFit(double flops_per_second) {
-  if (!(flops_per_second > 0) || !std::isfinite(flops_per_second)) {
-    throw Error("--flops-per-second must be a positive number");
-  }
-  CostFit f;
-  const double ns = 1e9 / flops_per_second;
-  f.ns_per_flop[0] = ns;
-  f.ns_per_flop[1] = 2 * ns;
-  f.ns_per_flop[2] = ns;
-  f.ns_per_flop[3] = ns;
-  return f;
-}
-
-CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
-  const std::optional<ProfileMeta> meta = profiled.Profile();
-  if (!meta) throw Error(profiled.Origin() + ": not a profile (meta.source is not \"pplab profile\")");
-  const Partition p = MakePartition(config, profiled.NumStages(), meta->partition);
-  std::vector<double> flops, act, wgrad, msg;
-  std::vector<double> time[4], act_y, wgrad_y, msg_y;
-  for (int s = 0; s < profiled.NumStages(); ++s) {
-    flops.push_back(StageForwardFlops(config, p, s, meta->microbatch_size, meta->seq_len));
-    act.push_back(StageActivationBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
-    wgrad.push_back(StageWeightGradBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
-    msg.push_back(MessageBytes(config, meta->microbatch_size, meta->seq_len, meta->precision));
-    for (int k = 0; k < 4; ++k) {
-      time[k].push_back(static_cast<double>(profiled.ComputeTime({kFitKinds[k], s, 0})));
-    }
-    const StageCost& c = profiled.Stage(s);
-    act_y.push_back(static_cast<double>(c.activation_bytes));
-    wgrad_y.push_back(static_cast<double>(c.weight_grad_bytes));
-    msg_y.push_back(static_cast<double>(c.message_bytes));
-  }
-  CostFit f;
-  for (int k = 0; k < 4; ++k) f.ns_per_flop[k] = Slope(flops, time[k]);
-  // Relative spreads, weighted by the medians (long stages count more).
-  for (int k = 0; k < 4; ++k) {
-    double median = 0, low = 0, high = 0;
-    for (int s = 0; s < profiled.NumStages(); ++s) {
-      const Action a{kFitKinds[k], s, 0};
-      const Spread* sp = profiled.SpreadOf(a);
-      if (sp == nullptr) continue;
-      const TimeNs t = profiled.ComputeTime(a);
-      f.has_spread[k] = true;
-      median += static_cast<double>(t);
-      low += static_cast<double>(std::max<TimeNs>(0, t - sp->p10));
-      high += static_cast<double>(std::max<TimeNs>(0, sp->p90 - t));
-    }
-    if (median > 0) {
-      f.spread_low[k] = std::min(1.0, low / median);
-      f.spread_high[k] = high / median;
-    }
-  }
-  // The step's work: the slowest rank's optimizer and clip (the profile
-  // keeps those) over the parameters of the largest rank.
-  std::vector<RankId> placement(profiled.NumStages());
-  for (int s = 0; s < profiled.NumStages(); ++s) placement[s] = s % std::max(1, meta->ranks);
-  const std::vector<int64_t> params = RankParams(config, p, placement, std::max(1, meta->ranks));
-  const double largest = static_cast<double>(*std::max_element(params.begin(), params.end()));
-  const StepCosts& step = profiled.Step();
-  if (largest > 0) {
-    f.optimizer_ns_per_param = static_cast<double>(step.optimizer) / largest;
-    f.clip_ns_per_param = static_cast<double>(step.clip) / largest;
-  }
-  f.loss_allreduce = step.loss_allreduce;
-  f.norm_allreduce = step.norm_allreduce;
-  f.activation_scale = Slope(act, act_y);
-  f.weight_grad_scale = Slope(wgrad, wgrad_y);
-  f.message_scale = Slope(msg, msg_y);
-  f.messages = profiled.Messages();
-  double sent = 0, held = 0;
-  for (int s = 0; s < profiled.NumStages(); ++s) {
-    const StageCost& c = profiled.Stage(s);
-    if (!c.forward_send_bytes) continue;
-    sent += static_cast<double>(c.message_bytes);
-    held += static_cast<double>(*c.forward_send_bytes);
-  }
-  if (sent > 0) f.forward_send_share = held / sent;
-  double cast = 0, stage_params = 0;
-  for (int s = 0; s < profiled.NumStages(); ++s) {
-    cast += static_cast<double>(profiled.Stage(s).cast_weight_bytes);
-    stage_params += static_cast<double>(StageLinearParams(config, p, s));
-  }
-  if (stage_params > 0) f.cast_bytes_per_param = cast / stage_params;
-  return f;
 }
 
 PlanSearchResult SearchPlans(const PlanSearchOptions& o) {

@@ -14,58 +14,9 @@
 #include "sim/cost_model.h"
 #include "sim/simulator.h"
 #include "sim/step_samples.h"
+#include "tools/plan_costs.h"
 
 namespace pplab::cli {
-
-// Per-microbatch estimates of one stage from the model's shapes, for `mb`
-// sequences of `seq_len` tokens (see docs/planning.md). Bytes count
-// ActivationElementBytes(precision) per activation value: 4 in fp32, 2 in bf16.
-double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
-double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision);
-double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision);
-double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision);
-// What a stage after the first holds of its inputs when it is recomputed:
-// the fp32 hidden state (a bf16 message is cast back on receipt) and the
-// int64 attention mask beside it. 0 for the first stage (the batch's tokens).
-double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len);
-
-// How FLOPs and shape-derived bytes turn into a cost model: ns per forward
-// FLOP of each of F, B, I, W, and scale factors for the byte estimates.
-struct CostFit {
-  double ns_per_flop[4] = {0, 0, 0, 0};  // F, B, I, W
-  double activation_scale = 1, weight_grad_scale = 1, message_scale = 1;
-  // The profile's spread of F, B, I and W relative to the median: a
-  // candidate's stage of time t gets p10 = t (1 - spread_low), p90 = t (1 +
-  // spread_high). has_spread[k]: the profile gave kind k a spread.
-  bool has_spread[4] = {false, false, false, false};
-  double spread_low[4] = {0, 0, 0, 0}, spread_high[4] = {0, 0, 0, 0};
-  bool AnySpread() const { return has_spread[0] || has_spread[1] || has_spread[2] || has_spread[3]; }
-  // The step's work after the actions (a profile's; 0 without one): the
-  // optimizer and clipping scale with the parameters of the rank that holds
-  // most, the loss and norm all-reduces are taken as measured.
-  double optimizer_ns_per_param = 0, clip_ns_per_param = 0;
-  TimeNs loss_allreduce = 0, norm_allreduce = 0;
-  // How the profile's transport held message buffers (none: analytic), and
-  // what a forward send holds as a share of its message (1: a copy; 0: the
-  // outputs themselves), over the stages whose send the profile measured.
-  std::optional<MessageMemory> messages;
-  double forward_send_share = 1;
-  // Bytes of kept weight casts per Linear weight parameter of a stage
-  // (StageLinearParams; bf16 on a GPU: 2); 0 without a profile.
-  double cast_bytes_per_param = 0;
-};
-// Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
-CostFit AnalyticFit(double flops_per_second);
-// Least squares (through the origin, over the profile's stages) of each
-// measured time and byte count against the same formulas, in the profile's
-// precision, and each kind's relative spread: sum over stages of
-// (median - p10) / sum of medians (and likewise p90), and the step's work:
-// its optimizer and clip times over the parameters of the profile's largest
-// rank (stage s on rank s mod K), its all-reduces as they are. `profiled`
-// must carry a profile meta; `config` is the meta's config.
-CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 
 struct PlanSearchOptions {
   LlamaConfig config;

@@ -31,6 +31,17 @@ double Slope(const std::vector<double>& x, const std::vector<double>& y) {
   return xx > 0 ? xy / xx : 0;
 }
 
+// What the byte formulas multiply: tokens T of the microbatch, the widths
+// (hidden h, intermediate f, q, kv) and e bytes a value.
+struct LayerWidths {
+  double T, h, f, q, kv, e;
+};
+LayerWidths Widths(const LlamaConfig& c, int mb, int seq_len, Precision precision) {
+  return {static_cast<double>(mb) * seq_len,        static_cast<double>(c.hidden_size),
+          static_cast<double>(c.intermediate_size), static_cast<double>(c.QDim()),
+          static_cast<double>(c.KvDim()),           static_cast<double>(ActivationElementBytes(precision))};
+}
+
 }  // namespace
 
 double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
@@ -41,9 +52,7 @@ double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, in
 
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision) {
-  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size;
-  const double q = static_cast<double>(c.QDim()), kv = static_cast<double>(c.KvDim());
-  const double e = ActivationElementBytes(precision);
+  const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
   // Values kept per token for the backward of one layer, e bytes each (4 in
   // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
   // (q + 2kv; with norms on q and k, their inputs too: q + kv more), the
@@ -65,9 +74,7 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
 
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision) {
-  const double T = static_cast<double>(mb) * seq_len, h = c.hidden_size, f = c.intermediate_size;
-  const double q = static_cast<double>(c.QDim()), kv = static_cast<double>(c.KvDim());
-  const double e = ActivationElementBytes(precision);
+  const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
   // W needs every matmul's input (q/k/v: h, o: q, gate/up: h, down: f) and
   // output gradient (q + 2kv, h, 2f, h), e bytes each.
   const double layer = e * T * (4 * h + 2 * q + 2 * kv + 3 * f);

@@ -20,11 +20,11 @@ namespace pplab {
 namespace {
 
 const std::string kCommon =
-    " --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 --warmup-steps 0 --clip-norm 0 "
+    " --synthetic --out '' -q --batch-size 8 --seq-len 32 --warmup-steps 0 --clip-norm 0 "
     "--eval-every 0 --device cuda --comm-timeout 30 --json";
 
-nlohmann::json TrainJson(const std::string& args) {
-  const PplabRun r = Pplab("train" + kCommon + " " + args);
+nlohmann::json TrainJson(const std::string& args, const std::string& model = "tiny") {
+  const PplabRun r = Pplab("train --model " + model + kCommon + " " + args);
   INFO(args << "\n" << r.out);
   REQUIRE(r.code == 0);
   // The --json summary is one line; the output holds stderr too, where a
@@ -53,9 +53,9 @@ std::pair<int, double> CompareGrads(const std::string& ref, const std::string& d
   return {compared, worst};
 }
 
-void DumpGrads(const std::string& plan, const std::string& dir) {
+void DumpGrads(const std::string& plan, const std::string& dir, const std::string& model = "tiny") {
   REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
-  TrainJson(plan + " --steps 1 --seed 3 --dump-grads " + dir);
+  TrainJson(plan + " --steps 1 --seed 3 --dump-grads " + dir, model);
 }
 
 }  // namespace
@@ -63,13 +63,31 @@ void DumpGrads(const std::string& plan, const std::string& dir) {
 TEST_CASE("gpu: every schedule's gradients over NCCL equal the single-process CUDA run", "[gpu]") {
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   DumpGrads("-k 1 -m 1", tmp + "/gpu_grads_ref");
-  for (const char* plan : {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2",
-                           "-s looped-bfs -k 2 -m 4 -v 2", "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4",
-                           "-s zb-v -k 2 -m 4", "-s interleaved-zb -k 2 -m 4 -v 2"}) {
+  for (const char* plan :
+       {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2", "-s looped-bfs -k 2 -m 4 -v 2",
+        "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4", "-s zb-v -k 2 -m 4", "-s interleaved-zb -k 2 -m 4 -v 2"}) {
     const std::string dir = tmp + "/gpu_grads_pp";
     DumpGrads(plan, dir);
     const auto [compared, worst] = CompareGrads(tmp + "/gpu_grads_ref", dir);
     std::printf("gpu gradient parity %-36s %d tensors, max relative error %.2e\n", plan, compared, worst);
+    INFO(plan);
+    CHECK(compared == 39);
+    CHECK(worst <= 1e-4);
+  }
+}
+
+TEST_CASE("gpu: tied embeddings over NCCL: both halves get one process's gradient", "[gpu]") {
+  // The tiny preset with its LM head tied to the embedding: the halves on
+  // ranks 0 and 1 (1f1b), on rank 0 alone (zb-v), in two pipelines (dualpipe).
+  const std::string tmp = PPLAB_TEST_TMP_DIR, model = tmp + "/gpu_tied.json";
+  WriteTextFile(model, R"({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+      "tie_word_embeddings": true})");
+  DumpGrads("-k 1 -m 1", tmp + "/gpu_tied_ref", model);
+  for (const char* plan : {"-s 1f1b -k 2 -m 4", "-s zb-v -k 2 -m 4", "-s dualpipe -k 2 -m 4"}) {
+    DumpGrads(plan, tmp + "/gpu_tied", model);
+    const auto [compared, worst] = CompareGrads(tmp + "/gpu_tied_ref", tmp + "/gpu_tied");
+    std::printf("gpu tied-embedding parity %-24s %d tensors, max relative error %.2e\n", plan, compared, worst);
     INFO(plan);
     CHECK(compared == 39);
     CHECK(worst <= 1e-4);
@@ -123,8 +141,8 @@ TEST_CASE("gpu: the measured trace is GPU time: its makespan matches CUDA events
   const std::string trace = std::string(PPLAB_TEST_TMP_DIR) + "/gpu_trace.json";
   // The default preset at 16x128 keeps the GPU busy enough that launch time
   // and GPU time differ.
-  const nlohmann::json j = TrainJson("--model default --batch-size 16 --seq-len 128 -k 1 -m 4 --steps 5 --trace " +
-                                     trace);
+  const nlohmann::json j =
+      TrainJson("--model default --batch-size 16 --seq-len 128 -k 1 -m 4 --steps 5 --trace " + trace);
   CHECK(j["clock"] == "cuda-events");
   const Timeline t = TimelineFromChromeTrace(ReadTextFile(trace), trace);
   CHECK(t.events.size() == 8);  // the plan's actions (1f1b, K=1, M=4: 4 F and 4 B), nothing else

@@ -79,7 +79,6 @@ void SumTiedGradients(const Schedule& schedule, RankId rank, const std::map<Stag
   torch::NoGradGuard no_grad;
   struct Half {
     StageId own, other;
-    bool first;       // whether this rank's half is the pipeline's first stage's
     at::Tensor grad;  // this rank's half's gradient
   };
   std::vector<Half> remote;                              // pairs split over two ranks, in pipeline order
@@ -90,9 +89,9 @@ void SumTiedGradients(const Schedule& schedule, RankId rank, const std::map<Stag
       local.emplace_back(GradientOf(*stages.at(first), first_name, first),
                          GradientOf(*stages.at(last), last_name, last));
     } else if (has_first) {
-      remote.push_back({first, last, true, GradientOf(*stages.at(first), first_name, first)});
+      remote.push_back({first, last, GradientOf(*stages.at(first), first_name, first)});
     } else if (has_last) {
-      remote.push_back({last, first, false, GradientOf(*stages.at(last), last_name, last)});
+      remote.push_back({last, first, GradientOf(*stages.at(last), last_name, last)});
     }
   }
   // Receives posted and sends issued in pipeline order on both sides, the
@@ -105,29 +104,27 @@ void SumTiedGradients(const Schedule& schedule, RankId rank, const std::map<Stag
     transport.Send(schedule.placement[h.other], TiedTag(schedule, h.own, h.other),
                    {h.grad.view(SameWidthInteger(h.grad.scalar_type()))});
   }
-  // The sums, written only once every send has left (a send may still read
-  // the gradient it was given).
-  std::vector<at::Tensor> sums;
+  // The other halves, added only once every send has left (a send may still
+  // read the gradient it was given). Addition commutes exactly, so adding
+  // in place gives both ranks first's + last's, bit for bit.
+  std::vector<at::Tensor> others;
   for (const Half& h : remote) {
-    at::Tensor other;
     try {
-      other = transport.WaitRecv(schedule.placement[h.other], TiedTag(schedule, h.other, h.own), timeout)
-                  .at(0)
-                  .to(h.grad.device())
-                  .view(h.grad.scalar_type());
+      others.push_back(transport.WaitRecv(schedule.placement[h.other], TiedTag(schedule, h.other, h.own), timeout)
+                           .at(0)
+                           .to(h.grad.device())
+                           .view(h.grad.scalar_type()));
     } catch (const Error& e) {
       throw Error("rank " + std::to_string(rank) + " waiting for the tied embedding's gradient of stage " +
                   std::to_string(h.other) + " from rank " + std::to_string(schedule.placement[h.other]) + ": " +
                   e.what());
     }
-    sums.push_back(h.first ? h.grad + other : other + h.grad);
   }
   transport.WaitSends(timeout);
-  for (size_t i = 0; i < remote.size(); ++i) remote[i].grad.copy_(sums[i]);
+  for (size_t i = 0; i < remote.size(); ++i) remote[i].grad.add_(others[i]);
   for (auto& [first, last] : local) {
-    const at::Tensor sum = first + last;
-    first.copy_(sum);
-    last.copy_(sum);
+    first.add_(last);
+    last.copy_(first);
   }
 }
 

@@ -39,9 +39,10 @@ void SumCopyGradients(const Schedule& schedule, RankId rank, const std::map<Stag
 // peers.
 std::vector<RankId> TiedPeers(const Schedule& schedule, RankId rank);
 
-// Gives both halves of every pipeline's pair the sum of their gradients,
-// added in the same order on both sides (first's + last's), so the halves,
-// equal at the start, stay bit-identical after each update. Halves on
+// Gives both halves of every pipeline's pair the sum of their gradients, in
+// place (one addition of two tensors, which commutes exactly, so both sides
+// hold the same bits), so the halves, equal at the start, stay
+// bit-identical after each update. Halves on
 // other ranks travel over `transport` (their bytes, never cast), with tags
 // above SumCopyGradients'. Call it on every rank after SumCopyGradients.
 void SumTiedGradients(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,

@@ -122,11 +122,14 @@ nlohmann::json StepJson(const std::vector<StepProfile>& ranks) {
        {std::pair<const char*, SampleSpread StepProfile::*>{"loss_allreduce", &StepProfile::loss_allreduce},
         {"norm_allreduce", &StepProfile::norm_allreduce},
         {"clip", &StepProfile::clip},
-        {"optimizer", &StepProfile::optimizer}}) {
+        {"optimizer", &StepProfile::optimizer},
+        {"tied_exchange", &StepProfile::tied_exchange}}) {
     SampleSpread slowest;
     for (const StepProfile& r : ranks) {
       if ((r.*member).median >= slowest.median) slowest = r.*member;
     }
+    // (A model without tied embeddings has no swap: its file has no entry.)
+    if (member == &StepProfile::tied_exchange && slowest.p90 == 0) continue;
     PutSpread(step, kind, slowest);
   }
   return step;
@@ -203,10 +206,12 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
   }
   json step_per_rank = json::array();
   for (const StepProfile& s : r.step) {
-    step_per_rank.push_back({{"loss_allreduce", SpreadJson(s.loss_allreduce)},
-                             {"norm_allreduce", SpreadJson(s.norm_allreduce)},
-                             {"clip", SpreadJson(s.clip)},
-                             {"optimizer", SpreadJson(s.optimizer)}});
+    json one = {{"loss_allreduce", SpreadJson(s.loss_allreduce)},
+                {"norm_allreduce", SpreadJson(s.norm_allreduce)},
+                {"clip", SpreadJson(s.clip)},
+                {"optimizer", SpreadJson(s.optimizer)}};
+    if (s.tied_exchange.p90 > 0) one["tied_exchange"] = SpreadJson(s.tied_exchange);
+    step_per_rank.push_back(one);
   }
   json links = json::array(), extra_links = json::array();
   std::vector<double> latencies, bandwidths;
@@ -307,6 +312,10 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
   std::printf("per step, ms, median [p10, p90]: loss all-reduce %s, norm all-reduce %s, clip %s, optimizer %s\n",
               spread(step, "loss_allreduce").c_str(), spread(step, "norm_allreduce").c_str(),
               spread(step, "clip").c_str(), spread(step, "optimizer").c_str());
+  if (step.contains("tied_exchange_ms")) {
+    std::printf("tied embeddings' gradient swap between the first and the last stage: %s ms\n",
+                spread(step, "tied_exchange").c_str());
+  }
   for (size_t s = 0; s < doc["stages"].size(); ++s) {
     const auto& st = doc["stages"][s];
     if (!st.contains("reduce_grad_ms")) continue;
@@ -369,6 +378,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   options.dp_group = worker.dp_group.get();
   options.dp = o.dp;
   options.wire_dtype = worker.wire_dtype;
+  if (config.tie_word_embeddings) options.tied_parameters = {kEmbeddingWeight, kLmHeadWeight};
   if (worker.group != nullptr) options.wire_format = DefaultWireFormat(*worker.group);
   options.turn = turns.at(world_rank);
   options.turns = *std::max_element(turns.begin(), turns.end()) + 1;

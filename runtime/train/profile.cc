@@ -16,6 +16,7 @@
 #include "runtime/exec/step_clock.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/flat_params.h"
+#include "runtime/train/model_copies.h"
 #include "runtime/train/step_work.h"
 #include "runtime/train/trainer.h"
 #include "schedules/error.h"
@@ -549,6 +550,22 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   }
   StepProfile step;
   phase("per-step work", [&] { step = MeasureStepWork(stages, flats, group, options, clock, profiles); });
+  if (!options.tied_parameters.first.empty() && K > 1) {
+    // The trainer's swap of the tied embeddings' halves, last, as it leaves
+    // their gradients summed (the other step work is timed by then).
+    Schedule ends;
+    ends.name = "profile";
+    ends.ranks = K;
+    ends.stages = S;
+    ends.microbatches = 1;
+    ends.placement = placement;
+    phase("tied embeddings' swap", [&] {
+      step.tied_exchange = Repeat(clock, group, options, [&] {
+        SumTiedGradients(ends, rank, stages, transport, options.comm_timeout, options.tied_parameters.first,
+                         options.tied_parameters.second);
+      });
+    });
+  }
   // Gather on rank 0: stages, links and overhead per rank.
   std::vector<int64_t> mine;
   mine.push_back(static_cast<int64_t>(profiles.size()));
@@ -560,7 +577,8 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     for (const LinkSample& x : l.samples) mine.insert(mine.end(), {x.bytes, Bits(x.one_way_ms)});
   }
   mine.push_back(Bits(overhead));
-  for (const SampleSpread* x : {&step.loss_allreduce, &step.norm_allreduce, &step.clip, &step.optimizer}) {
+  for (const SampleSpread* x :
+       {&step.loss_allreduce, &step.norm_allreduce, &step.clip, &step.optimizer, &step.tied_exchange}) {
     EncodeSpread(*x, mine);
   }
   std::vector<std::vector<int64_t>> all;
@@ -609,7 +627,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     if (first_replica) result.action_overhead_ms.push_back(FromBits(w.at(i)));
     ++i;
     StepProfile st;
-    for (SampleSpread* x : {&st.loss_allreduce, &st.norm_allreduce, &st.clip, &st.optimizer}) {
+    for (SampleSpread* x : {&st.loss_allreduce, &st.norm_allreduce, &st.clip, &st.optimizer, &st.tied_exchange}) {
       *x = DecodeSpread(w, i);
       i += 3;
     }

@@ -65,6 +65,10 @@ struct ProfileOptions {
   // One turn: all ranks at once, contending as in training.
   int turn = 0;
   int turns = 1;
+  // Tied embeddings: the parameter names on the first and the last stage
+  // (TrainerOptions::tied_parameters); both empty when the model has none.
+  // The profile then times their gradients' swap (SumTiedGradients).
+  std::pair<std::string, std::string> tied_parameters;
 };
 
 struct StageProfile {
@@ -132,6 +136,9 @@ struct LinkProfile {
 // gradient, and the AdamW step of the rank's parameters.
 struct StepProfile {
   SampleSpread loss_allreduce, norm_allreduce, clip, optimizer;
+  // The swap of tied embeddings' gradients between the first and the last
+  // stage's ranks (zero without tied embeddings or on one rank).
+  SampleSpread tied_exchange;
 };
 
 struct ProfileResult {

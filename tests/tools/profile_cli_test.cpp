@@ -7,7 +7,10 @@
 #include <thread>
 
 #include "schedules/file_io.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
 #include "sim/cost_model.h"
+#include "sim/simulator.h"
 #include "tests/run_pplab.h"
 
 namespace pplab {
@@ -56,6 +59,7 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
     CHECK(step[kind + "_ms"].get<double>() <= step[kind + "_p90_ms"].get<double>());
   }
   CHECK(costs.Step().optimizer > 0);
+  CHECK_FALSE(step.contains("tied_exchange_ms"));  // the tiny preset's head is its own
   CHECK(costs.HasSpread());
   CHECK(doc["meta"]["extra"]["step_per_world_rank"].size() == 2);
   // Stage 0 sends (hidden (B,L,C) float32, attention_mask (B,L) int64) after a
@@ -114,6 +118,31 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   const auto printed = nlohmann::json::parse(j.out.substr(j.out.find('{')));
   CHECK(printed["meta"]["partition"] == "2,2");
   CHECK(printed["stages"].size() == 2);
+}
+
+TEST_CASE("profile of a model with tied embeddings times the swap of their gradients, which simulate costs",
+          "[profile]") {
+  const std::string dir = PPLAB_TEST_TMP_DIR, model = dir + "/profile_tied_model.json",
+                    path = dir + "/profile_tied.json";
+  WriteTextFile(model, R"({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+      "tie_word_embeddings": true})");
+  const PplabRun r =
+      Pplab("profile --model " + model + " -k 2 --microbatch-size 2 --seq-len 16 --warmup 1 --repeats 3 -o " + path);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("tied embeddings' gradient swap between the first and the last stage"));
+  const CostModel costs = CostModel::FromJson(ReadTextFile(path), path);
+  const TimeNs swap = costs.Step().tied_exchange;
+  CHECK(swap > 0);
+  REQUIRE(costs.Step().tied_exchange_spread);
+  CHECK(costs.Step().tied_exchange_spread->p10 <= swap);
+  // 1f1b puts the halves on ranks 0 and 1: the simulated step has the swap
+  // on both.
+  const SimResult sim = Simulate(Lower(Generate("1f1b", {2, 4, 1})), costs);
+  int swaps = 0;
+  for (const StepEvent& e : sim.timeline.step_events) swaps += e.name == "tied_exchange" && e.end - e.start == swap;
+  CHECK(swaps == 2);
 }
 
 TEST_CASE("the profile's activation bytes predict the executor's measured peak", "[profile]") {

@@ -9,6 +9,9 @@ set(PPLAB_SIM_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/precision.cc
   ${CMAKE_CURRENT_LIST_DIR}/recompute.cc
   ${CMAKE_CURRENT_LIST_DIR}/simulator.cc
+  ${CMAKE_CURRENT_LIST_DIR}/simulator_engine.cc
+  ${CMAKE_CURRENT_LIST_DIR}/simulator_finish.cc
+  ${CMAKE_CURRENT_LIST_DIR}/simulator_memory.cc
   ${CMAKE_CURRENT_LIST_DIR}/zb_auto.cc
   ${CMAKE_CURRENT_LIST_DIR}/step_samples.cc
 )

@@ -8,7 +8,6 @@ set(PPLAB_SIM_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/percentiles.cc
   ${CMAKE_CURRENT_LIST_DIR}/precision.cc
   ${CMAKE_CURRENT_LIST_DIR}/recompute.cc
-  ${CMAKE_CURRENT_LIST_DIR}/simulator.cc
   ${CMAKE_CURRENT_LIST_DIR}/simulator_engine.cc
   ${CMAKE_CURRENT_LIST_DIR}/simulator_finish.cc
   ${CMAKE_CURRENT_LIST_DIR}/simulator_memory.cc

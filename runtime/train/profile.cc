@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 #include "runtime/comm/c10d_transport.h"
@@ -17,6 +16,7 @@
 #include "runtime/train/adamw.h"
 #include "runtime/train/flat_params.h"
 #include "runtime/train/model_copies.h"
+#include "runtime/train/profile_words.h"
 #include "runtime/train/step_work.h"
 #include "runtime/train/trainer.h"
 #include "schedules/error.h"
@@ -73,18 +73,6 @@ TensorList Clone(const TensorList& list) {
   TensorList out;
   for (const at::Tensor& t : list) out.push_back(t.defined() ? t.clone() : t);
   return out;
-}
-
-// Doubles travel through the int64 gather bit for bit.
-int64_t Bits(double x) {
-  int64_t i;
-  std::memcpy(&i, &x, sizeof i);
-  return i;
-}
-double FromBits(int64_t i) {
-  double x;
-  std::memcpy(&x, &i, sizeof x);
-  return x;
 }
 
 // Every rank together, before a collective is timed: ranks leave within
@@ -379,48 +367,6 @@ StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::
   return step;
 }
 
-// Spreads and stage profiles as int64 words for the gather.
-void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
-  out.insert(out.end(), {Bits(x.p10), Bits(x.median), Bits(x.p90)});
-}
-SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
-  return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
-}
-constexpr size_t kStageWords = 29;
-void Encode(const StageProfile& p, std::vector<int64_t>& out) {
-  out.insert(out.end(), {p.stage, p.rank});
-  for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
-    EncodeSpread(*x, out);
-  }
-  out.insert(out.end(),
-             {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
-              p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
-              p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0, p.input_grad_bytes, p.cast_weight_bytes});
-}
-StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
-  StageProfile p;
-  p.stage = static_cast<StageId>(w.at(i));
-  p.rank = static_cast<RankId>(w.at(i + 1));
-  i += 2;
-  for (SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
-    *x = DecodeSpread(w, i);
-    i += 3;
-  }
-  p.activation_bytes = w.at(i);
-  p.weight_grad_bytes = w.at(i + 1);
-  p.forward_message_bytes = w.at(i + 2);
-  p.backward_message_bytes = w.at(i + 3);
-  p.output_bytes = w.at(i + 4);
-  p.forward_transient_bytes = w.at(i + 5);
-  p.backward_transient_bytes = w.at(i + 6);
-  p.input_bytes = w.at(i + 7);
-  if (w.at(i + 8) >= 0) p.forward_send_bytes = w.at(i + 8);
-  p.input_received = w.at(i + 9) != 0;
-  p.input_grad_bytes = w.at(i + 10);
-  p.cast_weight_bytes = w.at(i + 11);
-  return p;
-}
-
 }  // namespace
 
 void FitLink(LinkProfile& link) {
@@ -567,20 +513,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     });
   }
   // Gather on rank 0: stages, links and overhead per rank.
-  std::vector<int64_t> mine;
-  mine.push_back(static_cast<int64_t>(profiles.size()));
-  for (const auto& [s, p] : profiles) Encode(p, mine);
-  mine.push_back(static_cast<int64_t>(links.size()));
-  for (const LinkProfile& l : links) {
-    mine.insert(mine.end(),
-                {l.from, l.to, Bits(l.latency_ms), Bits(l.bandwidth_gbps), static_cast<int64_t>(l.samples.size())});
-    for (const LinkSample& x : l.samples) mine.insert(mine.end(), {x.bytes, Bits(x.one_way_ms)});
-  }
-  mine.push_back(Bits(overhead));
-  for (const SampleSpread* x :
-       {&step.loss_allreduce, &step.norm_allreduce, &step.clip, &step.optimizer, &step.tied_exchange}) {
-    EncodeSpread(*x, mine);
-  }
+  const std::vector<int64_t> mine = PackRankProfile(profiles, links, overhead, step);
   std::vector<std::vector<int64_t>> all;
   phase("gathering the results", [&] {
     if (group != nullptr) {
@@ -602,36 +535,9 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   }
   std::map<StageId, StageProfile> every;
   for (size_t from = 0; from < all.size(); ++from) {
-    const std::vector<int64_t>& w = all[from];
     // World ranks 0..K-1 are the first replica, which stands for all; the
     // step work counts on every rank.
-    const bool first_replica = static_cast<int>(from) < K;
-    size_t i = 0;
-    const int64_t n = w.at(i++);
-    for (int64_t k = 0; k < n; ++k, i += kStageWords) {
-      const StageProfile p = DecodeStage(w, i);
-      if (first_replica) every[p.stage] = p;
-    }
-    const int64_t nl = w.at(i++);
-    for (int64_t k = 0; k < nl; ++k) {
-      LinkProfile l;
-      l.from = static_cast<RankId>(w.at(i));
-      l.to = static_cast<RankId>(w.at(i + 1));
-      l.latency_ms = FromBits(w.at(i + 2));
-      l.bandwidth_gbps = FromBits(w.at(i + 3));
-      const int64_t ns = w.at(i + 4);
-      i += 5;
-      for (int64_t j = 0; j < ns; ++j, i += 2) l.samples.push_back({w.at(i), FromBits(w.at(i + 1))});
-      if (first_replica) result.links.push_back(l);
-    }
-    if (first_replica) result.action_overhead_ms.push_back(FromBits(w.at(i)));
-    ++i;
-    StepProfile st;
-    for (SampleSpread* x : {&st.loss_allreduce, &st.norm_allreduce, &st.clip, &st.optimizer, &st.tied_exchange}) {
-      *x = DecodeSpread(w, i);
-      i += 3;
-    }
-    result.step.push_back(st);
+    UnpackRankProfile(all[from], static_cast<int>(from) < K, every, result);
   }
   if (static_cast<int>(every.size()) != S)
     throw Error(who + ": gathered " + std::to_string(every.size()) + " stage profiles, the partition has " +

@@ -8,10 +8,11 @@
 #include <set>
 
 #include "models/llama.h"
-#include "runtime/train/batches.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/exec/autocast.h"
 #include "runtime/exec/memory_meter.h"
+#include "runtime/train/batches.h"
+#include "runtime/train/profile_words.h"
 
 namespace pplab {
 namespace {
@@ -86,15 +87,15 @@ TEST_CASE("a stage's measured activation bytes cover its output and grow linearl
 
 TEST_CASE("the profile links a rank to its stages' neighbours and its two ring neighbours", "[profile]") {
   using V = std::vector<RankId>;
-  CHECK(ProfilePeers({0, 0}, 0) == V{});                     // one rank
-  CHECK(ProfilePeers({0, 1}, 0) == V{1});                    // K=2: the ring is the pair
+  CHECK(ProfilePeers({0, 0}, 0) == V{});   // one rank
+  CHECK(ProfilePeers({0, 1}, 0) == V{1});  // K=2: the ring is the pair
   CHECK(ProfilePeers({0, 1}, 1) == V{0});
-  CHECK(ProfilePeers({0, 1, 2}, 0) == V{1, 2});              // K=3: 2 -> 0 closes the ring
+  CHECK(ProfilePeers({0, 1, 2}, 0) == V{1, 2});  // K=3: 2 -> 0 closes the ring
   CHECK(ProfilePeers({0, 1, 2}, 2) == V{0, 1});
-  CHECK(ProfilePeers({0, 1, 2, 3}, 1) == V{0, 2});           // K=4: neighbours only
+  CHECK(ProfilePeers({0, 1, 2, 3}, 1) == V{0, 2});  // K=4: neighbours only
   CHECK(ProfilePeers({0, 1, 2, 3}, 3) == V{0, 2});
-  CHECK(ProfilePeers({0, 1, 2, 0, 1, 2}, 0) == V{1, 2});     // interleaved, v=2
-  CHECK(ProfilePeers({0, 1, 2, 2, 1, 0}, 2) == V{0, 1});     // V-shape: stage 2 -> 3 stays on rank 2
+  CHECK(ProfilePeers({0, 1, 2, 0, 1, 2}, 0) == V{1, 2});  // interleaved, v=2
+  CHECK(ProfilePeers({0, 1, 2, 2, 1, 0}, 2) == V{0, 1});  // V-shape: stage 2 -> 3 stays on rank 2
 }
 
 TEST_CASE("the link fit recovers latency and bandwidth from exact samples", "[profile]") {
@@ -126,7 +127,7 @@ class CastRecordingStage : public Stage {
   TensorList Forward(const TensorList& inputs) override {
     const int64_t B = inputs.at(0).size(0), T = inputs.at(0).size(1);
     const at::Tensor x = params_[0].second.index_select(0, inputs[0].reshape({-1}));  // (B*T,C)
-    const at::Tensor h = torch::mm(x, params_[1].second);                            // (B*T,C)
+    const at::Tensor h = torch::mm(x, params_[1].second);                             // (B*T,C)
     casts.push_back(CastNodeOf(h, params_[1].second));
     return {torch::mm(x + torch::tanh(h), params_[2].second).view({B, T, vocab_})};  // logits (B,T,V)
   }
@@ -190,6 +191,58 @@ TEST_CASE("in bf16 the profile casts the weights once per timed phase, as a trai
   CHECK(cold.stages[0].cast_weight_bytes == r.stages[0].cast_weight_bytes);
   CHECK(cold.stages[0].activation_bytes == r.stages[0].activation_bytes);
   CHECK(cold.stages[0].weight_grad_bytes == r.stages[0].weight_grad_bytes);
+}
+
+TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit for bit", "[profile]") {
+  StageProfile a;
+  a.stage = 3;
+  a.rank = 1;
+  a.forward = {0.1, 0.2, 0.30000000000000004};
+  a.reduce_grad = {1e-300, 2.5, 7};
+  a.activation_bytes = 123456789012;
+  a.forward_send_bytes = 42;
+  a.input_received = true;
+  a.cast_weight_bytes = 7;
+  StageProfile b = a;
+  b.stage = 4;
+  b.forward_send_bytes.reset();
+  LinkProfile link;
+  link.from = 1;
+  link.to = 2;
+  link.latency_ms = 0.0123;
+  link.bandwidth_gbps = 3.25;
+  link.samples = {{1, 0.01}, {1 << 24, 5.5}};
+  StepProfile step;
+  step.optimizer = {1, 2, 3};
+  step.tied_exchange = {0.25, 0.5, 0.75};
+  const std::vector<int64_t> words = PackRankProfile({{3, a}, {4, b}}, {link}, 0.004, step);
+  std::map<StageId, StageProfile> stages;
+  ProfileResult r;
+  UnpackRankProfile(words, true, stages, r);
+  REQUIRE(stages.size() == 2);
+  const StageProfile& got = stages.at(3);
+  CHECK(got.rank == 1);
+  CHECK(got.forward.p90 == 0.30000000000000004);
+  CHECK(got.reduce_grad.p10 == 1e-300);
+  CHECK(got.activation_bytes == 123456789012);
+  CHECK(got.forward_send_bytes == std::optional<Bytes>(42));
+  CHECK(got.input_received);
+  CHECK(got.cast_weight_bytes == 7);
+  CHECK_FALSE(stages.at(4).forward_send_bytes.has_value());
+  REQUIRE(r.links.size() == 1);
+  CHECK(r.links[0].bandwidth_gbps == 3.25);
+  CHECK(r.links[0].samples.size() == 2);
+  CHECK(r.links[0].samples[1].one_way_ms == 5.5);
+  CHECK(r.action_overhead_ms == std::vector<double>{0.004});
+  REQUIRE(r.step.size() == 1);
+  CHECK(r.step[0].optimizer.p90 == 3);
+  CHECK(r.step[0].tied_exchange.median == 0.5);
+  // Another replica's words: only its step's work is kept.
+  std::map<StageId, StageProfile> none;
+  UnpackRankProfile(words, false, none, r);
+  CHECK(none.empty());
+  CHECK(r.links.size() == 1);
+  CHECK(r.step.size() == 2);
 }
 
 }  // namespace pplab

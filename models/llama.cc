@@ -80,9 +80,13 @@ struct AttentionImpl : torch::nn::Module {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj(x).view({B, T, heads, head_dim});     // (B,T,H,hd)
     auto k = k_proj(x).view({B, T, kv_heads, head_dim});  // (B,T,KV,hd)
-    if (q_norm) {                                         // each head normalised on its own
-      q = q_norm(q);
-      k = k_norm(k);
+    if (q_norm) {
+      // Each head normalised on its own, in fp32 as the norm's weight is:
+      // under bf16 autocast the projections come out in bf16, and the fused
+      // at::rms_norm takes one dtype (the residual stream the other norms
+      // see is fp32 already).
+      q = q_norm(q.to(torch::kFloat32));
+      k = k_norm(k.to(torch::kFloat32));
     }
     q = q.transpose(1, 2);                                                // (B,H,T,hd)
     k = k.transpose(1, 2);                                                // (B,KV,T,hd)

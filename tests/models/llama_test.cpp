@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "models/partition.h"
+#include "runtime/exec/autocast.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -336,6 +337,32 @@ TEST_CASE("llama with head_dim set apart and norms on q and k: parameters as cou
     const Result sdpa = Run(c, batch, AttentionKind::kSdpa, true), expl = Run(c, batch, AttentionKind::kExplicit, true);
     CHECK(RelativeError(sdpa.logits, expl.logits) <= kFp32Tolerance);
     for (const auto& [name, g] : expl.grads) CHECK(RelativeError(sdpa.grads.at(name), g) <= kFp32Tolerance);
+  }
+}
+
+TEST_CASE("llama with norms on q and k runs under bf16 autocast, in fp32 norms, near the fp32 logits", "[llama]") {
+  // Under autocast the q and k projections come out in bf16 while the norms'
+  // weights are fp32: the norms take them in fp32 (LibTorch's fused
+  // at::rms_norm, 2.4 on, takes one dtype).
+  LlamaConfig c = Config(4, 2);
+  c.head_dim = 12;
+  c.qk_norm = true;
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, /*seed=*/5, torch::kCPU);
+  const Batch batch = MakeBatch(c, 2, 16, /*padded=*/false);
+  const at::Tensor fp32 = stage->Forward({batch.tokens, batch.mask}).at(0).detach();
+  at::Tensor bf16;
+  {
+    AutocastGuard autocast(c10::DeviceType::CPU);
+    bf16 = stage->Forward({batch.tokens, batch.mask}).at(0);
+    bf16.to(torch::kFloat32).sum().backward();
+  }
+  CHECK(bf16.scalar_type() == torch::kBFloat16);  // the LM head ran in bf16
+  CHECK(torch::isfinite(bf16).all().item<bool>());
+  CHECK(RelativeError(bf16.to(torch::kFloat32), fp32) < 0.05);
+  for (auto& [name, p] : stage->NamedParameters()) {
+    INFO(name);
+    REQUIRE(p.grad().defined());
+    CHECK(p.grad().scalar_type() == torch::kFloat32);
   }
 }
 

@@ -5,6 +5,7 @@
 // simulator_finish.cc (the step's work after the actions and the result).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <initializer_list>
 #include <queue>

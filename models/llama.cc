@@ -82,9 +82,10 @@ struct AttentionImpl : torch::nn::Module {
     auto k = k_proj(x).view({B, T, kv_heads, head_dim});  // (B,T,KV,hd)
     if (q_norm) {
       // Each head normalised on its own, in fp32 as the norm's weight is:
-      // under bf16 autocast the projections come out in bf16, and the fused
-      // at::rms_norm takes one dtype (the residual stream the other norms
-      // see is fp32 already).
+      // under bf16 autocast the projections come out in bf16, and the norm
+      // then runs in fp32 as the other norms do on the fp32 residual stream
+      // (and as Qwen3's reference code does), whatever a LibTorch's fused
+      // at::rms_norm makes of mixed dtypes.
       q = q_norm(q.to(torch::kFloat32));
       k = k_norm(k.to(torch::kFloat32));
     }

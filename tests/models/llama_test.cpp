@@ -342,8 +342,7 @@ TEST_CASE("llama with head_dim set apart and norms on q and k: parameters as cou
 
 TEST_CASE("llama with norms on q and k runs under bf16 autocast, in fp32 norms, near the fp32 logits", "[llama]") {
   // Under autocast the q and k projections come out in bf16 while the norms'
-  // weights are fp32: the norms take them in fp32 (LibTorch's fused
-  // at::rms_norm, 2.4 on, takes one dtype).
+  // weights are fp32: the norms take them in fp32.
   LlamaConfig c = Config(4, 2);
   c.head_dim = 12;
   c.qk_norm = true;

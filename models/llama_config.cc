@@ -1,5 +1,7 @@
 #include "models/llama_config.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -314,6 +316,15 @@ LlamaConfig LoadLlamaConfig(const std::string& preset_or_file) {
   }
   if (preset_or_file.find('/') == std::string::npos && preset_or_file.find(".json") == std::string::npos) {
     return LlamaPreset(preset_or_file);  // throws, listing the presets
+  }
+  // A model's folder, as Hugging Face keeps one: its config.json.
+  struct stat info;
+  if (stat(preset_or_file.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    const std::string file = preset_or_file + (preset_or_file.back() == '/' ? "" : "/") + "config.json";
+    if (stat(file.c_str(), &info) != 0) {
+      throw Error(preset_or_file + " is a folder without a config.json: give a model config file or a preset");
+    }
+    return LlamaConfigFromJson(ReadTextFile(file), file);
   }
   return LlamaConfigFromJson(ReadTextFile(preset_or_file), preset_or_file);
 }

@@ -82,7 +82,8 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
 // the tutorials' model (12 layers, hidden 768, 12 heads, 3 KV heads).
 LlamaConfig LlamaPreset(const std::string& name);
 std::vector<std::string> LlamaPresetNames();
-// A preset name, or a path to a JSON config file.
+// A preset name, a path to a JSON config file, or a model's folder holding
+// a config.json (as Hugging Face keeps one).
 LlamaConfig LoadLlamaConfig(const std::string& preset_or_file);
 
 // Whether `a` and `b` are one model's shape but for num_hidden_layers (a

@@ -15,8 +15,8 @@ namespace pplab::cli {
 // The help of --model, which plan, train and profile read alike
 // (models/llama_config.h: LoadLlamaConfig).
 inline constexpr const char* kModelFlagHelp =
-    "preset (tiny, small, default), a pplab model config JSON file, or a Hugging Face config.json of a Llama, Mistral, "
-    "Qwen2 or Qwen3";
+    "preset (tiny, small, default), a pplab model config JSON file, or a Hugging Face config.json (or its "
+    "model's folder) of a Llama, Mistral, Qwen2 or Qwen3";
 
 void SetupSchedules(CLI::App& app, int& exit_code);
 void SetupSimulate(CLI::App& app, int& exit_code);

@@ -1,6 +1,7 @@
 #include "models/llama_config.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <string>
 
 #include "models/partition.h"
@@ -229,6 +230,23 @@ TEST_CASE("tied word embeddings: read, the weight counted once, written back", "
   const LlamaConfig again = LlamaConfigFromJson(c.ToJson(), "again");
   CHECK(again.tie_word_embeddings);
   CHECK(LlamaConfigFromJson(kLlama3_8B, "c.json").ToJson().find("tie_word_embeddings") == std::string::npos);
+}
+
+TEST_CASE("--model takes a model's folder and reads its config.json", "[llama_config]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/qwen-folder";
+  RemoveTree(dir);
+  CHECK_THROWS_WITH(LoadLlamaConfig(dir), Catch::Contains("cannot read " + dir));  // no such path
+  std::filesystem::create_directories(dir);
+  WriteTextFile(dir + "/tokenizer.json", "{}");  // a folder without a config
+  CHECK_THROWS_WITH(LoadLlamaConfig(dir),
+                    Catch::Equals(dir + " is a folder without a config.json: give a model config file or a preset"));
+  WriteTextFile(dir + "/config.json", ReadTextFile(PPLAB_TEST_DATA_DIR "/models/qwen2.5-7b-config.json"));
+  CHECK(ModelParams(LoadLlamaConfig(dir)) == 7615616512);
+  CHECK(ModelParams(LoadLlamaConfig(dir + "/")) == 7615616512);
+  // Errors name the file inside it.
+  WriteTextFile(dir + "/config.json", R"({"model_type": "gemma"})");
+  CHECK_THROWS_WITH(LoadLlamaConfig(dir), Catch::StartsWith(dir + "/config.json: model_type"));
+  RemoveTree(dir);
 }
 
 }  // namespace

@@ -73,8 +73,9 @@ std::string LlamaConfig::ToJson() const {
               {"max_position_embeddings", max_position_embeddings},
               {"rope_theta", rope_theta},
               {"rms_norm_eps", rms_norm_eps}};
-  // Written only when set, so that a config without biases reads as it did
-  // before they existed (checkpoints and cost files compare this text).
+  // Written only where they change the model, so that a config without them
+  // reads as it did before they existed (checkpoints and cost files compare
+  // this text).
   if (attention_bias) doc["attention_bias"] = true;
   if (qkv_bias) doc["qkv_bias"] = true;
   if (mlp_bias) doc["mlp_bias"] = true;

@@ -232,7 +232,7 @@ TEST_CASE("tied word embeddings: read, the weight counted once, written back", "
   CHECK(LlamaConfigFromJson(kLlama3_8B, "c.json").ToJson().find("tie_word_embeddings") == std::string::npos);
 }
 
-TEST_CASE("--model takes a model's folder and reads its config.json", "[llama_config]") {
+TEST_CASE("a model's folder as --model: its config.json is read", "[llama_config]") {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/qwen-folder";
   RemoveTree(dir);
   CHECK_THROWS_WITH(LoadLlamaConfig(dir), Catch::Contains("cannot read " + dir));  // no such path

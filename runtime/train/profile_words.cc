@@ -1,5 +1,6 @@
 #include "runtime/train/profile_words.h"
 
+#include <array>
 #include <cstring>
 
 namespace pplab {
@@ -58,9 +59,10 @@ StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   return p;
 }
 
-// The step's costs, in the order they travel.
-std::vector<SampleSpread*> StepSpreads(StepProfile& s) {
-  return {&s.loss_allreduce, &s.norm_allreduce, &s.clip, &s.optimizer, &s.tied_exchange};
+// The step's costs, in the order they travel (Step: StepProfile, const or not).
+template <typename Step>
+auto StepSpreads(Step& s) {
+  return std::array{&s.loss_allreduce, &s.norm_allreduce, &s.clip, &s.optimizer, &s.tied_exchange};
 }
 
 }  // namespace
@@ -78,8 +80,7 @@ std::vector<int64_t> PackRankProfile(const std::map<StageId, StageProfile>& stag
     for (const LinkSample& x : l.samples) words.insert(words.end(), {x.bytes, Bits(x.one_way_ms)});
   }
   words.push_back(Bits(overhead_ms));
-  StepProfile copy = step;
-  for (const SampleSpread* x : StepSpreads(copy)) EncodeSpread(*x, words);
+  for (const SampleSpread* x : StepSpreads(step)) EncodeSpread(*x, words);
   return words;
 }
 

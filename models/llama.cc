@@ -200,8 +200,8 @@ class LlamaStageImpl : public torch::nn::Module {
       lm_head_ = register_module("lm_head", Linear(c.hidden_size, c.vocab_size));
     }
     // Rotary tables for every position the model accepts: (max_pos, hd).
-    const int64_t hd = c.HeadDim();
-    auto inv_freq = 1.0 / torch::pow(c.rope_theta, torch::arange(0, hd, 2, torch::kFloat64) / hd);
+    const std::vector<double> frequencies = RotaryFrequencies(c);  // rope_theta's, scaled as the config says
+    auto inv_freq = torch::tensor(at::ArrayRef<double>(frequencies), torch::dtype(torch::kFloat64));
     auto freqs = torch::outer(torch::arange(c.max_position_embeddings, torch::kFloat64), inv_freq);
     auto emb = torch::cat({freqs, freqs}, -1);
     cos_ = register_buffer("rope_cos", emb.cos().to(torch::kFloat32));

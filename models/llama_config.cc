@@ -39,6 +39,49 @@ bool Bool(const json& doc, const char* key, const std::string& origin) {
   return doc[key].get<bool>();
 }
 
+// A rope_scaling object (Hugging Face's, or pplab's own in ToJson's form)
+// as a RopeScaling; null or rope_type "default" is none. `strict` refuses
+// keys pplab does not read (its own files); Hugging Face's types carry keys
+// of their own.
+RopeScaling ReadRopeScaling(const json& r, const std::string& origin, bool strict) {
+  const std::string where = origin + ": rope_scaling";
+  RopeScaling s;
+  if (r.is_null()) return s;
+  if (!r.is_object()) throw Error(where + " must be an object or null, got " + r.dump());
+  // Older files name the type "type", newer ones "rope_type".
+  const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
+  if (!r.contains(type_key) || !r[type_key].is_string()) {
+    throw Error(where + ": field 'rope_type' must name the scaling (linear, llama3, ...), got " + r.dump());
+  }
+  s.type = r[type_key].get<std::string>();
+  if (s.type == "default" || s.type == "dynamic") return RopeScaling();  // none within max_position_embeddings
+  if (strict) {
+    for (auto it = r.begin(); it != r.end(); ++it) {
+      if (it.key() != "rope_type" && it.key() != "factor" && it.key() != "low_freq_factor" &&
+          it.key() != "high_freq_factor" && it.key() != "original_max_position_embeddings") {
+        throw Error(where + ": unknown field '" + it.key() + "'");
+      }
+    }
+  }
+  if (s.type != "linear" && s.type != "llama3") return s;  // kept as read; RotaryFrequencies refuses it
+  auto need = [&](const char* key) {
+    if (!r.contains(key)) throw Error(where + ": field '" + std::string(key) + "' is missing for rope_type " + s.type);
+  };
+  need("factor");
+  s.factor = PositiveNumber(r, "factor", 1, where);
+  if (s.type == "llama3") {
+    for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) need(key);
+    s.low_freq_factor = PositiveNumber(r, "low_freq_factor", 1, where);
+    s.high_freq_factor = PositiveNumber(r, "high_freq_factor", 4, where);
+    s.original_max_position_embeddings = PositiveInt(r, "original_max_position_embeddings", 0, where);
+    if (s.high_freq_factor <= s.low_freq_factor) {
+      throw Error(where + ": high_freq_factor " + r["high_freq_factor"].dump() + " must exceed low_freq_factor " +
+                  r["low_freq_factor"].dump());
+    }
+  }
+  return s;
+}
+
 // `head_dim` into `c`, as 0 where it is hidden / heads, so that the config
 // reads (and is written) as one without the field.
 void SetHeadDim(int head_dim, LlamaConfig& c) {
@@ -82,6 +125,15 @@ std::string LlamaConfig::ToJson() const {
   if (head_dim != 0) doc["head_dim"] = head_dim;
   if (qk_norm) doc["qk_norm"] = true;
   if (tie_word_embeddings) doc["tie_word_embeddings"] = true;
+  if (!rope_scaling.type.empty()) {
+    json& r = doc["rope_scaling"];
+    r = {{"rope_type", rope_scaling.type}, {"factor", rope_scaling.factor}};
+    if (rope_scaling.type == "llama3") {
+      r["low_freq_factor"] = rope_scaling.low_freq_factor;
+      r["high_freq_factor"] = rope_scaling.high_freq_factor;
+      r["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
+    }
+  }
   return doc.dump(2);
 }
 
@@ -135,11 +187,11 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
       // held to pplab's model (checked below):
       "hidden_act", "attention_bias", "mlp_bias", "tie_word_embeddings", "head_dim", "sliding_window",
       "attention_dropout", "use_sliding_window", "layer_types",
-      // ignored: bookkeeping, and what only a pretrained model's numerics use
-      // (pplab trains from scratch; its rotary encoding has no scaling):
+      // ignored: bookkeeping
       "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "bos_token_id",
-      "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "pretraining_tp", "rope_scaling",
-      "max_window_layers"};
+      "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "pretraining_tp", "max_window_layers",
+      // read (RopeScaling):
+      "rope_scaling"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* k : kKnown) known = known || it.key() == k;
@@ -209,7 +261,10 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
       }
       c.rope_theta = theta;
     }
+    // Newer files keep the scaling there too, beside rope_theta.
+    if (r.contains("rope_type")) c.rope_scaling = ReadRopeScaling(r, origin, /*strict=*/false);
   }
+  if (given("rope_scaling")) c.rope_scaling = ReadRopeScaling(doc["rope_scaling"], origin, /*strict=*/false);
   if (given("head_dim")) {
     SetHeadDim(PositiveInt(doc, "head_dim", 0, origin), c);
   } else if (qwen3) {
@@ -239,7 +294,8 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
                                  "mlp_bias",
                                  "head_dim",
                                  "qk_norm",
-                                 "tie_word_embeddings"};
+                                 "tie_word_embeddings",
+                                 "rope_scaling"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* k : kKnown) known = known || it.key() == k;
@@ -258,8 +314,42 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   if (doc.contains("head_dim")) SetHeadDim(PositiveInt(doc, "head_dim", 0, origin), c);
   c.qk_norm = Bool(doc, "qk_norm", origin);
   c.tie_word_embeddings = Bool(doc, "tie_word_embeddings", origin);
+  if (doc.contains("rope_scaling")) c.rope_scaling = ReadRopeScaling(doc["rope_scaling"], origin, /*strict=*/true);
   c.Check(origin);
   return c;
+}
+
+std::vector<double> RotaryFrequencies(const LlamaConfig& c) {
+  const int hd = c.HeadDim();
+  std::vector<double> inv(hd / 2);
+  for (int i = 0; i < hd / 2; ++i) inv[i] = 1.0 / std::pow(c.rope_theta, 2.0 * i / hd);
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type.empty()) return inv;
+  if (s.type == "linear") {
+    for (double& f : inv) f /= s.factor;
+    return inv;
+  }
+  if (s.type != "llama3") {
+    throw Error("rope_scaling type '" + s.type +
+                "' is not implemented: pplab computes linear and llama3 (and none); this model's rotary encoding "
+                "would differ from the one its config describes");
+  }
+  // Llama 3.1's: a wavelength (2 pi / frequency) longer than original /
+  // low_freq_factor is scaled by 1 / factor, one shorter than original /
+  // high_freq_factor kept, and those between blended linearly in
+  // original / wavelength.
+  const double original = s.original_max_position_embeddings;
+  const double long_wave = original / s.low_freq_factor, short_wave = original / s.high_freq_factor;
+  for (double& f : inv) {
+    const double wavelength = 2 * M_PI / f;
+    if (wavelength > long_wave) {
+      f /= s.factor;
+    } else if (wavelength >= short_wave) {
+      const double smooth = (original / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+  return inv;
 }
 
 AttentionKind ParseAttentionKind(const std::string& text) {

@@ -12,6 +12,23 @@
 
 namespace pplab {
 
+// How the rotary encoding's frequencies are scaled for contexts longer
+// than the model was first trained on (Hugging Face's rope_scaling). It
+// changes the model's numerics at every position, so a pretrained model's
+// weights need it; its shape does not depend on it.
+struct RopeScaling {
+  // "" (none), "linear" (every frequency / factor) or "llama3" (Llama 3.1's:
+  // low frequencies / factor, high ones kept, a smooth blend between). Any
+  // other name is kept as read, and RotaryFrequencies refuses it.
+  std::string type;
+  double factor = 1;
+  // llama3 only: wavelengths longer than original / low_freq_factor are
+  // scaled, those shorter than original / high_freq_factor kept.
+  double low_freq_factor = 1;
+  double high_freq_factor = 4;
+  int original_max_position_embeddings = 0;
+};
+
 struct LlamaConfig {
   int vocab_size = 32000;
   int hidden_size = 768;
@@ -43,6 +60,7 @@ struct LlamaConfig {
   // the sum of both gradients each step (runtime/train/model_copies.h), so
   // that they stay one weight; ModelParams counts it once.
   bool tie_word_embeddings = false;
+  RopeScaling rope_scaling;
 
   int HeadDim() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
   // Widths of q (and of the attention output) and of k (and v).
@@ -75,8 +93,15 @@ const char* AttentionKindName(AttentionKind kind);
 // (the library's defaults); rope_theta also from rope_parameters; fields
 // that would make another model than pplab's (an activation other than
 // SiLU, a sliding window, dropout) refused, naming the field; bookkeeping
-// and rope_scaling ignored.
+// ignored. rope_scaling (or rope_parameters' rope_type) is read: "dynamic"
+// as none (it changes nothing within max_position_embeddings, which pplab's
+// sequences never pass), other types kept as read (RopeScaling).
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin);
+
+// The rotary encoding's inverse frequencies, HeadDim() / 2 of them:
+// rope_theta^(-2i / HeadDim()), scaled as `c.rope_scaling` says. Throws
+// pplab::Error for a rope_scaling type pplab does not implement.
+std::vector<double> RotaryFrequencies(const LlamaConfig& c);
 
 // Named presets: "tiny" and "small" train in seconds on a CPU; "default" is
 // the tutorials' model (12 layers, hidden 768, 12 heads, 3 KV heads).

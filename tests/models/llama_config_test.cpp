@@ -1,6 +1,7 @@
 #include "models/llama_config.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -78,6 +79,73 @@ TEST_CASE("a Hugging Face config: the library's defaults and rope_parameters", "
                     Catch::Contains("rope_theta 500000.0 and rope_parameters.rope_theta 10000.0 differ"));
 }
 
+TEST_CASE("rope_scaling: Llama 3.1's and linear scaling give the frequencies of their formulas", "[llama_config]") {
+  // Llama-3.1-8B's rope_scaling as published, on the 8B shape.
+  const LlamaConfig c =
+      LlamaConfigFromJson(Llama3With("rope_scaling", R"({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                     "original_max_position_embeddings": 8192, "rope_type": "llama3"})"),
+                          "config.json");
+  CHECK(c.rope_scaling.type == "llama3");
+  CHECK(c.rope_scaling.factor == 8.0);
+  CHECK(c.rope_scaling.original_max_position_embeddings == 8192);
+  CHECK(ModelParams(c) == 8030261248);  // the shape is unchanged
+  // It round-trips through pplab's own format (checkpoints keep that text).
+  CHECK(LlamaConfigFromJson(c.ToJson(), "again").ToJson() == c.ToJson());
+
+  // By hand, on head_dim 8 and theta 10 000: frequencies 1, 0.1, 0.01 and
+  // 0.001, wavelengths 2 pi / f = 6.28, 62.8, 628 and 6283. With original
+  // 1024, low 1 and high 4, wavelengths over 1024 are scaled, those under 256
+  // kept, and 628 blended with s = (1024 / 628.3 - 1) / (4 - 1).
+  LlamaConfig small = LlamaPreset("tiny");
+  small.hidden_size = 32;
+  small.num_attention_heads = 4;  // head_dim 8
+  small.rope_theta = 10000;
+  small.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 1024};
+  const std::vector<double> f = RotaryFrequencies(small);
+  REQUIRE(f.size() == 4);
+  CHECK(f[0] == Approx(1.0).epsilon(1e-12));
+  CHECK(f[1] == Approx(0.1).epsilon(1e-12));
+  const double s = (1024 * 0.01 / (2 * M_PI) - 1) / 3;
+  CHECK(s == Approx(0.2099).epsilon(1e-3));
+  CHECK(f[2] == Approx((1 - s) * 0.01 / 8 + s * 0.01).epsilon(1e-12));
+  CHECK(f[3] == Approx(0.001 / 8).epsilon(1e-12));
+
+  small.rope_scaling = {"linear", 4.0, 1, 4, 0};
+  const std::vector<double> linear = RotaryFrequencies(small);
+  CHECK(linear[1] == Approx(0.1 / 4).epsilon(1e-12));
+  CHECK(linear[3] == Approx(0.001 / 4).epsilon(1e-12));
+  small.rope_scaling = {};
+  CHECK(RotaryFrequencies(small)[3] == Approx(0.001).epsilon(1e-12));
+}
+
+TEST_CASE("rope_scaling: the older key, the types that change nothing, and the ones pplab lacks", "[llama_config]") {
+  // "type" is the older files' key; "dynamic" changes nothing within
+  // max_position_embeddings; newer files keep the type in rope_parameters.
+  CHECK(LlamaConfigFromJson(Llama3With("rope_scaling", R"({"type": "linear", "factor": 2.0})"), "c.json")
+            .rope_scaling.factor == 2.0);
+  CHECK(LlamaConfigFromJson(Llama3With("rope_scaling", R"({"type": "dynamic", "factor": 2.0})"), "c.json")
+            .rope_scaling.type.empty());
+  CHECK(LlamaConfigFromJson(Llama3With("rope_parameters", R"({"rope_type": "linear", "factor": 3.0})"), "c.json")
+            .rope_scaling.factor == 3.0);
+  // A type pplab does not compute is read (the shape plans as before), and
+  // building the rotary encoding refuses it, naming it.
+  const LlamaConfig yarn = LlamaConfigFromJson(
+      Llama3With("rope_scaling", R"({"rope_type": "yarn", "factor": 4.0, "beta_fast": 32})"), "c.json");
+  CHECK(yarn.rope_scaling.type == "yarn");
+  CHECK_THROWS_WITH(RotaryFrequencies(yarn), Catch::Contains("rope_scaling type 'yarn' is not implemented"));
+  CHECK_THROWS_WITH(
+      LlamaConfigFromJson(Llama3With("rope_scaling", R"({"rope_type": "llama3", "factor": 8.0})"), "c.json"),
+      Catch::Contains("c.json: rope_scaling: field 'low_freq_factor' is missing for rope_type llama3"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(Llama3With("rope_scaling", R"({"factor": 8.0})"), "c.json"),
+                    Catch::Contains("field 'rope_type' must name the scaling"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(Llama3With("rope_scaling", R"("linear")"), "c.json"),
+                    Catch::Contains("rope_scaling must be an object or null"));
+  // pplab's own files take only the fields it writes.
+  CHECK_THROWS_WITH(
+      LlamaConfigFromJson(R"({"rope_scaling": {"rope_type": "linear", "factor": 2, "beta": 1}})", "m.json"),
+      Catch::Contains("m.json: rope_scaling: unknown field 'beta'"));
+}
+
 TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming the field", "[llama_config]") {
   const auto refused = [](const std::string& key, const std::string& value, const std::string& why) {
     INFO(key << " = " << value);
@@ -101,8 +169,8 @@ TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming th
       LlamaConfigFromJson(R"({"architectures": ["GPT2LMHeadModel"], "hidden_size": 64})", "c.json"),
       Catch::Contains("name no LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM"));
   // pplab's own format stays strict: HF's fields are unknown there.
-  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "rope_scaling": null})", "m.json"),
-                    Catch::Contains("unknown field 'rope_scaling'"));
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "pretraining_tp": 1})", "m.json"),
+                    Catch::Contains("unknown field 'pretraining_tp'"));
 }
 
 TEST_CASE("Llama's bias options and Qwen2's q, k, v biases: read, counted, written back", "[llama_config]") {

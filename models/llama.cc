@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "models/pretrained.h"
 #include "schedules/error.h"
 
 // at::scaled_dot_product_attention came in LibTorch 2.0, its enable_gqa
@@ -224,6 +225,20 @@ class LlamaStageImpl : public torch::nn::Module {
     }
   }
 
+  // Each parameter from the published model's tensor of the same name
+  // (widened to fp32), in place of the seed's values.
+  void LoadWeights(const WeightFiles& files) {
+    torch::NoGradGuard no_grad;
+    for (auto& item : named_parameters()) {
+      at::Tensor& p = item.value();
+      const SafetensorsTensor& t = PretrainedTensor(files, config_, item.key());
+      if (t.shape != p.sizes().vec() || p.scalar_type() != at::kFloat || !p.is_contiguous() || !p.device().is_cpu()) {
+        throw Error(t.file + ": tensor '" + HuggingFaceName(item.key()) + "' does not fit parameter " + item.key());
+      }
+      ReadAsFloat32(HuggingFaceName(item.key()), t, p.data_ptr<float>());
+    }
+  }
+
   TensorList Forward(const TensorList& inputs) {
     if (inputs.size() != 2) throw Error("llama stage: expected 2 inputs (activations, attention_mask)");
     const torch::Tensor& mask = inputs[1];                            // (B,T) int64, 1 = token
@@ -339,6 +354,7 @@ std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partitio
   }
   auto module = std::make_shared<LlamaStageImpl>(config, partition, stage, options);
   module->Initialise(seed);
+  if (options.weights != nullptr) module->LoadWeights(*options.weights);
   module->to(device);
   return std::make_unique<LlamaStage>(std::move(module));
 }

@@ -29,6 +29,8 @@
 
 namespace pplab {
 
+class WeightFiles;
+
 // The two halves of tied word embeddings.
 inline constexpr const char* kEmbeddingWeight = "embed_tokens.weight";
 inline constexpr const char* kLmHeadWeight = "lm_head.weight";
@@ -43,6 +45,10 @@ struct LlamaOptions {
   // mask is on the CPU it is checked anyway (pplab::Error if it has a zero).
   // The explicit path always applies the mask.
   bool padding = true;
+  // A published model's weights (models/pretrained.h), checked against the
+  // config with CheckPretrained: each stage copies its parameters from them
+  // instead of the seed's values. None: the seed's.
+  std::shared_ptr<const WeightFiles> weights;
 };
 
 // Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).
@@ -59,8 +65,8 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps, bo
 AttentionKind ResolveAttention(AttentionKind kind);
 
 // Builds stage `stage` of `partition`. Parameters are created on the CPU from
-// the seed and then moved to `device` (so every device starts from the same
-// weights).
+// the seed (or read from options.weights) and then moved to `device` (so
+// every device starts from the same weights).
 std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage, uint64_t seed,
                                        const c10::Device& device, const LlamaOptions& options = {});
 

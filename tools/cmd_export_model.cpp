@@ -1,5 +1,5 @@
 // pplab export-model --checkpoint DIR -o FILE: one file of parameters, by
-// global name, for single-process use.
+// global name, for single-process use (torch.load's, or safetensors).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -12,15 +12,22 @@ namespace pplab::cli {
 void SetupExportModel(CLI::App& app, int& exit_code) {
   struct Options {
     std::string checkpoint, out;
+    bool bf16 = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub =
-      app.add_subcommand("export-model", "write a checkpoint's parameters as one file (torch.load reads it)");
+      app.add_subcommand("export-model",
+                         "write a checkpoint's parameters as one file: torch.load's, or a .safetensors file under "
+                         "Hugging Face's names");
   sub->add_option("--checkpoint", o->checkpoint, "a --checkpoint-dir (its latest checkpoint) or one checkpoint")
       ->required();
-  sub->add_option("-o,--output", o->out, "file to write")->required();
+  sub->add_option("-o,--output", o->out,
+                  "file to write: NAME.safetensors for a safetensors file (what train --init-from and Hugging "
+                  "Face's loaders read), any other name for torch.load's pickled dictionary")
+      ->required();
+  sub->add_flag("--bf16", o->bf16, "a .safetensors file in BF16 (half the bytes) instead of F32");
   sub->callback([o, &exit_code] {
-    const int n = ExportModel(o->checkpoint, o->out);
+    const int n = ExportModel(o->checkpoint, o->out, o->bf16);
     std::printf("wrote %d parameters to %s\n", n, o->out.c_str());
     exit_code = 0;
   });

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "models/llama.h"
+#include "models/pretrained.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
 #include "runtime/data/run_text.h"
@@ -95,7 +96,9 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {
     text = OpenRunText(TextSourceOf(o, config), TextDataOf(o), nullptr, prepared ? prepared : PreparedTextFromEnv());
-    config.vocab_size = text->tokenizer->VocabSize();  // the model predicts the tokenizer's pieces
+    // The model predicts the tokenizer's pieces; a published model keeps its
+    // own vocabulary, which may hold more rows than its tokenizer's pieces.
+    if (o.init_from.empty()) config.vocab_size = text->tokenizer->VocabSize();
   }
   // The model is cut into ModelStages() parts; a plan of P pipelines holds P
   // copies, stage s running part ModelStage(s).
@@ -103,6 +106,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   LlamaOptions llama;
   llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
   llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
+  if (!o.init_from.empty()) llama.weights = std::make_shared<const WeightFiles>(WeightFiles::Open(o.init_from));
   const StepFlops flops = FlopsOf(o, config, partition, schedule, device, PrecisionName(worker.precision));
   TrainerOptions options = TrainerOptionsOf(o, worker);
   options.recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
@@ -273,6 +277,23 @@ int RunTrain(const TrainOptions& given) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(config.max_position_embeddings));
   }
+  if (!o.init_from.empty()) {
+    // A published model's token ids are its own tokenizer's pieces.
+    if (!o.synthetic && o.tokenizer.empty()) {
+      throw Error("--init-from " + o.init_from +
+                  ": text training needs the model's own tokenizer, --tokenizer (its SentencePiece "
+                  "tokenizer.model); or train on --synthetic tokens");
+    }
+    try {
+      const int64_t values = CheckPretrained(WeightFiles::Open(o.init_from), config);
+      if (!o.quiet && !o.json) {
+        std::fprintf(stderr, "pplab: weights: %lld values from %s\n", static_cast<long long>(values),
+                     o.init_from.c_str());
+      }
+    } catch (const Error& e) {
+      throw Error("--init-from: " + std::string(e.what()));
+    }
+  }
   const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
@@ -301,9 +322,16 @@ int RunTrain(const TrainOptions& given) {
     }
     prepared = text->prepared;
     // A preset takes the tokenizer's vocabulary; a config file that names
-    // its own must agree with it.
+    // its own must agree with it. A published model keeps its vocabulary,
+    // which holds at least the tokenizer's pieces.
     std::error_code ec;
-    if (fs::is_regular_file(o.model, ec)) {
+    if (!o.init_from.empty()) {
+      if (text->tokenizer->VocabSize() > config.vocab_size) {
+        throw Error("--tokenizer " + o.tokenizer + " has " + std::to_string(text->tokenizer->VocabSize()) +
+                    " pieces, more than the vocab_size " + std::to_string(config.vocab_size) + " of --model " +
+                    o.model + ": it is not that model's tokenizer");
+      }
+    } else if (fs::is_regular_file(o.model, ec)) {
       const nlohmann::json file = nlohmann::json::parse(ReadTextFile(o.model), nullptr, false);
       if (file.is_object() && file.contains("vocab_size") && file["vocab_size"] != text->tokenizer->VocabSize()) {
         throw Error("--model " + o.model + ": vocab_size " + file["vocab_size"].dump() + ", but the tokenizer " +
@@ -312,7 +340,7 @@ int RunTrain(const TrainOptions& given) {
                     file["vocab_size"].dump() + ")");
       }
     }
-    config.vocab_size = text->tokenizer->VocabSize();
+    if (o.init_from.empty()) config.vocab_size = text->tokenizer->VocabSize();
   }
   if (o.resume && !latest.empty()) {
     const int step = CheckResumePoint(o, latest, MustMatch(o, config, prepared ? &*prepared : nullptr));
@@ -395,6 +423,11 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   CLI::Option* synthetic =
       sub->add_flag("--synthetic", o->synthetic, "train on random tokens instead of text (benchmarks, parity tests)")
           ->excludes(data);
+  sub->add_option("--init-from", o->init_from,
+                  "start from a published model's weights instead of the seed's: a .safetensors file, or the "
+                  "model's folder (model.safetensors, or the files model.safetensors.index.json lists); --model "
+                  "gives its config.json, and text training its --tokenizer. A --resume from a checkpoint takes the "
+                  "checkpoint's");
   sub->add_option("--tokenizer", o->tokenizer, "a SentencePiece .model to use instead of training one")
       ->excludes(synthetic);
   sub->add_option("--vocab-size", o->vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")

@@ -26,6 +26,9 @@ struct TrainOptions {
   int microbatches = 8;
   int virtual_stages = 0;
   std::string model = "small";
+  // A published model's weights to start from (a .safetensors file or the
+  // model's folder); "" for the seed's.
+  std::string init_from;
   std::string partition = "uniform";
   int batch_size = 16;
   int seq_len = 128;
@@ -71,7 +74,7 @@ struct TrainOptions {
   bool measure_memory = false;
   std::string attention = "auto";
   std::string recompute = "none";  // stages whose activations are recomputed (sim/recompute.h)
-  double peak_tflops = 0;  // 0: the device's from the table in runtime/train/mfu.h
+  double peak_tflops = 0;          // 0: the device's from the table in runtime/train/mfu.h
   std::vector<std::string> raw_args;
 };
 

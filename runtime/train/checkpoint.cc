@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "models/pretrained.h"
+#include "models/safetensors.h"
 #include "runtime/data/fnv.h"
 #include "runtime/train/manifest.h"
 #include "runtime/train/shard_file.h"
@@ -241,7 +243,7 @@ std::string ResolveCheckpoint(const std::string& path) {
   return dir;
 }
 
-int ExportModel(const std::string& path, const std::string& out_file) {
+int ExportModel(const std::string& path, const std::string& out_file, bool bf16) {
   const std::string dir = ResolveCheckpoint(path);
   const json manifest = json::parse(VerifyCheckpoint(dir));
   c10::Dict<std::string, at::Tensor> params;
@@ -258,6 +260,22 @@ int ExportModel(const std::string& path, const std::string& out_file) {
     throw Error("export-model: the shards of " + dir + " hold " + std::to_string(elements) + " of the model's " +
                 std::to_string(want) + " parameter values (" + std::to_string(count) + " tensors); nothing written");
   }
+  const std::string suffix = ".safetensors";
+  if (out_file.size() > suffix.size() &&
+      out_file.compare(out_file.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    // Hugging Face's names and layout; a tied head is the embedding there.
+    const bool tied = manifest.contains("model") && manifest["model"].value("tie_word_embeddings", false);
+    std::vector<at::Tensor> keep;
+    std::vector<TensorToWrite> tensors;
+    for (const auto& item : params) {
+      if (tied && item.key() == "lm_head.weight") continue;
+      keep.push_back(item.value().to(at::kFloat).contiguous());
+      tensors.push_back({HuggingFaceName(item.key()), keep.back().sizes().vec(), keep.back().data_ptr<float>()});
+    }
+    WriteSafetensors(out_file, tensors, bf16, {{"format", "pt"}, {"written_by", "pplab export-model"}});
+    return static_cast<int>(tensors.size());
+  }
+  if (bf16) throw Error("export-model: --bf16 writes a .safetensors file; " + out_file + " would be torch.load's");
   const std::vector<char> bytes = torch::pickle_save(params);
   WriteBinaryFile(out_file + ".tmp", bytes);
   std::error_code ec;

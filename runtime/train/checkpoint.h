@@ -89,9 +89,12 @@ void LoadCheckpoint(const std::string& path, const std::string& manifest_json, A
 // Writes the parameters (no optimizer state) of DIR's latest checkpoint, or
 // of the checkpoint directory `path` itself, as one file for single-process
 // use: a pickled dictionary from global name to tensor (`torch.load` reads
-// it). Throws unless every parameter of the model (the manifest's
+// it); or, where `out_file` ends in .safetensors, a safetensors file under
+// Hugging Face's names (a tied head left to the embedding), in F32 or, with
+// `bf16`, BF16, which `train --init-from` and Hugging Face's loaders read.
+// Throws unless every parameter of the model (the manifest's
 // `parameter_elements`) is written. Returns the number of tensors written.
-int ExportModel(const std::string& path, const std::string& out_file);
+int ExportModel(const std::string& path, const std::string& out_file, bool bf16 = false);
 
 // `path` itself when it is a checkpoint (holds manifest.json), else the
 // latest checkpoint of the checkpoint directory `path`. Throws pplab::Error

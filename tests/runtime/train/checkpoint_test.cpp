@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "models/safetensors.h"
 #include "runtime/data/fnv.h"
 #include "runtime/train/shard_file.h"
 #include "schedules/error.h"
@@ -224,6 +226,31 @@ TEST_CASE("export-model fails unless every parameter of the model is written", "
   fs::remove(out);
   CHECK_THROWS_WITH(ExportModel(dir, out), Catch::Contains("hold 10 of the model's 20 parameter values"));
   CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("export-model writes a safetensors file under Hugging Face's names, in F32 or BF16", "[checkpoint]") {
+  const std::string dir = Tmp("export_safetensors");
+  Toy toy;
+  toy.b = torch::tensor({1.0f, 1.0f + std::ldexp(1.0f, -10), -3.0f, 0.5f});
+  toy.optimizer = AdamW({{"a", toy.a}, {"b", toy.b}}, AdamWConfig{});
+  Publish(dir, 1, {&toy}, 10);
+  for (const bool bf16 : {false, true}) {
+    const std::string out = dir + (bf16 ? "/model-bf16.safetensors" : "/model.safetensors");
+    CHECK(ExportModel(dir, out, bf16) == 2);
+    const WeightFiles files = WeightFiles::Open(out);
+    REQUIRE(files.Tensors().size() == 2);
+    for (const auto& [name, want] : {std::pair<std::string, at::Tensor>{"a", toy.a}, {"b", toy.b}}) {
+      const SafetensorsTensor* t = files.Find("model." + name);
+      REQUIRE(t != nullptr);
+      CHECK(t->dtype == (bf16 ? "BF16" : "F32"));
+      CHECK(t->shape == want.sizes().vec());
+      at::Tensor got = torch::empty(want.sizes(), torch::kFloat);
+      ReadAsFloat32(name, *t, got.data_ptr<float>());
+      CHECK(torch::equal(got, bf16 ? want.to(torch::kBFloat16).to(torch::kFloat) : want));
+    }
+  }
+  CHECK_FALSE(torch::equal(toy.b, toy.b.to(torch::kBFloat16).to(torch::kFloat)));  // 2^-10 is below BF16's step
+  CHECK_THROWS_WITH(ExportModel(dir, dir + "/model.pt", true), Catch::Contains("--bf16 writes a .safetensors file"));
 }
 
 }  // namespace pplab

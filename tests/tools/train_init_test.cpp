@@ -1,0 +1,109 @@
+// `pplab train --init-from`: a model's published weights (here, pplab's own
+// export of a checkpoint) as the start of training, on any plan; bad files
+// refused before any worker starts.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/safetensors.h"
+#include "schedules/file_io.h"
+#include "tests/run_pplab.h"
+
+namespace pplab {
+namespace {
+
+// The tiny preset with a tied head and Llama 3.1's rotary scaling: the two
+// things a published model's file and config add to pplab's own.
+const char* kTiedConfig = R"({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64,
+  "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+  "tie_word_embeddings": true, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+  "high_freq_factor": 4.0, "original_max_position_embeddings": 64}})";
+
+std::string Common(const std::string& model) {
+  return "train --synthetic --out '' -q --batch-size 8 --seq-len 32 -m 4 --warmup-steps 0 --eval-every 0 --json "
+         "--model " +
+         model + " ";
+}
+
+std::vector<double> Losses(const std::string& args) {
+  const PplabRun r = Pplab(args);
+  INFO(args << "\n" << r.out);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')))["losses"].get<std::vector<double>>();
+}
+
+}  // namespace
+
+TEST_CASE("train --init-from starts every plan from the file's weights, and a resume from its checkpoint",
+          "[train][init]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/train_init";
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  const std::string model = dir + "/config.json";
+  WriteTextFile(model, kTiedConfig);
+  // Weights of seed 1 after 2 steps, exported as a Hugging Face file.
+  REQUIRE(Pplab(Common(model) + "-k 1 --steps 2 --checkpoint-dir " + dir + "/first").code == 0);
+  const std::string file = dir + "/model.safetensors";
+  const PplabRun exported = Pplab("export-model --checkpoint " + dir + "/first -o " + file);
+  INFO(exported.out);
+  REQUIRE(exported.code == 0);
+  // 4 layers of 9 tensors, the embedding and the final norm: the tied head
+  // is left to the embedding, as published tied models are.
+  CHECK_THAT(exported.out, Catch::Contains("wrote 38 parameters"));
+  CHECK(WeightFiles::Open(file).Find("lm_head.weight") == nullptr);
+
+  // Seed 9's data from those weights: the same losses on every plan
+  // (zb-v and dualpipe keep both halves of the tied weight on one rank).
+  const std::string init = Common(model) + "--steps 3 --seed 9 --init-from " + file + " ";
+  const std::vector<double> reference = Losses(init + "-k 1");
+  REQUIRE(reference.size() == 3);
+  for (const char* plan : {"-s 1f1b -k 2", "-s zb-v -k 2", "-s dualpipe -k 2"}) {
+    INFO(plan);
+    const std::vector<double> losses = Losses(init + plan);
+    REQUIRE(losses.size() == reference.size());
+    for (size_t i = 0; i < losses.size(); ++i) CHECK(losses[i] == Approx(reference[i]).epsilon(1e-5));
+  }
+  // Not seed 9's own weights.
+  CHECK(Losses(Common(model) + "--steps 1 --seed 9 -k 1")[0] != Approx(reference[0]).epsilon(1e-4));
+
+  // A resume takes the checkpoint's weights, not the file's: step 3 of a
+  // run from the file, checkpointed at 2, equals the uninterrupted run.
+  const std::string ck = " --checkpoint-every 2 --checkpoint-dir " + dir + "/second";
+  REQUIRE(Pplab(init + "-k 2 --steps 2" + ck).code == 0);
+  const std::vector<double> resumed = Losses(init + "-k 2 --resume" + ck);
+  REQUIRE(resumed.size() == 1);
+  CHECK(resumed[0] == Approx(reference[2]).epsilon(1e-5));
+}
+
+TEST_CASE("train --init-from refuses files of another model with one line, before any worker starts", "[train][init]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/train_init_bad";
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  REQUIRE(Pplab(Common("tiny") + "-k 1 --steps 1 --checkpoint-dir " + dir + "/ck").code == 0);
+  const std::string file = dir + "/tiny.safetensors";
+  REQUIRE(Pplab("export-model --checkpoint " + dir + "/ck -o " + file).code == 0);
+  const std::string out = dir + "/run";
+  auto refused = [&](const std::string& args, const std::string& why) {
+    const PplabRun r = Pplab("train -k 2 --steps 1 --out " + out + " " + args);
+    INFO(args << "\n" << r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains(why));
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+    CHECK_FALSE(std::filesystem::exists(out));  // nothing written, no worker started
+  };
+  refused("--synthetic --model small --init-from " + file,
+          "--init-from: " + file +
+              ": tensor 'model.embed_tokens.weight' is 256 x 32, the model's is 2048 x 128: the files are not of "
+              "this model's config");
+  refused("--synthetic --model tiny --init-from " + dir + "/none.safetensors",
+          "--init-from: cannot read " + dir + "/none.safetensors");
+  refused("--synthetic --model tiny --init-from " + dir,
+          "is a folder without model.safetensors or model.safetensors.index.json");
+  refused("--model tiny --init-from " + file, "text training needs the model's own tokenizer, --tokenizer");
+  CHECK_THAT(Pplab("export-model --bf16 --checkpoint " + dir + "/ck -o " + dir + "/m.pt").out,
+             Catch::Contains("--bf16 writes a .safetensors file"));
+}
+
+}  // namespace pplab

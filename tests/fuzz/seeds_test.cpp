@@ -6,8 +6,10 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <vector>
 
 #include "models/llama_config.h"
+#include "models/safetensors.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/schedule_io.h"
@@ -53,6 +55,19 @@ TEST_CASE("every kept fuzz input is accepted or refused with pplab::Error", "[fu
           (void)m.Profile();
         }) > 0);
   CHECK(Replay("llama_config", [](const std::string& t) { (void)LlamaConfigFromJson(t, "fuzz.json").ToJson(); }) > 0);
+  CHECK(Replay("safetensors", [](const std::string& t) {
+          const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/fuzz-replay.safetensors";
+          {
+            std::ofstream out(path, std::ios::binary | std::ios::trunc);
+            out << t;
+          }
+          for (const auto& [name, tensor] : ReadSafetensorsHeader(path)) {
+            std::vector<float> values(static_cast<size_t>(tensor.Elements()));
+            if (tensor.dtype == "F32" || tensor.dtype == "BF16" || tensor.dtype == "F16") {
+              ReadAsFloat32(name, tensor, values.data());
+            }
+          }
+        }) > 0);
 }
 
 }  // namespace pplab

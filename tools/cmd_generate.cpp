@@ -1,5 +1,6 @@
 // pplab generate --checkpoint DIR --prompt TEXT: samples a continuation from
-// a checkpoint in one process, so a user can see what the model learned.
+// a checkpoint in one process, so a user can see what the model learned; or
+// from a published model's weights (--init-from), to see that they loaded.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <CLI/CLI.hpp>
@@ -7,12 +8,14 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "models/llama.h"
-#include "runtime/train/adamw.h"
-#include "runtime/train/checkpoint.h"
+#include "models/pretrained.h"
 #include "runtime/data/fnv.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/train/adamw.h"
+#include "runtime/train/checkpoint.h"
 #include "schedules/error.h"
 #include "tools/commands.h"
 
@@ -23,6 +26,7 @@ namespace {
 
 struct GenerateOptions {
   std::string checkpoint;
+  std::string init_from, model;  // a published model's weights and config instead of a checkpoint
   std::string prompt;
   std::string tokenizer;
   int max_new_tokens = 64;
@@ -50,21 +54,64 @@ Tokenizer LoadTokenizer(const GenerateOptions& o, const std::string& dir, const 
   return t;
 }
 
-int RunGenerate(const GenerateOptions& o) {
+// The model to sample from, as one stage, its tokenizer, and what to say
+// it came from.
+struct Loaded {
+  LlamaConfig config;
+  std::unique_ptr<Stage> model;
+  std::optional<Tokenizer> tokenizer;
+  nlohmann::json source;
+};
+
+// From a checkpoint: its config, its tokenizer, its weights by global name.
+Loaded FromCheckpoint(const GenerateOptions& o) {
   const std::string dir = ResolveCheckpoint(o.checkpoint);
   const std::string manifest_text = VerifyCheckpoint(dir);
   const nlohmann::json manifest = nlohmann::json::parse(manifest_text);
-  const LlamaConfig config = LlamaConfigFromJson(manifest.at("model").dump(), dir + "/manifest.json");
-  const Tokenizer tokenizer = LoadTokenizer(o, dir, manifest);
-  if (tokenizer.VocabSize() != config.vocab_size) {
+  Loaded l;
+  l.config = LlamaConfigFromJson(manifest.at("model").dump(), dir + "/manifest.json");
+  l.tokenizer = LoadTokenizer(o, dir, manifest);
+  l.model = BuildLlamaStage(l.config, PartitionUniform(l.config, 1), 0, manifest.at("seed").get<uint64_t>(), c10::kCPU);
+  AdamW holder(l.model->NamedParameters(), AdamWConfig{});
+  LoadCheckpoint(dir, manifest_text, holder);
+  l.source = {{"checkpoint", dir}, {"step", manifest.at("step")}};
+  return l;
+}
+
+// From a published model's files, its config and its tokenizer.
+Loaded FromWeights(const GenerateOptions& o) {
+  if (o.model.empty() || o.tokenizer.empty()) {
+    throw Error("--init-from " + o.init_from + " needs the model's --model (its config.json) and --tokenizer");
+  }
+  Loaded l;
+  l.config = LoadLlamaConfig(o.model);
+  LlamaOptions options;
+  options.weights = std::make_shared<const WeightFiles>(WeightFiles::Open(o.init_from));
+  try {
+    CheckPretrained(*options.weights, l.config);
+  } catch (const Error& e) {
+    throw Error("--init-from: " + std::string(e.what()));
+  }
+  l.tokenizer = Tokenizer::Load(o.tokenizer);
+  l.model = BuildLlamaStage(l.config, PartitionUniform(l.config, 1), 0, 0, c10::kCPU, options);
+  l.source = {{"weights", o.init_from}};
+  return l;
+}
+
+int RunGenerate(const GenerateOptions& o) {
+  if (o.checkpoint.empty() == o.init_from.empty()) {
+    throw Error("generate: give --checkpoint, or --init-from with --model and --tokenizer (one of the two)");
+  }
+  Loaded loaded = o.checkpoint.empty() ? FromWeights(o) : FromCheckpoint(o);
+  const LlamaConfig& config = loaded.config;
+  const Tokenizer& tokenizer = *loaded.tokenizer;
+  Stage* model = loaded.model.get();
+  // A published model may keep more rows than its tokenizer has pieces;
+  // those are never sampled.
+  if (tokenizer.VocabSize() > config.vocab_size) {
     throw Error("the tokenizer has " + std::to_string(tokenizer.VocabSize()) + " pieces, the model " +
                 std::to_string(config.vocab_size));
   }
-  // The whole model as one stage, its weights loaded by global name.
-  const Partition whole = PartitionUniform(config, 1);
-  std::unique_ptr<Stage> model = BuildLlamaStage(config, whole, 0, manifest.at("seed").get<uint64_t>(), c10::kCPU);
-  AdamW holder(model->NamedParameters(), AdamWConfig{});
-  LoadCheckpoint(dir, manifest_text, holder);
 
   torch::NoGradGuard no_grad;
   auto gen = at::detail::createCPUGenerator(o.seed);
@@ -75,9 +122,9 @@ int RunGenerate(const GenerateOptions& o) {
   for (int i = 0; i < o.max_new_tokens; ++i) {
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(ids.size()), window);
     std::vector<int64_t> last(ids.end() - T, ids.end());
-    at::Tensor tokens = torch::tensor(last, torch::kLong).view({1, T});            // (1, T)
-    at::Tensor logits = model->Forward({tokens, torch::ones_like(tokens)}).at(0);  // (1, T, V)
-    at::Tensor next = logits[0][T - 1].to(torch::kFloat64);                        // (V)
+    at::Tensor tokens = torch::tensor(last, torch::kLong).view({1, T});                          // (1, T)
+    at::Tensor logits = model->Forward({tokens, torch::ones_like(tokens)}).at(0);                // (1, T, V)
+    at::Tensor next = logits[0][T - 1].to(torch::kFloat64).narrow(0, 0, tokenizer.VocabSize());  // (pieces)
     int32_t chosen;
     if (o.temperature <= 0) {
       chosen = static_cast<int32_t>(next.argmax().item<int64_t>());
@@ -100,11 +147,10 @@ int RunGenerate(const GenerateOptions& o) {
                                        ? all_text.substr(prompt_text.size())
                                        : tokenizer.Decode(std::vector<int32_t>(ids.begin() + prompt_size, ids.end()));
   if (o.json) {
-    const nlohmann::json j = {{"checkpoint", dir},
-                              {"step", manifest.at("step")},
-                              {"prompt", o.prompt},
-                              {"continuation", continuation},
-                              {"new_tokens", ids.size() - prompt_size}};
+    nlohmann::json j = loaded.source;
+    j["prompt"] = o.prompt;
+    j["continuation"] = continuation;
+    j["new_tokens"] = ids.size() - prompt_size;
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s%s\n", o.prompt.c_str(), continuation.c_str());
@@ -116,9 +162,15 @@ int RunGenerate(const GenerateOptions& o) {
 
 void SetupGenerate(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<GenerateOptions>();
-  CLI::App* sub = app.add_subcommand("generate", "sample text from a checkpoint (one process, CPU)");
-  sub->add_option("--checkpoint", o->checkpoint, "a --checkpoint-dir (its latest checkpoint) or one checkpoint")
-      ->required();
+  CLI::App* sub =
+      app.add_subcommand("generate", "sample text from a checkpoint or a published model's weights (one process, CPU)");
+  CLI::Option* checkpoint =
+      sub->add_option("--checkpoint", o->checkpoint, "a --checkpoint-dir (its latest checkpoint) or one checkpoint");
+  sub->add_option("--init-from", o->init_from,
+                  "a published model's weights instead (a .safetensors file or the model's folder), with its "
+                  "--model and --tokenizer")
+      ->excludes(checkpoint);
+  sub->add_option("--model", o->model, "with --init-from: the model's config.json (or its folder)");
   sub->add_option("--prompt", o->prompt, "text to continue")->required();
   sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to add at most (stops at end of text)")
       ->check(CLI::Range(0, 1 << 20))
@@ -130,7 +182,9 @@ void SetupGenerate(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the sampling")->capture_default_str();
-  sub->add_option("--tokenizer", o->tokenizer, "a tokenizer .model instead of the checkpoint's (must be the same)");
+  sub->add_option("--tokenizer", o->tokenizer,
+                  "a SentencePiece .model: the checkpoint's own by default (another must be the same); with "
+                  "--init-from, the model's");
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] { exit_code = RunGenerate(*o); });
 }

@@ -73,7 +73,7 @@ void pplab_spm_free(void* handle) { delete static_cast<sentencepiece::SentencePi
 void pplab_spm_info(void* handle, int* pieces, int* pad, int* bos, int* eos) {
   const auto* p = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
   *pieces = p->GetPieceSize();
-  *pad = p->pad_id();
+  *pad = p->pad_id() >= 0 ? p->pad_id() : p->unk_id();
   *bos = p->bos_id();
   *eos = p->eos_id();
 }
@@ -101,19 +101,19 @@ int pplab_spm_decode(void* handle, const int32_t* ids, size_t count, char** text
   return 0;
 }
 
-int pplab_spm_train(const char* text, size_t size, int vocab_size, char** model, size_t* model_size, char* error,
-                    size_t error_size) {
-  // PAD 0 (the loss's ignore index), UNK 1, BOS 2, EOS 3; the rarest 0.05 %
-  // of characters are spelled as bytes (byte fallback takes 256 pieces, so
-  // only from 1024 pieces up; below that they become UNK); one thread, so
-  // the result is the same on every machine.
+int pplab_spm_train(const char* text, size_t size, int vocab_size, int llama2_ids, char** model, size_t* model_size,
+                    char* error, size_t error_size) {
+  // PAD 0 (the loss's ignore index), UNK 1, BOS 2, EOS 3, or Llama 2's ids;
+  // the rarest 0.05 % of characters are spelled as bytes (byte fallback
+  // takes 256 pieces, so only from 1024 pieces up; below that they become
+  // UNK); one thread, so the result is the same on every machine.
   const std::unordered_map<std::string, std::string> spec = {
       {"model_type", "bpe"},
       {"vocab_size", std::to_string(vocab_size)},
-      {"pad_id", "0"},
-      {"unk_id", "1"},
-      {"bos_id", "2"},
-      {"eos_id", "3"},
+      {"pad_id", llama2_ids ? "-1" : "0"},
+      {"unk_id", llama2_ids ? "0" : "1"},
+      {"bos_id", llama2_ids ? "1" : "2"},
+      {"eos_id", llama2_ids ? "2" : "3"},
       {"character_coverage", "0.9995"},
       {"byte_fallback", vocab_size >= 1024 ? "true" : "false"},
       {"max_sentence_length", "65536"},

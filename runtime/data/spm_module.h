@@ -19,7 +19,8 @@ extern "C" {
 // Loads a serialized model. *handle must be freed with pplab_spm_free.
 int pplab_spm_load(const char* model, size_t model_size, void** handle, char* error, size_t error_size);
 void pplab_spm_free(void* handle);
-// Piece count, and the ids of PAD, BOS, EOS (-1 when absent).
+// Piece count, and the ids of BOS and EOS (-1 when absent) and of the piece
+// that pads: PAD, or UNK where the model has no PAD (as Llama 2's has none).
 void pplab_spm_info(void* handle, int* pieces, int* pad, int* bos, int* eos);
 // Encodes `text`; *ids (malloc'ed, to free with pplab_spm_free_buffer) gets
 // *count ids.
@@ -29,10 +30,10 @@ int pplab_spm_encode(void* handle, const char* text, size_t size, int32_t** ids,
 int pplab_spm_decode(void* handle, const int32_t* ids, size_t count, char** text, size_t* size, char* error,
                      size_t error_size);
 // Trains a BPE model of `vocab_size` pieces on the non-empty lines of `text`
-// (PAD 0, UNK 1, BOS 2, EOS 3, byte fallback from 1024 pieces); *model
-// (malloc'ed) gets the
-// serialized model.
-int pplab_spm_train(const char* text, size_t size, int vocab_size, char** model, size_t* model_size, char* error,
-                    size_t error_size);
+// (byte fallback from 1024 pieces); *model (malloc'ed) gets the serialized
+// model. Its special pieces: with `llama2_ids` 0, pplab's (PAD 0, UNK 1,
+// BOS 2, EOS 3); else Llama 2's (UNK 0, BOS 1, EOS 2, no PAD).
+int pplab_spm_train(const char* text, size_t size, int vocab_size, int llama2_ids, char** model, size_t* model_size,
+                    char* error, size_t error_size);
 void pplab_spm_free_buffer(void* buffer);
 }

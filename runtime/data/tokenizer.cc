@@ -100,7 +100,7 @@ Tokenizer Tokenizer::Load(const std::string& path) {
   int pad = -1, bos = -1, eos = -1;
   spm.info(t.impl_->handle, &t.impl_->pieces, &pad, &bos, &eos);
   if (pad < 0 || bos < 0 || eos < 0) {
-    throw Error(path + ": the tokenizer needs PAD, BOS and EOS pieces (let pplab train one with --vocab-size)");
+    throw Error(path + ": the tokenizer needs BOS and EOS pieces (let pplab train one with --vocab-size)");
   }
   t.pad_ = pad;
   t.bos_ = bos;
@@ -142,7 +142,8 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
 
 int Tokenizer::VocabSize() const { return impl_->pieces; }
 
-void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path) {
+void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path,
+                    TokenizerIds ids) {
   if (documents.empty()) throw Error("tokenizer: no text to train on");
   std::string text;
   for (const std::string& d : documents) {
@@ -153,7 +154,8 @@ void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, c
   char* model = nullptr;
   size_t size = 0;
   char error[1024] = "";
-  if (spm.train(text.data(), text.size(), vocab_size, &model, &size, error, sizeof error) != 0) {
+  if (spm.train(text.data(), text.size(), vocab_size, ids == TokenizerIds::kLlama2 ? 1 : 0, &model, &size, error,
+                sizeof error) != 0) {
     throw Error("--vocab-size " + std::to_string(vocab_size) +
                 ": SentencePiece cannot train a BPE model of that size on this corpus: " + error);
   }

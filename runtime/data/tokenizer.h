@@ -3,7 +3,9 @@
 //
 // Ids: 0 is PAD (the loss ignores it), 1 UNK, 2 BOS (begin of text), 3 EOS
 // (end of text). Models trained by pplab have exactly these; a loaded model
-// must have PAD, BOS and EOS (any ids) or it is refused.
+// must have BOS and EOS (any ids) or it is refused. One without a PAD piece
+// (Llama 2's, Mistral's) pads with its UNK piece, which the loss then
+// ignores: a byte-fallback tokenizer like theirs never encodes text as UNK.
 #pragma once
 
 #include <cstdint>
@@ -42,10 +44,16 @@ class Tokenizer {
   std::string path_;
 };
 
+// The special pieces' ids of a tokenizer pplab trains: its own (PAD 0,
+// UNK 1, BOS 2, EOS 3), or Llama 2's (UNK 0, BOS 1, EOS 2, no PAD), for
+// tests of what published tokenizers are like.
+enum class TokenizerIds { kPplab, kLlama2 };
+
 // Trains a BPE model of `vocab_size` pieces on `documents` and writes it to
 // `model_path` (atomically: a temporary file, then a rename). Deterministic
 // for the same documents and size. Throws pplab::Error when SentencePiece
 // refuses (e.g. a vocabulary smaller than the corpus's characters need).
-void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path);
+void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path,
+                    TokenizerIds ids = TokenizerIds::kPplab);
 
 }  // namespace pplab

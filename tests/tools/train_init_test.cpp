@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "models/safetensors.h"
+#include "runtime/data/corpus.h"
+#include "runtime/data/tokenizer.h"
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
 
@@ -104,6 +106,54 @@ TEST_CASE("train --init-from refuses files of another model with one line, befor
   refused("--model tiny --init-from " + file, "text training needs the model's own tokenizer, --tokenizer");
   CHECK_THAT(Pplab("export-model --bf16 --checkpoint " + dir + "/ck -o " + dir + "/m.pt").out,
              Catch::Contains("--bf16 writes a .safetensors file"));
+}
+
+TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from its file, and generate samples from it",
+          "[train][init]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/train_init_text";
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  const std::string corpus = std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.txt";
+  const std::string tokenizer = dir + "/tokenizer.model";
+  TrainTokenizer(ReadCorpus({corpus}).documents, 200, tokenizer, TokenizerIds::kLlama2);
+  const std::string model = dir + "/config.json";
+  WriteTextFile(model, R"({"vocab_size": 200, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128})");
+  const std::string text =
+      "train -q --out '' --eval-every 0 --warmup-steps 0 --batch-size 8 --seq-len 32 -m 2 --json "
+      "--model " +
+      model + " --tokenizer " + tokenizer + " --data " + corpus + " --cache-dir " + dir + "/cache ";
+  // From the seed, with the tokenizer's UNK as padding; then exported.
+  const PplabRun first = Pplab(text + "-k 2 --steps 3 --checkpoint-dir " + dir + "/ck");
+  INFO(first.out);
+  REQUIRE(first.code == 0);
+  const std::string file = dir + "/model.safetensors";
+  REQUIRE(Pplab("export-model --checkpoint " + dir + "/ck -o " + file).code == 0);
+
+  // The same greedy continuation from the checkpoint and from its export.
+  const std::string prompt = " --prompt 'The pipeline' --temperature 0 --max-new-tokens 12 --json";
+  const PplabRun a = Pplab("generate --checkpoint " + dir + "/ck" + prompt);
+  const PplabRun b = Pplab("generate --init-from " + file + " --model " + model + " --tokenizer " + tokenizer + prompt);
+  INFO(a.out << "\n" << b.out);
+  REQUIRE(a.code == 0);
+  REQUIRE(b.code == 0);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja["new_tokens"].get<int>() > 0);
+  CHECK(ja["continuation"] == jb["continuation"]);
+  CHECK(jb["weights"] == file);
+
+  // Text training from the file: the same losses on one rank and on two.
+  const std::vector<double> one = Losses(text + "-k 1 --steps 2 --init-from " + file);
+  const std::vector<double> two = Losses(text + "-s zb-h1 -k 2 --steps 2 --init-from " + file);
+  REQUIRE(one.size() == 2);
+  REQUIRE(two.size() == 2);
+  for (size_t i = 0; i < one.size(); ++i) CHECK(two[i] == Approx(one[i]).epsilon(1e-5));
+
+  const PplabRun lonely = Pplab("generate --init-from " + file + " --prompt x");
+  CHECK(lonely.code != 0);
+  CHECK_THAT(lonely.out, Catch::Contains("needs the model's --model (its config.json) and --tokenizer"));
+  const PplabRun both = Pplab("generate --prompt x");
+  CHECK(both.code != 0);
+  CHECK_THAT(both.out, Catch::Contains("give --checkpoint, or --init-from with --model and --tokenizer"));
 }
 
 }  // namespace pplab

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -95,6 +96,21 @@ TEST_CASE("a trained tokenizer round-trips text and has PAD 0, BOS 2, EOS 3", "[
   TrainTokenizer(ReadCorpus({kText + "/fortunes.txt"}).documents, 200, again);
   CHECK(ReadTextFile(again) == ReadTextFile(Prepared().tokenizer_path));
   CHECK_THROWS_WITH(Tokenizer::Load(kText + "/fortunes.txt"), Catch::Contains("not a SentencePiece model"));
+}
+
+TEST_CASE("a tokenizer without a PAD piece, as Llama 2's, pads with its UNK piece", "[data]") {
+  const std::string path = Tmp("llama2_ids") + "/t.model";
+  TrainTokenizer(ReadCorpus({kText + "/fortunes.txt"}).documents, 200, path, TokenizerIds::kLlama2);
+  const Tokenizer t = Tokenizer::Load(path);
+  CHECK(t.VocabSize() == 200);
+  CHECK(t.Pad() == 0);  // UNK
+  CHECK(t.Bos() == 1);
+  CHECK(t.Eos() == 2);
+  const std::string text = "The pipeline sends a message to its neighbour.";
+  const std::vector<int32_t> ids = t.Encode(text);
+  CHECK(std::find(ids.begin(), ids.end(), 0) == ids.end());  // the corpus's characters: no UNK
+  CHECK(t.Decode(ids) == text);
+  CHECK(ReadTextFile(path) != ReadTextFile(Prepared().tokenizer_path));
 }
 
 TEST_CASE("the token cache holds each document's tokens and refuses a stale or cut file", "[data]") {
@@ -218,7 +234,7 @@ TEST_CASE("a token cache that shrinks while mapped stops the process with one li
       const TokenCache cache(path, p.corpus_fingerprint, p.tokenizer_fingerprint);
       const int64_t d = cache.NumDocuments() - 1;
       const volatile int32_t* last = cache.DocBegin(d) + cache.DocSize(d) - 1;  // pages past the first
-      fs::resize_file(path, 64);  // another process cuts the file under the run
+      fs::resize_file(path, 64);    // another process cuts the file under the run
       ::_exit(*last == 0 ? 0 : 1);  // not reached: the read past the end is a bus error
     } catch (...) {
       ::_exit(3);
@@ -235,7 +251,8 @@ TEST_CASE("a token cache that shrinks while mapped stops the process with one li
   INFO(out);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 2);
-  CHECK(out == "pplab: error: token cache " + path + " shrank while in use (bus error reading it); run again to rebuild it\n");
+  CHECK(out ==
+        "pplab: error: token cache " + path + " shrank while in use (bus error reading it); run again to rebuild it\n");
   // A file cut before it is opened is refused by its size, before mapping,
   // and PrepareText treats it as stale and rebuilds it.
   CHECK_THROWS_WITH(TokenCache(path, p.corpus_fingerprint, p.tokenizer_fingerprint), Catch::Contains("truncated"));

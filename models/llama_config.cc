@@ -319,6 +319,43 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   return c;
 }
 
+std::string HuggingFaceConfigJson(const LlamaConfig& c, const std::string& dtype) {
+  // Qwen2's layers are Llama's with biases on q, k and v; Qwen3's with norms
+  // on q and k (its attention_bias puts biases on all four projections).
+  const bool qwen3 = c.qk_norm, qwen2 = c.qkv_bias && !c.qk_norm;
+  if ((c.qk_norm && (c.qkv_bias || c.mlp_bias)) || (c.qkv_bias && c.mlp_bias)) {
+    throw Error(
+        "no Hugging Face model_type (llama, qwen2, qwen3) has this model's combination of q/k norms and biases; "
+        "write a .safetensors file instead");
+  }
+  const char* type = qwen3 ? "qwen3" : qwen2 ? "qwen2" : "llama";
+  json doc = {{"architectures",
+               {qwen3   ? "Qwen3ForCausalLM"
+                : qwen2 ? "Qwen2ForCausalLM"
+                        : "LlamaForCausalLM"}},
+              {"model_type", type},
+              {"vocab_size", c.vocab_size},
+              {"hidden_size", c.hidden_size},
+              {"intermediate_size", c.intermediate_size},
+              {"num_hidden_layers", c.num_hidden_layers},
+              {"num_attention_heads", c.num_attention_heads},
+              {"num_key_value_heads", c.num_key_value_heads},
+              {"head_dim", c.HeadDim()},
+              {"max_position_embeddings", c.max_position_embeddings},
+              {"rope_theta", c.rope_theta},
+              {"rms_norm_eps", c.rms_norm_eps},
+              {"hidden_act", "silu"},
+              {"tie_word_embeddings", c.tie_word_embeddings},
+              {"attention_dropout", 0.0},
+              {"torch_dtype", dtype}};
+  if (!qwen2) doc["attention_bias"] = c.attention_bias;
+  if (!qwen2 && !qwen3) doc["mlp_bias"] = c.mlp_bias;
+  if (qwen2 || qwen3) doc["use_sliding_window"] = false;
+  json& r = doc["rope_scaling"];
+  if (!c.rope_scaling.type.empty()) r = json::parse(c.ToJson())["rope_scaling"];
+  return doc.dump(2);
+}
+
 std::vector<double> RotaryFrequencies(const LlamaConfig& c) {
   const int hd = c.HeadDim();
   std::vector<double> inv(hd / 2);

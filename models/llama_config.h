@@ -98,6 +98,13 @@ const char* AttentionKindName(AttentionKind kind);
 // sequences never pass), other types kept as read (RopeScaling).
 LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& origin);
 
+// `c` as a Hugging Face config.json (model_type llama, qwen2 or qwen3, as
+// its switches say), which LlamaConfigFromJson reads back as `c` and
+// Hugging Face's loaders read as the same model. `dtype` is the weights'
+// torch_dtype ("float32" or "bfloat16"). Throws pplab::Error for a config
+// no such model_type holds (q/k norms with biases, say).
+std::string HuggingFaceConfigJson(const LlamaConfig& c, const std::string& dtype);
+
 // The rotary encoding's inverse frequencies, HeadDim() / 2 of them:
 // rope_theta^(-2i / HeadDim()), scaled as `c.rope_scaling` says. Throws
 // pplab::Error for a rope_scaling type pplab does not implement.

@@ -1,16 +1,20 @@
 #include "runtime/train/checkpoint.h"
 
+#include <sys/stat.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "models/llama_config.h"
 #include "models/pretrained.h"
 #include "models/safetensors.h"
 #include "runtime/data/fnv.h"
@@ -260,11 +264,9 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
     throw Error("export-model: the shards of " + dir + " hold " + std::to_string(elements) + " of the model's " +
                 std::to_string(want) + " parameter values (" + std::to_string(count) + " tensors); nothing written");
   }
-  const std::string suffix = ".safetensors";
-  if (out_file.size() > suffix.size() &&
-      out_file.compare(out_file.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    // Hugging Face's names and layout; a tied head is the embedding there.
-    const bool tied = manifest.contains("model") && manifest["model"].value("tie_word_embeddings", false);
+  // Hugging Face's names and layout; a tied head is the embedding there.
+  const bool tied = manifest.contains("model") && manifest["model"].value("tie_word_embeddings", false);
+  auto write_safetensors = [&](const std::string& file) {
     std::vector<at::Tensor> keep;
     std::vector<TensorToWrite> tensors;
     for (const auto& item : params) {
@@ -272,8 +274,33 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
       keep.push_back(item.value().to(at::kFloat).contiguous());
       tensors.push_back({HuggingFaceName(item.key()), keep.back().sizes().vec(), keep.back().data_ptr<float>()});
     }
-    WriteSafetensors(out_file, tensors, bf16, {{"format", "pt"}, {"written_by", "pplab export-model"}});
+    WriteSafetensors(file, tensors, bf16, {{"format", "pt"}, {"written_by", "pplab export-model"}});
     return static_cast<int>(tensors.size());
+  };
+  const std::string suffix = ".safetensors";
+  if (out_file.size() > suffix.size() &&
+      out_file.compare(out_file.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return write_safetensors(out_file);
+  }
+  struct stat info;
+  if (!out_file.empty() && (out_file.back() == '/' || (stat(out_file.c_str(), &info) == 0 && S_ISDIR(info.st_mode)))) {
+    // A model's folder as Hugging Face keeps one: the weights, config.json
+    // and the run's tokenizer, all checked before anything is written.
+    if (!manifest.contains("model")) throw Error("export-model: " + dir + "/manifest.json has no model config");
+    const LlamaConfig config = LlamaConfigFromJson(manifest["model"].dump(), dir + "/manifest.json");
+    const std::string config_json = HuggingFaceConfigJson(config, bf16 ? "bfloat16" : "float32");
+    std::string tokenizer;
+    if (manifest.contains("tokenizer_file")) {
+      tokenizer = ReadTextFile((fs::path(dir).parent_path() / manifest["tokenizer_file"].get<std::string>()).string());
+    }
+    if (::mkdir(out_file.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw Error("export-model: cannot make the folder " + out_file + ": " + std::strerror(errno));
+    }
+    const fs::path folder(out_file);
+    const int count = write_safetensors((folder / "model.safetensors").string());
+    WriteTextFile((folder / "config.json").string(), config_json + "\n");
+    if (!tokenizer.empty()) WriteTextFile((folder / "tokenizer.model").string(), tokenizer);
+    return count;
   }
   if (bf16) throw Error("export-model: --bf16 writes a .safetensors file; " + out_file + " would be torch.load's");
   const std::vector<char> bytes = torch::pickle_save(params);

@@ -91,7 +91,10 @@ void LoadCheckpoint(const std::string& path, const std::string& manifest_json, A
 // use: a pickled dictionary from global name to tensor (`torch.load` reads
 // it); or, where `out_file` ends in .safetensors, a safetensors file under
 // Hugging Face's names (a tied head left to the embedding), in F32 or, with
-// `bf16`, BF16, which `train --init-from` and Hugging Face's loaders read.
+// `bf16`, BF16, which `train --init-from` and Hugging Face's loaders read;
+// or, where `out_file` is a folder (it exists, or ends in '/'), a model's
+// folder as Hugging Face keeps one: model.safetensors, config.json
+// (HuggingFaceConfigJson) and, from a run on text, tokenizer.model.
 // Throws unless every parameter of the model (the manifest's
 // `parameter_elements`) is written. Returns the number of tensors written.
 int ExportModel(const std::string& path, const std::string& out_file, bool bf16 = false);

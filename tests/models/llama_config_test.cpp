@@ -118,6 +118,27 @@ TEST_CASE("rope_scaling: Llama 3.1's and linear scaling give the frequencies of 
   CHECK(RotaryFrequencies(small)[3] == Approx(0.001).epsilon(1e-12));
 }
 
+TEST_CASE("a config written as Hugging Face's config.json reads back as the same model", "[llama_config]") {
+  std::vector<LlamaConfig> configs = {LlamaPreset("tiny"), LlamaConfigFromJson(kLlama3_8B, "c.json")};
+  for (const char* file : {"qwen2.5-7b-config.json", "qwen3-32b-config.json"}) {
+    configs.push_back(LoadLlamaConfig(std::string(PPLAB_TEST_DATA_DIR) + "/models/" + file));
+  }
+  LlamaConfig biased = LlamaPreset("small");
+  biased.attention_bias = biased.mlp_bias = biased.tie_word_embeddings = true;
+  biased.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 64};
+  configs.push_back(biased);
+  for (const LlamaConfig& c : configs) {
+    INFO(c.ToJson());
+    const std::string hf = HuggingFaceConfigJson(c, "bfloat16");
+    CHECK(LlamaConfigFromJson(hf, "config.json").ToJson() == c.ToJson());
+  }
+  CHECK_THAT(HuggingFaceConfigJson(configs[2], "float32"), Catch::Contains("\"model_type\": \"qwen2\""));
+  CHECK_THAT(HuggingFaceConfigJson(configs[3], "float32"), Catch::Contains("\"Qwen3ForCausalLM\""));
+  LlamaConfig odd = configs[3];
+  odd.qkv_bias = true;
+  CHECK_THROWS_WITH(HuggingFaceConfigJson(odd, "float32"), Catch::Contains("no Hugging Face model_type"));
+}
+
 TEST_CASE("rope_scaling: the older key, the types that change nothing, and the ones pplab lacks", "[llama_config]") {
   // "type" is the older files' key; "dynamic" changes nothing within
   // max_position_embeddings; newer files keep the type in rope_parameters.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/llama_config.h"
 #include "models/safetensors.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/tokenizer.h"
@@ -140,6 +141,20 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
   CHECK(ja["new_tokens"].get<int>() > 0);
   CHECK(ja["continuation"] == jb["continuation"]);
   CHECK(jb["weights"] == file);
+
+  // As a model's folder: weights, config.json and tokenizer.model, which
+  // read back as the same model and the same continuation.
+  const std::string folder = dir + "/hf/";
+  const PplabRun exported = Pplab("export-model --checkpoint " + dir + "/ck -o " + folder);
+  INFO(exported.out);
+  REQUIRE(exported.code == 0);
+  CHECK(LoadLlamaConfig(folder).ToJson() == LoadLlamaConfig(model).ToJson());
+  CHECK(ReadTextFile(folder + "tokenizer.model") == ReadTextFile(tokenizer));
+  const PplabRun c = Pplab("generate --init-from " + folder + " --model " + folder + " --tokenizer " + folder +
+                           "tokenizer.model" + prompt);
+  INFO(c.out);
+  REQUIRE(c.code == 0);
+  CHECK(nlohmann::json::parse(c.out)["continuation"] == ja["continuation"]);
 
   // Text training from the file: the same losses on one rank and on two.
   const std::vector<double> one = Losses(text + "-k 1 --steps 2 --init-from " + file);

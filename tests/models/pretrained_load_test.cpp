@@ -118,7 +118,7 @@ TEST_CASE("a BF16 file widens exactly: each parameter is the bfloat16 rounding o
   }
 }
 
-TEST_CASE("llama3 rotary scaling changes the logits of the same weights; linear with factor 1 does not",
+TEST_CASE("llama3 rotary scaling changes the logits of the same weights, and linear with factor 1 does not",
           "[pretrained]") {
   LlamaConfig plain = Variant("llama");
   LlamaConfig scaled = Variant("llama3.1");

@@ -59,7 +59,7 @@ std::string ModelFile(const std::string& name, const LlamaConfig& c, bool bf16 =
   return path;
 }
 
-TEST_CASE("half and bfloat16 widen to the float of the same value; floats round to bfloat16 to nearest even",
+TEST_CASE("half and bfloat16 widen to the float of the same value, and floats round to bfloat16 to nearest even",
           "[pretrained]") {
   CHECK(HalfToFloat(0x3C00) == 1.0f);
   CHECK(HalfToFloat(0xC000) == -2.0f);

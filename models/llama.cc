@@ -353,8 +353,13 @@ std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partitio
                 "-stage partition");
   }
   auto module = std::make_shared<LlamaStageImpl>(config, partition, stage, options);
-  module->Initialise(seed);
-  if (options.weights != nullptr) module->LoadWeights(*options.weights);
+  // Every parameter comes from the files where they are given (drawing the
+  // seed's values first would cost a large model's start-up for nothing).
+  if (options.weights != nullptr) {
+    module->LoadWeights(*options.weights);
+  } else {
+    module->Initialise(seed);
+  }
   module->to(device);
   return std::make_unique<LlamaStage>(std::move(module));
 }

@@ -470,9 +470,11 @@ int64_t EmbeddingParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vo
 int64_t HeadParams(const LlamaConfig& c) { return static_cast<int64_t>(c.vocab_size) * c.hidden_size + c.hidden_size; }
 
 bool SameShapeButDepth(const LlamaConfig& a, const LlamaConfig& b) {
-  LlamaConfig deeper = a;
+  // The rotary scaling changes no shape and no cost.
+  LlamaConfig deeper = a, other = b;
   deeper.num_hidden_layers = b.num_hidden_layers;
-  return deeper.ToJson() == b.ToJson();
+  deeper.rope_scaling = other.rope_scaling = {};
+  return deeper.ToJson() == other.ToJson();
 }
 
 int64_t ModelParams(const LlamaConfig& c) {

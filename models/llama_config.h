@@ -119,7 +119,8 @@ std::vector<std::string> LlamaPresetNames();
 LlamaConfig LoadLlamaConfig(const std::string& preset_or_file);
 
 // Whether `a` and `b` are one model's shape but for num_hidden_layers (a
-// slice of the other, as `pplab profile --layers` measures).
+// slice of the other, as `pplab profile --layers` measures). Their rotary
+// scaling may differ: it changes no shape and no cost.
 bool SameShapeButDepth(const LlamaConfig& a, const LlamaConfig& b);
 
 // Parameter counts, for partitioning: one decoder layer; the embedding; the

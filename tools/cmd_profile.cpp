@@ -361,7 +361,11 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
     LlamaOptions llama;
     llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
     llama.padding = false;  // synthetic tokens below
-    owned.push_back(WorkerStage(worker, BuildLlamaStage(config, partition, s, o.seed, worker.device, llama)));
+    // The rotary scaling changes no cost: a type pplab does not compute is
+    // profiled as none (the cost file still records the config as given).
+    LlamaConfig built = config;
+    built.rope_scaling = {};
+    owned.push_back(WorkerStage(worker, BuildLlamaStage(built, partition, s, o.seed, worker.device, llama)));
     stages[s] = owned.back().get();
   }
   StepBatch batch = SyntheticBatch(o.seed, 0, o.microbatch_size, o.seq_len, config.vocab_size, 1);

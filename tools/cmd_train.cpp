@@ -263,6 +263,11 @@ int RunTrain(const TrainOptions& given) {
   // model against it, the batch, the device, the machine's capacity, the
   // outputs and the checkpoint to resume.
   LlamaConfig config = LoadLlamaConfig(o.model);
+  try {
+    RotaryFrequencies(config);  // a rotary scaling pplab does not compute, refused here rather than in every worker
+  } catch (const Error& e) {
+    throw Error("--model " + o.model + ": " + e.what());
+  }
   // K against the model's layers before a plan of K ranks is generated.
   if (o.plan_file.empty() && o.ranks > config.num_hidden_layers) MakePartition(config, o.ranks, "uniform");
   const Schedule schedule = LoadPlan(o);

@@ -145,7 +145,7 @@ void CheckProfile(const PlanOptions& o, const CostModel& costs) {
   LlamaConfig config = recorded;
   if (!o.model.empty()) {
     config = LoadLlamaConfig(o.model);
-    if (config.ToJson() != recorded.ToJson()) {
+    if (!SameShapeButDepth(recorded, config) || config.num_hidden_layers != recorded.num_hidden_layers) {
       if (SameShapeButDepth(recorded, config)) {
         // A slice (profile --layers): its stages are not the model's.
         throw Error(measured + std::to_string(recorded.num_hidden_layers) + " of --model " + o.model + "'s " +

@@ -154,6 +154,13 @@ TEST_CASE("rope_scaling: the older key, the types that change nothing, and the o
       Llama3With("rope_scaling", R"({"rope_type": "yarn", "factor": 4.0, "beta_fast": 32})"), "c.json");
   CHECK(yarn.rope_scaling.type == "yarn");
   CHECK_THROWS_WITH(RotaryFrequencies(yarn), Catch::Contains("rope_scaling type 'yarn' is not implemented"));
+  // The scaling changes no shape: a cost file of the unscaled model fits it.
+  const LlamaConfig plain = LlamaConfigFromJson(kLlama3_8B, "c.json");
+  CHECK(SameShapeButDepth(plain, yarn));
+  CHECK(SameShapeButDepth(yarn, plain));
+  LlamaConfig wider = plain;
+  wider.intermediate_size += 2;
+  CHECK_FALSE(SameShapeButDepth(wider, yarn));
   CHECK_THROWS_WITH(
       LlamaConfigFromJson(Llama3With("rope_scaling", R"({"rope_type": "llama3", "factor": 8.0})"), "c.json"),
       Catch::Contains("c.json: rope_scaling: field 'low_freq_factor' is missing for rope_type llama3"));

@@ -171,4 +171,27 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
   CHECK_THAT(both.out, Catch::Contains("give --checkpoint, or --init-from with --model and --tokenizer"));
 }
 
+TEST_CASE("a rotary scaling pplab does not compute: train refuses it by name before any worker, profile costs it",
+          "[train][init]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/train_init_yarn";
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  const std::string model = dir + "/config.json";
+  WriteTextFile(model, R"({"model_type": "llama", "vocab_size": 256, "hidden_size": 32, "intermediate_size": 64,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}})");
+  const PplabRun train = Pplab(Common(model) + "-k 2 --steps 1 --out " + dir + "/run");
+  INFO(train.out);
+  CHECK(train.code != 0);
+  CHECK_THAT(train.out, Catch::Contains("--model " + model + ": rope_scaling type 'yarn' is not implemented"));
+  CHECK(std::count(train.out.begin(), train.out.end(), '\n') == 1);
+  CHECK_FALSE(std::filesystem::exists(dir + "/run"));
+  const PplabRun profile = Pplab("profile --model " + model +
+                                 " -k 1 --microbatch-size 1 --seq-len 16 --repeats 2 "
+                                 "--warmup 1 -o " +
+                                 dir + "/cost.json");
+  INFO(profile.out);
+  CHECK(profile.code == 0);
+  CHECK_THAT(ReadTextFile(dir + "/cost.json"), Catch::Contains("yarn"));  // the config as given
+}
+
 }  // namespace pplab

@@ -263,11 +263,7 @@ int RunTrain(const TrainOptions& given) {
   // model against it, the batch, the device, the machine's capacity, the
   // outputs and the checkpoint to resume.
   LlamaConfig config = LoadLlamaConfig(o.model);
-  try {
-    RotaryFrequencies(config);  // a rotary scaling pplab does not compute, refused here rather than in every worker
-  } catch (const Error& e) {
-    throw Error("--model " + o.model + ": " + e.what());
-  }
+  CheckModelWeights(o, config);
   // K against the model's layers before a plan of K ranks is generated.
   if (o.plan_file.empty() && o.ranks > config.num_hidden_layers) MakePartition(config, o.ranks, "uniform");
   const Schedule schedule = LoadPlan(o);
@@ -281,23 +277,6 @@ int RunTrain(const TrainOptions& given) {
   if (o.seq_len > config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(config.max_position_embeddings));
-  }
-  if (!o.init_from.empty()) {
-    // A published model's token ids are its own tokenizer's pieces.
-    if (!o.synthetic && o.tokenizer.empty()) {
-      throw Error("--init-from " + o.init_from +
-                  ": text training needs the model's own tokenizer, --tokenizer (its SentencePiece "
-                  "tokenizer.model); or train on --synthetic tokens");
-    }
-    try {
-      const int64_t values = CheckPretrained(WeightFiles::Open(o.init_from), config);
-      if (!o.quiet && !o.json) {
-        std::fprintf(stderr, "pplab: weights: %lld values from %s\n", static_cast<long long>(values),
-                     o.init_from.c_str());
-      }
-    } catch (const Error& e) {
-      throw Error("--init-from: " + std::string(e.what()));
-    }
   }
   const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);

@@ -1,10 +1,12 @@
 #include "tools/train_checks.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "models/pretrained.h"
 #include "runtime/train/checkpoint.h"
 #include "schedules/error.h"
 
@@ -26,6 +28,30 @@ std::vector<std::string> RunFolderFiles(const TrainOptions& given, const TrainOp
 }
 
 }  // namespace
+
+void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
+  try {
+    RotaryFrequencies(config);  // refused here rather than in every worker
+  } catch (const Error& e) {
+    throw Error("--model " + o.model + ": " + e.what());
+  }
+  if (o.init_from.empty()) return;
+  // A published model's token ids are its own tokenizer's pieces.
+  if (!o.synthetic && o.tokenizer.empty()) {
+    throw Error("--init-from " + o.init_from +
+                ": text training needs the model's own tokenizer, --tokenizer (its SentencePiece tokenizer.model); "
+                "or train on --synthetic tokens");
+  }
+  int64_t values = 0;
+  try {
+    values = CheckPretrained(WeightFiles::Open(o.init_from), config);
+  } catch (const Error& e) {
+    throw Error("--init-from: " + std::string(e.what()));
+  }
+  if (!o.quiet && !o.json) {
+    std::fprintf(stderr, "pplab: weights: %lld values from %s\n", static_cast<long long>(values), o.init_from.c_str());
+  }
+}
 
 void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule) {
   if (o.plan_file.empty()) return;

@@ -13,6 +13,13 @@
 
 namespace pplab::cli {
 
+// The model's weights as they will be made: a rotary scaling pplab computes
+// (else --model is refused, naming the type), and with --init-from the
+// files checked against the config (models/pretrained.h) and text training
+// given the model's own --tokenizer. Says how many values the files give
+// unless quiet.
+void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config);
+
 // A --plan fixes the schedule, K, M and v: a flag given with it that says
 // otherwise is refused.
 void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule);

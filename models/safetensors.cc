@@ -141,7 +141,12 @@ WeightFiles WeightFiles::Open(const std::string& path) {
   if (!Exists(index)) {
     const std::string single = Join(path, "model.safetensors");
     if (!Exists(single)) {
-      throw Error(path + " is a folder without model.safetensors or model.safetensors.index.json");
+      const bool pickled =
+          Exists(Join(path, "pytorch_model.bin")) || Exists(Join(path, "pytorch_model.bin.index.json"));
+      throw Error(path + " is a folder without model.safetensors or model.safetensors.index.json" +
+                  (pickled ? std::string(" (its pytorch_model*.bin files are pickles, which pplab does not read: "
+                                         "convert them to safetensors)")
+                           : std::string()));
     }
     w.tensors_ = ReadSafetensorsHeader(single);
     return w;

@@ -148,6 +148,8 @@ TEST_CASE("a model's folder: one file, or several listed by model.safetensors.in
   mkdir(dir.c_str(), 0755);
   CHECK_THROWS_WITH(WeightFiles::Open(dir),
                     Catch::Contains("is a folder without model.safetensors or model.safetensors.index.json"));
+  WriteTextFile(dir + "/pytorch_model.bin", "pickle");
+  CHECK_THROWS_WITH(WeightFiles::Open(dir), Catch::Contains("its pytorch_model*.bin files are pickles"));
   const std::vector<float> x = {1, 2, 3, 4}, y = {5, 6};
   WriteSafetensors(dir + "/model-00001-of-00002.safetensors", {{"x", {4}, x.data()}}, false);
   WriteSafetensors(dir + "/model-00002-of-00002.safetensors", {{"y", {2}, y.data()}}, true);

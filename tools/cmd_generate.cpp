@@ -80,8 +80,15 @@ Loaded FromCheckpoint(const GenerateOptions& o) {
 
 // From a published model's files, its config and its tokenizer.
 Loaded FromWeights(const GenerateOptions& o) {
-  if (o.model.empty() || o.tokenizer.empty()) {
-    throw Error("--init-from " + o.init_from + " needs the model's --model (its config.json) and --tokenizer");
+  // A model's folder usually holds its tokenizer too.
+  std::string tokenizer = o.tokenizer;
+  std::error_code ec;
+  if (tokenizer.empty() && fs::is_regular_file(fs::path(o.init_from) / "tokenizer.model", ec)) {
+    tokenizer = (fs::path(o.init_from) / "tokenizer.model").string();
+  }
+  if (o.model.empty() || tokenizer.empty()) {
+    throw Error("--init-from " + o.init_from +
+                " needs the model's --model (its config.json) and --tokenizer (its folder has no tokenizer.model)");
   }
   Loaded l;
   l.config = LoadLlamaConfig(o.model);
@@ -92,7 +99,7 @@ Loaded FromWeights(const GenerateOptions& o) {
   } catch (const Error& e) {
     throw Error("--init-from: " + std::string(e.what()));
   }
-  l.tokenizer = Tokenizer::Load(o.tokenizer);
+  l.tokenizer = Tokenizer::Load(tokenizer);
   l.model = BuildLlamaStage(l.config, PartitionUniform(l.config, 1), 0, 0, c10::kCPU, options);
   l.source = {{"weights", o.init_from}};
   return l;
@@ -184,7 +191,7 @@ void SetupGenerate(CLI::App& app, int& exit_code) {
   sub->add_option("--seed", o->seed, "seed of the sampling")->capture_default_str();
   sub->add_option("--tokenizer", o->tokenizer,
                   "a SentencePiece .model: the checkpoint's own by default (another must be the same); with "
-                  "--init-from, the model's");
+                  "--init-from, the model's (default: tokenizer.model in the --init-from folder)");
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] { exit_code = RunGenerate(*o); });
 }

@@ -62,6 +62,12 @@ torch::Tensor RepeatKv(const torch::Tensor& x, int64_t groups) {
   return groups == 1 ? x : x.repeat_interleave(groups, 1);
 }
 
+// One layer's keys and values of the tokens decoded so far: (B,KV,T,hd),
+// after the rotary encoding.
+struct KvSlot {
+  torch::Tensor k, v;
+};
+
 struct AttentionImpl : torch::nn::Module {
   AttentionImpl(const LlamaConfig& c, bool sdpa)
       : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.HeadDim()), sdpa(sdpa) {
@@ -75,9 +81,11 @@ struct AttentionImpl : torch::nn::Module {
     }
   }
   // x (B,T,C), cos/sin (T,hd), bias (B,1,T,T) additive mask, or undefined
-  // for causal only (SDPA path) -> (B,T,C)
+  // for causal only (SDPA path) -> (B,T,C). With `cache`, the keys and
+  // values of the tokens before these are in it (bias is then (B,1,T,past+T)),
+  // and these tokens' are appended.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& bias) {
+                        const torch::Tensor& bias, KvSlot* cache = nullptr) {
     const int64_t B = x.size(0), T = x.size(1);
     auto q = q_proj(x).view({B, T, heads, head_dim});     // (B,T,H,hd)
     auto k = k_proj(x).view({B, T, kv_heads, head_dim});  // (B,T,KV,hd)
@@ -95,6 +103,14 @@ struct AttentionImpl : torch::nn::Module {
     auto v = v_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
     q = q * cos + RotateHalf(q) * sin;
     k = k * cos + RotateHalf(k) * sin;
+    if (cache != nullptr) {
+      if (cache->k.defined()) {
+        k = torch::cat({cache->k, k}, 2);
+        v = torch::cat({cache->v, v}, 2);
+      }
+      cache->k = k;
+      cache->v = v;
+    }
     auto out = sdpa ? Sdpa(q, k, v, bias) : Explicit(q, k, v, bias);  // (B,H,T,hd)
     return o_proj(out.transpose(1, 2).reshape({B, T, heads * head_dim}));
   }
@@ -170,10 +186,10 @@ struct DecoderLayerImpl : torch::nn::Module {
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
     mlp = register_module("mlp", Mlp(c));
   }
-  // x (B,T,C) -> (B,T,C)
+  // x (B,T,C) -> (B,T,C); `cache` as in AttentionImpl::forward.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& bias) {
-    auto h = x + self_attn(input_layernorm(x), cos, sin, bias);
+                        const torch::Tensor& bias, KvSlot* cache = nullptr) {
+    auto h = x + self_attn(input_layernorm(x), cos, sin, bias, cache);
     return h + mlp(post_attention_layernorm(h));
   }
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -267,6 +283,28 @@ class LlamaStageImpl : public torch::nn::Module {
     return {x, mask};
   }
 
+  // The logits (B,T,V) of `tokens` (B,T) that follow the ones whose keys and
+  // values `cache` holds (one slot per layer), which it then holds too. The
+  // whole model must be this stage.
+  torch::Tensor Decode(const torch::Tensor& tokens, std::vector<KvSlot>& cache) {
+    if (!first_ || !last_) throw Error("llama: decoding needs the whole model in one stage");
+    cache.resize(layers_.size());
+    const int64_t past = cache.empty() || !cache[0].k.defined() ? 0 : cache[0].k.size(2);
+    const int64_t T = tokens.size(1);
+    if (past + T > config_.max_position_embeddings) {
+      throw Error("llama: decoding past max_position_embeddings " + std::to_string(config_.max_position_embeddings));
+    }
+    torch::Tensor x = embed_tokens_(tokens);
+    // New token i sits at position past + i and sees keys 0..past + i.
+    const auto options = torch::TensorOptions().dtype(torch::kLong).device(x.device());
+    const auto query = torch::arange(past, past + T, options).unsqueeze(1), key = torch::arange(past + T, options);
+    const torch::Tensor bias =
+        torch::zeros({T, past + T}, x.options()).masked_fill(key.unsqueeze(0) > query, -1e9).view({1, 1, T, past + T});
+    auto cos = cos_.narrow(0, past, T), sin = sin_.narrow(0, past, T);
+    for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l](x, cos, sin, bias, &cache[l]);
+    return lm_head_(norm_(x));
+  }
+
   // Forward: {hidden (B,T,C) in the parameters' dtype, attention_mask (B,T)
   // int64} from the previous stage; backward: the gradient of hidden (B,T,C).
   MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const {
@@ -298,6 +336,7 @@ class LlamaStageImpl : public torch::nn::Module {
 class LlamaStage : public Stage {
  public:
   explicit LlamaStage(std::shared_ptr<LlamaStageImpl> module) : module_(std::move(module)) {}
+  const std::shared_ptr<LlamaStageImpl>& Module() const { return module_; }
   TensorList Forward(const TensorList& inputs) override { return module_->Forward(inputs); }
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() override { return module_->NamedParameters(); }
   MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const override {
@@ -308,7 +347,26 @@ class LlamaStage : public Stage {
   std::shared_ptr<LlamaStageImpl> module_;
 };
 
+// Decoding with one KvSlot per layer (LlamaDecoder).
+class CachedDecoder : public LlamaDecoder {
+ public:
+  explicit CachedDecoder(std::shared_ptr<LlamaStageImpl> module) : module_(std::move(module)) {}
+  at::Tensor Next(const at::Tensor& tokens) override { return module_->Decode(tokens, cache_); }
+  int64_t Length() const override { return cache_.empty() || !cache_[0].k.defined() ? 0 : cache_[0].k.size(2); }
+  void Reset() override { cache_.clear(); }
+
+ private:
+  std::shared_ptr<LlamaStageImpl> module_;
+  std::vector<KvSlot> cache_;
+};
+
 }  // namespace
+
+std::unique_ptr<LlamaDecoder> MakeLlamaDecoder(Stage& stage) {
+  auto* llama = dynamic_cast<LlamaStage*>(&stage);
+  if (llama == nullptr) throw Error("llama: decoding needs a stage built by BuildLlamaStage");
+  return std::make_unique<CachedDecoder>(llama->Module());
+}
 
 bool FusedRmsNormAvailable() {
 #ifdef PPLAB_HAS_RMS_NORM

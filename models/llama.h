@@ -70,6 +70,24 @@ AttentionKind ResolveAttention(AttentionKind kind);
 std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partition& partition, int stage, uint64_t seed,
                                        const c10::Device& device, const LlamaOptions& options = {});
 
+// Generation with cached keys and values: each call runs only the new
+// tokens through the model, attending to the keys and values of those before
+// (kept per layer), so decoding a token costs one token's forward, not the
+// whole sequence's. The logits equal a full forward's (tested).
+class LlamaDecoder {
+ public:
+  virtual ~LlamaDecoder() = default;
+  // The logits (B,T,V) of `tokens` (B,T), which follow the Length() tokens
+  // already decoded. Throws pplab::Error past max_position_embeddings.
+  virtual at::Tensor Next(const at::Tensor& tokens) = 0;
+  virtual int64_t Length() const = 0;
+  // Forgets every token.
+  virtual void Reset() = 0;
+};
+// A decoder over `stage`, which BuildLlamaStage built with the whole model
+// (a one-stage partition); it shares the stage's parameters.
+std::unique_ptr<LlamaDecoder> MakeLlamaDecoder(Stage& stage);
+
 // Sum of token cross-entropies of `logits` (B,T,V) against `targets` (B,T),
 // skipping targets equal to `ignore_index`. A scalar.
 at::Tensor TokenCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);

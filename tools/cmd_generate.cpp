@@ -34,6 +34,7 @@ struct GenerateOptions {
   int top_k = 40;
   uint64_t seed = 1;
   bool json = false;
+  bool no_kv_cache = false;
 };
 
 // The checkpoint's tokenizer (or --tokenizer), refused unless it is the one
@@ -126,12 +127,24 @@ int RunGenerate(const GenerateOptions& o) {
   for (int32_t id : tokenizer.Encode(o.prompt)) ids.push_back(id);
   const size_t prompt_size = ids.size();
   const int64_t window = config.max_position_embeddings;
-  for (int i = 0; i < o.max_new_tokens; ++i) {
-    const int64_t T = std::min<int64_t>(static_cast<int64_t>(ids.size()), window);
+  // Keys and values are cached, so each new token costs one token's
+  // forward; past the model's positions each token sees the last `window`
+  // tokens, recomputed.
+  const std::unique_ptr<LlamaDecoder> decoder = o.no_kv_cache ? nullptr : MakeLlamaDecoder(*model);
+  auto last_logits = [&]() {  // (V), for the last token of ids
+    const int64_t n = static_cast<int64_t>(ids.size());
+    if (decoder != nullptr && n <= window) {
+      const int64_t seen = decoder->Length();
+      std::vector<int64_t> fresh(ids.begin() + seen, ids.end());
+      return decoder->Next(torch::tensor(fresh, torch::kLong).view({1, n - seen}))[0][n - seen - 1];
+    }
+    const int64_t T = std::min<int64_t>(n, window);
     std::vector<int64_t> last(ids.end() - T, ids.end());
-    at::Tensor tokens = torch::tensor(last, torch::kLong).view({1, T});                          // (1, T)
-    at::Tensor logits = model->Forward({tokens, torch::ones_like(tokens)}).at(0);                // (1, T, V)
-    at::Tensor next = logits[0][T - 1].to(torch::kFloat64).narrow(0, 0, tokenizer.VocabSize());  // (pieces)
+    at::Tensor tokens = torch::tensor(last, torch::kLong).view({1, T});  // (1, T)
+    return model->Forward({tokens, torch::ones_like(tokens)}).at(0)[0][T - 1];
+  };
+  for (int i = 0; i < o.max_new_tokens; ++i) {
+    at::Tensor next = last_logits().to(torch::kFloat64).narrow(0, 0, tokenizer.VocabSize());  // (pieces)
     int32_t chosen;
     if (o.temperature <= 0) {
       chosen = static_cast<int32_t>(next.argmax().item<int64_t>());
@@ -193,6 +206,9 @@ void SetupGenerate(CLI::App& app, int& exit_code) {
                   "a SentencePiece .model: the checkpoint's own by default (another must be the same); with "
                   "--init-from, the model's (default: tokenizer.model in the --init-from folder)");
   sub->add_flag("--json", o->json, "print one JSON object");
+  sub->add_flag("--no-kv-cache", o->no_kv_cache,
+                "run the whole sequence through the model for every token instead of caching keys and values "
+                "(slower; the same tokens, for comparison)");
   sub->callback([o, &exit_code] { exit_code = RunGenerate(*o); });
 }
 

@@ -141,6 +141,18 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
   CHECK(ja["new_tokens"].get<int>() > 0);
   CHECK(ja["continuation"] == jb["continuation"]);
   CHECK(jb["weights"] == file);
+  // Cached keys and values give the tokens a full forward per token gives,
+  // also past the model's 128 positions (where the window slides).
+  for (const int tokens : {12, 150}) {
+    const std::string args =
+        " --prompt 'The pipeline' --temperature 0 --json --max-new-tokens " + std::to_string(tokens);
+    const PplabRun cached = Pplab("generate --checkpoint " + dir + "/ck" + args);
+    const PplabRun full = Pplab("generate --checkpoint " + dir + "/ck" + args + " --no-kv-cache");
+    INFO(cached.out << "\n" << full.out);
+    REQUIRE(cached.code == 0);
+    REQUIRE(full.code == 0);
+    CHECK(nlohmann::json::parse(cached.out)["continuation"] == nlohmann::json::parse(full.out)["continuation"]);
+  }
 
   // As a model's folder: weights, config.json and tokenizer.model, which
   // read back as the same model and the same continuation.

@@ -82,6 +82,17 @@ RopeScaling ReadRopeScaling(const json& r, const std::string& origin, bool stric
   return s;
 }
 
+// The rope_scaling object ReadRopeScaling reads back (a type's own fields).
+json RopeScalingJson(const RopeScaling& s) {
+  json r = {{"rope_type", s.type}, {"factor", s.factor}};
+  if (s.type == "llama3") {
+    r["low_freq_factor"] = s.low_freq_factor;
+    r["high_freq_factor"] = s.high_freq_factor;
+    r["original_max_position_embeddings"] = s.original_max_position_embeddings;
+  }
+  return r;
+}
+
 // `head_dim` into `c`, as 0 where it is hidden / heads, so that the config
 // reads (and is written) as one without the field.
 void SetHeadDim(int head_dim, LlamaConfig& c) {
@@ -125,15 +136,7 @@ std::string LlamaConfig::ToJson() const {
   if (head_dim != 0) doc["head_dim"] = head_dim;
   if (qk_norm) doc["qk_norm"] = true;
   if (tie_word_embeddings) doc["tie_word_embeddings"] = true;
-  if (!rope_scaling.type.empty()) {
-    json& r = doc["rope_scaling"];
-    r = {{"rope_type", rope_scaling.type}, {"factor", rope_scaling.factor}};
-    if (rope_scaling.type == "llama3") {
-      r["low_freq_factor"] = rope_scaling.low_freq_factor;
-      r["high_freq_factor"] = rope_scaling.high_freq_factor;
-      r["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
-    }
-  }
+  if (!rope_scaling.type.empty()) doc["rope_scaling"] = RopeScalingJson(rope_scaling);
   return doc.dump(2);
 }
 
@@ -351,8 +354,7 @@ std::string HuggingFaceConfigJson(const LlamaConfig& c, const std::string& dtype
   if (!qwen2) doc["attention_bias"] = c.attention_bias;
   if (!qwen2 && !qwen3) doc["mlp_bias"] = c.mlp_bias;
   if (qwen2 || qwen3) doc["use_sliding_window"] = false;
-  json& r = doc["rope_scaling"];
-  if (!c.rope_scaling.type.empty()) r = json::parse(c.ToJson())["rope_scaling"];
+  doc["rope_scaling"] = c.rope_scaling.type.empty() ? json() : RopeScalingJson(c.rope_scaling);
   return doc.dump(2);
 }
 

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "schedules/error.h"
+#include "schedules/file_io.h"
 
 namespace pplab {
 namespace {
@@ -11,10 +12,6 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   std::string out;
   for (int64_t d : shape) out += (out.empty() ? "" : " x ") + std::to_string(d);
   return out.empty() ? "a scalar" : out;
-}
-
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 }  // namespace

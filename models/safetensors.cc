@@ -230,12 +230,13 @@ void ReadAsFloat32(const std::string& name, const SafetensorsTensor& t, float* o
   if (width == 4) {
     in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(n) * 4);
   } else {
+    const bool bfloat = t.dtype == "BF16";  // else F16
     std::vector<uint16_t> chunk(1 << 20);
     for (int64_t done = 0; done < n && in;) {
       const int64_t take = std::min<int64_t>(n - done, static_cast<int64_t>(chunk.size()));
       if (!in.read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(take) * 2)) break;
       for (int64_t i = 0; i < take; ++i) {
-        out[done + i] = t.dtype == "BF16" ? Bfloat16ToFloat(chunk[i]) : HalfToFloat(chunk[i]);
+        out[done + i] = bfloat ? Bfloat16ToFloat(chunk[i]) : HalfToFloat(chunk[i]);
       }
       done += take;
     }

@@ -163,4 +163,8 @@ std::string RemoveTree(const std::string& path) {
   return first;
 }
 
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace pplab

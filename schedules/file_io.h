@@ -37,6 +37,9 @@ void CheckWritable(const std::string& path);
 // Throws pplab::Error naming PATH.
 void WriteTextFile(const std::string& path, const std::string& contents);
 
+// Whether `s` ends with `suffix` (a file name's extension, say).
+bool EndsWith(const std::string& s, const std::string& suffix);
+
 // Directory listing and removal through POSIX calls, for every process that
 // may load LibTorch. The pip torch's libtorch_cpu.so exports its own copy of
 // libstdc++'s std::filesystem (pytorch/pytorch#133437); a pplab binary then

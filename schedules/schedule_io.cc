@@ -62,10 +62,6 @@ void CheckDeclaredSize(const Schedule& s, const std::string& origin) {
   }
 }
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 std::string ScheduleToJson(const Schedule& schedule) {

@@ -277,11 +277,7 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
     WriteSafetensors(file, tensors, bf16, {{"format", "pt"}, {"written_by", "pplab export-model"}});
     return static_cast<int>(tensors.size());
   };
-  const std::string suffix = ".safetensors";
-  if (out_file.size() > suffix.size() &&
-      out_file.compare(out_file.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return write_safetensors(out_file);
-  }
+  if (EndsWith(out_file, ".safetensors")) return write_safetensors(out_file);
   struct stat info;
   if (!out_file.empty() && (out_file.back() == '/' || (stat(out_file.c_str(), &info) == 0 && S_ISDIR(info.st_mode)))) {
     // A model's folder as Hugging Face keeps one: the weights, config.json

@@ -5,7 +5,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
+#include "runtime/data/bpe_tokenizer.h"
 #include "runtime/data/fnv.h"
 #include "runtime/data/spm_module.h"
 #include "schedules/error.h"
@@ -74,10 +76,43 @@ const SpmModule& Module() {
   return module;
 }
 
+// The special tokens of a tokenizer.json, by the names published models
+// give them (the file itself does not say which is which).
+struct Specials {
+  int32_t pad = -1, bos = -1, eos = -1;
+};
+
+Specials FindSpecials(const ByteLevelBpe& bpe, const std::string& path) {
+  const auto first_of = [&bpe](std::initializer_list<const char*> names) -> int32_t {
+    for (const char* n : names) {
+      if (const auto id = bpe.AddedToken(n)) return *id;
+    }
+    return -1;
+  };
+  Specials s;
+  s.eos = first_of({"<|end_of_text|>", "<|endoftext|>", "</s>", "<eos>"});
+  if (s.eos < 0) {
+    throw Error(path + ": no end-of-text token (<|end_of_text|>, <|endoftext|>, </s> or <eos>) among added_tokens");
+  }
+  // Without a begin-of-text token (Qwen's), documents begin with the end
+  // token, as Qwen separates them.
+  s.bos = first_of({"<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>"});
+  if (s.bos < 0) s.bos = s.eos;
+  // Padding must not be EOS, whose targets the loss has to see: a padding
+  // token by name, or else the last special token that is neither.
+  s.pad = first_of({"<|finetune_right_pad_id|>", "<|pad|>", "<pad>", "[PAD]"});
+  for (auto it = bpe.SpecialTokens().rbegin(); s.pad < 0 && it != bpe.SpecialTokens().rend(); ++it) {
+    if (*it != s.bos && *it != s.eos) s.pad = *it;
+  }
+  if (s.pad < 0) throw Error(path + ": no special token to pad with besides BOS and EOS");
+  return s;
+}
+
 }  // namespace
 
 struct Tokenizer::Impl {
-  void* handle = nullptr;
+  void* handle = nullptr;           // SentencePiece's, or
+  std::optional<ByteLevelBpe> bpe;  // a tokenizer.json's
   int pieces = 0;
   ~Impl() {
     if (handle != nullptr) Module().free(handle);
@@ -90,9 +125,23 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 Tokenizer Tokenizer::Load(const std::string& path) {
   const std::string bytes = ReadTextFile(path);
-  const SpmModule& spm = Module();
   Tokenizer t;
   t.impl_ = std::make_unique<Impl>();
+  t.fingerprint_ = PplabFingerprint(bytes);
+  t.path_ = path;
+  // A tokenizer.json is text that opens with '{'; a SentencePiece model
+  // is a protocol buffer, whose first byte is a field tag.
+  const size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && bytes[first] == '{') {
+    t.impl_->bpe = ByteLevelBpe::FromJson(bytes, path);
+    t.impl_->pieces = t.impl_->bpe->VocabSize();
+    const Specials s = FindSpecials(*t.impl_->bpe, path);
+    t.pad_ = s.pad;
+    t.bos_ = s.bos;
+    t.eos_ = s.eos;
+    return t;
+  }
+  const SpmModule& spm = Module();
   char error[512] = "";
   if (spm.load(bytes.data(), bytes.size(), &t.impl_->handle, error, sizeof error) != 0) {
     throw Error(path + ": not a SentencePiece model (" + error + ")");
@@ -105,12 +154,11 @@ Tokenizer Tokenizer::Load(const std::string& path) {
   t.pad_ = pad;
   t.bos_ = bos;
   t.eos_ = eos;
-  t.fingerprint_ = PplabFingerprint(bytes);
-  t.path_ = path;
   return t;
 }
 
 std::vector<int32_t> Tokenizer::Encode(const std::string& text) const {
+  if (impl_->bpe) return impl_->bpe->Encode(text);
   const SpmModule& spm = Module();
   int32_t* ids = nullptr;
   size_t count = 0;
@@ -128,6 +176,7 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
   for (int32_t id : ids) {
     if (id != pad_ && id != bos_ && id != eos_ && id >= 0 && id < VocabSize()) kept.push_back(id);
   }
+  if (impl_->bpe) return impl_->bpe->Decode(kept);
   const SpmModule& spm = Module();
   char* text = nullptr;
   size_t size = 0;
@@ -141,6 +190,8 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
 }
 
 int Tokenizer::VocabSize() const { return impl_->pieces; }
+
+const char* Tokenizer::FileName() const { return impl_->bpe ? "tokenizer.json" : "tokenizer.model"; }
 
 void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path,
                     TokenizerIds ids) {

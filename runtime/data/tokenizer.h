@@ -1,11 +1,20 @@
 // Tokenizer: a SentencePiece model, trained here (BPE) or loaded from a
-// `.model` file. No LibTorch.
+// `.model` file, or a Hugging Face tokenizer.json of the byte-level BPE
+// kind (bpe_tokenizer.h: Llama 3, Qwen). No LibTorch.
 //
 // Ids: 0 is PAD (the loss ignores it), 1 UNK, 2 BOS (begin of text), 3 EOS
 // (end of text). Models trained by pplab have exactly these; a loaded model
 // must have BOS and EOS (any ids) or it is refused. One without a PAD piece
 // (Llama 2's, Mistral's) pads with its UNK piece, which the loss then
 // ignores: a byte-fallback tokenizer like theirs never encodes text as UNK.
+//
+// A tokenizer.json does not say which token is which, so they are found by
+// the names published models use: EOS <|end_of_text|>, <|endoftext|>, </s>
+// or <eos> (required); BOS <|begin_of_text|>, <|startoftext|>, <s> or
+// <bos>, else EOS (Qwen has none, and separates documents by EOS); PAD
+// <|finetune_right_pad_id|>, <|pad|>, <pad> or [PAD], else the last
+// special token that is neither BOS nor EOS (never EOS: the loss ignores
+// PAD targets, and must learn where a text ends).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +26,9 @@ namespace pplab {
 
 class Tokenizer {
  public:
-  // Loads a SentencePiece model file. Throws pplab::Error naming `path` when
-  // it cannot be read or lacks PAD/BOS/EOS.
+  // Loads a SentencePiece model file or a tokenizer.json (told apart by
+  // content, not name). Throws pplab::Error naming `path` when it cannot be
+  // read, is of neither kind, or lacks the special tokens above.
   static Tokenizer Load(const std::string& path);
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;
@@ -34,6 +44,9 @@ class Tokenizer {
   // different tokenizer is refused.
   uint64_t Fingerprint() const { return fingerprint_; }
   const std::string& Path() const { return path_; }
+  // The name a model's folder gives a file of this kind: "tokenizer.model"
+  // or "tokenizer.json".
+  const char* FileName() const;
 
  private:
   Tokenizer() = default;

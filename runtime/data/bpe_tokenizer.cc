@@ -1,0 +1,331 @@
+#include "runtime/data/bpe_tokenizer.h"
+
+#include <algorithm>
+#include <climits>
+#include <nlohmann/json.hpp>
+
+#include "schedules/error.h"
+
+namespace pplab {
+namespace {
+
+using nlohmann::json;
+
+// GPT-2's map from bytes to printable characters: the printable bytes of
+// Latin-1 stand for themselves, the other 68 for U+0100 onwards in order.
+void ByteMap(uint32_t (&char_of_byte)[256]) {
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    char_of_byte[b] = printable ? b : next++;
+  }
+}
+
+// A field that is absent or null reads as `fallback`.
+bool Flag(const json& j, const char* key, bool fallback, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_boolean()) throw Error(where + "." + key + " is not true or false");
+  return j[key].get<bool>();
+}
+
+std::string TypeOf(const json& j) {
+  return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
+}
+
+// The UTF-8 length of the character whose lead byte is `b` (1 for a byte
+// that leads nothing, as DecodeUtf8 treats it).
+size_t CharLength(std::string_view s, size_t at) {
+  const std::vector<CodePoint> one = DecodeUtf8(s.substr(at, 4));
+  std::string back;
+  AppendUtf8(one.front(), back);
+  return back.size();
+}
+
+bool SpaceAt(std::string_view s, size_t at) { return IsSpace(DecodeUtf8(s.substr(at, 4)).front()); }
+
+}  // namespace
+
+ByteLevelBpe ByteLevelBpe::FromJson(const std::string& text, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(path + ": not a SentencePiece model, nor a tokenizer.json (" + e.what() + ")");
+  }
+  const std::string where = path + ": ";
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) {
+    throw Error(where + "no \"model\" object: not a Hugging Face tokenizer.json");
+  }
+  const json& model = j["model"];
+  const std::string type = TypeOf(model);
+  if (type != "BPE") {
+    throw Error(where + "model.type is \"" + type + "\"; pplab reads byte-level BPE tokenizers (Llama 3, Qwen, GPT-2)");
+  }
+  if (Flag(model, "byte_fallback", false, where + "model")) {
+    throw Error(where + "model.byte_fallback: a SentencePiece-style BPE; give the model's tokenizer.model instead");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(key) && !model[key].is_null() && model[key] != "") {
+      throw Error(where + "model." + key + " is set; pplab reads byte-level BPE without word markers");
+    }
+  }
+  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0.0) {
+    throw Error(where + "model.dropout is set; pplab encodes deterministically (BPE without dropout)");
+  }
+  ByteLevelBpe t;
+  t.ignore_merges_ = Flag(model, "ignore_merges", false, where + "model");
+
+  // Normalizer: none, or NFC (alone or as a one-step sequence).
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+    const json* n = &j["normalizer"];
+    if (TypeOf(*n) == "Sequence" && n->contains("normalizers") && (*n)["normalizers"].is_array() &&
+        (*n)["normalizers"].size() == 1) {
+      n = &(*n)["normalizers"][0];
+    }
+    if (TypeOf(*n) != "NFC") {
+      throw Error(where + "normalizer.type \"" + TypeOf(*n) + "\": pplab applies no normalizer, or NFC");
+    }
+    t.nfc_ = true;
+  }
+
+  // Pre-tokenizer: ByteLevel with its own (GPT-2) regex, or a Split by a
+  // known regex followed by ByteLevel without one.
+  const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+  const auto byte_level = [&](const json& b, bool regex_expected) {
+    if (TypeOf(b) != "ByteLevel") return false;
+    if (Flag(b, "use_regex", true, where + "pre_tokenizer") != regex_expected) {
+      throw Error(where + "pre_tokenizer: ByteLevel.use_regex should be " + (regex_expected ? "true" : "false") +
+                  " here; pplab reads the layouts of GPT-2, Llama 3 and Qwen");
+    }
+    t.add_prefix_space_ = Flag(b, "add_prefix_space", false, where + "pre_tokenizer");
+    return true;
+  };
+  if (byte_level(pre, true)) {
+    t.pattern_ = SplitPattern::kGpt2;
+  } else if (TypeOf(pre) == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].is_array() &&
+             pre["pretokenizers"].size() == 2 && TypeOf(pre["pretokenizers"][0]) == "Split" &&
+             byte_level(pre["pretokenizers"][1], false)) {
+    const json& split = pre["pretokenizers"][0];
+    const std::string regex = split.contains("pattern") && split["pattern"].is_object() &&
+                                      split["pattern"].contains("Regex") && split["pattern"]["Regex"].is_string()
+                                  ? split["pattern"]["Regex"].get<std::string>()
+                                  : "";
+    const std::optional<SplitPattern> p = SplitPatternOf(regex);
+    if (!p) {
+      throw Error(where + "pre_tokenizer: the Split regex \"" + regex +
+                  "\" is not GPT-2's, Llama 3's or Qwen's, the ones pplab knows");
+    }
+    if (split.value("behavior", std::string()) != "Isolated" || Flag(split, "invert", false, where + "Split")) {
+      throw Error(where + "pre_tokenizer: Split.behavior should be \"Isolated\", not inverted");
+    }
+    if (t.add_prefix_space_) throw Error(where + "pre_tokenizer: ByteLevel.add_prefix_space after a Split");
+    t.pattern_ = *p;
+  } else {
+    throw Error(where + "pre_tokenizer \"" + TypeOf(pre) +
+                "\" is not byte-level (ByteLevel, or Split then ByteLevel); a SentencePiece-style tokenizer.json "
+                "needs its tokenizer.model");
+  }
+
+  // Vocabulary.
+  if (!model.contains("vocab") || !model["vocab"].is_object()) throw Error(where + "model.vocab is not an object");
+  const auto set_text = [&t, &where](int64_t id, const std::string& s, const std::string& what) {
+    if (id < 0 || id >= INT32_MAX) throw Error(where + what + " has the id " + std::to_string(id));
+    if (static_cast<size_t>(id) >= t.text_of_id_.size()) {
+      t.text_of_id_.resize(id + 1);
+      t.is_added_.resize(id + 1);
+    }
+    t.text_of_id_[id] = s;
+    t.vocab_size_ = std::max<int>(t.vocab_size_, static_cast<int>(id) + 1);
+  };
+  for (const auto& [token, id] : model["vocab"].items()) {
+    if (!id.is_number_integer()) throw Error(where + "model.vocab[\"" + token + "\"] is not an integer id");
+    set_text(id.get<int64_t>(), token, "model.vocab[\"" + token + "\"]");
+    t.vocab_.emplace(token, id.get<int32_t>());
+  }
+  ByteMap(t.char_of_byte_);
+  for (int b = 0; b < 256; ++b) {
+    std::string c;
+    AppendUtf8(t.char_of_byte_[b], c);
+    t.byte_of_char_[t.char_of_byte_[b]] = static_cast<uint8_t>(b);
+    const auto it = t.vocab_.find(c);
+    if (it == t.vocab_.end()) {
+      throw Error(where + "model.vocab lacks the token of byte " + std::to_string(b) +
+                  ": not a byte-level vocabulary (some text could not be encoded)");
+    }
+    t.byte_id_[b] = it->second;
+  }
+
+  // Merges: "left right" strings, or [left, right] pairs; rank = position.
+  if (!model.contains("merges") || !model["merges"].is_array()) throw Error(where + "model.merges is not a list");
+  const json& merges = model["merges"];
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const json& m = merges[rank];
+    std::string left, right;
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+        throw Error(where + "model.merges[" + std::to_string(rank) + "] \"" + s + "\" is not two tokens");
+      }
+      left = s.substr(0, space);
+      right = s.substr(space + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      left = m[0].get<std::string>();
+      right = m[1].get<std::string>();
+    } else {
+      throw Error(where + "model.merges[" + std::to_string(rank) + "] is not a pair of tokens");
+    }
+    const auto l = t.vocab_.find(left), r = t.vocab_.find(right), out = t.vocab_.find(left + right);
+    if (l == t.vocab_.end() || r == t.vocab_.end() || out == t.vocab_.end()) {
+      throw Error(where + "model.merges[" + std::to_string(rank) + "] (\"" + left + "\", \"" + right +
+                  "\") names a token model.vocab lacks");
+    }
+    const uint64_t key = (static_cast<uint64_t>(l->second) << 32) | static_cast<uint32_t>(r->second);
+    t.merges_.emplace(key, Merge{static_cast<int32_t>(rank), out->second});  // the first rank wins
+  }
+
+  // Added tokens: matched in the text before anything else.
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+    if (!j["added_tokens"].is_array()) throw Error(where + "added_tokens is not a list");
+    for (const json& a : j["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string() || a["content"].get<std::string>().empty()) {
+        throw Error(where + "added_tokens: an entry lacks its id or content");
+      }
+      const std::string content = a["content"].get<std::string>();
+      const std::string at = "added_tokens[\"" + content + "\"]";
+      if (Flag(a, "single_word", false, where + at)) {
+        throw Error(where + at + ".single_word is set; pplab does not match added tokens as single words");
+      }
+      set_text(a["id"].get<int64_t>(), content, at);
+      const int32_t id = a["id"].get<int32_t>();
+      t.is_added_[id] = true;
+      t.added_.push_back(
+          Added{content, id, Flag(a, "lstrip", false, where + at), Flag(a, "rstrip", false, where + at)});
+      if (Flag(a, "special", false, where + at)) t.specials_.push_back(id);
+      t.first_bytes_[static_cast<unsigned char>(content[0])] = true;
+    }
+  }
+  std::stable_sort(t.added_.begin(), t.added_.end(),
+                   [](const Added& a, const Added& b) { return a.content.size() > b.content.size(); });
+  return t;
+}
+
+std::optional<int32_t> ByteLevelBpe::AddedToken(const std::string& content) const {
+  for (const Added& a : added_) {
+    if (a.content == content) return a.id;
+  }
+  return std::nullopt;
+}
+
+const std::string& ByteLevelBpe::TokenText(int32_t id) const {
+  static const std::string kNone;
+  return id >= 0 && static_cast<size_t>(id) < text_of_id_.size() ? text_of_id_[id] : kNone;
+}
+
+void ByteLevelBpe::EncodeWord(std::string_view word, std::vector<int32_t>& out) const {
+  if (ignore_merges_) {
+    // Llama 3's tokenizer takes a word that is itself a token as it is,
+    // whatever the merges would make of it.
+    std::string spelled;
+    for (unsigned char b : word) AppendUtf8(char_of_byte_[b], spelled);
+    if (const auto it = vocab_.find(spelled); it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  std::vector<int32_t> symbols;
+  symbols.reserve(word.size());
+  for (unsigned char b : word) symbols.push_back(byte_id_[b]);
+  // Merge the pair of lowest rank, the leftmost of equals, until none is
+  // left: the order Hugging Face's priority queue takes.
+  while (symbols.size() > 1) {
+    int32_t best_rank = INT32_MAX, result = -1;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      const uint64_t key = (static_cast<uint64_t>(symbols[i]) << 32) | static_cast<uint32_t>(symbols[i + 1]);
+      const auto it = merges_.find(key);
+      if (it != merges_.end() && it->second.rank < best_rank) {
+        best_rank = it->second.rank;
+        result = it->second.result;
+        at = i;
+      }
+    }
+    if (result < 0) break;
+    symbols[at] = result;
+    symbols.erase(symbols.begin() + at + 1);
+  }
+  out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+void ByteLevelBpe::EncodeSegment(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  std::string normalized = nfc_ ? NormalizeNfc(text) : std::string(text);
+  if (add_prefix_space_ && normalized.front() != ' ') normalized.insert(normalized.begin(), ' ');
+  const std::vector<CodePoint> cps = DecodeUtf8(normalized);
+  std::string word;
+  for (const auto& [begin, end] : SplitWords(cps, pattern_)) {
+    word.clear();
+    for (size_t i = begin; i < end; ++i) AppendUtf8(cps[i], word);
+    EncodeWord(word, out);
+  }
+}
+
+const ByteLevelBpe::Added* ByteLevelBpe::FindAdded(std::string_view text, size_t& at) const {
+  for (; at < text.size(); ++at) {
+    if (!first_bytes_[static_cast<unsigned char>(text[at])]) continue;
+    for (const Added& a : added_) {  // longest first
+      if (text.compare(at, a.content.size(), a.content) == 0) return &a;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<int32_t> ByteLevelBpe::Encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  size_t done = 0;  // text before `done` is encoded
+  while (done < text.size()) {
+    size_t at = done;
+    const Added* found = FindAdded(text, at);
+    if (found == nullptr) break;
+    size_t begin = at, end = at + found->content.size();
+    if (found->lstrip) {
+      while (begin > done) {
+        size_t prev = begin - 1;
+        while (prev > done && (static_cast<unsigned char>(text[prev]) & 0xC0) == 0x80) --prev;
+        if (!SpaceAt(text, prev)) break;
+        begin = prev;
+      }
+    }
+    if (found->rstrip) {
+      while (end < text.size() && SpaceAt(text, end)) end += CharLength(text, end);
+    }
+    EncodeSegment(text.substr(done, begin - done), out);
+    out.push_back(found->id);
+    done = end;
+  }
+  EncodeSegment(text.substr(done), out);
+  return out;
+}
+
+std::string ByteLevelBpe::Decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= text_of_id_.size() || text_of_id_[id].empty()) continue;
+    if (is_added_[id]) {
+      out += text_of_id_[id];
+      continue;
+    }
+    for (CodePoint c : DecodeUtf8(text_of_id_[id])) {
+      const auto it = byte_of_char_.find(c);
+      if (it != byte_of_char_.end()) {
+        out += static_cast<char>(it->second);
+      } else {
+        AppendUtf8(c, out);  // not a byte's character: as Hugging Face's decoder keeps it
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace pplab

@@ -1,0 +1,39 @@
+// Unicode facts the byte-level BPE tokenizers need: UTF-8 to code points
+// and back, letter/number/white-space classes, and NFC. No LibTorch.
+//
+// Text need not be valid UTF-8: a byte that does not start a well-formed
+// sequence decodes to the code point kRawByteBase + byte, which is no
+// letter, number or space, and encodes back to that same byte. Decode then
+// Encode therefore gives back any byte string unchanged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pplab {
+
+using CodePoint = uint32_t;
+
+// Above the Unicode range: where undecodable bytes go (see above).
+constexpr CodePoint kRawByteBase = 0x110000;
+
+std::vector<CodePoint> DecodeUtf8(std::string_view text);
+void AppendUtf8(CodePoint cp, std::string& out);
+std::string EncodeUtf8(const std::vector<CodePoint>& cps);
+
+// General category L* / N*, and the White_Space property (regex `\s`).
+bool IsLetter(CodePoint cp);
+bool IsNumber(CodePoint cp);
+bool IsSpace(CodePoint cp);
+
+// Canonical composition (Unicode normalization form C) of `text`. Raw
+// bytes (see above) pass through and block composition across them.
+std::string NormalizeNfc(std::string_view text);
+std::vector<CodePoint> NormalizeNfc(const std::vector<CodePoint>& cps);
+
+// The Unicode version of the tables.
+const char* UnicodeVersion();
+
+}  // namespace pplab

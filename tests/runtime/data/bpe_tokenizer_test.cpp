@@ -1,0 +1,277 @@
+// Byte-level BPE from a tokenizer.json (runtime/data/bpe_tokenizer.cc) and
+// the Tokenizer that loads one: merges by rank, added tokens, NFC, the
+// special tokens, and the file checks. The files are written here, with a
+// byte-to-character map of the test's own.
+#include "runtime/data/bpe_tokenizer.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "runtime/data/tokenizer.h"
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+
+namespace pplab {
+namespace {
+
+using nlohmann::json;
+
+// GPT-2's spelling of byte b: itself when printable Latin-1, else U+0100
+// onwards in byte order.
+std::string Spell(std::string_view bytes) {
+  std::string out;
+  for (unsigned char b : bytes) {
+    uint32_t c = b;
+    if (!((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE))) {
+      c = 0x100;
+      for (unsigned k = 0; k < b; ++k) {
+        if (!((k >= 0x21 && k <= 0x7E) || (k >= 0xA1 && k <= 0xAC) || (k >= 0xAE))) ++c;
+      }
+    }
+    AppendUtf8(c, out);
+  }
+  return out;
+}
+
+const char kLlama3Regex[] =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A tokenizer.json: byte b has id b, then one token per merge (ids 256,
+// 257, ... in merge order) and `extra` vocabulary words after those; added
+// tokens follow.
+struct Spec {
+  std::vector<std::pair<std::string, std::string>> merges;  // in bytes
+  std::vector<std::string> extra;                           // in bytes
+  std::vector<std::string> added;                           // special tokens
+  bool llama3 = true, nfc = false, ignore_merges = false, array_merges = false;
+};
+
+json Build(const Spec& s) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[Spell(std::string(1, static_cast<char>(b)))] = b;
+  json merges = json::array();
+  int next = 256;
+  for (const auto& [l, r] : s.merges) {
+    if (!vocab.contains(Spell(l + r))) vocab[Spell(l + r)] = next++;
+    if (s.array_merges) {
+      merges.push_back({Spell(l), Spell(r)});
+    } else {
+      merges.push_back(Spell(l) + " " + Spell(r));
+    }
+  }
+  for (const std::string& e : s.extra) vocab[Spell(e)] = next++;
+  json added = json::array();
+  for (const std::string& a : s.added) {
+    added.push_back({{"id", next++},
+                     {"content", a},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
+  }
+  json pre;
+  if (s.llama3) {
+    pre = {{"type", "Sequence"},
+           {"pretokenizers",
+            {{{"type", "Split"}, {"pattern", {{"Regex", kLlama3Regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  } else {
+    pre = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  }
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer", s.nfc ? json{{"type", "NFC"}} : json()},
+          {"pre_tokenizer", pre},
+          {"decoder", {{"type", "ByteLevel"}}},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"byte_fallback", false},
+            {"ignore_merges", s.ignore_merges},
+            {"vocab", vocab},
+            {"merges", merges}}}};
+}
+
+ByteLevelBpe Make(const Spec& s) { return ByteLevelBpe::FromJson(Build(s).dump(), "tok.json"); }
+
+int32_t Id(const ByteLevelBpe& t, const std::string& bytes) {
+  for (int32_t id = 0; id < t.VocabSize(); ++id) {
+    if (t.TokenText(id) == Spell(bytes)) return id;
+  }
+  FAIL("no token " << bytes);
+  return -1;
+}
+
+std::string ErrorOf(const json& j) {
+  try {
+    ByteLevelBpe::FromJson(j.dump(), "tok.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+using Ids = std::vector<int32_t>;
+
+}  // namespace
+
+TEST_CASE("merges apply lowest rank first, leftmost of equals, within words only", "[data][bpe]") {
+  Spec s;
+  s.merges = {{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {" ", "w"}};
+  const ByteLevelBpe t = Make(s);
+  CHECK(t.Encode("hello") == Ids{Id(t, "hello")});
+  CHECK(t.Encode("hello world") == Ids{Id(t, "hello"), Id(t, " w"), 'o', 'r', 'l', 'd'});
+  // "lll": the leftmost pair merges first.
+  CHECK(t.Encode("lll") == Ids{Id(t, "ll"), 'l'});
+  // Ranks decide, not position: "a b" before "b c" gives ab|c, the other
+  // order a|bc.
+  Spec abc;
+  abc.merges = {{"a", "b"}, {"b", "c"}};
+  CHECK(Make(abc).Encode("abc") == Ids{256, 'c'});
+  abc.merges = {{"b", "c"}, {"a", "b"}};
+  CHECK(Make(abc).Encode("abc") == Ids{'a', 256});
+  // A merge never crosses a word: "o w" is no pair in "hello world".
+  Spec across;
+  across.merges = {{"o", " "}};
+  CHECK(Make(across).Encode("o w") == Ids{'o', ' ', 'w'});
+  // Merges written as pairs read the same.
+  s.array_merges = true;
+  CHECK(Make(s).Encode("hello world") == t.Encode("hello world"));
+}
+
+TEST_CASE("ignore_merges takes a word that is a token whole, as Llama 3's tokenizer does", "[data][bpe]") {
+  Spec s;
+  s.extra = {"abc"};
+  CHECK(Make(s).Encode("abc") == Ids{'a', 'b', 'c'});
+  s.ignore_merges = true;
+  CHECK(Make(s).Encode("abc") == Ids{256});
+  CHECK(Make(s).Encode("abcd") == Ids{'a', 'b', 'c', 'd'});
+}
+
+TEST_CASE("added tokens are cut out first, leftmost and longest", "[data][bpe]") {
+  Spec s;
+  s.added = {"<|x|>", "<|x|>y"};
+  const ByteLevelBpe t = Make(s);
+  const int32_t x = *t.AddedToken("<|x|>"), xy = *t.AddedToken("<|x|>y");
+  CHECK(t.Encode("hi<|x|>there") == Ids{'h', 'i', x, 't', 'h', 'e', 'r', 'e'});
+  CHECK(t.Encode("<|x|>yz<|x|>") == Ids{xy, 'z', x});
+  CHECK(t.Encode("<|x|") == Ids{'<', '|', 'x', '|'});
+  CHECK(t.Decode(t.Encode("a<|x|>yb")) == "a<|x|>yb");
+  CHECK(t.SpecialTokens() == Ids{x, xy});
+  CHECK(t.VocabSize() == xy + 1);
+}
+
+TEST_CASE("lstrip and rstrip added tokens take the white space beside them", "[data][bpe]") {
+  json j = Build(Spec{});
+  j["added_tokens"] = {{{"id", 300}, {"content", "<m>"}, {"lstrip", true}, {"rstrip", false}, {"special", true}},
+                       {{"id", 301}, {"content", "<n>"}, {"lstrip", false}, {"rstrip", true}, {"special", true}}};
+  const ByteLevelBpe t = ByteLevelBpe::FromJson(j.dump(), "tok.json");
+  CHECK(t.Encode("a  <m> b") == Ids{'a', 300, ' ', 'b'});
+  CHECK(t.Encode("a <n>\xE3\x80\x80 b") == Ids{'a', ' ', 301, 'b'});  // U+3000 is white space
+}
+
+TEST_CASE("decode inverts encode for any bytes, and NFC tokenizers compose first", "[data][bpe]") {
+  Spec s;
+  s.merges = {{"e", "\xCC"}, {"\xC3", "\xA9"}, {" ", "t"}, {" t", "he"}, {"h", "e"}};
+  std::mt19937 rng(5);
+  const std::vector<std::string> pieces = {"the", " ",    "\n",           "e", "\xCC\x81", "\xC3\xA9", "12345",
+                                           "'s",  "\xFF", "\xE6\x97\xA5", "!", "\t"};
+  for (bool nfc : {false, true}) {
+    s.nfc = nfc;
+    for (bool llama3 : {false, true}) {
+      s.llama3 = llama3;
+      const ByteLevelBpe t = Make(s);
+      for (int trial = 0; trial < 200; ++trial) {
+        std::string text;
+        for (int k = rng() % 20; k > 0; --k) text += pieces[rng() % pieces.size()];
+        const std::string want = nfc ? NormalizeNfc(text) : text;
+        REQUIRE(t.Decode(t.Encode(text)) == want);
+      }
+    }
+  }
+  // e + combining acute is é when the file asks for NFC.
+  s.nfc = true;
+  CHECK(Make(s).Encode("e\xCC\x81") == Make(s).Encode("\xC3\xA9"));
+  CHECK(Make(s).Encode("\xC3\xA9") == Ids{Id(Make(s), "\xC3\xA9")});
+  // Without NFC the mark is a word of its own (not a letter): the merge
+  // "e" + 0xCC would cross words.
+  s.nfc = false;
+  CHECK(Make(s).Encode("e\xCC\x81") == Ids{'e', 0xCC, 0x81});
+}
+
+TEST_CASE("a tokenizer.json pplab would read differently is refused, naming the field", "[data][bpe]") {
+  const json good = Build(Spec{});
+  CHECK(ErrorOf(good).empty());
+  json j = good;
+  j["model"]["type"] = "Unigram";
+  CHECK_THAT(ErrorOf(j), Catch::Contains("tok.json: model.type is \"Unigram\""));
+  j = good;
+  j["model"]["byte_fallback"] = true;
+  CHECK_THAT(ErrorOf(j), Catch::Contains("model.byte_fallback"));
+  j = good;
+  j["model"]["vocab"].erase(Spell("\n"));
+  CHECK_THAT(ErrorOf(j), Catch::Contains("lacks the token of byte 10"));
+  j = good;
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\s+";
+  CHECK_THAT(ErrorOf(j), Catch::Contains("the Split regex \"\\s+\""));
+  j = good;
+  j["pre_tokenizer"] = {{"type", "Metaspace"}};
+  CHECK_THAT(ErrorOf(j), Catch::Contains("pre_tokenizer \"Metaspace\""));
+  j = good;
+  j["normalizer"] = {{"type", "NFKC"}};
+  CHECK_THAT(ErrorOf(j), Catch::Contains("normalizer.type \"NFKC\""));
+  j = good;
+  j["model"]["merges"] = {"a"};
+  CHECK_THAT(ErrorOf(j), Catch::Contains("model.merges[0] \"a\" is not two tokens"));
+  j = good;
+  j["model"]["merges"] = {"a b"};
+  CHECK_THAT(ErrorOf(j), Catch::Contains("model.merges[0] (\"a\", \"b\") names a token model.vocab lacks"));
+  j = good;
+  j["added_tokens"] = {{{"id", 300}, {"content", "<w>"}, {"single_word", true}}};
+  CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<w>\"].single_word"));
+  CHECK_THAT(ErrorOf(json::array()), Catch::Contains("tok.json: no \"model\" object"));
+}
+
+TEST_CASE("a Tokenizer loads a tokenizer.json by its content and finds BOS, EOS and PAD by name", "[data][bpe]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/bpe_tokenizer_test";
+  RemoveTree(dir);
+  std::filesystem::create_directories(dir);
+  Spec s;
+  s.merges = {{"h", "i"}};
+  s.added = {"<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|finetune_right_pad_id|>",
+             "<|reserved_special_token_1|>"};
+  const std::string path = dir + "/any-name.model";  // the content decides
+  WriteTextFile(path, Build(s).dump(2));
+  const Tokenizer llama = Tokenizer::Load(path);
+  CHECK(std::string(llama.FileName()) == "tokenizer.json");
+  CHECK(llama.Bos() == 257);
+  CHECK(llama.Eos() == 258);
+  CHECK(llama.Pad() == 260);
+  CHECK(llama.VocabSize() == 262);
+  CHECK(llama.Encode("hi<|end_of_text|>") == Ids{256, 258});
+  CHECK(llama.Decode({257, 256, '!', 258, 260}) == "hi!");  // BOS, EOS, PAD dropped
+  // Qwen's kind: no BOS (documents start with EOS), padding by the last
+  // other special token.
+  s.added = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  WriteTextFile(path, Build(s).dump());
+  const Tokenizer qwen = Tokenizer::Load(path);
+  CHECK(qwen.Eos() == 257);
+  CHECK(qwen.Bos() == 257);
+  CHECK(qwen.Pad() == 259);
+  CHECK(qwen.Fingerprint() != llama.Fingerprint());
+  s.added = {"<|endoftext|>"};
+  WriteTextFile(path, Build(s).dump());
+  CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains("no special token to pad with"));
+  s.added = {"<|im_start|>"};
+  WriteTextFile(path, Build(s).dump());
+  CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": no end-of-text token"));
+  WriteTextFile(path, "{ not json");
+  CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": not a SentencePiece model, nor a tokenizer.json"));
+  RemoveTree(dir);
+}
+
+}  // namespace pplab

@@ -71,7 +71,7 @@ int64_t CheckPretrained(const WeightFiles& files, const LlamaConfig& c) {
                          t.shape[1] == p.shape[1];
       throw Error(t.file + ": tensor '" + hf + "' is " + ShapeText(t.shape) + ", the model's is " + ShapeText(p.shape) +
                   (vocab ? " (vocabularies of " + std::to_string(t.shape[0]) + " and " + std::to_string(p.shape[0]) +
-                               " pieces: give the model's own tokenizer, --tokenizer tokenizer.model)"
+                               " pieces: give the model's own tokenizer, --tokenizer tokenizer.model or tokenizer.json)"
                          : ": the files are not of this model's config"));
     }
     if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16") {

@@ -24,7 +24,7 @@ void SetupExportModel(CLI::App& app, int& exit_code) {
   sub->add_option("-o,--output", o->out,
                   "file to write: NAME.safetensors for a safetensors file (what train --init-from and Hugging "
                   "Face's loaders read); a folder (DIR/) for the model's folder as Hugging Face keeps one "
-                  "(model.safetensors, config.json, tokenizer.model); any other name for torch.load's pickled "
+                  "(model.safetensors, config.json, tokenizer.model or .json); any other name for torch.load's pickled "
                   "dictionary")
       ->required();
   sub->add_flag("--bf16", o->bf16, "a .safetensors file in BF16 (half the bytes) instead of F32");

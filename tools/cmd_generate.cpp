@@ -84,12 +84,18 @@ Loaded FromWeights(const GenerateOptions& o) {
   // A model's folder usually holds its tokenizer too.
   std::string tokenizer = o.tokenizer;
   std::error_code ec;
-  if (tokenizer.empty() && fs::is_regular_file(fs::path(o.init_from) / "tokenizer.model", ec)) {
-    tokenizer = (fs::path(o.init_from) / "tokenizer.model").string();
+  // tokenizer.model first: Mistral's and Llama 2's folders hold both, and
+  // their tokenizer.json is SentencePiece's kind, which pplab reads from
+  // the .model.
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    if (tokenizer.empty() && fs::is_regular_file(fs::path(o.init_from) / name, ec)) {
+      tokenizer = (fs::path(o.init_from) / name).string();
+    }
   }
   if (o.model.empty() || tokenizer.empty()) {
     throw Error("--init-from " + o.init_from +
-                " needs the model's --model (its config.json) and --tokenizer (its folder has no tokenizer.model)");
+                " needs the model's --model (its config.json) and --tokenizer (its folder has no tokenizer.model or "
+                "tokenizer.json)");
   }
   Loaded l;
   l.config = LoadLlamaConfig(o.model);
@@ -202,9 +208,10 @@ void SetupGenerate(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the sampling")->capture_default_str();
-  sub->add_option("--tokenizer", o->tokenizer,
-                  "a SentencePiece .model: the checkpoint's own by default (another must be the same); with "
-                  "--init-from, the model's (default: tokenizer.model in the --init-from folder)");
+  sub->add_option(
+      "--tokenizer", o->tokenizer,
+      "a tokenizer (.model or tokenizer.json): the checkpoint's own by default (another must be the same); with "
+      "--init-from, the model's (default: tokenizer.model, else tokenizer.json, in the --init-from folder)");
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->add_flag("--no-kv-cache", o->no_kv_cache,
                 "run the whole sequence through the model for every token instead of caching keys and values "

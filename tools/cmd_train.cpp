@@ -118,7 +118,8 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   const int64_t G = o.batch_size;
   int64_t data_offset = 0;
   if (text != nullptr) {
-    const std::string tokenizer_file = "tokenizer-" + FnvHex(text->prepared.tokenizer_fingerprint) + ".model";
+    const std::string tokenizer_file = "tokenizer-" + FnvHex(text->prepared.tokenizer_fingerprint) +
+                                       (EndsWith(text->tokenizer->FileName(), ".json") ? ".json" : ".model");
     options.manifest_for_step = [&text, &data_offset, G, &o, tokenizer_file](int done) {
       nlohmann::json m = nlohmann::json::object();
       const int64_t position = data_offset + done * G;
@@ -412,7 +413,9 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
                   "model's folder (model.safetensors, or the files model.safetensors.index.json lists); --model "
                   "gives its config.json, and text training its --tokenizer. A --resume from a checkpoint takes the "
                   "checkpoint's");
-  sub->add_option("--tokenizer", o->tokenizer, "a SentencePiece .model to use instead of training one")
+  sub->add_option("--tokenizer", o->tokenizer,
+                  "a tokenizer to use instead of training one: a SentencePiece .model, or a byte-level BPE "
+                  "tokenizer.json (Llama 3, Qwen)")
       ->excludes(synthetic);
   sub->add_option("--vocab-size", o->vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")
       ->check(CLI::Range(8, 1 << 20));

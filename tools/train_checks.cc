@@ -38,9 +38,10 @@ void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
   if (o.init_from.empty()) return;
   // A published model's token ids are its own tokenizer's pieces.
   if (!o.synthetic && o.tokenizer.empty()) {
-    throw Error("--init-from " + o.init_from +
-                ": text training needs the model's own tokenizer, --tokenizer (its SentencePiece tokenizer.model); "
-                "or train on --synthetic tokens");
+    throw Error(
+        "--init-from " + o.init_from +
+        ": text training needs the model's own tokenizer, --tokenizer (its tokenizer.model, or tokenizer.json); "
+        "or train on --synthetic tokens");
   }
   int64_t values = 0;
   try {

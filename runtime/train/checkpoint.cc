@@ -152,7 +152,7 @@ void RemoveCheckpoints(const std::string& dir) {
   for (const std::string& name : ListDirectory(dir)) {
     const fs::path path = fs::path(dir) / name;
     if (name == "latest" || name.rfind("step-", 0) == 0 ||
-        (name.rfind("tokenizer-", 0) == 0 && path.extension() == ".model")) {
+        (name.rfind("tokenizer-", 0) == 0 && (path.extension() == ".model" || path.extension() == ".json"))) {
       doomed.push_back(path);
     }
   }
@@ -295,7 +295,11 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
     const fs::path folder(out_file);
     const int count = write_safetensors((folder / "model.safetensors").string());
     WriteTextFile((folder / "config.json").string(), config_json + "\n");
-    if (!tokenizer.empty()) WriteTextFile((folder / "tokenizer.model").string(), tokenizer);
+    if (!tokenizer.empty()) {
+      // The copy's name says its kind (tokenizer-<fingerprint>.model or .json).
+      const bool json = EndsWith(manifest["tokenizer_file"].get<std::string>(), ".json");
+      WriteTextFile((folder / (json ? "tokenizer.json" : "tokenizer.model")).string(), tokenizer);
+    }
     return count;
   }
   if (bf16) throw Error("export-model: --bf16 writes a .safetensors file; " + out_file + " would be torch.load's");

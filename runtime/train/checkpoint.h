@@ -94,7 +94,8 @@ void LoadCheckpoint(const std::string& path, const std::string& manifest_json, A
 // `bf16`, BF16, which `train --init-from` and Hugging Face's loaders read;
 // or, where `out_file` is a folder (it exists, or ends in '/'), a model's
 // folder as Hugging Face keeps one: model.safetensors, config.json
-// (HuggingFaceConfigJson) and, from a run on text, tokenizer.model.
+// (HuggingFaceConfigJson) and, from a run on text, its tokenizer
+// (tokenizer.model, or tokenizer.json when the run read one).
 // Throws unless every parameter of the model (the manifest's
 // `parameter_elements`) is written. Returns the number of tensors written.
 int ExportModel(const std::string& path, const std::string& out_file, bool bf16 = false);

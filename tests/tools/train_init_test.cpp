@@ -12,8 +12,10 @@
 #include "models/llama_config.h"
 #include "models/safetensors.h"
 #include "runtime/data/corpus.h"
+#include "runtime/data/fnv.h"
 #include "runtime/data/tokenizer.h"
 #include "schedules/file_io.h"
+#include "tests/byte_level_json.h"
 #include "tests/run_pplab.h"
 
 namespace pplab {
@@ -178,10 +180,65 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
   const PplabRun lonely = Pplab("generate --init-from " + file + " --prompt x");
   CHECK(lonely.code != 0);
   CHECK_THAT(lonely.out, Catch::Contains("needs the model's --model (its config.json) and --tokenizer (its folder "
-                                         "has no tokenizer.model)"));
+                                         "has no tokenizer.model or tokenizer.json)"));
   const PplabRun both = Pplab("generate --prompt x");
   CHECK(both.code != 0);
   CHECK_THAT(both.out, Catch::Contains("give --checkpoint, or --init-from with --model and --tokenizer"));
+}
+
+TEST_CASE(
+    "a model with a Llama 3 style tokenizer.json trains on text, keeps it in checkpoint and export, and generates",
+    "[train][init]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/train_init_json";
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  const std::string corpus = std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.txt";
+  test::Spec spec;
+  spec.merges = {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"i", "n"}, {" ", "a"}, {"e", "r"}, {"o", "n"}, {" ", "t"}};
+  spec.added = {"<|begin_of_text|>", "<|end_of_text|>", "<|finetune_right_pad_id|>"};
+  spec.ignore_merges = true;
+  const std::string tokenizer = dir + "/tokenizer.json";
+  WriteTextFile(tokenizer, test::Build(spec).dump());
+  const Tokenizer loaded = Tokenizer::Load(tokenizer);
+  REQUIRE(loaded.VocabSize() == 256 + 8 + 3);
+  const std::string model = dir + "/config.json";
+  WriteTextFile(model, R"({"vocab_size": 267, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128})");
+  const std::string text =
+      "train -q --out '' --eval-every 0 --warmup-steps 0 --batch-size 8 --seq-len 32 -m 2 --json "
+      "--model " +
+      model + " --tokenizer " + tokenizer + " --data " + corpus + " --cache-dir " + dir + "/cache ";
+  // Two ranks give the one-rank losses on the file's tokens.
+  const std::vector<double> one = Losses(text + "-k 1 --steps 2");
+  const std::vector<double> two = Losses(text + "-s 1f1b -k 2 --steps 2 --checkpoint-dir " + dir + "/ck");
+  REQUIRE(one.size() == 2);
+  REQUIRE(two.size() == 2);
+  for (size_t i = 0; i < one.size(); ++i) CHECK(two[i] == Approx(one[i]).epsilon(1e-5));
+
+  // The checkpoint keeps a copy named for its kind, and its export folder
+  // a tokenizer.json, which generate then takes by default.
+  const std::string copy = "tokenizer-" + FnvHex(loaded.Fingerprint()) + ".json";
+  CHECK(ReadTextFile(dir + "/ck/" + copy) == ReadTextFile(tokenizer));
+  const std::string folder = dir + "/hf/";
+  REQUIRE(Pplab("export-model --checkpoint " + dir + "/ck -o " + folder).code == 0);
+  CHECK(ReadTextFile(folder + "tokenizer.json") == ReadTextFile(tokenizer));
+  CHECK_FALSE(std::filesystem::exists(folder + "tokenizer.model"));
+  const std::string prompt = " --prompt 'The pipeline' --temperature 0 --max-new-tokens 12 --json";
+  const PplabRun a = Pplab("generate --checkpoint " + dir + "/ck" + prompt);
+  const PplabRun b = Pplab("generate --init-from " + folder + " --model " + folder + prompt);
+  INFO(a.out << "\n" << b.out);
+  REQUIRE(a.code == 0);
+  REQUIRE(b.code == 0);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja["new_tokens"].get<int>() > 0);
+  CHECK(ja["continuation"] == jb["continuation"]);
+  // A tokenizer.json of another kind is one line naming the field, before
+  // any worker starts.
+  nlohmann::json metaspace = test::Build(spec);
+  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}};
+  WriteTextFile(tokenizer, metaspace.dump());
+  const PplabRun refused = Pplab(text + "-k 2 --steps 1");
+  CHECK(refused.code != 0);
+  CHECK_THAT(refused.out, Catch::Contains(tokenizer + ": pre_tokenizer \"Metaspace\" is not byte-level"));
 }
 
 TEST_CASE("a rotary scaling pplab does not compute: train refuses it by name before any worker, profile costs it",

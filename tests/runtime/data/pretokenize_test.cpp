@@ -4,7 +4,9 @@
 #include "runtime/data/pretokenize.h"
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 namespace pplab {
 namespace {
@@ -49,6 +51,34 @@ TEST_CASE("GPT-2's pattern: a space joins the next word, contractions in lower c
   CHECK(Words("I'M", p) == V{"I", "'", "M"});
   CHECK(Words("a  ", p) == V{"a", "  "});
   CHECK(Words("x \t!", p) == V{"x", " ", "\t", "!"});
+}
+
+TEST_CASE("words are those Python's regex engine cuts with the published expressions, on 2100 texts", "[data][bpe]") {
+  // tests/data/text/pretokenize_cases.txt: tools/gen_unicode_tables.py ran
+  // each pattern's regular expression in Python's `re` over random texts.
+  std::ifstream in(std::string(PPLAB_TEST_DATA_DIR) + "/text/pretokenize_cases.txt");
+  REQUIRE(in);
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string name, semi, field;
+    fields >> name >> semi;
+    std::vector<CodePoint> text;
+    while (fields >> field && field != ";") text.push_back(static_cast<CodePoint>(std::stoul(field, nullptr, 16)));
+    std::vector<size_t> want;
+    while (fields >> field) want.push_back(std::stoul(field));
+    const SplitPattern p = name == "gpt2"     ? SplitPattern::kGpt2
+                           : name == "llama3" ? SplitPattern::kLlama3
+                                              : SplitPattern::kQwen2;
+    REQUIRE(std::string(SplitPatternName(p)) == name);
+    std::vector<size_t> got;
+    for (const auto& [b, e] : SplitWords(text, p)) got.push_back(e - b);
+    if (got != want) FAIL("the words of " << line << " differ: pplab cuts " << ::Catch::Detail::stringify(got));
+    ++cases;
+  }
+  CHECK(cases == 2100);
 }
 
 TEST_CASE("words cover any text, in order, none empty", "[data][bpe]") {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -108,6 +109,20 @@ Specials FindSpecials(const ByteLevelBpe& bpe, const std::string& path) {
   return s;
 }
 
+// tiktoken's format: lines of a base64 token, a space and its rank.
+bool LooksLikeTiktoken(const std::string& bytes) {
+  const size_t end = bytes.find('\n');
+  const std::string line = bytes.substr(0, end);
+  const size_t space = line.find(' ');
+  if (end == std::string::npos || space == std::string::npos || space == 0 || space + 1 == line.size()) return false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const unsigned char c = line[i];
+    const bool ok = i < space ? (std::isalnum(c) || c == '+' || c == '/' || c == '=') : i == space || std::isdigit(c);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 struct Tokenizer::Impl {
@@ -140,6 +155,9 @@ Tokenizer Tokenizer::Load(const std::string& path) {
     t.bos_ = s.bos;
     t.eos_ = s.eos;
     return t;
+  }
+  if (LooksLikeTiktoken(bytes)) {
+    throw Error(path + ": a tiktoken file (as Llama 3's original/tokenizer.model); give the model's tokenizer.json");
   }
   const SpmModule& spm = Module();
   char error[512] = "";

@@ -195,6 +195,8 @@ TEST_CASE("a Tokenizer loads a tokenizer.json by its content and finds BOS, EOS 
   s.added = {"<|im_start|>"};
   WriteTextFile(path, Build(s).dump());
   CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": no end-of-text token"));
+  WriteTextFile(path, "IQ== 0\nIg== 1\n");
+  CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": a tiktoken file"));
   WriteTextFile(path, "{ not json");
   CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": not a SentencePiece model, nor a tokenizer.json"));
   RemoveTree(dir);

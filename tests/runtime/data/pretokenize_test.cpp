@@ -54,9 +54,9 @@ TEST_CASE("GPT-2's pattern: a space joins the next word, contractions in lower c
 }
 
 TEST_CASE("words are those Python's regex engine cuts with the published expressions, on 2100 texts", "[data][bpe]") {
-  // tests/data/text/pretokenize_cases.txt: tools/gen_unicode_tables.py ran
+  // tests/data/unicode/pretokenize_cases.txt: tools/gen_unicode_tables.py ran
   // each pattern's regular expression in Python's `re` over random texts.
-  std::ifstream in(std::string(PPLAB_TEST_DATA_DIR) + "/text/pretokenize_cases.txt");
+  std::ifstream in(std::string(PPLAB_TEST_DATA_DIR) + "/unicode/pretokenize_cases.txt");
   REQUIRE(in);
   std::string line;
   int cases = 0;

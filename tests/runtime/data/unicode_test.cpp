@@ -1,5 +1,5 @@
 // UTF-8, character classes and NFC (runtime/data/unicode.cc), against
-// Python's unicodedata (tests/data/text/nfc_cases.txt) and hand-picked
+// Python's unicodedata (tests/data/unicode/nfc_cases.txt) and hand-picked
 // code points.
 #include "runtime/data/unicode.h"
 
@@ -75,7 +75,7 @@ TEST_CASE("letters, numbers and white space are Unicode's L*, N* and White_Space
 }
 
 TEST_CASE("NFC equals Python's unicodedata on every listed case, and is idempotent", "[data][unicode]") {
-  std::ifstream in(std::string(PPLAB_TEST_DATA_DIR) + "/text/nfc_cases.txt");
+  std::ifstream in(std::string(PPLAB_TEST_DATA_DIR) + "/unicode/nfc_cases.txt");
   REQUIRE(in);
   std::string line;
   int cases = 0;

@@ -31,6 +31,8 @@ void SetupStats(CLI::App& app, int& exit_code);
 void SetupDiff(CLI::App& app, int& exit_code);
 void SetupExplain(CLI::App& app, int& exit_code);
 void SetupPlan(CLI::App& app, int& exit_code);
+// In builds with SentencePiece (PPLAB_WITH_DATA), which the tokenizer needs.
+void SetupTokenize(CLI::App& app, int& exit_code);
 
 // The LibTorch commands, in the `pplab-train` executable.
 // `argv` is the whole command line, which the launcher hands to the workers.

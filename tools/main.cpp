@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
   pplab::cli::SetupDiff(app, exit_code);
   pplab::cli::SetupExplain(app, exit_code);
   pplab::cli::SetupPlan(app, exit_code);
+#ifdef PPLAB_WITH_DATA
+  pplab::cli::SetupTokenize(app, exit_code);
+#endif
   pplab::cli::SetupTrainingCommands(app, std::vector<std::string>(argv, argv + argc));
   return pplab::cli::RunCli(app, argc, argv, exit_code);
 }

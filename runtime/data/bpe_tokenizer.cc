@@ -32,8 +32,8 @@ std::string TypeOf(const json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
 }
 
-// The UTF-8 length of the character whose lead byte is `b` (1 for a byte
-// that leads nothing, as DecodeUtf8 treats it).
+// The length in bytes of the character at s[at] (at < s.size()): 1 for a
+// byte that starts no well-formed sequence, as DecodeUtf8 reads it.
 size_t CharLength(std::string_view s, size_t at) {
   const std::vector<CodePoint> one = DecodeUtf8(s.substr(at, 4));
   std::string back;
@@ -41,6 +41,7 @@ size_t CharLength(std::string_view s, size_t at) {
   return back.size();
 }
 
+// Whether the character at s[at] (at < s.size()) is white space.
 bool SpaceAt(std::string_view s, size_t at) { return IsSpace(DecodeUtf8(s.substr(at, 4)).front()); }
 
 }  // namespace
@@ -181,7 +182,8 @@ ByteLevelBpe ByteLevelBpe::FromJson(const std::string& text, const std::string& 
                   "\") names a token model.vocab lacks");
     }
     const uint64_t key = (static_cast<uint64_t>(l->second) << 32) | static_cast<uint32_t>(r->second);
-    t.merges_.emplace(key, Merge{static_cast<int32_t>(rank), out->second});  // the first rank wins
+    // A pair listed twice keeps its last rank, as a map built in file order does.
+    t.merges_.insert_or_assign(key, Merge{static_cast<int32_t>(rank), out->second});
   }
 
   // Added tokens: matched in the text before anything else.

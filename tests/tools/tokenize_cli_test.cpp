@@ -1,0 +1,70 @@
+// `pplab tokenize`: the ids of a text, and the text of ids, by the library's
+// own Tokenizer; bad input is one line.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "runtime/data/tokenizer.h"
+#include "schedules/file_io.h"
+#include "tests/byte_level_json.h"
+#include "tests/run_pplab.h"
+
+namespace pplab {
+
+TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text back", "[cli][bpe]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/tokenize_cli";
+  RemoveTree(dir);
+  std::filesystem::create_directories(dir);
+  test::Spec spec;
+  spec.merges = {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"i", "n"}};
+  spec.added = {"<|begin_of_text|>", "<|end_of_text|>", "<|finetune_right_pad_id|>"};
+  const std::string path = dir + "/tokenizer.json";
+  WriteTextFile(path, test::Build(spec).dump());
+  const Tokenizer tokenizer = Tokenizer::Load(path);
+  const std::string text = "the thin thing<|end_of_text|>";
+  std::string want;
+  for (int32_t id : tokenizer.Encode(text)) want += (want.empty() ? "" : " ") + std::to_string(id);
+  // "the" 257, " " 32, "th" 256, "in" 259, "g" 103, EOS 261 (the merges'
+  // tokens follow the bytes, then the added ones).
+  REQUIRE(want == "257 32 256 259 32 256 259 103 261");
+
+  const PplabRun ids = Pplab("tokenize --tokenizer " + path + " 'the thin thing<|end_of_text|>'");
+  INFO(ids.out);
+  REQUIRE(ids.code == 0);
+  CHECK(ids.out == want + "\n");
+  // Words are joined by one space; --file reads the text as it is.
+  CHECK(Pplab("tokenize --tokenizer " + path + " the thin 'thing<|end_of_text|>'").out == want + "\n");
+  WriteTextFile(dir + "/text.txt", text);
+  CHECK(Pplab("tokenize --tokenizer " + path + " --file " + dir + "/text.txt").out == want + "\n");
+
+  const PplabRun back = Pplab("tokenize --tokenizer " + path + " --decode " + want);
+  INFO(back.out);
+  REQUIRE(back.code == 0);
+  CHECK(back.out == "the thin thing\n");  // EOS is not text
+
+  const PplabRun json = Pplab("tokenize --tokenizer " + path + " --json the thin");
+  REQUIRE(json.code == 0);
+  const auto j = nlohmann::json::parse(json.out);
+  CHECK(j["ids"] == std::vector<int>{257, 32, 256, 259});
+  CHECK(j["pieces"] == std::vector<std::string>{"the", " ", "th", "in"});
+  CHECK(j["kind"] == "tokenizer.json");
+  CHECK(j["bos"] == 260);
+  CHECK(j["eos"] == 261);
+  CHECK(j["pad"] == 262);
+
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--decode 12 x", "tokenize --decode: 'x' is not a token id (0 to 262)"},
+           {"--decode 263", "tokenize --decode: '263' is not a token id"},
+           {"", "give the text as arguments or --file"}}) {
+    const PplabRun bad = Pplab("tokenize --tokenizer " + path + " " + args);
+    INFO(args << ": " << bad.out);
+    CHECK(bad.code == 2);
+    CHECK_THAT(bad.out, Catch::Contains(message));
+  }
+  const PplabRun missing = Pplab("tokenize --tokenizer " + dir + "/none.json x");
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.out, Catch::Contains(dir + "/none.json"));
+  RemoveTree(dir);
+}
+
+}  // namespace pplab

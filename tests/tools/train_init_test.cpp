@@ -41,6 +41,33 @@ std::vector<double> Losses(const std::string& args) {
   return nlohmann::json::parse(r.out.substr(r.out.find('{')))["losses"].get<std::vector<double>>();
 }
 
+// Writes DIR/config.json (the tiny preset's shape, `vocab` pieces) and
+// returns the start of a `train` command on the test corpus with it and
+// `tokenizer`.
+std::string TextTraining(const std::string& dir, int vocab, const std::string& tokenizer) {
+  WriteTextFile(dir + "/config.json", R"({"vocab_size": )" + std::to_string(vocab) +
+                                          R"(, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128})");
+  return "train -q --out '' --eval-every 0 --warmup-steps 0 --batch-size 8 --seq-len 32 -m 2 --json --model " + dir +
+         "/config.json --tokenizer " + tokenizer + " --data " + std::string(PPLAB_TEST_DATA_DIR) +
+         "/text/fortunes.txt --cache-dir " + dir + "/cache ";
+}
+
+// Greedy continuations of one prompt by `generate A` and `generate B`:
+// both non-empty and the same text. Returns both outputs.
+std::pair<nlohmann::json, nlohmann::json> SameGreedyText(const std::string& a_args, const std::string& b_args) {
+  const std::string prompt = " --prompt 'The pipeline' --temperature 0 --max-new-tokens 12 --json";
+  const PplabRun a = Pplab("generate " + a_args + prompt);
+  const PplabRun b = Pplab("generate " + b_args + prompt);
+  INFO(a.out << "\n" << b.out);
+  REQUIRE(a.code == 0);
+  REQUIRE(b.code == 0);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja["new_tokens"].get<int>() > 0);
+  CHECK(ja["continuation"] == jb["continuation"]);
+  return {ja, jb};
+}
+
 }  // namespace
 
 TEST_CASE("train --init-from starts every plan from the file's weights, and a resume from its checkpoint",
@@ -119,12 +146,7 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
   const std::string tokenizer = dir + "/tokenizer.model";
   TrainTokenizer(ReadCorpus({corpus}).documents, 200, tokenizer, TokenizerIds::kLlama2);
   const std::string model = dir + "/config.json";
-  WriteTextFile(model, R"({"vocab_size": 200, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128})");
-  const std::string text =
-      "train -q --out '' --eval-every 0 --warmup-steps 0 --batch-size 8 --seq-len 32 -m 2 --json "
-      "--model " +
-      model + " --tokenizer " + tokenizer + " --data " + corpus + " --cache-dir " + dir + "/cache ";
+  const std::string text = TextTraining(dir, 200, tokenizer);
   // From the seed, with the tokenizer's UNK as padding; then exported.
   const PplabRun first = Pplab(text + "-k 2 --steps 3 --checkpoint-dir " + dir + "/ck");
   INFO(first.out);
@@ -133,15 +155,8 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
   REQUIRE(Pplab("export-model --checkpoint " + dir + "/ck -o " + file).code == 0);
 
   // The same greedy continuation from the checkpoint and from its export.
-  const std::string prompt = " --prompt 'The pipeline' --temperature 0 --max-new-tokens 12 --json";
-  const PplabRun a = Pplab("generate --checkpoint " + dir + "/ck" + prompt);
-  const PplabRun b = Pplab("generate --init-from " + file + " --model " + model + " --tokenizer " + tokenizer + prompt);
-  INFO(a.out << "\n" << b.out);
-  REQUIRE(a.code == 0);
-  REQUIRE(b.code == 0);
-  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
-  CHECK(ja["new_tokens"].get<int>() > 0);
-  CHECK(ja["continuation"] == jb["continuation"]);
+  const auto [ja, jb] = SameGreedyText("--checkpoint " + dir + "/ck",
+                                       "--init-from " + file + " --model " + model + " --tokenizer " + tokenizer);
   CHECK(jb["weights"] == file);
   // Cached keys and values give the tokens a full forward per token gives,
   // also past the model's 128 positions (where the window slides).
@@ -165,10 +180,7 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
   CHECK(LoadLlamaConfig(folder).ToJson() == LoadLlamaConfig(model).ToJson());
   CHECK(ReadTextFile(folder + "tokenizer.model") == ReadTextFile(tokenizer));
   // (The folder's tokenizer.model is the default.)
-  const PplabRun c = Pplab("generate --init-from " + folder + " --model " + folder + prompt);
-  INFO(c.out);
-  REQUIRE(c.code == 0);
-  CHECK(nlohmann::json::parse(c.out)["continuation"] == ja["continuation"]);
+  SameGreedyText("--checkpoint " + dir + "/ck", "--init-from " + folder + " --model " + folder);
 
   // Text training from the file: the same losses on one rank and on two.
   const std::vector<double> one = Losses(text + "-k 1 --steps 2 --init-from " + file);
@@ -191,7 +203,6 @@ TEST_CASE(
     "[train][init]") {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/train_init_json";
   REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
-  const std::string corpus = std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.txt";
   test::Spec spec;
   spec.merges = {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"i", "n"}, {" ", "a"}, {"e", "r"}, {"o", "n"}, {" ", "t"}};
   spec.added = {"<|begin_of_text|>", "<|end_of_text|>", "<|finetune_right_pad_id|>"};
@@ -200,13 +211,7 @@ TEST_CASE(
   WriteTextFile(tokenizer, test::Build(spec).dump());
   const Tokenizer loaded = Tokenizer::Load(tokenizer);
   REQUIRE(loaded.VocabSize() == 256 + 8 + 3);
-  const std::string model = dir + "/config.json";
-  WriteTextFile(model, R"({"vocab_size": 267, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128})");
-  const std::string text =
-      "train -q --out '' --eval-every 0 --warmup-steps 0 --batch-size 8 --seq-len 32 -m 2 --json "
-      "--model " +
-      model + " --tokenizer " + tokenizer + " --data " + corpus + " --cache-dir " + dir + "/cache ";
+  const std::string text = TextTraining(dir, 267, tokenizer);
   // Two ranks give the one-rank losses on the file's tokens.
   const std::vector<double> one = Losses(text + "-k 1 --steps 2");
   const std::vector<double> two = Losses(text + "-s 1f1b -k 2 --steps 2 --checkpoint-dir " + dir + "/ck");
@@ -222,15 +227,7 @@ TEST_CASE(
   REQUIRE(Pplab("export-model --checkpoint " + dir + "/ck -o " + folder).code == 0);
   CHECK(ReadTextFile(folder + "tokenizer.json") == ReadTextFile(tokenizer));
   CHECK_FALSE(std::filesystem::exists(folder + "tokenizer.model"));
-  const std::string prompt = " --prompt 'The pipeline' --temperature 0 --max-new-tokens 12 --json";
-  const PplabRun a = Pplab("generate --checkpoint " + dir + "/ck" + prompt);
-  const PplabRun b = Pplab("generate --init-from " + folder + " --model " + folder + prompt);
-  INFO(a.out << "\n" << b.out);
-  REQUIRE(a.code == 0);
-  REQUIRE(b.code == 0);
-  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
-  CHECK(ja["new_tokens"].get<int>() > 0);
-  CHECK(ja["continuation"] == jb["continuation"]);
+  SameGreedyText("--checkpoint " + dir + "/ck", "--init-from " + folder + " --model " + folder);
   // A tokenizer.json of another kind is one line naming the field, before
   // any worker starts.
   nlohmann::json metaspace = test::Build(spec);

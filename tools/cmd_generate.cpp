@@ -82,16 +82,7 @@ Loaded FromCheckpoint(const GenerateOptions& o) {
 // From a published model's files, its config and its tokenizer.
 Loaded FromWeights(const GenerateOptions& o) {
   // A model's folder usually holds its tokenizer too.
-  std::string tokenizer = o.tokenizer;
-  std::error_code ec;
-  // tokenizer.model first: Mistral's and Llama 2's folders hold both, and
-  // their tokenizer.json is SentencePiece's kind, which pplab reads from
-  // the .model.
-  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
-    if (tokenizer.empty() && fs::is_regular_file(fs::path(o.init_from) / name, ec)) {
-      tokenizer = (fs::path(o.init_from) / name).string();
-    }
-  }
+  const std::string tokenizer = o.tokenizer.empty() ? FolderTokenizer(o.init_from) : o.tokenizer;
   if (o.model.empty() || tokenizer.empty()) {
     throw Error("--init-from " + o.init_from +
                 " needs the model's --model (its config.json) and --tokenizer (its folder has no tokenizer.model or "

@@ -258,7 +258,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
 }
 
 int RunTrain(const TrainOptions& given) {
-  const TrainOptions o = WithOutputs(given);
+  const TrainOptions o = WithDefaults(given);
   if (IsWorker()) return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
   // Fail here, once, with one line, before any worker starts: the plan, the
   // model against it, the batch, the device, the machine's capacity, the
@@ -411,11 +411,13 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--init-from", o->init_from,
                   "start from a published model's weights instead of the seed's: a .safetensors file, or the "
                   "model's folder (model.safetensors, or the files model.safetensors.index.json lists); --model "
-                  "gives its config.json, and text training its --tokenizer. A --resume from a checkpoint takes the "
+                  "gives its config.json, and text training its --tokenizer (default: the folder's). A --resume from a "
+                  "checkpoint takes the "
                   "checkpoint's");
   sub->add_option("--tokenizer", o->tokenizer,
                   "a tokenizer to use instead of training one: a SentencePiece .model, or a byte-level BPE "
-                  "tokenizer.json (Llama 3, Qwen)")
+                  "tokenizer.json (Llama 3, Qwen); with an --init-from folder, the folder's tokenizer.model, else its "
+                  "tokenizer.json")
       ->excludes(synthetic);
   sub->add_option("--vocab-size", o->vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")
       ->check(CLI::Range(8, 1 << 20));

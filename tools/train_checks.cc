@@ -40,7 +40,8 @@ void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
   if (!o.synthetic && o.tokenizer.empty()) {
     throw Error(
         "--init-from " + o.init_from +
-        ": text training needs the model's own tokenizer, --tokenizer (its tokenizer.model, or tokenizer.json); "
+        ": text training needs the model's own tokenizer, --tokenizer (its tokenizer.model or tokenizer.json, which "
+        "are taken from an --init-from folder that holds one); "
         "or train on --synthetic tokens");
   }
   int64_t values = 0;

@@ -27,7 +27,7 @@ void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule);
 // A new run never mixes into an earlier one's run folder or checkpoints: it
 // continues it (--resume), replaces it (--overwrite: the run folder's files
 // and the checkpoints are removed here) or is refused. `given`: the options
-// as parsed; `o`: with the output paths filled in (WithOutputs). Files given
+// as parsed; `o`: with the output paths filled in (WithDefaults). Files given
 // a path by flag (e.g. --trace t.json) are the user's to overwrite.
 void ClaimOutputs(const TrainOptions& given, const TrainOptions& o);
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "runtime/data/corpus.h"
+#include "runtime/data/tokenizer.h"
 #include "runtime/train/model_copies.h"
 #include "schedules/error.h"
 #include "schedules/generators.h"
@@ -73,7 +74,8 @@ Schedule LoadPlan(const TrainOptions& o) {
   return s;
 }
 
-TrainOptions WithOutputs(TrainOptions o) {
+TrainOptions WithDefaults(TrainOptions o) {
+  if (o.tokenizer.empty() && !o.synthetic && !o.init_from.empty()) o.tokenizer = FolderTokenizer(o.init_from);
   if (o.out_dir.empty()) return o;
   const fs::path out(o.out_dir);
   if (o.metrics_path.empty()) o.metrics_path = (out / "metrics.jsonl").string();

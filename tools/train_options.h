@@ -93,9 +93,10 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker);
 // the plan has its own); validated. Throws pplab::Error naming the plan.
 Schedule LoadPlan(const TrainOptions& o);
 
-// `o` with the output paths not given filled in: everything goes into --out,
-// unless that is "".
-TrainOptions WithOutputs(TrainOptions o);
+// `o` with what was not given filled in: the output paths (everything goes
+// into --out, unless that is ""), and for text training from a model's
+// folder (--init-from DIR) the folder's tokenizer (FolderTokenizer).
+TrainOptions WithDefaults(TrainOptions o);
 
 // The text to train on: --data, or the default corpus (refused in one line
 // when it is missing); the tokenizer to train has the model's vocabulary

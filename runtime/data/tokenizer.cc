@@ -209,6 +209,15 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
 
 int Tokenizer::VocabSize() const { return impl_->pieces; }
 
+std::string FolderTokenizer(const std::string& dir) {
+  std::error_code ec;
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    const std::filesystem::path path = std::filesystem::path(dir) / name;
+    if (std::filesystem::is_regular_file(path, ec)) return path.string();
+  }
+  return "";
+}
+
 const char* Tokenizer::FileName() const { return impl_->bpe ? "tokenizer.json" : "tokenizer.model"; }
 
 void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path,

@@ -57,6 +57,12 @@ class Tokenizer {
   std::string path_;
 };
 
+// The tokenizer file of a model's folder: its tokenizer.model, else its
+// tokenizer.json (Mistral's and Llama 2's folders hold both, and their
+// tokenizer.json is of SentencePiece's kind, which pplab reads from the
+// .model). "" when `dir` is no folder or holds neither.
+std::string FolderTokenizer(const std::string& dir);
+
 // The special pieces' ids of a tokenizer pplab trains: its own (PAD 0,
 // UNK 1, BOS 2, EOS 3), or Llama 2's (UNK 0, BOS 1, EOS 2, no PAD), for
 // tests of what published tokenizers are like.

@@ -227,6 +227,14 @@ TEST_CASE(
   REQUIRE(Pplab("export-model --checkpoint " + dir + "/ck -o " + folder).code == 0);
   CHECK(ReadTextFile(folder + "tokenizer.json") == ReadTextFile(tokenizer));
   CHECK_FALSE(std::filesystem::exists(folder + "tokenizer.model"));
+  // Text training from the folder takes its tokenizer.json without
+  // --tokenizer: the losses of the same run that names it.
+  const std::string from_folder =
+      "train -q --out '' --eval-every 0 --warmup-steps 0 --batch-size 8 --seq-len 32 -m 2 --json -k 1 --steps 2 "
+      "--data " +
+      std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.txt --cache-dir " + dir + "/cache --model " + folder +
+      " --init-from " + folder;
+  CHECK(Losses(from_folder) == Losses(from_folder + " --tokenizer " + folder + "tokenizer.json"));
   SameGreedyText("--checkpoint " + dir + "/ck", "--init-from " + folder + " --model " + folder);
   // A tokenizer.json of another kind is one line naming the field, before
   // any worker starts.

@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <set>
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
@@ -368,48 +367,6 @@ StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::
 }
 
 }  // namespace
-
-void FitLink(LinkProfile& link) {
-  const size_t n = link.samples.size();
-  if (n == 0) return;
-  double mx = 0, my = 0;
-  for (const LinkSample& s : link.samples) mx += s.bytes, my += s.one_way_ms;
-  mx /= n, my /= n;
-  double sxx = 0, sxy = 0;
-  for (const LinkSample& s : link.samples) {
-    sxx += (s.bytes - mx) * (s.bytes - mx);
-    sxy += (s.bytes - mx) * (s.one_way_ms - my);
-  }
-  const double slope = sxx > 0 ? sxy / sxx : 0;  // ms per byte
-  double smallest = link.samples.front().one_way_ms;
-  for (const LinkSample& s : link.samples) smallest = std::min(smallest, s.one_way_ms);
-  if (slope <= 0) {
-    link.latency_ms = smallest;
-    link.bandwidth_gbps = 0;
-    return;
-  }
-  const double intercept = my - slope * mx;
-  // A negative intercept is noise around a tiny latency: use the smallest message's time.
-  link.latency_ms = intercept > 0 ? intercept : smallest;
-  link.bandwidth_gbps = 1.0 / (slope * 1e6);  // bytes per ms / 1e6 = bytes per ns = GB/s
-}
-
-std::vector<RankId> ProfilePeers(const std::vector<RankId>& placement, RankId rank) {
-  const int S = static_cast<int>(placement.size());
-  const int K = S == 0 ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;
-  std::set<RankId> peers;
-  for (int s = 0; s < S; ++s) {
-    if (placement[s] != rank) continue;
-    if (s > 0) peers.insert(placement[s - 1]);
-    if (s + 1 < S) peers.insert(placement[s + 1]);
-  }
-  if (K > 1) {
-    peers.insert((rank + 1) % K);
-    peers.insert((rank + K - 1) % K);
-  }
-  peers.erase(rank);
-  return {peers.begin(), peers.end()};
-}
 
 ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const std::map<StageId, Stage*>& stages,
                       const MicrobatchData& data, const LossFn& loss, double loss_scale, Transport& transport,

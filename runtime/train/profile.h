@@ -28,6 +28,7 @@
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/exec/executor.h"
+#include "runtime/train/profile_link.h"
 #include "sim/percentiles.h"
 
 namespace pplab {
@@ -117,19 +118,6 @@ struct StageProfile {
   Bytes cast_weight_bytes = 0;
 };
 
-struct LinkSample {
-  Bytes bytes = 0;        // wire bytes of one message
-  double one_way_ms = 0;  // median of half a round trip
-};
-
-struct LinkProfile {
-  RankId from = 0, to = 0;
-  std::vector<LinkSample> samples;
-  // Least-squares fit of one_way_ms = latency_ms + bytes / (bandwidth_gbps * 1e6).
-  double latency_ms = 0;
-  double bandwidth_gbps = 0;  // 0 = no bandwidth limit could be measured
-};
-
 // One rank's work of a step after its actions, ms: the all-reduces of the
 // loss and of the gradient norm over the world (0 in a one-process run, which
 // has no group: the norm is then its local sum of squares), clipping every
@@ -158,17 +146,5 @@ struct ProfileResult {
 ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const std::map<StageId, Stage*>& stages,
                       const MicrobatchData& data, const LossFn& loss, double loss_scale, Transport& transport,
                       ProcessGroupHandle* group, MemoryMeter& meter, const ProfileOptions& options);
-
-// The ranks `rank`'s profile exchanges messages with, ascending: the ranks of
-// its stages' neighbours (the forward pass through the pipeline) and its two
-// neighbours on the ring of ranks (the link ping-pong, which also pairs rank
-// K-1 with rank 0). Profile links them all before its first message
-// (Transport::Connect): NCCL creates a pair's communicator at its first
-// operation, and with K >= 3 ranks K-1 and 0 would otherwise each wait in
-// the creation of a different one (up and down).
-std::vector<RankId> ProfilePeers(const std::vector<RankId>& placement, RankId rank);
-
-// The fit of LinkProfile from samples; exposed for tests.
-void FitLink(LinkProfile& link);
 
 }  // namespace pplab

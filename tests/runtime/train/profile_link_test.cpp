@@ -1,0 +1,30 @@
+// The link fit and the profile's peers (runtime/train/profile_link.cc).
+#include "runtime/train/profile_link.h"
+
+#include <catch2/catch.hpp>
+
+namespace pplab {
+
+TEST_CASE("the profile links a rank to its stages' neighbours and its two ring neighbours", "[profile]") {
+  using V = std::vector<RankId>;
+  CHECK(ProfilePeers({0, 0}, 0) == V{});   // one rank
+  CHECK(ProfilePeers({0, 1}, 0) == V{1});  // K=2: the ring is the pair
+  CHECK(ProfilePeers({0, 1}, 1) == V{0});
+  CHECK(ProfilePeers({0, 1, 2}, 0) == V{1, 2});  // K=3: 2 -> 0 closes the ring
+  CHECK(ProfilePeers({0, 1, 2}, 2) == V{0, 1});
+  CHECK(ProfilePeers({0, 1, 2, 3}, 1) == V{0, 2});  // K=4: neighbours only
+  CHECK(ProfilePeers({0, 1, 2, 3}, 3) == V{0, 2});
+  CHECK(ProfilePeers({0, 1, 2, 0, 1, 2}, 0) == V{1, 2});  // interleaved, v=2
+  CHECK(ProfilePeers({0, 1, 2, 2, 1, 0}, 2) == V{0, 1});  // V-shape: stage 2 -> 3 stays on rank 2
+}
+
+TEST_CASE("the link fit recovers latency and bandwidth from exact samples", "[profile]") {
+  LinkProfile link;
+  // 0.05 ms + bytes / (2 GB/s = 2e6 bytes per ms)
+  for (Bytes b : {Bytes{513}, Bytes{1} << 20, Bytes{16} << 20}) link.samples.push_back({b, 0.05 + b / 2e6});
+  FitLink(link);
+  CHECK(link.latency_ms == Approx(0.05).epsilon(1e-6));
+  CHECK(link.bandwidth_gbps == Approx(2.0).epsilon(1e-6));
+}
+
+}  // namespace pplab

@@ -53,6 +53,15 @@ ByteLevelBpe ByteLevelBpe::FromJson(const std::string& text, const std::string& 
   } catch (const json::exception& e) {
     throw Error(path + ": not a SentencePiece model, nor a tokenizer.json (" + e.what() + ")");
   }
+  try {
+    return FromParsed(j, path);
+  } catch (const json::exception& e) {
+    // A field of a type FromParsed does not check for.
+    throw Error(path + ": " + e.what());
+  }
+}
+
+ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string& path) {
   const std::string where = path + ": ";
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) {
     throw Error(where + "no \"model\" object: not a Hugging Face tokenizer.json");
@@ -129,8 +138,15 @@ ByteLevelBpe ByteLevelBpe::FromJson(const std::string& text, const std::string& 
 
   // Vocabulary.
   if (!model.contains("vocab") || !model["vocab"].is_object()) throw Error(where + "model.vocab is not an object");
-  const auto set_text = [&t, &where](int64_t id, const std::string& s, const std::string& what) {
-    if (id < 0 || id >= INT32_MAX) throw Error(where + what + " has the id " + std::to_string(id));
+  // Ids are dense in published files; a bound on them keeps a damaged file
+  // from asking for gigabytes of id table.
+  const int64_t entries = static_cast<int64_t>(model["vocab"].size()) +
+                          (j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"].size() : 0);
+  const int64_t max_id = 2 * entries + 256;
+  const auto set_text = [&t, &where, max_id](int64_t id, const std::string& s, const std::string& what) {
+    if (id < 0 || id >= max_id) {
+      throw Error(where + what + " has the id " + std::to_string(id) + ", past twice the number of tokens");
+    }
     if (static_cast<size_t>(id) >= t.text_of_id_.size()) {
       t.text_of_id_.resize(id + 1);
       t.is_added_.resize(id + 1);

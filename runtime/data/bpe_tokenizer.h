@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,7 @@ class ByteLevelBpe {
   SplitPattern Pattern() const { return pattern_; }
 
  private:
+  static ByteLevelBpe FromParsed(const nlohmann::json& j, const std::string& path);
   struct Added {
     std::string content;
     int32_t id;

@@ -138,14 +138,16 @@ ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string
 
   // Vocabulary.
   if (!model.contains("vocab") || !model["vocab"].is_object()) throw Error(where + "model.vocab is not an object");
-  // Ids are dense in published files; a bound on them keeps a damaged file
-  // from asking for gigabytes of id table.
+  // Ids are about dense in published files (the largest vocabularies hold
+  // some 260 000); a bound on them keeps a damaged file from asking for
+  // gigabytes of id table.
   const int64_t entries = static_cast<int64_t>(model["vocab"].size()) +
                           (j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"].size() : 0);
-  const int64_t max_id = 2 * entries + 256;
+  const int64_t max_id = std::max<int64_t>(2 * entries, int64_t{1} << 20);
   const auto set_text = [&t, &where, max_id](int64_t id, const std::string& s, const std::string& what) {
     if (id < 0 || id >= max_id) {
-      throw Error(where + what + " has the id " + std::to_string(id) + ", past twice the number of tokens");
+      throw Error(where + what + " has the id " + std::to_string(id) + ": ids run from 0 to " +
+                  std::to_string(max_id - 1) + " (2^20, or twice the number of tokens)");
     }
     if (static_cast<size_t>(id) >= t.text_of_id_.size()) {
       t.text_of_id_.resize(id + 1);

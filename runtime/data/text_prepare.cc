@@ -1,9 +1,11 @@
 #include "runtime/data/text_prepare.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
@@ -83,9 +85,11 @@ PreparedText PrepareText(const TextSource& source, const std::function<void(cons
   }
   if (build) {
     const auto start = std::chrono::steady_clock::now();
-    out.tokens = WriteTokenCache(corpus, tokenizer, out.cache_path);
+    // Before any worker starts: every core is the launcher's.
+    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+    out.tokens = WriteTokenCache(corpus, tokenizer, out.cache_path, threads);
     say("tokenized " + std::to_string(out.documents) + " documents into " + std::to_string(out.tokens) + " tokens in " +
-        Fixed(SecondsSince(start), 1) + " s: " + out.cache_path);
+        Fixed(SecondsSince(start), 1) + " s on " + std::to_string(threads) + " threads: " + out.cache_path);
   }
   return out;
 }

@@ -18,9 +18,11 @@ namespace pplab {
 class Tokenizer;
 struct Corpus;
 
-// Tokenizes `corpus` with `tokenizer` and writes the cache file at `path`
-// (atomically). Returns the number of tokens.
-int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const std::string& path);
+// Tokenizes `corpus` with `tokenizer` on `threads` threads (Tokenizer's
+// Encode is const and keeps no state between calls) and writes the cache
+// file at `path` (atomically), the same bytes for any number of threads.
+// Returns the number of tokens.
+int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const std::string& path, int threads = 1);
 
 class TokenCache {
  public:

@@ -159,6 +159,9 @@ TEST_CASE("a tokenizer.json pplab would read differently is refused, naming the 
   j = good;
   j["added_tokens"] = {{{"id", 300}, {"content", "<w>"}, {"single_word", true}}};
   CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<w>\"].single_word"));
+  j = good;
+  j["added_tokens"] = {{{"id", 1 << 20}, {"content", "<x>"}}};  // a damaged id: no 2^20-entry table
+  CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<x>\"] has the id 1048576: ids run from 0 to 1048575"));
   CHECK_THAT(ErrorOf(json::array()), Catch::Contains("tok.json: no \"model\" object"));
 }
 

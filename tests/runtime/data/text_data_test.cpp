@@ -135,6 +135,24 @@ TEST_CASE("the token cache holds each document's tokens and refuses a stale or c
   CHECK_THROWS_WITH(TokenCache(cut, p.corpus_fingerprint, p.tokenizer_fingerprint), Catch::Contains("truncated"));
 }
 
+TEST_CASE("the token cache is the same file for any number of encoding threads", "[data]") {
+  const PreparedText& p = Prepared();
+  const Tokenizer t = Tokenizer::Load(p.tokenizer_path);
+  const Corpus corpus = ReadCorpus({kText + "/fortunes.txt"});
+  const std::string dir = Tmp("threads");
+  WriteTokenCache(corpus, t, dir + "/one.bin", 1);
+  const std::string one = ReadTextFile(dir + "/one.bin");
+  // 3 and 7 split the 120 documents unevenly; 500 is more threads than
+  // documents (one document each).
+  for (int threads : {2, 3, 7, 500}) {
+    INFO(threads << " threads");
+    const std::string path = dir + "/" + std::to_string(threads) + ".bin";
+    CHECK(WriteTokenCache(corpus, t, path, threads) ==
+          TokenCache(dir + "/one.bin", corpus.fingerprint, t.Fingerprint()).NumTokens());
+    CHECK(ReadTextFile(path) == one);
+  }
+}
+
 TEST_CASE("padded samples are BOS + document + EOS in windows that cover every next-token pair", "[data]") {
   const PreparedText& p = Prepared();
   const TokenCache cache(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);

@@ -4,6 +4,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "runtime/train/adamw.h"
 #include "runtime/train/checkpoint.h"
 #include "schedules/error.h"
+#include "schedules/file_io.h"
 #include "tools/commands.h"
 
 namespace fs = std::filesystem;
@@ -62,7 +65,33 @@ struct Loaded {
   std::unique_ptr<Stage> model;
   std::optional<Tokenizer> tokenizer;
   nlohmann::json source;
+  std::vector<int32_t> stop;  // ids that end the text besides the tokenizer's EOS
 };
+
+// The ids generation_config.json in `dir` says end a text (its
+// eos_token_id: one id or a list, as an instruction-tuned model's turn end
+// beside the end of text); none when the file is absent.
+std::vector<int32_t> StopIds(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "generation_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return {};
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ReadTextFile(path.string()));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": not JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return {};
+  const nlohmann::json& eos = j["eos_token_id"];
+  std::vector<int32_t> out;
+  for (const nlohmann::json& id : eos.is_array() ? eos : nlohmann::json::array({eos})) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+      throw Error(path.string() + ": eos_token_id is not a token id or a list of them");
+    }
+    out.push_back(id.get<int32_t>());
+  }
+  return out;
+}
 
 // From a checkpoint: its config, its tokenizer, its weights by global name.
 Loaded FromCheckpoint(const GenerateOptions& o) {
@@ -100,6 +129,11 @@ Loaded FromWeights(const GenerateOptions& o) {
   l.tokenizer = Tokenizer::Load(tokenizer);
   l.model = BuildLlamaStage(l.config, PartitionUniform(l.config, 1), 0, 0, c10::kCPU, options);
   l.source = {{"weights", o.init_from}};
+  std::error_code ec;
+  // The model's folder: --init-from's, else the one --model's config is in.
+  l.stop = StopIds(fs::is_directory(o.init_from, ec) ? o.init_from
+                   : fs::is_directory(o.model, ec)   ? o.model
+                                                     : fs::path(o.model).parent_path().string());
   return l;
 }
 
@@ -153,7 +187,9 @@ int RunGenerate(const GenerateOptions& o) {
       }
       chosen = static_cast<int32_t>(torch::multinomial(torch::softmax(next, 0), 1, false, gen).item<int64_t>());
     }
-    if (chosen == tokenizer.Eos()) break;
+    if (chosen == tokenizer.Eos() || std::find(loaded.stop.begin(), loaded.stop.end(), chosen) != loaded.stop.end()) {
+      break;
+    }
     ids.push_back(chosen);
   }
   // Decode prompt and continuation together (a piece may carry the space
@@ -189,7 +225,9 @@ void SetupGenerate(CLI::App& app, int& exit_code) {
       ->excludes(checkpoint);
   sub->add_option("--model", o->model, "with --init-from: the model's config.json (or its folder)");
   sub->add_option("--prompt", o->prompt, "text to continue")->required();
-  sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to add at most (stops at end of text)")
+  sub->add_option("--max-new-tokens", o->max_new_tokens,
+                  "tokens to add at most (stops at end of text, and with --init-from at the ids its "
+                  "generation_config.json names)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   sub->add_option("--temperature", o->temperature, "sampling temperature (0: always the likeliest token)")

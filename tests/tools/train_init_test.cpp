@@ -236,6 +236,25 @@ TEST_CASE(
       " --init-from " + folder;
   CHECK(Losses(from_folder) == Losses(from_folder + " --tokenizer " + folder + "tokenizer.json"));
   SameGreedyText("--checkpoint " + dir + "/ck", "--init-from " + folder + " --model " + folder);
+  // generation_config.json's eos_token_id ends the text too: a list that
+  // holds every id stops at once, the tokenizer's EOS alone changes nothing.
+  const std::string greedy = "generate --init-from " + folder + " --model " + folder +
+                             " --prompt 'The pipeline' --temperature 0 --max-new-tokens 12 --json";
+  const nlohmann::json without = nlohmann::json::parse(Pplab(greedy).out);
+  REQUIRE(without["new_tokens"].get<int>() > 0);
+  nlohmann::json every = nlohmann::json::array();
+  for (int id = 0; id < 267; ++id) every.push_back(id);
+  WriteTextFile(folder + "generation_config.json", nlohmann::json{{"eos_token_id", every}}.dump());
+  const PplabRun stopped = Pplab(greedy);
+  INFO(stopped.out);
+  REQUIRE(stopped.code == 0);
+  CHECK(nlohmann::json::parse(stopped.out)["new_tokens"] == 0);
+  WriteTextFile(folder + "generation_config.json", nlohmann::json{{"eos_token_id", loaded.Eos()}}.dump());
+  CHECK(nlohmann::json::parse(Pplab(greedy).out) == without);
+  WriteTextFile(folder + "generation_config.json", R"({"eos_token_id": "x"})");
+  const PplabRun bad = Pplab(greedy);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::Contains(folder + "generation_config.json: eos_token_id is not a token id"));
   // A tokenizer.json of another kind is one line naming the field, before
   // any worker starts.
   nlohmann::json metaspace = test::Build(spec);

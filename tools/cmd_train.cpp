@@ -21,6 +21,7 @@
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
 #include "runtime/data/run_text.h"
+#include "runtime/data/token_cache.h"
 #include "runtime/exec/device_info.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/train/batches.h"
@@ -181,7 +182,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
       for (int64_t b = 0; b < batches; ++b) {
         out.push_back(to_device(
             BatchFromRows([&](int64_t row, int32_t* ids) { text->dataset->ValSample((b * G + row) % n, ids); },
-                          o.batch_size, o.seq_len, M, replica, o.dp, pad)));
+                          o.batch_size, o.seq_len, M, replica, o.dp, pad, kNoLossBit)));
       }
       return out;
     };
@@ -196,7 +197,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
             text != nullptr
                 ? BatchFromRows(
                       [&](int64_t row, int32_t* ids) { text->dataset->TrainSample(data_offset + step * G + row, ids); },
-                      o.batch_size, o.seq_len, M, replica, o.dp, pad)
+                      o.batch_size, o.seq_len, M, replica, o.dp, pad, kNoLossBit)
                 : SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, config.vocab_size, M, replica, o.dp);
         if (step == o.nan_at) b.loss_scale = std::nan("");
         return to_device(std::move(b));
@@ -400,11 +401,13 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
                 "replace the run in the outputs (its metrics, traces and checkpoints) instead of refusing");
   sub->add_flag("--oversubscribe", o->oversubscribe,
                 "start more local workers than this machine's cores (4 per core) or memory allow");
-  CLI::Option* data = sub->add_option("--data", o->data,
-                                      "UTF-8 text files or directories to train on (default: Debian's fortunes, " +
-                                          DefaultCorpusDir() + ")")
-                          ->expected(1, -1)
-                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  CLI::Option* data =
+      sub->add_option("--data", o->data,
+                      "UTF-8 text files or directories to train on; *.jsonl files hold {\"prompt\", \"completion\"} or "
+                      "{\"text\"} records, a prompt read but not learned (default: Debian's fortunes, " +
+                          DefaultCorpusDir() + ")")
+          ->expected(1, -1)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI::Option* synthetic =
       sub->add_flag("--synthetic", o->synthetic, "train on random tokens instead of text (benchmarks, parity tests)")
           ->excludes(data);

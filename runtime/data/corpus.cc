@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "runtime/data/fnv.h"
 #include "schedules/error.h"
@@ -81,6 +82,39 @@ void SplitDocuments(const std::string& text, std::vector<std::string>& into) {
   flush();
 }
 
+// One record per line of a .jsonl file (see corpus.h).
+void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus) {
+  size_t pos = 0;
+  for (int line_number = 1; pos < text.size(); ++line_number) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (Trim(line).empty()) continue;
+    const std::string where = "--data " + file + ":" + std::to_string(line_number) + ": ";
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(where + "not a JSON object (" + e.what() + ")");
+    }
+    const auto field = [&](const char* key) -> std::string {
+      if (!record.contains(key)) return "";
+      if (!record[key].is_string()) throw Error(where + "\"" + key + "\" is not a string");
+      return Clean(record[key].get<std::string>());
+    };
+    if (!record.is_object() || (record.contains("text") == record.contains("completion"))) {
+      throw Error(where + "a record is {\"prompt\": ..., \"completion\": ...} or {\"text\": ...}");
+    }
+    const std::string prompt = field("prompt"),
+                      completion = record.contains("text") ? field("text") : field("completion");
+    if (record.contains("text") && record.contains("prompt")) throw Error(where + "\"text\" takes no \"prompt\"");
+    if (prompt.empty() && completion.empty()) continue;
+    corpus.prompts.push_back(prompt);
+    corpus.documents.push_back(completion);
+  }
+}
+
 }  // namespace
 
 std::string DefaultCorpusDir() { return "/usr/share/games/fortunes"; }
@@ -122,7 +156,12 @@ Corpus ReadCorpus(const std::vector<std::string>& paths) {
     corpus.fingerprint = PplabFingerprint(file, corpus.fingerprint);
     corpus.fingerprint = PplabFingerprint(raw, corpus.fingerprint);
     corpus.bytes += raw.size();
-    SplitDocuments(Clean(raw), corpus.documents);
+    if (fs::path(file).extension() == ".jsonl") {
+      ReadRecords(file, raw, corpus);
+    } else {
+      SplitDocuments(Clean(raw), corpus.documents);
+      corpus.prompts.resize(corpus.documents.size());
+    }
   }
   if (corpus.documents.empty()) {
     throw Error("--data: no text in " + (corpus.files.size() == 1 ? corpus.files[0] : "the given files"));

@@ -6,6 +6,12 @@
 // and fortune indexes (*.dat). Backspace overstrikes ("_\bx") are undone and
 // other control characters except newline and tab dropped; documents are
 // trimmed and empty ones skipped.
+//
+// A file named *.jsonl holds one record per line, a JSON object: either
+// {"prompt": ..., "completion": ...}, a document whose prompt the loss does
+// not predict (supervised fine-tuning), or {"text": ...}, a plain document.
+// Its text is cleaned as above but not trimmed (a completion's leading
+// space belongs to it); blank lines are skipped.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +22,15 @@ namespace pplab {
 
 struct Corpus {
   std::vector<std::string> files;      // the files read, in order
-  std::vector<std::string> documents;  // in file order
+  std::vector<std::string> documents;  // in file order (a record's completion)
+  std::vector<std::string> prompts;    // by document: its prompt, "" for plain text
   uint64_t fingerprint = 0;            // FNV-1a over every file's name and bytes
   size_t bytes = 0;                    // total size of the files
 };
 
 // Throws pplab::Error naming the path when a file is missing, unreadable,
-// not UTF-8 (with the byte offset), or when no document is found at all.
+// not UTF-8 (with the byte offset), a .jsonl line is not such a record
+// (with the line number and the field), or when no document is found at all.
 Corpus ReadCorpus(const std::vector<std::string>& paths);
 
 // The corpus used when --data is absent: the English text of Debian's

@@ -62,7 +62,13 @@ PreparedText PrepareText(const TextSource& source, const std::function<void(cons
                              .string();
     if (!fs::exists(out.tokenizer_path, ec)) {
       const auto start = std::chrono::steady_clock::now();
-      TrainTokenizer(corpus.documents, source.vocab_size, out.tokenizer_path);
+      // Prompts are text the model reads too (none in a plain corpus, whose
+      // tokenizer this leaves as it was).
+      std::vector<std::string> texts = corpus.documents;
+      for (const std::string& p : corpus.prompts) {
+        if (!p.empty()) texts.push_back(p);
+      }
+      TrainTokenizer(texts, source.vocab_size, out.tokenizer_path);
       say("trained a " + std::to_string(source.vocab_size) + "-piece BPE tokenizer on " +
           std::to_string(corpus.documents.size()) + " documents (" + Fixed(corpus.bytes / 1e6, 1) + " MB) in " +
           Fixed(SecondsSince(start), 1) + " s: " + out.tokenizer_path);

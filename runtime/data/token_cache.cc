@@ -52,7 +52,12 @@ int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const 
   const auto encode = [&](size_t p) {
     try {
       for (size_t d = n * p / parts; d < n * (p + 1) / parts; ++d) {
-        const std::vector<int32_t> t = tokenizer.Encode(corpus.documents[d]);
+        std::vector<int32_t> t;
+        if (d < corpus.prompts.size() && !corpus.prompts[d].empty()) {
+          for (int32_t id : tokenizer.Encode(corpus.prompts[d])) t.push_back(id | kNoLossBit);
+        }
+        const std::vector<int32_t> completion = tokenizer.Encode(corpus.documents[d]);
+        t.insert(t.end(), completion.begin(), completion.end());
         part_ids[p].insert(part_ids[p].end(), t.begin(), t.end());
         part_lengths[p].push_back(t.size());
       }
@@ -175,7 +180,8 @@ TokenCache::TokenCache(const std::string& path, uint64_t corpus_fingerprint, uin
 
 void TokenCache::CheckIds(int32_t vocab_size) const {
   for (int64_t i = 0; i < tokens_; ++i) {
-    if (ids_[i] < 0 || ids_[i] >= vocab_size) {
+    const int32_t id = ids_[i] & ~kNoLossBit;
+    if (ids_[i] < 0 || id >= vocab_size) {
       throw Error("token cache " + path_ + ": token " + std::to_string(i) + " has id " + std::to_string(ids_[i]) +
                   ", outside the tokenizer's " + std::to_string(vocab_size) +
                   " pieces (corrupted: delete the file to rebuild it)");

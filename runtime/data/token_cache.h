@@ -6,7 +6,8 @@
 // version 1, u32 0, u64 documents D, u64 tokens N, u64 corpus fingerprint,
 // u64 tokenizer fingerprint, 16 bytes 0}, then D+1 u64 document offsets
 // (offset[0] = 0, offset[D] = N), then N i32 token ids. BOS/EOS are not
-// stored; samples add them.
+// stored; samples add them. A document's prompt (Corpus::prompts) comes
+// first, its ids carrying kNoLossBit.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,12 @@ namespace pplab {
 
 class Tokenizer;
 struct Corpus;
+
+// Set on the id of a token the loss does not predict (a prompt's): ids are
+// below 2^30, so the bit is free. Samples carry it (TextDataset), and
+// BatchFromRows (runtime/train/batches.h) clears it from the inputs and
+// makes such a token's target PAD.
+constexpr int32_t kNoLossBit = int32_t{1} << 30;
 
 // Tokenizes `corpus` with `tokenizer` on `threads` threads (Tokenizer's
 // Encode is const and keeps no state between calls) and writes the cache

@@ -16,15 +16,15 @@ void CheckDivisible(int batch_size, int microbatches, int replicas) {
   }
 }
 
-// rows (G, L+1) int64 -> this replica's microbatches.
-StepBatch Split(const at::Tensor& rows, int seq_len, int microbatches, int replica, int replicas, int32_t pad) {
+// rows (G, L+1) int64 -> this replica's microbatches; `targets_all` (G, L)
+// is rows[:, 1:] with some targets made `pad`.
+StepBatch Split(const at::Tensor& rows, const at::Tensor& targets_all, int seq_len, int microbatches, int replica,
+                int replicas, int32_t pad) {
   const int64_t batch_size = rows.size(0);
   const int64_t share = batch_size / replicas;
-  const at::Tensor targets_all = rows.narrow(1, 1, seq_len);  // (G, L)
   const double counted = targets_all.ne(pad).sum().item<double>();
-  auto mine = rows.narrow(0, replica * share, share);  // (G/D, L+1)
-  auto inputs = mine.narrow(1, 0, seq_len).chunk(microbatches);
-  auto targets = mine.narrow(1, 1, seq_len).chunk(microbatches);
+  auto inputs = rows.narrow(0, replica * share, share).narrow(1, 0, seq_len).chunk(microbatches);  // (b, L) each
+  auto targets = targets_all.narrow(0, replica * share, share).chunk(microbatches);                // (b, L) each
   StepBatch batch;
   for (int m = 0; m < microbatches; ++m) {
     auto x = inputs[m].contiguous();                                                           // (b, L)
@@ -38,11 +38,14 @@ StepBatch Split(const at::Tensor& rows, int seq_len, int microbatches, int repli
 }  // namespace
 
 StepBatch BatchFromRows(const RowFn& row_fn, int batch_size, int seq_len, int microbatches, int replica, int replicas,
-                        int32_t pad) {
+                        int32_t pad, int32_t no_loss_bit) {
   CheckDivisible(batch_size, microbatches, replicas);
   at::Tensor rows = torch::empty({batch_size, seq_len + 1}, torch::kInt);  // (G, L+1)
   for (int64_t r = 0; r < batch_size; ++r) row_fn(r, rows[r].data_ptr<int32_t>());
-  return Split(rows.to(torch::kLong), seq_len, microbatches, replica, replicas, pad);
+  const at::Tensor no_loss = rows.bitwise_and(no_loss_bit).ne(0);                                        // (G, L+1)
+  const at::Tensor ids = rows.bitwise_and(~no_loss_bit).to(torch::kLong);                                // (G, L+1)
+  const at::Tensor targets = ids.narrow(1, 1, seq_len).masked_fill(no_loss.narrow(1, 1, seq_len), pad);  // (G, L)
+  return Split(ids, targets, seq_len, microbatches, replica, replicas, pad);
 }
 
 StepBatch SyntheticBatch(uint64_t seed, int step, int batch_size, int seq_len, int vocab_size, int microbatches,
@@ -50,7 +53,7 @@ StepBatch SyntheticBatch(uint64_t seed, int step, int batch_size, int seq_len, i
   CheckDivisible(batch_size, microbatches, replicas);
   auto gen = at::detail::createCPUGenerator(seed * 1000003ULL + static_cast<uint64_t>(step));
   auto tokens = torch::randint(1, vocab_size, {batch_size, seq_len + 1}, gen, torch::kLong);  // (G, L+1)
-  return Split(tokens, seq_len, microbatches, replica, replicas, /*pad=*/0);
+  return Split(tokens, tokens.narrow(1, 1, seq_len), seq_len, microbatches, replica, replicas, /*pad=*/0);
 }
 
 }  // namespace pplab

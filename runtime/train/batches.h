@@ -20,8 +20,13 @@ using RowFn = std::function<void(int64_t row, int32_t* out)>;
 // (non-pad targets of the whole global batch), so summing over replicas and
 // microbatches gives the batch's mean token loss. Throws pplab::Error unless
 // replicas x microbatches divides batch_size.
+//
+// `no_loss_bit` (0: none) is a bit that row ids may carry to say "an input
+// the loss does not predict" (a prompt's token, TextDataset): it is cleared
+// from the inputs, and such a token's target is `pad`, so neither the loss
+// nor loss_scale counts it.
 StepBatch BatchFromRows(const RowFn& row_fn, int batch_size, int seq_len, int microbatches, int replica, int replicas,
-                        int32_t pad);
+                        int32_t pad, int32_t no_loss_bit = 0);
 
 // Step `step`'s synthetic batch: tokens drawn uniformly from [1, vocab_size)
 // with a generator seeded by (seed, step); no padding.

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runtime/data/corpus.h"
+#include "runtime/data/tokenizer.h"
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
 
@@ -119,6 +121,43 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   const PplabRun g4 = Pplab("generate --checkpoint " + synth + " --prompt x");
   CHECK(g4.code != 0);
   CHECK_THAT(g4.out, Catch::Contains("was trained on synthetic tokens"));
+}
+
+TEST_CASE("prompt and completion records: the prompt is read, not learned; pipelined equals one process",
+          "[train][data]") {
+  // Each fortune as a record: its first half the prompt, the rest (from a
+  // space) the completion; and the same text unmasked; one tokenizer.
+  const std::string dir = Tmp("sft");
+  const Corpus fortunes = ReadCorpus({kCorpus});
+  const std::string tokenizer = dir + "/tokenizer.model";
+  TrainTokenizer(fortunes.documents, 200, tokenizer);
+  std::string sft, plain;
+  int records = 0;
+  for (const std::string& doc : fortunes.documents) {
+    const size_t cut = doc.find(' ', doc.size() / 2);
+    if (cut == std::string::npos) continue;
+    sft += nlohmann::json{{"prompt", doc.substr(0, cut)}, {"completion", doc.substr(cut)}}.dump() + "\n";
+    plain += nlohmann::json{{"text", doc}}.dump() + "\n";
+    ++records;
+  }
+  REQUIRE(records > 20);
+  WriteTextFile(dir + "/sft.jsonl", sft);
+  WriteTextFile(dir + "/plain.jsonl", plain);
+  const std::string args = "train -q --out '' --model tiny --tokenizer " + tokenizer + " --cache-dir " + dir +
+                           "/cache --batch-size 8 --seq-len 32 --warmup-steps 0 --eval-every 1 --steps 3 --seed 4 "
+                           "--json --data ";
+  const auto pipelined = Json(Pplab(args + dir + "/sft.jsonl -s 1f1b -k 2 -m 4"));
+  const auto one = Json(Pplab(args + dir + "/sft.jsonl -k 1 -m 1"));
+  const auto unmasked = Json(Pplab(args + dir + "/plain.jsonl -k 1 -m 1"));
+  const auto lp = pipelined["losses"].get<std::vector<double>>(), lo = one["losses"].get<std::vector<double>>();
+  REQUIRE(lp.size() == 3);
+  REQUIRE(lo.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(lp[i] == Approx(lo[i]).epsilon(1e-5));
+  REQUIRE(pipelined["val_losses"].size() == 3);
+  CHECK(pipelined["val_losses"][2]["loss"].get<double>() ==
+        Approx(one["val_losses"][2]["loss"].get<double>()).epsilon(1e-5));
+  // The same text with its prompts learned is another loss.
+  CHECK(unmasked["losses"][0].get<double>() != Approx(lo[0]).epsilon(1e-3));
 }
 
 TEST_CASE("the outputs of a run: metrics lines, validation, both traces and the picture", "[train][data]") {

@@ -153,6 +153,45 @@ TEST_CASE("the token cache is the same file for any number of encoding threads",
   }
 }
 
+TEST_CASE("a .jsonl file holds prompt and completion records, whose prompt tokens carry the no-loss bit", "[data]") {
+  const std::string dir = Tmp("jsonl");
+  WriteTextFile(dir + "/sft.jsonl",
+                "{\"prompt\": \"Q: two and two?\\nA:\", \"completion\": \" four\"}\n"
+                "\n"
+                "{\"text\": \"  plain text, not trimmed\\n\"}\n"
+                "{\"completion\": \"no prompt\"}\n");
+  const Corpus c = ReadCorpus({dir + "/sft.jsonl"});
+  CHECK(c.documents == std::vector<std::string>{" four", "  plain text, not trimmed\n", "no prompt"});
+  CHECK(c.prompts == std::vector<std::string>{"Q: two and two?\nA:", "", ""});
+  // A plain file's documents have empty prompts.
+  const Corpus plain = ReadCorpus({kText + "/paragraphs.txt"});
+  CHECK(plain.prompts == std::vector<std::string>(plain.documents.size()));
+
+  const PreparedText& p = Prepared();
+  const Tokenizer t = Tokenizer::Load(p.tokenizer_path);
+  WriteTokenCache(c, t, dir + "/tokens.bin", 2);
+  const TokenCache cache(dir + "/tokens.bin", c.fingerprint, t.Fingerprint());
+  cache.CheckIds(t.VocabSize());
+  std::vector<int32_t> want;
+  for (int32_t id : t.Encode("Q: two and two?\nA:")) want.push_back(id | kNoLossBit);
+  for (int32_t id : t.Encode(" four")) want.push_back(id);
+  CHECK(std::vector<int32_t>(cache.DocBegin(0), cache.DocBegin(0) + cache.DocSize(0)) == want);
+  CHECK(std::vector<int32_t>(cache.DocBegin(2), cache.DocBegin(2) + cache.DocSize(2)) == t.Encode("no prompt"));
+
+  for (const auto& [line, message] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"prompt\": \"x\"}",
+            "sft.jsonl:2: a record is {\"prompt\": ..., \"completion\": ...} or {\"text\": ...}"},
+           {"[1]", "sft.jsonl:2: a record is"},
+           {"{\"completion\": 3}", "sft.jsonl:2: \"completion\" is not a string"},
+           {"{\"text\": \"a\", \"prompt\": \"b\"}", "sft.jsonl:2: \"text\" takes no \"prompt\""},
+           {"{\"text\": \"a\", \"completion\": \"b\"}", "sft.jsonl:2: a record is"},
+           {"{not json", "sft.jsonl:2: not a JSON object"}}) {
+    INFO(line);
+    WriteTextFile(dir + "/sft.jsonl", "{\"text\": \"fine\"}\n" + line + "\n");
+    CHECK_THROWS_WITH(ReadCorpus({dir + "/sft.jsonl"}), Catch::Contains(message));
+  }
+}
+
 TEST_CASE("padded samples are BOS + document + EOS in windows that cover every next-token pair", "[data]") {
   const PreparedText& p = Prepared();
   const TokenCache cache(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
@@ -279,13 +318,16 @@ TEST_CASE("a token cache that shrinks while mapped stops the process with one li
 TEST_CASE("a corrupt token id in the cache is one error naming the file", "[data]") {
   const PreparedText& p = Prepared();
   const std::string path = Tmp("bad_id") + "/tokens.bin";
-  std::string bytes = ReadTextFile(p.cache_path);
-  const int32_t bad = 1 << 30;
-  std::memcpy(&bytes[bytes.size() - 4], &bad, 4);
-  WriteTextFile(path, bytes);
-  const TokenCache cache(path, p.corpus_fingerprint, p.tokenizer_fingerprint);
-  CHECK_THROWS_WITH(cache.CheckIds(200), Catch::Contains("token cache " + path + ": token ") &&
-                                             Catch::Contains("has id 1073741824, outside the tokenizer's 200 pieces"));
+  // Past the pieces, with or without the no-loss bit (a prompt's token).
+  for (const int32_t bad : {int32_t{1} << 29, kNoLossBit | 200}) {
+    std::string bytes = ReadTextFile(p.cache_path);
+    std::memcpy(&bytes[bytes.size() - 4], &bad, 4);
+    WriteTextFile(path, bytes);
+    const TokenCache cache(path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+    CHECK_THROWS_WITH(cache.CheckIds(200),
+                      Catch::Contains("token cache " + path + ": token ") &&
+                          Catch::Contains("has id " + std::to_string(bad) + ", outside the tokenizer's 200 pieces"));
+  }
   const TokenCache good(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
   CHECK_NOTHROW(good.CheckIds(200));
 }

@@ -123,7 +123,7 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   CHECK_THAT(g4.out, Catch::Contains("was trained on synthetic tokens"));
 }
 
-TEST_CASE("prompt and completion records: the prompt is read, not learned; pipelined equals one process",
+TEST_CASE("prompt and completion records: the prompt is read, not learned, and pipelined equals one process",
           "[train][data]") {
   // Each fortune as a record: its first half the prompt, the rest (from a
   // space) the completion; and the same text unmasked; one tokenizer.

@@ -31,7 +31,7 @@ using V = std::vector<int64_t>;
 
 }  // namespace
 
-TEST_CASE("a prompt's tokens are inputs without the bit and never targets; the loss scale counts the rest",
+TEST_CASE("a prompt's tokens are inputs without the bit and never targets, and the loss scale counts the rest",
           "[batches]") {
   const StepBatch b = Batch(0, 1, 2, kBit);
   REQUIRE(b.microbatches.size() == 2);

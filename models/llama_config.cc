@@ -117,16 +117,25 @@ void LlamaConfig::Check(const std::string& origin) const {
   if (attention_bias && qkv_bias) fail("qkv_bias and attention_bias are both set; attention_bias already has q, k, v");
 }
 
+namespace {
+
+// The fields pplab's config and Hugging Face's config.json write alike.
+json CommonFields(const LlamaConfig& c) {
+  return {{"vocab_size", c.vocab_size},
+          {"hidden_size", c.hidden_size},
+          {"intermediate_size", c.intermediate_size},
+          {"num_hidden_layers", c.num_hidden_layers},
+          {"num_attention_heads", c.num_attention_heads},
+          {"num_key_value_heads", c.num_key_value_heads},
+          {"max_position_embeddings", c.max_position_embeddings},
+          {"rope_theta", c.rope_theta},
+          {"rms_norm_eps", c.rms_norm_eps}};
+}
+
+}  // namespace
+
 std::string LlamaConfig::ToJson() const {
-  json doc = {{"vocab_size", vocab_size},
-              {"hidden_size", hidden_size},
-              {"intermediate_size", intermediate_size},
-              {"num_hidden_layers", num_hidden_layers},
-              {"num_attention_heads", num_attention_heads},
-              {"num_key_value_heads", num_key_value_heads},
-              {"max_position_embeddings", max_position_embeddings},
-              {"rope_theta", rope_theta},
-              {"rms_norm_eps", rms_norm_eps}};
+  json doc = CommonFields(*this);
   // Written only where they change the model, so that a config without them
   // reads as it did before they existed (checkpoints and cost files compare
   // this text).
@@ -332,25 +341,17 @@ std::string HuggingFaceConfigJson(const LlamaConfig& c, const std::string& dtype
         "write a .safetensors file instead");
   }
   const char* type = qwen3 ? "qwen3" : qwen2 ? "qwen2" : "llama";
-  json doc = {{"architectures",
+  json doc = CommonFields(c);
+  doc.update({{"architectures",
                {qwen3   ? "Qwen3ForCausalLM"
                 : qwen2 ? "Qwen2ForCausalLM"
                         : "LlamaForCausalLM"}},
               {"model_type", type},
-              {"vocab_size", c.vocab_size},
-              {"hidden_size", c.hidden_size},
-              {"intermediate_size", c.intermediate_size},
-              {"num_hidden_layers", c.num_hidden_layers},
-              {"num_attention_heads", c.num_attention_heads},
-              {"num_key_value_heads", c.num_key_value_heads},
               {"head_dim", c.HeadDim()},
-              {"max_position_embeddings", c.max_position_embeddings},
-              {"rope_theta", c.rope_theta},
-              {"rms_norm_eps", c.rms_norm_eps},
               {"hidden_act", "silu"},
               {"tie_word_embeddings", c.tie_word_embeddings},
               {"attention_dropout", 0.0},
-              {"torch_dtype", dtype}};
+              {"torch_dtype", dtype}});
   if (!qwen2) doc["attention_bias"] = c.attention_bias;
   if (!qwen2 && !qwen3) doc["mlp_bias"] = c.mlp_bias;
   if (qwen2 || qwen3) doc["use_sliding_window"] = false;

@@ -32,17 +32,11 @@ std::string TypeOf(const json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
 }
 
-// The length in bytes of the character at s[at] (at < s.size()): 1 for a
-// byte that starts no well-formed sequence, as DecodeUtf8 reads it.
-size_t CharLength(std::string_view s, size_t at) {
-  const std::vector<CodePoint> one = DecodeUtf8(s.substr(at, 4));
-  std::string back;
-  AppendUtf8(one.front(), back);
-  return back.size();
-}
-
 // Whether the character at s[at] (at < s.size()) is white space.
-bool SpaceAt(std::string_view s, size_t at) { return IsSpace(DecodeUtf8(s.substr(at, 4)).front()); }
+bool SpaceAt(std::string_view s, size_t at) {
+  size_t length = 0;
+  return IsSpace(DecodeUtf8At(s, at, length));
+}
 
 }  // namespace
 
@@ -280,9 +274,9 @@ void ByteLevelBpe::EncodeWord(std::string_view word, std::vector<int32_t>& out) 
 
 void ByteLevelBpe::EncodeSegment(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  std::string normalized = nfc_ ? NormalizeNfc(text) : std::string(text);
-  if (add_prefix_space_ && normalized.front() != ' ') normalized.insert(normalized.begin(), ' ');
-  const std::vector<CodePoint> cps = DecodeUtf8(normalized);
+  std::vector<CodePoint> cps = DecodeUtf8(text);
+  if (nfc_) cps = NormalizeNfc(cps);
+  if (add_prefix_space_ && cps.front() != ' ') cps.insert(cps.begin(), ' ');
   std::string word;
   for (const auto& [begin, end] : SplitWords(cps, pattern_)) {
     word.clear();
@@ -318,7 +312,7 @@ std::vector<int32_t> ByteLevelBpe::Encode(std::string_view text) const {
       }
     }
     if (found->rstrip) {
-      while (end < text.size() && SpaceAt(text, end)) end += CharLength(text, end);
+      for (size_t length = 0; end < text.size() && IsSpace(DecodeUtf8At(text, end, length));) end += length;
     }
     EncodeSegment(text.substr(done, begin - done), out);
     out.push_back(found->id);

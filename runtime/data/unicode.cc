@@ -95,22 +95,23 @@ int SequenceLength(const unsigned char* s, size_t n) {
 
 }  // namespace
 
+CodePoint DecodeUtf8At(std::string_view text, size_t at, size_t& length) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data()) + at;
+  const int len = SequenceLength(s, text.size() - at);
+  if (len == 0) {
+    length = 1;
+    return kRawByteBase + s[0];
+  }
+  CodePoint cp = len == 1 ? s[0] : len == 2 ? s[0] & 0x1F : len == 3 ? s[0] & 0x0F : s[0] & 0x07;
+  for (int k = 1; k < len; ++k) cp = (cp << 6) | (s[k] & 0x3F);
+  length = static_cast<size_t>(len);
+  return cp;
+}
+
 std::vector<CodePoint> DecodeUtf8(std::string_view text) {
   std::vector<CodePoint> out;
   out.reserve(text.size());
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  for (size_t i = 0; i < text.size();) {
-    const int len = SequenceLength(s + i, text.size() - i);
-    if (len == 0) {
-      out.push_back(kRawByteBase + s[i]);
-      ++i;
-      continue;
-    }
-    CodePoint cp = len == 1 ? s[i] : len == 2 ? s[i] & 0x1F : len == 3 ? s[i] & 0x0F : s[i] & 0x07;
-    for (int k = 1; k < len; ++k) cp = (cp << 6) | (s[i + k] & 0x3F);
-    out.push_back(cp);
-    i += len;
-  }
+  for (size_t i = 0, length = 0; i < text.size(); i += length) out.push_back(DecodeUtf8At(text, i, length));
   return out;
 }
 
@@ -151,6 +152,9 @@ bool IsSpace(CodePoint cp) {
 }
 
 std::vector<CodePoint> NormalizeNfc(const std::vector<CodePoint>& cps) {
+  // Below U+0300 nothing decomposes into, or composes with, anything else
+  // below U+0300, so text made only of such characters is already NFC.
+  if (std::all_of(cps.begin(), cps.end(), [](CodePoint c) { return c < 0x300; })) return cps;
   // Unicode 14.0 section 3.11: full canonical decomposition, canonical
   // ordering of each run of non-starters, then canonical composition.
   std::vector<CodePoint> d;
@@ -198,8 +202,7 @@ std::vector<CodePoint> NormalizeNfc(const std::vector<CodePoint>& cps) {
 }
 
 std::string NormalizeNfc(std::string_view text) {
-  // Below U+0300 nothing decomposes into, or composes with, anything else
-  // below U+0300, so text made only of such characters is already NFC.
+  // As above, without decoding: lead bytes below 0xCC are characters below U+0300.
   bool simple = true;
   for (unsigned char c : text) {
     if (c >= 0xCC) {  // lead bytes of U+0300 and above

@@ -20,6 +20,9 @@ using CodePoint = uint32_t;
 constexpr CodePoint kRawByteBase = 0x110000;
 
 std::vector<CodePoint> DecodeUtf8(std::string_view text);
+// The code point at text[at] (at < text.size()); `length` gets the bytes it
+// takes (1 for a raw byte).
+CodePoint DecodeUtf8At(std::string_view text, size_t at, size_t& length);
 void AppendUtf8(CodePoint cp, std::string& out);
 std::string EncodeUtf8(const std::vector<CodePoint>& cps);
 

@@ -14,6 +14,7 @@
 
 #include "models/llama.h"
 #include "models/pretrained.h"
+#include "runtime/data/chat.h"
 #include "runtime/data/fnv.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/train/adamw.h"
@@ -31,6 +32,8 @@ struct GenerateOptions {
   std::string checkpoint;
   std::string init_from, model;  // a published model's weights and config instead of a checkpoint
   std::string prompt;
+  bool chat = false;   // --prompt is a user's message to a chat model
+  std::string system;  // with --chat: a system message before it
   std::string tokenizer;
   int max_new_tokens = 64;
   double temperature = 0.8;
@@ -155,7 +158,20 @@ int RunGenerate(const GenerateOptions& o) {
   torch::NoGradGuard no_grad;
   auto gen = at::detail::createCPUGenerator(o.seed);
   std::vector<int32_t> ids = {tokenizer.Bos()};
-  for (int32_t id : tokenizer.Encode(o.prompt)) ids.push_back(id);
+  std::vector<int32_t> stop = loaded.stop;
+  stop.push_back(tokenizer.Eos());
+  const ChatLayout layout = ChatLayoutFor(tokenizer);
+  if (o.chat) {
+    // As training lays out a chat record (chat.h), up to the assistant's
+    // header; its answer ends at the layout's end of a turn.
+    std::vector<ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", o.prompt});
+    EncodeChat(RenderChatPrompt(messages, layout), tokenizer, 0, ids);
+    stop.push_back(ChatTurnEnd(layout, tokenizer));
+  } else {
+    for (int32_t id : tokenizer.Encode(o.prompt)) ids.push_back(id);
+  }
   const size_t prompt_size = ids.size();
   const int64_t window = config.max_position_embeddings;
   // Keys and values are cached, so each new token costs one token's
@@ -187,24 +203,30 @@ int RunGenerate(const GenerateOptions& o) {
       }
       chosen = static_cast<int32_t>(torch::multinomial(torch::softmax(next, 0), 1, false, gen).item<int64_t>());
     }
-    if (chosen == tokenizer.Eos() || std::find(loaded.stop.begin(), loaded.stop.end(), chosen) != loaded.stop.end()) {
-      break;
-    }
+    if (std::find(stop.begin(), stop.end(), chosen) != stop.end()) break;
     ids.push_back(chosen);
   }
   // Decode prompt and continuation together (a piece may carry the space
-  // before it), then split off what the prompt decodes to.
+  // before it), then split off what the prompt decodes to. A chat's answer
+  // is decoded alone: its prompt holds the layout's special tokens.
+  const std::vector<int32_t> fresh(ids.begin() + prompt_size, ids.end());
   const std::string prompt_text = tokenizer.Decode(std::vector<int32_t>(ids.begin(), ids.begin() + prompt_size));
-  const std::string all_text = tokenizer.Decode(ids);
-  const std::string continuation = all_text.compare(0, prompt_text.size(), prompt_text) == 0
+  const std::string all_text = o.chat ? "" : tokenizer.Decode(ids);
+  const std::string continuation = !o.chat && all_text.compare(0, prompt_text.size(), prompt_text) == 0
                                        ? all_text.substr(prompt_text.size())
-                                       : tokenizer.Decode(std::vector<int32_t>(ids.begin() + prompt_size, ids.end()));
+                                       : tokenizer.Decode(fresh);
   if (o.json) {
     nlohmann::json j = loaded.source;
     j["prompt"] = o.prompt;
+    if (o.chat) j["chat_layout"] = ChatLayoutName(layout);
     j["continuation"] = continuation;
-    j["new_tokens"] = ids.size() - prompt_size;
-    std::printf("%s\n", j.dump().c_str());
+    j["new_tokens"] = fresh.size();
+    // A byte-level tokenizer's tokens can end inside a character (a model
+    // may even sample a lone continuation byte): replaced by U+FFFD here,
+    // as JSON must be UTF-8; the text output prints the bytes.
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else if (o.chat) {
+    std::printf("%s\n", continuation.c_str());
   } else {
     std::printf("%s%s\n", o.prompt.c_str(), continuation.c_str());
   }
@@ -224,7 +246,12 @@ void SetupGenerate(CLI::App& app, int& exit_code) {
                   "--model and --tokenizer")
       ->excludes(checkpoint);
   sub->add_option("--model", o->model, "with --init-from: the model's config.json (or its folder)");
-  sub->add_option("--prompt", o->prompt, "text to continue")->required();
+  sub->add_option("--prompt", o->prompt, "text to continue (with --chat: the user's message to answer)")->required();
+  CLI::Option* chat = sub->add_flag(
+      "--chat", o->chat,
+      "lay the prompt out as a user's message in the chat layout training gives chat records (llama3, chatml or "
+      "plain, from the tokenizer; docs/data.md) and print the assistant's answer, which ends at the turn's end");
+  sub->add_option("--system", o->system, "with --chat: a system message before the user's")->needs(chat);
   sub->add_option("--max-new-tokens", o->max_new_tokens,
                   "tokens to add at most (stops at end of text, and with --init-from at the ids its "
                   "generation_config.json names)")

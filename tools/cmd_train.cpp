@@ -227,6 +227,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   facts.schedule = &schedule;
   facts.vocab_size = config.vocab_size;
   facts.text = text != nullptr;
+  facts.chats = text != nullptr && text->prepared.chats;
   facts.partition = partition.ToString();
   facts.device = device.str();
   facts.device_name = DeviceName(device);

@@ -40,8 +40,8 @@ StepFlops FlopsOf(const TrainOptions& o, const LlamaConfig& config, const Partit
         sequences * share * StageTrainingFlops(config, partition, schedule.ModelStage(s), o.seq_len);
   }
   for (double x : f.per_rank) f.world += x * o.dp;
-  f.peak = ResolvePeak(DeviceName(device), precision == "fp32" ? Fp32MatmulPrecision(device) : precision,
-                       o.peak_tflops);
+  f.peak =
+      ResolvePeak(DeviceName(device), precision == "fp32" ? Fp32MatmulPrecision(device) : precision, o.peak_tflops);
   return f;
 }
 
@@ -100,8 +100,8 @@ std::string WriteRunTraces(const TrainOptions& o, const Schedule& schedule, cons
   if (o.out_dir.empty()) return "";
   const std::string svg_path = (fs::path(o.out_dir) / "timeline.svg").string();
   SvgOptions svg;
-  svg.title = schedule.name + "  K=" + std::to_string(schedule.ranks) + "  M=" +
-              std::to_string(schedule.microbatches) + ": simulated (measured compute costs) above measured";
+  svg.title = schedule.name + "  K=" + std::to_string(schedule.ranks) + "  M=" + std::to_string(schedule.microbatches) +
+              ": simulated (measured compute costs) above measured";
   WriteTextFile(svg_path, RenderSvgStack({&predicted.timeline, &measured}, svg));
   return svg_path;
 }
@@ -176,8 +176,8 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     return;
   }
   if (!summary.losses.empty()) {
-    std::printf("trained steps %d..%d of %s: loss %.4f -> %.4f", summary.first_step + 1, o.steps,
-                schedule.name.c_str(), summary.losses.front(), summary.losses.back());
+    std::printf("trained steps %d..%d of %s: loss %.4f -> %.4f", summary.first_step + 1, o.steps, schedule.name.c_str(),
+                summary.losses.front(), summary.losses.back());
     if (!summary.val_losses.empty()) std::printf(", validation loss %.4f", summary.val_losses.back().second);
     std::printf(", %.0f tokens/s", tokens_per_s);
     const std::string mfu_text = MfuText(mfu);
@@ -189,8 +189,8 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
   if (!o.sim_trace_path.empty()) std::printf("simulated trace of the same plan: %s\n", o.sim_trace_path.c_str());
   if (!svg_path.empty()) std::printf("both, stacked: %s\n", svg_path.c_str());
   if (facts.text && !o.checkpoint_dir.empty()) {
-    std::printf("sample from it: %s generate --checkpoint %s --prompt \"The meaning of life\"\n",
-                ProgramName().c_str(), o.checkpoint_dir.c_str());
+    std::printf("sample from it: %s generate --checkpoint %s %s\n", ProgramName().c_str(), o.checkpoint_dir.c_str(),
+                facts.chats ? "--chat --prompt \"Hello\"" : "--prompt \"The meaning of life\"");
   }
   std::fflush(stdout);
 }

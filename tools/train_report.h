@@ -67,7 +67,8 @@ class StepReporter {
 struct RunFacts {
   const Schedule* schedule = nullptr;
   int vocab_size = 0;
-  bool text = false;  // text data, else synthetic tokens
+  bool text = false;   // text data, else synthetic tokens
+  bool chats = false;  // text with chat records
   std::string partition;
   std::string device;       // as given to LibTorch, e.g. "cuda:0"
   std::string device_name;  // DeviceName

@@ -82,6 +82,28 @@ void SplitDocuments(const std::string& text, std::vector<std::string>& into) {
   flush();
 }
 
+// A chat record's "messages": objects of a string "role" and "content";
+// an assistant among them, or the record would teach nothing.
+template <typename TextOf>
+std::vector<ChatMessage> ReadMessages(const nlohmann::json& list, const std::string& where, const TextOf& text_of) {
+  if (!list.is_array() || list.empty()) throw Error(where + "\"messages\" is not a list of messages");
+  std::vector<ChatMessage> messages;
+  bool assistant = false;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string name = "\"messages\"[" + std::to_string(i) + "]";
+    const nlohmann::json& m = list[i];
+    if (!m.is_object() || !m.contains("role") || !m.contains("content")) {
+      throw Error(where + name + " is not {\"role\": ..., \"content\": ...}");
+    }
+    ChatMessage message{text_of(m["role"], name + ".role"), text_of(m["content"], name + ".content")};
+    if (message.role.empty()) throw Error(where + name + ".role is empty");
+    assistant = assistant || message.role == "assistant";
+    messages.push_back(std::move(message));
+  }
+  if (!assistant) throw Error(where + "\"messages\" has no \"assistant\" message, so nothing to learn");
+  return messages;
+}
+
 // One record per line of a .jsonl file (see corpus.h).
 void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus) {
   size_t pos = 0;
@@ -98,17 +120,35 @@ void ReadRecords(const std::string& file, const std::string& text, Corpus& corpu
     } catch (const nlohmann::json::exception& e) {
       throw Error(where + "not a JSON object (" + e.what() + ")");
     }
-    const auto field = [&](const char* key) -> std::string {
-      if (!record.contains(key)) return "";
-      if (!record[key].is_string()) throw Error(where + "\"" + key + "\" is not a string");
-      return Clean(record[key].get<std::string>());
+    const auto text_of = [&](const nlohmann::json& value, const std::string& name) -> std::string {
+      if (!value.is_string()) throw Error(where + name + " is not a string");
+      return Clean(value.get<std::string>());
     };
-    if (!record.is_object() || (record.contains("text") == record.contains("completion"))) {
-      throw Error(where + "a record is {\"prompt\": ..., \"completion\": ...} or {\"text\": ...}");
+    const auto field = [&](const char* key) -> std::string {
+      return record.contains(key) ? text_of(record[key], std::string("\"") + key + "\"") : "";
+    };
+    const int kinds = record.is_object() ? static_cast<int>(record.contains("text")) +
+                                               static_cast<int>(record.contains("completion")) +
+                                               static_cast<int>(record.contains("messages"))
+                                         : 0;
+    if (kinds != 1) {
+      throw Error(where +
+                  "a record is {\"prompt\": ..., \"completion\": ...}, {\"messages\": [...]} or {\"text\": ...}");
+    }
+    if (record.contains("prompt") && !record.contains("completion")) {
+      throw Error(where + "\"" + (record.contains("text") ? "text" : "messages") + "\" takes no \"prompt\"");
+    }
+    if (record.contains("messages")) {
+      corpus.chats.resize(corpus.documents.size());
+      corpus.chats.push_back(ReadMessages(record["messages"], where, text_of));
+      std::string plain;
+      for (const ChatSpan& s : RenderChat(corpus.chats.back(), ChatLayout::kPlain)) plain += s.eos ? "\n" : s.text;
+      corpus.prompts.emplace_back();
+      corpus.documents.push_back(plain);
+      continue;
     }
     const std::string prompt = field("prompt"),
                       completion = record.contains("text") ? field("text") : field("completion");
-    if (record.contains("text") && record.contains("prompt")) throw Error(where + "\"text\" takes no \"prompt\"");
     if (prompt.empty() && completion.empty()) continue;
     corpus.prompts.push_back(prompt);
     corpus.documents.push_back(completion);
@@ -163,6 +203,7 @@ Corpus ReadCorpus(const std::vector<std::string>& paths) {
       corpus.prompts.resize(corpus.documents.size());
     }
   }
+  if (!corpus.chats.empty()) corpus.chats.resize(corpus.documents.size());
   if (corpus.documents.empty()) {
     throw Error("--data: no text in " + (corpus.files.size() == 1 ? corpus.files[0] : "the given files"));
   }

@@ -7,9 +7,12 @@
 // other control characters except newline and tab dropped; documents are
 // trimmed and empty ones skipped.
 //
-// A file named *.jsonl holds one record per line, a JSON object: either
-// {"prompt": ..., "completion": ...}, a document whose prompt the loss does
-// not predict (supervised fine-tuning), or {"text": ...}, a plain document.
+// A file named *.jsonl holds one record per line, a JSON object, one of
+//  - {"prompt": ..., "completion": ...}: a document whose prompt the loss
+//    does not predict (supervised fine-tuning);
+//  - {"messages": [{"role": ..., "content": ...}, ...]}: a chat, whose
+//    assistant messages the loss learns (chat.h; it needs one at least);
+//  - {"text": ...}: a plain document.
 // Its text is cleaned as above but not trimmed (a completion's leading
 // space belongs to it); blank lines are skipped.
 #pragma once
@@ -18,14 +21,19 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/chat.h"
+
 namespace pplab {
 
 struct Corpus {
   std::vector<std::string> files;      // the files read, in order
-  std::vector<std::string> documents;  // in file order (a record's completion)
+  std::vector<std::string> documents;  // in file order (a record's completion; a chat's kPlain text)
   std::vector<std::string> prompts;    // by document: its prompt, "" for plain text
-  uint64_t fingerprint = 0;            // FNV-1a over every file's name and bytes
-  size_t bytes = 0;                    // total size of the files
+  // By document: a chat record's messages, none for any other document;
+  // empty when no record is a chat.
+  std::vector<std::vector<ChatMessage>> chats;
+  uint64_t fingerprint = 0;  // FNV-1a over every file's name and bytes
+  size_t bytes = 0;          // total size of the files
 };
 
 // Throws pplab::Error naming the path when a file is missing, unreadable,

@@ -30,7 +30,8 @@ std::string PreparedTextEnv(const PreparedText& p) {
                             {"corpus", FnvHex(p.corpus_fingerprint)},
                             {"tokenizer", FnvHex(p.tokenizer_fingerprint)},
                             {"documents", p.documents},
-                            {"tokens", p.tokens}};
+                            {"tokens", p.tokens},
+                            {"chats", p.chats}};
   return std::string(kPreparedTextEnv) + "=" + j.dump();
 }
 
@@ -46,6 +47,7 @@ std::optional<PreparedText> PreparedTextFromEnv() {
     p.tokenizer_fingerprint = std::stoull(j.at("tokenizer").get<std::string>(), nullptr, 16);
     p.documents = j.at("documents").get<int64_t>();
     p.tokens = j.at("tokens").get<int64_t>();
+    p.chats = j.at("chats").get<bool>();
     return p;
   } catch (const std::exception& e) {
     throw Error(std::string("environment variable ") + kPreparedTextEnv + " is malformed: " + e.what());

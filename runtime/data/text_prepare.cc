@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "runtime/data/chat.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
 #include "runtime/data/token_cache.h"
@@ -54,6 +55,7 @@ PreparedText PrepareText(const TextSource& source, const std::function<void(cons
   out.corpus_fingerprint = corpus.fingerprint;
   out.documents = static_cast<int64_t>(corpus.documents.size());
   out.corpus_bytes = corpus.bytes;
+  out.chats = !corpus.chats.empty();
   if (!source.tokenizer.empty()) {
     out.tokenizer_path = source.tokenizer;
   } else {
@@ -95,7 +97,9 @@ PreparedText PrepareText(const TextSource& source, const std::function<void(cons
     const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
     out.tokens = WriteTokenCache(corpus, tokenizer, out.cache_path, threads);
     say("tokenized " + std::to_string(out.documents) + " documents into " + std::to_string(out.tokens) + " tokens in " +
-        Fixed(SecondsSince(start), 1) + " s on " + std::to_string(threads) + " threads: " + out.cache_path);
+        Fixed(SecondsSince(start), 1) + " s on " + std::to_string(threads) + " threads" +
+        (out.chats ? std::string(", chats in the ") + ChatLayoutName(ChatLayoutFor(tokenizer)) + " layout" : "") +
+        ": " + out.cache_path);
   }
   return out;
 }

@@ -29,6 +29,7 @@ struct PreparedText {
   int64_t documents = 0;
   int64_t tokens = 0;
   size_t corpus_bytes = 0;
+  bool chats = false;  // some documents are chat records (chat.h)
 };
 
 // Makes sure the tokenizer and token cache exist (building what is missing)

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/data/chat.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/tokenizer.h"
 #include "schedules/error.h"
@@ -45,6 +46,7 @@ int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const 
   // ids and then joined in document order: the same file whatever the
   // number of threads (tested).
   const size_t n = corpus.documents.size();
+  const ChatLayout layout = ChatLayoutFor(tokenizer);
   const size_t parts = std::max<size_t>(1, std::min<size_t>(threads, n));
   std::vector<std::vector<int32_t>> part_ids(parts);
   std::vector<std::vector<uint64_t>> part_lengths(parts);
@@ -53,11 +55,16 @@ int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const 
     try {
       for (size_t d = n * p / parts; d < n * (p + 1) / parts; ++d) {
         std::vector<int32_t> t;
-        if (d < corpus.prompts.size() && !corpus.prompts[d].empty()) {
-          for (int32_t id : tokenizer.Encode(corpus.prompts[d])) t.push_back(id | kNoLossBit);
+        const auto add = [&t, &tokenizer](const std::string& text, bool learn) {
+          if (text.empty()) return;
+          for (int32_t id : tokenizer.Encode(text)) t.push_back(learn ? id : id | kNoLossBit);
+        };
+        if (d < corpus.chats.size() && !corpus.chats[d].empty()) {
+          EncodeChat(RenderChat(corpus.chats[d], layout), tokenizer, kNoLossBit, t);
+        } else {
+          if (d < corpus.prompts.size()) add(corpus.prompts[d], false);
+          add(corpus.documents[d], true);
         }
-        const std::vector<int32_t> completion = tokenizer.Encode(corpus.documents[d]);
-        t.insert(t.end(), completion.begin(), completion.end());
         part_ids[p].insert(part_ids[p].end(), t.begin(), t.end());
         part_lengths[p].push_back(t.size());
       }

@@ -7,7 +7,8 @@
 // u64 tokenizer fingerprint, 16 bytes 0}, then D+1 u64 document offsets
 // (offset[0] = 0, offset[D] = N), then N i32 token ids. BOS/EOS are not
 // stored; samples add them. A document's prompt (Corpus::prompts) comes
-// first, its ids carrying kNoLossBit.
+// first, its ids carrying kNoLossBit; a chat (Corpus::chats) is rendered in
+// the tokenizer's layout (chat.h), its read spans' ids carrying the bit.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,8 @@ namespace pplab {
 class Tokenizer;
 struct Corpus;
 
-// Set on the id of a token the loss does not predict (a prompt's): ids are
+// Set on the id of a token the loss does not predict (a prompt's, a chat's
+// read spans'): ids are
 // below 2^30, so the bit is free. Samples carry it (TextDataset), and
 // BatchFromRows (runtime/train/batches.h) clears it from the inputs and
 // makes such a token's target PAD.

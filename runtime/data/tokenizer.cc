@@ -209,6 +209,11 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
 
 int Tokenizer::VocabSize() const { return impl_->pieces; }
 
+std::optional<int32_t> Tokenizer::SpecialToken(const std::string& text) const {
+  if (!impl_->bpe) return std::nullopt;
+  return impl_->bpe->AddedToken(text);
+}
+
 std::string FolderTokenizer(const std::string& dir) {
   std::error_code ec;
   for (const char* name : {"tokenizer.model", "tokenizer.json"}) {

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ class Tokenizer {
   int32_t Pad() const { return pad_; }
   int32_t Bos() const { return bos_; }
   int32_t Eos() const { return eos_; }
+  // The id of a tokenizer.json's added token whose text is `text` (as
+  // "<|eot_id|>"), which Encode gives for that text; nullopt for any other
+  // text and for every SentencePiece model.
+  std::optional<int32_t> SpecialToken(const std::string& text) const;
   // FNV-1a of the model file's bytes: what a checkpoint records so that a
   // different tokenizer is refused.
   uint64_t Fingerprint() const { return fingerprint_; }

@@ -8,6 +8,7 @@
 #include "runtime/data/corpus.h"
 #include "runtime/data/tokenizer.h"
 #include "schedules/file_io.h"
+#include "tests/byte_level_json.h"
 #include "tests/run_pplab.h"
 
 namespace fs = std::filesystem;
@@ -158,6 +159,72 @@ TEST_CASE("prompt and completion records: the prompt is read, not learned, and p
         Approx(one["val_losses"][2]["loss"].get<double>()).epsilon(1e-5));
   // The same text with its prompts learned is another loss.
   CHECK(unmasked["losses"][0].get<double>() != Approx(lo[0]).epsilon(1e-3));
+}
+
+TEST_CASE(
+    "chat records under a Llama 3 tokenizer train as their layout written out by hand, and pipelined equals "
+    "one process",
+    "[train][data]") {
+  // Each fortune as a two-turn chat (a user's first half, the assistant's
+  // rest); beside it the same chat as a prompt/completion record holding
+  // Llama 3's layout as text, whose specials the tokenizer.json reads as
+  // the same ids. The records differ, the tokens and their masks must not.
+  const std::string dir = Tmp("chat");
+  test::Spec spec;
+  spec.merges = {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"i", "n"}, {" ", "a"}, {"e", "r"}, {"o", "n"}, {" ", "t"}};
+  spec.added = {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                "<|end_header_id|>", "<|eot_id|>",      "<|finetune_right_pad_id|>"};
+  const std::string tokenizer = dir + "/tokenizer.json";
+  WriteTextFile(tokenizer, test::Build(spec).dump());
+  std::string chat, written;
+  int records = 0;
+  for (const std::string& doc : ReadCorpus({kCorpus}).documents) {
+    const size_t cut = doc.find(' ', doc.size() / 2);
+    if (cut == std::string::npos) continue;
+    const std::string user = doc.substr(0, cut), assistant = doc.substr(cut);
+    chat += nlohmann::json{{"messages",
+                            {{{"role", "user"}, {"content", user}}, {{"role", "assistant"}, {"content", assistant}}}}}
+                .dump() +
+            "\n";
+    written += nlohmann::json{{"prompt", "<|start_header_id|>user<|end_header_id|>\n\n" + user +
+                                             "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+                              {"completion", assistant + "<|eot_id|>"}}
+                   .dump() +
+               "\n";
+    ++records;
+  }
+  REQUIRE(records > 20);
+  WriteTextFile(dir + "/chat.jsonl", chat);
+  WriteTextFile(dir + "/written.jsonl", written);
+  const std::string args = "train -q --out '' --model tiny --tokenizer " + tokenizer + " --cache-dir " + dir +
+                           "/cache --batch-size 8 --seq-len 32 --warmup-steps 0 --eval-every 3 --steps 3 --seed 4 "
+                           "--json --data ";
+  const auto pipelined = Json(Pplab(args + dir + "/chat.jsonl -s 1f1b -k 2 -m 4 --checkpoint-dir " + dir + "/ck"));
+  const auto one = Json(Pplab(args + dir + "/chat.jsonl -k 1 -m 1"));
+  const auto by_hand = Json(Pplab(args + dir + "/written.jsonl -k 1 -m 1"));
+  const auto lp = pipelined["losses"].get<std::vector<double>>(), lo = one["losses"].get<std::vector<double>>();
+  REQUIRE(lo.size() == 3);
+  REQUIRE(lp.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(lp[i] == Approx(lo[i]).epsilon(1e-5));
+  CHECK(by_hand["losses"] == one["losses"]);
+  CHECK(by_hand["val_losses"] == one["val_losses"]);
+
+  // generate --chat asks in the same layout and stops at <|eot_id|>: its
+  // answer begins the continuation of that layout written as text, which
+  // goes on past the turn's end.
+  const std::string generate = "generate --checkpoint " + dir + "/ck --temperature 0 --max-new-tokens 24 --json ";
+  const auto answer = Json(Pplab(generate + "--chat --system 'Be brief.' --prompt 'The pipeline'"));
+  CHECK(answer["chat_layout"] == "llama3");
+  const auto text = Json(Pplab(generate + "--prompt '<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+                                          "<|start_header_id|>user<|end_header_id|>\n\nThe pipeline<|eot_id|>"
+                                          "<|start_header_id|>assistant<|end_header_id|>\n\n'"));
+  const std::string a = answer["continuation"], t = text["continuation"];
+  INFO(a << "\n" << t);
+  CHECK(t.compare(0, a.size(), a) == 0);
+  if (answer["new_tokens"].get<int>() < 24) CHECK(t.compare(a.size(), 10, "<|eot_id|>") == 0);
+  const PplabRun lone = Pplab(generate + "--system x --prompt y");
+  CHECK(lone.code != 0);
+  CHECK_THAT(lone.out, Catch::Contains("--system requires --chat"));
 }
 
 TEST_CASE("the outputs of a run: metrics lines, validation, both traces and the picture", "[train][data]") {

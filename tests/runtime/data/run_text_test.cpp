@@ -37,6 +37,7 @@ TEST_CASE("a prepared text round-trips through the workers' environment variable
   p.tokenizer_fingerprint = 0x0000000000000001ULL;
   p.documents = 120;
   p.tokens = int64_t{1} << 40;
+  p.chats = true;
   const std::string assignment = PreparedTextEnv(p);
   const std::string prefix = std::string(kPreparedTextEnv) + "=";
   REQUIRE(assignment.compare(0, prefix.size(), prefix) == 0);
@@ -52,6 +53,7 @@ TEST_CASE("a prepared text round-trips through the workers' environment variable
   CHECK(back->tokenizer_fingerprint == p.tokenizer_fingerprint);
   CHECK(back->documents == p.documents);
   CHECK(back->tokens == p.tokens);
+  CHECK(back->chats);
 }
 
 TEST_CASE("a malformed prepared-text variable is one error naming it", "[data]") {

@@ -180,7 +180,8 @@ TEST_CASE("a .jsonl file holds prompt and completion records, whose prompt token
 
   for (const auto& [line, message] : std::vector<std::pair<std::string, std::string>>{
            {"{\"prompt\": \"x\"}",
-            "sft.jsonl:2: a record is {\"prompt\": ..., \"completion\": ...} or {\"text\": ...}"},
+            "sft.jsonl:2: a record is {\"prompt\": ..., \"completion\": ...}, {\"messages\": [...]} or {\"text\": "
+            "...}"},
            {"[1]", "sft.jsonl:2: a record is"},
            {"{\"completion\": 3}", "sft.jsonl:2: \"completion\" is not a string"},
            {"{\"text\": \"a\", \"prompt\": \"b\"}", "sft.jsonl:2: \"text\" takes no \"prompt\""},

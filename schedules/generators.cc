@@ -53,6 +53,12 @@ const std::vector<GeneratorInfo>& Generators() {
        true, ""},
       {"zb-v", "zero bubble V: two stages per rank in a V (r and 2K-1-r), 1F1B's memory; no bubble when M >= 2K", 2,
        false, true, "ZBVZeroBubble"},
+      {"v-half",
+       "V-Half (Qi et al., controllable memory): zb-v's V with about half of 1F1B's activations, a little more bubble",
+       2, false, true, ""},
+      {"v-min",
+       "V-Min (Qi et al., controllable memory): zb-v's V with about a third of 1F1B's activations, more bubble", 2,
+       false, true, ""},
       {"interleaved-zb",
        "interleaved zero bubble (PyTorch's ZB1P): interleaved 1F1B's order with I/W split and W deferred by r; "
        "needs M % max(1, M/K) == 0",
@@ -121,6 +127,8 @@ Schedule Generate(const std::string& requested, const GeneratorOptions& options)
   if (name == "interleaved-zb") return GenerateInterleavedZeroBubble(options.ranks, options.microbatches, v);
   if (name == "dualpipev") return GenerateDualPipeV(options.ranks, options.microbatches);
   if (name == "dualpipe") return GenerateDualPipe(options.ranks, options.microbatches);
+  if (name == "v-half") return GenerateVHalf(options.ranks, options.microbatches);
+  if (name == "v-min") return GenerateVMin(options.ranks, options.microbatches);
   return GenerateZeroBubbleV(options.ranks, options.microbatches);
 }
 

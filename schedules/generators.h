@@ -21,11 +21,11 @@ struct GeneratorOptions {
 };
 
 struct GeneratorInfo {
-  std::string name;      // e.g. "1f1b"
-  std::string summary;   // one line for `pplab schedules`
-  int default_virtual;   // v used when GeneratorOptions::virtual_stages == 0
-  bool accepts_virtual;  // whether v may differ from default_virtual
-  bool split_backward;   // emits I and W instead of B
+  std::string name;          // e.g. "1f1b"
+  std::string summary;       // one line for `pplab schedules`
+  int default_virtual;       // v used when GeneratorOptions::virtual_stages == 0
+  bool accepts_virtual;      // whether v may differ from default_virtual
+  bool split_backward;       // emits I and W instead of B
   std::string pytorch_name;  // PyTorch's schedule class name (get_schedule_class), an alias; may be empty
   // Searches its order with a cost model (zb-auto): Generate() refuses it;
   // GenerateWithCosts() (sim/zb_auto.h) runs it.
@@ -61,6 +61,10 @@ Schedule GenerateLoopedBfs(int ranks, int microbatches, int virtual_stages);
 Schedule GenerateZeroBubbleH1(int ranks, int microbatches);
 Schedule GenerateZeroBubbleH2(int ranks, int microbatches);
 Schedule GenerateZeroBubbleV(int ranks, int microbatches);
+// V-Min and V-Half (controllable_memory.cc): zb-v's placement holding about
+// 1/3 and 1/2 of 1F1B's activations.
+Schedule GenerateVMin(int ranks, int microbatches);
+Schedule GenerateVHalf(int ranks, int microbatches);
 Schedule GenerateInterleavedZeroBubble(int ranks, int microbatches, int virtual_stages);
 Schedule GenerateDualPipeV(int ranks, int microbatches);
 // DeepSeek-V3's DualPipe: two copies of K stages as two pipelines over the

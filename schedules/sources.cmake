@@ -3,6 +3,7 @@
 set(PPLAB_SCHEDULES_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/action.cc
   ${CMAKE_CURRENT_LIST_DIR}/action_kinds.cc
+  ${CMAKE_CURRENT_LIST_DIR}/controllable_memory.cc
   ${CMAKE_CURRENT_LIST_DIR}/dependencies.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/dualpipe.cc

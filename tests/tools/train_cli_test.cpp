@@ -106,8 +106,10 @@ TEST_CASE("across processes every parameter gradient equals the single-process o
   }
 }
 
-TEST_CASE("dualpipe and dualpipev (overlapped F&B), interleaved-zb and a PyTorch REDUCE_GRAD plan give the single-process gradients",
-          "[train]") {
+TEST_CASE(
+    "dualpipe and dualpipev (overlapped F&B), interleaved-zb, v-half, v-min and a PyTorch REDUCE_GRAD plan give the "
+    "single-process gradients",
+    "[train]") {
   // The small preset (8 layers), so that K=4 dualpipev has its 8 stages.
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   const std::string common = " --model small --batch-size 8 --seq-len 16 --seed 4";
@@ -116,6 +118,8 @@ TEST_CASE("dualpipe and dualpipev (overlapped F&B), interleaved-zb and a PyTorch
   const std::vector<std::string> plans = {
       "-s dualpipev -k 2 -m 4", "-s dualpipev -k 4 -m 8", "-s interleaved-zb -k 2 -m 4 -v 2",
       "-s interleaved-zb -k 4 -m 8 -v 2", "--dp 2 -s dualpipev -k 2 -m 4",
+      // V-Half and V-Min on the V placement over processes
+      "-s v-half -k 4 -m 8", "-s v-min -k 4 -m 8",
       // two copies of the model: each part's gradient summed over both
       "-s dualpipe -k 2 -m 4", "-s dualpipe -k 4 -m 8", "--dp 2 -s dualpipe -k 2 -m 4",
       // PyTorch's own GPipe file, with its REDUCE_GRAD actions
@@ -379,8 +383,8 @@ TEST_CASE("a killed worker makes the others exit with the rank and action they w
 TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {
   const std::string dir = PPLAB_TEST_TMP_DIR;
   REQUIRE(Pplab("export -s zb-h1 -k 2 -m 4 -o " + dir + "/zb.json").code == 0);
-  const PplabRun r = Train("--plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --json --trace " + dir +
-                           "/measured.json");
+  const PplabRun r =
+      Train("--plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --json --trace " + dir + "/measured.json");
   INFO(r.out);
   REQUIRE(r.code == 0);
   const Schedule plan = LoadScheduleFile(dir + "/zb.json");
@@ -453,9 +457,11 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
         Case{"--device bogus --steps 1", "--device 'bogus'"},
         Case{"-k 2 --recompute 2 --steps 1", "--recompute names stage 2, but the plan has stages 0 to 1"},
         Case{"-k 2 --recompute some --steps 1", "--recompute takes none, all, or stage ids"},
-        Case{"-k 2 --shard-optimizer --steps 1", "--shard-optimizer shards the AdamW moments over the data-parallel "
-                                                   "replicas: it needs --dp 2 or more"},
-        Case{"-k 2 --dp 2 --shard-optimizer --no-flat-params --steps 1", "--no-flat-params excludes --shard-optimizer"}}) {
+        Case{"-k 2 --shard-optimizer --steps 1",
+             "--shard-optimizer shards the AdamW moments over the data-parallel "
+             "replicas: it needs --dp 2 or more"},
+        Case{"-k 2 --dp 2 --shard-optimizer --no-flat-params --steps 1",
+             "--no-flat-params excludes --shard-optimizer"}}) {
     const PplabRun r = Train(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);
@@ -494,9 +500,10 @@ TEST_CASE("recomputed stages train the same losses across processes with less me
   CHECK(static_cast<double>(peak(first)[1]) == Approx(static_cast<double>(peak(plain)[1])).epsilon(0.05));
 }
 
-TEST_CASE("the sharded optimizer trains DP2 x PP2 bit for bit with half the moments, and its checkpoints resume "
-          "either way",
-          "[train][shard]") {
+TEST_CASE(
+    "the sharded optimizer trains DP2 x PP2 bit for bit with half the moments, and its checkpoints resume "
+    "either way",
+    "[train][shard]") {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/shard";
   auto run = [](const std::string& args) {
     const PplabRun r = Train("-k 2 --dp 2 --json " + args);

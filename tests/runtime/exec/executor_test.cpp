@@ -467,6 +467,8 @@ TEST_CASE("K=4 plans, uneven partitions and M not a multiple of K match too", "[
   SECTION("5 layers on 3 ranks, M=5 (zb-h2), explicit 1,3,1") { CheckParity("zb-h2", Tiny(5), 3, 5, 1, "1,3,1", 10); }
   SECTION("dualpipe K=4 M=8") { CheckParity("dualpipe", Tiny(4), 4, 8, 0, "uniform", 8); }
   SECTION("dualpipev K=4 M=8") { CheckParity("dualpipev", Tiny(8), 4, 8, 2, "uniform", 8); }
+  SECTION("v-half K=4 M=8") { CheckParity("v-half", Tiny(8), 4, 8, 2, "uniform", 8); }
+  SECTION("v-min K=3 M=5") { CheckParity("v-min", Tiny(6), 3, 5, 2, "uniform", 10); }
   // Biases take the zero-bubble split of B into I and W like the weights.
   LlamaConfig biased = Tiny(4);
   biased.qkv_bias = true;

@@ -36,12 +36,27 @@ struct Policy {
 
 struct Planned {
   Schedule schedule;
-  TimeNs predicted = 0;  // the list schedule's own makespan
+  TimeNs predicted = 0;    // the list schedule's own makespan
+  bool abandoned = false;  // stopped once it could no longer end before the bound or fit
 };
 
 // One rank per stage (v = 1). Event-driven: a rank is reconsidered when it
 // becomes free and when an input it may wait for gets a known arrival time.
-Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy) {
+//
+// With a `bound`, the order is abandoned (its schedule left partial) as soon
+// as its makespan is sure to reach the bound: a rank that is free at t with
+// work w still to run ends at t + w at the earliest. Most policies are far
+// slower than the best one, and are dropped early that way.
+//
+// With a `byte_limit` (1 or K values), it is abandoned as soon as a rank
+// holds more: activations from F to I, the stash from I to W, a recomputed
+// stage's activations during its I, and the running action's workspace.
+// The simulator holds all of that at the same point of the rank's order,
+// and more (messages, weight casts; with one stage a rank an F's activations
+// are never less than activation_bytes), so an order abandoned here would
+// not fit there either.
+Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy, TimeNs bound = kUnknown,
+                     const std::vector<Bytes>& byte_limit = {}) {
   Planned out;
   Schedule& s = out.schedule;
   s.name = "zb-auto";
@@ -58,6 +73,15 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy)
   std::vector<int> inflight(K, 0);
   std::vector<std::deque<MicrobatchId>> owed(K);
   std::vector<TimeNs> free_at(K, 0);
+  std::vector<TimeNs> left(K, 0);  // compute time still to run on each rank
+  std::vector<Bytes> held(K, 0);   // activations and stashes, as the simulator counts them (a lower bound)
+  if (bound != kUnknown) {
+    for (RankId r = 0; r < K; ++r) {
+      for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
+        for (MicrobatchId m = 0; m < M; ++m) left[r] += costs.ComputeTime({kind, r, m});
+      }
+    }
+  }
   using Wake = std::pair<TimeNs, RankId>;
   std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> wakes;
   for (RankId r = 0; r < K; ++r) wakes.push({0, r});
@@ -67,6 +91,10 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy)
     const auto [t, r] = wakes.top();
     wakes.pop();
     if (t < free_at[r]) continue;  // busy; woken again when free
+    if (bound != kUnknown && t + left[r] >= bound) {
+      out.abandoned = true;
+      return out;
+    }
     const MicrobatchId mi = next_i[r], mf = next_f[r];
     TimeNs i_ready = kUnknown, f_ready = kUnknown;
     if (mi < M && f_done[at(r, mi)] != kUnknown) i_ready = r == K - 1 ? f_done[at(r, mi)] : i_arrive[at(r, mi)];
@@ -92,7 +120,22 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy)
       }
       a = {ActionKind::kBackwardWeight, r, owed[r].front()};
     }
+    if (!byte_limit.empty()) {
+      const StageCost& c = costs.Stage(r);
+      const Bytes during = held[r] + c.WorkspaceOf(a.kind) +
+                           (a.kind == ActionKind::kForward         ? c.activation_bytes
+                            : a.kind == ActionKind::kBackwardInput ? c.recomputed_bytes
+                                                                   : 0);
+      if (during > byte_limit[byte_limit.size() == 1 ? 0 : r]) {
+        out.abandoned = true;
+        return out;
+      }
+      held[r] += a.kind == ActionKind::kForward         ? c.activation_bytes
+                 : a.kind == ActionKind::kBackwardInput ? c.weight_grad_bytes - c.activation_bytes
+                                                        : -c.weight_grad_bytes;
+    }
     const TimeNs end = t + costs.ComputeTime(a);
+    left[r] -= end - t;
     free_at[r] = end;
     wakes.push({end, r});
     s.programs[r].push_back(a);
@@ -252,13 +295,18 @@ Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, c
   };
   std::vector<Ranked> ranked;
   std::set<uint64_t> seen;
+  // An order predicted to take at least the best costed time so far is
+  // never costed (below), nor one sure to exceed the byte limit, so its
+  // list schedule may stop there.
+  const TimeNs bound = limits.prune ? best_time : kUnknown;
+  const std::vector<Bytes> no_limit;
   for (size_t i = 0; i < policies.size(); ++i) {
     const Policy& p = policies[i];
     if (limits.inflight_limit > 0 && *std::max_element(p.inflight.begin(), p.inflight.end()) > limits.inflight_limit) {
       continue;  // would be refused after costing
     }
-    const Planned c = ListSchedule(K, M, costs, p);
-    if (seen.insert(Fingerprint(c.schedule)).second) ranked.push_back({c.predicted, i});
+    const Planned c = ListSchedule(K, M, costs, p, bound, limits.prune ? limits.activation_limit : no_limit);
+    if (!c.abandoned && seen.insert(Fingerprint(c.schedule)).second) ranked.push_back({c.predicted, i});
   }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const Ranked& a, const Ranked& b) { return a.predicted < b.predicted; });

@@ -15,9 +15,8 @@
 // memory fits. zb-h1 and zb-h2 are candidates themselves whenever they fit,
 // so zb-auto's simulated makespan is never above theirs under a limit they
 // meet. Candidates are costed in order of the makespan their list schedule
-// predicts, and the search stops once no remaining prediction can win: K =
-// 16, M = 64 takes 0.06 s under zb-h1's memory and up to 0.3 s under
-// zb-h2's (one core, -O2).
+// predicts, and the search stops once no remaining prediction can win; a
+// list schedule that cannot win is dropped part-way (AutoOptions::prune).
 #pragma once
 
 #include <string>
@@ -40,6 +39,15 @@ struct AutoOptions {
   // With neither limit given, zb-auto takes zb-h1's memory: the most bytes
   // and the most microbatches in flight zb-h1 holds on any rank under the
   // same costs (1F1B's memory, the paper's ZB-1p setting).
+
+  // Stop list-scheduling a policy once it can no longer win: its makespan
+  // is sure to reach the best costed so far (each rank's free time plus its
+  // work left), or a rank holds more than the byte limit (activations,
+  // stashes and workspace, which the simulator counts at the same point of
+  // the order, with messages and casts on top). Such orders were never
+  // costed, so the result is the same; false runs every list schedule to
+  // its end (tests compare the two).
+  bool prune = true;
 };
 
 // The best zb-auto order for K = options.ranks, M = options.microbatches on

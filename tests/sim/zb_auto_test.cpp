@@ -7,6 +7,7 @@
 #include "schedules/error.h"
 #include "schedules/lowering.h"
 #include "schedules/validate.h"
+#include "sim/recompute.h"
 #include "sim/simulator.h"
 
 namespace pplab {
@@ -163,6 +164,60 @@ TEST_CASE("zb-auto is valid, complete and keeps to a byte limit", "[zb-auto]") {
   per_rank.activation_limit = {410, 310, 210, 110};
   const SimResult r = Simulate(GenerateAuto({4, 12, 0}, costs, per_rank), costs);
   for (RankId k = 0; k < 4; ++k) CHECK(r.per_rank[k].peak_activation_bytes <= per_rank.activation_limit[k]);
+}
+
+TEST_CASE("dropping list schedules that cannot win (prune) finds the same order as running each to its end",
+          "[zb-auto]") {
+  // Costs whose memory has every part the pruning's bound leaves out or
+  // counts: workspaces, stashes, recomputed stages, message buffers as
+  // NCCL and Gloo hold them, weight casts; byte limits from tight to loose,
+  // one per rank or one for all.
+  for (const bool recompute : {false, true}) {
+    for (const bool nccl : {false, true}) {
+      const int K = 4, M = 12;
+      StageCost c;
+      c.forward = 1000;
+      c.backward = 2300;
+      c.backward_weight = 700;
+      c.activation_bytes = 100;
+      c.weight_grad_bytes = 30;
+      c.workspace_bytes = 40;
+      c.backward_workspace_bytes = 60;
+      c.message_bytes = 20;
+      c.input_bytes = 20;
+      c.cast_weight_bytes = 15;
+      CostModel costs = CostModel::Uniform(K, c, Link{200, 0});
+      MessageMemory messages;
+      if (nccl) {
+        messages.sent_freed = MessageMemory::SentFreed::kNextSendAfterDelivery;
+        messages.receive_posted = MessageMemory::ReceivePosted::kOneActionAhead;
+      }
+      costs.SetMessages(messages);
+      if (recompute) costs = WithRecompute(costs, {0, 1, 2, 3});
+      const std::vector<std::vector<Bytes>> limits = {{300}, {450}, {700}, {1200}, {900, 700, 500, 300}};
+      for (const std::vector<Bytes>& limit : limits) {
+        AutoOptions pruned, full;
+        pruned.activation_limit = full.activation_limit = limit;
+        full.prune = false;
+        INFO("recompute " << recompute << " nccl " << nccl << " limit " << limit.front() << " (" << limit.size()
+                          << " values)");
+        std::string pruned_error, full_error;
+        Schedule a, b;
+        try {
+          a = GenerateAuto({K, M, 0}, costs, pruned);
+        } catch (const Error& e) {
+          pruned_error = e.what();
+        }
+        try {
+          b = GenerateAuto({K, M, 0}, costs, full);
+        } catch (const Error& e) {
+          full_error = e.what();
+        }
+        CHECK(pruned_error == full_error);
+        CHECK(a.programs == b.programs);
+      }
+    }
+  }
 }
 
 TEST_CASE("zb-auto needs a cost model: Generate refuses it, GenerateWithCosts runs it", "[zb-auto]") {

@@ -1,11 +1,16 @@
 // pplab tokenize --tokenizer FILE TEXT: the ids a tokenizer gives a text
 // (or, with --decode, the text of ids), to compare with another library's
-// and to see what training will read. No LibTorch.
+// and to see what training will read; with --records, the ids of a record
+// of a .jsonl file as the token cache holds them, split into what the loss
+// reads and what it learns. No LibTorch.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "runtime/data/corpus.h"
+#include "runtime/data/token_cache.h"
 #include "runtime/data/tokenizer.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
@@ -18,6 +23,8 @@ struct TokenizeOptions {
   std::string tokenizer;
   std::vector<std::string> text;
   std::string file;
+  std::string records;  // a .jsonl file of records (--data's)
+  int record = 1;       // which of its records, from 1
   bool decode = false;
   bool json = false;
 };
@@ -28,7 +35,84 @@ std::string Joined(const std::vector<std::string>& words) {
   return out;
 }
 
+// A text on one line: newlines and tabs written as \n and \t.
+std::string OneLine(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// --records: one record as the cache holds it, in runs of read and learned
+// tokens.
+int RunRecord(const TokenizeOptions& o, const Tokenizer& tokenizer) {
+  const Corpus corpus = ReadCorpus({o.records});
+  if (o.record < 1 || static_cast<size_t>(o.record) > corpus.documents.size()) {
+    throw Error("tokenize --record " + std::to_string(o.record) + ": " + o.records + " holds " +
+                std::to_string(corpus.documents.size()) + " records (from 1)");
+  }
+  const size_t d = static_cast<size_t>(o.record) - 1;
+  const ChatLayout layout = ChatLayoutFor(tokenizer);
+  const std::vector<int32_t> marked = EncodeDocument(corpus, d, tokenizer, layout);
+  // Runs of ids with the same mark; training adds BOS before the record
+  // (never a target) and EOS after it (learned).
+  struct Run {
+    bool learn;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Run> runs;
+  std::vector<int32_t> ids;
+  std::vector<bool> learn;
+  for (int32_t m : marked) {
+    const bool l = (m & kNoLossBit) == 0;
+    const int32_t id = m & ~kNoLossBit;
+    if (runs.empty() || runs.back().learn != l) runs.push_back({l, {}});
+    runs.back().ids.push_back(id);
+    ids.push_back(id);
+    learn.push_back(l);
+  }
+  const bool chat = d < corpus.chats.size() && !corpus.chats[d].empty();
+  const size_t learned = static_cast<size_t>(std::count(learn.begin(), learn.end(), true));
+  if (o.json) {
+    nlohmann::json spans = nlohmann::json::array();
+    for (const Run& r : runs) {
+      spans.push_back({{"learn", r.learn}, {"ids", r.ids}, {"text", tokenizer.Decode(r.ids)}});
+    }
+    const nlohmann::json j = {{"tokenizer", o.tokenizer},
+                              {"records", o.records},
+                              {"record", o.record},
+                              {"chat", chat},
+                              {"layout", chat ? ChatLayoutName(layout) : nullptr},
+                              {"ids", ids},
+                              {"learn", learn},
+                              {"spans", spans},
+                              {"bos", tokenizer.Bos()},
+                              {"eos", tokenizer.Eos()}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("record %d of %s%s: %zu tokens, %zu learned, then EOS (learned); BOS before it\n", o.record,
+              o.records.c_str(), chat ? (std::string(" (") + ChatLayoutName(layout) + " layout)").c_str() : "",
+              ids.size(), learned);
+  for (const Run& r : runs)
+    std::printf("%s %s\n", r.learn ? "learn" : "read ", OneLine(tokenizer.Decode(r.ids)).c_str());
+  return 0;
+}
+
 int RunTokenize(const TokenizeOptions& o) {
+  if (!o.records.empty()) {
+    if (!o.text.empty() || !o.file.empty() || o.decode) {
+      throw Error("tokenize --records: give no text, --file or --decode with it");
+    }
+    return RunRecord(o, Tokenizer::Load(o.tokenizer));
+  }
   if (o.text.empty() == o.file.empty()) throw Error("tokenize: give the text as arguments or --file, one of the two");
   const Tokenizer tokenizer = Tokenizer::Load(o.tokenizer);
   const std::string input = o.file.empty() ? Joined(o.text) : ReadTextFile(o.file);
@@ -91,6 +175,10 @@ void SetupTokenize(CLI::App& app, int& exit_code) {
   sub->add_option("text", o->text, "the text (its words joined by spaces), or with --decode the ids");
   sub->add_option("--file", o->file, "read the text from this file, as it is");
   sub->add_flag("--decode", o->decode, "print the text of the ids given");
+  CLI::Option* records = sub->add_option(
+      "--records", o->records,
+      "a .jsonl file of --data records: print one as training reads it, in runs of tokens the loss reads and learns");
+  sub->add_option("--record", o->record, "with --records: which record, from 1")->needs(records)->capture_default_str();
   sub->add_flag("--json", o->json, "print one JSON object: ids, each id's piece, the special ids, the text");
   sub->callback([o, &exit_code] { exit_code = RunTokenize(*o); });
 }

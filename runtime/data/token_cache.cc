@@ -41,6 +41,21 @@ void Append(std::string& out, const T* data, size_t n) {
 
 }  // namespace
 
+std::vector<int32_t> EncodeDocument(const Corpus& corpus, size_t d, const Tokenizer& tokenizer, ChatLayout layout) {
+  std::vector<int32_t> ids;
+  if (d < corpus.chats.size() && !corpus.chats[d].empty()) {
+    EncodeChat(RenderChat(corpus.chats[d], layout), tokenizer, kNoLossBit, ids);
+    return ids;
+  }
+  const auto add = [&ids, &tokenizer](const std::string& text, int32_t bit) {
+    if (text.empty()) return;
+    for (int32_t id : tokenizer.Encode(text)) ids.push_back(id | bit);
+  };
+  if (d < corpus.prompts.size()) add(corpus.prompts[d], kNoLossBit);
+  add(corpus.documents[d], 0);
+  return ids;
+}
+
 int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const std::string& path, int threads) {
   // Contiguous runs of documents, one per thread, each encoded into its own
   // ids and then joined in document order: the same file whatever the
@@ -54,17 +69,7 @@ int64_t WriteTokenCache(const Corpus& corpus, const Tokenizer& tokenizer, const 
   const auto encode = [&](size_t p) {
     try {
       for (size_t d = n * p / parts; d < n * (p + 1) / parts; ++d) {
-        std::vector<int32_t> t;
-        const auto add = [&t, &tokenizer](const std::string& text, bool learn) {
-          if (text.empty()) return;
-          for (int32_t id : tokenizer.Encode(text)) t.push_back(learn ? id : id | kNoLossBit);
-        };
-        if (d < corpus.chats.size() && !corpus.chats[d].empty()) {
-          EncodeChat(RenderChat(corpus.chats[d], layout), tokenizer, kNoLossBit, t);
-        } else {
-          if (d < corpus.prompts.size()) add(corpus.prompts[d], false);
-          add(corpus.documents[d], true);
-        }
+        const std::vector<int32_t> t = EncodeDocument(corpus, d, tokenizer, layout);
         part_ids[p].insert(part_ids[p].end(), t.begin(), t.end());
         part_lengths[p].push_back(t.size());
       }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/chat.h"
+
 namespace pplab {
 
 class Tokenizer;
@@ -26,6 +28,11 @@ struct Corpus;
 // BatchFromRows (runtime/train/batches.h) clears it from the inputs and
 // makes such a token's target PAD.
 constexpr int32_t kNoLossBit = int32_t{1} << 30;
+
+// The ids the cache holds for document `d` of `corpus` (no BOS or EOS): a
+// prompt's and a chat's read spans (in `layout`, ChatLayoutFor(tokenizer)
+// for the cache's) with kNoLossBit set.
+std::vector<int32_t> EncodeDocument(const Corpus& corpus, size_t d, const Tokenizer& tokenizer, ChatLayout layout);
 
 // Tokenizes `corpus` with `tokenizer` on `threads` threads (Tokenizer's
 // Encode is const and keeps no state between calls) and writes the cache

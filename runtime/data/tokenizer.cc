@@ -99,13 +99,22 @@ Specials FindSpecials(const ByteLevelBpe& bpe, const std::string& path) {
   // token, as Qwen separates them.
   s.bos = first_of({"<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>"});
   if (s.bos < 0) s.bos = s.eos;
-  // Padding must not be EOS, whose targets the loss has to see: a padding
-  // token by name, or else the last special token that is neither.
+  // Padding must not be EOS, whose targets the loss has to see, nor a
+  // token that ends a chat turn or marks one (chat.h learns <|eot_id|> and
+  // <|im_end|>): a padding token by name, or else the last special token
+  // that is none of those.
   s.pad = first_of({"<|finetune_right_pad_id|>", "<|pad|>", "<pad>", "[PAD]"});
+  const auto chat_marker = [&bpe](int32_t id) {
+    for (const char* name :
+         {"<|im_start|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|start_header_id|>", "<|end_header_id|>"}) {
+      if (bpe.AddedToken(name) == id) return true;
+    }
+    return false;
+  };
   for (auto it = bpe.SpecialTokens().rbegin(); s.pad < 0 && it != bpe.SpecialTokens().rend(); ++it) {
-    if (*it != s.bos && *it != s.eos) s.pad = *it;
+    if (*it != s.bos && *it != s.eos && !chat_marker(*it)) s.pad = *it;
   }
-  if (s.pad < 0) throw Error(path + ": no special token to pad with besides BOS and EOS");
+  if (s.pad < 0) throw Error(path + ": no special token to pad with besides BOS, EOS and the chat markers");
   return s;
 }
 

@@ -13,8 +13,9 @@
 // or <eos> (required); BOS <|begin_of_text|>, <|startoftext|>, <s> or
 // <bos>, else EOS (Qwen has none, and separates documents by EOS); PAD
 // <|finetune_right_pad_id|>, <|pad|>, <pad> or [PAD], else the last
-// special token that is neither BOS nor EOS (never EOS: the loss ignores
-// PAD targets, and must learn where a text ends).
+// special token that is neither BOS nor EOS nor a chat marker (<|im_end|>,
+// <|eot_id|>, ...; Qwen 2.5's is <|video_pad|>): the loss ignores PAD
+// targets, and must learn where a text and a chat turn end.
 #pragma once
 
 #include <cstdint>

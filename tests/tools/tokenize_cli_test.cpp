@@ -67,4 +67,47 @@ TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text bac
   RemoveTree(dir);
 }
 
+TEST_CASE("cli: tokenize --records shows a record as training reads it, in read and learned runs", "[cli][chat]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/tokenize_cli_records";
+  RemoveTree(dir);
+  std::filesystem::create_directories(dir);
+  test::Spec spec;
+  spec.added = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|video_pad|>"};  // Qwen's: the chatml layout
+  const std::string path = dir + "/tokenizer.json";
+  WriteTextFile(path, test::Build(spec).dump());
+  WriteTextFile(dir + "/data.jsonl",
+                "{\"prompt\": \"Q:\", \"completion\": \" A\"}\n"
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                "{\"role\": \"assistant\", \"content\": \"Yo\"}]}\n");
+  const std::string records = "tokenize --tokenizer " + path + " --records " + dir + "/data.jsonl ";
+  const PplabRun chat = Pplab(records + "--record 2 --json");
+  INFO(chat.out);
+  REQUIRE(chat.code == 0);
+  const auto j = nlohmann::json::parse(chat.out);
+  CHECK(j["layout"] == "chatml");
+  // Bytes are their own ids; the specials follow: <|im_start|> 257, <|im_end|> 258.
+  const std::vector<std::pair<bool, std::string>> want = {
+      {false, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"}, {true, "Yo<|im_end|>"}, {false, "\n"}};
+  REQUIRE(j["spans"].size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CHECK(j["spans"][i]["learn"] == want[i].first);
+    CHECK(j["spans"][i]["text"] == want[i].second);
+  }
+  CHECK(j["spans"][1]["ids"] == std::vector<int>{'Y', 'o', 258});
+  CHECK(j["learn"].size() == j["ids"].size());
+  // The prompt/completion record, as text.
+  const PplabRun plain = Pplab(records + "--record 1");
+  CHECK(plain.out == "record 1 of " + dir + "/data.jsonl: 4 tokens, 2 learned, then EOS (learned); BOS before it\n" +
+                         "read  Q:\nlearn  A\n");
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--record 3", "tokenize --record 3: " + dir + "/data.jsonl holds 2 records (from 1)"},
+           {"--record 1 x", "tokenize --records: give no text, --file or --decode with it"}}) {
+    const PplabRun bad = Pplab(records + args);
+    INFO(args << ": " << bad.out);
+    CHECK(bad.code == 2);
+    CHECK_THAT(bad.out, Catch::Contains(message));
+  }
+  RemoveTree(dir);
+}
+
 }  // namespace pplab

@@ -184,17 +184,24 @@ TEST_CASE("a Tokenizer loads a tokenizer.json by its content and finds BOS, EOS 
   CHECK(llama.Encode("hi<|end_of_text|>") == Ids{256, 258});
   CHECK(llama.Decode({257, 256, '!', 258, 260}) == "hi!");  // BOS, EOS, PAD dropped
   // Qwen's kind: no BOS (documents start with EOS), padding by the last
-  // other special token.
-  s.added = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  // other special token that marks no chat turn (<|vision_pad|>, not the
+  // <|im_end|> after it, which chat training learns).
+  s.added = {"<|endoftext|>", "<|im_start|>", "<|vision_pad|>", "<|im_end|>"};
   WriteTextFile(path, Build(s).dump());
   const Tokenizer qwen = Tokenizer::Load(path);
   CHECK(qwen.Eos() == 257);
   CHECK(qwen.Bos() == 257);
   CHECK(qwen.Pad() == 259);
   CHECK(qwen.Fingerprint() != llama.Fingerprint());
-  s.added = {"<|endoftext|>"};
-  WriteTextFile(path, Build(s).dump());
-  CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains("no special token to pad with"));
+  for (const std::vector<std::string>& only :
+       {std::vector<std::string>{"<|endoftext|>"},
+        {"<|endoftext|>", "<|im_start|>", "<|im_end|>"},
+        {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}}) {
+    s.added = only;
+    WriteTextFile(path, Build(s).dump());
+    CHECK_THROWS_WITH(Tokenizer::Load(path),
+                      Catch::Contains("no special token to pad with besides BOS, EOS and the chat markers"));
+  }
   s.added = {"<|im_start|>"};
   WriteTextFile(path, Build(s).dump());
   CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": no end-of-text token"));

@@ -96,9 +96,10 @@ TEST_CASE("the layout follows the tokenizer's special tokens, and a chat's read 
   CHECK(ChatTurnEnd(ChatLayout::kLlama3, llama) == 261);
   CHECK(ChatTurnEnd(ChatLayout::kPlain, llama) == llama.Eos());
   CHECK_FALSE(llama.SpecialToken("<|im_end|>").has_value());
-  const Tokenizer qwen = load({"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
+  const Tokenizer qwen = load({"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|video_pad|>"});
   CHECK(ChatLayoutFor(qwen) == ChatLayout::kChatMl);
   CHECK(ChatTurnEnd(ChatLayout::kChatMl, qwen) == 259);
+  CHECK(qwen.Pad() == 260);  // not <|im_end|>, whose targets a chat learns
   // EOS spans, and no bit on read ids when asked for none.
   std::vector<int32_t> ids;
   EncodeChat({{"Hi", false, false}, {"", true, true}, {"H", true, false}}, qwen, kNoLossBit, ids);

@@ -104,7 +104,8 @@ std::vector<ChatMessage> ReadMessages(const nlohmann::json& list, const std::str
   return messages;
 }
 
-// One record per line of a .jsonl file (see corpus.h).
+}  // namespace
+
 void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus) {
   size_t pos = 0;
   for (int line_number = 1; pos < text.size(); ++line_number) {
@@ -153,9 +154,8 @@ void ReadRecords(const std::string& file, const std::string& text, Corpus& corpu
     corpus.prompts.push_back(prompt);
     corpus.documents.push_back(completion);
   }
+  if (!corpus.chats.empty()) corpus.chats.resize(corpus.documents.size());
 }
-
-}  // namespace
 
 std::string DefaultCorpusDir() { return "/usr/share/games/fortunes"; }
 

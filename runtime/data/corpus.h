@@ -41,6 +41,12 @@ struct Corpus {
 // (with the line number and the field), or when no document is found at all.
 Corpus ReadCorpus(const std::vector<std::string>& paths);
 
+// Appends the records of `text`, a .jsonl file's content (one record per
+// line, as above; `file` names it in errors), to `corpus`'s documents,
+// prompts and chats, cleaned. Throws pplab::Error naming file:line and the
+// field. ReadCorpus calls it for each *.jsonl file.
+void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus);
+
 // The corpus used when --data is absent: the English text of Debian's
 // `fortunes` packages (/usr/share/games/fortunes).
 std::string DefaultCorpusDir();

@@ -16,7 +16,7 @@ seconds=${FUZZ_SECONDS:-20}
 jobs=${FUZZ_JOBS:-2}
 cxx=${FUZZ_CXX:-clang++}
 harnesses=(schedule_json schedule_csv cost_model llama_config checkpoint_manifest safetensors tokenizer_json
-           tokenizer_text)
+           tokenizer_text records)
 
 if ! command -v "$cxx" > /dev/null; then
   echo "fuzz: skipped: no $cxx (install clang to fuzz the parsers)"

@@ -10,6 +10,7 @@
 #include "runtime/data/corpus.h"
 #include "runtime/data/token_cache.h"
 #include "runtime/data/tokenizer.h"
+#include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "tests/byte_level_json.h"
 
@@ -172,6 +173,30 @@ TEST_CASE("chat records are read with their roles, and a bad one is one line nam
     WriteTextFile(dir + "/bad.jsonl", "{\"text\": \"fine\"}\n" + line + "\n");
     CHECK_THROWS_WITH(ReadCorpus({dir + "/bad.jsonl"}), Catch::Contains(message));
   }
+}
+
+TEST_CASE("the kept fuzz inputs of the records harness are read or refused with pplab::Error", "[data][chat][fuzz]") {
+  const std::string dir = std::string(PPLAB_TEST_DATA_DIR) + "/fuzz/records/";
+  int files = 0;
+  for (const std::string& name : ListDirectory(dir)) {
+    INFO(name);
+    Corpus corpus;
+    try {
+      ReadRecords(name, ReadTextFile(dir + name), corpus);
+    } catch (const Error&) {
+      ++files;
+      continue;
+    }
+    CHECK(corpus.prompts.size() == corpus.documents.size());
+    CHECK((corpus.chats.empty() || corpus.chats.size() == corpus.documents.size()));
+    for (const auto& chat : corpus.chats) {
+      for (const ChatLayout layout : {ChatLayout::kPlain, ChatLayout::kLlama3, ChatLayout::kChatMl}) {
+        CHECK_NOTHROW(RenderChat(chat, layout));
+      }
+    }
+    ++files;
+  }
+  CHECK(files >= 2);
 }
 
 }  // namespace

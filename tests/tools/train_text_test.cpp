@@ -31,6 +31,25 @@ PplabRun TrainText(const std::string& cache, const std::string& args) {
                " --batch-size 8 --seq-len 32 -m 2 --warmup-steps 0 --eval-every 0 " + args);
 }
 
+// Each fortune of the test corpus cut at the first space past its middle:
+// (its first half, the rest from that space).
+std::vector<std::pair<std::string, std::string>> HalvedFortunes() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& doc : ReadCorpus({kCorpus}).documents) {
+    const size_t cut = doc.find(' ', doc.size() / 2);
+    if (cut != std::string::npos) out.emplace_back(doc.substr(0, cut), doc.substr(cut));
+  }
+  return out;
+}
+
+// The start of a 3-step `train` on records with `tokenizer`; the data file
+// comes last.
+std::string RecordTraining(const std::string& dir, const std::string& tokenizer, int eval_every) {
+  return "train -q --out '' --model tiny --tokenizer " + tokenizer + " --cache-dir " + dir +
+         "/cache --batch-size 8 --seq-len 32 --warmup-steps 0 --eval-every " + std::to_string(eval_every) +
+         " --steps 3 --seed 4 --json --data ";
+}
+
 nlohmann::json Json(const PplabRun& r) {
   INFO(r.out);
   REQUIRE(r.code == 0);
@@ -133,20 +152,15 @@ TEST_CASE("prompt and completion records: the prompt is read, not learned, and p
   const std::string tokenizer = dir + "/tokenizer.model";
   TrainTokenizer(fortunes.documents, 200, tokenizer);
   std::string sft, plain;
-  int records = 0;
-  for (const std::string& doc : fortunes.documents) {
-    const size_t cut = doc.find(' ', doc.size() / 2);
-    if (cut == std::string::npos) continue;
-    sft += nlohmann::json{{"prompt", doc.substr(0, cut)}, {"completion", doc.substr(cut)}}.dump() + "\n";
-    plain += nlohmann::json{{"text", doc}}.dump() + "\n";
-    ++records;
+  const auto halves = HalvedFortunes();
+  REQUIRE(halves.size() > 20);
+  for (const auto& [prompt, completion] : halves) {
+    sft += nlohmann::json{{"prompt", prompt}, {"completion", completion}}.dump() + "\n";
+    plain += nlohmann::json{{"text", prompt + completion}}.dump() + "\n";
   }
-  REQUIRE(records > 20);
   WriteTextFile(dir + "/sft.jsonl", sft);
   WriteTextFile(dir + "/plain.jsonl", plain);
-  const std::string args = "train -q --out '' --model tiny --tokenizer " + tokenizer + " --cache-dir " + dir +
-                           "/cache --batch-size 8 --seq-len 32 --warmup-steps 0 --eval-every 1 --steps 3 --seed 4 "
-                           "--json --data ";
+  const std::string args = RecordTraining(dir, tokenizer, 1);
   const auto pipelined = Json(Pplab(args + dir + "/sft.jsonl -s 1f1b -k 2 -m 4"));
   const auto one = Json(Pplab(args + dir + "/sft.jsonl -k 1 -m 1"));
   const auto unmasked = Json(Pplab(args + dir + "/plain.jsonl -k 1 -m 1"));
@@ -177,11 +191,9 @@ TEST_CASE(
   const std::string tokenizer = dir + "/tokenizer.json";
   WriteTextFile(tokenizer, test::Build(spec).dump());
   std::string chat, written;
-  int records = 0;
-  for (const std::string& doc : ReadCorpus({kCorpus}).documents) {
-    const size_t cut = doc.find(' ', doc.size() / 2);
-    if (cut == std::string::npos) continue;
-    const std::string user = doc.substr(0, cut), assistant = doc.substr(cut);
+  const auto halves = HalvedFortunes();
+  REQUIRE(halves.size() > 20);
+  for (const auto& [user, assistant] : halves) {
     chat += nlohmann::json{{"messages",
                             {{{"role", "user"}, {"content", user}}, {{"role", "assistant"}, {"content", assistant}}}}}
                 .dump() +
@@ -191,14 +203,10 @@ TEST_CASE(
                               {"completion", assistant + "<|eot_id|>"}}
                    .dump() +
                "\n";
-    ++records;
   }
-  REQUIRE(records > 20);
   WriteTextFile(dir + "/chat.jsonl", chat);
   WriteTextFile(dir + "/written.jsonl", written);
-  const std::string args = "train -q --out '' --model tiny --tokenizer " + tokenizer + " --cache-dir " + dir +
-                           "/cache --batch-size 8 --seq-len 32 --warmup-steps 0 --eval-every 3 --steps 3 --seed 4 "
-                           "--json --data ";
+  const std::string args = RecordTraining(dir, tokenizer, 3);
   const auto pipelined = Json(Pplab(args + dir + "/chat.jsonl -s 1f1b -k 2 -m 4 --checkpoint-dir " + dir + "/ck"));
   const auto one = Json(Pplab(args + dir + "/chat.jsonl -k 1 -m 1"));
   const auto by_hand = Json(Pplab(args + dir + "/written.jsonl -k 1 -m 1"));

@@ -12,12 +12,21 @@ int64_t StageMatmulWeights(const LlamaConfig& c, const Partition& partition, int
   return layers * layer + (last ? static_cast<int64_t>(c.vocab_size) * h /*lm_head*/ : 0);
 }
 
-double StageTrainingFlops(const LlamaConfig& c, const Partition& partition, int stage, int64_t seq_len) {
+double LayerTrainingFlops(const LlamaConfig& c, int64_t seq_len) {
   const double T = static_cast<double>(seq_len);
+  const double h = c.hidden_size, q = c.QDim(), kv = c.KvDim();
+  const double weights = 2 * h * q /*q, o*/ + 2 * h * kv /*k, v*/ + 3 * h * c.intermediate_size /*gate, up, down*/;
+  return 6.0 * weights * T + 6.0 * q * T * (T + 1);
+}
+
+double HeadTrainingFlops(const LlamaConfig& c, int64_t seq_len) {
+  return 6.0 * static_cast<double>(c.vocab_size) * c.hidden_size * static_cast<double>(seq_len);
+}
+
+double StageTrainingFlops(const LlamaConfig& c, const Partition& partition, int stage, int64_t seq_len) {
   const double layers = partition.End(stage) - partition.Begin(stage);
-  const double matmuls = 6.0 * static_cast<double>(StageMatmulWeights(c, partition, stage)) * T;
-  const double attention = layers * 6.0 * static_cast<double>(c.QDim()) * T * (T + 1);
-  return matmuls + attention;
+  const bool last = stage == partition.NumStages() - 1;
+  return layers * LayerTrainingFlops(c, seq_len) + (last ? HeadTrainingFlops(c, seq_len) : 0.0);
 }
 
 std::vector<double> RankTrainingFlops(const LlamaConfig& config, const Partition& partition,

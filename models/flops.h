@@ -30,6 +30,11 @@ namespace pplab {
 // Weights of the Linear layers of stage `stage`: W above.
 int64_t StageMatmulWeights(const LlamaConfig& config, const Partition& partition, int stage);
 
+// FLOPs of one training step of one decoder layer, and of the LM head, on
+// one sequence of `seq_len` tokens (the two terms stages add up).
+double LayerTrainingFlops(const LlamaConfig& config, int64_t seq_len);
+double HeadTrainingFlops(const LlamaConfig& config, int64_t seq_len);
+
 // FLOPs of one training step (forward + backward) of stage `stage` on one
 // sequence of `seq_len` tokens.
 double StageTrainingFlops(const LlamaConfig& config, const Partition& partition, int stage, int64_t seq_len);

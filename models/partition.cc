@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "models/flops.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -68,6 +69,49 @@ Partition PartitionByParameters(const LlamaConfig& config, int stages) {
   return p;
 }
 
+Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId>& placement, int64_t seq_len) {
+  const int S = static_cast<int>(placement.size());
+  CheckEnoughLayers(config, S);
+  if (seq_len < 1) throw Error("partition compute: needs the sequence length");
+  int K = 0;
+  for (const RankId r : placement) {
+    if (r < 0) throw Error("partition compute: a stage placed on rank " + std::to_string(r));
+    K = std::max(K, r + 1);
+  }
+  const double layer = LayerTrainingFlops(config, seq_len), head = HeadTrainingFlops(config, seq_len);
+  // Whole layers to the least loaded: ranks first, then each rank's stages.
+  const auto deal = [layer](std::vector<double>& load, std::vector<int>& count, int layers) {
+    for (int i = 0; i < layers; ++i) {
+      const size_t least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      load[least] += layer;
+      ++count[least];
+    }
+  };
+  std::vector<double> rank_load(K, 0.0);
+  std::vector<int> rank_layers(K, 0);
+  for (int s = 0; s < S; ++s) {
+    rank_load[placement[s]] += layer + (s == S - 1 ? head : 0.0);
+    ++rank_layers[placement[s]];
+  }
+  deal(rank_load, rank_layers, config.num_hidden_layers - S);
+  std::vector<int> layers(S, 0);
+  for (RankId r = 0; r < K; ++r) {
+    std::vector<int> mine;
+    for (int s = 0; s < S; ++s) {
+      if (placement[s] == r) mine.push_back(s);
+    }
+    std::vector<double> load;
+    std::vector<int> count(mine.size(), 1);
+    for (const int s : mine) load.push_back(layer + (s == S - 1 ? head : 0.0));
+    deal(load, count, rank_layers[r] - static_cast<int>(mine.size()));
+    for (size_t i = 0; i < mine.size(); ++i) layers[mine[i]] = count[i];
+  }
+  Partition p;
+  p.layer_begin.push_back(0);
+  for (int s = 0; s < S; ++s) p.layer_begin.push_back(p.layer_begin.back() + layers[s]);
+  return p;
+}
+
 Partition PartitionExplicit(const LlamaConfig& config, int stages, const std::vector<int>& layers_per_stage) {
   if (static_cast<int>(layers_per_stage.size()) != stages) {
     throw Error("--partition: " + std::to_string(layers_per_stage.size()) + " entries for " + std::to_string(stages) +
@@ -86,9 +130,18 @@ Partition PartitionExplicit(const LlamaConfig& config, int stages, const std::ve
   return p;
 }
 
-Partition MakePartition(const LlamaConfig& config, int stages, const std::string& method) {
+Partition MakePartition(const LlamaConfig& config, int stages, const std::string& method,
+                        const PartitionContext& context) {
   if (method == "uniform") return PartitionUniform(config, stages);
   if (method == "parameters") return PartitionByParameters(config, stages);
+  if (method == "compute") {
+    if (static_cast<int>(context.placement.size()) != stages || context.seq_len < 1) {
+      throw Error(
+          "--partition compute: needs the plan's placement of one copy of the model and the sequence length "
+          "(train and plan give them; not for dualpipe's two copies)");
+    }
+    return PartitionByCompute(config, context.placement, context.seq_len);
+  }
   std::vector<int> counts;
   std::stringstream in(method);
   std::string item;
@@ -98,7 +151,8 @@ Partition MakePartition(const LlamaConfig& config, int stages, const std::string
       counts.push_back(std::stoi(item, &used));
       if (used != item.size()) throw std::invalid_argument(item);
     } catch (const std::exception&) {
-      throw Error("--partition: '" + method + "' is not uniform, parameters, or a list of layer counts like 3,2,2,1");
+      throw Error("--partition: '" + method +
+                  "' is not uniform, parameters, compute, or a list of layer counts like 3,2,2,1");
     }
   }
   return PartitionExplicit(config, stages, counts);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/llama_config.h"
+#include "schedules/units.h"
 
 namespace pplab {
 
@@ -26,11 +27,32 @@ Partition PartitionUniform(const LlamaConfig& config, int stages);
 // Contiguous layers that minimise the largest stage's parameter count,
 // embedding and head included (DeepSpeed's "parameters" method).
 Partition PartitionByParameters(const LlamaConfig& config, int stages);
+// Layers per stage that even out the ranks' training FLOPs (models/flops.h:
+// a layer's matmuls and causal attention at `seq_len`, the LM head on the
+// last stage's rank; the embedding is a lookup and counts nothing) for
+// stages placed on ranks as `placement` says (Schedule::placement, one copy
+// of the model): each rank gets its stages' one layer each, then every
+// further layer goes to the rank with the least FLOPs so far (lowest rank on
+// a tie), which makes the largest rank's FLOPs as small as whole layers
+// allow; a rank's layers are then dealt to its stages the same way, so that
+// the LM head's stage holds fewer. With one stage a rank it balances stages;
+// with V or looped placements it balances what each rank runs per
+// microbatch, where "parameters" balances stages only.
+Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId>& placement, int64_t seq_len);
 // Layers per stage as given, e.g. {3, 2, 2, 1}; must sum to the model's
 // layers and have one entry per stage.
 Partition PartitionExplicit(const LlamaConfig& config, int stages, const std::vector<int>& layers_per_stage);
-// "uniform", "parameters", or a comma-separated layer list such as "3,2,2,1".
-Partition MakePartition(const LlamaConfig& config, int stages, const std::string& method);
+// What "compute" needs besides the model: where the plan puts each stage
+// and the sequence length. Empty: not known (the method is then refused).
+struct PartitionContext {
+  std::vector<RankId> placement;  // by stage, one copy of the model
+  int64_t seq_len = 0;
+};
+
+// "uniform", "parameters", "compute" (with `context`), or a comma-separated
+// layer list such as "3,2,2,1".
+Partition MakePartition(const LlamaConfig& config, int stages, const std::string& method,
+                        const PartitionContext& context = {});
 
 // Parameters a stage owns under `partition`.
 int64_t StageParams(const LlamaConfig& config, const Partition& partition, int stage);

@@ -93,7 +93,8 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
     throw Error("--repeats " + std::to_string(o.repeats) + ": must be in [1, 10000]");
   if (o.warmup < 0 || o.warmup > 10000) throw Error("--warmup " + std::to_string(o.warmup) + ": must be in [0, 10000]");
   ParsePrecision(o.precision);
-  MakePartition(config, o.ranks * o.virtual_stages, o.partition);
+  MakePartition(config, o.ranks * o.virtual_stages, o.partition,
+                {LoopPlacement(o.ranks, o.ranks * o.virtual_stages), o.seq_len});
   if (!o.output.empty()) {
     const auto slash = o.output.find_last_of('/');
     const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : o.output.substr(0, slash));
@@ -335,9 +336,9 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   ShareCores(world);
   const LlamaConfig config = ProfiledConfig(o);
   const int S = o.ranks * o.virtual_stages;
-  const Partition partition = MakePartition(config, S, o.partition);
-  std::vector<RankId> placement(S);
-  for (int s = 0; s < S; ++s) placement[s] = s % o.ranks;  // looped, as interleaved-1f1b places stages
+  // Looped, as interleaved-1f1b places stages.
+  const std::vector<RankId> placement = LoopPlacement(o.ranks, S);
+  const Partition partition = MakePartition(config, S, o.partition, {placement, o.seq_len});
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   WorkerOptions setup;
   setup.pipeline_ranks = o.ranks;
@@ -445,7 +446,9 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_option("--dp", o->dp,
                   "data-parallel replicas D (D x K workers); with D > 1 each stage's REDUCE_GRAD is measured")
       ->capture_default_str();
-  sub->add_option("--partition", o->partition, "uniform, parameters, or layers per stage like 3,2,2,1")
+  sub->add_option("--partition", o->partition,
+                  "uniform, parameters, compute (the ranks' FLOPs evened out, stages looped over ranks), or layers "
+                  "per stage like 3,2,2,1")
       ->capture_default_str();
   sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank v (S = K v, stage s on rank s mod K)")
       ->capture_default_str();

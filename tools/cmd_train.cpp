@@ -103,7 +103,8 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   }
   // The model is cut into ModelStages() parts; a plan of P pipelines holds P
   // copies, stage s running part ModelStage(s).
-  const Partition partition = MakePartition(config, schedule.ModelStages(), o.partition);
+  const Partition partition =
+      MakePartition(config, schedule.ModelStages(), o.partition, {schedule.placement, o.seq_len});
   LlamaOptions llama;
   llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
   llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
@@ -275,7 +276,8 @@ int RunTrain(const TrainOptions& given) {
   if (o.shard_optimizer && o.dp < 2) {
     throw Error("--shard-optimizer shards the AdamW moments over the data-parallel replicas: it needs --dp 2 or more");
   }
-  const Partition partition = MakePartition(config, schedule.ModelStages(), o.partition);
+  const Partition partition =
+      MakePartition(config, schedule.ModelStages(), o.partition, {schedule.placement, o.seq_len});
   ResolveAttention(ParseAttentionKind(o.attention));  // sdpa on a LibTorch without it: refused here, once
   if (o.seq_len > config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
@@ -362,7 +364,9 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank (interleaved-1f1b, looped-bfs)")
       ->check(CLI::Range(1, 64));
   sub->add_option("--model", o->model, kModelFlagHelp)->capture_default_str();
-  sub->add_option("--partition", o->partition, "uniform, parameters, or layers per stage like 3,2,2,1")
+  sub->add_option("--partition", o->partition,
+                  "uniform, parameters, compute (the ranks' FLOPs evened out for the plan's placement), or layers per "
+                  "stage like 3,2,2,1")
       ->capture_default_str();
   sub->add_option("--batch-size", o->batch_size, "sequences per step")
       ->check(CLI::Range(1, 1 << 20))

@@ -163,7 +163,9 @@ void CheckProfile(const PlanOptions& o, const CostModel& costs) {
     throw Error(measured + "--seq-len " + std::to_string(profile->seq_len) + ", not " + std::to_string(*o.seq_len));
   }
   if (!o.partition.empty()) {
-    const std::string wanted = MakePartition(config, costs.NumStages(), o.partition).ToString();
+    const std::string wanted = MakePartition(config, costs.NumStages(), o.partition,
+                                             {LoopPlacement(profile->ranks, costs.NumStages()), profile->seq_len})
+                                   .ToString();
     if (wanted != profile->partition) {
       throw Error(measured + "--partition " + profile->partition + ", not " + o.partition +
                   (wanted != o.partition ? " (= " + wanted + ")" : ""));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 
 #include "schedules/error.h"
 #include "schedules/generators.h"
@@ -247,10 +248,29 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
         result.skipped += static_cast<int>(ms.size());
         continue;
       }
-      // Partitions depend only on P; "parameters" is dropped when it equals "uniform".
+      // "parameters" depends only on P, "compute" on where the generator
+      // places the stages too; each is dropped when it repeats one before.
       std::vector<std::pair<std::string, Partition>> partitions = {{"uniform", PartitionUniform(o.config, P)}};
-      const Partition by_params = PartitionByParameters(o.config, P);
-      if (by_params.layer_begin != partitions[0].second.layer_begin) partitions.push_back({"parameters", by_params});
+      const auto add = [&partitions](const std::string& method, const Partition& p) {
+        for (const auto& [_, q] : partitions) {
+          if (q.layer_begin == p.layer_begin) return;
+        }
+        partitions.push_back({method, p});
+      };
+      add("parameters", PartitionByParameters(o.config, P));
+      if (gen.copies == 1) {
+        // The placement does not depend on M (2K meets the M rules); a v the
+        // family refuses skips every M below anyway.
+        std::optional<std::vector<RankId>> placement = LoopPlacement(o.ranks, S);
+        if (!gen.needs_costs) {
+          try {
+            placement = Generate(name, {o.ranks, 2 * o.ranks, gen.accepts_virtual ? v : 0}).placement;
+          } catch (const Error&) {
+            placement.reset();
+          }
+        }
+        if (placement) add("compute", PartitionByCompute(o.config, *placement, o.seq_len));
+      }
       for (int M : ms) {
         Schedule schedule;
         if (!gen.needs_costs) {

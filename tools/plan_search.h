@@ -89,7 +89,7 @@ struct PlanCandidate {
   int microbatches = 0;          // M
   int virtual_stages = 1;        // v = S / K
   int stages = 0;                // S
-  std::string partition_method;  // "uniform" or "parameters"
+  std::string partition_method;  // "uniform", "parameters" or "compute"
   Partition partition;
   int microbatch_size = 0;  // sequences per microbatch, G / (D M)
   TimeNs step_time = 0;     // predicted makespan of one step

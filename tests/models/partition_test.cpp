@@ -1,7 +1,9 @@
 #include "models/partition.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "models/flops.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -55,7 +57,43 @@ TEST_CASE("explicit partitions are checked against the model", "[partition]") {
   CHECK_THROWS_WITH(MakePartition(c, 3, "1,2"), Catch::Contains("2 entries for 3 stages"));
   CHECK_THROWS_WITH(MakePartition(c, 2, "3,3"), Catch::Contains("sum to 6 layers but the model has 4"));
   CHECK_THROWS_WITH(MakePartition(c, 2, "4,0"), Catch::Contains("at least one layer"));
-  CHECK_THROWS_WITH(MakePartition(c, 2, "two"), Catch::Contains("not uniform, parameters, or a list"));
+  CHECK_THROWS_WITH(MakePartition(c, 2, "two"), Catch::Contains("not uniform, parameters, compute, or a list"));
+}
+
+TEST_CASE("compute evens out the ranks' FLOPs for the placement, the LM head on its rank", "[partition]") {
+  // A config whose LM head costs exactly 2.5 layers at T = 1 (attention is
+  // 6 q T (T+1) = 12 q per layer): layer = 6 W + 12 q, head = 6 V h.
+  LlamaConfig c = LlamaPreset("tiny");  // hidden 32, q = 32, kv = 16, intermediate 64
+  c.num_hidden_layers = 12;
+  const double layer = LayerTrainingFlops(c, 1);
+  CHECK(layer == 6.0 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64) + 12.0 * 32);  // 6 W + 12 q
+  c.vocab_size = static_cast<int>(2.5 * layer / (6.0 * 32));
+  REQUIRE(HeadTrainingFlops(c, 1) == 2.5 * layer);
+  // One stage a rank, 4 ranks: the head's rank takes 1 layer (3.5) and the
+  // other 11 go 4, 4, 3 to the least loaded (lowest rank on a tie).
+  CHECK(PartitionByCompute(c, {0, 1, 2, 3}, 1).ToString() == "4,4,3,1");
+  // The V on 3 ranks (stages r and 5-r on rank r): rank 0 holds the head.
+  // Ranks start at 2 layers (rank 0 at 4.5 with the head); the 6 more go to
+  // ranks 1, 2, 1, 2, 1, 2: 2, 5, 5 layers, loads 4.5, 5, 5. Within ranks 1
+  // and 2 the earlier stage gets the odd layer: 3 and 2.
+  CHECK(PartitionByCompute(c, {0, 1, 2, 2, 1, 0}, 1).ToString() == "1,3,3,2,2,1");
+  // Where parameters balances stages, the V's middle rank gets two heavy
+  // ones; compute's largest rank is lighter.
+  const std::vector<RankId> v = {0, 1, 2, 2, 1, 0};
+  const auto largest_rank = [&](const Partition& p) {
+    const std::vector<double> f = RankTrainingFlops(c, p, v, 3, 1, 1);
+    return *std::max_element(f.begin(), f.end());
+  };
+  CHECK(largest_rank(PartitionByCompute(c, v, 1)) == 5 * layer);
+  CHECK(largest_rank(PartitionByCompute(c, v, 1)) < largest_rank(PartitionByParameters(c, 6)));
+  // Looped (interleaved) stages add up on their rank the same way: rank 0
+  // (stages 0, 2) takes 7 layers, rank 1 5 and the head (7 against 7.5),
+  // of which the head's stage keeps 1 (4 + 1 against 1 + 3.5).
+  CHECK(PartitionByCompute(c, {0, 1, 0, 1}, 1).ToString() == "4,4,3,1");
+  // MakePartition takes it only with a placement of its stages and a length.
+  CHECK(MakePartition(c, 4, "compute", {{0, 1, 2, 3}, 1}).ToString() == "4,4,3,1");
+  CHECK_THROWS_WITH(MakePartition(c, 4, "compute"), Catch::Contains("needs the plan's placement"));
+  CHECK_THROWS_WITH(MakePartition(c, 4, "compute", {{0, 1, 0, 1, 0, 1}, 1}), Catch::Contains("needs the plan's"));
 }
 
 TEST_CASE("model config JSON: defaults, unknown fields and inconsistent shapes", "[partition]") {

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <map>
 
+#include "models/flops.h"
 #include "schedules/error.h"
+#include "schedules/generators.h"
 #include "schedules/schedule_io.h"
 #include "sim/simulator.h"
 
@@ -704,4 +706,32 @@ TEST_CASE("no plan fits: the hint gives the fewest ranks that hold the model sta
 }
 
 }  // namespace
+TEST_CASE("plan costs the compute partition, which evens out the V's ranks where parameters evens out stages",
+          "[plan]") {
+  // 12 layers and an LM head of about 2.5 layers (its embedding as many
+  // parameters, but a lookup): parameters gives stage 0 and the head's
+  // stage few layers, which in a V are both on rank 0.
+  LlamaConfig c = BalancedModel();
+  c.num_hidden_layers = 12;
+  c.vocab_size = static_cast<int>(2.5 * LayerTrainingFlops(c, kSeqLen) / (6.0 * c.hidden_size * kSeqLen));
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.ranks = 3;
+  o.global_batch = 12;
+  o.schedules = {"v-half"};
+  const PlanSearchResult r = SearchPlans(o);
+  std::map<std::string, TimeNs> best;  // by partition method, over M
+  for (const PlanCandidate& p : r.fitting) {
+    if (!best.count(p.partition_method) || p.step_time < best[p.partition_method]) {
+      best[p.partition_method] = p.step_time;
+    }
+    if (p.partition_method == "compute") {
+      CHECK(p.partition.ToString() == PartitionByCompute(c, VPlacement(3), kSeqLen).ToString());
+    }
+  }
+  REQUIRE(best.count("compute"));
+  REQUIRE(best.count("parameters"));
+  CHECK(best["compute"] < best["parameters"]);
+  CHECK(r.fitting.front().partition_method == "compute");
+}
+
 }  // namespace pplab::cli

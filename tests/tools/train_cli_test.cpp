@@ -11,8 +11,10 @@
 #include <string>
 #include <thread>
 
+#include "models/partition.h"
 #include "runtime/train/shard_file.h"
 #include "schedules/file_io.h"
+#include "schedules/generators.h"
 #include "schedules/schedule_io.h"
 #include "tests/run_pplab.h"
 #include "traces/chrome_trace.h"
@@ -133,6 +135,19 @@ TEST_CASE(
     CHECK(e.compared == 8 * 9 + 3);  // small: embedding, 8 layers x 9, norm, head
     CHECK(e.max_rel <= 1e-5);
   }
+}
+
+TEST_CASE("a compute partition takes the plan's placement and --seq-len, and is refused for two copies", "[train]") {
+  // The small preset (8 layers) in a V on 2 ranks: the layers the workers
+  // use, reported in --json, are the ones PartitionByCompute gives.
+  const PplabRun r = Train("--model small -s v-half -k 2 --steps 1 --partition compute --json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  CHECK(j["partition"] == PartitionByCompute(LlamaPreset("small"), VPlacement(2), 32).ToString());
+  const PplabRun dual = Train("-s dualpipe -k 2 --steps 1 --partition compute");
+  CHECK(dual.code == 2);
+  CHECK_THAT(dual.out, Catch::Contains("--partition compute: needs the plan's placement of one copy of the model"));
 }
 
 TEST_CASE("gradients clipped by the global norm across processes equal single-process clipping", "[train]") {

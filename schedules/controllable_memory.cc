@@ -71,8 +71,8 @@ Schedule FromBlock(const std::string& name, int K, int M, Block (*block)(int, in
   if (M < 1) throw Error(name + ": --microbatches must be >= 1, got " + std::to_string(M));
   const std::vector<RankId> placement = VPlacement(K);
   const int S = 2 * K;
-  // The block's slots for every F and I; the horizon leaves room for the W
-  // passes after the last I.
+  // The block's slots for every F and I, all below the horizon (the W
+  // passes are placed after, without it).
   std::vector<Slotted> passes;
   passes.reserve(static_cast<size_t>(4) * K * M);
   int horizon = 0;
@@ -87,7 +87,6 @@ Schedule FromBlock(const std::string& name, int K, int M, Block (*block)(int, in
       horizon = std::max(horizon, base + b.i_first + 1);
     }
   }
-  horizon += 2 * M + 1;
   // occupant[r][t]: whether rank r runs something at slot t; held[r][t]: the
   // stage microbatches rank r holds during slot t (an F's from its slot on,
   // an I's up to and including its slot).

@@ -40,6 +40,13 @@ struct Planned {
   bool abandoned = false;  // stopped once it could no longer end before the bound or fit
 };
 
+// What lets ListSchedule give up on an order part-way (see there).
+struct Cutoff {
+  TimeNs bound = kUnknown;        // the best costed makespan so far
+  std::vector<TimeNs> work;       // with a bound: each rank's F, I and W time in all
+  std::vector<Bytes> byte_limit;  // 1 or K values; empty: none
+};
+
 // One rank per stage (v = 1). Event-driven: a rank is reconsidered when it
 // becomes free and when an input it may wait for gets a known arrival time.
 //
@@ -55,8 +62,9 @@ struct Planned {
 // and more (messages, weight casts; with one stage a rank an F's activations
 // are never less than activation_bytes), so an order abandoned here would
 // not fit there either.
-Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy, TimeNs bound = kUnknown,
-                     const std::vector<Bytes>& byte_limit = {}) {
+Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy, const Cutoff& cutoff = {}) {
+  const TimeNs bound = cutoff.bound;
+  const std::vector<Bytes>& byte_limit = cutoff.byte_limit;
   Planned out;
   Schedule& s = out.schedule;
   s.name = "zb-auto";
@@ -73,15 +81,10 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy,
   std::vector<int> inflight(K, 0);
   std::vector<std::deque<MicrobatchId>> owed(K);
   std::vector<TimeNs> free_at(K, 0);
-  std::vector<TimeNs> left(K, 0);  // compute time still to run on each rank
-  std::vector<Bytes> held(K, 0);   // activations and stashes, as the simulator counts them (a lower bound)
-  if (bound != kUnknown) {
-    for (RankId r = 0; r < K; ++r) {
-      for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
-        for (MicrobatchId m = 0; m < M; ++m) left[r] += costs.ComputeTime({kind, r, m});
-      }
-    }
-  }
+  // Compute time still to run on each rank (with a bound), and the
+  // activations and stashes held, as the simulator counts them (a lower bound).
+  std::vector<TimeNs> left = bound != kUnknown ? cutoff.work : std::vector<TimeNs>(K, 0);
+  std::vector<Bytes> held(K, 0);
   using Wake = std::pair<TimeNs, RankId>;
   std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> wakes;
   for (RankId r = 0; r < K; ++r) wakes.push({0, r});
@@ -298,14 +301,23 @@ Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, c
   // An order predicted to take at least the best costed time so far is
   // never costed (below), nor one sure to exceed the byte limit, so its
   // list schedule may stop there.
-  const TimeNs bound = limits.prune ? best_time : kUnknown;
-  const std::vector<Bytes> no_limit;
+  Cutoff cutoff;
+  if (limits.prune) {
+    cutoff.bound = best_time;
+    cutoff.byte_limit = limits.activation_limit;
+    cutoff.work.assign(K, 0);
+    for (RankId r = 0; r < K; ++r) {
+      for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
+        for (MicrobatchId m = 0; m < M; ++m) cutoff.work[r] += costs.ComputeTime({kind, r, m});
+      }
+    }
+  }
   for (size_t i = 0; i < policies.size(); ++i) {
     const Policy& p = policies[i];
     if (limits.inflight_limit > 0 && *std::max_element(p.inflight.begin(), p.inflight.end()) > limits.inflight_limit) {
       continue;  // would be refused after costing
     }
-    const Planned c = ListSchedule(K, M, costs, p, bound, limits.prune ? limits.activation_limit : no_limit);
+    const Planned c = ListSchedule(K, M, costs, p, cutoff);
     if (!c.abandoned && seen.insert(Fingerprint(c.schedule)).second) ranked.push_back({c.predicted, i});
   }
   std::stable_sort(ranked.begin(), ranked.end(),

@@ -210,11 +210,12 @@ int RunGenerate(const GenerateOptions& o) {
   // before it), then split off what the prompt decodes to. A chat's answer
   // is decoded alone: its prompt holds the layout's special tokens.
   const std::vector<int32_t> fresh(ids.begin() + prompt_size, ids.end());
-  const std::string prompt_text = tokenizer.Decode(std::vector<int32_t>(ids.begin(), ids.begin() + prompt_size));
-  const std::string all_text = o.chat ? "" : tokenizer.Decode(ids);
-  const std::string continuation = !o.chat && all_text.compare(0, prompt_text.size(), prompt_text) == 0
-                                       ? all_text.substr(prompt_text.size())
-                                       : tokenizer.Decode(fresh);
+  std::string continuation = tokenizer.Decode(fresh);
+  if (!o.chat) {
+    const std::string prompt_text = tokenizer.Decode(std::vector<int32_t>(ids.begin(), ids.begin() + prompt_size));
+    const std::string all_text = tokenizer.Decode(ids);
+    if (all_text.compare(0, prompt_text.size(), prompt_text) == 0) continuation = all_text.substr(prompt_text.size());
+  }
   if (o.json) {
     nlohmann::json j = loaded.source;
     j["prompt"] = o.prompt;

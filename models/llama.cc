@@ -50,6 +50,65 @@ torch::nn::Linear Linear(int64_t in, int64_t out, bool bias = false) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
+// Tensor parallelism's two operators (Megatron-LM's f and g): where a split
+// region starts, the input passes as it is and its gradient is summed over
+// the group; where it ends, the partial outputs are summed and the gradient
+// passes as it is. The group travels through the autograd context in a
+// capsule.
+struct GroupHolder : torch::CustomClassHolder {
+  explicit GroupHolder(std::shared_ptr<TensorParallelComm> c) : comm(std::move(c)) {}
+  std::shared_ptr<TensorParallelComm> comm;
+};
+using GroupRef = c10::intrusive_ptr<GroupHolder>;
+
+TensorParallelComm& GroupOf(torch::autograd::AutogradContext* ctx) {
+  return *c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule())->comm;
+}
+
+// Summed over the group, in a new contiguous tensor.
+torch::Tensor SummedCopy(const torch::Tensor& x, TensorParallelComm& comm) {
+  torch::Tensor sum = x.clone(at::MemoryFormat::Contiguous);
+  comm.AllReduceSum(sum);
+  return sum;
+}
+
+struct EnterSplitRegion : torch::autograd::Function<EnterSplitRegion> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const GroupRef& group) {
+    ctx->saved_data["group"] = c10::IValue::make_capsule(group);
+    return x;
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    return {SummedCopy(grads[0], GroupOf(ctx)), torch::Tensor()};
+  }
+};
+
+struct LeaveSplitRegion : torch::autograd::Function<LeaveSplitRegion> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* /*ctx*/, const torch::Tensor& partial,
+                               const GroupRef& group) {
+    return SummedCopy(partial, *group->comm);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* /*ctx*/,
+                                               torch::autograd::tensor_list grads) {
+    return {grads[0], torch::Tensor()};
+  }
+};
+
+// A projection whose output the group sums (row-parallel): x (..., in / T)
+// -> (..., out), with its bias, held whole, added once after the sum.
+// Without a group, the plain linear layer.
+torch::Tensor RowParallel(torch::nn::Linear proj, const torch::Tensor& x, const GroupRef& group) {
+  if (!group) return proj(x);
+  torch::Tensor y = LeaveSplitRegion::apply(torch::nn::functional::linear(x, proj->weight), group);
+  return proj->bias.defined() ? y + proj->bias : y;
+}
+torch::Tensor EnterRegion(const torch::Tensor& x, const GroupRef& group) {
+  return group ? EnterSplitRegion::apply(x, group) : x;
+}
+
+// A split region's sizes on one rank of `tp`.
+int64_t Share(int64_t whole, const TensorParallel& tp) { return whole / tp.size; }
+
 // Rotary position encoding (rotate-half form): cos and sin are (T, head_dim).
 torch::Tensor RotateHalf(const torch::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
@@ -69,8 +128,14 @@ struct KvSlot {
 };
 
 struct AttentionImpl : torch::nn::Module {
-  AttentionImpl(const LlamaConfig& c, bool sdpa)
-      : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.HeadDim()), sdpa(sdpa) {
+  // With a group, this rank's heads and key/value heads of `tp`
+  // (models/tensor_parallel.h).
+  AttentionImpl(const LlamaConfig& c, bool sdpa, const TensorParallel& tp = {}, GroupRef group = {})
+      : heads(Share(c.num_attention_heads, tp)),
+        kv_heads(Share(c.num_key_value_heads, tp)),
+        head_dim(c.HeadDim()),
+        sdpa(sdpa),
+        group(std::move(group)) {
     q_proj = register_module("q_proj", Linear(c.hidden_size, heads * head_dim, c.QkvBias()));
     k_proj = register_module("k_proj", Linear(c.hidden_size, kv_heads * head_dim, c.QkvBias()));
     v_proj = register_module("v_proj", Linear(c.hidden_size, kv_heads * head_dim, c.QkvBias()));
@@ -84,10 +149,11 @@ struct AttentionImpl : torch::nn::Module {
   // for causal only (SDPA path) -> (B,T,C). With `cache`, the keys and
   // values of the tokens before these are in it (bias is then (B,1,T,past+T)),
   // and these tokens' are appended.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+  torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& bias, KvSlot* cache = nullptr) {
+    const torch::Tensor x = EnterRegion(input, group);
     const int64_t B = x.size(0), T = x.size(1);
-    auto q = q_proj(x).view({B, T, heads, head_dim});     // (B,T,H,hd)
+    auto q = q_proj(x).view({B, T, heads, head_dim});     // (B,T,H,hd): H this rank's heads
     auto k = k_proj(x).view({B, T, kv_heads, head_dim});  // (B,T,KV,hd)
     if (q_norm) {
       // Each head normalised on its own, in fp32 as the norm's weight is:
@@ -111,8 +177,8 @@ struct AttentionImpl : torch::nn::Module {
       cache->k = k;
       cache->v = v;
     }
-    auto out = sdpa ? Sdpa(q, k, v, bias) : Explicit(q, k, v, bias);  // (B,H,T,hd)
-    return o_proj(out.transpose(1, 2).reshape({B, T, heads * head_dim}));
+    auto out = sdpa ? Sdpa(q, k, v, bias) : Explicit(q, k, v, bias);                           // (B,H,T,hd)
+    return RowParallel(o_proj, out.transpose(1, 2).reshape({B, T, heads * head_dim}), group);  // (B,T,C)
   }
 
   // q (B,H,T,hd), k/v (B,KV,T,hd), bias (B,1,T,T) -> (B,H,T,hd). The softmax
@@ -162,29 +228,36 @@ struct AttentionImpl : torch::nn::Module {
 
   int64_t heads, kv_heads, head_dim;
   bool sdpa;
+  GroupRef group;  // null without tensor parallelism
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qk_norm only
 };
 TORCH_MODULE(Attention);
 
 struct MlpImpl : torch::nn::Module {
-  explicit MlpImpl(const LlamaConfig& c) {
-    gate_proj = register_module("gate_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
-    up_proj = register_module("up_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
-    down_proj = register_module("down_proj", Linear(c.intermediate_size, c.hidden_size, c.mlp_bias));
+  // With a group, this rank's intermediate columns of `tp`.
+  explicit MlpImpl(const LlamaConfig& c, const TensorParallel& tp = {}, GroupRef group = {}) : group(std::move(group)) {
+    const int64_t inner = Share(c.intermediate_size, tp);
+    gate_proj = register_module("gate_proj", Linear(c.hidden_size, inner, c.mlp_bias));
+    up_proj = register_module("up_proj", Linear(c.hidden_size, inner, c.mlp_bias));
+    down_proj = register_module("down_proj", Linear(inner, c.hidden_size, c.mlp_bias));
   }
-  // SwiGLU: x (B,T,C) -> (B,T,C)
-  torch::Tensor forward(const torch::Tensor& x) { return down_proj(torch::silu(gate_proj(x)) * up_proj(x)); }
+  // SwiGLU: x (B,T,C) -> (B,T,I) (I: this rank's columns) -> (B,T,C)
+  torch::Tensor forward(const torch::Tensor& input) {
+    const torch::Tensor x = EnterRegion(input, group);
+    return RowParallel(down_proj, torch::silu(gate_proj(x)) * up_proj(x), group);
+  }
+  GroupRef group;
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(Mlp);
 
 struct DecoderLayerImpl : torch::nn::Module {
-  DecoderLayerImpl(const LlamaConfig& c, bool sdpa) {
+  DecoderLayerImpl(const LlamaConfig& c, bool sdpa, const TensorParallel& tp, const GroupRef& group) {
     input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
-    self_attn = register_module("self_attn", Attention(c, sdpa));
+    self_attn = register_module("self_attn", Attention(c, sdpa, tp, group));
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
-    mlp = register_module("mlp", Mlp(c));
+    mlp = register_module("mlp", Mlp(c, tp, group));
   }
   // x (B,T,C) -> (B,T,C); `cache` as in AttentionImpl::forward.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
@@ -205,12 +278,23 @@ class LlamaStageImpl : public torch::nn::Module {
         first_(stage == 0),
         last_(stage == p.NumStages() - 1),
         sdpa_(ResolveAttention(options.attention) == AttentionKind::kSdpa),
-        padding_(options.padding) {
+        padding_(options.padding),
+        tp_(options.tensor_parallel) {
+    GroupRef group;
+    if (tp_.size > 1) {
+      if (options.tp_comm == nullptr)
+        throw Error("llama: tensor parallelism over " + std::to_string(tp_.size) + " ranks needs their group");
+      if (const std::string why = WhyNoTensorParallel(c, tp_.size); !why.empty()) {
+        throw Error("llama: cannot split the layers over " + std::to_string(tp_.size) +
+                    " tensor-parallel ranks: " + why);
+      }
+      group = c10::make_intrusive<GroupHolder>(options.tp_comm);
+    }
     if (first_) embed_tokens_ = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
     // Global layer indices as child names: "layers.7....".
     auto holder = register_module("layers", std::make_shared<torch::nn::Module>());
     for (int l = p.Begin(stage); l < p.End(stage); ++l) {
-      layers_.push_back(holder->register_module(std::to_string(l), DecoderLayer(c, sdpa_)));
+      layers_.push_back(holder->register_module(std::to_string(l), DecoderLayer(c, sdpa_, tp_, group)));
     }
     if (last_) {
       norm_ = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
@@ -237,8 +321,26 @@ class LlamaStageImpl : public torch::nn::Module {
       // A tied head starts as the embedding (its shape too: vocab x hidden).
       const bool tied_head = config_.tie_word_embeddings && name == kLmHeadWeight;
       auto gen = at::detail::createCPUGenerator(ParamSeed(seed, tied_head ? kEmbeddingWeight : name));
-      item.value().normal_(0.0, 0.02, gen);
+      // The whole model's values, drawn whole, of which this rank keeps its share.
+      at::Tensor whole = torch::empty(WholeShape(name, item.value()), item.value().options());
+      whole.normal_(0.0, 0.02, gen);
+      item.value().copy_(ShareOf(name, whole));
     }
+  }
+
+  // The shape parameter `name` (this rank's `local`) has in the whole model.
+  std::vector<int64_t> WholeShape(const std::string& name, const at::Tensor& local) const {
+    std::vector<int64_t> shape = local.sizes().vec();
+    const int dim = TensorParallelDim(TensorParallelSplit(name));
+    if (tp_.size > 1 && dim >= 0) shape[dim] *= tp_.size;
+    return shape;
+  }
+  // This rank's share of `whole`, the whole model's parameter `name`.
+  at::Tensor ShareOf(const std::string& name, const at::Tensor& whole) const {
+    const int dim = TensorParallelDim(TensorParallelSplit(name));
+    if (tp_.size == 1 || dim < 0) return whole;
+    const int64_t n = whole.size(dim) / tp_.size;
+    return whole.narrow(dim, tp_.rank * n, n);
   }
 
   // Each parameter from the published model's tensor of the same name
@@ -248,10 +350,17 @@ class LlamaStageImpl : public torch::nn::Module {
     for (auto& item : named_parameters()) {
       at::Tensor& p = item.value();
       const SafetensorsTensor& t = PretrainedTensor(files, config_, item.key());
-      if (t.shape != p.sizes().vec() || p.scalar_type() != at::kFloat || !p.is_contiguous() || !p.device().is_cpu()) {
+      const std::vector<int64_t> shape = WholeShape(item.key(), p);
+      if (t.shape != shape || p.scalar_type() != at::kFloat || !p.is_contiguous() || !p.device().is_cpu()) {
         throw Error(t.file + ": tensor '" + HuggingFaceName(item.key()) + "' does not fit parameter " + item.key());
       }
-      ReadAsFloat32(HuggingFaceName(item.key()), t, p.data_ptr<float>());
+      if (shape == p.sizes().vec()) {
+        ReadAsFloat32(HuggingFaceName(item.key()), t, p.data_ptr<float>());
+        continue;
+      }
+      at::Tensor whole = torch::empty(shape, p.options());  // then this rank's share of it
+      ReadAsFloat32(HuggingFaceName(item.key()), t, whole.data_ptr<float>());
+      p.copy_(ShareOf(item.key(), whole));
     }
   }
 
@@ -325,6 +434,7 @@ class LlamaStageImpl : public torch::nn::Module {
   LlamaConfig config_;
   bool first_, last_;
   bool sdpa_, padding_;
+  TensorParallel tp_;
   torch::nn::Embedding embed_tokens_{nullptr};
   std::vector<DecoderLayer> layers_;
   RMSNorm norm_{nullptr};

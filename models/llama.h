@@ -25,7 +25,9 @@
 
 #include "models/llama_config.h"
 #include "models/partition.h"
+#include "models/tensor_parallel.h"
 #include "runtime/exec/stage.h"
+#include "runtime/exec/tensor_parallel_comm.h"
 
 namespace pplab {
 
@@ -49,6 +51,13 @@ struct LlamaOptions {
   // config with CheckPretrained: each stage copies its parameters from them
   // instead of the seed's values. None: the seed's.
   std::shared_ptr<const WeightFiles> weights;
+  // Tensor parallelism (models/tensor_parallel.h): this rank's place in its
+  // group, and the group's all-reduce (required when tensor_parallel.size >
+  // 1). Each rank builds its share of every split parameter, whose values
+  // are the whole model's cut as the layout says, so the group computes
+  // what one rank would.
+  TensorParallel tensor_parallel;
+  std::shared_ptr<TensorParallelComm> tp_comm;
 };
 
 // Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).

@@ -27,6 +27,7 @@
 #include "runtime/train/batches.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/launcher.h"
+#include "runtime/train/tensor_parallel_step.h"
 #include "runtime/train/threads.h"
 #include "runtime/train/trainer.h"
 #include "runtime/train/worker_setup.h"
@@ -61,15 +62,23 @@ void AddHooks(const TrainOptions& o, const Schedule& schedule, const Worker& wor
     }
   }
   if (!o.dump_grads_dir.empty() && worker.replica == 0) {  // replicas hold the same gradients
-    options.after_last_step = [&o, &schedule](const std::map<StageId, Stage*>& stages) {
+    // With tensor parallelism the group puts each split gradient together
+    // and its rank 0 writes the whole model's.
+    const TensorMap whole =
+        worker.tp_group != nullptr ? GatherShares(*worker.tp_group, options.tp_split_dim, CommTimeout(o)) : TensorMap();
+    const bool writes = worker.tp_rank == 0;
+    options.after_last_step = [&o, &schedule, whole, writes](const std::map<StageId, Stage*>& stages) {
       for (const auto& [s, stage] : stages) {
         if (schedule.PipelineOf(s) != 0) continue;  // the other copies hold the same gradients
         for (auto& [name, p] : stage->NamedParameters()) {
+          // A clone: the gradient is a view into its stage's flat buffer,
+          // which torch::save would write whole.
+          at::Tensor grad = p.grad().defined() ? p.grad().clone() : torch::zeros_like(p);
+          if (whole) grad = whole(name, grad);
+          if (!writes) continue;
           const std::string path = o.dump_grads_dir + "/" + name + ".pt";
           try {
-            // A clone: the gradient is a view into its stage's flat buffer,
-            // which torch::save would write whole.
-            torch::save(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p), path);
+            torch::save(grad, path);
           } catch (const std::exception& e) {
             throw Error("--dump-grads: cannot write " + path);
           }
@@ -109,6 +118,8 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
   llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
   if (!o.init_from.empty()) llama.weights = std::make_shared<const WeightFiles>(WeightFiles::Open(o.init_from));
+  llama.tensor_parallel = {worker.tp_size, worker.tp_rank};
+  llama.tp_comm = worker.tp_comm;
   const StepFlops flops = FlopsOf(o, config, partition, schedule, device, PrecisionName(worker.precision));
   TrainerOptions options = TrainerOptionsOf(o, worker);
   options.recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
@@ -273,6 +284,9 @@ int RunTrain(const TrainOptions& given) {
   const Schedule schedule = LoadPlan(o);
   CheckPlanFlags(o, schedule);
   ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
+  if (const std::string why = WhyNoTensorParallel(config, o.tp); !why.empty()) {
+    throw Error("--tp " + std::to_string(o.tp) + ": the model's " + why);
+  }
   if (o.shard_optimizer && o.dp < 2) {
     throw Error("--shard-optimizer shards the AdamW moments over the data-parallel replicas: it needs --dp 2 or more");
   }
@@ -283,7 +297,7 @@ int RunTrain(const TrainOptions& given) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(config.max_position_embeddings));
   }
-  const int nproc = o.nproc > 0 ? o.nproc : o.dp * schedule.ranks;
+  const int nproc = o.nproc > 0 ? o.nproc : o.dp * o.tp * schedule.ranks;
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
   if (!o.oversubscribe) {
@@ -355,7 +369,12 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
   sub->add_option("--schedule,-s", o->schedule, "schedule generator")->capture_default_str();
   sub->add_option("--plan", o->plan_file, "a plan file from `pplab export` instead of --schedule");
   sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K")->check(CLI::Range(1, 4096))->capture_default_str();
-  sub->add_option("--dp", o->dp, "data-parallel replicas D of the pipeline (world = D x K processes)")
+  sub->add_option("--tp", o->tp,
+                  "tensor-parallel ranks T per pipeline rank: each splits the layers' attention heads and MLP "
+                  "columns with T - 1 others (Megatron-LM's layout; world = D x T x K processes)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  sub->add_option("--dp", o->dp, "data-parallel replicas D of the pipeline (world = D x T x K processes)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   sub->add_option("--microbatches,-m", o->microbatches, "microbatches M per step")

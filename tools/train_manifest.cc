@@ -27,8 +27,7 @@ void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, con
   for (const auto& [key, value] : must_match.items()) {
     if (!found.contains(key) || found[key] != value) {
       throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
-                  (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " +
-                  value.dump());
+                  (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " + value.dump());
     }
   }
 }
@@ -70,6 +69,7 @@ nlohmann::json RunManifest(const TrainOptions& o, const nlohmann::json& must_mat
   manifest["schedule"] = schedule.name;
   manifest["ranks"] = schedule.ranks;
   manifest["dp"] = o.dp;
+  manifest["tp"] = o.tp;  // not a field to match: checkpoints hold whole tensors
   manifest["partition"] = partition.ToString();
   // Not a field a resume must match: weights and AdamW state are fp32 in
   // both precisions, so a checkpoint continues in either (the launcher says so).

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "models/tensor_parallel.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/train/model_copies.h"
@@ -23,6 +24,7 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   WorkerOptions w;
   w.pipeline_ranks = pipeline_ranks;
   w.dp = o.dp;
+  w.tp = o.tp;
   w.device = o.device;
   w.backend = o.backend;
   w.precision = o.precision;
@@ -41,6 +43,13 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker) {
   options.dp_group = worker.dp_group.get();
   options.clock = worker.clock.get();
   options.dp_size = o.dp;
+  options.tp_group = worker.tp_group.get();
+  options.tp_size = worker.tp_size;
+  options.tp_rank = worker.tp_rank;
+  options.tp_split_dim = [](const std::string& name) { return TensorParallelDim(TensorParallelSplit(name)); };
+  options.tp_partial_gradient = [](const std::string& name) {
+    return TensorParallelSplit(name) == TensorSplit::kPartialGradient;
+  };
   options.checkpoint_dir = o.checkpoint_dir;
   options.checkpoint_every = o.checkpoint_every;
   options.resume = o.resume;

@@ -23,6 +23,7 @@ struct TrainOptions {
   std::string plan_file;
   int ranks = 2;
   int dp = 1;
+  int tp = 1;  // tensor-parallel ranks T per pipeline rank (world = D x T x K)
   int microbatches = 8;
   int virtual_stages = 0;
   std::string model = "small";

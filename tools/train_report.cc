@@ -31,15 +31,18 @@ StepFlops FlopsOf(const TrainOptions& o, const LlamaConfig& config, const Partit
                   const Schedule& schedule, const c10::Device& device, const std::string& precision) {
   StepFlops f;
   // Stage s runs model part ModelStage(s) on the microbatches of its
-  // pipeline (all of them, or half in each of dualpipe's two copies).
+  // pipeline (all of them, or half in each of dualpipe's two copies). With
+  // tensor parallelism each of the T ranks of a group runs 1 / T of it
+  // (the whole embedding, norms and head they each run are not model FLOPs
+  // twice).
   f.per_rank.assign(schedule.ranks, 0.0);
   const double sequences = static_cast<double>(o.batch_size / o.dp);
   for (StageId s = 0; s < schedule.stages; ++s) {
     const double share = static_cast<double>(schedule.MicrobatchesThrough(s)) / schedule.microbatches;
     f.per_rank[schedule.placement[s]] +=
-        sequences * share * StageTrainingFlops(config, partition, schedule.ModelStage(s), o.seq_len);
+        sequences * share * StageTrainingFlops(config, partition, schedule.ModelStage(s), o.seq_len) / o.tp;
   }
-  for (double x : f.per_rank) f.world += x * o.dp;
+  for (double x : f.per_rank) f.world += x * o.dp * o.tp;
   f.peak =
       ResolvePeak(DeviceName(device), precision == "fp32" ? Fp32MatmulPrecision(device) : precision, o.peak_tflops);
   return f;
@@ -121,6 +124,7 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     nlohmann::json out = {{"schedule", schedule.name},
                           {"ranks", schedule.ranks},
                           {"dp", o.dp},
+                          {"tp", o.tp},
                           {"microbatches", schedule.microbatches},
                           {"steps", o.steps},
                           {"model", o.model},

@@ -46,6 +46,17 @@ double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::millis
   return HostCopy(t[0], timeout, Who(group, "all-reduce"))[0].item<double>();
 }
 
+at::Tensor AllGatherAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
+                          std::chrono::milliseconds timeout) {
+  std::vector<int64_t> shape = tensor.sizes().vec();
+  const int64_t n = shape.at(dim);
+  shape[dim] *= GroupSize(group);
+  at::Tensor whole = torch::zeros(shape, tensor.options().device(group.device));
+  whole.narrow(dim, GroupRank(group) * n, n).copy_(tensor);
+  AllReduceSumInPlace(group, whole, timeout);
+  return whole.to(tensor.device());
+}
+
 struct PendingCollective {
   std::vector<at::Tensor> tensors;  // kept alive until the work completes
   c10::intrusive_ptr<c10d::Work> work;
@@ -93,8 +104,7 @@ void HostBarrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {
 
 std::vector<std::vector<int64_t>> GatherToRank0(ProcessGroupHandle& group, const std::vector<int64_t>& mine,
                                                 std::chrono::milliseconds timeout) {
-  const std::vector<std::vector<int64_t>> lengths =
-      AllGatherWords(group, {static_cast<int64_t>(mine.size())}, timeout);
+  const std::vector<std::vector<int64_t>> lengths = AllGatherWords(group, {static_cast<int64_t>(mine.size())}, timeout);
   int64_t longest = 0;
   for (const auto& n : lengths) longest = std::max(longest, n.at(0));
   std::vector<int64_t> padded = mine;

@@ -19,6 +19,14 @@ double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::millis
 // Sums `tensor` in place over all ranks of `group`.
 void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout);
 
+// Every rank's `tensor` (all of one shape), put side by side along
+// dimension `dim` in rank order, on every rank, on `tensor`'s device. Through
+// one all-reduce of the whole (each rank's place filled, the rest zeros,
+// which sums exactly), so that on NCCL it needs no communicator of its own;
+// for checkpoints and tests, not the hot path.
+at::Tensor AllGatherAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
+                          std::chrono::milliseconds timeout);
+
 // An all-reduce started and not yet waited for (collectives.cc).
 struct PendingCollective;
 // Starts summing `tensor` in place over all ranks and returns at once: Gloo

@@ -59,13 +59,15 @@ std::string IdentityHash(const std::string& run_id, int64_t step, const std::str
 
 void WriteShard(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id, AdamW& optimizer,
                 const std::set<std::string>& only) {
-  std::error_code ec;
-  fs::create_directories(tmp_dir, ec);
-  if (ec) throw Error("checkpoint: cannot create " + tmp_dir + ": " + ec.message());
+  WriteShardTensors(tmp_dir, rank, step, id, ShardTensors(optimizer, only, nullptr));
+}
+
+NamedTensors ShardTensors(AdamW& optimizer, const std::set<std::string>& only, const TensorMap& whole) {
+  auto out = [&whole](const std::string& name, const at::Tensor& t) { return whole ? whole(name, t) : t; };
   NamedTensors tensors;
   for (const auto& [name, p] : optimizer.Params()) {
     if (!only.empty() && only.count(name) == 0) continue;
-    tensors.emplace_back(name, p.detach());
+    tensors.emplace_back(name, out(name, p.detach()));
     const auto it = optimizer.State().find(name);
     if (it == optimizer.State().end()) continue;
     if (!it->second.exp_avg.defined() || !it->second.exp_avg_sq.defined()) {
@@ -74,10 +76,18 @@ void WriteShard(const std::string& tmp_dir, RankId rank, int step, const Checkpo
       // would lose the optimizer state.
       throw Error("checkpoint: the optimizer state of " + name + " was not gathered from its shards");
     }
-    tensors.emplace_back(name + kExpAvg, it->second.exp_avg);
-    tensors.emplace_back(name + kExpAvgSq, it->second.exp_avg_sq);
+    tensors.emplace_back(name + kExpAvg, out(name, it->second.exp_avg));
+    tensors.emplace_back(name + kExpAvgSq, out(name, it->second.exp_avg_sq));
     tensors.emplace_back(name + kStep, torch::full({1}, it->second.step, torch::kLong));
   }
+  return tensors;
+}
+
+void WriteShardTensors(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id,
+                       const NamedTensors& tensors) {
+  std::error_code ec;
+  fs::create_directories(tmp_dir, ec);
+  if (ec) throw Error("checkpoint: cannot create " + tmp_dir + ": " + ec.message());
   const ShardIdentity shard{id.run_id, step, rank, IdentityHash(id.run_id, step, id.manifest_json)};
   WriteBinaryFile((fs::path(tmp_dir) / ShardName(rank)).string(), EncodeShard(shard, tensors));
 }
@@ -313,23 +323,36 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
 
 int CheckpointStep(const std::string& manifest_json) { return json::parse(manifest_json).at("step").get<int>(); }
 
-void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer) {
+void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer,
+                    const TensorMap& share) {
   // Any shard may hold any parameter (another partition wrote it): read all.
   std::map<std::string, at::Tensor> all = ReadAllShards(path, json::parse(manifest_json));
   torch::NoGradGuard no_grad;
+  // This rank's part of a stored tensor; its shape is checked after the cut,
+  // so a tensor whose whole cannot be cut evenly is refused too.
+  auto mine = [&](const std::string& name, const at::Tensor& t) -> at::Tensor {
+    if (!share) return t;
+    try {
+      return share(name, t);
+    } catch (const std::exception&) {
+      throw Error(path + ": parameter " + name + " has another shape");
+    }
+  };
   for (auto& [name, p] : optimizer.Params()) {
     const auto it = all.find(name);
     if (it == all.end()) throw Error(path + ": the checkpoint has no parameter " + name);
-    if (it->second.sizes() != p.sizes()) throw Error(path + ": parameter " + name + " has another shape");
-    p.copy_(it->second);
+    const at::Tensor value = mine(name, it->second);
+    if (value.sizes() != p.sizes()) throw Error(path + ": parameter " + name + " has another shape");
+    p.copy_(value);
     if (all.count(name + kExpAvg) == 0) continue;
-    if (all.count(name + kExpAvgSq) == 0 || all.count(name + kStep) == 0 || all[name + kExpAvg].sizes() != p.sizes() ||
-        all[name + kExpAvgSq].sizes() != p.sizes() || all[name + kStep].numel() != 1) {
+    if (all.count(name + kExpAvgSq) == 0 || all.count(name + kStep) == 0 ||
+        all[name + kExpAvg].sizes() != it->second.sizes() || all[name + kExpAvgSq].sizes() != it->second.sizes() ||
+        all[name + kStep].numel() != 1) {
       throw Error(path + ": the optimizer state of " + name + " is incomplete or has another shape");
     }
     AdamWState& s = optimizer.State()[name];
-    s.exp_avg = all[name + kExpAvg].to(p.device()).clone();
-    s.exp_avg_sq = all[name + kExpAvgSq].to(p.device()).clone();
+    s.exp_avg = mine(name, all[name + kExpAvg]).to(p.device()).clone();
+    s.exp_avg_sq = mine(name, all[name + kExpAvgSq]).to(p.device()).clone();
     s.step = all[name + kStep].item<int64_t>();
   }
 }

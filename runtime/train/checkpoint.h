@@ -16,6 +16,7 @@
 // when their checksums are right.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,11 +35,25 @@ struct CheckpointIdentity {
 // FNV-1a 64 (hex) of the run id, the step and `fields` (a JSON object).
 std::string IdentityHash(const std::string& run_id, int64_t step, const std::string& fields_json);
 
+// A tensor as the checkpoint holds it, from this rank's tensor `t` of
+// parameter `name` (its value or a moment), or the way back. Checkpoints
+// hold the whole model: under tensor parallelism (models/tensor_parallel.h)
+// a rank holds a share of some parameters, gathered from its group on the
+// way out (every rank of the group makes the same calls in the same order)
+// and cut again on the way in.
+using TensorMap = std::function<at::Tensor(const std::string& name, const at::Tensor& t)>;
+
 // Writes this rank's shard (parameters and optimizer state of `optimizer`,
 // only those named in `only` when it is given) of step `step` into
 // `tmp_dir`, creating it if needed.
 void WriteShard(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id, AdamW& optimizer,
                 const std::set<std::string>& only = {});
+// What WriteShard writes, each tensor through `whole` (null: as it is).
+std::vector<std::pair<std::string, at::Tensor>> ShardTensors(AdamW& optimizer, const std::set<std::string>& only,
+                                                             const TensorMap& whole);
+// Writes `tensors` (ShardTensors) as rank `rank`'s shard.
+void WriteShardTensors(const std::string& tmp_dir, RankId rank, int step, const CheckpointIdentity& id,
+                       const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
 // Rank 0, once every rank's shard is in `tmp_dir`: writes the manifest (the
 // identity fields, `extra_json`'s fields, the step, the run id and per-file
@@ -82,9 +97,11 @@ std::string VerifyCheckpoint(const std::string& path);
 
 // Loads every parameter of `optimizer` (and its AdamW state) by name from
 // the shards of the checkpoint at `path`, whose manifest VerifyCheckpoint()
-// returned. Throws pplab::Error naming a shard of another run or step, a
-// parameter the checkpoint lacks or whose shape differs.
-void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer);
+// returned, each tensor through `share` (null: as it is). Throws
+// pplab::Error naming a shard of another run or step, a parameter the
+// checkpoint lacks or whose shape differs.
+void LoadCheckpoint(const std::string& path, const std::string& manifest_json, AdamW& optimizer,
+                    const TensorMap& share = nullptr);
 
 // Writes the parameters (no optimizer state) of DIR's latest checkpoint, or
 // of the checkpoint directory `path` itself, as one file for single-process

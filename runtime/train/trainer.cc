@@ -15,6 +15,7 @@
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/model_copies.h"
 #include "runtime/train/step_work.h"
+#include "runtime/train/tensor_parallel_step.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/lowering.h"
@@ -231,7 +232,17 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       sharded ? OptimizerShard{GroupRank(*options.dp_group), options.dp_size} : OptimizerShard{};
   AdamW optimizer(named, AdamWConfig{}, buffers, shard);
   const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
-  const bool writes_shards = world_rank < schedule.ranks;  // replica 0; the others hold the same values
+  // Tensor parallelism: the group's rank 0 counts what every rank of the
+  // group holds alike (the loss, the whole parameters' gradients).
+  const bool split = options.tp_group != nullptr && options.tp_size > 1;
+  if (split && (!options.tp_split_dim || !options.tp_partial_gradient)) {
+    throw Error("train: tensor parallelism needs the parameters' layout");
+  }
+  const bool counts = !split || options.tp_rank == 0;
+  // Replica 0's pipelines (world ranks 0..T K-1) gather the checkpoint's
+  // tensors; its first (0..K-1) writes them. The others hold the same values.
+  const bool gathers_shards = world_rank < schedule.ranks * (split ? options.tp_size : 1);
+  const bool writes_shards = world_rank < schedule.ranks;
   int first_step = 0;
   double load_ms = 0;
   // Checkpoints this run may prune, oldest first.
@@ -251,7 +262,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
         throw Error("--steps " + std::to_string(options.steps) + " is below the step of the checkpoint to resume (" +
                     latest + ", step " + std::to_string(first_step) + "): pass --steps above it to continue");
       }
-      LoadCheckpoint(latest, manifest, optimizer);
+      LoadCheckpoint(latest, manifest, optimizer,
+                     split ? CutShare(options.tp_rank, options.tp_size, options.tp_split_dim) : nullptr);
       optimizer.KeepShares();  // sharded: the whole moments loaded, down to this replica's share
       published.push_back(latest);
       load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -307,6 +319,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       const StepResult r = evaluator.RunStep(b.microbatches, b.loss_scale, origin);
       for (const auto& [m, l] : r.losses) sum += l;
     }
+    if (!counts) sum = 0;
     if (group != nullptr) sum = AllReduceSum(*group, sum, options.comm_timeout);
     return batches.empty() ? -1.0 : sum / static_cast<double>(batches.size());
   };
@@ -343,17 +356,33 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       SumTiedGradients(schedule, rank, stages, transport, options.comm_timeout, options.tied_parameters.first,
                        options.tied_parameters.second);
     }
+    // Whole weights inside a split region (qk_norm's) get the group's sum.
+    if (split) SumPartialGradients(named, options.tp_partial_gradient, *options.tp_group, options.comm_timeout);
     // The step's one host read: this rank's loss, compute time and squared
     // gradient norm (the first copy's parameters, so each counts once),
     // summed over the world in one all-reduce. Clipping by that global norm
     // equals single-process clipping (per-stage norms would not).
-    const at::Tensor loss_sum = result.loss_sum.defined()
+    const at::Tensor loss_sum = result.loss_sum.defined() && counts
                                     ? result.loss_sum.to(device)
                                     : torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
     at::Tensor squares = GradSquares(gradients(true));
     if (tied) squares = squares - TiedCopySquares(schedule, params_of, options.tied_parameters.second);
-    at::Tensor sums = torch::stack(
-        {loss_sum, torch::full({}, busy, torch::dtype(torch::kFloat64).device(device)), squares.to(device)});
+    if (!counts) {
+      // The whole parameters' gradients are the group's rank 0's too; the
+      // first copy's only, as above (a tied head is a whole parameter, so
+      // it is already out of the count).
+      std::vector<std::pair<std::string, at::Tensor>> first_copy;
+      for (const auto& [s, params] : params_of) {
+        if (schedule.PipelineOf(s) != 0) continue;
+        for (const auto& [name, p] : params) {
+          if (!(tied && name == options.tied_parameters.second)) first_copy.emplace_back(name, p);
+        }
+      }
+      squares = squares - WholeGradSquares(first_copy, options.tp_split_dim).to(squares.device());
+    }
+    at::Tensor sums =
+        torch::stack({loss_sum, torch::full({}, counts ? busy : 0.0, torch::dtype(torch::kFloat64).device(device)),
+                      squares.to(device)});
     if (group != nullptr) {
       sums = sums.to(GroupDevice(*group));
       AllReduceSumInPlace(*group, sums, options.comm_timeout);
@@ -408,7 +437,12 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
       // Every replica takes part; the first writes the whole moments.
       if (sharded) GatherMoments(optimizer, *options.dp_group, options.comm_timeout);
-      if (writes_shards) WriteShard(tmp, rank, done, identity, optimizer, first_copy_names);
+      if (gathers_shards) {
+        const auto tensors =
+            ShardTensors(optimizer, first_copy_names,
+                         split ? GatherShares(*options.tp_group, options.tp_split_dim, options.comm_timeout) : nullptr);
+        if (writes_shards) WriteShardTensors(tmp, rank, done, identity, tensors);
+      }
       if (sharded) optimizer.KeepShares();                          // the whole moments, gathered for the save, go
       if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
       if (world_rank == 0) {

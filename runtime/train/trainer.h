@@ -53,6 +53,19 @@ struct TrainerOptions {
   // step each stage's gradients are summed over its replicas.
   ProcessGroupHandle* dp_group = nullptr;
   int dp_size = 1;
+  // Tensor parallelism (models/tensor_parallel.h): the group of the ranks
+  // holding the other shares of this rank's stages (null without), its
+  // size and this rank's place in it, and for each parameter name the
+  // dimension its share is cut along (-1: held whole) and whether its
+  // gradient is a partial sum (added over the group after the backward).
+  // The loss, the compute time and the whole parameters' squared gradients
+  // count once per group (its rank 0's); checkpoints hold whole tensors,
+  // gathered when written and cut when loaded, so they load into any T.
+  ProcessGroupHandle* tp_group = nullptr;
+  int tp_size = 1;
+  int tp_rank = 0;
+  std::function<int(const std::string&)> tp_split_dim;
+  std::function<bool(const std::string&)> tp_partial_gradient;
   // The sharded optimizer (ZeRO-1, runtime/train/adamw.h): with replicas,
   // each keeps and updates 1 / dp_size of the AdamW moments, and the
   // replicas then put the updated parameters together. Needs flat buffers.

@@ -14,9 +14,10 @@
 #include "runtime/comm/device_wait.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/comm/poll.h"
-#include "runtime/data/fnv.h"
 #include "runtime/comm/wire_cast_transport.h"
+#include "runtime/data/fnv.h"
 #include "runtime/exec/autocast.h"
+#include "runtime/exec/tensor_parallel_comm.h"
 #include "runtime/train/launcher.h"
 #include "runtime/train/threads.h"
 #include "schedules/error.h"
@@ -120,15 +121,14 @@ std::string CheckWorkerOptions(const WorkerOptions& o, int local_ranks) {
   const c10::Device device = ResolveDevice(o.device, 0, local_ranks, &shared);
   const Backend backend = ParseBackend(o.backend, device);
   ParsePrecision(o.precision);
-  if (o.pipeline_ranks < 1 || o.dp < 1) throw Error("--ranks and --dp must be at least 1");
-  if (device.is_cuda() && backend == Backend::kGloo && o.pipeline_ranks * o.dp > 1) {
+  if (o.pipeline_ranks < 1 || o.dp < 1 || o.tp < 1) throw Error("--ranks, --dp and --tp must be at least 1");
+  if (device.is_cuda() && backend == Backend::kGloo && o.pipeline_ranks * o.dp * o.tp > 1) {
     return "--backend gloo on a CUDA device: every message and gradient bucket goes through the host, with a "
            "host synchronisation each (--backend auto uses NCCL)";
   }
   if (!shared) return "";
-  const int gpus = device.is_cuda() && !c10::Device(o.device).has_index()
-                       ? static_cast<int>(torch::cuda::device_count())
-                       : 1;
+  const int gpus =
+      device.is_cuda() && !c10::Device(o.device).has_index() ? static_cast<int>(torch::cuda::device_count()) : 1;
   return std::to_string(local_ranks) + " local ranks share " + std::to_string(gpus) +
          " GPU(s) round-robin: the run checks correctness, it is not a multi-GPU speed-up";
 }
@@ -195,14 +195,18 @@ std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds ti
 Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   Worker w;
   const int K = o.pipeline_ranks;
-  if (world_size != o.dp * K) {
-    throw Error("world size " + std::to_string(world_size) + " but --dp " + std::to_string(o.dp) + " x " +
-                std::to_string(K) + " pipeline ranks = " + std::to_string(o.dp * K));
+  const int T = o.tp;
+  if (world_size != o.dp * T * K) {
+    throw Error("world size " + std::to_string(world_size) + " but --dp " + std::to_string(o.dp) + " x --tp " +
+                std::to_string(T) + " x " + std::to_string(K) + " pipeline ranks = " + std::to_string(o.dp * T * K));
   }
   UseFineTimerSlack();  // this thread polls the GPU (runtime/comm/poll.h)
   w.world_rank = world_rank;
   w.world_size = world_size;
-  w.replica = world_rank / K;
+  w.pipeline = world_rank / K;
+  w.replica = w.pipeline / T;
+  w.tp_rank = w.pipeline % T;
+  w.tp_size = T;
   w.rank = world_rank % K;
   const int local_rank = EnvInt("LOCAL_RANK", world_rank);
   const int local_ranks = EnvInt("LOCAL_WORLD_SIZE", world_size);
@@ -248,14 +252,57 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   g.timeout = o.comm_timeout;
   w.group = ConnectFromEnv(g);
   w.run_id = AgreeOnRunId(w.group.get(), o.comm_timeout);
-  w.transport = on_wire(std::make_unique<C10dTransport>(w.group, w.device, w.replica * K, DefaultWireFormat(*w.group)));
+  w.transport =
+      on_wire(std::make_unique<C10dTransport>(w.group, w.device, w.pipeline * K, DefaultWireFormat(*w.group)));
+  const std::string k = std::to_string(w.rank);
   if (o.dp > 1) {
-    // The replicas of this pipeline rank's stages.
+    // The replicas of this pipeline rank's stages (the same share of them).
     std::vector<RankId> members;
-    for (int d = 0; d < o.dp; ++d) members.push_back(d * K + w.rank);
-    w.dp_group = Subgroup(*w.group, "dp" + std::to_string(w.rank) + "/", members, o.comm_timeout);
+    for (int d = 0; d < o.dp; ++d) members.push_back((d * T + w.tp_rank) * K + w.rank);
+    w.dp_group = Subgroup(*w.group, "dp" + k + "." + std::to_string(w.tp_rank) + "/", members, o.comm_timeout);
+  }
+  if (T > 1) {
+    // The ranks that hold the other shares of this rank's stages.
+    std::vector<RankId> members;
+    for (int t = 0; t < T; ++t) members.push_back((w.replica * T + t) * K + w.rank);
+    w.tp_group = Subgroup(*w.group, "tp" + std::to_string(w.replica) + "." + k + "/", members, o.comm_timeout);
+    w.tp_comm = MakeTensorParallelComm(w.tp_group, o.comm_timeout);
   }
   return w;
+}
+
+namespace {
+
+// The model's all-reduce over a tensor-parallel group. Tensors go to the
+// group's device and back when they live elsewhere (Gloo with a CUDA
+// device), and Gloo sums a reduced-precision tensor (bf16 autocast's) in
+// fp32.
+class GroupTensorParallelComm : public TensorParallelComm {
+ public:
+  GroupTensorParallelComm(std::shared_ptr<ProcessGroupHandle> group, std::chrono::milliseconds timeout)
+      : group_(std::move(group)), timeout_(timeout) {}
+  void AllReduceSum(at::Tensor& t) override {
+    const bool widen =
+        GroupBackend(*group_) == Backend::kGloo && t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble;
+    if (!widen && t.device() == GroupDevice(*group_) && t.is_contiguous()) {
+      AllReduceSumInPlace(*group_, t, timeout_);
+      return;
+    }
+    at::Tensor moved = t.to(GroupDevice(*group_), widen ? at::kFloat : t.scalar_type()).contiguous();
+    AllReduceSumInPlace(*group_, moved, timeout_);
+    t.copy_(moved);
+  }
+
+ private:
+  std::shared_ptr<ProcessGroupHandle> group_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+std::shared_ptr<TensorParallelComm> MakeTensorParallelComm(std::shared_ptr<ProcessGroupHandle> group,
+                                                           std::chrono::milliseconds timeout) {
+  return std::make_shared<GroupTensorParallelComm>(std::move(group), timeout);
 }
 
 std::unique_ptr<Stage> WorkerStage(const Worker& worker, std::unique_ptr<Stage> stage) {

@@ -1,6 +1,6 @@
 // WorkerSetup: one rank of a run, assembled from options, the same way for
-// `pplab train` and `pplab profile`: where it sits in the D x K grid, its
-// device, its process groups (world and data-parallel) on the chosen
+// `pplab train` and `pplab profile`: where it sits in the D x T x K grid, its
+// device, its process groups (world, data- and tensor-parallel) on the chosen
 // backend, its transport and its step clock. Backend, device and precision
 // are decided here once, not in each command.
 #pragma once
@@ -21,9 +21,17 @@
 
 namespace pplab {
 
+class TensorParallelComm;
+
+// World ranks: a run holds D x T pipelines of K ranks each (D data-parallel
+// replicas, each of T tensor-parallel pipelines); pipeline p = d T + t
+// holds world ranks p K .. p K + K - 1, pipeline rank k at p K + k. So
+// pipeline 0 (world ranks 0..K-1) is replica 0's first, as without tensor
+// parallelism, and a tensor-parallel group is T ranks K apart.
 struct WorkerOptions {
   int pipeline_ranks = 1;          // K
-  int dp = 1;                      // D: world = D x K
+  int dp = 1;                      // D
+  int tp = 1;                      // T: world = D x T x K
   std::string device = "cpu";      // cpu, cuda (one GPU per local rank) or cuda:N
   std::string backend = "auto";    // auto, gloo or nccl
   std::string precision = "fp32";  // fp32 or bf16 (sim/precision.h)
@@ -66,22 +74,27 @@ struct Worker {
   int world_size = 1;
   int local_rank = 0;   // LOCAL_RANK: this process's index on its node
   int local_ranks = 1;  // LOCAL_WORLD_SIZE: processes on its node
-  int replica = 0;   // d in [0, D)
-  RankId rank = 0;   // pipeline rank in [0, K)
+  int replica = 0;      // d in [0, D)
+  int tp_rank = 0;      // t in [0, T)
+  int tp_size = 1;      // T
+  int pipeline = 0;     // p = d T + t: which of the D x T pipelines
+  RankId rank = 0;      // pipeline rank in [0, K)
   c10::Device device{c10::kCPU};
   Backend backend = Backend::kGloo;
   std::shared_ptr<ProcessGroupHandle> group;     // the world; null in a single-process run
-  std::shared_ptr<ProcessGroupHandle> dp_group;  // this pipeline rank's replicas; null when D = 1
+  std::shared_ptr<ProcessGroupHandle> dp_group;  // this pipeline rank's replicas (same t); null when D = 1
+  std::shared_ptr<ProcessGroupHandle> tp_group;  // this rank's tensor-parallel group (same d, k); null when T = 1
+  std::shared_ptr<TensorParallelComm> tp_comm;   // the model's all-reduce over tp_group; null when T = 1
   Precision precision = Precision::kFp32;
   // What floating activations and gradients travel as between ranks: float32,
   // or bfloat16 in a bf16 run (the transport casts; see WireCastTransport).
   c10::ScalarType wire_dtype = c10::ScalarType::Float;
-  std::unique_ptr<Transport> transport;          // to the other pipeline ranks of this replica
-  std::unique_ptr<StepClock> clock;              // host clock on the CPU, CUDA events on a GPU
-  std::string run_id;                            // the same on every rank (see SetUpWorker)
+  std::unique_ptr<Transport> transport;  // to the other pipeline ranks of this replica
+  std::unique_ptr<StepClock> clock;      // host clock on the CPU, CUDA events on a GPU
+  std::string run_id;                    // the same on every rank (see SetUpWorker)
 };
 
-// Sets up world rank `world_rank` of `world_size` (= D x K). With
+// Sets up world rank `world_rank` of `world_size` (= D x T x K). With
 // world_size > 1 it rendezvouses at MASTER_ADDR:MASTER_PORT; LOCAL_RANK and
 // LOCAL_WORLD_SIZE pick the device. When ranks share a GPU under NCCL and
 // NCCL_HOSTID is unset, it sets a distinct one per rank (NCCL refuses two
@@ -135,6 +148,11 @@ std::vector<int> MeasureTurns(const DeviceMap& map);
 // `stage` as this worker runs it: as it is in fp32; in bf16, under autocast
 // with its bf16 outputs returned as fp32 (MixedPrecisionStage).
 std::unique_ptr<Stage> WorkerStage(const Worker& worker, std::unique_ptr<Stage> stage);
+
+// The model's all-reduce (models/tensor_parallel.h) over `group`, every wait
+// bounded by `timeout`.
+std::shared_ptr<TensorParallelComm> MakeTensorParallelComm(std::shared_ptr<ProcessGroupHandle> group,
+                                                           std::chrono::milliseconds timeout);
 
 // The run id rank 0 proposes, checked against every rank's (see above).
 // `group` null: this process alone.

@@ -17,6 +17,7 @@
 #include "schedules/generators.h"
 #include "schedules/schedule_io.h"
 #include "tests/run_pplab.h"
+#include "tests/tools/grad_files.h"
 #include "traces/chrome_trace.h"
 #include "traces/explain.h"
 
@@ -47,27 +48,6 @@ void DumpGrads(const std::string& args, const std::string& dir) {
   const PplabRun r = Train(args + " --steps 1 --json --dump-grads " + dir);
   INFO(args << "\n" << r.out);
   REQUIRE(r.code == 0);
-}
-
-struct GradError {
-  int compared = 0;
-  double max_abs = 0, max_rel = 0;  // relative to each tensor's largest reference value
-};
-
-// Every gradient file of `ref` against the one of the same name in `dir`.
-GradError CompareGrads(const std::string& ref, const std::string& dir) {
-  GradError e;
-  for (const std::string& name : ListDirectory(ref)) {
-    at::Tensor want, got;
-    torch::load(want, ref + "/" + name);
-    torch::load(got, dir + "/" + name);
-    const double scale = std::max(want.abs().max().item<double>(), 1e-30);
-    const double abs = (got - want).abs().max().item<double>();
-    e.max_abs = std::max(e.max_abs, abs);
-    e.max_rel = std::max(e.max_rel, abs / scale);
-    ++e.compared;
-  }
-  return e;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
+#include "tests/tools/grad_files.h"
 
 namespace fs = std::filesystem;
 
@@ -46,30 +47,6 @@ nlohmann::json TrainSynthetic(const std::string& args, const std::string& shell_
 std::vector<double> Losses(const nlohmann::json& j) { return j.at("losses").get<std::vector<double>>(); }
 
 int CountLines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
-
-// How far each gradient file of `dir` is from the same one in `ref`.
-struct GradError {
-  double max_rel = 0;  // largest difference relative to the tensor's largest reference value
-  std::string worst;   // the tensor where it is
-  double l2_rel = 0;   // |all differences| / |all reference gradients|, over every tensor
-  int compared = 0;
-};
-GradError CompareGrads(const std::string& ref, const std::string& dir) {
-  GradError e;
-  double reference = 0;
-  for (const std::string& name : ListDirectory(ref)) {
-    at::Tensor want, got;
-    torch::load(want, ref + "/" + name);
-    torch::load(got, dir + "/" + name);
-    const double rel = (got - want).abs().max().item<double>() / std::max(want.abs().max().item<double>(), 1e-30);
-    if (rel > e.max_rel) e.max_rel = rel, e.worst = fs::path(name).stem().string();
-    e.l2_rel += (got - want).to(torch::kFloat64).pow(2).sum().item<double>();
-    reference += want.to(torch::kFloat64).pow(2).sum().item<double>();
-    ++e.compared;
-  }
-  e.l2_rel = std::sqrt(e.l2_rel / reference);
-  return e;
-}
 
 }  // namespace
 

@@ -3,58 +3,20 @@
 // posted with the wrong dtypes or shapes is refused with one line.
 #include "runtime/comm/c10d_transport.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <catch2/catch.hpp>
-#include <future>
 #include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "runtime/comm/c10d_group.h"
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/wire_cast_transport.h"
 #include "schedules/error.h"
+#include "tests/runtime/comm/two_ranks.h"
 
 namespace pplab {
-namespace {
-
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// Runs `body(rank, group)` on two Gloo ranks at once, connected through the
-// store at `port` (by default a free one, which rank 0 serves).
-template <typename F>
-void OnTwoRanks(F body, int port = FreeLoopbackPort()) {
-  auto run = [&](RankId rank) {
-    GroupOptions o;
-    o.port = port;
-    o.rank = rank;
-    o.world_size = 2;
-    o.timeout = std::chrono::milliseconds(20000);
-    auto group = Connect(o);
-    body(rank, group);
-  };
-  auto other = std::async(std::launch::async, run, 1);
-  run(0);
-  other.get();
-}
-
-}  // namespace
 
 TEST_CASE("both wire formats deliver a message's tensors exactly", "[comm]") {
   const at::Tensor hidden = torch::arange(24, torch::kFloat32).reshape({2, 3, 4}) / 7;      // (B,T,C)
@@ -217,7 +179,8 @@ TEST_CASE("the gather to rank 0 keeps each rank's own length, empty included", "
     OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
       const auto timeout = std::chrono::milliseconds(20000);
       const std::vector<int64_t> mine =
-          rank == 0 ? std::vector<int64_t>{7} : (rank1_empty ? std::vector<int64_t>{} : std::vector<int64_t>{1, 2, 3, -4});
+          rank == 0 ? std::vector<int64_t>{7}
+                    : (rank1_empty ? std::vector<int64_t>{} : std::vector<int64_t>{1, 2, 3, -4});
       auto g = GatherToRank0(*group, mine, timeout);
       if (rank == 0) gathered = g;
       if (rank == 1) on_rank1 = g;

@@ -1,0 +1,52 @@
+#include "models/tensor_parallel.h"
+
+namespace pplab {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+TensorSplit TensorParallelSplit(const std::string& name) {
+  if (name.rfind("layers.", 0) != 0) return TensorSplit::kWhole;  // embedding, final norm, LM head
+  for (const char* column :
+       {".self_attn.q_proj.", ".self_attn.k_proj.", ".self_attn.v_proj.", ".mlp.gate_proj.", ".mlp.up_proj."}) {
+    if (name.find(column) != std::string::npos) return TensorSplit::kRows;  // weight and bias
+  }
+  for (const char* row : {".self_attn.o_proj.weight", ".mlp.down_proj.weight"}) {
+    if (EndsWith(name, row)) return TensorSplit::kColumns;  // their biases are whole, added after the sum
+  }
+  if (EndsWith(name, ".self_attn.q_norm.weight") || EndsWith(name, ".self_attn.k_norm.weight")) {
+    return TensorSplit::kPartialGradient;
+  }
+  return TensorSplit::kWhole;
+}
+
+int TensorParallelDim(TensorSplit split) {
+  switch (split) {
+    case TensorSplit::kRows:
+      return 0;
+    case TensorSplit::kColumns:
+      return 1;
+    default:
+      return -1;
+  }
+}
+
+std::string WhyNoTensorParallel(const LlamaConfig& c, int size) {
+  if (size < 1) return "the tensor-parallel size must be at least 1";
+  auto need = [size](const char* field, int64_t value) -> std::string {
+    if (value % size == 0) return "";
+    return std::string(field) + " " + std::to_string(value) + " is not a multiple of " + std::to_string(size);
+  };
+  for (const std::string& why :
+       {need("num_attention_heads", c.num_attention_heads), need("num_key_value_heads", c.num_key_value_heads),
+        need("intermediate_size", c.intermediate_size)}) {
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+}  // namespace pplab

@@ -1,0 +1,54 @@
+// Tensor parallelism (Megatron-LM's layout, Shoeybi et al. 2019): the T
+// ranks of a tensor-parallel group split each decoder layer's attention
+// heads and MLP columns between them and sum their partial outputs twice a
+// layer. This header is the layout alone (which parameter is split along
+// which dimension) and what a config must allow; no LibTorch.
+//
+// In a layer, with input x (B,S,C) the same on every rank of the group:
+//   q/k/v_proj, gate/up_proj: column-parallel, rank t holds rows
+//     [t n, (t+1) n) of the weight (n = out / T) and of its bias: its own
+//     query heads, key/value heads and MLP columns;
+//   o_proj, down_proj: row-parallel, rank t holds columns [t n, (t+1) n)
+//     of the weight; the partial outputs are summed over the group (one
+//     all-reduce each), and the bias, held whole, is added after the sum.
+// Norm weights, the embedding and the LM head are held whole by every rank.
+// The gradient of x is summed over the group where it enters the
+// column-parallel projections, so everything outside the split regions,
+// their gradients included, is the same on every rank. The one exception
+// is a weight inside a split region that is held whole: qk_norm's q_norm
+// and k_norm, which each rank applies to its own heads. Their gradients
+// are partial sums, added over the group before the optimizer step.
+#pragma once
+
+#include <string>
+
+#include "models/llama_config.h"
+
+namespace pplab {
+
+enum class TensorSplit {
+  kWhole,            // the same on every rank
+  kRows,             // split along dimension 0 (column-parallel weights and biases)
+  kColumns,          // split along dimension 1 (row-parallel weights)
+  kPartialGradient,  // the same values on every rank, each with a part of the gradient
+};
+
+// How parameter `global_name` ("layers.3.self_attn.q_proj.weight") is held
+// under tensor parallelism.
+TensorSplit TensorParallelSplit(const std::string& global_name);
+
+// The dimension a split parameter is cut along (0 or 1), or -1 when it is
+// held whole (kWhole, kPartialGradient).
+int TensorParallelDim(TensorSplit split);
+
+// Why `config` cannot be split over `size` ranks, or "" when it can: its
+// attention heads, key/value heads and intermediate size must each be a
+// multiple of `size`.
+std::string WhyNoTensorParallel(const LlamaConfig& config, int size);
+
+struct TensorParallel {
+  int size = 1;  // T: ranks in the group; 1 is no tensor parallelism
+  int rank = 0;  // this rank's place in the group, [0, T)
+};
+
+}  // namespace pplab

@@ -1,0 +1,137 @@
+// Tensor parallelism in the Llama stage (models/tensor_parallel.h): two
+// ranks of one process (threads, Gloo over loopback) each build their share
+// of the same model; together they compute the whole model's logits, and
+// their gradients, put back together, are the whole model's.
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+
+#include "models/llama.h"
+#include "models/tensor_parallel.h"
+#include "runtime/comm/collectives.h"
+#include "runtime/train/tensor_parallel_step.h"
+#include "runtime/train/worker_setup.h"
+#include "tests/runtime/comm/two_ranks.h"
+
+namespace pplab {
+namespace {
+
+// The tiny preset (4 query heads, 2 key/value heads) with every optional
+// piece the split must handle: q/k/v, o and MLP biases, qk_norm (whole
+// weights inside a split region) and tied embeddings.
+LlamaConfig Config() {
+  LlamaConfig c = LlamaPreset("tiny");
+  c.attention_bias = true;
+  c.mlp_bias = true;
+  c.qk_norm = true;
+  c.tie_word_embeddings = true;
+  c.Check("test config");
+  return c;
+}
+
+struct Result {
+  at::Tensor logits;                        // (B,T,V)
+  std::map<std::string, at::Tensor> grads;  // every parameter's, whole
+};
+
+// Forward of `tokens` (B,T) through the whole model in one stage, then
+// backward from a fixed random gradient of the logits; with `tp`, this
+// rank's share, its gradients put together over `group`.
+Result Run(const LlamaConfig& c, const at::Tensor& tokens, const TensorParallel& tp,
+           const std::shared_ptr<ProcessGroupHandle>& group) {
+  const auto timeout = std::chrono::milliseconds(20000);
+  LlamaOptions options;
+  options.attention = AttentionKind::kExplicit;
+  options.tensor_parallel = tp;
+  if (group != nullptr) options.tp_comm = MakeTensorParallelComm(group, timeout);
+  auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, /*seed=*/5, torch::kCPU, options);
+  Result r;
+  r.logits = stage->Forward({tokens, torch::ones_like(tokens)}).at(0);
+  auto gen = at::detail::createCPUGenerator(13);
+  r.logits.backward(torch::randn(r.logits.sizes(), gen));
+  const auto params = stage->NamedParameters();
+  auto split_dim = [](const std::string& name) { return TensorParallelDim(TensorParallelSplit(name)); };
+  if (group != nullptr) {
+    SumPartialGradients(
+        params, [](const std::string& name) { return TensorParallelSplit(name) == TensorSplit::kPartialGradient; },
+        *group, timeout);
+  }
+  for (const auto& [name, p] : params) {
+    at::Tensor g = p.grad().clone();
+    if (group != nullptr && split_dim(name) >= 0) g = AllGatherAlong(*group, g, split_dim(name), timeout);
+    r.grads[name] = g;
+  }
+  r.logits = r.logits.detach();
+  return r;
+}
+
+double RelativeError(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = b.abs().max().item<double>();
+  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1);
+}
+
+}  // namespace
+
+TEST_CASE("two tensor-parallel ranks compute the whole model's logits and gradients", "[llama][tp]") {
+  const LlamaConfig c = Config();
+  auto gen = at::detail::createCPUGenerator(3);
+  const at::Tensor tokens = torch::randint(1, c.vocab_size, {3, 12}, gen, torch::kLong);  // (B,T)
+  const Result whole = Run(c, tokens, {}, nullptr);
+  Result shares[2];
+  std::map<std::string, std::vector<int64_t>> share_shapes;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    shares[rank] = Run(c, tokens, {2, static_cast<int>(rank)}, group);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    CHECK(RelativeError(shares[rank].logits, whole.logits) <= 1e-5);
+    REQUIRE(shares[rank].grads.size() == whole.grads.size());
+    double worst = 0;
+    std::string where;
+    for (const auto& [name, want] : whole.grads) {
+      const at::Tensor& got = shares[rank].grads.at(name);
+      REQUIRE(got.sizes() == want.sizes());
+      const double e = RelativeError(got, want);
+      if (e > worst) worst = e, where = name;
+    }
+    std::printf("tensor parallelism, 2 ranks: rank %d, %zu gradients, max relative error %.2e (%s)\n", rank,
+                whole.grads.size(), worst, where.c_str());
+    CHECK(worst <= 1e-5);
+  }
+}
+
+TEST_CASE("a tensor-parallel rank holds its share of each split weight, cut from the whole model's", "[llama][tp]") {
+  const LlamaConfig c = Config();
+  auto whole = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU, {});
+  std::map<std::string, at::Tensor> values;
+  for (const auto& [name, p] : whole->NamedParameters()) values[name] = p;
+  // The group is never called while building: a share is cut, not gathered.
+  struct Unused : TensorParallelComm {
+    void AllReduceSum(at::Tensor&) override { FAIL("no all-reduce while building"); }
+  };
+  for (int rank = 0; rank < 2; ++rank) {
+    LlamaOptions options;
+    options.tensor_parallel = {2, rank};
+    options.tp_comm = std::make_shared<Unused>();
+    auto share = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU, options);
+    int split = 0;
+    for (const auto& [name, p] : share->NamedParameters()) {
+      const int dim = TensorParallelDim(TensorParallelSplit(name));
+      const at::Tensor& w = values.at(name);
+      INFO(name);
+      if (dim < 0) {
+        CHECK(p.equal(w));
+        continue;
+      }
+      ++split;
+      const int64_t n = w.size(dim) / 2;
+      CHECK(p.equal(w.narrow(dim, rank * n, n)));
+    }
+    CHECK(split == 4 * 12);  // per layer: q, k, v, gate and up (weight and bias), o and down (weight)
+  }
+}
+
+}  // namespace pplab

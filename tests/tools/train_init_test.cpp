@@ -88,11 +88,12 @@ TEST_CASE("train --init-from starts every plan from the file's weights, and a re
   CHECK(WeightFiles::Open(file).Find("lm_head.weight") == nullptr);
 
   // Seed 9's data from those weights: the same losses on every plan
-  // (zb-v and dualpipe keep both halves of the tied weight on one rank).
+  // (zb-v and dualpipe keep both halves of the tied weight on one rank;
+  // with --tp each rank cuts its share of the file's tensors).
   const std::string init = Common(model) + "--steps 3 --seed 9 --init-from " + file + " ";
   const std::vector<double> reference = Losses(init + "-k 1");
   REQUIRE(reference.size() == 3);
-  for (const char* plan : {"-s 1f1b -k 2", "-s zb-v -k 2", "-s dualpipe -k 2"}) {
+  for (const char* plan : {"-s 1f1b -k 2", "-s zb-v -k 2", "-s dualpipe -k 2", "--tp 2 -k 1", "--tp 2 -s 1f1b -k 2"}) {
     INFO(plan);
     const std::vector<double> losses = Losses(init + plan);
     REQUIRE(losses.size() == reference.size());

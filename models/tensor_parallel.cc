@@ -35,6 +35,16 @@ int TensorParallelDim(TensorSplit split) {
   }
 }
 
+LlamaConfig TensorParallelShare(const LlamaConfig& c, int size) {
+  LlamaConfig share = c;
+  if (size <= 1) return share;
+  share.head_dim = c.HeadDim();
+  share.num_attention_heads = c.num_attention_heads / size;
+  share.num_key_value_heads = c.num_key_value_heads / size;
+  share.intermediate_size = c.intermediate_size / size;
+  return share;
+}
+
 std::string WhyNoTensorParallel(const LlamaConfig& c, int size) {
   if (size < 1) return "the tensor-parallel size must be at least 1";
   auto need = [size](const char* field, int64_t value) -> std::string {

@@ -46,6 +46,14 @@ int TensorParallelDim(TensorSplit split);
 // multiple of `size`.
 std::string WhyNoTensorParallel(const LlamaConfig& config, int size);
 
+// One rank's shapes of `config` split over `size` ranks: a config with
+// 1 / size of the heads, key/value heads and intermediate width (head_dim
+// kept), so that the parameter, FLOP and activation formulas of
+// models/llama_config.h and the planner give one rank's share (the norms,
+// embedding and LM head stay whole, as the rank holds them). For costing,
+// not for building a model. Assumes WhyNoTensorParallel(config, size) is "".
+LlamaConfig TensorParallelShare(const LlamaConfig& config, int size);
+
 struct TensorParallel {
   int size = 1;  // T: ranks in the group; 1 is no tensor parallelism
   int rank = 0;  // this rank's place in the group, [0, T)

@@ -2,10 +2,12 @@
 // partitions for a model on K ranks, keep what fits in memory, rank by
 // predicted step time, and write the best as a plan file for `pplab train`.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 
+#include "models/tensor_parallel.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/schedule_io.h"
@@ -23,7 +25,10 @@ struct PlanCmdOptions {
   std::string model;
   int ranks = 0;  // 0: --gpus
   int dp = 1;
-  int gpus = 0;  // search every K x D = gpus
+  int gpus = 0;           // search every K x D x T = gpus
+  std::optional<int> tp;  // T; with --gpus, none: searched
+  double tp_bandwidth_gbps = 300;
+  double tp_latency_ms = 0.02;
   double dp_bandwidth_gbps = 25;
   double dp_latency_ms = 0.01;
   // Stage-to-stage links (default: the profile's, else free).
@@ -66,6 +71,7 @@ nlohmann::json PeakMemoryParts(const PlanCandidate& c) {
 json CandidateJson(const PlanCandidate& c) {
   return {{"ranks", c.ranks},
           {"dp", c.dp},
+          {"tp", c.tp},
           {"schedule", c.schedule},
           {"microbatches", c.microbatches},
           {"virtual_stages", c.virtual_stages},
@@ -98,34 +104,52 @@ std::string TieLine(const std::vector<PlanCandidate>& ranked, size_t shown) {
   return others.empty() ? "" : "#1 ties with " + others;
 }
 
-// --gpus N: every K x D = N (K dividing N and at most the model's layers, D
-// dividing the global batch), each searched as --ranks K --dp D, merged
-// into one ranking; ties are marked on it.
-PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus) {
+// The tensor-parallel sizes --gpus searches: `given`, or 1, 2, 4, 8, ...
+// up to a node's GPUs (8 without --gpus-per-node) and N, where the model
+// splits.
+std::vector<int> TensorParallelSizes(const LlamaConfig& config, int gpus, int gpus_per_node, std::optional<int> given) {
+  if (given) return {*given};
+  std::vector<int> sizes;
+  const int most = std::min(gpus, gpus_per_node > 0 ? gpus_per_node : 8);
+  for (int T = 1; T <= most; T *= 2) {
+    if (gpus % T == 0 && WhyNoTensorParallel(config, T).empty()) sizes.push_back(T);
+  }
+  return sizes;
+}
+
+// --gpus N: every K x D x T = N (T from TensorParallelSizes, K dividing N / T
+// and at most the model's layers, D dividing the global batch), each
+// searched as --ranks K --dp D --tp T, merged into one ranking; ties are
+// marked on it.
+PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vector<int>& tps) {
   PlanSearchResult merged;
   const size_t top = search.sample_top;
   search.sample_top = 0;
   search.throw_when_none_fits = false;
   bool seen = false;
   std::string grids;
-  for (int K = 1; K <= gpus; ++K) {
-    const int D = gpus / K;
-    if (gpus % K != 0 || K > search.config.num_hidden_layers || search.global_batch % D != 0) continue;
-    search.ranks = K;
-    search.dp = D;
-    PlanSearchResult r = SearchPlans(search);
-    grids += (grids.empty() ? "" : ", ") + std::to_string(K) + "x" + std::to_string(D);
-    merged.simulated += r.simulated;
-    merged.skipped += r.skipped;
-    merged.over_memory += r.over_memory;
-    if (r.simulated > 0) {
-      merged.smallest_memory = seen ? std::min(merged.smallest_memory, r.smallest_memory) : r.smallest_memory;
-      seen = true;
+  for (int T : tps) {
+    for (int K = 1; K <= gpus / T; ++K) {
+      const int D = gpus / T / K;
+      if (gpus % (K * T) != 0 || K > search.config.num_hidden_layers || search.global_batch % D != 0) continue;
+      search.ranks = K;
+      search.dp = D;
+      search.tp = T;
+      PlanSearchResult r = SearchPlans(search);
+      grids += (grids.empty() ? "" : ", ") + std::to_string(K) + "x" + std::to_string(D) +
+               (T > 1 ? "x" + std::to_string(T) : "");
+      merged.simulated += r.simulated;
+      merged.skipped += r.skipped;
+      merged.over_memory += r.over_memory;
+      if (r.simulated > 0) {
+        merged.smallest_memory = seen ? std::min(merged.smallest_memory, r.smallest_memory) : r.smallest_memory;
+        seen = true;
+      }
+      for (PlanCandidate& c : r.fitting) merged.fitting.push_back(std::move(c));
     }
-    for (PlanCandidate& c : r.fitting) merged.fitting.push_back(std::move(c));
   }
   if (grids.empty() || merged.simulated == 0) {
-    throw Error("--gpus " + std::to_string(gpus) + ": no K x D = " + std::to_string(gpus) +
+    throw Error("--gpus " + std::to_string(gpus) + ": no K x D x T = " + std::to_string(gpus) +
                 " fits the model's layers and divides --global-batch " + std::to_string(search.global_batch));
   }
   if (merged.fitting.empty()) {
@@ -133,7 +157,7 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus) {
     // 8 + 8 / D bytes a parameter (sharded) or 16: at least 16 / N bytes a
     // parameter of the model, at K = N.
     throw Error("no plan fits in --memory-per-rank " + std::to_string(search.memory_per_rank) +
-                " bytes on any K x D of " + grids + ": the smallest peak memory per rank of " +
+                " bytes on any K x D (x T) of " + grids + ": the smallest peak memory per rank of " +
                 std::to_string(merged.simulated) + " candidates is " + std::to_string(merged.smallest_memory) +
                 " bytes" + ModelStateHint(search.config, search.memory_per_rank, 1, false, gpus, "GPUs"));
   }
@@ -150,6 +174,8 @@ int RunPlan(const PlanCmdOptions& o) {
   search.config = LoadLlamaConfig(o.model);
   search.ranks = o.ranks;
   search.dp = o.dp;
+  search.tp = o.tp.value_or(1);
+  search.tp_link = Link{MsToNs(o.tp_latency_ms), o.tp_bandwidth_gbps};
   search.global_batch = o.global_batch;
   search.memory_per_rank = ParseByteSize(o.memory_per_rank, "--memory-per-rank");
   search.schedules = o.schedules;
@@ -219,7 +245,10 @@ int RunPlan(const PlanCmdOptions& o) {
   search.gpus_per_node = o.gpus_per_node;
   search.cost_data_parallel = o.dp_bandwidth_gbps > 0;
   search.dp_link = Link{MsToNs(o.dp_latency_ms), o.dp_bandwidth_gbps};
-  const PlanSearchResult result = o.gpus > 0 ? SearchGpus(search, o.gpus) : SearchPlans(search);
+  const std::vector<int> tps =
+      o.gpus > 0 ? TensorParallelSizes(search.config, o.gpus, o.gpus_per_node, o.tp) : std::vector<int>{search.tp};
+  const bool tensor_parallel = *std::max_element(tps.begin(), tps.end()) > 1;
+  const PlanSearchResult result = o.gpus > 0 ? SearchGpus(search, o.gpus, tps) : SearchPlans(search);
   const PlanCandidate& best = result.fitting.front();
   WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best)));
   // Every flag the plan's step time and memory were costed with, so the
@@ -228,7 +257,8 @@ int RunPlan(const PlanCmdOptions& o) {
   const std::string train =
       ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " + best.partition_method +
       " --batch-size " + std::to_string(o.global_batch) + " --seq-len " + std::to_string(search.seq_len) + " --ranks " +
-      std::to_string(best.ranks) + " --dp " + std::to_string(best.dp) + (best.recompute ? " --recompute all" : "") +
+      std::to_string(best.ranks) + " --dp " + std::to_string(best.dp) +
+      (best.tp > 1 ? " --tp " + std::to_string(best.tp) : "") + (best.recompute ? " --recompute all" : "") +
       (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
       (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
                                             : std::string()) +
@@ -239,39 +269,43 @@ int RunPlan(const PlanCmdOptions& o) {
   if (o.json) {
     json rows = json::array();
     for (size_t i = 0; i < shown; ++i) rows.push_back(CandidateJson(result.fitting[i]));
-    const json j = {{"model", o.model},
-                    {"ranks", best.ranks},
-                    {"dp", best.dp},
-                    {"gpus", o.gpus > 0 ? json(o.gpus) : json(nullptr)},
-                    {"link",
-                     {{"latency_ms", NsToMs(search.link.latency)},
-                      {"bandwidth_gbps", search.link.bandwidth_gbps},
-                      {"from", link_from}}},
-                    {"gpus_per_node", o.gpus_per_node > 0 ? json(o.gpus_per_node) : json(nullptr)},
-                    {"dp_bandwidth_gbps", o.dp_bandwidth_gbps},
-                    {"dp_latency_ms", o.dp_latency_ms},
-                    {"global_batch", o.global_batch},
-                    {"seq_len", search.seq_len},
-                    {"precision", PrecisionName(search.precision)},
-                    {"shard_optimizer", o.shard_optimizer},
-                    {"memory_per_rank", search.memory_per_rank},
-                    {"costs", o.cost_file.empty() ? "analytic" : o.cost_file},
-                    {"costs_from", costs_from},
-                    {"simulated", result.simulated},
-                    {"skipped", result.skipped},
-                    {"over_memory", result.over_memory},
-                    {"fitting", result.fitting.size()},
-                    {"candidates", rows},
-                    {"best", CandidateJson(best)},
-                    {"ties", sampled ? json{{"samples", kTieSamples},
-                                            {"seed", kTieSeed},
-                                            {"rule",
-                                             "a candidate ties with the best when their sampled step "
-                                             "times' [p10, p90] overlap"},
-                                            {"best_ties_with", TieLine(result.fitting, shown)}}
-                                     : json(nullptr)},
-                    {"plan_file", o.out_path},
-                    {"train_command", train}};
+    const json j = {
+        {"model", o.model},
+        {"ranks", best.ranks},
+        {"dp", best.dp},
+        {"tp", best.tp},
+        {"gpus", o.gpus > 0 ? json(o.gpus) : json(nullptr)},
+        {"tp_link", tensor_parallel ? json{{"latency_ms", o.tp_latency_ms}, {"bandwidth_gbps", o.tp_bandwidth_gbps}}
+                                    : json(nullptr)},
+        {"link",
+         {{"latency_ms", NsToMs(search.link.latency)},
+          {"bandwidth_gbps", search.link.bandwidth_gbps},
+          {"from", link_from}}},
+        {"gpus_per_node", o.gpus_per_node > 0 ? json(o.gpus_per_node) : json(nullptr)},
+        {"dp_bandwidth_gbps", o.dp_bandwidth_gbps},
+        {"dp_latency_ms", o.dp_latency_ms},
+        {"global_batch", o.global_batch},
+        {"seq_len", search.seq_len},
+        {"precision", PrecisionName(search.precision)},
+        {"shard_optimizer", o.shard_optimizer},
+        {"memory_per_rank", search.memory_per_rank},
+        {"costs", o.cost_file.empty() ? "analytic" : o.cost_file},
+        {"costs_from", costs_from},
+        {"simulated", result.simulated},
+        {"skipped", result.skipped},
+        {"over_memory", result.over_memory},
+        {"fitting", result.fitting.size()},
+        {"candidates", rows},
+        {"best", CandidateJson(best)},
+        {"ties", sampled ? json{{"samples", kTieSamples},
+                                {"seed", kTieSeed},
+                                {"rule",
+                                 "a candidate ties with the best when their sampled step "
+                                 "times' [p10, p90] overlap"},
+                                {"best_ties_with", TieLine(result.fitting, shown)}}
+                         : json(nullptr)},
+        {"plan_file", o.out_path},
+        {"train_command", train}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -292,6 +326,12 @@ int RunPlan(const PlanCmdOptions& o) {
                   ? ("; on nodes of " + std::to_string(o.gpus_per_node) + " GPUs, across nodes " + network).c_str()
                   : "",
               o.gpus_per_node > 0 ? "inside a node as between stages, across nodes as above" : network.c_str());
+  if (tensor_parallel) {
+    std::printf(
+        "tensor-parallel rings: %s%s, blocking the rank (4 all-reduces a layer each microbatch in F, B, I, W)\n",
+        link_text(search.tp_link).c_str(),
+        o.gpus_per_node > 0 ? ", across nodes as data-parallel rings across nodes" : "");
+  }
   std::vector<std::vector<std::string>> table = {
       {"#", "schedule", "M", "v", "partition", "mb", "recompute", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
   if (sampled) {
@@ -308,9 +348,17 @@ int RunPlan(const PlanCmdOptions& o) {
       table.back().push_back(Fixed(NsToMs(c.samples->p10), 3) + ".." + Fixed(NsToMs(c.samples->p90), 3));
       table.back().push_back(c.tie ? "tie" : "");
     }
-    if (o.gpus > 0) table.back().insert(table.back().begin() + 1, {std::to_string(c.ranks), std::to_string(c.dp)});
+    if (o.gpus > 0) {
+      std::vector<std::string> grid = {std::to_string(c.ranks), std::to_string(c.dp)};
+      if (tensor_parallel) grid.push_back(std::to_string(c.tp));
+      table.back().insert(table.back().begin() + 1, grid.begin(), grid.end());
+    }
   }
-  if (o.gpus > 0) table[0].insert(table[0].begin() + 1, {"K", "D"});
+  if (o.gpus > 0) {
+    std::vector<std::string> grid = {"K", "D"};
+    if (tensor_parallel) grid.push_back("T");
+    table[0].insert(table[0].begin() + 1, grid.begin(), grid.end());
+  }
   std::vector<size_t> width(table[0].size(), 0);
   for (const auto& row : table) {
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
@@ -336,9 +384,11 @@ int RunPlan(const PlanCmdOptions& o) {
                 ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
                              : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
-  std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s%s); run it with:\n  %s\n", o.out_path.c_str(),
+  std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s%s%s); run it with:\n  %s\n", o.out_path.c_str(),
               best.schedule.c_str(), best.microbatches, best.virtual_stages, best.partition_method.c_str(),
-              best.partition.ToString().c_str(), best.recompute ? ", activations recomputed" : "", train.c_str());
+              best.partition.ToString().c_str(), best.recompute ? ", activations recomputed" : "",
+              best.tp > 1 ? (", layers split over " + std::to_string(best.tp) + " tensor-parallel ranks").c_str() : "",
+              train.c_str());
   return 0;
 }
 
@@ -353,9 +403,23 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   CLI::Option* dp =
       sub->add_option("--dp", o->dp, "data-parallel replicas D")->check(CLI::Range(1, 4096))->capture_default_str();
   CLI::Option* gpus =
-      sub->add_option("--gpus", o->gpus, "GPUs (ranks) in all: search every K x D = N instead of one --ranks and --dp")
+      sub->add_option("--gpus", o->gpus,
+                      "GPUs (ranks) in all: search every K x D x T = N instead of one --ranks and --dp (T: --tp, "
+                      "else 1, 2, 4, 8 up to --gpus-per-node where the model's heads and MLP split)")
           ->check(CLI::Range(1, 4096));
   gpus->excludes(ranks)->excludes(dp);
+  sub->add_option("--tp", o->tp,
+                  "tensor-parallel ranks T per pipeline rank (train --tp): each holds 1/T of every layer's heads and "
+                  "MLP columns (default 1; with --gpus, searched)")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--tp-bandwidth", o->tp_bandwidth_gbps,
+                  "GB/s of the tensor-parallel all-reduces' ring (300: NVLink 4 through NVSwitch, NCCL's all-reduce "
+                  "bus bandwidth for messages of tens of MB on H100s)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  sub->add_option("--tp-latency", o->tp_latency_ms, "ms of latency of each tensor-parallel all-reduce")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   ranks->required(false);
   sub->add_option("--dp-bandwidth", o->dp_bandwidth_gbps,
                   "GB/s of the data-parallel all-reduce's ring, which costs each stage's REDUCE_GRAD when D > 1 (25: "

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "models/tensor_parallel.h"
 #include "schedules/error.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
@@ -25,20 +26,51 @@ std::vector<int> Divisors(int n) {
 
 TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x))); }
 
+// One rank's shapes: its share of the model under tensor parallelism.
+LlamaConfig RankShape(const PlanSearchOptions& o) { return TensorParallelShare(o.config, o.tp); }
+
 // Where the ranks sit when nodes hold o.gpus_per_node GPUs
-// (PlanSearchOptions::gpus_per_node): world rank d K + k on node
-// (d K + k) / G.
-int64_t NodeOf(const PlanSearchOptions& o, int64_t replica, int64_t rank) {
-  return (replica * o.ranks + rank) / o.gpus_per_node;
+// (PlanSearchOptions::gpus_per_node): world rank (d T + t) K + k on node
+// ((d T + t) K + k) / G.
+int64_t NodeOf(const PlanSearchOptions& o, int64_t replica, int64_t tp_rank, int64_t rank) {
+  return ((replica * o.tp + tp_rank) * o.ranks + rank) / o.gpus_per_node;
 }
+// Nodes only grow with d and with t, so the first and last member decide.
 bool DpSpansNodes(const PlanSearchOptions& o) {
-  for (int k = 0; k < o.ranks; ++k) {
-    if (NodeOf(o, 0, k) != NodeOf(o, o.dp - 1, k)) return true;  // nodes only grow with d
+  for (int t = 0; t < o.tp; ++t) {
+    for (int k = 0; k < o.ranks; ++k) {
+      if (NodeOf(o, 0, t, k) != NodeOf(o, o.dp - 1, t, k)) return true;
+    }
   }
   return false;
 }
-// The link of the data-parallel ring.
+bool TpSpansNodes(const PlanSearchOptions& o) {
+  for (int d = 0; d < o.dp; ++d) {
+    for (int k = 0; k < o.ranks; ++k) {
+      if (NodeOf(o, d, 0, k) != NodeOf(o, d, o.tp - 1, k)) return true;
+    }
+  }
+  return false;
+}
+// The links of the data-parallel and the tensor-parallel rings.
 Link DpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && !DpSpansNodes(o) ? o.link : o.dp_link; }
+Link TpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && TpSpansNodes(o) ? o.dp_link : o.tp_link; }
+
+// The tensor-parallel all-reduces of a stage of `layers` layers, per
+// microbatch of `mb` sequences: two per layer in F, of the partial outputs
+// (the activation's dtype), and two per layer in each of B, I and W, of the
+// input's fp32 gradient; each a ring over T of (mb, seq_len, hidden) values.
+struct TensorParallelTimes {
+  TimeNs forward = 0, backward = 0;
+};
+TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int layers, int mb) {
+  if (o.tp <= 1) return {};
+  const double values = static_cast<double>(mb) * o.seq_len * o.config.hidden_size;
+  const DataParallel ring{o.tp, TpLink(o)};
+  const TimeNs forward = RingAllReduceTime(Ns(ActivationElementBytes(o.precision) * values), ring);
+  const TimeNs backward = RingAllReduceTime(Ns(4 * values), ring);
+  return {2 * layers * forward, 2 * layers * backward};
+}
 // Messages between pipeline ranks that any replica puts on two nodes take
 // the network between nodes. Every generator's messages go between
 // neighbouring ranks or between the last and the first (a wrap-around).
@@ -48,7 +80,9 @@ void PlaceOnNodes(const PlanSearchOptions& o, CostModel& m) {
     const RankId b = (a + 1) % o.ranks;
     if (a == b) continue;
     bool crosses = false;
-    for (int64_t d = 0; d < o.dp && !crosses; ++d) crosses = NodeOf(o, d, a) != NodeOf(o, d, b);
+    for (int64_t d = 0; d < o.dp && !crosses; ++d) {
+      for (int64_t t = 0; t < o.tp && !crosses; ++t) crosses = NodeOf(o, d, t, a) != NodeOf(o, d, t, b);
+    }
     if (!crosses) continue;
     m.SetLinkOverride(a, b, o.dp_link);
     m.SetLinkOverride(b, a, o.dp_link);
@@ -117,17 +151,19 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   }
   const int P = p.NumStages();
   const CostFit& f = o.fit;
+  const LlamaConfig shape = RankShape(o);  // the rank's share of each stage
   std::vector<StageCost> stages(P * copies);
   for (int st = 0; st < P * copies; ++st) {
     const int s = st % P;
     StageCost& c = stages[st];
-    const double flops = StageForwardFlops(o.config, p, s, mb, o.seq_len);
-    c.forward = Ns(f.ns_per_flop[0] * flops);
-    c.backward = Ns(f.ns_per_flop[1] * flops);
-    c.backward_input = Ns(f.ns_per_flop[2] * flops);
-    c.backward_weight = Ns(f.ns_per_flop[3] * flops);
-    c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(o.config, p, s, mb, o.seq_len, o.precision));
-    c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(o.config, p, s, mb, o.seq_len, o.precision));
+    const double flops = StageForwardFlops(shape, p, s, mb, o.seq_len);
+    const TensorParallelTimes tp = TensorParallelCost(o, p.End(s) - p.Begin(s), mb);
+    c.forward = Ns(f.ns_per_flop[0] * flops) + tp.forward;
+    c.backward = Ns(f.ns_per_flop[1] * flops) + tp.backward;
+    c.backward_input = Ns(f.ns_per_flop[2] * flops) + tp.backward;
+    c.backward_weight = Ns(f.ns_per_flop[3] * flops) + tp.backward;
+    c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision));
+    c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision));
     if (f.messages) {
       c.forward_send_bytes = Ns(f.forward_send_share * static_cast<double>(c.message_bytes));
@@ -135,8 +171,8 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
       c.input_grad_bytes = Ns(4.0 * mb * o.seq_len * o.config.hidden_size);
     }
     c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len));
-    c.param_bytes = 4 * StageParams(o.config, p, s);  // fp32 gradients, what REDUCE_GRAD sums
-    c.cast_weight_bytes = Ns(f.cast_bytes_per_param * static_cast<double>(StageLinearParams(o.config, p, s)));
+    c.param_bytes = 4 * StageParams(shape, p, s);  // fp32 gradients, what REDUCE_GRAD sums
+    c.cast_weight_bytes = Ns(f.cast_bytes_per_param * static_cast<double>(StageLinearParams(shape, p, s)));
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
                                          &c.backward_weight_spread};
     const TimeNs times[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};
@@ -195,8 +231,9 @@ void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& rank
     PlanSearchOptions o = options;
     o.ranks = c.ranks;
     o.dp = c.dp;
+    o.tp = c.tp;
     const Schedule schedule = Simulated(o, CandidateSchedule(c));
-    const std::vector<int64_t> params = RankParams(o.config, c.partition, schedule.placement, o.ranks);
+    const std::vector<int64_t> params = RankParams(RankShape(o), c.partition, schedule.placement, o.ranks);
     const CostModel costs =
         Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size, c.measured_costs,
                                   *std::max_element(params.begin(), params.end())),
@@ -216,6 +253,10 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   if (o.seq_len > o.config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(o.config.max_position_embeddings) + " (train would refuse it)");
+  }
+  if (o.tp < 1) throw Error("plan: --tp must be positive");
+  if (const std::string why = WhyNoTensorParallel(o.config, o.tp); !why.empty()) {
+    throw Error("--tp " + std::to_string(o.tp) + ": the model's " + why);
   }
   if (o.global_batch % o.dp != 0) {
     throw Error("--global-batch " + std::to_string(o.global_batch) + " is not a multiple of --dp " +
@@ -283,11 +324,12 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
         }
         const int mb = o.global_batch / (o.dp * M);
         for (const auto& [method, partition] : partitions) {
-          const bool verbatim = meta && v == 1 && gen.copies == 1 && S == o.profile->NumStages() &&
+          // A profile is of whole layers on each rank: T = 1.
+          const bool verbatim = meta && o.tp == 1 && v == 1 && gen.copies == 1 && S == o.profile->NumStages() &&
                                 meta->ranks == o.ranks && partition.ToString() == meta->partition &&
                                 mb == meta->microbatch_size;
           const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
-          const std::vector<int64_t> params = RankParams(o.config, partition, placement, o.ranks);
+          const std::vector<int64_t> params = RankParams(RankShape(o), partition, placement, o.ranks);
           const CostModel plain =
               CandidateCosts(o, partition, gen.copies, mb, verbatim, *std::max_element(params.begin(), params.end()));
           for (const bool recompute : o.recompute) {
@@ -331,6 +373,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
             PlanCandidate c;
             c.ranks = o.ranks;
             c.dp = o.dp;
+            c.tp = o.tp;
             c.schedule = name;
             c.microbatches = M;
             c.virtual_stages = v;
@@ -368,8 +411,8 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   }
   if (result.fitting.empty()) {
     // Where the model state alone does not fit, recomputation cannot help.
-    const std::string state =
-        ModelStateHint(o.config, o.memory_per_rank, o.dp, o.shard_optimizer, o.ranks, "pipeline ranks");
+    const std::string state = ModelStateHint(o.config, o.memory_per_rank, o.dp, o.shard_optimizer, o.ranks * o.tp,
+                                             o.tp > 1 ? "ranks (K x T)" : "pipeline ranks");
     throw Error("no plan fits in --memory-per-rank " + std::to_string(o.memory_per_rank) +
                 " bytes: the smallest peak memory per rank of " + std::to_string(result.simulated) + " candidates is " +
                 std::to_string(result.smallest_memory) + " bytes" + state +

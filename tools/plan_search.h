@@ -20,8 +20,16 @@ namespace pplab::cli {
 
 struct PlanSearchOptions {
   LlamaConfig config;
-  int ranks = 1;         // K
-  int dp = 1;            // D
+  int ranks = 1;  // K
+  int dp = 1;     // D
+  // T: tensor-parallel ranks per pipeline rank (train --tp). Each rank's
+  // stage costs, activations and parameters are those of its share
+  // (TensorParallelShare), plus the layers' all-reduces over tp_link: two
+  // per layer in F, and two in each of B, I and W (W runs the backward to
+  // the weights again, all-reduces included), each a ring over T of the
+  // (mb, seq_len, hidden) activation, blocking the rank.
+  int tp = 1;
+  Link tp_link;
   int global_batch = 1;  // G sequences per step, over all replicas
   int seq_len = 1;       // tokens per sequence
   Bytes memory_per_rank = 0;
@@ -53,11 +61,13 @@ struct PlanSearchOptions {
   bool cost_data_parallel = false;
   Link dp_link;
   // Nodes of this many GPUs, or 0: every stage-to-stage message takes
-  // `link` and the data-parallel ring dp_link. World rank d K + k (replica
-  // d, pipeline rank k) is on node (d K + k) / gpus_per_node: a message
-  // between pipeline ranks that a replica places on two nodes takes dp_link
-  // (the network between nodes), the others `link`; the data-parallel ring
-  // takes dp_link when a group spans nodes, else `link`.
+  // `link` and the data-parallel ring dp_link. World rank (d T + t) K + k
+  // (replica d, tensor-parallel rank t, pipeline rank k; train's grid) is on
+  // node ((d T + t) K + k) / gpus_per_node: a message between pipeline ranks
+  // that a pipeline places on two nodes takes dp_link (the network between
+  // nodes), the others `link`; the data-parallel ring takes dp_link when a
+  // group spans nodes, else `link`; the tensor-parallel ring likewise
+  // dp_link or tp_link.
   int gpus_per_node = 0;
   // Whether SearchPlans throws when no candidate fits (else it returns the
   // counts with nothing fitting, for a caller that merges several searches).
@@ -85,6 +95,7 @@ constexpr std::uint64_t kTieSeed = 1;
 struct PlanCandidate {
   int ranks = 1;  // K
   int dp = 1;     // D
+  int tp = 1;     // T
   std::string schedule;
   int microbatches = 0;          // M
   int virtual_stages = 1;        // v = S / K

@@ -44,3 +44,22 @@ TEST_CASE("a config splits over T ranks when its heads, key/value heads and MLP 
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("a rank's share of a config has 1 / T of the split widths and every whole piece", "[tp]") {
+  const LlamaConfig tiny = LlamaPreset("tiny");  // hidden 32, 4 heads, 2 key/value heads, intermediate 64
+  const LlamaConfig share = TensorParallelShare(tiny, 2);
+  CHECK(share.num_attention_heads == 2);
+  CHECK(share.num_key_value_heads == 1);
+  CHECK(share.intermediate_size == 32);
+  CHECK(share.HeadDim() == tiny.HeadDim());
+  CHECK(share.hidden_size == tiny.hidden_size);
+  CHECK(share.vocab_size == tiny.vocab_size);
+  // q, k, v, o and the MLP halve; the two norms (2 x 32) stay whole.
+  const int64_t norms = 2 * 32;
+  CHECK(DecoderLayerParams(share) == (DecoderLayerParams(tiny) - norms) / 2 + norms);
+  CHECK(DecoderLayerParams(TensorParallelShare(tiny, 1)) == DecoderLayerParams(tiny));
+}
+
+}  // namespace pplab

@@ -258,24 +258,41 @@ TEST_CASE("cli: --recompute costs a plan recomputed, and refuses costs read off 
   CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == Approx(20.0));
 }
 
-TEST_CASE("cli: plan --gpus searches every K x D and prints the train line of the best", "[cli][plan]") {
+TEST_CASE("cli: plan --gpus searches every K x D x T and prints the train line of the best", "[cli][plan]") {
   const std::string out = TempPath("gpus-plan.json");
-  PplabRun r =
-      Pplab("plan --model small --gpus 4 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --json -o " + out);
+  // The small preset splits over T = 1 or 2 (2 key/value heads).
+  PplabRun r = Pplab(
+      "plan --model small --gpus 4 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --top 400 "
+      "--json -o " +
+      out);
   INFO(r.out);
   REQUIRE(r.code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK(j["gpus"] == 4);
-  std::set<int> ks;
+  std::set<int> ks, ts;
   for (const auto& c : j["candidates"]) {
-    CHECK(c["ranks"].get<int>() * c["dp"].get<int>() == 4);
+    CHECK(c["ranks"].get<int>() * c["dp"].get<int>() * c["tp"].get<int>() == 4);
     ks.insert(c["ranks"].get<int>());
+    ts.insert(c["tp"].get<int>());
   }
-  CHECK(ks.size() >= 2);  // the top rows span more than one K
-  const int K = j["best"]["ranks"], D = j["best"]["dp"];
+  CHECK(ks.size() >= 2);  // the rows span more than one K
+  CHECK(ts == std::set<int>{1, 2});
+  const int K = j["best"]["ranks"], D = j["best"]["dp"], T = j["best"]["tp"];
   CHECK(j["ranks"] == K);
-  CHECK_THAT(j["train_command"].get<std::string>(),
-             Catch::Contains("--ranks " + std::to_string(K) + " --dp " + std::to_string(D)));
+  CHECK(j["tp"] == T);
+  const std::string line = j["train_command"];
+  CHECK_THAT(line, Catch::Contains("--ranks " + std::to_string(K) + " --dp " + std::to_string(D)));
+  CHECK((line.find(" --tp ") != std::string::npos) == (T > 1));
+  // A fixed T: every row has it, and the train line carries it.
+  r = Pplab("plan --model small --gpus 4 --tp 2 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --json -o " +
+            out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json fixed = nlohmann::json::parse(r.out);
+  for (const auto& c : fixed["candidates"]) CHECK(c["tp"] == 2);
+  CHECK_THAT(fixed["train_command"].get<std::string>(), Catch::Contains(" --tp 2"));
+  r = Pplab("plan --model small --ranks 2 --tp 4 --global-batch 16 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --tp 4: the model's num_key_value_heads 2 is not a multiple of 4\n");
   r = Pplab("plan --model small --gpus 4 --ranks 2 --global-batch 16 --memory-per-rank 8GiB -o " + out);
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Catch::Contains("--ranks excludes --gpus") || Catch::Contains("--gpus excludes --ranks"));
@@ -297,8 +314,8 @@ TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not 
   const nlohmann::json j = nlohmann::json::parse(r.out);
   REQUIRE(j["fitting"].get<int>() > 0);
   for (const auto& c : j["candidates"]) {
-    CHECK(c["ranks"].get<int>() * c["dp"].get<int>() == 8);
-    CHECK(c["ranks"].get<int>() >= 2);
+    CHECK(c["ranks"].get<int>() * c["dp"].get<int>() * c["tp"].get<int>() == 8);
+    CHECK(c["ranks"].get<int>() * c["tp"].get<int>() >= 2);  // the model is split somehow
     CHECK(c["peak_memory_bytes"].get<double>() <= 80.0 * (1 << 30));
   }
   // Llama-3-70B's shape (70 553 706 496 parameters, 1.13 TB of state) on 8

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "models/flops.h"
+#include "models/tensor_parallel.h"
 #include "schedules/error.h"
 #include "schedules/generators.h"
 #include "schedules/schedule_io.h"
@@ -732,6 +733,49 @@ TEST_CASE("plan costs the compute partition, which evens out the V's ranks where
   REQUIRE(best.count("parameters"));
   CHECK(best["compute"] < best["parameters"]);
   CHECK(r.fitting.front().partition_method == "compute");
+}
+
+
+TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-reduces, by hand", "[plan][tp]") {
+  const LlamaConfig c = BalancedModel();  // 4 heads, 2 key/value heads, intermediate 64, 3 layers
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.ranks = 1;
+  o.global_batch = 1;  // one microbatch of one sequence on one stage
+  o.schedules = {"gpipe"};
+  const Partition whole = PartitionUniform(c, 1);
+  const TimeNs f1 = std::llround(StageForwardFlops(c, whole, 0, 1, kSeqLen));
+  const PlanSearchResult one = SearchPlans(o);
+  REQUIRE(one.fitting.size() == 1);
+  CHECK(one.fitting[0].step_time == 3 * f1);  // F + B, B = 2F
+  o.tp = 2;
+  o.tp_link = Link{1000, 1.0};  // 1 us, one byte a ns
+  const PlanSearchResult two = SearchPlans(o);
+  REQUIRE(two.fitting.size() == 1);
+  const PlanCandidate& best = two.fitting[0];
+  CHECK(best.tp == 2);
+  // A rank computes its share: half the heads and MLP columns, the norms
+  // and the head whole.
+  const LlamaConfig share = TensorParallelShare(c, 2);
+  const TimeNs f2 = std::llround(StageForwardFlops(share, whole, 0, 1, kSeqLen));
+  CHECK(f2 < f1);
+  // Each all-reduce: a ring over 2 ranks moves 2 (2 - 1) / 2 = 1 x the
+  // (1, 16, 32) fp32 activation, 2048 bytes, after 1 us. Two per layer in
+  // F and two in B, over 3 layers.
+  const TimeNs ring = 1000 + 2048;
+  CHECK(best.step_time == (f2 + 6 * ring) + (2 * f2 + 6 * ring));
+  // Its model state is its share's parameters.
+  const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32));
+  CHECK(best.peak_memory == 16 * StageParams(share, whole, 0) + act);
+  CHECK(best.peak_memory < one.fitting[0].peak_memory);
+  // On nodes of one GPU the group's two ranks are on two nodes: its ring
+  // takes the network between them.
+  o.gpus_per_node = 1;
+  o.dp_link = Link{5000, 0.5};
+  const TimeNs network = 5000 + 4096;
+  CHECK(SearchPlans(o).fitting[0].step_time == (f2 + 6 * network) + (2 * f2 + 6 * network));
+  // A T the model does not split is refused.
+  o.tp = 3;
+  CHECK_THROWS_WITH(SearchPlans(o), "--tp 3: the model's num_attention_heads 4 is not a multiple of 3");
 }
 
 }  // namespace pplab::cli

@@ -289,6 +289,7 @@ class LlamaStageImpl : public torch::nn::Module {
                     " tensor-parallel ranks: " + why);
       }
       group = c10::make_intrusive<GroupHolder>(options.tp_comm);
+      if (VocabParallelHead(c)) head_group_ = group;
     }
     if (first_) embed_tokens_ = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
     // Global layer indices as child names: "layers.7....".
@@ -298,7 +299,10 @@ class LlamaStageImpl : public torch::nn::Module {
     }
     if (last_) {
       norm_ = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
-      lm_head_ = register_module("lm_head", Linear(c.hidden_size, c.vocab_size));
+      // Split by vocabulary under tensor parallelism (its logits are this
+      // rank's share), unless tied to the embedding.
+      lm_head_ =
+          register_module("lm_head", Linear(c.hidden_size, head_group_ ? c.vocab_size / tp_.size : c.vocab_size));
     }
     // Rotary tables for every position the model accepts: (max_pos, hd).
     const std::vector<double> frequencies = RotaryFrequencies(c);  // rope_theta's, scaled as the config says
@@ -331,13 +335,13 @@ class LlamaStageImpl : public torch::nn::Module {
   // The shape parameter `name` (this rank's `local`) has in the whole model.
   std::vector<int64_t> WholeShape(const std::string& name, const at::Tensor& local) const {
     std::vector<int64_t> shape = local.sizes().vec();
-    const int dim = TensorParallelDim(TensorParallelSplit(name));
+    const int dim = TensorParallelDim(TensorParallelSplit(name, config_));
     if (tp_.size > 1 && dim >= 0) shape[dim] *= tp_.size;
     return shape;
   }
   // This rank's share of `whole`, the whole model's parameter `name`.
   at::Tensor ShareOf(const std::string& name, const at::Tensor& whole) const {
-    const int dim = TensorParallelDim(TensorParallelSplit(name));
+    const int dim = TensorParallelDim(TensorParallelSplit(name, config_));
     if (tp_.size == 1 || dim < 0) return whole;
     const int64_t n = whole.size(dim) / tp_.size;
     return whole.narrow(dim, tp_.rank * n, n);
@@ -388,7 +392,7 @@ class LlamaStageImpl : public torch::nn::Module {
     }
     auto cos = cos_.narrow(0, 0, T), sin = sin_.narrow(0, 0, T);
     for (auto& layer : layers_) x = layer(x, cos, sin, bias);
-    if (last_) return {lm_head_(norm_(x))};  // logits (B,T,V)
+    if (last_) return {lm_head_(EnterRegion(norm_(x), head_group_))};  // logits (B,T,V), or (B,T,V/T) split
     return {x, mask};
   }
 
@@ -435,6 +439,7 @@ class LlamaStageImpl : public torch::nn::Module {
   bool first_, last_;
   bool sdpa_, padding_;
   TensorParallel tp_;
+  GroupRef head_group_;  // set when the LM head is split by vocabulary
   torch::nn::Embedding embed_tokens_{nullptr};
   std::vector<DecoderLayer> layers_;
   RMSNorm norm_{nullptr};
@@ -530,6 +535,59 @@ std::unique_ptr<Stage> BuildLlamaStage(const LlamaConfig& config, const Partitio
   }
   module->to(device);
   return std::make_unique<LlamaStage>(std::move(module));
+}
+
+namespace {
+
+// Cross-entropy over a vocabulary split between the group's ranks
+// (Megatron-LM's vocabulary-parallel cross-entropy): logits (N, V/T) of
+// this rank's tokens, targets (N) of the whole vocabulary. The log-sum-exp
+// over the vocabulary is that of every rank's own, so no logit leaves its
+// rank; a rank's gradient is softmax minus the one-hot target within its
+// share.
+struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                               const torch::Tensor& targets, int64_t ignore_index, int64_t rank, int64_t ranks,
+                               const GroupRef& group) {
+    TensorParallelComm& comm = *group->comm;
+    const torch::Tensor x = logits.to(torch::kFloat32);  // (N, Vs)
+    const int64_t n = x.size(0), vs = x.size(1);
+    // Every rank's log-sum-exp of its share (ranks, N), then the whole one (N).
+    torch::Tensor shares = torch::zeros({ranks, n}, x.options());
+    shares[rank].copy_(torch::logsumexp(x, 1));
+    comm.AllReduceSum(shares);
+    const torch::Tensor lse = torch::logsumexp(shares, 0);
+    // Each target's logit, from the rank whose share holds it.
+    const torch::Tensor local = targets - rank * vs;
+    const torch::Tensor valid = targets != ignore_index;
+    const torch::Tensor mine = (local >= 0) & (local < vs) & valid;
+    const torch::Tensor index = local.clamp(0, vs - 1);
+    torch::Tensor target_logit = (x.gather(1, index.unsqueeze(1)).squeeze(1) * mine).contiguous();
+    comm.AllReduceSum(target_logit);
+    ctx->save_for_backward({x, lse, index, mine, valid});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(logits.scalar_type());
+    return ((lse - target_logit) * valid).sum();
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &lse = saved[1], &index = saved[2], &mine = saved[3], &valid = saved[4];
+    torch::Tensor g = torch::exp(x - lse.unsqueeze(1)) * valid.unsqueeze(1);  // softmax, 0 on ignored rows
+    g.scatter_add_(1, index.unsqueeze(1), -mine.to(g.scalar_type()).unsqueeze(1));
+    g = (g * grads[0]).to(static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt()));
+    return {g, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor VocabParallelCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,
+                                        const TensorParallel& tp, const std::shared_ptr<TensorParallelComm>& comm) {
+  // logits (B,T,V/T), targets (B,T) -> scalar sum over non-ignored tokens
+  if (comm == nullptr) throw Error("llama: a vocabulary-parallel loss needs its group");
+  return VocabParallelCrossEntropy::apply(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), ignore_index,
+                                          static_cast<int64_t>(tp.rank), static_cast<int64_t>(tp.size),
+                                          c10::make_intrusive<GroupHolder>(comm));
 }
 
 at::Tensor TokenCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index) {

@@ -100,5 +100,12 @@ std::unique_ptr<LlamaDecoder> MakeLlamaDecoder(Stage& stage);
 // Sum of token cross-entropies of `logits` (B,T,V) against `targets` (B,T),
 // skipping targets equal to `ignore_index`. A scalar.
 at::Tensor TokenCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
+// The same over logits split by vocabulary (a split LM head): `logits`
+// (B,T,V/T) are rank tp.rank's share, the tokens [rank V/T, (rank+1) V/T).
+// Every rank of the group gets the whole sum, and the gradient of its own
+// share, without the logits being gathered: each rank's log-sum-exp and
+// target logits are summed over the group (two all-reduces of B T values).
+at::Tensor VocabParallelCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,
+                                        const TensorParallel& tp, const std::shared_ptr<TensorParallelComm>& comm);
 
 }  // namespace pplab

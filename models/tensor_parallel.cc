@@ -9,8 +9,11 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-TensorSplit TensorParallelSplit(const std::string& name) {
-  if (name.rfind("layers.", 0) != 0) return TensorSplit::kWhole;  // embedding, final norm, LM head
+bool VocabParallelHead(const LlamaConfig& config) { return !config.tie_word_embeddings; }
+
+TensorSplit TensorParallelSplit(const std::string& name, const LlamaConfig& config) {
+  if (name == "lm_head.weight") return VocabParallelHead(config) ? TensorSplit::kRows : TensorSplit::kWhole;
+  if (name.rfind("layers.", 0) != 0) return TensorSplit::kWhole;  // embedding, final norm
   for (const char* column :
        {".self_attn.q_proj.", ".self_attn.k_proj.", ".self_attn.v_proj.", ".mlp.gate_proj.", ".mlp.up_proj."}) {
     if (name.find(column) != std::string::npos) return TensorSplit::kRows;  // weight and bias
@@ -42,7 +45,13 @@ LlamaConfig TensorParallelShare(const LlamaConfig& c, int size) {
   share.num_attention_heads = c.num_attention_heads / size;
   share.num_key_value_heads = c.num_key_value_heads / size;
   share.intermediate_size = c.intermediate_size / size;
+  if (VocabParallelHead(c)) share.vocab_size = c.vocab_size / size;
   return share;
+}
+
+int64_t TensorParallelStageParams(const LlamaConfig& c, const Partition& p, int stage, int size) {
+  const LlamaConfig share = TensorParallelShare(c, size);
+  return StageParams(share, p, stage) + (stage == 0 ? EmbeddingParams(c) - EmbeddingParams(share) : 0);
 }
 
 std::string WhyNoTensorParallel(const LlamaConfig& c, int size) {
@@ -55,6 +64,9 @@ std::string WhyNoTensorParallel(const LlamaConfig& c, int size) {
        {need("num_attention_heads", c.num_attention_heads), need("num_key_value_heads", c.num_key_value_heads),
         need("intermediate_size", c.intermediate_size)}) {
     if (!why.empty()) return why;
+  }
+  if (VocabParallelHead(c) && c.vocab_size % size != 0) {
+    return need("vocab_size", c.vocab_size) + " (an untied LM head is split by vocabulary)";
   }
   return "";
 }

@@ -11,7 +11,11 @@
 //   o_proj, down_proj: row-parallel, rank t holds columns [t n, (t+1) n)
 //     of the weight; the partial outputs are summed over the group (one
 //     all-reduce each), and the bias, held whole, is added after the sum.
-// Norm weights, the embedding and the LM head are held whole by every rank.
+// The LM head is column-parallel too, split by vocabulary (rank t holds the
+// logits of tokens [t V/T, (t+1) V/T)), and the loss is computed across the
+// group (models/llama.h, TokenCrossEntropySum) without gathering them;
+// a head tied to the embedding stays whole, as the embedding does. Norm
+// weights and the embedding are held whole by every rank.
 // The gradient of x is summed over the group where it enters the
 // column-parallel projections, so everything outside the split regions,
 // their gradients included, is the same on every rank. The one exception
@@ -20,9 +24,11 @@
 // are partial sums, added over the group before the optimizer step.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "models/llama_config.h"
+#include "models/partition.h"
 
 namespace pplab {
 
@@ -33,9 +39,11 @@ enum class TensorSplit {
   kPartialGradient,  // the same values on every rank, each with a part of the gradient
 };
 
-// How parameter `global_name` ("layers.3.self_attn.q_proj.weight") is held
-// under tensor parallelism.
-TensorSplit TensorParallelSplit(const std::string& global_name);
+// How parameter `global_name` ("layers.3.self_attn.q_proj.weight") of a
+// model of `config` is held under tensor parallelism.
+TensorSplit TensorParallelSplit(const std::string& global_name, const LlamaConfig& config);
+// Whether the LM head is split by vocabulary: when it is not tied.
+bool VocabParallelHead(const LlamaConfig& config);
 
 // The dimension a split parameter is cut along (0 or 1), or -1 when it is
 // held whole (kWhole, kPartialGradient).
@@ -43,16 +51,21 @@ int TensorParallelDim(TensorSplit split);
 
 // Why `config` cannot be split over `size` ranks, or "" when it can: its
 // attention heads, key/value heads and intermediate size must each be a
-// multiple of `size`.
+// multiple of `size`, and so must its vocabulary when the head is split.
 std::string WhyNoTensorParallel(const LlamaConfig& config, int size);
 
 // One rank's shapes of `config` split over `size` ranks: a config with
 // 1 / size of the heads, key/value heads and intermediate width (head_dim
-// kept), so that the parameter, FLOP and activation formulas of
-// models/llama_config.h and the planner give one rank's share (the norms,
-// embedding and LM head stay whole, as the rank holds them). For costing,
-// not for building a model. Assumes WhyNoTensorParallel(config, size) is "".
+// kept) and, where the head is split, of the vocabulary, so that the FLOP
+// and activation formulas of the planner give one rank's share of a stage
+// (the norms stay whole, as the rank holds them). Its vocabulary is the
+// head's share, not the embedding's, which stays whole: count parameters
+// with TensorParallelStageParams. For costing, not for building a model.
+// Assumes WhyNoTensorParallel(config, size) is "".
 LlamaConfig TensorParallelShare(const LlamaConfig& config, int size);
+// The parameters one rank of the group holds of stage `stage`: its share's,
+// with the whole embedding on stage 0.
+int64_t TensorParallelStageParams(const LlamaConfig& config, const Partition& partition, int stage, int size);
 
 struct TensorParallel {
   int size = 1;  // T: ranks in the group; 1 is no tensor parallelism

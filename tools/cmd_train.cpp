@@ -121,7 +121,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   llama.tensor_parallel = {worker.tp_size, worker.tp_rank};
   llama.tp_comm = worker.tp_comm;
   const StepFlops flops = FlopsOf(o, config, partition, schedule, device, PrecisionName(worker.precision));
-  TrainerOptions options = TrainerOptionsOf(o, worker);
+  TrainerOptions options = TrainerOptionsOf(o, worker, config);
   options.recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
   if (config.tie_word_embeddings) options.tied_parameters = {kEmbeddingWeight, kLmHeadWeight};
   const nlohmann::json must_match = MustMatch(o, config, text != nullptr ? &text->prepared : nullptr);
@@ -214,7 +214,12 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
         if (step == o.nan_at) b.loss_scale = std::nan("");
         return to_device(std::move(b));
       },
-      [pad](const TensorList& outputs, const at::Tensor& targets) {
+      [pad, &worker, &config](const TensorList& outputs, const at::Tensor& targets) {
+        // A head split by vocabulary gives this rank's share of the logits.
+        if (worker.tp_size > 1 && VocabParallelHead(config)) {
+          return VocabParallelCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/pad,
+                                              {worker.tp_size, worker.tp_rank}, worker.tp_comm);
+        }
         return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/pad);
       },
       options);
@@ -344,6 +349,10 @@ int RunTrain(const TrainOptions& given) {
       }
     }
     if (o.init_from.empty()) config.vocab_size = text->tokenizer->VocabSize();
+    // The tokenizer's vocabulary splits too, where the head is split by it.
+    if (const std::string why = WhyNoTensorParallel(config, o.tp); !why.empty()) {
+      throw Error("--tp " + std::to_string(o.tp) + ": the tokenizer " + text->prepared.tokenizer_path + "'s " + why);
+    }
   }
   if (o.resume && !latest.empty()) {
     const int step = CheckResumePoint(o, latest, MustMatch(o, config, prepared ? &*prepared : nullptr));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/tensor_parallel.h"
 #include "schedules/error.h"
 
 namespace pplab::cli {
@@ -181,10 +182,10 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
 }
 
 std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, const std::vector<RankId>& placement,
-                                int ranks) {
+                                int ranks, int tp) {
   std::vector<int64_t> params(ranks, 0);
   for (size_t s = 0; s < placement.size(); ++s) {
-    params[placement[s]] += StageParams(config, p, static_cast<int>(s) % p.NumStages());
+    params[placement[s]] += TensorParallelStageParams(config, p, static_cast<int>(s) % p.NumStages(), tp);
   }
   return params;
 }

@@ -66,8 +66,9 @@ CostFit AnalyticFit(double flops_per_second);
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 
 // Parameters per rank, stage s (of placement.size()) holding model part
-// s mod P of the P-part partition.
+// s mod P of the P-part partition; with `tp` > 1, one tensor-parallel
+// rank's share of them (TensorParallelStageParams).
 std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, const std::vector<RankId>& placement,
-                                int ranks);
+                                int ranks, int tp = 1);
 
 }  // namespace pplab::cli

@@ -171,7 +171,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
       c.input_grad_bytes = Ns(4.0 * mb * o.seq_len * o.config.hidden_size);
     }
     c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len));
-    c.param_bytes = 4 * StageParams(shape, p, s);  // fp32 gradients, what REDUCE_GRAD sums
+    c.param_bytes = 4 * TensorParallelStageParams(o.config, p, s, o.tp);  // fp32 gradients, what REDUCE_GRAD sums
     c.cast_weight_bytes = Ns(f.cast_bytes_per_param * static_cast<double>(StageLinearParams(shape, p, s)));
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
                                          &c.backward_weight_spread};
@@ -233,7 +233,7 @@ void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& rank
     o.dp = c.dp;
     o.tp = c.tp;
     const Schedule schedule = Simulated(o, CandidateSchedule(c));
-    const std::vector<int64_t> params = RankParams(RankShape(o), c.partition, schedule.placement, o.ranks);
+    const std::vector<int64_t> params = RankParams(o.config, c.partition, schedule.placement, o.ranks, o.tp);
     const CostModel costs =
         Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size, c.measured_costs,
                                   *std::max_element(params.begin(), params.end())),
@@ -329,7 +329,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
                                 meta->ranks == o.ranks && partition.ToString() == meta->partition &&
                                 mb == meta->microbatch_size;
           const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
-          const std::vector<int64_t> params = RankParams(RankShape(o), partition, placement, o.ranks);
+          const std::vector<int64_t> params = RankParams(o.config, partition, placement, o.ranks, o.tp);
           const CostModel plain =
               CandidateCosts(o, partition, gen.copies, mb, verbatim, *std::max_element(params.begin(), params.end()));
           for (const bool recompute : o.recompute) {

@@ -32,7 +32,7 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   return w;
 }
 
-TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker) {
+TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, const LlamaConfig& config) {
   TrainerOptions options;
   options.steps = o.steps;
   options.lr = o.lr;
@@ -46,9 +46,11 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker) {
   options.tp_group = worker.tp_group.get();
   options.tp_size = worker.tp_size;
   options.tp_rank = worker.tp_rank;
-  options.tp_split_dim = [](const std::string& name) { return TensorParallelDim(TensorParallelSplit(name)); };
-  options.tp_partial_gradient = [](const std::string& name) {
-    return TensorParallelSplit(name) == TensorSplit::kPartialGradient;
+  options.tp_split_dim = [config](const std::string& name) {
+    return TensorParallelDim(TensorParallelSplit(name, config));
+  };
+  options.tp_partial_gradient = [config](const std::string& name) {
+    return TensorParallelSplit(name, config) == TensorSplit::kPartialGradient;
   };
   options.checkpoint_dir = o.checkpoint_dir;
   options.checkpoint_every = o.checkpoint_every;

@@ -84,9 +84,10 @@ std::chrono::milliseconds CommTimeout(const TrainOptions& o);
 
 WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks);
 
-// The trainer's options from the flags and `worker`'s groups and clock; the
-// caller adds the callbacks (data position, reports, evaluation, aids).
-TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker);
+// The trainer's options from the flags, `worker`'s groups and clock, and
+// the model's tensor-parallel layout; the caller adds the callbacks (data
+// position, reports, evaluation, aids).
+TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, const LlamaConfig& config);
 
 // The plan as the workers run it: generated or read from --plan, lowered,
 // one model (a plan of several pipelines must hold whole copies apart), and

@@ -21,26 +21,29 @@ namespace {
 
 // The tiny preset (4 query heads, 2 key/value heads) with every optional
 // piece the split must handle: q/k/v, o and MLP biases, qk_norm (whole
-// weights inside a split region) and tied embeddings.
-LlamaConfig Config() {
+// weights inside a split region); with `tied`, the head is the embedding's
+// and stays whole, else it is split by vocabulary.
+LlamaConfig Config(bool tied) {
   LlamaConfig c = LlamaPreset("tiny");
   c.attention_bias = true;
   c.mlp_bias = true;
   c.qk_norm = true;
-  c.tie_word_embeddings = true;
+  c.tie_word_embeddings = tied;
   c.Check("test config");
   return c;
 }
 
 struct Result {
-  at::Tensor logits;                        // (B,T,V)
+  double loss = 0;
+  at::Tensor logits;                        // (B,T,V), whole
   std::map<std::string, at::Tensor> grads;  // every parameter's, whole
 };
 
-// Forward of `tokens` (B,T) through the whole model in one stage, then
-// backward from a fixed random gradient of the logits; with `tp`, this
-// rank's share, its gradients put together over `group`.
-Result Run(const LlamaConfig& c, const at::Tensor& tokens, const TensorParallel& tp,
+// The loss (the sum of token cross-entropies of `targets`, pad 0 ignored)
+// of `tokens` (B,T) through the whole model in one stage, and its gradients;
+// with `tp`, this rank's share, its logits and gradients put together over
+// `group`.
+Result Run(const LlamaConfig& c, const at::Tensor& tokens, const at::Tensor& targets, const TensorParallel& tp,
            const std::shared_ptr<ProcessGroupHandle>& group) {
   const auto timeout = std::chrono::milliseconds(20000);
   LlamaOptions options;
@@ -48,15 +51,19 @@ Result Run(const LlamaConfig& c, const at::Tensor& tokens, const TensorParallel&
   options.tensor_parallel = tp;
   if (group != nullptr) options.tp_comm = MakeTensorParallelComm(group, timeout);
   auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, /*seed=*/5, torch::kCPU, options);
+  const at::Tensor logits = stage->Forward({tokens, torch::ones_like(tokens)}).at(0);
+  const bool vocab_split = group != nullptr && VocabParallelHead(c);
+  const at::Tensor loss = vocab_split ? VocabParallelCrossEntropySum(logits, targets, 0, tp, options.tp_comm)
+                                      : TokenCrossEntropySum(logits, targets, 0);
+  loss.backward();
   Result r;
-  r.logits = stage->Forward({tokens, torch::ones_like(tokens)}).at(0);
-  auto gen = at::detail::createCPUGenerator(13);
-  r.logits.backward(torch::randn(r.logits.sizes(), gen));
+  r.loss = loss.item<double>();
+  r.logits = vocab_split ? AllGatherAlong(*group, logits.detach(), 2, timeout) : logits.detach();
   const auto params = stage->NamedParameters();
-  auto split_dim = [](const std::string& name) { return TensorParallelDim(TensorParallelSplit(name)); };
+  auto split_dim = [&c](const std::string& name) { return TensorParallelDim(TensorParallelSplit(name, c)); };
   if (group != nullptr) {
     SumPartialGradients(
-        params, [](const std::string& name) { return TensorParallelSplit(name) == TensorSplit::kPartialGradient; },
+        params, [&c](const std::string& name) { return TensorParallelSplit(name, c) == TensorSplit::kPartialGradient; },
         *group, timeout);
   }
   for (const auto& [name, p] : params) {
@@ -64,7 +71,6 @@ Result Run(const LlamaConfig& c, const at::Tensor& tokens, const TensorParallel&
     if (group != nullptr && split_dim(name) >= 0) g = AllGatherAlong(*group, g, split_dim(name), timeout);
     r.grads[name] = g;
   }
-  r.logits = r.logits.detach();
   return r;
 }
 
@@ -75,36 +81,43 @@ double RelativeError(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("two tensor-parallel ranks compute the whole model's logits and gradients", "[llama][tp]") {
-  const LlamaConfig c = Config();
-  auto gen = at::detail::createCPUGenerator(3);
-  const at::Tensor tokens = torch::randint(1, c.vocab_size, {3, 12}, gen, torch::kLong);  // (B,T)
-  const Result whole = Run(c, tokens, {}, nullptr);
-  Result shares[2];
-  std::map<std::string, std::vector<int64_t>> share_shapes;
-  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
-    shares[rank] = Run(c, tokens, {2, static_cast<int>(rank)}, group);
-  });
-  for (int rank = 0; rank < 2; ++rank) {
-    INFO("rank " << rank);
-    CHECK(RelativeError(shares[rank].logits, whole.logits) <= 1e-5);
-    REQUIRE(shares[rank].grads.size() == whole.grads.size());
-    double worst = 0;
-    std::string where;
-    for (const auto& [name, want] : whole.grads) {
-      const at::Tensor& got = shares[rank].grads.at(name);
-      REQUIRE(got.sizes() == want.sizes());
-      const double e = RelativeError(got, want);
-      if (e > worst) worst = e, where = name;
+TEST_CASE("two tensor-parallel ranks compute the whole model's logits, loss and gradients", "[llama][tp]") {
+  for (const bool tied : {true, false}) {
+    const LlamaConfig c = Config(tied);
+    auto gen = at::detail::createCPUGenerator(3);
+    const at::Tensor tokens = torch::randint(1, c.vocab_size, {3, 12}, gen, torch::kLong);  // (B,T)
+    at::Tensor targets = torch::randint(1, c.vocab_size, {3, 12}, gen, torch::kLong);
+    targets[1].narrow(0, 8, 4).fill_(0);  // ignored (pad 0)
+    const Result whole = Run(c, tokens, targets, {}, nullptr);
+    Result shares[2];
+    OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+      shares[rank] = Run(c, tokens, targets, {2, static_cast<int>(rank)}, group);
+    });
+    for (int rank = 0; rank < 2; ++rank) {
+      INFO((tied ? "tied head" : "head split by vocabulary") << ", rank " << rank);
+      CHECK(shares[rank].loss == Approx(whole.loss).epsilon(1e-6));
+      CHECK(RelativeError(shares[rank].logits, whole.logits) <= 1e-5);
+      REQUIRE(shares[rank].grads.size() == whole.grads.size());
+      double worst = 0;
+      std::string where;
+      for (const auto& [name, want] : whole.grads) {
+        const at::Tensor& got = shares[rank].grads.at(name);
+        REQUIRE(got.sizes() == want.sizes());
+        const double e = RelativeError(got, want);
+        if (e > worst) worst = e, where = name;
+      }
+      std::printf(
+          "tensor parallelism, 2 ranks, %s: rank %d, loss %.6f (whole %.6f), %zu gradients, max relative error "
+          "%.2e (%s)\n",
+          tied ? "tied head" : "vocabulary-parallel head", rank, shares[rank].loss, whole.loss, whole.grads.size(),
+          worst, where.c_str());
+      CHECK(worst <= 1e-5);
     }
-    std::printf("tensor parallelism, 2 ranks: rank %d, %zu gradients, max relative error %.2e (%s)\n", rank,
-                whole.grads.size(), worst, where.c_str());
-    CHECK(worst <= 1e-5);
   }
 }
 
 TEST_CASE("a tensor-parallel rank holds its share of each split weight, cut from the whole model's", "[llama][tp]") {
-  const LlamaConfig c = Config();
+  const LlamaConfig c = Config(/*tied=*/false);
   auto whole = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU, {});
   std::map<std::string, at::Tensor> values;
   for (const auto& [name, p] : whole->NamedParameters()) values[name] = p;
@@ -119,7 +132,7 @@ TEST_CASE("a tensor-parallel rank holds its share of each split weight, cut from
     auto share = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU, options);
     int split = 0;
     for (const auto& [name, p] : share->NamedParameters()) {
-      const int dim = TensorParallelDim(TensorParallelSplit(name));
+      const int dim = TensorParallelDim(TensorParallelSplit(name, c));
       const at::Tensor& w = values.at(name);
       INFO(name);
       if (dim < 0) {
@@ -130,7 +143,7 @@ TEST_CASE("a tensor-parallel rank holds its share of each split weight, cut from
       const int64_t n = w.size(dim) / 2;
       CHECK(p.equal(w.narrow(dim, rank * n, n)));
     }
-    CHECK(split == 4 * 12);  // per layer: q, k, v, gate and up (weight and bias), o and down (weight)
+    CHECK(split == 4 * 12 + 1);  // per layer: q, k, v, gate and up (weight and bias), o and down; the head
   }
 }
 

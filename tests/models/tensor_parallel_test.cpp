@@ -6,25 +6,34 @@
 
 namespace pplab {
 
-TEST_CASE("tensor parallelism splits q/k/v and gate/up by rows, o and down by columns, and keeps the rest whole",
-          "[tp]") {
+TEST_CASE(
+    "tensor parallelism splits q/k/v, gate/up and an untied head by rows, o and down by columns, and keeps the rest "
+    "whole",
+    "[tp]") {
+  const LlamaConfig untied = LlamaPreset("tiny");
+  LlamaConfig tied = untied;
+  tied.tie_word_embeddings = true;
   for (const char* rows :
        {"layers.0.self_attn.q_proj.weight", "layers.0.self_attn.q_proj.bias", "layers.12.self_attn.k_proj.weight",
         "layers.3.self_attn.v_proj.bias", "layers.3.mlp.gate_proj.weight", "layers.3.mlp.up_proj.bias"}) {
     INFO(rows);
-    CHECK(TensorParallelSplit(rows) == TensorSplit::kRows);
+    CHECK(TensorParallelSplit(rows, untied) == TensorSplit::kRows);
   }
-  CHECK(TensorParallelSplit("layers.1.self_attn.o_proj.weight") == TensorSplit::kColumns);
-  CHECK(TensorParallelSplit("layers.1.mlp.down_proj.weight") == TensorSplit::kColumns);
+  CHECK(TensorParallelSplit("layers.1.self_attn.o_proj.weight", untied) == TensorSplit::kColumns);
+  CHECK(TensorParallelSplit("layers.1.mlp.down_proj.weight", untied) == TensorSplit::kColumns);
   // Row-parallel biases are added once, after the sum: whole.
-  CHECK(TensorParallelSplit("layers.1.self_attn.o_proj.bias") == TensorSplit::kWhole);
-  CHECK(TensorParallelSplit("layers.1.mlp.down_proj.bias") == TensorSplit::kWhole);
-  CHECK(TensorParallelSplit("layers.1.self_attn.q_norm.weight") == TensorSplit::kPartialGradient);
-  CHECK(TensorParallelSplit("layers.1.self_attn.k_norm.weight") == TensorSplit::kPartialGradient);
-  for (const char* whole : {"embed_tokens.weight", "lm_head.weight", "norm.weight", "layers.2.input_layernorm.weight",
+  CHECK(TensorParallelSplit("layers.1.self_attn.o_proj.bias", untied) == TensorSplit::kWhole);
+  CHECK(TensorParallelSplit("layers.1.mlp.down_proj.bias", untied) == TensorSplit::kWhole);
+  CHECK(TensorParallelSplit("layers.1.self_attn.q_norm.weight", untied) == TensorSplit::kPartialGradient);
+  CHECK(TensorParallelSplit("layers.1.self_attn.k_norm.weight", untied) == TensorSplit::kPartialGradient);
+  // The head is split by vocabulary, unless it is the embedding's.
+  CHECK(TensorParallelSplit("lm_head.weight", untied) == TensorSplit::kRows);
+  CHECK(TensorParallelSplit("lm_head.weight", tied) == TensorSplit::kWhole);
+  CHECK(TensorParallelSplit("layers.0.self_attn.q_proj.weight", tied) == TensorSplit::kRows);
+  for (const char* whole : {"embed_tokens.weight", "norm.weight", "layers.2.input_layernorm.weight",
                             "layers.2.post_attention_layernorm.weight"}) {
     INFO(whole);
-    CHECK(TensorParallelSplit(whole) == TensorSplit::kWhole);
+    CHECK(TensorParallelSplit(whole, untied) == TensorSplit::kWhole);
   }
   CHECK(TensorParallelDim(TensorSplit::kRows) == 0);
   CHECK(TensorParallelDim(TensorSplit::kColumns) == 1);
@@ -41,6 +50,13 @@ TEST_CASE("a config splits over T ranks when its heads, key/value heads and MLP 
   LlamaConfig odd = small;
   odd.intermediate_size = 385;
   CHECK(WhyNoTensorParallel(odd, 2) == "intermediate_size 385 is not a multiple of 2");
+  // An untied head splits its vocabulary too; a tied one stays whole.
+  LlamaConfig vocab = small;
+  vocab.vocab_size = 2049;
+  CHECK(WhyNoTensorParallel(vocab, 2) ==
+        "vocab_size 2049 is not a multiple of 2 (an untied LM head is split by vocabulary)");
+  vocab.tie_word_embeddings = true;
+  CHECK(WhyNoTensorParallel(vocab, 2).empty());
 }
 
 }  // namespace pplab
@@ -55,11 +71,20 @@ TEST_CASE("a rank's share of a config has 1 / T of the split widths and every wh
   CHECK(share.intermediate_size == 32);
   CHECK(share.HeadDim() == tiny.HeadDim());
   CHECK(share.hidden_size == tiny.hidden_size);
-  CHECK(share.vocab_size == tiny.vocab_size);
+  CHECK(share.vocab_size == tiny.vocab_size / 2);  // the head's share
   // q, k, v, o and the MLP halve; the two norms (2 x 32) stay whole.
   const int64_t norms = 2 * 32;
   CHECK(DecoderLayerParams(share) == (DecoderLayerParams(tiny) - norms) / 2 + norms);
   CHECK(DecoderLayerParams(TensorParallelShare(tiny, 1)) == DecoderLayerParams(tiny));
+  // A rank of one stage holds: its share of the layers and of the head
+  // (and the final norm), the whole embedding.
+  const Partition whole = PartitionUniform(tiny, 1);
+  const int64_t V = tiny.vocab_size, h = 32;
+  CHECK(TensorParallelStageParams(tiny, whole, 0, 2) == 4 * DecoderLayerParams(share) + V * h + (V / 2) * h + h);
+  CHECK(TensorParallelStageParams(tiny, whole, 0, 1) == StageParams(tiny, whole, 0));
+  LlamaConfig tied = tiny;
+  tied.tie_word_embeddings = true;
+  CHECK(TensorParallelShare(tied, 2).vocab_size == V);
 }
 
 }  // namespace pplab

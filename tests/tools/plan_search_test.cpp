@@ -753,8 +753,8 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   REQUIRE(two.fitting.size() == 1);
   const PlanCandidate& best = two.fitting[0];
   CHECK(best.tp == 2);
-  // A rank computes its share: half the heads and MLP columns, the norms
-  // and the head whole.
+  // A rank computes its share: half the heads, MLP columns and head rows
+  // (the vocabulary), the norms whole.
   const LlamaConfig share = TensorParallelShare(c, 2);
   const TimeNs f2 = std::llround(StageForwardFlops(share, whole, 0, 1, kSeqLen));
   CHECK(f2 < f1);
@@ -763,9 +763,9 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   // F and two in B, over 3 layers.
   const TimeNs ring = 1000 + 2048;
   CHECK(best.step_time == (f2 + 6 * ring) + (2 * f2 + 6 * ring));
-  // Its model state is its share's parameters.
+  // Its model state is its share's parameters, with the whole embedding.
   const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32));
-  CHECK(best.peak_memory == 16 * StageParams(share, whole, 0) + act);
+  CHECK(best.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act);
   CHECK(best.peak_memory < one.fitting[0].peak_memory);
   // On nodes of one GPU the group's two ranks are on two nodes: its ring
   // takes the network between them.

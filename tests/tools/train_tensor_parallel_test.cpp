@@ -95,7 +95,9 @@ TEST_CASE("tensor parallelism keeps the single-process losses and global norm, c
   const nlohmann::json ref = Json("-k 1 -m 1" + common);
   for (const char* plan : {"--tp 2 -s 1f1b -k 2 -m 4", "--tp 2 --dp 2 -s 1f1b -k 1 -m 2 --shard-optimizer",
                            // B and I run the forward again, its all-reduces included
-                           "--tp 2 -s zb-h1 -k 2 -m 4 --recompute all"}) {
+                           "--tp 2 -s zb-h1 -k 2 -m 4 --recompute all",
+                           // two copies of each share, summed over the copies
+                           "--tp 2 -s dualpipe -k 2 -m 4"}) {
     const nlohmann::json got = Json(plan + common);
     INFO(plan);
     CHECK(got.at("tp") == 2);

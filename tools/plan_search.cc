@@ -59,17 +59,20 @@ Link TpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && TpSpansN
 // The tensor-parallel all-reduces of a stage of `layers` layers, per
 // microbatch of `mb` sequences: two per layer in F, of the partial outputs
 // (the activation's dtype), and two per layer in each of B, I and W, of the
-// input's fp32 gradient; each a ring over T of (mb, seq_len, hidden) values.
+// input's fp32 gradient, one more there for a `split_head` (its input's
+// gradient); each a ring over T of (mb, seq_len, hidden) values. The
+// vocabulary-parallel loss's two all-reduces of mb seq_len values are left
+// out (1 / hidden of one of these).
 struct TensorParallelTimes {
   TimeNs forward = 0, backward = 0;
 };
-TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int layers, int mb) {
+TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int layers, bool split_head, int mb) {
   if (o.tp <= 1) return {};
   const double values = static_cast<double>(mb) * o.seq_len * o.config.hidden_size;
   const DataParallel ring{o.tp, TpLink(o)};
   const TimeNs forward = RingAllReduceTime(Ns(ActivationElementBytes(o.precision) * values), ring);
   const TimeNs backward = RingAllReduceTime(Ns(4 * values), ring);
-  return {2 * layers * forward, 2 * layers * backward};
+  return {2 * layers * forward, (2 * layers + (split_head ? 1 : 0)) * backward};
 }
 // Messages between pipeline ranks that any replica puts on two nodes take
 // the network between nodes. Every generator's messages go between
@@ -157,7 +160,8 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     const int s = st % P;
     StageCost& c = stages[st];
     const double flops = StageForwardFlops(shape, p, s, mb, o.seq_len);
-    const TensorParallelTimes tp = TensorParallelCost(o, p.End(s) - p.Begin(s), mb);
+    const TensorParallelTimes tp =
+        TensorParallelCost(o, p.End(s) - p.Begin(s), s == P - 1 && VocabParallelHead(o.config), mb);
     c.forward = Ns(f.ns_per_flop[0] * flops) + tp.forward;
     c.backward = Ns(f.ns_per_flop[1] * flops) + tp.backward;
     c.backward_input = Ns(f.ns_per_flop[2] * flops) + tp.backward;

@@ -167,6 +167,13 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
   return merged;
 }
 
+// PREFIX-bandwidth (GB/s) and PREFIX-latency (ms) of a ring all-reduce.
+void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double& ms, const std::string& bandwidth_help,
+                  const std::string& latency_help) {
+  sub.add_option(prefix + "-bandwidth", gbps, bandwidth_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  sub.add_option(prefix + "-latency", ms, latency_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
+}
+
 int RunPlan(const PlanCmdOptions& o) {
   if (o.ranks == 0 && o.gpus == 0) throw Error("plan: give --ranks K (and --dp D), or --gpus N");
   const auto started = std::chrono::steady_clock::now();
@@ -412,23 +419,15 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "tensor-parallel ranks T per pipeline rank (train --tp): each holds 1/T of every layer's heads and "
                   "MLP columns (default 1; with --gpus, searched)")
       ->check(CLI::Range(1, 4096));
-  sub->add_option("--tp-bandwidth", o->tp_bandwidth_gbps,
-                  "GB/s of the tensor-parallel all-reduces' ring (300: NVLink 4 through NVSwitch, NCCL's all-reduce "
-                  "bus bandwidth for messages of tens of MB on H100s)")
-      ->check(CLI::Range(0.0, 1e6))
-      ->capture_default_str();
-  sub->add_option("--tp-latency", o->tp_latency_ms, "ms of latency of each tensor-parallel all-reduce")
-      ->check(CLI::Range(0.0, 1e6))
-      ->capture_default_str();
+  AddRingFlags(*sub, "--tp", o->tp_bandwidth_gbps, o->tp_latency_ms,
+               "GB/s of the tensor-parallel all-reduces' ring (300: NVLink 4 through NVSwitch, NCCL's all-reduce "
+               "bus bandwidth for messages of tens of MB on H100s)",
+               "ms of latency of each tensor-parallel all-reduce");
   ranks->required(false);
-  sub->add_option("--dp-bandwidth", o->dp_bandwidth_gbps,
-                  "GB/s of the data-parallel all-reduce's ring, which costs each stage's REDUCE_GRAD when D > 1 (25: "
-                  "InfiniBand HDR, 200 Gb/s; 0: not costed)")
-      ->check(CLI::Range(0.0, 1e6))
-      ->capture_default_str();
-  sub->add_option("--dp-latency", o->dp_latency_ms, "ms of latency of that all-reduce")
-      ->check(CLI::Range(0.0, 1e6))
-      ->capture_default_str();
+  AddRingFlags(*sub, "--dp", o->dp_bandwidth_gbps, o->dp_latency_ms,
+               "GB/s of the data-parallel all-reduce's ring, which costs each stage's REDUCE_GRAD when D > 1 (25: "
+               "InfiniBand HDR, 200 Gb/s; 0: not costed)",
+               "ms of latency of that all-reduce");
   sub->add_option("--link-bandwidth", o->link_bandwidth_gbps,
                   "GB/s of each stage-to-stage link (default: the --cost profile's, else free; 0: infinite), "
                   "e.g. for GPUs that will talk over NVLink when the profile's ranks shared one GPU")
@@ -437,10 +436,12 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "ms of latency of each stage-to-stage message (default: "
                   "the --cost profile's, else 0)")
       ->check(CLI::Range(0.0, 1e6));
-  sub->add_option("--gpus-per-node", o->gpus_per_node,
-                  "GPUs a node holds (default: no nodes): messages and data-parallel rings that cross nodes take "
-                  "--dp-bandwidth and --dp-latency (the network between nodes), those inside one --link-bandwidth "
-                  "and --link-latency; world rank d K + k (replica d, pipeline rank k) is on node (d K + k) / N")
+  sub->add_option(
+         "--gpus-per-node", o->gpus_per_node,
+         "GPUs a node holds (default: no nodes): messages and data- and tensor-parallel rings that cross nodes "
+         "take --dp-bandwidth and --dp-latency (the network between nodes), messages inside one "
+         "--link-bandwidth and --link-latency; world rank (d T + t) K + k (replica d, tensor-parallel rank "
+         "t, pipeline rank k) is on node ((d T + t) K + k) / N")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--global-batch", o->global_batch, "sequences per step over all replicas (G)")
       ->required()

@@ -440,8 +440,8 @@ void SetupPlan(CLI::App& app, int& exit_code) {
          "--gpus-per-node", o->gpus_per_node,
          "GPUs a node holds (default: no nodes): messages and data- and tensor-parallel rings that cross nodes "
          "take --dp-bandwidth and --dp-latency (the network between nodes), messages inside one "
-         "--link-bandwidth and --link-latency; world rank (d T + t) K + k (replica d, tensor-parallel rank "
-         "t, pipeline rank k) is on node ((d T + t) K + k) / N")
+         "--link-bandwidth and --link-latency; world rank (d K + k) T + t (replica d, pipeline rank k, "
+         "tensor-parallel rank t) is on node ((d K + k) T + t) / N")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--global-batch", o->global_batch, "sequences per step over all replicas (G)")
       ->required()

@@ -98,10 +98,12 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   const int replica = worker.replica;
   const c10::Device device = worker.device;
   const auto timeout = CommTimeout(o);
-  // Which pipeline ranks share a device: the first replica's (world ranks
-  // 0..K-1), as the traces hold.
+  // Which pipeline ranks share a device: the first pipeline's, as the
+  // traces hold.
   const std::vector<RankDevice> everywhere = WorldRankDevices(worker, timeout);
-  const DeviceMap device_map = MapRankDevices(std::vector<RankDevice>(everywhere.begin(), everywhere.begin() + K));
+  std::vector<RankDevice> first_pipeline;
+  for (RankId k = 0; k < K; ++k) first_pipeline.push_back(everywhere.at(WorldRankOf(0, 0, k, K, worker.tp_size)));
+  const DeviceMap device_map = MapRankDevices(first_pipeline);
   LlamaConfig config = LoadLlamaConfig(o.model);
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {

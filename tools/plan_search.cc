@@ -30,10 +30,10 @@ TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x)))
 LlamaConfig RankShape(const PlanSearchOptions& o) { return TensorParallelShare(o.config, o.tp); }
 
 // Where the ranks sit when nodes hold o.gpus_per_node GPUs
-// (PlanSearchOptions::gpus_per_node): world rank (d T + t) K + k on node
-// ((d T + t) K + k) / G.
+// (PlanSearchOptions::gpus_per_node): world rank (d K + k) T + t, as train
+// numbers them (runtime/train/worker_setup.h), on node ((d K + k) T + t) / G.
 int64_t NodeOf(const PlanSearchOptions& o, int64_t replica, int64_t tp_rank, int64_t rank) {
-  return ((replica * o.tp + tp_rank) * o.ranks + rank) / o.gpus_per_node;
+  return ((replica * o.ranks + rank) * o.tp + tp_rank) / o.gpus_per_node;
 }
 // Nodes only grow with d and with t, so the first and last member decide.
 bool DpSpansNodes(const PlanSearchOptions& o) {

@@ -61,9 +61,9 @@ struct PlanSearchOptions {
   bool cost_data_parallel = false;
   Link dp_link;
   // Nodes of this many GPUs, or 0: every stage-to-stage message takes
-  // `link` and the data-parallel ring dp_link. World rank (d T + t) K + k
-  // (replica d, tensor-parallel rank t, pipeline rank k; train's grid) is on
-  // node ((d T + t) K + k) / gpus_per_node: a message between pipeline ranks
+  // `link` and the data-parallel ring dp_link. World rank (d K + k) T + t
+  // (replica d, pipeline rank k, tensor-parallel rank t; train's grid) is on
+  // node ((d K + k) T + t) / gpus_per_node: a message between pipeline ranks
   // that a pipeline places on two nodes takes dp_link (the network between
   // nodes), the others `link`; the data-parallel ring takes dp_link when a
   // group spans nodes, else `link`; the tensor-parallel ring likewise

@@ -53,8 +53,8 @@ WireFormat DefaultWireFormat(const ProcessGroupHandle& group) {
 }
 
 C10dTransport::C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset,
-                             WireFormat format, std::optional<bool> per_direction)
-    : group_(std::move(group)), device_(device), rank_offset_(rank_offset), format_(format) {
+                             WireFormat format, std::optional<bool> per_direction, RankId rank_stride)
+    : group_(std::move(group)), device_(device), rank_offset_(rank_offset), rank_stride_(rank_stride), format_(format) {
   if (!per_direction.value_or(group_->backend == Backend::kNccl)) return;
   std::vector<RankId> everyone(static_cast<size_t>(group_->world_size));
   for (size_t r = 0; r < everyone.size(); ++r) everyone[r] = static_cast<RankId>(r);
@@ -69,7 +69,7 @@ ProcessGroupHandle& C10dTransport::Channel(RankId from, RankId to) const {
 
 C10dTransport::~C10dTransport() = default;
 
-RankId C10dTransport::Rank() const { return group_->rank - rank_offset_; }
+RankId C10dTransport::Rank() const { return (group_->rank - rank_offset_) / rank_stride_; }
 
 void C10dTransport::DropFinishedSends() {
   // isCompleted() does not block: Gloo's work reports its state, NCCL's
@@ -111,7 +111,7 @@ void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
       Guard(what, [&] {
         pending->part_works.push_back(
             Channel(Rank(), peer)
-                .group->send(pending->parts.back(), rank_offset_ + peer, WireTag(tag, static_cast<int>(i))));
+                .group->send(pending->parts.back(), GroupRankOf(peer), WireTag(tag, static_cast<int>(i))));
       });
     }
     sends_.push_back(std::move(pending));
@@ -135,8 +135,8 @@ void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
   pending->header = {header};
   pending->payload = {bytes.empty() ? torch::zeros({0}, torch::kByte) : torch::cat(bytes)};
   Guard(what, [&] {
-    pending->header_work = Channel(Rank(), peer).group->send(pending->header, rank_offset_ + peer, WireTag(tag, 0));
-    pending->payload_work = Channel(Rank(), peer).group->send(pending->payload, rank_offset_ + peer, WireTag(tag, 1));
+    pending->header_work = Channel(Rank(), peer).group->send(pending->header, GroupRankOf(peer), WireTag(tag, 0));
+    pending->payload_work = Channel(Rank(), peer).group->send(pending->payload, GroupRankOf(peer), WireTag(tag, 1));
   });
   sends_.push_back(std::move(pending));
 }
@@ -158,7 +158,7 @@ void C10dTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) 
       Guard(what, [&] {
         pending->part_works.push_back(
             Channel(peer, Rank())
-                .group->recv(pending->parts.back(), rank_offset_ + peer, WireTag(tag, static_cast<int>(i))));
+                .group->recv(pending->parts.back(), GroupRankOf(peer), WireTag(tag, static_cast<int>(i))));
       });
     }
     receives_[{peer, tag}] = std::move(pending);
@@ -167,7 +167,7 @@ void C10dTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) 
   pending->spec = spec;  // checked against the header when the message arrives
   pending->header = {torch::zeros({kHeaderWords}, torch::kLong)};
   Guard(what, [&] {
-    pending->header_work = Channel(peer, Rank()).group->recv(pending->header, rank_offset_ + peer, WireTag(tag, 0));
+    pending->header_work = Channel(peer, Rank()).group->recv(pending->header, GroupRankOf(peer), WireTag(tag, 0));
   });
   receives_[{peer, tag}] = std::move(pending);
 }
@@ -181,7 +181,7 @@ void C10dTransport::PostPayload(RankId peer, int64_t tag, Pending& pending) {
   }
   pending.payload = {torch::empty({total}, torch::kByte)};
   Guard("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer), [&] {
-    pending.payload_work = Channel(peer, Rank()).group->recv(pending.payload, rank_offset_ + peer, WireTag(tag, 1));
+    pending.payload_work = Channel(peer, Rank()).group->recv(pending.payload, GroupRankOf(peer), WireTag(tag, 1));
   });
 }
 
@@ -260,9 +260,8 @@ void C10dTransport::Connect(const std::vector<RankId>& peers, std::chrono::milli
       std::vector<at::Tensor> byte = {torch::zeros({1}, torch::TensorOptions(torch::kByte).device(g.device))};
       const std::string what = std::string("connecting to rank ") + std::to_string(p) + (up ? " (up)" : " (down)");
       c10::intrusive_ptr<c10d::Work> work;
-      Guard(what, [&] {
-        work = sending ? g.group->send(byte, rank_offset_ + p, 0) : g.group->recv(byte, rank_offset_ + p, 0);
-      });
+      Guard(what,
+            [&] { work = sending ? g.group->send(byte, GroupRankOf(p), 0) : g.group->recv(byte, GroupRankOf(p), 0); });
       Wait(g.backend, work, timeout, what);
     }
     // On NCCL the waits above only ordered the stream: see the byte arrive

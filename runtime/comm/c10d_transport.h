@@ -25,10 +25,9 @@
 // operation behind it, and ignores tags. The executor posts receives ahead of
 // the sends that come before them in its program: over one group, a rank's
 // receive of the first gradient could queue before its send of the
-// activation that gradient needs, and the pipeline would deadlock. So messages from a lower to a higher rank go over an "up"
-// group and the others over a "down" group, two more c10d groups of all the
-// ranks. Each pair then has one communicator per direction, on which only
-// one side sends: a FIFO channel, matched in the validated order.
+// activation that gradient needs, and the pipeline would deadlock. So messages from a lower to a higher rank go over an
+// "up" group and the others over a "down" group, two more c10d groups of all the ranks. Each pair then has one
+// communicator per direction, on which only one side sends: a FIFO channel, matched in the validated order.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -46,15 +45,16 @@ namespace pplab {
 
 enum class WireFormat { kHeader, kKnownShapes };
 
-// Peers are pipeline ranks; pipeline rank p is group rank `rank_offset + p`
-// (data-parallel replica d of a K-rank pipeline has offset d K). Received
-// tensors are placed on `device` (the stages' device).
+// Peers are pipeline ranks; pipeline rank p is group rank `rank_offset + p
+// rank_stride` (runtime/train/worker_setup.h numbers them). Received tensors
+// are placed on `device` (the stages' device).
 class C10dTransport : public Transport {
  public:
   // Every rank of `group` must make its transport at the same point when
   // `per_direction` holds (it makes two groups); by default it holds on NCCL.
   C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset = 0,
-                WireFormat format = WireFormat::kHeader, std::optional<bool> per_direction = std::nullopt);
+                WireFormat format = WireFormat::kHeader, std::optional<bool> per_direction = std::nullopt,
+                RankId rank_stride = 1);
   ~C10dTransport() override;
   RankId Rank() const override;
   void Send(RankId peer, int64_t tag, const TensorList& tensors) override;
@@ -86,11 +86,13 @@ class C10dTransport : public Transport {
   void PostPayload(RankId peer, int64_t tag, Pending& pending);
   // The group that carries messages from `from` to `to` (pipeline ranks).
   ProcessGroupHandle& Channel(RankId from, RankId to) const;
+  // The group rank of pipeline rank `peer`.
+  RankId GroupRankOf(RankId peer) const { return rank_offset_ + peer * rank_stride_; }
   std::shared_ptr<ProcessGroupHandle> group_;
   std::shared_ptr<ProcessGroupHandle> up_, down_;  // per-direction groups, or none
   std::set<RankId> connected_;                     // peers Connect has linked
   c10::Device device_;
-  RankId rank_offset_;
+  RankId rank_offset_, rank_stride_;
   WireFormat format_;
   std::map<std::pair<RankId, int64_t>, std::unique_ptr<Pending>> receives_;
   std::vector<std::unique_ptr<Pending>> sends_;

@@ -239,10 +239,13 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     throw Error("train: tensor parallelism needs the parameters' layout");
   }
   const bool counts = !split || options.tp_rank == 0;
+  // World rank k T of the first pipeline is its pipeline rank k
+  // (runtime/train/worker_setup.h numbers them).
+  const int T = split ? options.tp_size : 1;
   // Replica 0's pipelines (world ranks 0..T K-1) gather the checkpoint's
-  // tensors; its first (0..K-1) writes them. The others hold the same values.
-  const bool gathers_shards = world_rank < schedule.ranks * (split ? options.tp_size : 1);
-  const bool writes_shards = world_rank < schedule.ranks;
+  // tensors; its first writes them. The others hold the same values.
+  const bool gathers_shards = world_rank < schedule.ranks * T;
+  const bool writes_shards = gathers_shards && world_rank % T == 0;
   int first_step = 0;
   double load_ms = 0;
   // Checkpoints this run may prune, oldest first.
@@ -468,8 +471,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const std::vector<std::vector<int64_t>> peaks = group != nullptr
                                                         ? GatherToRank0(*group, {last_peak}, options.comm_timeout)
                                                         : std::vector<std::vector<int64_t>>{{last_peak}};
-    for (RankId r = 0; r < static_cast<RankId>(peaks.size()) && r < schedule.ranks; ++r) {
-      summary.peak_activation_bytes.push_back(peaks[r].at(0));
+    for (RankId r = 0; r * T < static_cast<RankId>(peaks.size()) && r < schedule.ranks; ++r) {
+      summary.peak_activation_bytes.push_back(peaks[r * T].at(0));
     }
   }
   // A collective's result on one rank does not mean its own bytes reached
@@ -484,8 +487,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     t.name = schedule.name;
     t.source = "measured";
     t.ranks = schedule.ranks;
-    // The first replica's pipeline (world ranks 0..K-1) stands for all.
-    for (RankId r = 0; r < static_cast<RankId>(all.size()) && r < schedule.ranks; ++r) Decode(r, all[r], t);
+    // The first pipeline (world ranks 0, T, .. (K-1) T) stands for all.
+    for (RankId r = 0; r * T < static_cast<RankId>(all.size()) && r < schedule.ranks; ++r) Decode(r, all[r * T], t);
     TimeNs first = t.events.empty() ? 0 : t.events.front().start;
     for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
     for (TimelineEvent& e : t.events) {

@@ -61,6 +61,8 @@ struct TrainerOptions {
   // The loss, the compute time and the whole parameters' squared gradients
   // count once per group (its rank 0's); checkpoints hold whole tensors,
   // gathered when written and cut when loaded, so they load into any T.
+  // World ranks are numbered as runtime/train/worker_setup.h says: the
+  // first pipeline's rank k is world rank k T.
   ProcessGroupHandle* tp_group = nullptr;
   int tp_size = 1;
   int tp_rank = 0;

@@ -203,11 +203,11 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   UseFineTimerSlack();  // this thread polls the GPU (runtime/comm/poll.h)
   w.world_rank = world_rank;
   w.world_size = world_size;
-  w.pipeline = world_rank / K;
-  w.replica = w.pipeline / T;
-  w.tp_rank = w.pipeline % T;
+  w.tp_rank = world_rank % T;
   w.tp_size = T;
-  w.rank = world_rank % K;
+  w.rank = (world_rank / T) % K;
+  w.replica = world_rank / (T * K);
+  w.pipeline = w.replica * T + w.tp_rank;
   const int local_rank = EnvInt("LOCAL_RANK", world_rank);
   const int local_ranks = EnvInt("LOCAL_WORLD_SIZE", world_size);
   w.local_rank = local_rank;
@@ -252,19 +252,20 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   g.timeout = o.comm_timeout;
   w.group = ConnectFromEnv(g);
   w.run_id = AgreeOnRunId(w.group.get(), o.comm_timeout);
-  w.transport =
-      on_wire(std::make_unique<C10dTransport>(w.group, w.device, w.pipeline * K, DefaultWireFormat(*w.group)));
+  // This pipeline's ranks: k at WorldRankOf(d, t, k) = d K T + t + k T.
+  w.transport = on_wire(std::make_unique<C10dTransport>(w.group, w.device, WorldRankOf(w.replica, w.tp_rank, 0, K, T),
+                                                        DefaultWireFormat(*w.group), std::nullopt, T));
   const std::string k = std::to_string(w.rank);
   if (o.dp > 1) {
     // The replicas of this pipeline rank's stages (the same share of them).
     std::vector<RankId> members;
-    for (int d = 0; d < o.dp; ++d) members.push_back((d * T + w.tp_rank) * K + w.rank);
+    for (int d = 0; d < o.dp; ++d) members.push_back(WorldRankOf(d, w.tp_rank, w.rank, K, T));
     w.dp_group = Subgroup(*w.group, "dp" + k + "." + std::to_string(w.tp_rank) + "/", members, o.comm_timeout);
   }
   if (T > 1) {
     // The ranks that hold the other shares of this rank's stages.
     std::vector<RankId> members;
-    for (int t = 0; t < T; ++t) members.push_back((w.replica * T + t) * K + w.rank);
+    for (int t = 0; t < T; ++t) members.push_back(WorldRankOf(w.replica, t, w.rank, K, T));
     w.tp_group = Subgroup(*w.group, "tp" + std::to_string(w.replica) + "." + k + "/", members, o.comm_timeout);
     w.tp_comm = MakeTensorParallelComm(w.tp_group, o.comm_timeout);
   }

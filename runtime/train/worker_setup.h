@@ -24,10 +24,13 @@ namespace pplab {
 class TensorParallelComm;
 
 // World ranks: a run holds D x T pipelines of K ranks each (D data-parallel
-// replicas, each of T tensor-parallel pipelines); pipeline p = d T + t
-// holds world ranks p K .. p K + K - 1, pipeline rank k at p K + k. So
-// pipeline 0 (world ranks 0..K-1) is replica 0's first, as without tensor
-// parallelism, and a tensor-parallel group is T ranks K apart.
+// replicas, each of T tensor-parallel pipelines). Pipeline rank k of
+// replica d and tensor-parallel rank t is world rank (d K + k) T + t
+// (WorldRankOf): a tensor-parallel group is T consecutive ranks, inside a
+// node whenever T divides the node's GPUs, as Megatron-LM places them;
+// without tensor parallelism, d K + k. Pipeline p = d T + t (replica d's
+// t-th) has ranks T apart, from d K T + t; replica d is world ranks
+// [d K T, (d+1) K T).
 struct WorkerOptions {
   int pipeline_ranks = 1;          // K
   int dp = 1;                      // D
@@ -37,6 +40,12 @@ struct WorkerOptions {
   std::string precision = "fp32";  // fp32 or bf16 (sim/precision.h)
   std::chrono::milliseconds comm_timeout{60000};
 };
+
+// The world rank of pipeline rank `rank` of `replica`, tensor-parallel rank
+// `tp_rank`, in a grid of K pipeline ranks and T tensor-parallel ones.
+inline RankId WorldRankOf(int replica, int tp_rank, RankId rank, int K, int T) {
+  return (static_cast<RankId>(replica) * K + rank) * T + tp_rank;
+}
 
 // Which of `gpus` GPUs local rank `local_rank` of `local_ranks` uses: GPU
 // local_rank mod gpus, as torchrun does; `shared` when there are fewer GPUs

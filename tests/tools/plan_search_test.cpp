@@ -772,6 +772,24 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   o.dp_link = Link{5000, 0.5};
   const TimeNs network = 5000 + 4096;
   CHECK(SearchPlans(o).fitting[0].step_time == (f2 + 6 * network) + (2 * f2 + 7 * network));
+  // A group is T consecutive world ranks ((d K + k) T + t, as train numbers
+  // them): at K = 2, T = 2 on nodes of 2 GPUs each group is inside a node,
+  // so it costs what it does on one node of 4 (messages between stages cost
+  // the same either way here: link == dp_link); on nodes of 1 its rings
+  // cross the network.
+  PlanSearchOptions n = Options(c, Bytes{1} << 40);
+  n.ranks = 2;
+  n.tp = 2;
+  n.global_batch = 4;
+  n.link = Link{2000, 0.25};
+  n.dp_link = n.link;
+  n.tp_link = Link{100, 10.0};
+  n.gpus_per_node = 4;
+  const TimeNs one_node = SearchPlans(n).fitting[0].step_time;
+  n.gpus_per_node = 2;
+  CHECK(SearchPlans(n).fitting[0].step_time == one_node);
+  n.gpus_per_node = 1;
+  CHECK(SearchPlans(n).fitting[0].step_time > one_node);
   // A T the model does not split is refused.
   o.tp = 3;
   CHECK_THROWS_WITH(SearchPlans(o), "--tp 3: the model's num_attention_heads 4 is not a multiple of 3");

@@ -306,6 +306,9 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   // pipeline pairs, which the executor links next, in the same order on
   // every rank).
   if (options.dp_group != nullptr) AllReduceSum(*options.dp_group, 0.0, options.comm_timeout);
+  // The same for the tensor-parallel group, whose first all-reduce would
+  // come in the first forward.
+  if (split) AllReduceSum(*options.tp_group, 0.0, options.comm_timeout);
   Executor executor(schedule, rank, stages, transport, loss, exec_options);
   const Schedule eval_plan = ForwardOnly(schedule);
   ExecutorOptions eval_options;

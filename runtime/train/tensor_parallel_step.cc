@@ -7,12 +7,11 @@
 
 namespace pplab {
 
-void SumPartialGradients(const std::vector<std::pair<std::string, at::Tensor>>& params,
-                         const std::function<bool(const std::string&)>& partial, ProcessGroupHandle& group,
+void SumPartialGradients(const std::vector<at::Tensor>& params, ProcessGroupHandle& group,
                          std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> grads;
-  for (const auto& [name, p] : params) {
-    if (partial(name) && p.grad().defined()) grads.push_back(p.grad());
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
   }
   if (grads.empty()) return;
   std::vector<at::Tensor> flat_parts;
@@ -25,14 +24,6 @@ void SumPartialGradients(const std::vector<std::pair<std::string, at::Tensor>>& 
     g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
     offset += g.numel();
   }
-}
-
-at::Tensor WholeGradSquares(const std::vector<std::pair<std::string, at::Tensor>>& params, const SplitDim& split_dim) {
-  std::vector<at::Tensor> squares;
-  for (const auto& [name, p] : params) {
-    if (split_dim(name) < 0 && p.grad().defined()) squares.push_back(p.grad().norm().to(torch::kFloat64).pow(2));
-  }
-  return squares.empty() ? torch::zeros({}, torch::kFloat64) : torch::stack(squares).sum();
 }
 
 TensorMap GatherShares(ProcessGroupHandle& group, SplitDim split_dim, std::chrono::milliseconds timeout) {

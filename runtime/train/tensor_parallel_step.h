@@ -20,17 +20,12 @@ struct ProcessGroupHandle;
 
 using SplitDim = std::function<int(const std::string& name)>;  // -1: held whole
 
-// Sums over `group`, in place, the gradients of the parameters `partial`
-// picks: whole weights inside a split region, whose gradient each rank
-// computed from its own share. One all-reduce for all of them (none when
-// there are none; every rank of the group picks the same names).
-void SumPartialGradients(const std::vector<std::pair<std::string, at::Tensor>>& params,
-                         const std::function<bool(const std::string&)>& partial, ProcessGroupHandle& group,
+// Sums over `group`, in place, the gradients of `params`: whole weights
+// inside a split region, whose gradient each rank computed from its own
+// share. One all-reduce for all of them (none when there are none; every
+// rank of the group passes the same parameters in the same order).
+void SumPartialGradients(const std::vector<at::Tensor>& params, ProcessGroupHandle& group,
                          std::chrono::milliseconds timeout);
-
-// The squared L2 norm (fp64, a scalar) of the gradients of the parameters
-// held whole, to take out of every group rank's count but one.
-at::Tensor WholeGradSquares(const std::vector<std::pair<std::string, at::Tensor>>& params, const SplitDim& split_dim);
 
 // Checkpoint maps (runtime/train/checkpoint.h): a share put back together
 // from the whole `group` (a collective: every rank of the group calls it

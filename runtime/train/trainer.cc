@@ -239,6 +239,25 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     throw Error("train: tensor parallelism needs the parameters' layout");
   }
   const bool counts = !split || options.tp_rank == 0;
+  // Picked once: the whole weights inside split regions (their gradients
+  // are partial sums), and on the group's other ranks the first copy's
+  // whole parameters, whose squared gradients the group's rank 0 counts (a
+  // tied head is out of the count already, below).
+  std::vector<at::Tensor> partial_params, counted_elsewhere;
+  if (split) {
+    for (const auto& [name, p] : named) {
+      if (options.tp_partial_gradient(name)) partial_params.push_back(p);
+    }
+  }
+  if (!counts) {
+    for (const auto& [s, params] : params_of) {
+      if (schedule.PipelineOf(s) != 0) continue;
+      for (const auto& [name, p] : params) {
+        const bool tied_head = !options.tied_parameters.first.empty() && name == options.tied_parameters.second;
+        if (options.tp_split_dim(name) < 0 && !tied_head) counted_elsewhere.push_back(p);
+      }
+    }
+  }
   // World rank k T of the first pipeline is its pipeline rank k
   // (runtime/train/worker_setup.h numbers them).
   const int T = split ? options.tp_size : 1;
@@ -363,7 +382,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
                        options.tied_parameters.second);
     }
     // Whole weights inside a split region (qk_norm's) get the group's sum.
-    if (split) SumPartialGradients(named, options.tp_partial_gradient, *options.tp_group, options.comm_timeout);
+    if (split) SumPartialGradients(partial_params, *options.tp_group, options.comm_timeout);
     // The step's one host read: this rank's loss, compute time and squared
     // gradient norm (the first copy's parameters, so each counts once),
     // summed over the world in one all-reduce. Clipping by that global norm
@@ -374,17 +393,11 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     at::Tensor squares = GradSquares(gradients(true));
     if (tied) squares = squares - TiedCopySquares(schedule, params_of, options.tied_parameters.second);
     if (!counts) {
-      // The whole parameters' gradients are the group's rank 0's too; the
-      // first copy's only, as above (a tied head is a whole parameter, so
-      // it is already out of the count).
-      std::vector<std::pair<std::string, at::Tensor>> first_copy;
-      for (const auto& [s, params] : params_of) {
-        if (schedule.PipelineOf(s) != 0) continue;
-        for (const auto& [name, p] : params) {
-          if (!(tied && name == options.tied_parameters.second)) first_copy.emplace_back(name, p);
-        }
+      std::vector<at::Tensor> grads;
+      for (const at::Tensor& p : counted_elsewhere) {
+        if (p.grad().defined()) grads.push_back(p.grad());
       }
-      squares = squares - WholeGradSquares(first_copy, options.tp_split_dim).to(squares.device());
+      squares = squares - GradSquares(grads).to(squares.device());
     }
     at::Tensor sums =
         torch::stack({loss_sum, torch::full({}, counts ? busy : 0.0, torch::dtype(torch::kFloat64).device(device)),

@@ -62,9 +62,11 @@ Result Run(const LlamaConfig& c, const at::Tensor& tokens, const at::Tensor& tar
   const auto params = stage->NamedParameters();
   auto split_dim = [&c](const std::string& name) { return TensorParallelDim(TensorParallelSplit(name, c)); };
   if (group != nullptr) {
-    SumPartialGradients(
-        params, [&c](const std::string& name) { return TensorParallelSplit(name, c) == TensorSplit::kPartialGradient; },
-        *group, timeout);
+    std::vector<at::Tensor> partial;
+    for (const auto& [name, p] : params) {
+      if (TensorParallelSplit(name, c) == TensorSplit::kPartialGradient) partial.push_back(p);
+    }
+    SumPartialGradients(partial, *group, timeout);
   }
   for (const auto& [name, p] : params) {
     at::Tensor g = p.grad().clone();

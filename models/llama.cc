@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "models/pretrained.h"
+#include "runtime/exec/autocast.h"
 #include "schedules/error.h"
 
 // at::scaled_dot_product_attention came in LibTorch 2.0, its enable_gqa
@@ -53,16 +54,20 @@ torch::nn::Linear Linear(int64_t in, int64_t out, bool bias = false) {
 // Tensor parallelism's two operators (Megatron-LM's f and g): where a split
 // region starts, the input passes as it is and its gradient is summed over
 // the group; where it ends, the partial outputs are summed and the gradient
-// passes as it is. The group travels through the autograd context in a
-// capsule.
+// passes as it is. The group, with this rank's place in it, travels through
+// the autograd context in a capsule.
 struct GroupHolder : torch::CustomClassHolder {
-  explicit GroupHolder(std::shared_ptr<TensorParallelComm> c) : comm(std::move(c)) {}
+  GroupHolder(std::shared_ptr<TensorParallelComm> c, const TensorParallel& t) : comm(std::move(c)), tp(t) {}
   std::shared_ptr<TensorParallelComm> comm;
+  TensorParallel tp;
 };
 using GroupRef = c10::intrusive_ptr<GroupHolder>;
 
-TensorParallelComm& GroupOf(torch::autograd::AutogradContext* ctx) {
-  return *c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule())->comm;
+void KeepGroup(torch::autograd::AutogradContext* ctx, const GroupRef& group) {
+  ctx->saved_data["group"] = c10::IValue::make_capsule(group);
+}
+GroupHolder& GroupOf(torch::autograd::AutogradContext* ctx) {
+  return *c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
 }
 
 // Summed over the group, in a new contiguous tensor.
@@ -74,12 +79,12 @@ torch::Tensor SummedCopy(const torch::Tensor& x, TensorParallelComm& comm) {
 
 struct EnterSplitRegion : torch::autograd::Function<EnterSplitRegion> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const GroupRef& group) {
-    ctx->saved_data["group"] = c10::IValue::make_capsule(group);
+    KeepGroup(ctx, group);
     return x;
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    return {SummedCopy(grads[0], GroupOf(ctx)), torch::Tensor()};
+    return {SummedCopy(grads[0], *GroupOf(ctx).comm), torch::Tensor()};
   }
 };
 
@@ -94,16 +99,150 @@ struct LeaveSplitRegion : torch::autograd::Function<LeaveSplitRegion> {
   }
 };
 
+// Sequence parallelism's operators, on (B, S, C) tensors of which each rank
+// holds positions [t S/T, (t+1) S/T) outside the split regions.
+constexpr int64_t kPositions = 1;
+
+// This rank's positions of `x`, which holds all of them.
+torch::Tensor OwnPositions(const torch::Tensor& x, const TensorParallel& tp) {
+  const int64_t n = x.size(kPositions) / tp.size;
+  return x.narrow(kPositions, tp.rank * n, n).contiguous();
+}
+
+// A split region's exit: the partial outputs summed, each rank keeping its
+// positions (a reduce-scatter); their gradient is gathered.
+struct ReduceScatterPositions : torch::autograd::Function<ReduceScatterPositions> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& partial,
+                               const GroupRef& group) {
+    KeepGroup(ctx, group);
+    return group->comm->ReduceScatter(partial, kPositions);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    return {GroupOf(ctx).comm->AllGather(grads[0], kPositions), torch::Tensor()};
+  }
+};
+
+// Every rank's positions gathered, for a computation every rank then runs
+// whole (a tied head): the gradient that comes back is the same on every
+// rank, and each keeps its own positions' part.
+struct GatherPositions : torch::autograd::Function<GatherPositions> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const GroupRef& group) {
+    KeepGroup(ctx, group);
+    return group->comm->AllGather(x, kPositions);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    return {OwnPositions(grads[0], GroupOf(ctx).tp), torch::Tensor()};
+  }
+};
+
+// Each rank's positions of a tensor every rank computed whole (the
+// embedding's output); the gradient is gathered, so the whole computation
+// before it gets the whole gradient on every rank.
+struct KeepPositions : torch::autograd::Function<KeepPositions> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const GroupRef& group) {
+    KeepGroup(ctx, group);
+    return OwnPositions(x, group->tp);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    return {GroupOf(ctx).comm->AllGather(grads[0], kPositions), torch::Tensor()};
+  }
+};
+
+// A split region's entry under sequence parallelism, fused with the
+// column-parallel projections that read it: x, this rank's positions, is
+// gathered to every position and multiplied by each weight (plus its bias,
+// when `biases` is not empty). Only x is kept for the backward, in the
+// dtype the matmuls ran in (bf16 under autocast), not the gathered tensor
+// T times its size: the backward gathers it again for the weights'
+// gradients, and reduce-scatters the input's. Each gradient is computed only
+// when the backward pass asks for it (the I and W passes of a split
+// backward ask for the input's and the weights' apart).
+struct GatheredProjections : torch::autograd::Function<GatheredProjections> {
+  // The weights and biases come as TensorLists, which autograd takes apart
+  // (one gradient edge each); a std::vector argument would be opaque to it.
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                                at::TensorList weights, at::TensorList biases, const GroupRef& group) {
+    KeepGroup(ctx, group);
+    const c10::ScalarType dtype = AutocastComputeDtype(x.device().type(), x.scalar_type());
+    const torch::Tensor mine = x.to(dtype).contiguous();
+    const torch::Tensor all = group->comm->AllGather(mine, kPositions);
+    torch::autograd::variable_list out;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      out.push_back(torch::nn::functional::linear(all, weights[i].to(dtype),
+                                                  biases.empty() ? torch::Tensor() : biases[i].to(dtype)));
+    }
+    torch::autograd::variable_list saved = {mine};
+    saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["input_dtype"] = x.scalar_type();
+    ctx->saved_data["biases"] = static_cast<int64_t>(biases.size());
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    GroupHolder& group = GroupOf(ctx);
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& mine = saved[0];
+    const size_t n = saved.size() - 1;
+    const size_t biases = static_cast<size_t>(ctx->saved_data["biases"].toInt());
+    const c10::ScalarType dtype = mine.scalar_type();
+    torch::autograd::variable_list out(1 + n + biases + 1);  // x, weights, biases, the group
+    if (ctx->needs_input_grad(0)) {
+      // The input's gradient, summed in the input's dtype (fp32) as the plain
+      // layout's all-reduce sums it, each rank keeping its positions.
+      torch::Tensor g;
+      for (size_t i = 0; i < n; ++i) {
+        const torch::Tensor gi = torch::matmul(grads[i].to(dtype), saved[1 + i].to(dtype));
+        g = g.defined() ? g + gi : gi;
+      }
+      out[0] = group.comm->ReduceScatter(g.to(ctx->saved_data["input_dtype"].toScalarType()), kPositions);
+    }
+    torch::Tensor all;  // every position, gathered again when a weight's gradient is asked for
+    for (size_t i = 0; i < n; ++i) {
+      const torch::Tensor& w = saved[1 + i];
+      const torch::Tensor g2 = grads[i].to(dtype).reshape({-1, grads[i].size(-1)});
+      if (ctx->needs_input_grad(1 + i)) {
+        if (!all.defined()) all = group.comm->AllGather(mine, kPositions);
+        out[1 + i] = g2.t().mm(all.reshape({-1, all.size(-1)})).to(w.scalar_type());
+      }
+      if (i < biases && ctx->needs_input_grad(1 + n + i)) out[1 + n + i] = g2.sum(0).to(w.scalar_type());
+    }
+    return out;
+  }
+};
+
 // A projection whose output the group sums (row-parallel): x (..., in / T)
-// -> (..., out), with its bias, held whole, added once after the sum.
+// -> (..., out), with its bias, held whole, added once after the sum; under
+// sequence parallelism the sum is reduce-scattered over the positions.
 // Without a group, the plain linear layer.
 torch::Tensor RowParallel(torch::nn::Linear proj, const torch::Tensor& x, const GroupRef& group) {
   if (!group) return proj(x);
-  torch::Tensor y = LeaveSplitRegion::apply(torch::nn::functional::linear(x, proj->weight), group);
+  const torch::Tensor partial = torch::nn::functional::linear(x, proj->weight);
+  const torch::Tensor y =
+      group->tp.Sequence() ? ReduceScatterPositions::apply(partial, group) : LeaveSplitRegion::apply(partial, group);
   return proj->bias.defined() ? y + proj->bias : y;
 }
-torch::Tensor EnterRegion(const torch::Tensor& x, const GroupRef& group) {
-  return group ? EnterSplitRegion::apply(x, group) : x;
+// Column-parallel projections of x, the start of a split region: with
+// sequence parallelism x is this rank's positions and the outputs have
+// every position. Without a group, the plain linear layers.
+torch::autograd::variable_list ColumnParallel(const torch::Tensor& x, std::vector<torch::nn::Linear> projections,
+                                              const GroupRef& group) {
+  torch::autograd::variable_list out;
+  if (group && group->tp.Sequence()) {
+    torch::autograd::variable_list weights, biases;
+    for (const auto& p : projections) {
+      weights.push_back(p->weight);
+      if (p->bias.defined()) biases.push_back(p->bias);
+    }
+    if (!biases.empty() && biases.size() != weights.size()) throw Error("llama: projections with and without bias");
+    return GatheredProjections::apply(x, at::TensorList(weights), at::TensorList(biases), group);
+  }
+  const torch::Tensor in = group ? EnterSplitRegion::apply(x, group) : x;
+  for (auto& p : projections) out.push_back(p(in));
+  return out;
 }
 
 // A split region's sizes on one rank of `tp`.
@@ -148,13 +287,15 @@ struct AttentionImpl : torch::nn::Module {
   // x (B,T,C), cos/sin (T,hd), bias (B,1,T,T) additive mask, or undefined
   // for causal only (SDPA path) -> (B,T,C). With `cache`, the keys and
   // values of the tokens before these are in it (bias is then (B,1,T,past+T)),
-  // and these tokens' are appended.
-  torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& cos, const torch::Tensor& sin,
+  // and these tokens' are appended. Under sequence parallelism x and the
+  // result are this rank's T / size positions, and cos, sin and bias are
+  // every position's.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& bias, KvSlot* cache = nullptr) {
-    const torch::Tensor x = EnterRegion(input, group);
-    const int64_t B = x.size(0), T = x.size(1);
-    auto q = q_proj(x).view({B, T, heads, head_dim});     // (B,T,H,hd): H this rank's heads
-    auto k = k_proj(x).view({B, T, kv_heads, head_dim});  // (B,T,KV,hd)
+    const auto qkv = ColumnParallel(x, {q_proj, k_proj, v_proj}, group);
+    const int64_t B = qkv[0].size(0), T = qkv[0].size(1);
+    auto q = qkv[0].view({B, T, heads, head_dim});     // (B,T,H,hd): H this rank's heads
+    auto k = qkv[1].view({B, T, kv_heads, head_dim});  // (B,T,KV,hd)
     if (q_norm) {
       // Each head normalised on its own, in fp32 as the norm's weight is:
       // under bf16 autocast the projections come out in bf16, and the norm
@@ -164,9 +305,9 @@ struct AttentionImpl : torch::nn::Module {
       q = q_norm(q.to(torch::kFloat32));
       k = k_norm(k.to(torch::kFloat32));
     }
-    q = q.transpose(1, 2);                                                // (B,H,T,hd)
-    k = k.transpose(1, 2);                                                // (B,KV,T,hd)
-    auto v = v_proj(x).view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
+    q = q.transpose(1, 2);                                             // (B,H,T,hd)
+    k = k.transpose(1, 2);                                             // (B,KV,T,hd)
+    auto v = qkv[2].view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
     q = q * cos + RotateHalf(q) * sin;
     k = k * cos + RotateHalf(k) * sin;
     if (cache != nullptr) {
@@ -242,10 +383,11 @@ struct MlpImpl : torch::nn::Module {
     up_proj = register_module("up_proj", Linear(c.hidden_size, inner, c.mlp_bias));
     down_proj = register_module("down_proj", Linear(inner, c.hidden_size, c.mlp_bias));
   }
-  // SwiGLU: x (B,T,C) -> (B,T,I) (I: this rank's columns) -> (B,T,C)
-  torch::Tensor forward(const torch::Tensor& input) {
-    const torch::Tensor x = EnterRegion(input, group);
-    return RowParallel(down_proj, torch::silu(gate_proj(x)) * up_proj(x), group);
+  // SwiGLU: x (B,T,C) -> (B,T,I) (I: this rank's columns) -> (B,T,C);
+  // under sequence parallelism x and the result are this rank's positions.
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto gate_up = ColumnParallel(x, {gate_proj, up_proj}, group);
+    return RowParallel(down_proj, torch::silu(gate_up[0]) * gate_up[1], group);
   }
   GroupRef group;
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
@@ -288,8 +430,8 @@ class LlamaStageImpl : public torch::nn::Module {
         throw Error("llama: cannot split the layers over " + std::to_string(tp_.size) +
                     " tensor-parallel ranks: " + why);
       }
-      group = c10::make_intrusive<GroupHolder>(options.tp_comm);
-      if (VocabParallelHead(c)) head_group_ = group;
+      group = c10::make_intrusive<GroupHolder>(options.tp_comm, tp_);
+      group_ = group;
     }
     if (first_) embed_tokens_ = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
     // Global layer indices as child names: "layers.7....".
@@ -301,8 +443,8 @@ class LlamaStageImpl : public torch::nn::Module {
       norm_ = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
       // Split by vocabulary under tensor parallelism (its logits are this
       // rank's share), unless tied to the embedding.
-      lm_head_ =
-          register_module("lm_head", Linear(c.hidden_size, head_group_ ? c.vocab_size / tp_.size : c.vocab_size));
+      lm_head_ = register_module(
+          "lm_head", Linear(c.hidden_size, group_ && VocabParallelHead(c) ? c.vocab_size / tp_.size : c.vocab_size));
     }
     // Rotary tables for every position the model accepts: (max_pos, hd).
     const std::vector<double> frequencies = RotaryFrequencies(c);  // rope_theta's, scaled as the config says
@@ -370,9 +512,19 @@ class LlamaStageImpl : public torch::nn::Module {
 
   TensorList Forward(const TensorList& inputs) {
     if (inputs.size() != 2) throw Error("llama stage: expected 2 inputs (activations, attention_mask)");
-    const torch::Tensor& mask = inputs[1];                            // (B,T) int64, 1 = token
-    torch::Tensor x = first_ ? embed_tokens_(inputs[0]) : inputs[0];  // (B,T,C)
-    const int64_t T = x.size(1);
+    const torch::Tensor& mask = inputs[1];  // (B,T) int64, 1 = token
+    const int64_t T = mask.size(1);
+    // (B,T,C), or under sequence parallelism this rank's (B,T/size,C).
+    torch::Tensor x = inputs[0];
+    if (first_) {
+      x = embed_tokens_(x);
+      if (tp_.Sequence()) x = KeepPositions::apply(x, group_);
+    }
+    if (x.size(1) != (tp_.Sequence() ? T / tp_.size : T) || T % tp_.size != 0) {
+      throw Error("llama stage: hidden state of " + std::to_string(x.size(1)) + " positions for a mask of " +
+                  std::to_string(T) +
+                  (tp_.Sequence() ? " split over " + std::to_string(tp_.size) + " sequence-parallel ranks" : ""));
+    }
     if (T > config_.max_position_embeddings) {
       throw Error("llama stage: sequence length " + std::to_string(T) + " exceeds max_position_embeddings " +
                   std::to_string(config_.max_position_embeddings));
@@ -392,7 +544,7 @@ class LlamaStageImpl : public torch::nn::Module {
     }
     auto cos = cos_.narrow(0, 0, T), sin = sin_.narrow(0, 0, T);
     for (auto& layer : layers_) x = layer(x, cos, sin, bias);
-    if (last_) return {lm_head_(EnterRegion(norm_(x), head_group_))};  // logits (B,T,V), or (B,T,V/T) split
+    if (last_) return {Head(norm_(x))};
     return {x, mask};
   }
 
@@ -418,12 +570,25 @@ class LlamaStageImpl : public torch::nn::Module {
     return lm_head_(norm_(x));
   }
 
+  // The logits (B,T,V) of the normed hidden state x, or this rank's share
+  // (B,T,V/size) under tensor parallelism when the head is split by
+  // vocabulary. Under sequence parallelism x is this rank's positions, and
+  // the logits are every position's.
+  torch::Tensor Head(const torch::Tensor& x) {
+    if (!group_) return lm_head_(x);
+    if (VocabParallelHead(config_)) return ColumnParallel(x, {lm_head_}, group_)[0];
+    return lm_head_(tp_.Sequence() ? GatherPositions::apply(x, group_) : x);  // tied: whole on every rank
+  }
+
   // Forward: {hidden (B,T,C) in the parameters' dtype, attention_mask (B,T)
   // int64} from the previous stage; backward: the gradient of hidden (B,T,C).
+  // Under sequence parallelism the hidden state is this rank's T / size
+  // positions (the mask stays whole).
   MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const {
     if (forward ? first_ : last_) return {};  // the first stage reads data; the last one starts from the loss
     const c10::ScalarType dtype = cos_.scalar_type();
-    MessageSpec spec = {{dtype, {rows, seq_len, config_.hidden_size}}};
+    const int64_t positions = tp_.Sequence() ? seq_len / tp_.size : seq_len;
+    MessageSpec spec = {{dtype, {rows, positions, config_.hidden_size}}};
     if (forward) spec.push_back({c10::ScalarType::Long, {rows, seq_len}});
     return spec;
   }
@@ -439,7 +604,7 @@ class LlamaStageImpl : public torch::nn::Module {
   bool first_, last_;
   bool sdpa_, padding_;
   TensorParallel tp_;
-  GroupRef head_group_;  // set when the LM head is split by vocabulary
+  GroupRef group_;  // the group under tensor parallelism, else null
   torch::nn::Embedding embed_tokens_{nullptr};
   std::vector<DecoderLayer> layers_;
   RMSNorm norm_{nullptr};
@@ -587,7 +752,7 @@ at::Tensor VocabParallelCrossEntropySum(const at::Tensor& logits, const at::Tens
   if (comm == nullptr) throw Error("llama: a vocabulary-parallel loss needs its group");
   return VocabParallelCrossEntropy::apply(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), ignore_index,
                                           static_cast<int64_t>(tp.rank), static_cast<int64_t>(tp.size),
-                                          c10::make_intrusive<GroupHolder>(comm));
+                                          c10::make_intrusive<GroupHolder>(comm, tp));
 }
 
 at::Tensor TokenCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index) {

@@ -11,8 +11,14 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 bool VocabParallelHead(const LlamaConfig& config) { return !config.tie_word_embeddings; }
 
-TensorSplit TensorParallelSplit(const std::string& name, const LlamaConfig& config) {
+TensorSplit TensorParallelSplit(const std::string& name, const LlamaConfig& config, bool sequence_parallel) {
   if (name == "lm_head.weight") return VocabParallelHead(config) ? TensorSplit::kRows : TensorSplit::kWhole;
+  // Under sequence parallelism the norms and the biases added after a
+  // reduce-scatter see a share of the positions.
+  if (sequence_parallel && (name == "norm.weight" || EndsWith(name, "layernorm.weight") ||
+                            EndsWith(name, ".self_attn.o_proj.bias") || EndsWith(name, ".mlp.down_proj.bias"))) {
+    return TensorSplit::kPartialGradient;
+  }
   if (name.rfind("layers.", 0) != 0) return TensorSplit::kWhole;  // embedding, final norm
   for (const char* column :
        {".self_attn.q_proj.", ".self_attn.k_proj.", ".self_attn.v_proj.", ".mlp.gate_proj.", ".mlp.up_proj."}) {
@@ -69,6 +75,11 @@ std::string WhyNoTensorParallel(const LlamaConfig& c, int size) {
     return need("vocab_size", c.vocab_size) + " (an untied LM head is split by vocabulary)";
   }
   return "";
+}
+
+std::string WhyNoSequenceParallel(int64_t seq_len, int size) {
+  if (size <= 1 || seq_len % size == 0) return "";
+  return "the sequence length " + std::to_string(seq_len) + " is not a multiple of " + std::to_string(size);
 }
 
 }  // namespace pplab

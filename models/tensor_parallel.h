@@ -22,6 +22,20 @@
 // is a weight inside a split region that is held whole: qk_norm's q_norm
 // and k_norm, which each rank applies to its own heads. Their gradients
 // are partial sums, added over the group before the optimizer step.
+//
+// Sequence parallelism (Korthikanti et al. 2022, "Reducing Activation
+// Recomputation in Large Transformer Models"): outside the split regions
+// each rank holds 1 / T of the positions instead of all of them, rank t
+// positions [t S/T, (t+1) S/T). The norms, the residual adds and the
+// row-parallel biases then run on that share, and a region's entry gathers
+// the positions (an all-gather, where the plain layout passes x as it is)
+// and its exit reduce-scatters them (where the plain layout all-reduces).
+// The activations outside the regions, and the hidden state sent between
+// pipeline stages, shrink by T. The weights that act on a share of the
+// positions (every norm, the row-parallel biases) get partial gradients,
+// added over the group as qk_norm's are. The embedding is computed whole
+// and each rank keeps its positions (its gradient gathered back whole);
+// a whole (tied) head reads every position, gathered.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +54,10 @@ enum class TensorSplit {
 };
 
 // How parameter `global_name` ("layers.3.self_attn.q_proj.weight") of a
-// model of `config` is held under tensor parallelism.
-TensorSplit TensorParallelSplit(const std::string& global_name, const LlamaConfig& config);
+// model of `config` is held under tensor parallelism, with or without
+// sequence parallelism.
+TensorSplit TensorParallelSplit(const std::string& global_name, const LlamaConfig& config,
+                                bool sequence_parallel = false);
 // Whether the LM head is split by vocabulary: when it is not tied.
 bool VocabParallelHead(const LlamaConfig& config);
 
@@ -53,6 +69,9 @@ int TensorParallelDim(TensorSplit split);
 // attention heads, key/value heads and intermediate size must each be a
 // multiple of `size`, and so must its vocabulary when the head is split.
 std::string WhyNoTensorParallel(const LlamaConfig& config, int size);
+// Why sequences of `seq_len` tokens cannot be split over `size` ranks by
+// sequence parallelism, or "" when they can (a multiple of `size`).
+std::string WhyNoSequenceParallel(int64_t seq_len, int size);
 
 // One rank's shapes of `config` split over `size` ranks: a config with
 // 1 / size of the heads, key/value heads and intermediate width (head_dim
@@ -68,8 +87,10 @@ LlamaConfig TensorParallelShare(const LlamaConfig& config, int size);
 int64_t TensorParallelStageParams(const LlamaConfig& config, const Partition& partition, int stage, int size);
 
 struct TensorParallel {
-  int size = 1;  // T: ranks in the group; 1 is no tensor parallelism
-  int rank = 0;  // this rank's place in the group, [0, T)
+  int size = 1;           // T: ranks in the group; 1 is no tensor parallelism
+  int rank = 0;           // this rank's place in the group, [0, T)
+  bool sequence = false;  // sequence parallelism (no effect when size is 1)
+  bool Sequence() const { return sequence && size > 1; }
 };
 
 }  // namespace pplab

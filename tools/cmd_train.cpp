@@ -120,7 +120,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
   llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
   if (!o.init_from.empty()) llama.weights = std::make_shared<const WeightFiles>(WeightFiles::Open(o.init_from));
-  llama.tensor_parallel = {worker.tp_size, worker.tp_rank};
+  llama.tensor_parallel = {worker.tp_size, worker.tp_rank, o.sequence_parallel};
   llama.tp_comm = worker.tp_comm;
   const StepFlops flops = FlopsOf(o, config, partition, schedule, device, PrecisionName(worker.precision));
   TrainerOptions options = TrainerOptionsOf(o, worker, config);
@@ -294,6 +294,12 @@ int RunTrain(const TrainOptions& given) {
   if (const std::string why = WhyNoTensorParallel(config, o.tp); !why.empty()) {
     throw Error("--tp " + std::to_string(o.tp) + ": the model's " + why);
   }
+  if (o.sequence_parallel && o.tp < 2) {
+    throw Error("--sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or more");
+  }
+  if (const std::string why = WhyNoSequenceParallel(o.seq_len, o.sequence_parallel ? o.tp : 1); !why.empty()) {
+    throw Error("--sequence-parallel: " + why + " (--tp)");
+  }
   if (o.shard_optimizer && o.dp < 2) {
     throw Error("--shard-optimizer shards the AdamW moments over the data-parallel replicas: it needs --dp 2 or more");
   }
@@ -385,6 +391,10 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
                   "columns with T - 1 others (Megatron-LM's layout; world = D x T x K processes)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  sub->add_flag("--sequence-parallel", o->sequence_parallel,
+                "with --tp T: outside the split regions each tensor-parallel rank keeps 1/T of the positions "
+                "(Megatron-LM's sequence parallelism), so the norms' activations and the hidden state sent between "
+                "stages shrink by T; --seq-len must be a multiple of T");
   sub->add_option("--dp", o->dp, "data-parallel replicas D of the pipeline (world = D x T x K processes)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

@@ -70,6 +70,7 @@ nlohmann::json RunManifest(const TrainOptions& o, const nlohmann::json& must_mat
   manifest["ranks"] = schedule.ranks;
   manifest["dp"] = o.dp;
   manifest["tp"] = o.tp;  // not a field to match: checkpoints hold whole tensors
+  manifest["sequence_parallel"] = o.sequence_parallel;
   manifest["partition"] = partition.ToString();
   // Not a field a resume must match: weights and AdamW state are fp32 in
   // both precisions, so a checkpoint continues in either (the launcher says so).

@@ -49,8 +49,8 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
   options.tp_split_dim = [config](const std::string& name) {
     return TensorParallelDim(TensorParallelSplit(name, config));
   };
-  options.tp_partial_gradient = [config](const std::string& name) {
-    return TensorParallelSplit(name, config) == TensorSplit::kPartialGradient;
+  options.tp_partial_gradient = [config, sequence = o.sequence_parallel](const std::string& name) {
+    return TensorParallelSplit(name, config, sequence) == TensorSplit::kPartialGradient;
   };
   options.checkpoint_dir = o.checkpoint_dir;
   options.checkpoint_every = o.checkpoint_every;

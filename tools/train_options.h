@@ -23,7 +23,8 @@ struct TrainOptions {
   std::string plan_file;
   int ranks = 2;
   int dp = 1;
-  int tp = 1;  // tensor-parallel ranks T per pipeline rank (world = D x T x K)
+  int tp = 1;                      // tensor-parallel ranks T per pipeline rank (world = D x T x K)
+  bool sequence_parallel = false;  // with T > 1: each tensor-parallel rank keeps 1 / T of the positions
   int microbatches = 8;
   int virtual_stages = 0;
   std::string model = "small";

@@ -125,6 +125,7 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
                           {"ranks", schedule.ranks},
                           {"dp", o.dp},
                           {"tp", o.tp},
+                          {"sequence_parallel", o.sequence_parallel},
                           {"microbatches", schedule.microbatches},
                           {"steps", o.steps},
                           {"model", o.model},

@@ -57,6 +57,35 @@ at::Tensor AllGatherAlong(ProcessGroupHandle& group, const at::Tensor& tensor, i
   return whole.to(tensor.device());
 }
 
+at::Tensor AllGatherCat(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
+                        std::chrono::milliseconds timeout) {
+  std::vector<at::Tensor> in = {tensor.contiguous()};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < GroupSize(group); ++r) out[0].push_back(torch::empty_like(in[0]));
+  Wait(group.backend, group.group->allgather(out, in), timeout, Who(group, "all-gather"));
+  return torch::cat(out[0], dim);
+}
+
+at::Tensor ReduceScatterAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
+                              std::chrono::milliseconds timeout) {
+  const int size = GroupSize(group);
+  if (tensor.size(dim) % size != 0) {
+    throw Error(Who(group, "reduce-scatter") + ": dimension " + std::to_string(dim) + " of size " +
+                std::to_string(tensor.size(dim)) + " does not split over " + std::to_string(size) + " ranks");
+  }
+  const int64_t n = tensor.size(dim) / size;
+  if (group.backend != Backend::kNccl) {
+    at::Tensor sum = tensor.clone(at::MemoryFormat::Contiguous);
+    AllReduceSumInPlace(group, sum, timeout);
+    return sum.narrow(dim, GroupRank(group) * n, n).contiguous();
+  }
+  std::vector<std::vector<at::Tensor>> in(1);
+  for (int r = 0; r < size; ++r) in[0].push_back(tensor.narrow(dim, r * n, n).contiguous());
+  std::vector<at::Tensor> out = {torch::empty_like(in[0][0])};
+  Wait(group.backend, group.group->reduce_scatter(out, in), timeout, Who(group, "reduce-scatter"));
+  return out[0];
+}
+
 struct PendingCollective {
   std::vector<at::Tensor> tensors;  // kept alive until the work completes
   c10::intrusive_ptr<c10d::Work> work;

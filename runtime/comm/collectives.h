@@ -27,6 +27,18 @@ void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chr
 at::Tensor AllGatherAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
                           std::chrono::milliseconds timeout);
 
+// The hot-path forms, for sequence parallelism: an all-gather of every
+// rank's `tensor` (one shape on all) joined along `dim` in rank order, and a
+// reduce-scatter, the sum over ranks cut along `dim` into GroupSize equal
+// pieces, of which this rank gets its own. `tensor` lives on the group's
+// device. On NCCL each is its collective (one communicator with the
+// all-reduce's); Gloo, which has no reduce-scatter in every LibTorch,
+// all-reduces a copy and keeps its piece.
+at::Tensor AllGatherCat(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
+                        std::chrono::milliseconds timeout);
+at::Tensor ReduceScatterAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
+                              std::chrono::milliseconds timeout);
+
 // An all-reduce started and not yet waited for (collectives.cc).
 struct PendingCollective;
 // Starts summing `tensor` in place over all ranks and returns at once: Gloo

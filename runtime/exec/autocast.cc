@@ -143,6 +143,11 @@ bool AutocastEnabled(c10::DeviceType device) {
   return IsEnabled(device);
 }
 
+c10::ScalarType AutocastComputeDtype(c10::DeviceType device, c10::ScalarType otherwise) {
+  if (device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) return otherwise;
+  return IsEnabled(device) ? GetDtype(device) : otherwise;
+}
+
 std::unique_ptr<Stage> MixedPrecisionStage(std::unique_ptr<Stage> stage, c10::DeviceType device) {
   return std::make_unique<MixedPrecision>(std::move(stage), device);
 }

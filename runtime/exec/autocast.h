@@ -67,6 +67,11 @@ class AutocastCacheScope {
 
 // Whether autocast is on for `device` in this thread.
 bool AutocastEnabled(c10::DeviceType device);
+// The dtype autocast runs matmuls in on `device` in this thread when it is
+// on (bf16 under an AutocastGuard), else `otherwise`. For code that casts
+// for itself, such as a custom autograd function's backward, which runs
+// where autocast is off.
+c10::ScalarType AutocastComputeDtype(c10::DeviceType device, c10::ScalarType otherwise);
 
 // `stage` in bf16 mixed precision on `device`: its Forward runs under an
 // AutocastGuard, and its bf16 outputs leave as fp32 (on a Llama stage: the

@@ -274,27 +274,40 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
 
 namespace {
 
-// The model's all-reduce over a tensor-parallel group. Tensors go to the
+// The model's collectives over a tensor-parallel group. Tensors go to the
 // group's device and back when they live elsewhere (Gloo with a CUDA
-// device), and Gloo sums a reduced-precision tensor (bf16 autocast's) in
-// fp32.
+// device), and Gloo carries a reduced-precision tensor (bf16 autocast's) as
+// fp32: its sums are then taken in fp32, and a gather is exact either way.
 class GroupTensorParallelComm : public TensorParallelComm {
  public:
   GroupTensorParallelComm(std::shared_ptr<ProcessGroupHandle> group, std::chrono::milliseconds timeout)
       : group_(std::move(group)), timeout_(timeout) {}
   void AllReduceSum(at::Tensor& t) override {
-    const bool widen =
-        GroupBackend(*group_) == Backend::kGloo && t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble;
-    if (!widen && t.device() == GroupDevice(*group_) && t.is_contiguous()) {
+    if (!Widen(t) && t.device() == GroupDevice(*group_) && t.is_contiguous()) {
       AllReduceSumInPlace(*group_, t, timeout_);
       return;
     }
-    at::Tensor moved = t.to(GroupDevice(*group_), widen ? at::kFloat : t.scalar_type()).contiguous();
+    at::Tensor moved = OnGroup(t);
     AllReduceSumInPlace(*group_, moved, timeout_);
     t.copy_(moved);
   }
+  at::Tensor AllGather(const at::Tensor& t, int64_t dim) override {
+    return AllGatherCat(*group_, OnGroup(t), dim, timeout_).to(t.device(), t.scalar_type());
+  }
+  at::Tensor ReduceScatter(const at::Tensor& t, int64_t dim) override {
+    return ReduceScatterAlong(*group_, OnGroup(t), dim, timeout_).to(t.device(), t.scalar_type());
+  }
 
  private:
+  bool Widen(const at::Tensor& t) const {
+    return GroupBackend(*group_) == Backend::kGloo && t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble;
+  }
+  // `t` on the group's device, contiguous, widened where Gloo needs it (a
+  // copy only where something changes).
+  at::Tensor OnGroup(const at::Tensor& t) const {
+    return t.to(GroupDevice(*group_), Widen(t) ? at::kFloat : t.scalar_type()).contiguous();
+  }
+
   std::shared_ptr<ProcessGroupHandle> group_;
   std::chrono::milliseconds timeout_;
 };

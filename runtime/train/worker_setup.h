@@ -93,7 +93,7 @@ struct Worker {
   std::shared_ptr<ProcessGroupHandle> group;     // the world; null in a single-process run
   std::shared_ptr<ProcessGroupHandle> dp_group;  // this pipeline rank's replicas (same t); null when D = 1
   std::shared_ptr<ProcessGroupHandle> tp_group;  // this rank's tensor-parallel group (same d, k); null when T = 1
-  std::shared_ptr<TensorParallelComm> tp_comm;   // the model's all-reduce over tp_group; null when T = 1
+  std::shared_ptr<TensorParallelComm> tp_comm;   // the model's collectives over tp_group; null when T = 1
   Precision precision = Precision::kFp32;
   // What floating activations and gradients travel as between ranks: float32,
   // or bfloat16 in a bf16 run (the transport casts; see WireCastTransport).
@@ -158,7 +158,7 @@ std::vector<int> MeasureTurns(const DeviceMap& map);
 // with its bf16 outputs returned as fp32 (MixedPrecisionStage).
 std::unique_ptr<Stage> WorkerStage(const Worker& worker, std::unique_ptr<Stage> stage);
 
-// The model's all-reduce (models/tensor_parallel.h) over `group`, every wait
+// The model's collectives (models/tensor_parallel.h) over `group`, every wait
 // bounded by `timeout`.
 std::shared_ptr<TensorParallelComm> MakeTensorParallelComm(std::shared_ptr<ProcessGroupHandle> group,
                                                            std::chrono::milliseconds timeout);

@@ -1,7 +1,8 @@
 // Tensor parallelism in the Llama stage (models/tensor_parallel.h): two
 // ranks of one process (threads, Gloo over loopback) each build their share
 // of the same model; together they compute the whole model's logits, and
-// their gradients, put back together, are the whole model's.
+// their gradients, put back together, are the whole model's, with and
+// without sequence parallelism.
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
@@ -64,7 +65,7 @@ Result Run(const LlamaConfig& c, const at::Tensor& tokens, const at::Tensor& tar
   if (group != nullptr) {
     std::vector<at::Tensor> partial;
     for (const auto& [name, p] : params) {
-      if (TensorParallelSplit(name, c) == TensorSplit::kPartialGradient) partial.push_back(p);
+      if (TensorParallelSplit(name, c, tp.sequence) == TensorSplit::kPartialGradient) partial.push_back(p);
     }
     SumPartialGradients(partial, *group, timeout);
   }
@@ -84,36 +85,39 @@ double RelativeError(const at::Tensor& a, const at::Tensor& b) {
 }  // namespace
 
 TEST_CASE("two tensor-parallel ranks compute the whole model's logits, loss and gradients", "[llama][tp]") {
-  for (const bool tied : {true, false}) {
-    const LlamaConfig c = Config(tied);
-    auto gen = at::detail::createCPUGenerator(3);
-    const at::Tensor tokens = torch::randint(1, c.vocab_size, {3, 12}, gen, torch::kLong);  // (B,T)
-    at::Tensor targets = torch::randint(1, c.vocab_size, {3, 12}, gen, torch::kLong);
-    targets[1].narrow(0, 8, 4).fill_(0);  // ignored (pad 0)
-    const Result whole = Run(c, tokens, targets, {}, nullptr);
-    Result shares[2];
-    OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
-      shares[rank] = Run(c, tokens, targets, {2, static_cast<int>(rank)}, group);
-    });
-    for (int rank = 0; rank < 2; ++rank) {
-      INFO((tied ? "tied head" : "head split by vocabulary") << ", rank " << rank);
-      CHECK(shares[rank].loss == Approx(whole.loss).epsilon(1e-6));
-      CHECK(RelativeError(shares[rank].logits, whole.logits) <= 1e-5);
-      REQUIRE(shares[rank].grads.size() == whole.grads.size());
-      double worst = 0;
-      std::string where;
-      for (const auto& [name, want] : whole.grads) {
-        const at::Tensor& got = shares[rank].grads.at(name);
-        REQUIRE(got.sizes() == want.sizes());
-        const double e = RelativeError(got, want);
-        if (e > worst) worst = e, where = name;
+  for (const bool sequence : {false, true}) {
+    for (const bool tied : {true, false}) {
+      const LlamaConfig c = Config(tied);
+      auto gen = at::detail::createCPUGenerator(3);
+      const at::Tensor tokens = torch::randint(1, c.vocab_size, {3, 12}, gen, torch::kLong);  // (B,T)
+      at::Tensor targets = torch::randint(1, c.vocab_size, {3, 12}, gen, torch::kLong);
+      targets[1].narrow(0, 8, 4).fill_(0);  // ignored (pad 0)
+      const Result whole = Run(c, tokens, targets, {}, nullptr);
+      Result shares[2];
+      OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+        shares[rank] = Run(c, tokens, targets, {2, static_cast<int>(rank), sequence}, group);
+      });
+      for (int rank = 0; rank < 2; ++rank) {
+        INFO((tied ? "tied head" : "head split by vocabulary")
+             << (sequence ? ", sequence-parallel" : "") << ", rank " << rank);
+        CHECK(shares[rank].loss == Approx(whole.loss).epsilon(1e-6));
+        CHECK(RelativeError(shares[rank].logits, whole.logits) <= 1e-5);
+        REQUIRE(shares[rank].grads.size() == whole.grads.size());
+        double worst = 0;
+        std::string where;
+        for (const auto& [name, want] : whole.grads) {
+          const at::Tensor& got = shares[rank].grads.at(name);
+          REQUIRE(got.sizes() == want.sizes());
+          const double e = RelativeError(got, want);
+          if (e > worst) worst = e, where = name;
+        }
+        std::printf(
+            "tensor parallelism, 2 ranks%s, %s: rank %d, loss %.6f (whole %.6f), %zu gradients, max relative error "
+            "%.2e (%s)\n",
+            sequence ? " with sequence parallelism" : "", tied ? "tied head" : "vocabulary-parallel head", rank,
+            shares[rank].loss, whole.loss, whole.grads.size(), worst, where.c_str());
+        CHECK(worst <= 1e-5);
       }
-      std::printf(
-          "tensor parallelism, 2 ranks, %s: rank %d, loss %.6f (whole %.6f), %zu gradients, max relative error "
-          "%.2e (%s)\n",
-          tied ? "tied head" : "vocabulary-parallel head", rank, shares[rank].loss, whole.loss, whole.grads.size(),
-          worst, where.c_str());
-      CHECK(worst <= 1e-5);
     }
   }
 }
@@ -126,6 +130,14 @@ TEST_CASE("a tensor-parallel rank holds its share of each split weight, cut from
   // The group is never called while building: a share is cut, not gathered.
   struct Unused : TensorParallelComm {
     void AllReduceSum(at::Tensor&) override { FAIL("no all-reduce while building"); }
+    at::Tensor AllGather(const at::Tensor& t, int64_t) override {
+      FAIL("no all-gather while building");
+      return t;
+    }
+    at::Tensor ReduceScatter(const at::Tensor& t, int64_t) override {
+      FAIL("no reduce-scatter while building");
+      return t;
+    }
   };
   for (int rank = 0; rank < 2; ++rank) {
     LlamaOptions options;
@@ -146,6 +158,34 @@ TEST_CASE("a tensor-parallel rank holds its share of each split weight, cut from
       CHECK(p.equal(w.narrow(dim, rank * n, n)));
     }
     CHECK(split == 4 * 12 + 1);  // per layer: q, k, v, gate and up (weight and bias), o and down; the head
+  }
+}
+
+TEST_CASE("under sequence parallelism a stage sends its ranks' share of the positions", "[llama][tp]") {
+  const LlamaConfig c = Config(/*tied=*/false);
+  const Partition p = PartitionUniform(c, 2);
+  auto gen = at::detail::createCPUGenerator(4);
+  const at::Tensor tokens = torch::randint(1, c.vocab_size, {2, 12}, gen, torch::kLong);  // (B,T)
+  const at::Tensor mask = torch::ones_like(tokens);
+  LlamaOptions plain;
+  plain.attention = AttentionKind::kExplicit;
+  const at::Tensor whole = BuildLlamaStage(c, p, 0, 5, torch::kCPU, plain)->Forward({tokens, mask}).at(0);
+  at::Tensor shares[2];
+  MessageSpec received[2];
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    LlamaOptions options = plain;
+    options.tensor_parallel = {2, static_cast<int>(rank), /*sequence=*/true};
+    options.tp_comm = MakeTensorParallelComm(group, std::chrono::milliseconds(20000));
+    shares[rank] = BuildLlamaStage(c, p, 0, 5, torch::kCPU, options)->Forward({tokens, mask}).at(0).detach();
+    received[rank] = BuildLlamaStage(c, p, 1, 5, torch::kCPU, options)->ReceivedSpec(true, 2, 12);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    REQUIRE(shares[rank].sizes() == at::IntArrayRef({2, 6, c.hidden_size}));
+    CHECK(RelativeError(shares[rank], whole.narrow(1, 6 * rank, 6)) <= 1e-5);
+    REQUIRE(received[rank].size() == 2);
+    CHECK(received[rank][0].shape == std::vector<int64_t>{2, 6, c.hidden_size});  // the hidden state's share
+    CHECK(received[rank][1].shape == std::vector<int64_t>{2, 12});                // the mask, whole
   }
 }
 

@@ -35,6 +35,19 @@ TEST_CASE(
     INFO(whole);
     CHECK(TensorParallelSplit(whole, untied) == TensorSplit::kWhole);
   }
+  // Under sequence parallelism the weights that see a share of the
+  // positions (the norms, the biases added after a reduce-scatter) have
+  // partial gradients; the split ones and the embedding are as before.
+  for (const char* partial :
+       {"norm.weight", "layers.2.input_layernorm.weight", "layers.2.post_attention_layernorm.weight",
+        "layers.1.self_attn.o_proj.bias", "layers.1.mlp.down_proj.bias", "layers.1.self_attn.q_norm.weight"}) {
+    INFO(partial);
+    CHECK(TensorParallelSplit(partial, untied, /*sequence_parallel=*/true) == TensorSplit::kPartialGradient);
+  }
+  CHECK(TensorParallelSplit("embed_tokens.weight", untied, true) == TensorSplit::kWhole);
+  CHECK(TensorParallelSplit("lm_head.weight", tied, true) == TensorSplit::kWhole);
+  CHECK(TensorParallelSplit("lm_head.weight", untied, true) == TensorSplit::kRows);
+  CHECK(TensorParallelSplit("layers.1.self_attn.o_proj.weight", untied, true) == TensorSplit::kColumns);
   CHECK(TensorParallelDim(TensorSplit::kRows) == 0);
   CHECK(TensorParallelDim(TensorSplit::kColumns) == 1);
   CHECK(TensorParallelDim(TensorSplit::kWhole) == -1);
@@ -59,9 +72,6 @@ TEST_CASE("a config splits over T ranks when its heads, key/value heads and MLP 
   CHECK(WhyNoTensorParallel(vocab, 2).empty());
 }
 
-}  // namespace pplab
-
-namespace pplab {
 
 TEST_CASE("a rank's share of a config has 1 / T of the split widths and every whole piece", "[tp]") {
   const LlamaConfig tiny = LlamaPreset("tiny");  // hidden 32, 4 heads, 2 key/value heads, intermediate 64
@@ -85,6 +95,12 @@ TEST_CASE("a rank's share of a config has 1 / T of the split widths and every wh
   LlamaConfig tied = tiny;
   tied.tie_word_embeddings = true;
   CHECK(TensorParallelShare(tied, 2).vocab_size == V);
+}
+
+TEST_CASE("sequence parallelism needs the sequence length to be a multiple of T", "[tp]") {
+  CHECK(WhyNoSequenceParallel(128, 4).empty());
+  CHECK(WhyNoSequenceParallel(127, 1).empty());
+  CHECK(WhyNoSequenceParallel(130, 4) == "the sequence length 130 is not a multiple of 4");
 }
 
 }  // namespace pplab

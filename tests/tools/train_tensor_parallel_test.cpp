@@ -70,15 +70,20 @@ TEST_CASE("tensor-parallel plans give the single-process gradients", "[train][tp
       REQUIRE(r.code == 0);
     };
     dump("-k 1 -m 1", ref);  // the whole batch in one process
-    for (const char* plan : {"--tp 2 -k 1 -m 1", "--tp 2 -s 1f1b -k 2 -m 4",
-                             // B split into I and W: W runs the region's backward again
-                             "--tp 2 -s zb-h1 -k 2 -m 4", "--tp 2 -s zb-v -k 2 -m 4",
-                             // the D x T grid: replicas of a share sum their gradients
-                             "--tp 2 --dp 2 -k 1 -m 2"}) {
+    for (const char* plan :
+         {"--tp 2 -k 1 -m 1", "--tp 2 -s 1f1b -k 2 -m 4",
+          // B split into I and W: W runs the region's backward again
+          "--tp 2 -s zb-h1 -k 2 -m 4", "--tp 2 -s zb-v -k 2 -m 4",
+          // the D x T grid: replicas of a share sum their gradients
+          "--tp 2 --dp 2 -k 1 -m 2",
+          // sequence parallelism: the norms' partial gradients summed, the
+          // projections' input gathered again in B and W
+          "--tp 2 --sequence-parallel -k 1 -m 1", "--tp 2 --sequence-parallel -s zb-h1 -k 2 -m 4",
+          "--tp 2 --sequence-parallel -s zb-v -k 2 -m 4", "--tp 2 --sequence-parallel --dp 2 -k 1 -m 2"}) {
       Tmp("run");
       dump(plan, dir);
       const GradError e = CompareGrads(ref, dir);
-      std::printf("tensor-parallel gradient parity %-28s %-10s %d tensors, max relative error %.2e (%s)\n", plan,
+      std::printf("tensor-parallel gradient parity %-46s %-10s %d tensors, max relative error %.2e (%s)\n", plan,
                   model.tensors == 39 ? "tiny" : "odd", e.compared, e.max_rel, e.worst.c_str());
       INFO(plan << " " << model.flag);
       CHECK(e.compared == model.tensors);
@@ -93,11 +98,13 @@ TEST_CASE("tensor parallelism keeps the single-process losses and global norm, c
   // counted once over its shares and each whole one once per group.
   const std::string common = " --steps 4 --clip-norm 0.5";
   const nlohmann::json ref = Json("-k 1 -m 1" + common);
-  for (const char* plan : {"--tp 2 -s 1f1b -k 2 -m 4", "--tp 2 --dp 2 -s 1f1b -k 1 -m 2 --shard-optimizer",
-                           // B and I run the forward again, its all-reduces included
-                           "--tp 2 -s zb-h1 -k 2 -m 4 --recompute all",
-                           // two copies of each share, summed over the copies
-                           "--tp 2 -s dualpipe -k 2 -m 4"}) {
+  for (const char* plan :
+       {"--tp 2 -s 1f1b -k 2 -m 4", "--tp 2 --dp 2 -s 1f1b -k 1 -m 2 --shard-optimizer",
+        // B and I run the forward again, its all-reduces included
+        "--tp 2 -s zb-h1 -k 2 -m 4 --recompute all",
+        // two copies of each share, summed over the copies
+        "--tp 2 -s dualpipe -k 2 -m 4", "--tp 2 --sequence-parallel -s zb-h1 -k 2 -m 4 --recompute all",
+        "--tp 2 --sequence-parallel -s dualpipe -k 2 -m 4"}) {
     const nlohmann::json got = Json(plan + common);
     INFO(plan);
     CHECK(got.at("tp") == 2);
@@ -145,9 +152,25 @@ TEST_CASE("bf16 tensor parallelism follows bf16 on one rank", "[train][tp]") {
   // The partial sums travel in bf16 under autocast (Gloo sums them in fp32),
   // so the two differ by rounding only.
   const auto one = Numbers(Json("-k 1 -m 2 --precision bf16"), "losses");
-  const auto two = Numbers(Json("--tp 2 -k 1 -m 2 --precision bf16"), "losses");
-  REQUIRE(two.size() == one.size());
-  for (size_t i = 0; i < one.size(); ++i) CHECK(two[i] == Approx(one[i]).epsilon(1e-3));
+  for (const char* plan :
+       {"--tp 2 -k 1 -m 2 --precision bf16", "--tp 2 --sequence-parallel -k 1 -m 2 --precision bf16"}) {
+    const auto two = Numbers(Json(plan), "losses");
+    INFO(plan);
+    REQUIRE(two.size() == one.size());
+    for (size_t i = 0; i < one.size(); ++i) CHECK(two[i] == Approx(one[i]).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("--sequence-parallel without tensor parallelism or with a sequence that does not split is refused",
+          "[train][tp]") {
+  const PplabRun alone = Train("--sequence-parallel -k 1");
+  CHECK(alone.code != 0);
+  CHECK(alone.out ==
+        "pplab: error: --sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or "
+        "more\n");
+  const PplabRun odd = Train("--tp 2 --sequence-parallel -k 1 --seq-len 15");
+  CHECK(odd.code != 0);
+  CHECK(odd.out == "pplab: error: --sequence-parallel: the sequence length 15 is not a multiple of 2 (--tp)\n");
 }
 
 TEST_CASE("a --tp the model cannot split is refused in one line before any worker starts", "[train][tp]") {

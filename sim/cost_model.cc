@@ -158,6 +158,11 @@ TimeNs RingAllReduceTime(Bytes bytes, const DataParallel& dp) {
   return RingTime(2.0 * (dp.degree - 1) / dp.degree, bytes, dp);
 }
 
+TimeNs RingAllGatherTime(Bytes bytes, const DataParallel& dp) {
+  if (dp.degree <= 1) return 0;
+  return RingTime(static_cast<double>(dp.degree - 1) / dp.degree, bytes, dp);
+}
+
 TimeNs CostModel::CollectiveTime(const Action& action) const {
   const KindCost rule = InfoOf(action.kind).cost;
   if (dp_.degree <= 1 || (rule != KindCost::kAllReduce && rule != KindCost::kAllGather)) return 0;
@@ -166,8 +171,7 @@ TimeNs CostModel::CollectiveTime(const Action& action) const {
   // A ring all-reduce moves 2(D-1)/D of the buffer through every link; an
   // all-gather half of that.
   if (rule == KindCost::kAllReduce) return RingAllReduceTime(c.param_bytes, dp_);
-  const double D = dp_.degree;
-  return RingTime((D - 1) / D, c.param_bytes, dp_);
+  return RingAllGatherTime(c.param_bytes, dp_);
 }
 
 TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {

@@ -127,6 +127,10 @@ struct DataParallel {
 // A ring all-reduce of `bytes` over `dp`: 2(D-1)/D * bytes / bandwidth +
 // latency; 0 when D = 1.
 TimeNs RingAllReduceTime(Bytes bytes, const DataParallel& dp);
+// A ring all-gather (or reduce-scatter) of `bytes` in all over `dp`:
+// (D-1)/D * bytes / bandwidth + latency, half an all-reduce's bytes; 0 when
+// D = 1.
+TimeNs RingAllGatherTime(Bytes bytes, const DataParallel& dp);
 
 // How the runtime's transport holds message buffers, for the memory model
 // (docs/cost-model.md, "Message buffers"); `message_memory` in the file,

@@ -27,6 +27,7 @@ struct PlanCmdOptions {
   int dp = 1;
   int gpus = 0;           // search every K x D x T = gpus
   std::optional<int> tp;  // T; with --gpus, none: searched
+  bool sequence_parallel = false;
   double tp_bandwidth_gbps = 300;
   double tp_latency_ms = 0.02;
   double dp_bandwidth_gbps = 25;
@@ -72,6 +73,7 @@ json CandidateJson(const PlanCandidate& c) {
   return {{"ranks", c.ranks},
           {"dp", c.dp},
           {"tp", c.tp},
+          {"sequence_parallel", c.sequence_parallel},
           {"schedule", c.schedule},
           {"microbatches", c.microbatches},
           {"virtual_stages", c.virtual_stages},
@@ -132,6 +134,7 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
     for (int K = 1; K <= gpus / T; ++K) {
       const int D = gpus / T / K;
       if (gpus % (K * T) != 0 || K > search.config.num_hidden_layers || search.global_batch % D != 0) continue;
+      if (search.sequence_parallel && !WhyNoSequenceParallel(search.seq_len, T).empty()) continue;
       search.ranks = K;
       search.dp = D;
       search.tp = T;
@@ -183,6 +186,10 @@ int RunPlan(const PlanCmdOptions& o) {
   search.dp = o.dp;
   search.tp = o.tp.value_or(1);
   search.tp_link = Link{MsToNs(o.tp_latency_ms), o.tp_bandwidth_gbps};
+  search.sequence_parallel = o.sequence_parallel;
+  if (o.sequence_parallel && o.gpus == 0 && search.tp < 2) {
+    throw Error("--sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or more");
+  }
   search.global_batch = o.global_batch;
   search.memory_per_rank = ParseByteSize(o.memory_per_rank, "--memory-per-rank");
   search.schedules = o.schedules;
@@ -265,8 +272,8 @@ int RunPlan(const PlanCmdOptions& o) {
       ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " + best.partition_method +
       " --batch-size " + std::to_string(o.global_batch) + " --seq-len " + std::to_string(search.seq_len) + " --ranks " +
       std::to_string(best.ranks) + " --dp " + std::to_string(best.dp) +
-      (best.tp > 1 ? " --tp " + std::to_string(best.tp) : "") + (best.recompute ? " --recompute all" : "") +
-      (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
+      (best.tp > 1 ? " --tp " + std::to_string(best.tp) : "") + (best.sequence_parallel ? " --sequence-parallel" : "") +
+      (best.recompute ? " --recompute all" : "") + (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
       (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
                                             : std::string()) +
       (train_device.empty() ? "" : " --device " + train_device);
@@ -281,6 +288,7 @@ int RunPlan(const PlanCmdOptions& o) {
         {"ranks", best.ranks},
         {"dp", best.dp},
         {"tp", best.tp},
+        {"sequence_parallel", best.sequence_parallel},
         {"gpus", o.gpus > 0 ? json(o.gpus) : json(nullptr)},
         {"tp_link", tensor_parallel ? json{{"latency_ms", o.tp_latency_ms}, {"bandwidth_gbps", o.tp_bandwidth_gbps}}
                                     : json(nullptr)},
@@ -334,10 +342,11 @@ int RunPlan(const PlanCmdOptions& o) {
                   : "",
               o.gpus_per_node > 0 ? "inside a node as between stages, across nodes as above" : network.c_str());
   if (tensor_parallel) {
-    std::printf(
-        "tensor-parallel rings: %s%s, blocking the rank (4 all-reduces a layer each microbatch in F, B, I, W)\n",
-        link_text(search.tp_link).c_str(),
-        o.gpus_per_node > 0 ? ", across nodes as data-parallel rings across nodes" : "");
+    std::printf("tensor-parallel rings: %s%s, blocking the rank (%s)\n", link_text(search.tp_link).c_str(),
+                o.gpus_per_node > 0 ? ", across nodes as data-parallel rings across nodes" : "",
+                o.sequence_parallel ? "sequence-parallel: per layer and microbatch 2 all-gathers and 2 "
+                                      "reduce-scatters in F, 4 and 2 in B and W, 2 and 2 in I"
+                                    : "2 all-reduces a layer each microbatch in F, B, I, W");
   }
   std::vector<std::vector<std::string>> table = {
       {"#", "schedule", "M", "v", "partition", "mb", "recompute", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
@@ -394,7 +403,10 @@ int RunPlan(const PlanCmdOptions& o) {
   std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s%s%s); run it with:\n  %s\n", o.out_path.c_str(),
               best.schedule.c_str(), best.microbatches, best.virtual_stages, best.partition_method.c_str(),
               best.partition.ToString().c_str(), best.recompute ? ", activations recomputed" : "",
-              best.tp > 1 ? (", layers split over " + std::to_string(best.tp) + " tensor-parallel ranks").c_str() : "",
+              best.tp > 1 ? (", layers split over " + std::to_string(best.tp) + " tensor-parallel ranks" +
+                             (best.sequence_parallel ? " with sequence parallelism" : ""))
+                                .c_str()
+                          : "",
               train.c_str());
   return 0;
 }
@@ -419,6 +431,9 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "tensor-parallel ranks T per pipeline rank (train --tp): each holds 1/T of every layer's heads and "
                   "MLP columns (default 1; with --gpus, searched)")
       ->check(CLI::Range(1, 4096));
+  sub->add_flag("--sequence-parallel", o->sequence_parallel,
+                "with T > 1, cost sequence parallelism (train --sequence-parallel): the norms' activations and the "
+                "messages between stages are 1/T, each all-reduce an all-gather and a reduce-scatter");
   AddRingFlags(*sub, "--tp", o->tp_bandwidth_gbps, o->tp_latency_ms,
                "GB/s of the tensor-parallel all-reduces' ring (300: NVLink 4 through NVSwitch, NCCL's all-reduce "
                "bus bandwidth for messages of tens of MB on H100s)",

@@ -52,7 +52,7 @@ double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, in
 }
 
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision) {
+                            Precision precision, int sequence_share) {
   const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
   // Values kept per token for the backward of one layer, e bytes each (4 in
   // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
@@ -63,13 +63,19 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
   // precision (16 B per parameter, counted by the caller). In bf16 the
   // residual stream, the norms and the softmax stay fp32, so the measured
   // bytes lie above this estimate; a profile's fit (FitProfile) carries the
-  // real ratio.
+  // real ratio. Under sequence parallelism over n ranks the norms hold n
+  // times fewer positions (4h / n), and the projections that read their
+  // outputs keep those shares, not the gathered positions.
+  const double n = sequence_share;
   const double qk_norms = c.qk_norm ? q + kv : 0;
   const double layer =
-      e * T * (4 * h + 2 * q + 2 * kv + qk_norms + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
+      e * T * (4 * h / n + 2 * q + 2 * kv + qk_norms + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
-  // The head: final norm input and output, logits and their softmax.
-  if (stage == p.NumStages() - 1) bytes += e * T * (2 * h + 2.0 * c.vocab_size);
+  // The head: final norm input and output, logits and their softmax; a
+  // head that is not split (tied) keeps its gathered input under sequence
+  // parallelism.
+  const bool gathered = n > 1 && c.tie_word_embeddings;
+  if (stage == p.NumStages() - 1) bytes += e * T * (2 * h / n + (gathered ? h : 0) + 2.0 * c.vocab_size);
   return bytes;
 }
 
@@ -84,9 +90,9 @@ double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage,
   return bytes;
 }
 
-double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len) {
+double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len, int sequence_share) {
   if (stage == 0) return 0;
-  return static_cast<double>(mb) * seq_len * (4.0 * c.hidden_size + 8.0);
+  return static_cast<double>(mb) * seq_len * (4.0 * c.hidden_size / sequence_share + 8.0);
 }
 
 double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision) {

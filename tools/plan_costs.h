@@ -18,16 +18,20 @@ namespace pplab::cli {
 // Per-microbatch estimates of one stage from the model's shapes, for `mb`
 // sequences of `seq_len` tokens (see docs/planning.md). Bytes count
 // ActivationElementBytes(precision) per activation value: 4 in fp32, 2 in bf16.
+// `sequence_share`: the ranks the positions are split over outside the
+// tensor-parallel regions (sequence parallelism), 1 for none; the norms'
+// activations then count 1 / sequence_share of the positions.
 double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision);
+                            Precision precision, int sequence_share = 1);
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision);
 double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision);
 // What a stage after the first holds of its inputs when it is recomputed:
 // the fp32 hidden state (a bf16 message is cast back on receipt) and the
 // int64 attention mask beside it. 0 for the first stage (the batch's tokens).
-double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len);
+// Under sequence parallelism the hidden state is 1 / sequence_share of it.
+double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len, int sequence_share = 1);
 
 // How FLOPs and shape-derived bytes turn into a cost model: ns per forward
 // FLOP of each of F, B, I, W, and scale factors for the byte estimates.

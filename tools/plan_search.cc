@@ -56,23 +56,44 @@ bool TpSpansNodes(const PlanSearchOptions& o) {
 Link DpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && !DpSpansNodes(o) ? o.link : o.dp_link; }
 Link TpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && TpSpansNodes(o) ? o.dp_link : o.tp_link; }
 
-// The tensor-parallel all-reduces of a stage of `layers` layers, per
-// microbatch of `mb` sequences: two per layer in F, of the partial outputs
-// (the activation's dtype), and two per layer in each of B, I and W, of the
-// input's fp32 gradient, one more there for a `split_head` (its input's
-// gradient); each a ring over T of (mb, seq_len, hidden) values. The
+// The tensor-parallel collectives of stage `s` (of P) with `layers` layers,
+// per microbatch of `mb` sequences, each a ring over T of the (mb, seq_len,
+// hidden) activation: in the activation's dtype (e bytes a value) where
+// they carry activations or their bf16 gradients, in fp32 where they sum an
+// input's gradient. Without sequence parallelism: two all-reduces per layer
+// in F (the partial outputs, e), two in each of B, I and W (the input's
+// gradient, fp32; W runs the backward to the weights again), one more
+// there for a head split by vocabulary. With it, per split region (two a
+// layer): F all-gathers the input (e) and reduce-scatters the output (e);
+// B all-gathers the output's gradient (e), gathers the input again for the
+// weights' gradients (e) and reduce-scatters the input's gradient (fp32);
+// I skips the second gather, W does all three. A split head is a region's
+// entry; a whole (tied) one gathers its fp32 input in F; the first stage
+// gathers the embedding's fp32 gradient in B and W. The
 // vocabulary-parallel loss's two all-reduces of mb seq_len values are left
 // out (1 / hidden of one of these).
 struct TensorParallelTimes {
-  TimeNs forward = 0, backward = 0;
+  TimeNs forward = 0, backward = 0, backward_input = 0, backward_weight = 0;
 };
-TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int layers, bool split_head, int mb) {
+TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int s, int P, int layers, int mb) {
   if (o.tp <= 1) return {};
   const double values = static_cast<double>(mb) * o.seq_len * o.config.hidden_size;
   const DataParallel ring{o.tp, TpLink(o)};
-  const TimeNs forward = RingAllReduceTime(Ns(ActivationElementBytes(o.precision) * values), ring);
-  const TimeNs backward = RingAllReduceTime(Ns(4 * values), ring);
-  return {2 * layers * forward, (2 * layers + (split_head ? 1 : 0)) * backward};
+  const Bytes e = Ns(ActivationElementBytes(o.precision) * values), fp32 = Ns(4 * values);
+  const bool split_head = s == P - 1 && VocabParallelHead(o.config), whole_head = s == P - 1 && !split_head;
+  if (!o.sequence_parallel) {
+    const TimeNs backward = (2 * layers + (split_head ? 1 : 0)) * RingAllReduceTime(fp32, ring);
+    return {2 * layers * RingAllReduceTime(e, ring), backward, backward, backward};
+  }
+  const TimeNs gather = RingAllGatherTime(e, ring), gather32 = RingAllGatherTime(fp32, ring);
+  const TimeNs scatter32 = RingAllGatherTime(fp32, ring);  // a reduce-scatter moves what an all-gather does
+  const int regions = 2 * layers;
+  TensorParallelTimes t;
+  t.forward = regions * 2 * gather + (split_head ? gather : 0) + (whole_head ? gather32 : 0);
+  t.backward_input = regions * (gather + scatter32) + (split_head ? scatter32 : 0);
+  t.backward = regions * (2 * gather + scatter32) + (split_head ? gather + scatter32 : 0) + (s == 0 ? gather32 : 0);
+  t.backward_weight = t.backward;
+  return t;
 }
 // Messages between pipeline ranks that any replica puts on two nodes take
 // the network between nodes. Every generator's messages go between
@@ -155,26 +176,28 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   const int P = p.NumStages();
   const CostFit& f = o.fit;
   const LlamaConfig shape = RankShape(o);  // the rank's share of each stage
+  // The ranks the positions are split over outside the split regions.
+  const int positions = o.sequence_parallel ? o.tp : 1;
   std::vector<StageCost> stages(P * copies);
   for (int st = 0; st < P * copies; ++st) {
     const int s = st % P;
     StageCost& c = stages[st];
     const double flops = StageForwardFlops(shape, p, s, mb, o.seq_len);
-    const TensorParallelTimes tp =
-        TensorParallelCost(o, p.End(s) - p.Begin(s), s == P - 1 && VocabParallelHead(o.config), mb);
+    const TensorParallelTimes tp = TensorParallelCost(o, s, P, p.End(s) - p.Begin(s), mb);
     c.forward = Ns(f.ns_per_flop[0] * flops) + tp.forward;
     c.backward = Ns(f.ns_per_flop[1] * flops) + tp.backward;
-    c.backward_input = Ns(f.ns_per_flop[2] * flops) + tp.backward;
-    c.backward_weight = Ns(f.ns_per_flop[3] * flops) + tp.backward;
-    c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision));
+    c.backward_input = Ns(f.ns_per_flop[2] * flops) + tp.backward_input;
+    c.backward_weight = Ns(f.ns_per_flop[3] * flops) + tp.backward_weight;
+    c.activation_bytes =
+        Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision, positions));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
-    c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision));
+    c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision) / positions);
     if (f.messages) {
       c.forward_send_bytes = Ns(f.forward_send_share * static_cast<double>(c.message_bytes));
       // The input gradient (mb, seq_len, hidden) as the executor holds it: fp32.
-      c.input_grad_bytes = Ns(4.0 * mb * o.seq_len * o.config.hidden_size);
+      c.input_grad_bytes = Ns(4.0 * mb * o.seq_len * o.config.hidden_size / positions);
     }
-    c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len));
+    c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len, positions));
     c.param_bytes = 4 * TensorParallelStageParams(o.config, p, s, o.tp);  // fp32 gradients, what REDUCE_GRAD sums
     c.cast_weight_bytes = Ns(f.cast_bytes_per_param * static_cast<double>(StageLinearParams(shape, p, s)));
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
@@ -236,6 +259,7 @@ void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& rank
     o.ranks = c.ranks;
     o.dp = c.dp;
     o.tp = c.tp;
+    o.sequence_parallel = c.sequence_parallel;
     const Schedule schedule = Simulated(o, CandidateSchedule(c));
     const std::vector<int64_t> params = RankParams(o.config, c.partition, schedule.placement, o.ranks, o.tp);
     const CostModel costs =
@@ -261,6 +285,9 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   if (o.tp < 1) throw Error("plan: --tp must be positive");
   if (const std::string why = WhyNoTensorParallel(o.config, o.tp); !why.empty()) {
     throw Error("--tp " + std::to_string(o.tp) + ": the model's " + why);
+  }
+  if (const std::string why = WhyNoSequenceParallel(o.seq_len, o.sequence_parallel ? o.tp : 1); !why.empty()) {
+    throw Error("--sequence-parallel: " + why + " (--tp)");
   }
   if (o.global_batch % o.dp != 0) {
     throw Error("--global-batch " + std::to_string(o.global_batch) + " is not a multiple of --dp " +
@@ -378,6 +405,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
             c.ranks = o.ranks;
             c.dp = o.dp;
             c.tp = o.tp;
+            c.sequence_parallel = o.sequence_parallel && o.tp > 1;
             c.schedule = name;
             c.microbatches = M;
             c.virtual_stages = v;

@@ -30,6 +30,12 @@ struct PlanSearchOptions {
   // (mb, seq_len, hidden) activation, blocking the rank.
   int tp = 1;
   Link tp_link;
+  // With tp > 1: sequence parallelism (train --sequence-parallel). The
+  // norms' activations and the messages between stages are 1 / T, and each
+  // all-reduce becomes an all-gather and a reduce-scatter, with one more
+  // all-gather in B and W (the projections' input, gathered again); see
+  // TensorParallelCost in plan_search.cc.
+  bool sequence_parallel = false;
   int global_batch = 1;  // G sequences per step, over all replicas
   int seq_len = 1;       // tokens per sequence
   Bytes memory_per_rank = 0;
@@ -93,9 +99,10 @@ constexpr int kTieSamples = 100;
 constexpr std::uint64_t kTieSeed = 1;
 
 struct PlanCandidate {
-  int ranks = 1;  // K
-  int dp = 1;     // D
-  int tp = 1;     // T
+  int ranks = 1;                   // K
+  int dp = 1;                      // D
+  int tp = 1;                      // T
+  bool sequence_parallel = false;  // with T > 1
   std::string schedule;
   int microbatches = 0;          // M
   int virtual_stages = 1;        // v = S / K

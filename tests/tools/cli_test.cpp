@@ -290,6 +290,21 @@ TEST_CASE("cli: plan --gpus searches every K x D x T and prints the train line o
   const nlohmann::json fixed = nlohmann::json::parse(r.out);
   for (const auto& c : fixed["candidates"]) CHECK(c["tp"] == 2);
   CHECK_THAT(fixed["train_command"].get<std::string>(), Catch::Contains(" --tp 2"));
+  // Sequence parallelism: the rows with T > 1 carry it, and the train line.
+  r = Pplab(
+      "plan --model small --gpus 4 --sequence-parallel --global-batch 16 --seq-len 128 --memory-per-rank 8GiB "
+      "--top 400 --json -o " +
+      out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json sp = nlohmann::json::parse(r.out);
+  for (const auto& c : sp["candidates"]) CHECK(c["sequence_parallel"] == (c["tp"].get<int>() > 1));
+  CHECK((sp["train_command"].get<std::string>().find(" --sequence-parallel") != std::string::npos) ==
+        (sp["tp"].get<int>() > 1));
+  r = Pplab("plan --model small --ranks 2 --sequence-parallel --global-batch 16 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "pplab: error: --sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or "
+        "more\n");
   r = Pplab("plan --model small --ranks 2 --tp 4 --global-batch 16 --memory-per-rank 8GiB -o " + out);
   CHECK(r.code == 2);
   CHECK(r.out == "pplab: error: --tp 4: the model's num_key_value_heads 2 is not a multiple of 4\n");

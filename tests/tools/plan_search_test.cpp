@@ -795,4 +795,48 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   CHECK_THROWS_WITH(SearchPlans(o), "--tp 3: the model's num_attention_heads 4 is not a multiple of 3");
 }
 
+TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T of the norms' activations, by hand",
+          "[plan][tp]") {
+  const LlamaConfig c = BalancedModel();  // 3 layers, untied head
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.ranks = 1;
+  o.global_batch = 1;
+  o.tp = 2;
+  o.tp_link = Link{1000, 1.0};  // 1 us, one byte a ns
+  o.schedules = {"gpipe"};
+  const PlanCandidate plain = SearchPlans(o).fitting.at(0);
+  o.sequence_parallel = true;
+  const PlanCandidate sp = SearchPlans(o).fitting.at(0);
+  CHECK(sp.sequence_parallel);
+  CHECK_FALSE(plain.sequence_parallel);
+  const Partition whole = PartitionUniform(c, 1);
+  const LlamaConfig share = TensorParallelShare(c, 2);
+  const TimeNs f2 = std::llround(StageForwardFlops(share, whole, 0, 1, kSeqLen));
+  // An all-gather or reduce-scatter over 2 ranks moves (2 - 1) / 2 of the
+  // (1, 16, 32) fp32 activation, 1024 bytes, after 1 us. Six split regions
+  // (two a layer): F gathers and reduce-scatters each, and gathers the
+  // split head's input: 13. B gathers the exit's gradient and the input
+  // again and reduce-scatters the input's gradient in each (18), gathers
+  // and reduce-scatters the head's (2), and gathers the embedding's
+  // gradient (1): 21.
+  const TimeNs g = 1000 + 1024;
+  CHECK(sp.step_time == (f2 + 13 * g) + (2 * f2 + 21 * g));
+  // The norms keep half the positions: 4h / 2 a token a layer instead of
+  // 4h, and the final norm 2h / 2 instead of 2h.
+  const double tokens = kSeqLen, h = c.hidden_size;
+  const double saved = 4.0 * tokens * (3 * 4 * h / 2 + 2 * h / 2);
+  CHECK(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32, 2) ==
+        Approx(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32) - saved));
+  const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32, 2));
+  CHECK(sp.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act);
+  CHECK(sp.peak_memory < plain.peak_memory);
+  // Split backward: I reduce-scatters the input's gradient and gathers the
+  // exit's (12), plus the head's reduce-scatter (1); W does what B does.
+  o.schedules = {"zb-h1"};
+  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 13 * g) + (f2 + 13 * g) + (f2 + 21 * g));
+  // A sequence the group cannot split is refused.
+  o.seq_len = 15;
+  CHECK_THROWS_WITH(SearchPlans(o), "--sequence-parallel: the sequence length 15 is not a multiple of 2 (--tp)");
+}
+
 }  // namespace pplab::cli

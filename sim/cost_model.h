@@ -184,6 +184,10 @@ struct ProfileMeta {
   // before it was recorded are fp32). Its activation bytes per element are
   // what the planner's byte formulas use for this profile.
   Precision precision = Precision::kFp32;
+  // The attention the stages ran (`attention`, optional): "sdpa" or
+  // "explicit", as `pplab train --attention` resolved it. Files written
+  // before it was recorded ran the explicit path.
+  std::string attention = "explicit";
 };
 
 constexpr const char* kProfileSource = "pplab profile";

@@ -1,7 +1,5 @@
 // The cost model's JSON file (docs/cost-model.md): reading it with a check
 // of every field, each error naming the file and the field, and writing it.
-#include "sim/cost_model.h"
-
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -10,6 +8,7 @@
 #include "schedules/action_kinds.h"
 #include "schedules/error.h"
 #include "schedules/json_reader.h"
+#include "sim/cost_model.h"
 
 namespace pplab {
 namespace {
@@ -61,14 +60,36 @@ void CheckMedian(const std::optional<TimeNs>& median, const std::optional<Spread
 // Overlays the fields present in `obj` onto `cost`.
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
-            {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "activation_bytes",
-             "weight_grad_bytes", "workspace_bytes", "forward_workspace_bytes", "backward_workspace_bytes",
-             "recomputed_bytes", "message_bytes", "input_bytes", "activation_includes_input", "input_grad_bytes",
-             "cast_weight_bytes", "forward_send_bytes", "forward_backward_ms",
-             "overlap_penalty_ms", "param_bytes", "forward_p10_ms", "forward_p90_ms", "backward_p10_ms",
+            {"forward_ms",
+             "backward_ms",
+             "backward_input_ms",
+             "backward_weight_ms",
+             "activation_bytes",
+             "weight_grad_bytes",
+             "workspace_bytes",
+             "forward_workspace_bytes",
+             "backward_workspace_bytes",
+             "recomputed_bytes",
+             "message_bytes",
+             "input_bytes",
+             "activation_includes_input",
+             "input_grad_bytes",
+             "cast_weight_bytes",
+             "forward_send_bytes",
+             "forward_backward_ms",
+             "overlap_penalty_ms",
+             "param_bytes",
+             "forward_p10_ms",
+             "forward_p90_ms",
+             "backward_p10_ms",
              "backward_p90_ms",
-             "backward_input_p10_ms", "backward_input_p90_ms", "backward_weight_p10_ms", "backward_weight_p90_ms",
-             "reduce_grad_ms", "reduce_grad_p10_ms", "reduce_grad_p90_ms"},
+             "backward_input_p10_ms",
+             "backward_input_p90_ms",
+             "backward_weight_p10_ms",
+             "backward_weight_p90_ms",
+             "reduce_grad_ms",
+             "reduce_grad_p10_ms",
+             "reduce_grad_p90_ms"},
             at);
   auto time = [&](const char* key, std::optional<TimeNs>& out) {
     if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
@@ -280,7 +301,7 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   const std::string at = origin + ": meta";
   CheckKeys(meta,
             {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device", "threads_per_rank",
-             "ranks", "precision", "extra"},
+             "ranks", "precision", "attention", "extra"},
             at + " (source \"pplab profile\")");
   auto need = [&](const char* key) -> const json& {
     if (!meta.contains(key)) throw Error(at + "." + key + " is missing (a \"pplab profile\" meta needs it)");
@@ -313,6 +334,13 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
     const json& v = meta["precision"];
     if (!v.is_string()) throw Error(at + ".precision must be \"fp32\" or \"bf16\", got " + v.dump());
     p.precision = ParsePrecision(v.get<std::string>(), at + ".precision");
+  }
+  if (meta.contains("attention")) {
+    const json& v = meta["attention"];
+    if (!v.is_string() || (v != "sdpa" && v != "explicit")) {
+      throw Error(at + ".attention must be \"sdpa\" or \"explicit\", got " + v.dump());
+    }
+    p.attention = v.get<std::string>();
   }
   // The partition is layers per stage, one positive count per stage of the file.
   int entries = 0;
@@ -348,7 +376,8 @@ std::string ProfileMetaToJson(const ProfileMeta& p) {
               {"device", p.device},
               {"threads_per_rank", p.threads_per_rank},
               {"ranks", p.ranks},
-              {"precision", PrecisionName(p.precision)}}
+              {"precision", PrecisionName(p.precision)},
+              {"attention", p.attention}}
       .dump();
 }
 
@@ -478,9 +507,8 @@ std::string CostModel::ToJson() const {
   }
   if (any_step) doc["step"] = step_json;
   if (dp_.degree != 1) {
-    doc["data_parallel"] = {{"degree", dp_.degree},
-                            {"latency_ms", NsToMs(dp_.link.latency)},
-                            {"bandwidth_gbps", dp_.link.bandwidth_gbps}};
+    doc["data_parallel"] = {
+        {"degree", dp_.degree}, {"latency_ms", NsToMs(dp_.link.latency)}, {"bandwidth_gbps", dp_.link.bandwidth_gbps}};
   }
   return doc.dump(2) + "\n";
 }

@@ -28,6 +28,7 @@ struct PlanCmdOptions {
   int gpus = 0;           // search every K x D x T = gpus
   std::optional<int> tp;  // T; with --gpus, none: searched
   bool sequence_parallel = false;
+  std::optional<std::string> attention;  // explicit or sdpa; none: the profile's, else explicit
   double tp_bandwidth_gbps = 300;
   double tp_latency_ms = 0.02;
   double dp_bandwidth_gbps = 25;
@@ -235,6 +236,11 @@ int RunPlan(const PlanCmdOptions& o) {
       throw Error("--cost " + o.cost_file + " was measured with --precision " + PrecisionName(meta->precision) +
                   ", not " + *o.precision);
     }
+    if (o.attention && *o.attention != meta->attention) {
+      throw Error("--cost " + o.cost_file + " was measured with --attention " + meta->attention + ", not " +
+                  *o.attention);
+    }
+    search.fused_attention = meta->attention == "sdpa";
     search.precision = meta->precision;  // its bytes per activation value
     // The plan holds on the device kind it was measured on (a GPU profile's
     // "cuda" or "cuda:N": each rank its own GPU, as train's --device cuda).
@@ -247,6 +253,7 @@ int RunPlan(const PlanCmdOptions& o) {
   } else {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second);
+    search.fused_attention = o.attention.value_or("explicit") == "sdpa";
   }
   // The flags replace the profile's link: a profile of ranks sharing one
   // GPU measures loopback sockets, not the links the plan will run on.
@@ -273,7 +280,8 @@ int RunPlan(const PlanCmdOptions& o) {
       " --batch-size " + std::to_string(o.global_batch) + " --seq-len " + std::to_string(search.seq_len) + " --ranks " +
       std::to_string(best.ranks) + " --dp " + std::to_string(best.dp) +
       (best.tp > 1 ? " --tp " + std::to_string(best.tp) : "") + (best.sequence_parallel ? " --sequence-parallel" : "") +
-      (best.recompute ? " --recompute all" : "") + (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
+      (best.recompute ? " --recompute all" : "") + (search.fused_attention ? " --attention sdpa" : "") +
+      (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
       (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
                                             : std::string()) +
       (train_device.empty() ? "" : " --device " + train_device);
@@ -302,6 +310,7 @@ int RunPlan(const PlanCmdOptions& o) {
         {"global_batch", o.global_batch},
         {"seq_len", search.seq_len},
         {"precision", PrecisionName(search.precision)},
+        {"attention", search.fused_attention ? "sdpa" : "explicit"},
         {"shard_optimizer", o.shard_optimizer},
         {"memory_per_rank", search.memory_per_rank},
         {"costs", o.cost_file.empty() ? "analytic" : o.cost_file},
@@ -325,9 +334,11 @@ int RunPlan(const PlanCmdOptions& o) {
     return 0;
   }
   std::printf(
-      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank); costs: %s, %s\n",
+      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank); costs: %s, %s, "
+      "attention %s\n",
       result.simulated, Fixed(seconds, 2).c_str(), result.skipped, result.over_memory,
-      HumanBytes(search.memory_per_rank).c_str(), costs_from.c_str(), PrecisionName(search.precision));
+      HumanBytes(search.memory_per_rank).c_str(), costs_from.c_str(), PrecisionName(search.precision),
+      search.fused_attention ? "sdpa (no softmax probabilities kept)" : "explicit");
   // What the messages and rings were costed at: the figures a user checks first.
   const auto link_text = [](const Link& l) {
     if (l.latency == 0 && l.bandwidth_gbps == 0) return std::string("free");
@@ -431,6 +442,11 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "tensor-parallel ranks T per pipeline rank (train --tp): each holds 1/T of every layer's heads and "
                   "MLP columns (default 1; with --gpus, searched)")
       ->check(CLI::Range(1, 4096));
+  sub->add_option("--attention", o->attention,
+                  "the attention train runs, for the activations' bytes: explicit keeps each layer's softmax "
+                  "probabilities (heads x seq-len a token), sdpa (fused: flash or memory-efficient) does not "
+                  "(default: the --cost profile's, else explicit)")
+      ->check(CLI::IsMember({"explicit", "sdpa"}));
   sub->add_flag("--sequence-parallel", o->sequence_parallel,
                 "with T > 1, cost sequence parallelism (train --sequence-parallel): the norms' activations and the "
                 "messages between stages are 1/T, each all-reduce an all-gather and a reduce-scatter");

@@ -252,6 +252,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                  {"threads_per_rank", threads},
                  {"ranks", o.ranks},
                  {"precision", PrecisionName(ParsePrecision(o.precision))},
+                 {"attention", AttentionKindName(ResolveAttention(ParseAttentionKind(o.attention)))},
                  {"extra",
                   {{"virtual_stages", o.virtual_stages},
                    {"dp", o.dp},

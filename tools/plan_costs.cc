@@ -52,7 +52,7 @@ double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, in
 }
 
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision, int sequence_share) {
+                            Precision precision, const ActivationLayout& layout) {
   const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
   // Values kept per token for the backward of one layer, e bytes each (4 in
   // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
@@ -65,11 +65,14 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
   // bytes lie above this estimate; a profile's fit (FitProfile) carries the
   // real ratio. Under sequence parallelism over n ranks the norms hold n
   // times fewer positions (4h / n), and the projections that read their
-  // outputs keep those shares, not the gathered positions.
-  const double n = sequence_share;
+  // outputs keep those shares, not the gathered positions. Fused attention
+  // keeps 4 bytes (an fp32 log-sum-exp) a head a token in place of the
+  // probabilities.
+  const double n = layout.sequence_share;
+  const double heads = c.num_attention_heads;
   const double qk_norms = c.qk_norm ? q + kv : 0;
-  const double layer =
-      e * T * (4 * h / n + 2 * q + 2 * kv + qk_norms + 4 * f + static_cast<double>(c.num_attention_heads) * seq_len);
+  const double layer = e * T * (4 * h / n + 2 * q + 2 * kv + qk_norms + 4 * f) +
+                       (layout.fused_attention ? 4 * T * heads : e * T * heads * seq_len);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
   // The head: final norm input and output, logits and their softmax; a
   // head that is not split (tied) keeps its gathered input under sequence
@@ -122,7 +125,8 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   std::vector<double> time[4], act_y, wgrad_y, msg_y;
   for (int s = 0; s < profiled.NumStages(); ++s) {
     flops.push_back(StageForwardFlops(config, p, s, meta->microbatch_size, meta->seq_len));
-    act.push_back(StageActivationBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
+    act.push_back(StageActivationBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision,
+                                       {1, meta->attention == "sdpa"}));
     wgrad.push_back(StageWeightGradBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
     msg.push_back(MessageBytes(config, meta->microbatch_size, meta->seq_len, meta->precision));
     for (int k = 0; k < 4; ++k) {

@@ -18,12 +18,20 @@ namespace pplab::cli {
 // Per-microbatch estimates of one stage from the model's shapes, for `mb`
 // sequences of `seq_len` tokens (see docs/planning.md). Bytes count
 // ActivationElementBytes(precision) per activation value: 4 in fp32, 2 in bf16.
-// `sequence_share`: the ranks the positions are split over outside the
-// tensor-parallel regions (sequence parallelism), 1 for none; the norms'
-// activations then count 1 / sequence_share of the positions.
 double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
+// How a stage's activations are laid out, beyond the model's shapes.
+struct ActivationLayout {
+  // The ranks the positions are split over outside the tensor-parallel
+  // regions (sequence parallelism), 1 for none: the norms' activations then
+  // count 1 / sequence_share of the positions.
+  int sequence_share = 1;
+  // Fused attention (train --attention sdpa: the flash or memory-efficient
+  // kernel) keeps each head's fp32 log-sum-exp a token instead of the
+  // (heads x seq_len) softmax probabilities of the explicit path.
+  bool fused_attention = false;
+};
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision, int sequence_share = 1);
+                            Precision precision, const ActivationLayout& layout = {});
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision);
 double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision);

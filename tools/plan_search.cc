@@ -188,8 +188,8 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.backward = Ns(f.ns_per_flop[1] * flops) + tp.backward;
     c.backward_input = Ns(f.ns_per_flop[2] * flops) + tp.backward_input;
     c.backward_weight = Ns(f.ns_per_flop[3] * flops) + tp.backward_weight;
-    c.activation_bytes =
-        Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision, positions));
+    c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision,
+                                                                      {positions, o.fused_attention}));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision) / positions);
     if (f.messages) {

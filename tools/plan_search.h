@@ -36,6 +36,9 @@ struct PlanSearchOptions {
   // all-gather in B and W (the projections' input, gathered again); see
   // TensorParallelCost in plan_search.cc.
   bool sequence_parallel = false;
+  // Whether train runs fused attention (--attention sdpa), which keeps no
+  // softmax probabilities (ActivationLayout).
+  bool fused_attention = false;
   int global_batch = 1;  // G sequences per step, over all replicas
   int seq_len = 1;       // tokens per sequence
   Bytes memory_per_rank = 0;

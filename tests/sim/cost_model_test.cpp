@@ -121,6 +121,7 @@ TEST_CASE("a profiled cost file round-trips with its meta and typed profile", "[
     CHECK(p->threads_per_rank == 1);
     CHECK(p->ranks == 2);
     CHECK(p->precision == Precision::kFp32);  // no "precision": written before it was recorded, fp32
+    CHECK(p->attention == "explicit");        // no "attention": likewise, the explicit path
     CHECK(nlohmann::json::parse(p->config_json)["hidden_size"] == 32);
     CHECK(c->ComputeTime({ActionKind::kForward, 1, 0}) == 1500000);
     CHECK(c->Stage(1).activation_bytes == 8192);
@@ -140,6 +141,13 @@ TEST_CASE("a profiled cost file round-trips with its meta and typed profile", "[
   CHECK(half->precision == Precision::kBf16);
   CHECK(ActivationElementBytes(half->precision) == 2);
   CHECK(nlohmann::json::parse(ProfileMetaToJson(*half))["precision"] == "bf16");
+  // A profile that ran fused attention says so, and round-trips.
+  nlohmann::json fused = nlohmann::json::parse(ProfiledCost());
+  fused["meta"]["attention"] = "sdpa";
+  const std::optional<ProfileMeta> sdpa = CostModel::FromJson(fused.dump(), "sdpa.json").Profile();
+  REQUIRE(sdpa);
+  CHECK(sdpa->attention == "sdpa");
+  CHECK(ParseProfileMeta(ProfileMetaToJson(*sdpa), 2, "x")->attention == "sdpa");
   // Other sources stay free-form.
   CostModel other = m;
   other.meta_json = R"({"source": "measured", "anything": [1, 2]})";
@@ -158,6 +166,7 @@ TEST_CASE("a bad profile meta is refused naming the field", "[cost_model]") {
       {R"(, "steps": 3)", "unknown field 'steps'"},
       {R"(, "precision": "fp16")", "cost.json: meta.precision 'fp16': expected fp32 or bf16"},
       {R"(, "precision": 16)", "cost.json: meta.precision must be \"fp32\" or \"bf16\", got 16"},
+      {R"(, "attention": "auto")", "cost.json: meta.attention must be \"sdpa\" or \"explicit\", got \"auto\""},
   };
   for (const auto& [overrides, says] : cases) {
     INFO(overrides);
@@ -232,9 +241,8 @@ TEST_CASE("cost model spread: p10, median and p90 are the 10th, 50th and 90th pe
   CHECK(m.SampleComputeTime({ActionKind::kBackward, 0, 0}, 0.99) == 2000000);
   CHECK(CostModel::FromJson(m.ToJson(), "again.json").SampleComputeTime(f, 0.9) == 1400000);
   // A wide low side is cut at 0.
-  const CostModel wide =
-      CostModel::FromJson(head + R"({"forward_ms": 1, "forward_p10_ms": 0.1, "forward_p90_ms": 1, "backward_ms": 2}})",
-                          "w.json");
+  const CostModel wide = CostModel::FromJson(
+      head + R"({"forward_ms": 1, "forward_p10_ms": 0.1, "forward_p90_ms": 1, "backward_ms": 2}})", "w.json");
   CHECK(wide.SampleComputeTime(f, 0.0) == 0);
   CHECK_THROWS_WITH(
       CostModel::FromJson(head + R"({"forward_ms": 1, "forward_p10_ms": 0.8, "backward_ms": 2}})", "half.json"),

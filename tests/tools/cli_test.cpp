@@ -378,6 +378,55 @@ TEST_CASE("cli: plan's train line carries the precision and the device kind the 
   CHECK_THAT(nlohmann::json::parse(r.out)["train_command"].get<std::string>(), Catch::EndsWith(" --precision bf16"));
 }
 
+TEST_CASE("cli: plan costs fused attention without the softmax probabilities, and its train line asks for it",
+          "[cli][plan]") {
+  const std::string out = TempPath("attention-plan.json");
+  const std::string plan =
+      "plan --model tiny --ranks 2 --global-batch 8 --seq-len 64 --memory-per-rank 1GiB "
+      "--recompute none --json -o " +
+      out;
+  auto rows = [](const PplabRun& r) {
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    std::map<std::string, int64_t> peak;  // by schedule, M, v and partition
+    for (const auto& c : j["candidates"]) {
+      peak[c["schedule"].get<std::string>() + " " + c["microbatches"].dump() + " " + c["virtual_stages"].dump() + " " +
+           c["partition"].get<std::string>()] = c["peak_memory_bytes"].get<int64_t>();
+    }
+    return std::make_pair(j, peak);
+  };
+  const auto [explicit_plan, explicit_peak] = rows(Pplab(plan + " --top 400"));
+  const auto [fused_plan, fused_peak] = rows(Pplab(plan + " --top 400 --attention sdpa"));
+  CHECK(explicit_plan["attention"] == "explicit");
+  CHECK(fused_plan["attention"] == "sdpa");
+  CHECK_THAT(explicit_plan["train_command"].get<std::string>(), !Catch::Contains("--attention"));
+  CHECK_THAT(fused_plan["train_command"].get<std::string>(), Catch::Contains(" --attention sdpa"));
+  // Every candidate holds less: no (heads x 64) probabilities a token a layer.
+  REQUIRE(fused_peak.size() == explicit_peak.size());
+  for (const auto& [row, bytes] : fused_peak) {
+    INFO(row);
+    CHECK(bytes < explicit_peak.at(row));
+  }
+  // A profile records the attention it ran; plan takes it, and refuses another.
+  const std::string cpu = WriteProfiledCost("profiled-attention.json");
+  std::string text = ReadTextFile(cpu);
+  const std::string device = R"("device": "cpu")";
+  const std::string sdpa = TempPath("profiled-sdpa.json");
+  WriteTextFile(sdpa, text.replace(text.find(device), device.size(), R"("device": "cpu", "attention": "sdpa")"));
+  const std::string fitted = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o " + out;
+  PplabRun r = Pplab(fitted + " --cost " + sdpa);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["attention"] == "sdpa");
+  r = Pplab(fitted + " --cost " + sdpa + " --attention explicit");
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --cost " + sdpa + " was measured with --attention sdpa, not explicit\n");
+  r = Pplab(fitted + " --attention flash");
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("--attention"));
+}
+
 namespace {
 
 // The profile of WriteProfiledCost with `from` replaced by `to`, as NAME.

@@ -317,6 +317,10 @@ TEST_CASE("plan: bf16 counts 2 bytes per activation value, the model state stays
   // The last stage: 1 layer and the head (2h + 2V values per token).
   const double head = 2.0 * 32 + 2.0 * c.vocab_size;
   CHECK(StageActivationBytes(c, p, 1, mb, kSeqLen, Precision::kBf16) == 2 * T * (544 + head));
+  // Fused attention keeps an fp32 log-sum-exp a head (4 x 4 bytes a token)
+  // in place of the n L = 64 probabilities: 480 values and 16 bytes.
+  CHECK(StageActivationBytes(c, p, 0, mb, kSeqLen, Precision::kBf16, {1, /*fused_attention=*/true}) ==
+        (2 * T * 480 + 16 * T) * 2);
   // W's stash: 6h + 2kv + 3f = 192 + 32 + 192 = 416 values per token and layer.
   CHECK(StageWeightGradBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == 2 * T * 416 * 2);
   // A message is one (mb, L, h) tensor: 2 x 16 x 32 values, 4096 bytes in fp32, 2048 in bf16.
@@ -825,9 +829,9 @@ TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T
   // 4h, and the final norm 2h / 2 instead of 2h.
   const double tokens = kSeqLen, h = c.hidden_size;
   const double saved = 4.0 * tokens * (3 * 4 * h / 2 + 2 * h / 2);
-  CHECK(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32, 2) ==
+  CHECK(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32, {2}) ==
         Approx(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32) - saved));
-  const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32, 2));
+  const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32, {2}));
   CHECK(sp.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act);
   CHECK(sp.peak_memory < plain.peak_memory);
   // Split backward: I reduce-scatters the input's gradient and gathers the

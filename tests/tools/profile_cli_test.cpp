@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "models/llama.h"
 #include "schedules/file_io.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
@@ -94,10 +95,12 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK(meta["threads_per_rank"].get<int>() >= 1);
   CHECK(meta["ranks"] == 2);
   CHECK(meta["precision"] == "fp32");
+  // --attention auto: sdpa where this LibTorch has it (2.x), else explicit.
+  CHECK(meta["attention"] == (SdpaAvailable() ? "sdpa" : "explicit"));
   CHECK(meta["extra"]["action_overhead_ms"].get<double>() >= 0);
   CHECK(meta["extra"]["stages"][1]["backward_transient_bytes"].get<int64_t>() > 0);
   // Exactly these fields; anything else goes under extra.
-  CHECK(meta.size() == 11);
+  CHECK(meta.size() == 12);
   // 2 ranks of cores / 2 threads fit the cores (one slot each): timed at once,
   // and no mapping for the simulator to queue.
   const bool fits = std::thread::hardware_concurrency() >= 2;

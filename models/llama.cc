@@ -433,7 +433,12 @@ class LlamaStageImpl : public torch::nn::Module {
       group = c10::make_intrusive<GroupHolder>(options.tp_comm, tp_);
       group_ = group;
     }
-    if (first_) embed_tokens_ = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+    if (first_) {
+      // Split by vocabulary under tensor parallelism, as the head is.
+      embed_tokens_ = register_module(
+          "embed_tokens",
+          torch::nn::Embedding(group_ && VocabParallelHead(c) ? c.vocab_size / tp_.size : c.vocab_size, c.hidden_size));
+    }
     // Global layer indices as child names: "layers.7....".
     auto holder = register_module("layers", std::make_shared<torch::nn::Module>());
     for (int l = p.Begin(stage); l < p.End(stage); ++l) {
@@ -515,11 +520,7 @@ class LlamaStageImpl : public torch::nn::Module {
     const torch::Tensor& mask = inputs[1];  // (B,T) int64, 1 = token
     const int64_t T = mask.size(1);
     // (B,T,C), or under sequence parallelism this rank's (B,T/size,C).
-    torch::Tensor x = inputs[0];
-    if (first_) {
-      x = embed_tokens_(x);
-      if (tp_.Sequence()) x = KeepPositions::apply(x, group_);
-    }
+    const torch::Tensor x = first_ ? Embed(inputs[0]) : inputs[0];
     if (x.size(1) != (tp_.Sequence() ? T / tp_.size : T) || T % tp_.size != 0) {
       throw Error("llama stage: hidden state of " + std::to_string(x.size(1)) + " positions for a mask of " +
                   std::to_string(T) +
@@ -543,9 +544,10 @@ class LlamaStageImpl : public torch::nn::Module {
       bias = torch::zeros(allowed.sizes(), x.options()).masked_fill(allowed.logical_not(), -1e9).unsqueeze(1);
     }
     auto cos = cos_.narrow(0, 0, T), sin = sin_.narrow(0, 0, T);
-    for (auto& layer : layers_) x = layer(x, cos, sin, bias);
-    if (last_) return {Head(norm_(x))};
-    return {x, mask};
+    torch::Tensor h = x;
+    for (auto& layer : layers_) h = layer(h, cos, sin, bias);
+    if (last_) return {Head(norm_(h))};
+    return {h, mask};
   }
 
   // The logits (B,T,V) of `tokens` (B,T) that follow the ones whose keys and
@@ -568,6 +570,24 @@ class LlamaStageImpl : public torch::nn::Module {
     auto cos = cos_.narrow(0, past, T), sin = sin_.narrow(0, past, T);
     for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l](x, cos, sin, bias, &cache[l]);
     return lm_head_(norm_(x));
+  }
+
+  // The embedding (B,T,C) of tokens (B,T), or under sequence parallelism
+  // this rank's positions of it. Split by vocabulary (tensor parallelism,
+  // untied), each rank looks up the tokens of its share, zeros for the
+  // others, and the group sums the rows (reduce-scattered under sequence
+  // parallelism). A whole (tied) embedding is looked up whole.
+  torch::Tensor Embed(const torch::Tensor& tokens) {
+    if (!group_) return embed_tokens_(tokens);
+    if (!VocabParallelHead(config_)) {
+      const torch::Tensor x = embed_tokens_(tokens);
+      return tp_.Sequence() ? KeepPositions::apply(x, group_) : x;
+    }
+    const int64_t share = config_.vocab_size / tp_.size;
+    const torch::Tensor local = tokens - tp_.rank * share;
+    const torch::Tensor others = (local < 0) | (local >= share);
+    const torch::Tensor partial = embed_tokens_(local.clamp(0, share - 1)).masked_fill(others.unsqueeze(-1), 0.0);
+    return tp_.Sequence() ? ReduceScatterPositions::apply(partial, group_) : LeaveSplitRegion::apply(partial, group_);
   }
 
   // The logits (B,T,V) of the normed hidden state x, or this rank's share

@@ -12,7 +12,9 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 bool VocabParallelHead(const LlamaConfig& config) { return !config.tie_word_embeddings; }
 
 TensorSplit TensorParallelSplit(const std::string& name, const LlamaConfig& config, bool sequence_parallel) {
-  if (name == "lm_head.weight") return VocabParallelHead(config) ? TensorSplit::kRows : TensorSplit::kWhole;
+  if (name == "lm_head.weight" || name == "embed_tokens.weight") {
+    return VocabParallelHead(config) ? TensorSplit::kRows : TensorSplit::kWhole;
+  }
   // Under sequence parallelism the norms and the biases added after a
   // reduce-scatter see a share of the positions.
   if (sequence_parallel && (name == "norm.weight" || EndsWith(name, "layernorm.weight") ||
@@ -56,8 +58,7 @@ LlamaConfig TensorParallelShare(const LlamaConfig& c, int size) {
 }
 
 int64_t TensorParallelStageParams(const LlamaConfig& c, const Partition& p, int stage, int size) {
-  const LlamaConfig share = TensorParallelShare(c, size);
-  return StageParams(share, p, stage) + (stage == 0 ? EmbeddingParams(c) - EmbeddingParams(share) : 0);
+  return StageParams(TensorParallelShare(c, size), p, stage);
 }
 
 std::string WhyNoTensorParallel(const LlamaConfig& c, int size) {

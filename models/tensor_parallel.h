@@ -13,9 +13,12 @@
 //     all-reduce each), and the bias, held whole, is added after the sum.
 // The LM head is column-parallel too, split by vocabulary (rank t holds the
 // logits of tokens [t V/T, (t+1) V/T)), and the loss is computed across the
-// group (models/llama.h, TokenCrossEntropySum) without gathering them;
-// a head tied to the embedding stays whole, as the embedding does. Norm
-// weights and the embedding are held whole by every rank.
+// group (models/llama.h, TokenCrossEntropySum) without gathering them. The
+// embedding is split the same way (Megatron-LM's vocabulary-parallel
+// embedding): rank t looks up the tokens of its share, zeros for the
+// others, and the group sums the rows (one all-reduce of the hidden state).
+// A head tied to the embedding stays whole, and so does the embedding then.
+// Norm weights are held whole by every rank.
 // The gradient of x is summed over the group where it enters the
 // column-parallel projections, so everything outside the split regions,
 // their gradients included, is the same on every rank. The one exception
@@ -33,9 +36,10 @@
 // The activations outside the regions, and the hidden state sent between
 // pipeline stages, shrink by T. The weights that act on a share of the
 // positions (every norm, the row-parallel biases) get partial gradients,
-// added over the group as qk_norm's are. The embedding is computed whole
-// and each rank keeps its positions (its gradient gathered back whole);
-// a whole (tied) head reads every position, gathered.
+// added over the group as qk_norm's are. A split embedding's sum is
+// reduce-scattered; a whole (tied) one is looked up whole, and each rank
+// keeps its positions (the gradient gathered back whole). A whole (tied)
+// head reads every position, gathered.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +62,8 @@ enum class TensorSplit {
 // sequence parallelism.
 TensorSplit TensorParallelSplit(const std::string& global_name, const LlamaConfig& config,
                                 bool sequence_parallel = false);
-// Whether the LM head is split by vocabulary: when it is not tied.
+// Whether the LM head, and the embedding with it, are split by vocabulary:
+// when they are not tied.
 bool VocabParallelHead(const LlamaConfig& config);
 
 // The dimension a split parameter is cut along (0 or 1), or -1 when it is
@@ -75,15 +80,13 @@ std::string WhyNoSequenceParallel(int64_t seq_len, int size);
 
 // One rank's shapes of `config` split over `size` ranks: a config with
 // 1 / size of the heads, key/value heads and intermediate width (head_dim
-// kept) and, where the head is split, of the vocabulary, so that the FLOP
-// and activation formulas of the planner give one rank's share of a stage
-// (the norms stay whole, as the rank holds them). Its vocabulary is the
-// head's share, not the embedding's, which stays whole: count parameters
-// with TensorParallelStageParams. For costing, not for building a model.
+// kept) and, where the head and the embedding are split, of the
+// vocabulary, so that the FLOP and activation formulas of the planner give
+// one rank's share of a stage (the norms stay whole, as the rank holds
+// them). For costing, not for building a model.
 // Assumes WhyNoTensorParallel(config, size) is "".
 LlamaConfig TensorParallelShare(const LlamaConfig& config, int size);
-// The parameters one rank of the group holds of stage `stage`: its share's,
-// with the whole embedding on stage 0.
+// The parameters one rank of the group holds of stage `stage`: its share's.
 int64_t TensorParallelStageParams(const LlamaConfig& config, const Partition& partition, int stage, int size);
 
 struct TensorParallel {

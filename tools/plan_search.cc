@@ -63,13 +63,16 @@ Link TpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && TpSpansN
 // input's gradient. Without sequence parallelism: two all-reduces per layer
 // in F (the partial outputs, e), two in each of B, I and W (the input's
 // gradient, fp32; W runs the backward to the weights again), one more
-// there for a head split by vocabulary. With it, per split region (two a
-// layer): F all-gathers the input (e) and reduce-scatters the output (e);
-// B all-gathers the output's gradient (e), gathers the input again for the
-// weights' gradients (e) and reduce-scatters the input's gradient (fp32);
-// I skips the second gather, W does all three. A split head is a region's
-// entry; a whole (tied) one gathers its fp32 input in F; the first stage
-// gathers the embedding's fp32 gradient in B and W. The
+// there for a head split by vocabulary, and one in F on the first stage
+// for an embedding split by vocabulary (its fp32 rows summed). With it, per
+// split region (two a layer): F all-gathers the input (e) and
+// reduce-scatters the output (e); B all-gathers the output's gradient (e),
+// gathers the input again for the weights' gradients (e) and
+// reduce-scatters the input's gradient (fp32); I skips the second gather,
+// W does all three. A split head is a region's entry; a whole (tied) one
+// gathers its fp32 input in F. On the first stage a split embedding's rows
+// are reduce-scattered in F (fp32), and the embedding's fp32 gradient,
+// split or whole, is gathered in B and W. The
 // vocabulary-parallel loss's two all-reduces of mb seq_len values are left
 // out (1 / hidden of one of these).
 struct TensorParallelTimes {
@@ -81,15 +84,19 @@ TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int s, int P,
   const DataParallel ring{o.tp, TpLink(o)};
   const Bytes e = Ns(ActivationElementBytes(o.precision) * values), fp32 = Ns(4 * values);
   const bool split_head = s == P - 1 && VocabParallelHead(o.config), whole_head = s == P - 1 && !split_head;
+  const bool split_embedding = s == 0 && VocabParallelHead(o.config);
   if (!o.sequence_parallel) {
     const TimeNs backward = (2 * layers + (split_head ? 1 : 0)) * RingAllReduceTime(fp32, ring);
-    return {2 * layers * RingAllReduceTime(e, ring), backward, backward, backward};
+    const TimeNs forward =
+        2 * layers * RingAllReduceTime(e, ring) + (split_embedding ? RingAllReduceTime(fp32, ring) : 0);
+    return {forward, backward, backward, backward};
   }
   const TimeNs gather = RingAllGatherTime(e, ring), gather32 = RingAllGatherTime(fp32, ring);
   const TimeNs scatter32 = RingAllGatherTime(fp32, ring);  // a reduce-scatter moves what an all-gather does
   const int regions = 2 * layers;
   TensorParallelTimes t;
-  t.forward = regions * 2 * gather + (split_head ? gather : 0) + (whole_head ? gather32 : 0);
+  t.forward = regions * 2 * gather + (split_head ? gather : 0) + (whole_head ? gather32 : 0) +
+              (split_embedding ? scatter32 : 0);
   t.backward_input = regions * (gather + scatter32) + (split_head ? scatter32 : 0);
   t.backward = regions * (2 * gather + scatter32) + (split_head ? gather + scatter32 : 0) + (s == 0 ? gather32 : 0);
   t.backward_weight = t.backward;

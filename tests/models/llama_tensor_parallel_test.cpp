@@ -157,7 +157,8 @@ TEST_CASE("a tensor-parallel rank holds its share of each split weight, cut from
       const int64_t n = w.size(dim) / 2;
       CHECK(p.equal(w.narrow(dim, rank * n, n)));
     }
-    CHECK(split == 4 * 12 + 1);  // per layer: q, k, v, gate and up (weight and bias), o and down; the head
+    CHECK(split ==
+          4 * 12 + 2);  // per layer: q, k, v, gate and up (weight and bias), o and down; the embedding, the head
   }
 }
 

@@ -26,12 +26,14 @@ TEST_CASE(
   CHECK(TensorParallelSplit("layers.1.mlp.down_proj.bias", untied) == TensorSplit::kWhole);
   CHECK(TensorParallelSplit("layers.1.self_attn.q_norm.weight", untied) == TensorSplit::kPartialGradient);
   CHECK(TensorParallelSplit("layers.1.self_attn.k_norm.weight", untied) == TensorSplit::kPartialGradient);
-  // The head is split by vocabulary, unless it is the embedding's.
+  // The head and the embedding are split by vocabulary, unless tied.
   CHECK(TensorParallelSplit("lm_head.weight", untied) == TensorSplit::kRows);
+  CHECK(TensorParallelSplit("embed_tokens.weight", untied) == TensorSplit::kRows);
   CHECK(TensorParallelSplit("lm_head.weight", tied) == TensorSplit::kWhole);
+  CHECK(TensorParallelSplit("embed_tokens.weight", tied) == TensorSplit::kWhole);
   CHECK(TensorParallelSplit("layers.0.self_attn.q_proj.weight", tied) == TensorSplit::kRows);
-  for (const char* whole : {"embed_tokens.weight", "norm.weight", "layers.2.input_layernorm.weight",
-                            "layers.2.post_attention_layernorm.weight"}) {
+  for (const char* whole :
+       {"norm.weight", "layers.2.input_layernorm.weight", "layers.2.post_attention_layernorm.weight"}) {
     INFO(whole);
     CHECK(TensorParallelSplit(whole, untied) == TensorSplit::kWhole);
   }
@@ -44,7 +46,8 @@ TEST_CASE(
     INFO(partial);
     CHECK(TensorParallelSplit(partial, untied, /*sequence_parallel=*/true) == TensorSplit::kPartialGradient);
   }
-  CHECK(TensorParallelSplit("embed_tokens.weight", untied, true) == TensorSplit::kWhole);
+  CHECK(TensorParallelSplit("embed_tokens.weight", untied, true) == TensorSplit::kRows);
+  CHECK(TensorParallelSplit("embed_tokens.weight", tied, true) == TensorSplit::kWhole);
   CHECK(TensorParallelSplit("lm_head.weight", tied, true) == TensorSplit::kWhole);
   CHECK(TensorParallelSplit("lm_head.weight", untied, true) == TensorSplit::kRows);
   CHECK(TensorParallelSplit("layers.1.self_attn.o_proj.weight", untied, true) == TensorSplit::kColumns);
@@ -72,7 +75,6 @@ TEST_CASE("a config splits over T ranks when its heads, key/value heads and MLP 
   CHECK(WhyNoTensorParallel(vocab, 2).empty());
 }
 
-
 TEST_CASE("a rank's share of a config has 1 / T of the split widths and every whole piece", "[tp]") {
   const LlamaConfig tiny = LlamaPreset("tiny");  // hidden 32, 4 heads, 2 key/value heads, intermediate 64
   const LlamaConfig share = TensorParallelShare(tiny, 2);
@@ -81,20 +83,23 @@ TEST_CASE("a rank's share of a config has 1 / T of the split widths and every wh
   CHECK(share.intermediate_size == 32);
   CHECK(share.HeadDim() == tiny.HeadDim());
   CHECK(share.hidden_size == tiny.hidden_size);
-  CHECK(share.vocab_size == tiny.vocab_size / 2);  // the head's share
+  CHECK(share.vocab_size == tiny.vocab_size / 2);  // the head's and the embedding's share
   // q, k, v, o and the MLP halve; the two norms (2 x 32) stay whole.
   const int64_t norms = 2 * 32;
   CHECK(DecoderLayerParams(share) == (DecoderLayerParams(tiny) - norms) / 2 + norms);
   CHECK(DecoderLayerParams(TensorParallelShare(tiny, 1)) == DecoderLayerParams(tiny));
-  // A rank of one stage holds: its share of the layers and of the head
-  // (and the final norm), the whole embedding.
+  // A rank of one stage holds: its share of the layers, of the embedding
+  // and of the head, and the final norm.
   const Partition whole = PartitionUniform(tiny, 1);
   const int64_t V = tiny.vocab_size, h = 32;
-  CHECK(TensorParallelStageParams(tiny, whole, 0, 2) == 4 * DecoderLayerParams(share) + V * h + (V / 2) * h + h);
+  CHECK(TensorParallelStageParams(tiny, whole, 0, 2) == 4 * DecoderLayerParams(share) + 2 * (V / 2) * h + h);
   CHECK(TensorParallelStageParams(tiny, whole, 0, 1) == StageParams(tiny, whole, 0));
+  // Tied, the embedding and the last stage's copy of it, the head, stay whole.
   LlamaConfig tied = tiny;
   tied.tie_word_embeddings = true;
   CHECK(TensorParallelShare(tied, 2).vocab_size == V);
+  CHECK(TensorParallelStageParams(tied, whole, 0, 2) ==
+        4 * DecoderLayerParams(TensorParallelShare(tied, 2)) + 2 * V * h + h);
 }
 
 TEST_CASE("sequence parallelism needs the sequence length to be a multiple of T", "[tp]") {

@@ -763,10 +763,11 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   CHECK(f2 < f1);
   // Each all-reduce: a ring over 2 ranks moves 2 (2 - 1) / 2 = 1 x the
   // (1, 16, 32) fp32 activation, 2048 bytes, after 1 us. Two per layer in
-  // F and two in B, over 3 layers, and in B one more for the split head.
+  // F and two in B, over 3 layers; in F one more for the split embedding's
+  // rows, in B one more for the split head.
   const TimeNs ring = 1000 + 2048;
-  CHECK(best.step_time == (f2 + 6 * ring) + (2 * f2 + 7 * ring));
-  // Its model state is its share's parameters, with the whole embedding.
+  CHECK(best.step_time == (f2 + 7 * ring) + (2 * f2 + 7 * ring));
+  // Its model state is its share's parameters, the embedding's included.
   const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32));
   CHECK(best.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act);
   CHECK(best.peak_memory < one.fitting[0].peak_memory);
@@ -775,7 +776,7 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   o.gpus_per_node = 1;
   o.dp_link = Link{5000, 0.5};
   const TimeNs network = 5000 + 4096;
-  CHECK(SearchPlans(o).fitting[0].step_time == (f2 + 6 * network) + (2 * f2 + 7 * network));
+  CHECK(SearchPlans(o).fitting[0].step_time == (f2 + 7 * network) + (2 * f2 + 7 * network));
   // A group is T consecutive world ranks ((d K + k) T + t, as train numbers
   // them): at K = 2, T = 2 on nodes of 2 GPUs each group is inside a node,
   // so it costs what it does on one node of 4 (messages between stages cost
@@ -818,13 +819,13 @@ TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T
   const TimeNs f2 = std::llround(StageForwardFlops(share, whole, 0, 1, kSeqLen));
   // An all-gather or reduce-scatter over 2 ranks moves (2 - 1) / 2 of the
   // (1, 16, 32) fp32 activation, 1024 bytes, after 1 us. Six split regions
-  // (two a layer): F gathers and reduce-scatters each, and gathers the
-  // split head's input: 13. B gathers the exit's gradient and the input
+  // (two a layer): F gathers and reduce-scatters each, reduce-scatters the
+  // split embedding's rows and gathers the split head's input: 14. B gathers the exit's gradient and the input
   // again and reduce-scatters the input's gradient in each (18), gathers
   // and reduce-scatters the head's (2), and gathers the embedding's
   // gradient (1): 21.
   const TimeNs g = 1000 + 1024;
-  CHECK(sp.step_time == (f2 + 13 * g) + (2 * f2 + 21 * g));
+  CHECK(sp.step_time == (f2 + 14 * g) + (2 * f2 + 21 * g));
   // The norms keep half the positions: 4h / 2 a token a layer instead of
   // 4h, and the final norm 2h / 2 instead of 2h.
   const double tokens = kSeqLen, h = c.hidden_size;
@@ -837,7 +838,7 @@ TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T
   // Split backward: I reduce-scatters the input's gradient and gathers the
   // exit's (12), plus the head's reduce-scatter (1); W does what B does.
   o.schedules = {"zb-h1"};
-  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 13 * g) + (f2 + 13 * g) + (f2 + 21 * g));
+  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 14 * g) + (f2 + 13 * g) + (f2 + 21 * g));
   // A sequence the group cannot split is refused.
   o.seq_len = 15;
   CHECK_THROWS_WITH(SearchPlans(o), "--sequence-parallel: the sequence length 15 is not a multiple of 2 (--tp)");

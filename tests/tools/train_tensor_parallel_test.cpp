@@ -161,7 +161,7 @@ TEST_CASE("bf16 tensor parallelism follows bf16 on one rank", "[train][tp]") {
   }
 }
 
-TEST_CASE("--sequence-parallel without tensor parallelism or with a sequence that does not split is refused",
+TEST_CASE("train refuses --sequence-parallel without tensor parallelism or with a sequence that does not split",
           "[train][tp]") {
   const PplabRun alone = Train("--sequence-parallel -k 1");
   CHECK(alone.code != 0);

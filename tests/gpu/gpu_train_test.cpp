@@ -110,10 +110,13 @@ TEST_CASE("gpu: data parallelism over NCCL equals one process", "[gpu]") {
 TEST_CASE("gpu: tensor parallelism over NCCL equals one process, and bf16 runs", "[gpu]") {
   // The all-reduces run inside the layers, on NCCL's stream, ordered by the
   // compute stream's waits; with the I/W split (zb-h1) W repeats the
-  // backward ones.
+  // backward ones. Sequence parallelism runs NCCL's all-gather and
+  // reduce-scatter instead (Gloo, on the CPU, reduce-scatters through an
+  // all-reduce).
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   DumpGrads("-k 1 -m 1", tmp + "/gpu_tp_ref");
-  for (const char* plan : {"--tp 2 -k 1 -m 1", "--tp 2 -s zb-h1 -k 2 -m 4"}) {
+  for (const char* plan : {"--tp 2 -k 1 -m 1", "--tp 2 -s zb-h1 -k 2 -m 4", "--tp 2 --sequence-parallel -k 1 -m 1",
+                           "--tp 2 --sequence-parallel -s zb-h1 -k 2 -m 4"}) {
     DumpGrads(plan, tmp + "/gpu_tp");
     const auto [compared, worst] = CompareGrads(tmp + "/gpu_tp_ref", tmp + "/gpu_tp");
     std::printf("gpu tensor-parallel parity %-26s %d tensors, max relative error %.2e\n", plan, compared, worst);
@@ -122,9 +125,12 @@ TEST_CASE("gpu: tensor parallelism over NCCL equals one process, and bf16 runs",
     CHECK(worst <= 1e-4);
   }
   const nlohmann::json one = TrainJson("-k 1 -m 2 --steps 3 --precision bf16");
-  const nlohmann::json two = TrainJson("--tp 2 -k 1 -m 2 --steps 3 --precision bf16");
-  for (size_t i = 0; i < 3; ++i)
-    CHECK(two["losses"][i].get<double>() == Approx(one["losses"][i].get<double>()).epsilon(1e-2));
+  for (const char* plan : {"--tp 2 -k 1 -m 2", "--tp 2 --sequence-parallel -k 1 -m 2"}) {
+    const nlohmann::json two = TrainJson(std::string(plan) + " --steps 3 --precision bf16");
+    INFO(plan);
+    for (size_t i = 0; i < 3; ++i)
+      CHECK(two["losses"][i].get<double>() == Approx(one["losses"][i].get<double>()).epsilon(1e-2));
+  }
 }
 
 TEST_CASE("gpu: recomputed stages and the sharded optimizer train the losses of a run without them", "[gpu]") {

@@ -137,7 +137,7 @@ struct GatherPositions : torch::autograd::Function<GatherPositions> {
   }
 };
 
-// Each rank's positions of a tensor every rank computed whole (the
+// Each rank's positions of a tensor every rank computed whole (a tied
 // embedding's output); the gradient is gathered, so the whole computation
 // before it gets the whole gradient on every rank.
 struct KeepPositions : torch::autograd::Function<KeepPositions> {

@@ -103,12 +103,6 @@ struct LeaveSplitRegion : torch::autograd::Function<LeaveSplitRegion> {
 // holds positions [t S/T, (t+1) S/T) outside the split regions.
 constexpr int64_t kPositions = 1;
 
-// This rank's positions of `x`, which holds all of them.
-torch::Tensor OwnPositions(const torch::Tensor& x, const TensorParallel& tp) {
-  const int64_t n = x.size(kPositions) / tp.size;
-  return x.narrow(kPositions, tp.rank * n, n).contiguous();
-}
-
 // A split region's exit: the partial outputs summed, each rank keeping its
 // positions (a reduce-scatter); their gradient is gathered.
 struct ReduceScatterPositions : torch::autograd::Function<ReduceScatterPositions> {
@@ -116,34 +110,6 @@ struct ReduceScatterPositions : torch::autograd::Function<ReduceScatterPositions
                                const GroupRef& group) {
     KeepGroup(ctx, group);
     return group->comm->ReduceScatter(partial, kPositions);
-  }
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    return {GroupOf(ctx).comm->AllGather(grads[0], kPositions), torch::Tensor()};
-  }
-};
-
-// Every rank's positions gathered, for a computation every rank then runs
-// whole (a tied head): the gradient that comes back is the same on every
-// rank, and each keeps its own positions' part.
-struct GatherPositions : torch::autograd::Function<GatherPositions> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const GroupRef& group) {
-    KeepGroup(ctx, group);
-    return group->comm->AllGather(x, kPositions);
-  }
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    return {OwnPositions(grads[0], GroupOf(ctx).tp), torch::Tensor()};
-  }
-};
-
-// Each rank's positions of a tensor every rank computed whole (a tied
-// embedding's output); the gradient is gathered, so the whole computation
-// before it gets the whole gradient on every rank.
-struct KeepPositions : torch::autograd::Function<KeepPositions> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const GroupRef& group) {
-    KeepGroup(ctx, group);
-    return OwnPositions(x, group->tp);
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
@@ -436,8 +402,7 @@ class LlamaStageImpl : public torch::nn::Module {
     if (first_) {
       // Split by vocabulary under tensor parallelism, as the head is.
       embed_tokens_ = register_module(
-          "embed_tokens",
-          torch::nn::Embedding(group_ && VocabParallelHead(c) ? c.vocab_size / tp_.size : c.vocab_size, c.hidden_size));
+          "embed_tokens", torch::nn::Embedding(group_ ? c.vocab_size / tp_.size : c.vocab_size, c.hidden_size));
     }
     // Global layer indices as child names: "layers.7....".
     auto holder = register_module("layers", std::make_shared<torch::nn::Module>());
@@ -447,9 +412,8 @@ class LlamaStageImpl : public torch::nn::Module {
     if (last_) {
       norm_ = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
       // Split by vocabulary under tensor parallelism (its logits are this
-      // rank's share), unless tied to the embedding.
-      lm_head_ = register_module(
-          "lm_head", Linear(c.hidden_size, group_ && VocabParallelHead(c) ? c.vocab_size / tp_.size : c.vocab_size));
+      // rank's share), tied or not.
+      lm_head_ = register_module("lm_head", Linear(c.hidden_size, group_ ? c.vocab_size / tp_.size : c.vocab_size));
     }
     // Rotary tables for every position the model accepts: (max_pos, hd).
     const std::vector<double> frequencies = RotaryFrequencies(c);  // rope_theta's, scaled as the config says
@@ -573,16 +537,11 @@ class LlamaStageImpl : public torch::nn::Module {
   }
 
   // The embedding (B,T,C) of tokens (B,T), or under sequence parallelism
-  // this rank's positions of it. Split by vocabulary (tensor parallelism,
-  // untied), each rank looks up the tokens of its share, zeros for the
-  // others, and the group sums the rows (reduce-scattered under sequence
-  // parallelism). A whole (tied) embedding is looked up whole.
+  // this rank's positions of it. Split by vocabulary (tensor parallelism),
+  // each rank looks up the tokens of its share, zeros for the others, and
+  // the group sums the rows (reduce-scattered under sequence parallelism).
   torch::Tensor Embed(const torch::Tensor& tokens) {
     if (!group_) return embed_tokens_(tokens);
-    if (!VocabParallelHead(config_)) {
-      const torch::Tensor x = embed_tokens_(tokens);
-      return tp_.Sequence() ? KeepPositions::apply(x, group_) : x;
-    }
     const int64_t share = config_.vocab_size / tp_.size;
     const torch::Tensor local = tokens - tp_.rank * share;
     const torch::Tensor others = (local < 0) | (local >= share);
@@ -591,14 +550,9 @@ class LlamaStageImpl : public torch::nn::Module {
   }
 
   // The logits (B,T,V) of the normed hidden state x, or this rank's share
-  // (B,T,V/size) under tensor parallelism when the head is split by
-  // vocabulary. Under sequence parallelism x is this rank's positions, and
-  // the logits are every position's.
-  torch::Tensor Head(const torch::Tensor& x) {
-    if (!group_) return lm_head_(x);
-    if (VocabParallelHead(config_)) return ColumnParallel(x, {lm_head_}, group_)[0];
-    return lm_head_(tp_.Sequence() ? GatherPositions::apply(x, group_) : x);  // tied: whole on every rank
-  }
+  // (B,T,V/size) under tensor parallelism. Under sequence parallelism x is
+  // this rank's positions, and the logits are every position's.
+  torch::Tensor Head(const torch::Tensor& x) { return group_ ? ColumnParallel(x, {lm_head_}, group_)[0] : lm_head_(x); }
 
   // Forward: {hidden (B,T,C) in the parameters' dtype, attention_mask (B,T)
   // int64} from the previous stage; backward: the gradient of hidden (B,T,C).

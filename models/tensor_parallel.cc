@@ -9,12 +9,10 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-bool VocabParallelHead(const LlamaConfig& config) { return !config.tie_word_embeddings; }
-
-TensorSplit TensorParallelSplit(const std::string& name, const LlamaConfig& config, bool sequence_parallel) {
-  if (name == "lm_head.weight" || name == "embed_tokens.weight") {
-    return VocabParallelHead(config) ? TensorSplit::kRows : TensorSplit::kWhole;
-  }
+// Every Llama config splits alike since tied heads split too; the config
+// stays in the signature, where a layout that depends on it would look.
+TensorSplit TensorParallelSplit(const std::string& name, const LlamaConfig& /*config*/, bool sequence_parallel) {
+  if (name == "lm_head.weight" || name == "embed_tokens.weight") return TensorSplit::kRows;  // by vocabulary
   // Under sequence parallelism the norms and the biases added after a
   // reduce-scatter see a share of the positions.
   if (sequence_parallel && (name == "norm.weight" || EndsWith(name, "layernorm.weight") ||
@@ -53,7 +51,7 @@ LlamaConfig TensorParallelShare(const LlamaConfig& c, int size) {
   share.num_attention_heads = c.num_attention_heads / size;
   share.num_key_value_heads = c.num_key_value_heads / size;
   share.intermediate_size = c.intermediate_size / size;
-  if (VocabParallelHead(c)) share.vocab_size = c.vocab_size / size;
+  share.vocab_size = c.vocab_size / size;
   return share;
 }
 
@@ -72,8 +70,8 @@ std::string WhyNoTensorParallel(const LlamaConfig& c, int size) {
         need("intermediate_size", c.intermediate_size)}) {
     if (!why.empty()) return why;
   }
-  if (VocabParallelHead(c) && c.vocab_size % size != 0) {
-    return need("vocab_size", c.vocab_size) + " (an untied LM head is split by vocabulary)";
+  if (c.vocab_size % size != 0) {
+    return need("vocab_size", c.vocab_size) + " (the embedding and the LM head are split by vocabulary)";
   }
   return "";
 }

@@ -17,8 +17,8 @@
 // embedding is split the same way (Megatron-LM's vocabulary-parallel
 // embedding): rank t looks up the tokens of its share, zeros for the
 // others, and the group sums the rows (one all-reduce of the hidden state).
-// A head tied to the embedding stays whole, and so does the embedding then.
-// Norm weights are held whole by every rank.
+// Tied, the two stay tied share by share: the same rows of the same
+// vocabulary on each rank. Norm weights are held whole by every rank.
 // The gradient of x is summed over the group where it enters the
 // column-parallel projections, so everything outside the split regions,
 // their gradients included, is the same on every rank. The one exception
@@ -36,10 +36,9 @@
 // The activations outside the regions, and the hidden state sent between
 // pipeline stages, shrink by T. The weights that act on a share of the
 // positions (every norm, the row-parallel biases) get partial gradients,
-// added over the group as qk_norm's are. A split embedding's sum is
-// reduce-scattered; a whole (tied) one is looked up whole, and each rank
-// keeps its positions (the gradient gathered back whole). A whole (tied)
-// head reads every position, gathered.
+// added over the group as qk_norm's are. The embedding's summed rows are
+// reduce-scattered, as a region's exit is, and the head is a region's
+// entry.
 #pragma once
 
 #include <cstdint>
@@ -62,26 +61,23 @@ enum class TensorSplit {
 // sequence parallelism.
 TensorSplit TensorParallelSplit(const std::string& global_name, const LlamaConfig& config,
                                 bool sequence_parallel = false);
-// Whether the LM head, and the embedding with it, are split by vocabulary:
-// when they are not tied.
-bool VocabParallelHead(const LlamaConfig& config);
 
 // The dimension a split parameter is cut along (0 or 1), or -1 when it is
 // held whole (kWhole, kPartialGradient).
 int TensorParallelDim(TensorSplit split);
 
 // Why `config` cannot be split over `size` ranks, or "" when it can: its
-// attention heads, key/value heads and intermediate size must each be a
-// multiple of `size`, and so must its vocabulary when the head is split.
+// attention heads, key/value heads, intermediate size and vocabulary must
+// each be a multiple of `size`.
 std::string WhyNoTensorParallel(const LlamaConfig& config, int size);
 // Why sequences of `seq_len` tokens cannot be split over `size` ranks by
 // sequence parallelism, or "" when they can (a multiple of `size`).
 std::string WhyNoSequenceParallel(int64_t seq_len, int size);
 
 // One rank's shapes of `config` split over `size` ranks: a config with
-// 1 / size of the heads, key/value heads and intermediate width (head_dim
-// kept) and, where the head and the embedding are split, of the
-// vocabulary, so that the FLOP and activation formulas of the planner give
+// 1 / size of the heads, key/value heads, intermediate width and
+// vocabulary (head_dim kept), so that the FLOP and activation formulas of
+// the planner give
 // one rank's share of a stage (the norms stay whole, as the rank holds
 // them). For costing, not for building a model.
 // Assumes WhyNoTensorParallel(config, size) is "".

@@ -216,9 +216,10 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
         if (step == o.nan_at) b.loss_scale = std::nan("");
         return to_device(std::move(b));
       },
-      [pad, &worker, &config](const TensorList& outputs, const at::Tensor& targets) {
-        // A head split by vocabulary gives this rank's share of the logits.
-        if (worker.tp_size > 1 && VocabParallelHead(config)) {
+      [pad, &worker](const TensorList& outputs, const at::Tensor& targets) {
+        // Under tensor parallelism the head, split by vocabulary, gives this
+        // rank's share of the logits.
+        if (worker.tp_size > 1) {
           return VocabParallelCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/pad,
                                               {worker.tp_size, worker.tp_rank}, worker.tp_comm);
         }

@@ -74,11 +74,8 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
   const double layer = e * T * (4 * h / n + 2 * q + 2 * kv + qk_norms + 4 * f) +
                        (layout.fused_attention ? 4 * T * heads : e * T * heads * seq_len);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
-  // The head: final norm input and output, logits and their softmax; a
-  // head that is not split (tied) keeps its gathered input under sequence
-  // parallelism.
-  const bool gathered = n > 1 && c.tie_word_embeddings;
-  if (stage == p.NumStages() - 1) bytes += e * T * (2 * h / n + (gathered ? h : 0) + 2.0 * c.vocab_size);
+  // The head: final norm input and output, logits and their softmax.
+  if (stage == p.NumStages() - 1) bytes += e * T * (2 * h / n + 2.0 * c.vocab_size);
   return bytes;
 }
 

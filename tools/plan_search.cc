@@ -60,21 +60,19 @@ Link TpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && TpSpansN
 // per microbatch of `mb` sequences, each a ring over T of the (mb, seq_len,
 // hidden) activation: in the activation's dtype (e bytes a value) where
 // they carry activations or their bf16 gradients, in fp32 where they sum an
-// input's gradient. Without sequence parallelism: two all-reduces per layer
-// in F (the partial outputs, e), two in each of B, I and W (the input's
-// gradient, fp32; W runs the backward to the weights again), one more
-// there for a head split by vocabulary, and one in F on the first stage
-// for an embedding split by vocabulary (its fp32 rows summed). With it, per
-// split region (two a layer): F all-gathers the input (e) and
+// input's gradient or the embedding's rows. Without sequence parallelism:
+// two all-reduces per layer in F (the partial outputs, e), two in each of
+// B, I and W (the input's gradient, fp32; W runs the backward to the
+// weights again), one more there on the last stage (the head's input
+// gradient), and one in F on the first stage (the embedding's rows). With
+// it, per split region (two a layer): F all-gathers the input (e) and
 // reduce-scatters the output (e); B all-gathers the output's gradient (e),
 // gathers the input again for the weights' gradients (e) and
 // reduce-scatters the input's gradient (fp32); I skips the second gather,
-// W does all three. A split head is a region's entry; a whole (tied) one
-// gathers its fp32 input in F. On the first stage a split embedding's rows
-// are reduce-scattered in F (fp32), and the embedding's fp32 gradient,
-// split or whole, is gathered in B and W. The
-// vocabulary-parallel loss's two all-reduces of mb seq_len values are left
-// out (1 / hidden of one of these).
+// W does all three. The head is a region's entry. On the first stage the
+// embedding's rows are reduce-scattered in F, and its gradient gathered in
+// B and W (fp32). The vocabulary-parallel loss's two all-reduces of
+// mb seq_len values are left out (1 / hidden of one of these).
 struct TensorParallelTimes {
   TimeNs forward = 0, backward = 0, backward_input = 0, backward_weight = 0;
 };
@@ -83,22 +81,19 @@ TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int s, int P,
   const double values = static_cast<double>(mb) * o.seq_len * o.config.hidden_size;
   const DataParallel ring{o.tp, TpLink(o)};
   const Bytes e = Ns(ActivationElementBytes(o.precision) * values), fp32 = Ns(4 * values);
-  const bool split_head = s == P - 1 && VocabParallelHead(o.config), whole_head = s == P - 1 && !split_head;
-  const bool split_embedding = s == 0 && VocabParallelHead(o.config);
+  const bool head = s == P - 1, embedding = s == 0;
   if (!o.sequence_parallel) {
-    const TimeNs backward = (2 * layers + (split_head ? 1 : 0)) * RingAllReduceTime(fp32, ring);
-    const TimeNs forward =
-        2 * layers * RingAllReduceTime(e, ring) + (split_embedding ? RingAllReduceTime(fp32, ring) : 0);
+    const TimeNs backward = (2 * layers + (head ? 1 : 0)) * RingAllReduceTime(fp32, ring);
+    const TimeNs forward = 2 * layers * RingAllReduceTime(e, ring) + (embedding ? RingAllReduceTime(fp32, ring) : 0);
     return {forward, backward, backward, backward};
   }
-  const TimeNs gather = RingAllGatherTime(e, ring), gather32 = RingAllGatherTime(fp32, ring);
-  const TimeNs scatter32 = RingAllGatherTime(fp32, ring);  // a reduce-scatter moves what an all-gather does
+  const TimeNs gather = RingAllGatherTime(e, ring);
+  const TimeNs half32 = RingAllGatherTime(fp32, ring);  // a reduce-scatter moves what an all-gather does
   const int regions = 2 * layers;
   TensorParallelTimes t;
-  t.forward = regions * 2 * gather + (split_head ? gather : 0) + (whole_head ? gather32 : 0) +
-              (split_embedding ? scatter32 : 0);
-  t.backward_input = regions * (gather + scatter32) + (split_head ? scatter32 : 0);
-  t.backward = regions * (2 * gather + scatter32) + (split_head ? gather + scatter32 : 0) + (s == 0 ? gather32 : 0);
+  t.forward = regions * 2 * gather + (head ? gather : 0) + (embedding ? half32 : 0);
+  t.backward_input = regions * (gather + half32) + (head ? half32 : 0);
+  t.backward = regions * (2 * gather + half32) + (head ? gather + half32 : 0) + (embedding ? half32 : 0);
   t.backward_weight = t.backward;
   return t;
 }
@@ -131,14 +126,14 @@ StepCosts ShardedStep(const PlanSearchOptions& o, StepCosts step, int64_t rank_p
   return step;
 }
 
-// With tied embeddings, the exchange of that weight's fp32 gradient between
-// the first stage's rank (0) and the last one's (K - 1 in every plan that
-// puts them apart) over their link; the simulator runs it only where a
-// plan does put them apart.
+// With tied embeddings, the exchange of that weight's fp32 gradient (a
+// tensor-parallel rank's share of it) between the first stage's rank (0)
+// and the last one's (K - 1 in every plan that puts them apart) over their
+// link; the simulator runs it only where a plan does put them apart.
 void AddTiedExchange(const PlanSearchOptions& o, CostModel& m) {
   if (!o.config.tie_word_embeddings || o.ranks < 2) return;
   StepCosts step = m.Step();
-  step.tied_exchange = m.TransferTime(0, o.ranks - 1, 4 * EmbeddingParams(o.config));
+  step.tied_exchange = m.TransferTime(0, o.ranks - 1, 4 * EmbeddingParams(RankShape(o)));
   m.SetStep(step);
 }
 

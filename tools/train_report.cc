@@ -33,8 +33,7 @@ StepFlops FlopsOf(const TrainOptions& o, const LlamaConfig& config, const Partit
   // Stage s runs model part ModelStage(s) on the microbatches of its
   // pipeline (all of them, or half in each of dualpipe's two copies). With
   // tensor parallelism each of the T ranks of a group runs 1 / T of it
-  // (the whole embedding, norms and head they each run are not model FLOPs
-  // twice).
+  // (the norms every rank runs whole are not counted twice).
   f.per_rank.assign(schedule.ranks, 0.0);
   const double sequences = static_cast<double>(o.batch_size / o.dp);
   for (StageId s = 0; s < schedule.stages; ++s) {

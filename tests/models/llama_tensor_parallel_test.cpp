@@ -22,8 +22,8 @@ namespace {
 
 // The tiny preset (4 query heads, 2 key/value heads) with every optional
 // piece the split must handle: q/k/v, o and MLP biases, qk_norm (whole
-// weights inside a split region); with `tied`, the head is the embedding's
-// and stays whole, else it is split by vocabulary.
+// weights inside a split region); with `tied`, the head starts as the
+// embedding. Both are split by vocabulary either way.
 LlamaConfig Config(bool tied) {
   LlamaConfig c = LlamaPreset("tiny");
   c.attention_bias = true;
@@ -53,7 +53,7 @@ Result Run(const LlamaConfig& c, const at::Tensor& tokens, const at::Tensor& tar
   if (group != nullptr) options.tp_comm = MakeTensorParallelComm(group, timeout);
   auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, /*seed=*/5, torch::kCPU, options);
   const at::Tensor logits = stage->Forward({tokens, torch::ones_like(tokens)}).at(0);
-  const bool vocab_split = group != nullptr && VocabParallelHead(c);
+  const bool vocab_split = group != nullptr;
   const at::Tensor loss = vocab_split ? VocabParallelCrossEntropySum(logits, targets, 0, tp, options.tp_comm)
                                       : TokenCrossEntropySum(logits, targets, 0);
   loss.backward();
@@ -98,8 +98,7 @@ TEST_CASE("two tensor-parallel ranks compute the whole model's logits, loss and 
         shares[rank] = Run(c, tokens, targets, {2, static_cast<int>(rank), sequence}, group);
       });
       for (int rank = 0; rank < 2; ++rank) {
-        INFO((tied ? "tied head" : "head split by vocabulary")
-             << (sequence ? ", sequence-parallel" : "") << ", rank " << rank);
+        INFO((tied ? "tied head" : "untied head") << (sequence ? ", sequence-parallel" : "") << ", rank " << rank);
         CHECK(shares[rank].loss == Approx(whole.loss).epsilon(1e-6));
         CHECK(RelativeError(shares[rank].logits, whole.logits) <= 1e-5);
         REQUIRE(shares[rank].grads.size() == whole.grads.size());
@@ -114,8 +113,8 @@ TEST_CASE("two tensor-parallel ranks compute the whole model's logits, loss and 
         std::printf(
             "tensor parallelism, 2 ranks%s, %s: rank %d, loss %.6f (whole %.6f), %zu gradients, max relative error "
             "%.2e (%s)\n",
-            sequence ? " with sequence parallelism" : "", tied ? "tied head" : "vocabulary-parallel head", rank,
-            shares[rank].loss, whole.loss, whole.grads.size(), worst, where.c_str());
+            sequence ? " with sequence parallelism" : "", tied ? "tied head" : "untied head", rank, shares[rank].loss,
+            whole.loss, whole.grads.size(), worst, where.c_str());
         CHECK(worst <= 1e-5);
       }
     }

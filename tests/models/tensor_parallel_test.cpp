@@ -7,8 +7,8 @@
 namespace pplab {
 
 TEST_CASE(
-    "tensor parallelism splits q/k/v, gate/up and an untied head by rows, o and down by columns, and keeps the rest "
-    "whole",
+    "tensor parallelism splits q/k/v, gate/up, the embedding and the head by rows, o and down by columns, and keeps "
+    "the rest whole",
     "[tp]") {
   const LlamaConfig untied = LlamaPreset("tiny");
   LlamaConfig tied = untied;
@@ -26,11 +26,11 @@ TEST_CASE(
   CHECK(TensorParallelSplit("layers.1.mlp.down_proj.bias", untied) == TensorSplit::kWhole);
   CHECK(TensorParallelSplit("layers.1.self_attn.q_norm.weight", untied) == TensorSplit::kPartialGradient);
   CHECK(TensorParallelSplit("layers.1.self_attn.k_norm.weight", untied) == TensorSplit::kPartialGradient);
-  // The head and the embedding are split by vocabulary, unless tied.
-  CHECK(TensorParallelSplit("lm_head.weight", untied) == TensorSplit::kRows);
-  CHECK(TensorParallelSplit("embed_tokens.weight", untied) == TensorSplit::kRows);
-  CHECK(TensorParallelSplit("lm_head.weight", tied) == TensorSplit::kWhole);
-  CHECK(TensorParallelSplit("embed_tokens.weight", tied) == TensorSplit::kWhole);
+  // The head and the embedding are split by vocabulary, tied or not.
+  for (const LlamaConfig& c : {untied, tied}) {
+    CHECK(TensorParallelSplit("lm_head.weight", c) == TensorSplit::kRows);
+    CHECK(TensorParallelSplit("embed_tokens.weight", c) == TensorSplit::kRows);
+  }
   CHECK(TensorParallelSplit("layers.0.self_attn.q_proj.weight", tied) == TensorSplit::kRows);
   for (const char* whole :
        {"norm.weight", "layers.2.input_layernorm.weight", "layers.2.post_attention_layernorm.weight"}) {
@@ -46,10 +46,8 @@ TEST_CASE(
     INFO(partial);
     CHECK(TensorParallelSplit(partial, untied, /*sequence_parallel=*/true) == TensorSplit::kPartialGradient);
   }
-  CHECK(TensorParallelSplit("embed_tokens.weight", untied, true) == TensorSplit::kRows);
-  CHECK(TensorParallelSplit("embed_tokens.weight", tied, true) == TensorSplit::kWhole);
-  CHECK(TensorParallelSplit("lm_head.weight", tied, true) == TensorSplit::kWhole);
-  CHECK(TensorParallelSplit("lm_head.weight", untied, true) == TensorSplit::kRows);
+  CHECK(TensorParallelSplit("embed_tokens.weight", tied, true) == TensorSplit::kRows);
+  CHECK(TensorParallelSplit("lm_head.weight", tied, true) == TensorSplit::kRows);
   CHECK(TensorParallelSplit("layers.1.self_attn.o_proj.weight", untied, true) == TensorSplit::kColumns);
   CHECK(TensorParallelDim(TensorSplit::kRows) == 0);
   CHECK(TensorParallelDim(TensorSplit::kColumns) == 1);
@@ -66,13 +64,14 @@ TEST_CASE("a config splits over T ranks when its heads, key/value heads and MLP 
   LlamaConfig odd = small;
   odd.intermediate_size = 385;
   CHECK(WhyNoTensorParallel(odd, 2) == "intermediate_size 385 is not a multiple of 2");
-  // An untied head splits its vocabulary too; a tied one stays whole.
+  // The embedding and the head split their vocabulary too, tied or not.
   LlamaConfig vocab = small;
   vocab.vocab_size = 2049;
-  CHECK(WhyNoTensorParallel(vocab, 2) ==
-        "vocab_size 2049 is not a multiple of 2 (an untied LM head is split by vocabulary)");
-  vocab.tie_word_embeddings = true;
-  CHECK(WhyNoTensorParallel(vocab, 2).empty());
+  for (const bool tied : {false, true}) {
+    vocab.tie_word_embeddings = tied;
+    CHECK(WhyNoTensorParallel(vocab, 2) ==
+          "vocab_size 2049 is not a multiple of 2 (the embedding and the LM head are split by vocabulary)");
+  }
 }
 
 TEST_CASE("a rank's share of a config has 1 / T of the split widths and every whole piece", "[tp]") {
@@ -94,12 +93,12 @@ TEST_CASE("a rank's share of a config has 1 / T of the split widths and every wh
   const int64_t V = tiny.vocab_size, h = 32;
   CHECK(TensorParallelStageParams(tiny, whole, 0, 2) == 4 * DecoderLayerParams(share) + 2 * (V / 2) * h + h);
   CHECK(TensorParallelStageParams(tiny, whole, 0, 1) == StageParams(tiny, whole, 0));
-  // Tied, the embedding and the last stage's copy of it, the head, stay whole.
+  // Tied, the embedding and the last stage's copy of it, the head, are
+  // split alike.
   LlamaConfig tied = tiny;
   tied.tie_word_embeddings = true;
-  CHECK(TensorParallelShare(tied, 2).vocab_size == V);
-  CHECK(TensorParallelStageParams(tied, whole, 0, 2) ==
-        4 * DecoderLayerParams(TensorParallelShare(tied, 2)) + 2 * V * h + h);
+  CHECK(TensorParallelShare(tied, 2).vocab_size == V / 2);
+  CHECK(TensorParallelStageParams(tied, whole, 0, 2) == 4 * DecoderLayerParams(share) + 2 * (V / 2) * h + h);
 }
 
 TEST_CASE("sequence parallelism needs the sequence length to be a multiple of T", "[tp]") {

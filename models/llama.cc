@@ -1,6 +1,7 @@
 #include "models/llama.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -132,18 +133,25 @@ struct GatheredProjections : torch::autograd::Function<GatheredProjections> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                                 at::TensorList weights, at::TensorList biases, const GroupRef& group) {
     KeepGroup(ctx, group);
-    const c10::ScalarType dtype = AutocastComputeDtype(x.device().type(), x.scalar_type());
+    const c10::DeviceType device = x.device().type();
+    const c10::ScalarType dtype = AutocastComputeDtype(device, x.scalar_type());
+    // Weights in the matmuls' dtype through autocast's cache, as the
+    // built-in layers cast theirs: once a step inside an AutocastCacheScope,
+    // not once a microbatch. The backward uses the same casts.
+    auto cast = [&](const torch::Tensor& t) {
+      return t.scalar_type() == dtype ? t : at::autocast::cached_cast(dtype, t, device);
+    };
     const torch::Tensor mine = x.to(dtype).contiguous();
     const torch::Tensor all = group->comm->AllGather(mine, kPositions);
-    torch::autograd::variable_list out;
+    torch::autograd::variable_list out, saved = {mine};
     for (size_t i = 0; i < weights.size(); ++i) {
-      out.push_back(torch::nn::functional::linear(all, weights[i].to(dtype),
-                                                  biases.empty() ? torch::Tensor() : biases[i].to(dtype)));
+      saved.push_back(cast(weights[i]));
+      out.push_back(
+          torch::nn::functional::linear(all, saved.back(), biases.empty() ? torch::Tensor() : cast(biases[i])));
     }
-    torch::autograd::variable_list saved = {mine};
-    saved.insert(saved.end(), weights.begin(), weights.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["input_dtype"] = x.scalar_type();
+    ctx->saved_data["weight_dtype"] = weights[0].scalar_type();
     ctx->saved_data["biases"] = static_cast<int64_t>(biases.size());
     return out;
   }
@@ -155,26 +163,26 @@ struct GatheredProjections : torch::autograd::Function<GatheredProjections> {
     const size_t n = saved.size() - 1;
     const size_t biases = static_cast<size_t>(ctx->saved_data["biases"].toInt());
     const c10::ScalarType dtype = mine.scalar_type();
+    const c10::ScalarType weight_dtype = ctx->saved_data["weight_dtype"].toScalarType();
     torch::autograd::variable_list out(1 + n + biases + 1);  // x, weights, biases, the group
     if (ctx->needs_input_grad(0)) {
       // The input's gradient, summed in the input's dtype (fp32) as the plain
       // layout's all-reduce sums it, each rank keeping its positions.
       torch::Tensor g;
       for (size_t i = 0; i < n; ++i) {
-        const torch::Tensor gi = torch::matmul(grads[i].to(dtype), saved[1 + i].to(dtype));
+        const torch::Tensor gi = torch::matmul(grads[i].to(dtype), saved[1 + i]);
         g = g.defined() ? g + gi : gi;
       }
       out[0] = group.comm->ReduceScatter(g.to(ctx->saved_data["input_dtype"].toScalarType()), kPositions);
     }
     torch::Tensor all;  // every position, gathered again when a weight's gradient is asked for
     for (size_t i = 0; i < n; ++i) {
-      const torch::Tensor& w = saved[1 + i];
       const torch::Tensor g2 = grads[i].to(dtype).reshape({-1, grads[i].size(-1)});
       if (ctx->needs_input_grad(1 + i)) {
         if (!all.defined()) all = group.comm->AllGather(mine, kPositions);
-        out[1 + i] = g2.t().mm(all.reshape({-1, all.size(-1)})).to(w.scalar_type());
+        out[1 + i] = g2.t().mm(all.reshape({-1, all.size(-1)})).to(weight_dtype);
       }
-      if (i < biases && ctx->needs_input_grad(1 + n + i)) out[1 + n + i] = g2.sum(0).to(w.scalar_type());
+      if (i < biases && ctx->needs_input_grad(1 + n + i)) out[1 + n + i] = g2.sum(0).to(weight_dtype);
     }
     return out;
   }

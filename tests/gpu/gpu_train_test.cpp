@@ -14,6 +14,7 @@
 
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
+#include "tests/tools/grad_files.h"
 #include "traces/chrome_trace.h"
 
 namespace pplab {
@@ -38,42 +39,36 @@ nlohmann::json TrainJson(const std::string& args, const std::string& model = "ti
   return nlohmann::json::parse(summary);
 }
 
-// Max relative error of every gradient in `dir` against `ref` (same names).
-std::pair<int, double> CompareGrads(const std::string& ref, const std::string& dir) {
-  int compared = 0;
-  double worst = 0;
-  for (const std::string& name : ListDirectory(ref)) {
-    at::Tensor want, got;
-    torch::load(want, ref + "/" + name);
-    torch::load(got, dir + "/" + name);
-    const double scale = std::max(want.abs().max().item<double>(), 1e-30);
-    worst = std::max(worst, (got.cpu() - want.cpu()).abs().max().item<double>() / scale);
-    ++compared;
-  }
-  return {compared, worst};
-}
-
 void DumpGrads(const std::string& plan, const std::string& dir, const std::string& model = "tiny") {
   REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
   TrainJson(plan + " --steps 1 --seed 3 --dump-grads " + dir, model);
 }
 
+// One step of each of `plans` gives the gradients of the single-process
+// CUDA run (-k 1 -m 1) of `model`: all 39 parameters, each within 1e-4
+// relative to its largest value. `what` names the check in the output and
+// its scratch folders.
+void ExpectSingleProcessGrads(const std::string& what, std::initializer_list<const char*> plans,
+                              const std::string& model = "tiny") {
+  const std::string ref = std::string(PPLAB_TEST_TMP_DIR) + "/gpu_" + what + "_ref";
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/gpu_" + what;
+  DumpGrads("-k 1 -m 1", ref, model);
+  for (const char* plan : plans) {
+    DumpGrads(plan, dir, model);
+    const GradError e = CompareGrads(ref, dir);
+    std::printf("gpu %s parity %-46s %d tensors, max relative error %.2e\n", what.c_str(), plan, e.compared, e.max_rel);
+    INFO(what << ": " << plan);
+    CHECK(e.compared == 39);
+    CHECK(e.max_rel <= 1e-4);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("gpu: every schedule's gradients over NCCL equal the single-process CUDA run", "[gpu]") {
-  const std::string tmp = PPLAB_TEST_TMP_DIR;
-  DumpGrads("-k 1 -m 1", tmp + "/gpu_grads_ref");
-  for (const char* plan :
-       {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2", "-s looped-bfs -k 2 -m 4 -v 2",
-        "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4", "-s zb-v -k 2 -m 4", "-s interleaved-zb -k 2 -m 4 -v 2"}) {
-    const std::string dir = tmp + "/gpu_grads_pp";
-    DumpGrads(plan, dir);
-    const auto [compared, worst] = CompareGrads(tmp + "/gpu_grads_ref", dir);
-    std::printf("gpu gradient parity %-36s %d tensors, max relative error %.2e\n", plan, compared, worst);
-    INFO(plan);
-    CHECK(compared == 39);
-    CHECK(worst <= 1e-4);
-  }
+  ExpectSingleProcessGrads("gradient", {"-s gpipe -k 2 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -m 4 -v 2",
+                                        "-s looped-bfs -k 2 -m 4 -v 2", "-s zb-h1 -k 2 -m 4", "-s zb-h2 -k 2 -m 4",
+                                        "-s zb-v -k 2 -m 4", "-s interleaved-zb -k 2 -m 4 -v 2"});
 }
 
 TEST_CASE("gpu: tied embeddings over NCCL: both halves get one process's gradient", "[gpu]") {
@@ -83,28 +78,12 @@ TEST_CASE("gpu: tied embeddings over NCCL: both halves get one process's gradien
   WriteTextFile(model, R"({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
       "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
       "tie_word_embeddings": true})");
-  DumpGrads("-k 1 -m 1", tmp + "/gpu_tied_ref", model);
-  for (const char* plan : {"-s 1f1b -k 2 -m 4", "-s zb-v -k 2 -m 4", "-s dualpipe -k 2 -m 4"}) {
-    DumpGrads(plan, tmp + "/gpu_tied", model);
-    const auto [compared, worst] = CompareGrads(tmp + "/gpu_tied_ref", tmp + "/gpu_tied");
-    std::printf("gpu tied-embedding parity %-24s %d tensors, max relative error %.2e\n", plan, compared, worst);
-    INFO(plan);
-    CHECK(compared == 39);
-    CHECK(worst <= 1e-4);
-  }
+  ExpectSingleProcessGrads("tied-embedding", {"-s 1f1b -k 2 -m 4", "-s zb-v -k 2 -m 4", "-s dualpipe -k 2 -m 4"},
+                           model);
 }
 
 TEST_CASE("gpu: data parallelism over NCCL equals one process", "[gpu]") {
-  const std::string tmp = PPLAB_TEST_TMP_DIR;
-  DumpGrads("-k 1 -m 1", tmp + "/gpu_dp_ref");
-  for (const char* plan : {"--dp 2 -k 1 -m 2", "--dp 2 -s 1f1b -k 2 -m 2"}) {
-    DumpGrads(plan, tmp + "/gpu_dp");
-    const auto [compared, worst] = CompareGrads(tmp + "/gpu_dp_ref", tmp + "/gpu_dp");
-    std::printf("gpu data-parallel parity %-24s %d tensors, max relative error %.2e\n", plan, compared, worst);
-    INFO(plan);
-    CHECK(compared == 39);
-    CHECK(worst <= 1e-4);
-  }
+  ExpectSingleProcessGrads("data-parallel", {"--dp 2 -k 1 -m 2", "--dp 2 -s 1f1b -k 2 -m 2"});
 }
 
 TEST_CASE("gpu: tensor parallelism over NCCL equals one process, and bf16 runs", "[gpu]") {
@@ -113,17 +92,9 @@ TEST_CASE("gpu: tensor parallelism over NCCL equals one process, and bf16 runs",
   // backward ones. Sequence parallelism runs NCCL's all-gather and
   // reduce-scatter instead (Gloo, on the CPU, reduce-scatters through an
   // all-reduce).
-  const std::string tmp = PPLAB_TEST_TMP_DIR;
-  DumpGrads("-k 1 -m 1", tmp + "/gpu_tp_ref");
-  for (const char* plan : {"--tp 2 -k 1 -m 1", "--tp 2 -s zb-h1 -k 2 -m 4", "--tp 2 --sequence-parallel -k 1 -m 1",
-                           "--tp 2 --sequence-parallel -s zb-h1 -k 2 -m 4"}) {
-    DumpGrads(plan, tmp + "/gpu_tp");
-    const auto [compared, worst] = CompareGrads(tmp + "/gpu_tp_ref", tmp + "/gpu_tp");
-    std::printf("gpu tensor-parallel parity %-26s %d tensors, max relative error %.2e\n", plan, compared, worst);
-    INFO(plan);
-    CHECK(compared == 39);
-    CHECK(worst <= 1e-4);
-  }
+  ExpectSingleProcessGrads("tensor-parallel",
+                           {"--tp 2 -k 1 -m 1", "--tp 2 -s zb-h1 -k 2 -m 4", "--tp 2 --sequence-parallel -k 1 -m 1",
+                            "--tp 2 --sequence-parallel -s zb-h1 -k 2 -m 4"});
   const nlohmann::json one = TrainJson("-k 1 -m 2 --steps 3 --precision bf16");
   for (const char* plan : {"--tp 2 -k 1 -m 2", "--tp 2 --sequence-parallel -k 1 -m 2"}) {
     const nlohmann::json two = TrainJson(std::string(plan) + " --steps 3 --precision bf16");

@@ -52,6 +52,25 @@ torch::nn::Linear Linear(int64_t in, int64_t out, bool bias = false) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
+// `weight` (and `bias`) of a linear layer as x (..., in) -> (..., out).
+// Under autocast the weight is cast here, through autocast's cache, and not
+// by autocast inside linear: LibTorch's linear hands autocast the transposed
+// weight, a view, which it never caches (so on the CPU with 1.13 and 2.6,
+// and on CUDA with 2.11, as measured on an H100 on 2026-11-27, every
+// microbatch cast every weight again). Cast here, the casts of a step's
+// microbatches are one inside an AutocastCacheScope. The values and the
+// gradients are the same: casting and transposing commute.
+torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {}) {
+  const c10::DeviceType device = x.device().type();
+  const c10::ScalarType dtype = AutocastComputeDtype(device, weight.scalar_type());
+  if (dtype == weight.scalar_type()) return torch::nn::functional::linear(x, weight, bias);
+  return torch::nn::functional::linear(x, at::autocast::cached_cast(dtype, weight, device),
+                                       bias.defined() ? at::autocast::cached_cast(dtype, bias, device) : bias);
+}
+torch::Tensor Project(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return Project(x, layer->weight, layer->bias);
+}
+
 // Tensor parallelism's two operators (Megatron-LM's f and g): where a split
 // region starts, the input passes as it is and its gradient is summed over
 // the group; where it ends, the partial outputs are summed and the gradient
@@ -193,8 +212,8 @@ struct GatheredProjections : torch::autograd::Function<GatheredProjections> {
 // sequence parallelism the sum is reduce-scattered over the positions.
 // Without a group, the plain linear layer.
 torch::Tensor RowParallel(torch::nn::Linear proj, const torch::Tensor& x, const GroupRef& group) {
-  if (!group) return proj(x);
-  const torch::Tensor partial = torch::nn::functional::linear(x, proj->weight);
+  if (!group) return Project(proj, x);
+  const torch::Tensor partial = Project(x, proj->weight);
   const torch::Tensor y =
       group->tp.Sequence() ? ReduceScatterPositions::apply(partial, group) : LeaveSplitRegion::apply(partial, group);
   return proj->bias.defined() ? y + proj->bias : y;
@@ -215,7 +234,7 @@ torch::autograd::variable_list ColumnParallel(const torch::Tensor& x, std::vecto
     return GatheredProjections::apply(x, at::TensorList(weights), at::TensorList(biases), group);
   }
   const torch::Tensor in = group ? EnterSplitRegion::apply(x, group) : x;
-  for (auto& p : projections) out.push_back(p(in));
+  for (auto& p : projections) out.push_back(Project(p, in));
   return out;
 }
 
@@ -541,7 +560,7 @@ class LlamaStageImpl : public torch::nn::Module {
         torch::zeros({T, past + T}, x.options()).masked_fill(key.unsqueeze(0) > query, -1e9).view({1, 1, T, past + T});
     auto cos = cos_.narrow(0, past, T), sin = sin_.narrow(0, past, T);
     for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l](x, cos, sin, bias, &cache[l]);
-    return lm_head_(norm_(x));
+    return Project(lm_head_, norm_(x));
   }
 
   // The embedding (B,T,C) of tokens (B,T), or under sequence parallelism
@@ -560,7 +579,9 @@ class LlamaStageImpl : public torch::nn::Module {
   // The logits (B,T,V) of the normed hidden state x, or this rank's share
   // (B,T,V/size) under tensor parallelism. Under sequence parallelism x is
   // this rank's positions, and the logits are every position's.
-  torch::Tensor Head(const torch::Tensor& x) { return group_ ? ColumnParallel(x, {lm_head_}, group_)[0] : lm_head_(x); }
+  torch::Tensor Head(const torch::Tensor& x) {
+    return group_ ? ColumnParallel(x, {lm_head_}, group_)[0] : Project(lm_head_, x);
+  }
 
   // Forward: {hidden (B,T,C) in the parameters' dtype, attention_mask (B,T)
   // int64} from the previous stage; backward: the gradient of hidden (B,T,C).

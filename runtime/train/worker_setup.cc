@@ -146,6 +146,18 @@ std::string KeepSeparateStreamQueues() {
          "NCCL's stream would hold up the compute its peer waits for";
 }
 
+std::string LoadCudaKernelsEagerly() {
+  const char* given = std::getenv("CUDA_MODULE_LOADING");
+  if (given == nullptr) {
+    ::setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    return "";
+  }
+  if (std::string(given) == "EAGER") return "";
+  return std::string("CUDA_MODULE_LOADING=") + given +
+         " kept: a kernel's first launch may then wait for a posted NCCL receive, and ranks that both start by "
+         "receiving (dualpipe) can hang in their first step; unset it to load CUDA's kernels at start-up";
+}
+
 namespace {
 
 // This process's run id as a number (0: none given).
@@ -214,8 +226,10 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   w.local_ranks = local_ranks;
   bool shared = false;
   if (o.device.rfind("cuda", 0) == 0) {
-    const std::string warning = KeepSeparateStreamQueues();  // before CUDA makes its context
-    if (!warning.empty() && world_rank == 0) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
+    // Before CUDA makes its context.
+    for (const std::string& warning : {KeepSeparateStreamQueues(), LoadCudaKernelsEagerly()}) {
+      if (!warning.empty() && world_rank == 0) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
+    }
   }
   w.device = ResolveDevice(o.device, local_rank, local_ranks, &shared);
   w.backend = ParseBackend(o.backend, w.device);

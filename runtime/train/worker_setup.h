@@ -64,6 +64,18 @@ GpuChoice MapLocalRank(int local_rank, int local_ranks, int gpus);
 // Call before the process's first CUDA context.
 std::string KeepSeparateStreamQueues();
 
+// CUDA (12.2 on, by default) loads a kernel's module at its first launch,
+// and that load can wait for the kernels already running on the device
+// (NVIDIA's Lazy Loading guide, "Potential hazards"). A posted NCCL receive
+// is one: it runs until its peer sends. When two ranks each post a receive
+// and then launch a kernel for the first time, as DualPipe's ranks do at the
+// start of the first step, each load waits for a send that the other rank
+// issues only after its own load. So CUDA_MODULE_LOADING is set to EAGER
+// when unset; a value the user gave is kept, and for any other than EAGER
+// the warning to print is returned; else "". Call before the process's first
+// CUDA context.
+std::string LoadCudaKernelsEagerly();
+
 // The device of local rank `local_rank` among `local_ranks` for --device
 // `text`: "cuda" alone maps local rank r to GPU r mod (GPUs on this machine),
 // as torchrun does, so ranks share GPUs round-robin when there are fewer GPUs

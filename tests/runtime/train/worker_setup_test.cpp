@@ -52,6 +52,23 @@ TEST_CASE("CUDA_DEVICE_MAX_CONNECTIONS below 2 is raised to CUDA's default, with
   }
 }
 
+TEST_CASE("CUDA kernels load at start-up unless the user chose otherwise, with a warning", "[worker]") {
+  const char* before = std::getenv("CUDA_MODULE_LOADING");
+  const std::string saved = before != nullptr ? before : "";
+  ::unsetenv("CUDA_MODULE_LOADING");
+  CHECK(LoadCudaKernelsEagerly().empty());
+  CHECK(std::string(std::getenv("CUDA_MODULE_LOADING")) == "EAGER");
+  CHECK(LoadCudaKernelsEagerly().empty());  // EAGER stays, silently
+  ::setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+  CHECK(LoadCudaKernelsEagerly().rfind("CUDA_MODULE_LOADING=LAZY kept", 0) == 0);
+  CHECK(std::string(std::getenv("CUDA_MODULE_LOADING")) == "LAZY");
+  if (before != nullptr) {
+    ::setenv("CUDA_MODULE_LOADING", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUDA_MODULE_LOADING");
+  }
+}
+
 TEST_CASE("the device and backend flags are checked in one line each", "[worker]") {
   CHECK(ResolveDevice("cpu", 0, 2).is_cpu());
   CHECK_THROWS_WITH(ResolveDevice("tpu", 0, 1), Catch::StartsWith("--device 'tpu'"));
@@ -105,8 +122,7 @@ TEST_CASE("ranks map to devices: a node's CPU shared by all its ranks, each GPU 
 
 namespace pplab {
 
-TEST_CASE("ranks that would time-slice a device take turns to be timed, as many at once as it has slots",
-          "[worker]") {
+TEST_CASE("ranks that would time-slice a device take turns to be timed, as many at once as it has slots", "[worker]") {
   // Two CPU ranks of 1 thread on 2 cores fit: one turn, nothing oversubscribed.
   DeviceMap m = MapRankDevices({{0, -1, 1, 2}, {0, -1, 1, 2}});
   CHECK_FALSE(Oversubscribed(m));

@@ -5,6 +5,7 @@
 // tests/runtime/exec/autocast_test.cpp skips this check). Run by
 // `ctest -L gpu`; skipped without a CUDA device.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
@@ -32,6 +33,34 @@ bool IsLinearWeight(const std::string& name) {
 }  // namespace
 
 TEST_CASE("gpu: in a cache scope a bf16 Llama stage casts each linear weight once for all microbatches", "[gpu]") {
+  {
+    // The mechanism alone: autocast's cast of one fp32 leaf, asked for twice
+    // in one scope under two guards. Printed beside it: whether LibTorch's
+    // own linear shares its cast (2.11's did not: it casts the transposed
+    // weight), the reason the stages cast their weights themselves.
+    const at::Tensor w = torch::randn({16, 16}, torch::kCUDA).requires_grad_(true);
+    const at::Tensor x = torch::randn({4, 16}, torch::kCUDA);
+    AutocastCacheScope scope;
+    at::Tensor a, b, ya, yb;
+    {
+      AutocastGuard guard(c10::kCUDA);
+      a = at::autocast::cached_cast(c10::ScalarType::BFloat16, w, c10::DeviceType::CUDA);
+      ya = torch::nn::functional::linear(x, w);
+    }
+    {
+      AutocastGuard guard(c10::kCUDA);
+      b = at::autocast::cached_cast(c10::ScalarType::BFloat16, w, c10::DeviceType::CUDA);
+      yb = torch::nn::functional::linear(x, w);
+    }
+    const torch::autograd::Node* na = CastNodeOf(ya, w);
+    const torch::autograd::Node* nb = CastNodeOf(yb, w);
+    std::printf(
+        "gpu: cached_cast twice in a scope: same tensor %d, same grad_fn %d (%s); linear's cast nodes %s, %s, same "
+        "%d\n",
+        a.is_same(b), a.grad_fn() == b.grad_fn(), a.grad_fn() ? a.grad_fn()->name().c_str() : "none",
+        na ? na->name().c_str() : "none", nb ? nb->name().c_str() : "none", na == nb);
+    CHECK(a.is_same(b));  // what the stages rely on; what plain linear does is LibTorch's, printed only
+  }
   const LlamaConfig c = LlamaPreset("small");
   const int M = 4;
   const int64_t B = 2, T = 128;
@@ -60,7 +89,10 @@ TEST_CASE("gpu: in a cache scope a bf16 Llama stage casts each linear weight onc
           INFO((shared ? "shared " : "per forward ") << name);
           const torch::autograd::Node* first = CastNodeOf(logits[0], p);
           REQUIRE(first != nullptr);
-          CHECK((CastNodeOf(logits[M - 1], p) == first) == (shared == 1));
+          const torch::autograd::Node* last = CastNodeOf(logits[M - 1], p);
+          INFO("cast nodes of the first and last microbatch: " << first->name() << ", "
+                                                               << (last != nullptr ? last->name() : "none"));
+          CHECK((last == first) == (shared == 1));
         }
       }
       for (int m = 0; m < M; ++m) logits[m].backward(upstream[m]);  // each frees its graph

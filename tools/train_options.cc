@@ -1,10 +1,12 @@
 #include "tools/train_options.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "models/tensor_parallel.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/train/launcher.h"
 #include "runtime/train/model_copies.h"
 #include "schedules/error.h"
 #include "schedules/generators.h"
@@ -57,6 +59,12 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
   options.resume = o.resume;
   options.eval_every = o.eval_every;
   options.comm_timeout = CommTimeout(o);
+  // A host blocked inside an action on a GPU: one line through the launcher,
+  // then out at once, as RunAsWorker leaves on an error.
+  options.on_host_stuck = [world_rank = worker.world_rank](const std::string& line) {
+    ReportWorkerError(world_rank, line);
+    std::_Exit(2);
+  };
   options.run_id = worker.run_id;
   return options;
 }

@@ -7,6 +7,7 @@
 
 #include "runtime/comm/device_wait.h"
 #include "runtime/exec/autocast.h"
+#include "runtime/exec/host_watch.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "schedules/error.h"
@@ -274,9 +275,19 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         throw Error("executor: " + FormatAction(part) + " is not a compute action");
     }
   };
+  // Which action the host is inside, for the watch (when there is one); it
+  // leaves once the step's actions are queued, or on an error.
+  HostWatch* const watch = options_.host_watch;
+  struct Leaving {
+    HostWatch* watch;
+    ~Leaving() {
+      if (watch != nullptr) watch->Leave();
+    }
+  } leaving{watch};
   post_receives(-1);
   for (size_t index = 0; index < program.size(); ++index) {
     const Action& a = program[index];
+    if (watch != nullptr) watch->Enter(a);
     TimelineEvent ev;
     ev.rank = rank_;
     ev.action = a;
@@ -337,6 +348,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
     }
     result.events.push_back(ev);
   }
+  if (watch != nullptr) watch->Leave();
   try {
     transport_.WaitSends(options_.comm_timeout);
   } catch (const Error& e) {

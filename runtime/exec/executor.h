@@ -43,6 +43,7 @@ using LossFn = std::function<at::Tensor(const TensorList& outputs, const at::Ten
 
 class MemoryMeter;
 class StepClock;
+class HostWatch;
 
 struct ExecutorOptions {
   std::chrono::milliseconds comm_timeout{60000};
@@ -66,6 +67,10 @@ struct ExecutorOptions {
   // RunStep; the scope ends before it returns, so an update made after it
   // is seen by the next step. Without autocast it does nothing.
   bool share_weight_casts = true;
+  // When set, told which action the host is inside (runtime/exec/host_watch.h):
+  // on a GPU, where the host only queues work, a host that stays inside one
+  // is blocked in a CUDA call, and the watch says where.
+  HostWatch* host_watch = nullptr;
   // Stages whose activations are recomputed (activation checkpointing at
   // the granularity of a stage). Their F runs without autograd and keeps
   // only the stage's inputs (its outputs are dropped once sent or handed to

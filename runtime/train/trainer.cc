@@ -3,12 +3,14 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/device_wait.h"
+#include "runtime/exec/host_watch.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/flat_params.h"
@@ -328,10 +330,23 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   // The same for the tensor-parallel group, whose first all-reduce would
   // come in the first forward.
   if (split) AllReduceSum(*options.tp_group, 0.0, options.comm_timeout);
+  // On a GPU the host only queues the step's work: it is watched for a CUDA
+  // call that blocks inside an action, a little before NCCL's watchdog (at
+  // comm_timeout + 10 s) would end the process with its own dump.
+  std::unique_ptr<HostWatch> watch;
+  if (device.is_cuda() && options.on_host_stuck) {
+    const auto bound = options.comm_timeout + std::chrono::seconds(5);
+    char name[64];
+    std::snprintf(name, sizeof name, "--comm-timeout (%g s) + 5 s",
+                  std::chrono::duration<double>(options.comm_timeout).count());
+    watch = std::make_unique<HostWatch>(bound, name, options.on_host_stuck);
+    exec_options.host_watch = watch.get();
+  }
   Executor executor(schedule, rank, stages, transport, loss, exec_options);
   const Schedule eval_plan = ForwardOnly(schedule);
   ExecutorOptions eval_options;
   eval_options.comm_timeout = options.comm_timeout;
+  eval_options.host_watch = watch.get();
   Executor evaluator(eval_plan, rank, stages, transport, loss, eval_options);
   // Mean validation loss over the eval batches, on every rank. Each batch's
   // RunStep caches its weight casts under no_grad and drops them at its end,
@@ -366,6 +381,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   Bytes last_peak = 0;
   for (int step = first_step; step < options.steps; ++step) {
     if (options.on_step) options.on_step(step);
+    if (watch) watch->SetStep(step + 1);
     const auto start = std::chrono::steady_clock::now();
     const StepBatch b = batch(step);
     optimizer.ZeroGrad();

@@ -95,6 +95,11 @@ struct TrainerOptions {
   // Called with a verified manifest before resuming; throws to refuse it.
   std::function<void(const std::string& manifest_json)> check_resume;
   std::chrono::milliseconds comm_timeout{60000};
+  // On a CUDA device, when set: called (once, from another thread) with a
+  // line naming the action when the host has stayed inside one action of a
+  // step more than comm_timeout + 5 s (runtime/exec/host_watch.h). It
+  // should report the line and end the process.
+  std::function<void(const std::string& line)> on_host_stuck;
   // Stages of this rank whose activations are recomputed in B or I
   // (ExecutorOptions::recompute); the gradients do not change.
   std::set<StageId> recompute;

@@ -18,6 +18,7 @@
 #include "models/llama.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/exec/autocast.h"
+#include "runtime/exec/host_watch.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/train/adamw.h"
@@ -851,6 +852,77 @@ TEST_CASE("receives are posted one compute action ahead, so a step holds a few r
     CHECK(most[0] <= 2);
     CHECK(most[1] <= 2);
   }
+}
+
+namespace {
+
+// A stage whose forwards wait, at most 60 s, until Release: a host blocked
+// inside an action, as one blocked in a CUDA call is.
+class BlockedStage : public Stage {
+ public:
+  explicit BlockedStage(std::unique_ptr<Stage> inner) : inner_(std::move(inner)) {}
+  TensorList Forward(const TensorList& inputs) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!released_.wait_for(lock, std::chrono::seconds(60), [&] { return open_; })) {
+      throw Error("test: the blocked forward was never released");
+    }
+    return inner_->Forward(inputs);
+  }
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() override { return inner_->NamedParameters(); }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = true;
+    }
+    released_.notify_all();
+  }
+
+ private:
+  std::unique_ptr<Stage> inner_;
+  std::mutex mutex_;
+  std::condition_variable released_;
+  bool open_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("a host that stays inside an action past the watch's bound is reported, naming the action and step",
+          "[executor]") {
+  const LlamaConfig c = Tiny(1);
+  const Schedule schedule = Lower(Generate1F1B(1, 1));
+  BlockedStage stage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 1, torch::kCPU));
+  std::vector<std::string> lines;  // written on the watch's thread, read after it is gone
+  std::optional<HostWatch> watch;
+  watch.emplace(std::chrono::milliseconds(50), "the test's bound", [&](const std::string& line) {
+    lines.push_back(line);
+    stage.Release();  // a real caller ends the process here
+  });
+  watch->SetStep(7);
+  ExecutorOptions options;
+  options.host_watch = &*watch;
+  auto network = std::make_shared<FakeNetwork>();
+  FakeTransport transport(0, network);
+  Executor executor(schedule, 0, {{0, &stage}}, transport, CrossEntropy(), options);
+  const Batch batch = MakeBatch(c, 2, 4, 1);
+  const StepResult r =
+      executor.RunStep({{{batch.inputs, batch.mask}, batch.targets}}, 1.0, std::chrono::steady_clock::now());
+  CHECK(r.losses.size() == 1);  // the step went on once released
+  watch.reset();
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::StartsWith("the host has been inside 0F0 of step 7 for ") &&
+                           Catch::Contains("s, more than the test's bound: a CUDA call there is blocked"));
+}
+
+TEST_CASE("a host that leaves its actions in time is never reported", "[executor]") {
+  int reports = 0;
+  {
+    HostWatch watch(std::chrono::seconds(30), "30 s", [&](const std::string&) { ++reports; });
+    watch.SetStep(1);
+    watch.Enter({ActionKind::kForward, 0, 0});
+    watch.Leave();
+    watch.Enter({ActionKind::kBackward, 0, 0});
+  }  // gone while inside an action, long before its bound: no report
+  CHECK(reports == 0);
 }
 
 }  // namespace pplab

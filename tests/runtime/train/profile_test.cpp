@@ -224,3 +224,27 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("in bf16 a Llama stage keeps 2 bytes of weight casts per linear weight parameter for the step", "[profile]") {
+  // The stages cast their linear weights themselves (models/llama.cc), so
+  // autocast's cache holds them on the CPU as on a GPU.
+  const LlamaConfig config = LlamaPreset("tiny");
+  const Partition partition = PartitionUniform(config, 1);
+  std::unique_ptr<Stage> stage = MixedPrecisionStage(BuildLlamaStage(config, partition, 0, 3, torch::kCPU), c10::kCPU);
+  const StepBatch batch = SyntheticBatch(1, 0, 2, 16, config.vocab_size, 1);
+  FakeTransport transport(0, std::make_shared<FakeNetwork>());
+  ProfileOptions options;
+  options.warmup = 1;
+  options.repeats = 1;
+  options.overhead_microbatches = 0;
+  const ProfileResult r = Profile(
+      {0}, 0, {{0, stage.get()}}, batch.microbatches[0],
+      [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
+      batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
+  REQUIRE(r.stages.size() == 1);
+  CHECK(r.stages[0].cast_weight_bytes == 2 * StageLinearParams(config, partition, 0));
+}
+
+}  // namespace pplab

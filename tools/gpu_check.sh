@@ -3,6 +3,7 @@
 # torch (CUDA, NCCL), runs the GPU tests (ctest label `gpu`) and prints their
 # figures. Usage, from the project's root:
 #   bash tools/gpu_check.sh            # build into build-cuda/ (PPLAB_BUILD overrides)
+#   PPLAB_GPU_TESTS=RE bash tools/gpu_check.sh   # only the GPU tests whose name matches RE
 # With .gpu/ prepared (../shared/gpu/prepare.sh) it uses .gpu/build.sh, which
 # also unpacks the Debian -dev packages a bare GPU machine lacks.
 set -euo pipefail
@@ -58,7 +59,9 @@ fi
 log=$build/gpu_check.log
 budget=${PPLAB_GPU_CHECK_SECONDS:-300}
 set +e
-timeout -k 10 "$budget" ctest --test-dir "$build" -L gpu --output-on-failure -V 2>&1 | tee "$log" |
+# PPLAB_GPU_TESTS, when set, selects the GPU tests by name (ctest -R).
+only=${PPLAB_GPU_TESTS:-}
+timeout -k 10 "$budget" ctest --test-dir "$build" -L gpu ${only:+-R "$only"} --output-on-failure -V 2>&1 | tee "$log" |
   grep --line-buffered -E "^[0-9]+: gpu|gpu[: ]|Passed|Failed|Skipped|tests passed" |
   grep --line-buffered -vE "^[0-9]+: Test command"
 rc=${PIPESTATUS[0]}

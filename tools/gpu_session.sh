@@ -30,6 +30,10 @@
 #   --bench-rows RE     only the bench rows that match RE (gpu_bench.sh --rows), e.g. the
 #                 ones an earlier session did not reach
 #   --fidelity-configs L  the fidelity parts' K:M list (default 2:8,1:4,1:8,1:1)
+#   --gpu-tests RE  the tests part runs only the GPU tests whose ctest name matches RE
+#                 (e.g. 'parity_tied|weight_casts', the ones an earlier session saw
+#                 fail), and not the CPU suite beside them: a shorter part, which
+#                 leaves room for the next
 #   --dry-run     print the plan, each step's command with its bounds, as if each step took
 #                 its estimate; run nothing (no GPU needed)
 #
@@ -44,6 +48,7 @@ out=${OUT:-gpu-session}
 dry_run=0
 bench_rows=.
 fidelity_configs=2:8,1:4,1:8,1:1
+gpu_tests=""
 parts=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -51,6 +56,8 @@ while [ $# -gt 0 ]; do
     --out) out=${2-}; shift 2 || shift ;;
     --bench-rows) bench_rows=${2-}; shift 2 || shift ;;
     --fidelity-configs) fidelity_configs=${2-}; shift 2 || shift ;;
+    --gpu-tests) gpu_tests=${2-}; shift 2 || shift
+      [ -n "$gpu_tests" ] || { echo "gpu_session: --gpu-tests needs a pattern of GPU test names" >&2; exit 2; } ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_session: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -68,8 +75,8 @@ done
 with_tests=0
 for p in "${parts[@]}"; do [ "$p" = tests ] && with_tests=1; done
 if [ "$with_tests" = 1 ]; then build_estimate=170; else build_estimate=100; fi
-estimate() { case $1 in tests) echo 260 ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; esac; }
-minimum() { case $1 in tests) echo 150 ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; esac; }
+estimate() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 120; else echo 260; fi ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; esac; }
+minimum() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 60; else echo 150; fi ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; esac; }
 [ "$deadline" -gt "$build_estimate" ] ||
   { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s)" >&2; exit 2; }
 
@@ -173,19 +180,24 @@ reap() {
 }
 
 part_tests() {
-  local r gpu_tests
+  local r seconds
   r=$(left)
   # The suite but its gpu and readme labels needs the CPU alone: it runs on
   # 8 of the cores beside the GPU tests, which run one at a time.
-  echo "The suite but the gpu and readme labels (against this LibTorch, on the CPU) runs beside the GPU tests."
-  step_bg "tests: the suite but its gpu and readme labels" $((r - 10)) 200 "$work/suite.log" \
-    ctest --test-dir "$build" -j 8 -LE 'gpu|readme'
+  if [ -z "$gpu_tests" ]; then
+    echo "The suite but the gpu and readme labels (against this LibTorch, on the CPU) runs beside the GPU tests."
+    step_bg "tests: the suite but its gpu and readme labels" $((r - 10)) 200 "$work/suite.log" \
+      ctest --test-dir "$build" -j 8 -LE 'gpu|readme'
+  else
+    echo "Only the GPU tests matching '$gpu_tests' (--gpu-tests), without the suite beside them."
+  fi
   # gpu_check.sh: the build is done (it only checks it again), the smoke run
   # takes about 20 s (bounded at 120 s), the GPU tests get the rest.
-  gpu_tests=$(larger 60 "$(smaller 400 $((r - 60)))")
-  step "tests: NCCL smoke run and GPU tests" $((r - 10)) 240 - \
-    env PPLAB_BUILD="$build" PPLAB_GPU_CHECK_SECONDS="$gpu_tests" bash tools/gpu_check.sh
+  seconds=$(larger 60 "$(smaller 400 $((r - 60)))")
+  step "tests: NCCL smoke run and GPU tests" $((r - 10)) "$(($(estimate tests) - 20))" - \
+    env PPLAB_BUILD="$build" PPLAB_GPU_CHECK_SECONDS="$seconds" PPLAB_GPU_TESTS="$gpu_tests" bash tools/gpu_check.sh
   cp "$build/gpu_check.log" "$work/gpu-tests.log" 2> /dev/null || true
+  [ -n "$gpu_tests" ] && { reap; return 0; }
   step_wait
   echo
   echo "The suite but the gpu and readme labels, against this LibTorch:"

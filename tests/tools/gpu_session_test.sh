@@ -38,6 +38,7 @@ refuse "name at least one part" --dry-run
 refuse "--deadline must be a positive number" --deadline 8m tests
 refuse "--deadline must be a positive number" --deadline 0 tests
 refuse "leaves no time after the build" --deadline 150 tests
+refuse "--gpu-tests needs a pattern" --dry-run --gpu-tests '' tests
 if ! command -v nvidia-smi > /dev/null; then
   refuse "no CUDA GPU on this machine" tests
 fi
@@ -86,6 +87,13 @@ bash "$session" --dry-run bench > "$tmp/plan.txt"
 grep -q "gpu_bench.sh" "$tmp/plan.txt" && grep -q "precision_curve.sh" "$tmp/plan.txt" ||
   fail "the bench part lacks a step: $(cat "$tmp/plan.txt")"
 grep -q "not started" "$tmp/plan.txt" && fail "the bench alone does not fit in 480 s: $(cat "$tmp/plan.txt")"
+# With --gpu-tests the tests part runs those GPU tests alone, without the
+# suite, and a 540-second command has room for the bench after it.
+bash "$session" --dry-run --deadline 540 --gpu-tests 'parity_tied|weight_casts' tests bench > "$tmp/plan.txt"
+check_plan 540 "$tmp/plan.txt" tests bench
+grep -qF "PPLAB_GPU_TESTS=parity_tied\|weight_casts" "$tmp/plan.txt" || fail "--gpu-tests not handed down: $(cat "$tmp/plan.txt")"
+grep -qF "ctest --test-dir" "$tmp/plan.txt" && fail "the suite runs beside --gpu-tests: $(cat "$tmp/plan.txt")"
+grep -q "gpu_bench.sh" "$tmp/plan.txt" || fail "no bench after --gpu-tests: $(cat "$tmp/plan.txt")"
 echo "ok: plans"
 
 # 3. The benches accept what the plan hands them (their own dry runs).

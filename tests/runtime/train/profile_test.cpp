@@ -17,6 +17,17 @@
 namespace pplab {
 namespace {
 
+// Profile on one rank, through a fake transport, with the token
+// cross-entropy loss: every stage of `placement` (all 0) is in `stages`.
+ProfileResult ProfileOneRank(const std::vector<RankId>& placement, const std::map<StageId, Stage*>& stages,
+                             const StepBatch& batch, const ProfileOptions& options) {
+  FakeTransport transport(0, std::make_shared<FakeNetwork>());
+  return Profile(
+      placement, 0, stages, batch.microbatches[0],
+      [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
+      batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
+}
+
 // A one-rank profile of the tiny model cut into two stages, microbatch size B.
 std::vector<StageProfile> ProfileTiny(int B, int T) {
   const LlamaConfig config = LlamaPreset("tiny");
@@ -28,15 +39,11 @@ std::vector<StageProfile> ProfileTiny(int B, int T) {
     stages[s] = owned.back().get();
   }
   const StepBatch batch = SyntheticBatch(1, 0, B, T, config.vocab_size, 1);
-  FakeTransport transport(0, std::make_shared<FakeNetwork>());
   ProfileOptions options;
   options.warmup = 1;
   options.repeats = 3;
   options.overhead_microbatches = 2;
-  const ProfileResult r = Profile(
-      {0, 0}, 0, stages, batch.microbatches[0],
-      [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
-      batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
+  const ProfileResult r = ProfileOneRank({0, 0}, stages, batch, options);
   REQUIRE(r.stages.size() == 2);
   // fp32: no weight casts to keep.
   for (const StageProfile& p : r.stages) CHECK(p.cast_weight_bytes == 0);
@@ -134,15 +141,11 @@ TEST_CASE("in bf16 the profile casts the weights once per timed phase, as a trai
   CastRecordingStage& recording = *owned;
   std::unique_ptr<Stage> stage = MixedPrecisionStage(std::move(owned), c10::kCPU);
   const StepBatch batch = SyntheticBatch(1, 0, 2, 8, 32, 1);
-  FakeTransport transport(0, std::make_shared<FakeNetwork>());
   ProfileOptions options;
   options.warmup = 1;
   options.repeats = 3;
   options.overhead_microbatches = 0;
-  const ProfileResult r = Profile(
-      {0}, 0, {{0, stage.get()}}, batch.microbatches[0],
-      [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
-      batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
+  const ProfileResult r = ProfileOneRank({0}, {{0, stage.get()}}, batch, options);
   // The pass through the pipeline, then two phases of warm-up + repeats forwards each.
   REQUIRE(recording.casts.size() == 1 + 2 * 4);
   for (const auto& node : recording.casts) REQUIRE(node != nullptr);
@@ -162,10 +165,7 @@ TEST_CASE("in bf16 the profile casts the weights once per timed phase, as a trai
   // and I-to-W samples leave them out, as the warmed-up ones do.
   options.warmup = 0;
   options.repeats = 1;
-  const ProfileResult cold = Profile(
-      {0}, 0, {{0, stage.get()}}, batch.microbatches[0],
-      [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
-      batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
+  const ProfileResult cold = ProfileOneRank({0}, {{0, stage.get()}}, batch, options);
   CHECK(cold.stages[0].cast_weight_bytes == r.stages[0].cast_weight_bytes);
   CHECK(cold.stages[0].activation_bytes == r.stages[0].activation_bytes);
   CHECK(cold.stages[0].weight_grad_bytes == r.stages[0].weight_grad_bytes);
@@ -234,15 +234,11 @@ TEST_CASE("in bf16 a Llama stage keeps 2 bytes of weight casts per linear weight
   const Partition partition = PartitionUniform(config, 1);
   std::unique_ptr<Stage> stage = MixedPrecisionStage(BuildLlamaStage(config, partition, 0, 3, torch::kCPU), c10::kCPU);
   const StepBatch batch = SyntheticBatch(1, 0, 2, 16, config.vocab_size, 1);
-  FakeTransport transport(0, std::make_shared<FakeNetwork>());
   ProfileOptions options;
   options.warmup = 1;
   options.repeats = 1;
   options.overhead_microbatches = 0;
-  const ProfileResult r = Profile(
-      {0}, 0, {{0, stage.get()}}, batch.microbatches[0],
-      [](const TensorList& out, const at::Tensor& targets) { return TokenCrossEntropySum(out.at(0), targets, 0); },
-      batch.loss_scale, transport, nullptr, MemoryMeter::Cpu(), options);
+  const ProfileResult r = ProfileOneRank({0}, {{0, stage.get()}}, batch, options);
   REQUIRE(r.stages.size() == 1);
   CHECK(r.stages[0].cast_weight_bytes == 2 * StageLinearParams(config, partition, 0));
 }

@@ -59,12 +59,15 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
   options.resume = o.resume;
   options.eval_every = o.eval_every;
   options.comm_timeout = CommTimeout(o);
-  // A host blocked inside an action on a GPU: one line through the launcher,
-  // then out at once, as RunAsWorker leaves on an error.
-  options.on_host_stuck = [world_rank = worker.world_rank](const std::string& line) {
-    ReportWorkerError(world_rank, line);
-    std::_Exit(2);
-  };
+  // A host blocked inside an action on a GPU with NCCL: one line through the
+  // launcher, then out at once, as RunAsWorker leaves on an error. (Over
+  // Gloo every wait blocks the host and bounds itself.)
+  if (worker.backend == Backend::kNccl) {
+    options.on_host_stuck = [world_rank = worker.world_rank](const std::string& line) {
+      ReportWorkerError(world_rank, line);
+      std::_Exit(2);
+    };
+  }
   options.run_id = worker.run_id;
   return options;
 }

@@ -95,7 +95,7 @@ struct TrainerOptions {
   // Called with a verified manifest before resuming; throws to refuse it.
   std::function<void(const std::string& manifest_json)> check_resume;
   std::chrono::milliseconds comm_timeout{60000};
-  // On a CUDA device, when set: called (once, from another thread) with a
+  // On a CUDA device, when set (pplab train sets it under NCCL): called (once, from another thread) with a
   // line naming the action when the host has stayed inside one action of a
   // step more than comm_timeout + 5 s (runtime/exec/host_watch.h). It
   // should report the line and end the process.

@@ -52,6 +52,12 @@ torch::nn::Linear Linear(int64_t in, int64_t out, bool bias = false) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
+// `t` in `dtype` through autocast's cache: t itself when it is already in
+// it (or undefined).
+torch::Tensor CachedCast(const torch::Tensor& t, c10::ScalarType dtype, c10::DeviceType device) {
+  return !t.defined() || t.scalar_type() == dtype ? t : at::autocast::cached_cast(dtype, t, device);
+}
+
 // `weight` (and `bias`) of a linear layer as x (..., in) -> (..., out).
 // Under autocast the weight is cast here, through autocast's cache, and not
 // by autocast inside linear: LibTorch's linear hands autocast the transposed
@@ -63,9 +69,7 @@ torch::nn::Linear Linear(int64_t in, int64_t out, bool bias = false) {
 torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {}) {
   const c10::DeviceType device = x.device().type();
   const c10::ScalarType dtype = AutocastComputeDtype(device, weight.scalar_type());
-  if (dtype == weight.scalar_type()) return torch::nn::functional::linear(x, weight, bias);
-  return torch::nn::functional::linear(x, at::autocast::cached_cast(dtype, weight, device),
-                                       bias.defined() ? at::autocast::cached_cast(dtype, bias, device) : bias);
+  return torch::nn::functional::linear(x, CachedCast(weight, dtype, device), CachedCast(bias, dtype, device));
 }
 torch::Tensor Project(const torch::nn::Linear& layer, const torch::Tensor& x) {
   return Project(x, layer->weight, layer->bias);
@@ -154,19 +158,16 @@ struct GatheredProjections : torch::autograd::Function<GatheredProjections> {
     KeepGroup(ctx, group);
     const c10::DeviceType device = x.device().type();
     const c10::ScalarType dtype = AutocastComputeDtype(device, x.scalar_type());
-    // Weights in the matmuls' dtype through autocast's cache, as the
-    // built-in layers cast theirs: once a step inside an AutocastCacheScope,
-    // not once a microbatch. The backward uses the same casts.
-    auto cast = [&](const torch::Tensor& t) {
-      return t.scalar_type() == dtype ? t : at::autocast::cached_cast(dtype, t, device);
-    };
+    // Weights in the matmuls' dtype through autocast's cache, as Project
+    // casts the other layers': once a step inside an AutocastCacheScope, not
+    // once a microbatch. The backward uses the same casts.
     const torch::Tensor mine = x.to(dtype).contiguous();
     const torch::Tensor all = group->comm->AllGather(mine, kPositions);
     torch::autograd::variable_list out, saved = {mine};
     for (size_t i = 0; i < weights.size(); ++i) {
-      saved.push_back(cast(weights[i]));
-      out.push_back(
-          torch::nn::functional::linear(all, saved.back(), biases.empty() ? torch::Tensor() : cast(biases[i])));
+      saved.push_back(CachedCast(weights[i], dtype, device));
+      out.push_back(torch::nn::functional::linear(
+          all, saved.back(), biases.empty() ? torch::Tensor() : CachedCast(biases[i], dtype, device)));
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["input_dtype"] = x.scalar_type();

@@ -48,13 +48,7 @@ double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::millis
 
 at::Tensor AllGatherAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
                           std::chrono::milliseconds timeout) {
-  std::vector<int64_t> shape = tensor.sizes().vec();
-  const int64_t n = shape.at(dim);
-  shape[dim] *= GroupSize(group);
-  at::Tensor whole = torch::zeros(shape, tensor.options().device(group.device));
-  whole.narrow(dim, GroupRank(group) * n, n).copy_(tensor);
-  AllReduceSumInPlace(group, whole, timeout);
-  return whole.to(tensor.device());
+  return AllGatherCat(group, tensor.to(group.device), dim, timeout).to(tensor.device());
 }
 
 at::Tensor AllGatherCat(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,

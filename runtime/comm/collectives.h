@@ -20,10 +20,9 @@ double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::millis
 void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout);
 
 // Every rank's `tensor` (all of one shape), put side by side along
-// dimension `dim` in rank order, on every rank, on `tensor`'s device. Through
-// one all-reduce of the whole (each rank's place filled, the rest zeros,
-// which sums exactly), so that on NCCL it needs no communicator of its own;
-// for checkpoints and tests, not the hot path.
+// dimension `dim` in rank order, on every rank, on `tensor`'s device
+// wherever the group's is: AllGatherCat with the moves around it. For
+// checkpoints and tests.
 at::Tensor AllGatherAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
                           std::chrono::milliseconds timeout);
 

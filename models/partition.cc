@@ -69,7 +69,8 @@ Partition PartitionByParameters(const LlamaConfig& config, int stages) {
   return p;
 }
 
-Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId>& placement, int64_t seq_len) {
+Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId>& placement, int64_t seq_len,
+                             const std::vector<int>& max_layers) {
   const int S = static_cast<int>(placement.size());
   CheckEnoughLayers(config, S);
   if (seq_len < 1) throw Error("partition compute: needs the sequence length");
@@ -78,11 +79,21 @@ Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId
     if (r < 0) throw Error("partition compute: a stage placed on rank " + std::to_string(r));
     K = std::max(K, r + 1);
   }
+  if (!max_layers.empty() && static_cast<int>(max_layers.size()) != K) {
+    throw Error("partition compute: " + std::to_string(max_layers.size()) + " layer limits for " + std::to_string(K) +
+                " ranks");
+  }
   const double layer = LayerTrainingFlops(config, seq_len), head = HeadTrainingFlops(config, seq_len);
-  // Whole layers to the least loaded: ranks first, then each rank's stages.
-  const auto deal = [layer](std::vector<double>& load, std::vector<int>& count, int layers) {
+  // Whole layers to the least loaded that may take one (below its limit,
+  // when there are limits): ranks first, then each rank's stages.
+  const auto deal = [layer](std::vector<double>& load, std::vector<int>& count, int layers,
+                            const std::vector<int>& limit) {
     for (int i = 0; i < layers; ++i) {
-      const size_t least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      size_t least = load.size();
+      for (size_t j = 0; j < load.size(); ++j) {
+        if ((limit.empty() || count[j] < limit[j]) && (least == load.size() || load[j] < load[least])) least = j;
+      }
+      if (least == load.size()) throw Error("partition compute: the layer limits hold fewer layers than the model's");
       load[least] += layer;
       ++count[least];
     }
@@ -93,7 +104,13 @@ Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId
     rank_load[placement[s]] += layer + (s == S - 1 ? head : 0.0);
     ++rank_layers[placement[s]];
   }
-  deal(rank_load, rank_layers, config.num_hidden_layers - S);
+  for (RankId r = 0; r < K && !max_layers.empty(); ++r) {
+    if (rank_layers[r] > max_layers[r]) {
+      throw Error("partition compute: rank " + std::to_string(r) + " holds " + std::to_string(rank_layers[r]) +
+                  " stages but a limit of " + std::to_string(max_layers[r]) + " layers");
+    }
+  }
+  deal(rank_load, rank_layers, config.num_hidden_layers - S, max_layers);
   std::vector<int> layers(S, 0);
   for (RankId r = 0; r < K; ++r) {
     std::vector<int> mine;
@@ -103,7 +120,7 @@ Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId
     std::vector<double> load;
     std::vector<int> count(mine.size(), 1);
     for (const int s : mine) load.push_back(layer + (s == S - 1 ? head : 0.0));
-    deal(load, count, rank_layers[r] - static_cast<int>(mine.size()));
+    deal(load, count, rank_layers[r] - static_cast<int>(mine.size()), {});
     for (size_t i = 0; i < mine.size(); ++i) layers[mine[i]] = count[i];
   }
   Partition p;

@@ -37,8 +37,13 @@ Partition PartitionByParameters(const LlamaConfig& config, int stages);
 // allow; a rank's layers are then dealt to its stages the same way, so that
 // the LM head's stage holds fewer. With one stage a rank it balances stages;
 // with V or looped placements it balances what each rank runs per
-// microbatch, where "parameters" balances stages only.
-Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId>& placement, int64_t seq_len);
+// microbatch, where "parameters" balances stages only. With `max_layers`
+// (one per rank; empty: none), a rank at its limit takes no further layer:
+// the least loaded of the others does (plan's "fitted" partitions, which
+// limit the ranks over memory). Throws when the limits hold fewer layers
+// than the model has, or fewer than a rank's stages.
+Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId>& placement, int64_t seq_len,
+                             const std::vector<int>& max_layers = {});
 // Layers per stage as given, e.g. {3, 2, 2, 1}; must sum to the model's
 // layers and have one entry per stage.
 Partition PartitionExplicit(const LlamaConfig& config, int stages, const std::vector<int>& layers_per_stage);

@@ -145,6 +145,9 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
       merged.simulated += r.simulated;
       merged.skipped += r.skipped;
       merged.over_memory += r.over_memory;
+      merged.refit_starts += r.refit_starts;
+      merged.refitted += r.refitted;
+      merged.refit_simulations += r.refit_simulations;
       if (r.simulated > 0) {
         merged.smallest_memory = seen ? std::min(merged.smallest_memory, r.smallest_memory) : r.smallest_memory;
         seen = true;
@@ -276,7 +279,7 @@ int RunPlan(const PlanCmdOptions& o) {
   // printed line trains what was planned (bf16 activations take half the
   // bytes of fp32 ones).
   const std::string train =
-      ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " + best.partition_method +
+      ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " + TrainPartition(best) +
       " --batch-size " + std::to_string(o.global_batch) + " --seq-len " + std::to_string(search.seq_len) + " --ranks " +
       std::to_string(best.ranks) + " --dp " + std::to_string(best.dp) +
       (best.tp > 1 ? " --tp " + std::to_string(best.tp) : "") + (best.sequence_parallel ? " --sequence-parallel" : "") +
@@ -318,6 +321,7 @@ int RunPlan(const PlanCmdOptions& o) {
         {"simulated", result.simulated},
         {"skipped", result.skipped},
         {"over_memory", result.over_memory},
+        {"refit", {{"tried", result.refit_starts}, {"fit", result.refitted}, {"simulated", result.refit_simulations}}},
         {"fitting", result.fitting.size()},
         {"candidates", rows},
         {"best", CandidateJson(best)},
@@ -339,6 +343,10 @@ int RunPlan(const PlanCmdOptions& o) {
       result.simulated, Fixed(seconds, 2).c_str(), result.skipped, result.over_memory,
       HumanBytes(search.memory_per_rank).c_str(), costs_from.c_str(), PrecisionName(search.precision),
       search.fused_attention ? "sdpa (no softmax probabilities kept)" : "explicit");
+  if (result.refit_starts > 0) {
+    std::printf("%d over memory refitted, fewer layers on the ranks over the limit: %d fit (%d more simulations)\n",
+                result.refit_starts, result.refitted, result.refit_simulations);
+  }
   // What the messages and rings were costed at: the figures a user checks first.
   const auto link_text = [](const Link& l) {
     if (l.latency == 0 && l.bandwidth_gbps == 0) return std::string("free");

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include "models/tensor_parallel.h"
 #include "schedules/error.h"
@@ -241,6 +244,141 @@ CostModel Recomputed(const CostModel& costs, bool recompute) {
   return WithRecompute(costs, all);
 }
 
+// Costs one candidate of family `name`: `lowered` is its lowered schedule
+// (unused for zb-auto, which searches its order here for these costs and,
+// as its activation limit on each rank, the room beside that rank's model
+// state). Null when zb-auto finds no order that fits; otherwise the
+// candidate, whose peak memory may exceed the limit (the caller decides).
+std::optional<PlanCandidate> CostCandidate(const PlanSearchOptions& o, const std::string& name, const Schedule& lowered,
+                                           const Partition& partition, const std::string& method, int M, int v,
+                                           bool recompute, bool verbatim) {
+  const GeneratorInfo& gen = FindGenerator(name);
+  const int mb = o.global_batch / (o.dp * M);
+  const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, o.ranks * v) : lowered.placement;
+  const std::vector<int64_t> params = RankParams(o.config, partition, placement, o.ranks, o.tp);
+  const CostModel costs = Recomputed(
+      CandidateCosts(o, partition, gen.copies, mb, verbatim, *std::max_element(params.begin(), params.end())),
+      recompute);
+  // fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter,
+  // in bf16 runs too (fp32 master weights and optimizer state).
+  std::vector<Bytes> memory(o.ranks, 0);
+  for (RankId r = 0; r < o.ranks; ++r) {
+    memory[r] =
+        static_cast<Bytes>(std::ceil(StateBytesPerParameter(o.dp, o.shard_optimizer) * static_cast<double>(params[r])));
+  }
+  const Schedule* schedule = &lowered;
+  Schedule searched;
+  if (gen.needs_costs) {
+    AutoOptions limits;
+    for (RankId r = 0; r < o.ranks; ++r) limits.activation_limit.push_back(o.memory_per_rank - memory[r]);
+    try {
+      searched = Lower(GenerateAuto({o.ranks, M, 0}, costs, limits));
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    schedule = &searched;
+  }
+  const SimResult sim = Simulate(Simulated(o, *schedule), costs);
+  PlanCandidate c;
+  c.ranks = o.ranks;
+  c.dp = o.dp;
+  c.tp = o.tp;
+  c.sequence_parallel = o.sequence_parallel && o.tp > 1;
+  c.schedule = name;
+  c.microbatches = M;
+  c.virtual_stages = v;
+  c.stages = o.ranks * v;
+  c.partition_method = method;
+  c.partition = partition;
+  c.microbatch_size = mb;
+  c.step_time = sim.makespan;
+  c.bubble_fraction = sim.bubble_fraction;
+  c.rank_peaks.assign(o.ranks, 0);
+  for (const RankMetrics& r : sim.per_rank) {
+    c.rank_peaks[r.rank] = memory[r.rank] + r.peak_activation_bytes;
+    if (&r == &sim.per_rank.front() || c.rank_peaks[r.rank] > c.peak_memory) {
+      c.peak_memory = c.rank_peaks[r.rank];
+      c.peak_rank = r.rank;
+      c.model_state = memory[r.rank];
+      c.peak_parts = r.peak_parts;
+    }
+  }
+  c.tokens_per_second =
+      sim.makespan > 0 ? static_cast<double>(o.global_batch) * o.seq_len / (static_cast<double>(sim.makespan) * 1e-9)
+                       : 0;
+  c.measured_costs = verbatim;
+  c.recompute = recompute;
+  if (gen.needs_costs) c.searched = std::move(searched);
+  return c;
+}
+
+// The "compute" partition with fewer layers on the ranks over memory: each
+// such rank's limit is one layer below what it holds, the least loaded of
+// the others takes the layer (PartitionByCompute's limits), and the
+// candidate is costed again, until every rank fits. A limit only falls, so
+// this ends within the model's layers; null when a rank over memory holds
+// one layer a stage already. One copy of the model (not dualpipe).
+std::optional<PlanCandidate> FitByLayerLimits(const PlanSearchOptions& o, const PlanCandidate& start,
+                                              int& simulations) {
+  const Schedule lowered = CandidateSchedule(start);
+  const std::vector<RankId>& placement = lowered.placement;
+  std::vector<int> limit(o.ranks, o.config.num_hidden_layers);
+  while (true) {
+    const Partition p = PartitionByCompute(o.config, placement, o.seq_len, limit);
+    std::optional<PlanCandidate> c = CostCandidate(o, start.schedule, lowered, p, "fitted", start.microbatches,
+                                                   start.virtual_stages, start.recompute, false);
+    ++simulations;
+    if (!c) return std::nullopt;
+    if (c->peak_memory <= o.memory_per_rank) return c;
+    std::vector<int> layers(o.ranks, 0), stages(o.ranks, 0);
+    for (size_t s = 0; s < placement.size(); ++s) {
+      layers[placement[s]] += p.End(static_cast<int>(s)) - p.Begin(static_cast<int>(s));
+      ++stages[placement[s]];
+    }
+    int room = 0;
+    for (RankId r = 0; r < o.ranks; ++r) {
+      if (c->rank_peaks[r] > o.memory_per_rank) {
+        if (layers[r] == stages[r]) return std::nullopt;
+        limit[r] = layers[r] - 1;
+      }
+      room += limit[r];
+    }
+    if (room < o.config.num_hidden_layers) return std::nullopt;
+  }
+}
+
+// The over-memory candidates faster than the best that fits, fastest first,
+// refitted (FitByLayerLimits): one start per family, M, v and
+// recomputation, at most kRefitStarts, of the families with one copy of
+// the model whose order does not depend on the costs (not dualpipe or
+// zb-auto). The refitted candidates that fit join the others.
+void Refit(const PlanSearchOptions& o, std::vector<PlanCandidate>& over, PlanSearchResult& result) {
+  RankCandidates(over);
+  TimeNs best = std::numeric_limits<TimeNs>::max();
+  for (const PlanCandidate& c : result.fitting) best = std::min(best, c.step_time);
+  std::set<std::tuple<std::string, int, int, bool>> tried;
+  for (const PlanCandidate& start : over) {
+    if (start.step_time >= best || result.refit_starts >= kRefitStarts) break;
+    const GeneratorInfo& gen = FindGenerator(start.schedule);
+    if (gen.copies != 1 || gen.needs_costs) continue;
+    // With every rank over the limit, no rank can take a layer.
+    if (*std::min_element(start.rank_peaks.begin(), start.rank_peaks.end()) > o.memory_per_rank) continue;
+    if (!tried.insert({start.schedule, start.microbatches, start.virtual_stages, start.recompute}).second) continue;
+    ++result.refit_starts;
+    std::optional<PlanCandidate> fitted = FitByLayerLimits(o, start, result.refit_simulations);
+    if (!fitted) continue;
+    const bool known = std::any_of(result.fitting.begin(), result.fitting.end(), [&](const PlanCandidate& c) {
+      return c.schedule == fitted->schedule && c.microbatches == fitted->microbatches &&
+             c.virtual_stages == fitted->virtual_stages && c.recompute == fitted->recompute &&
+             c.partition.layer_begin == fitted->partition.layer_begin;
+    });
+    if (known) continue;  // a named partition that fits already
+    ++result.refitted;
+    best = std::min(best, fitted->step_time);
+    result.fitting.push_back(std::move(*fitted));
+  }
+}
+
 }  // namespace
 
 void RankCandidates(std::vector<PlanCandidate>& candidates) {
@@ -311,6 +449,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
 
   PlanSearchResult result;
   bool seen_memory = false;
+  std::vector<PlanCandidate> over;  // over memory, for Refit
   for (const std::string& name : names) {
     const GeneratorInfo& gen = FindGenerator(name);
     std::vector<int> vs = {gen.default_virtual};
@@ -361,80 +500,25 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
           const bool verbatim = meta && o.tp == 1 && v == 1 && gen.copies == 1 && S == o.profile->NumStages() &&
                                 meta->ranks == o.ranks && partition.ToString() == meta->partition &&
                                 mb == meta->microbatch_size;
-          const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement;
-          const std::vector<int64_t> params = RankParams(o.config, partition, placement, o.ranks, o.tp);
-          const CostModel plain =
-              CandidateCosts(o, partition, gen.copies, mb, verbatim, *std::max_element(params.begin(), params.end()));
           for (const bool recompute : o.recompute) {
-            const CostModel costs = Recomputed(plain, recompute);
-            // fp32 weights, gradients and AdamW's two moments: 16 bytes per
-            // parameter, in bf16 runs too (fp32 master weights and optimizer state).
-            std::vector<Bytes> memory(o.ranks, 0);
-            for (RankId r = 0; r < o.ranks; ++r) {
-              memory[r] = static_cast<Bytes>(
-                  std::ceil(StateBytesPerParameter(o.dp, o.shard_optimizer) * static_cast<double>(params[r])));
-            }
-            if (gen.needs_costs) {
-              // zb-auto searches its order for these costs, holding on each
-              // rank at most the activations that fit beside its weights.
-              AutoOptions limits;
-              for (RankId r = 0; r < o.ranks; ++r) limits.activation_limit.push_back(o.memory_per_rank - memory[r]);
-              try {
-                schedule = Lower(GenerateAuto({o.ranks, M, 0}, costs, limits));
-              } catch (const Error&) {
-                ++result.simulated;  // no order fits: over memory, like any other candidate
-                ++result.over_memory;
-                continue;
-              }
-            }
-            const SimResult sim = Simulate(Simulated(o, schedule), costs);
+            std::optional<PlanCandidate> c =
+                CostCandidate(o, name, schedule, partition, method, M, v, recompute, verbatim);
             ++result.simulated;
-            Bytes peak = 0;
-            const RankMetrics* peak_rank = nullptr;
-            for (const RankMetrics& r : sim.per_rank) {
-              if (peak_rank == nullptr || memory[r.rank] + r.peak_activation_bytes > peak) {
-                peak = memory[r.rank] + r.peak_activation_bytes;
-                peak_rank = &r;
-              }
-            }
-            result.smallest_memory = seen_memory ? std::min(result.smallest_memory, peak) : peak;
-            seen_memory = true;
-            if (peak > o.memory_per_rank) {
-              ++result.over_memory;
+            if (c && !seen_memory) result.smallest_memory = c->peak_memory;
+            if (c) result.smallest_memory = std::min(result.smallest_memory, c->peak_memory);
+            seen_memory = seen_memory || c.has_value();
+            if (!c || c->peak_memory > o.memory_per_rank) {
+              ++result.over_memory;  // zb-auto without an order that fits counts here too
+              if (c && !gen.needs_costs) over.push_back(std::move(*c));
               continue;
             }
-            PlanCandidate c;
-            c.ranks = o.ranks;
-            c.dp = o.dp;
-            c.tp = o.tp;
-            c.sequence_parallel = o.sequence_parallel && o.tp > 1;
-            c.schedule = name;
-            c.microbatches = M;
-            c.virtual_stages = v;
-            c.stages = S;
-            c.partition_method = method;
-            c.partition = partition;
-            c.microbatch_size = mb;
-            c.step_time = sim.makespan;
-            c.bubble_fraction = sim.bubble_fraction;
-            c.peak_memory = peak;
-            if (peak_rank != nullptr) {
-              c.peak_rank = peak_rank->rank;
-              c.model_state = memory[peak_rank->rank];
-              c.peak_parts = peak_rank->peak_parts;
-            }
-            c.tokens_per_second = sim.makespan > 0 ? static_cast<double>(o.global_batch) * o.seq_len /
-                                                         (static_cast<double>(sim.makespan) * 1e-9)
-                                                   : 0;
-            c.measured_costs = verbatim;
-            c.recompute = recompute;
-            if (gen.needs_costs) c.searched = schedule;
-            result.fitting.push_back(std::move(c));
+            result.fitting.push_back(std::move(*c));
           }
         }
       }
     }
   }
+  Refit(o, over, result);
   if (!o.throw_when_none_fits) {
     RankCandidates(result.fitting);
     return result;
@@ -472,6 +556,10 @@ std::string ModelStateHint(const LlamaConfig& config, Bytes memory_per_rank, int
   return "; the model's weights, gradients and AdamW moments alone (" +
          std::to_string(static_cast<int64_t>(StateBytesPerParameter(dp, shard_optimizer))) +
          " bytes a parameter) need at least " + std::to_string(need) + " " + what + " of this memory";
+}
+
+std::string TrainPartition(const PlanCandidate& c) {
+  return c.partition_method == "fitted" ? c.partition.ToString() : c.partition_method;
 }
 
 Schedule CandidateSchedule(const PlanCandidate& c) {

@@ -107,15 +107,19 @@ struct PlanCandidate {
   int tp = 1;                      // T
   bool sequence_parallel = false;  // with T > 1
   std::string schedule;
-  int microbatches = 0;          // M
-  int virtual_stages = 1;        // v = S / K
-  int stages = 0;                // S
-  std::string partition_method;  // "uniform", "parameters" or "compute"
+  int microbatches = 0;    // M
+  int virtual_stages = 1;  // v = S / K
+  int stages = 0;          // S
+  // "uniform", "parameters" or "compute"; "fitted" for layers moved from
+  // one of those until it fits (Refit in plan_search.cc), which train takes
+  // as the layer list (TrainPartition).
+  std::string partition_method;
   Partition partition;
   int microbatch_size = 0;  // sequences per microbatch, G / (D M)
   TimeNs step_time = 0;     // predicted makespan of one step
   double bubble_fraction = 0;
-  Bytes peak_memory = 0;  // max over ranks of weights, grads, AdamW moments and activations
+  Bytes peak_memory = 0;          // max over ranks of weights, grads, AdamW moments and activations
+  std::vector<Bytes> rank_peaks;  // the same, by rank
   // The rank of that peak, its model state (weights, gradients, AdamW
   // moments) and what the rest of its peak is (Simulate's peak_parts).
   RankId peak_rank = 0;
@@ -141,7 +145,21 @@ struct PlanSearchResult {
   int skipped = 0;                     // ruled out by a generator rule or too few layers
   int over_memory = 0;
   Bytes smallest_memory = 0;  // least peak memory seen, for the "no plan fits" message
+  // Refitting (docs/planning.md, "Partitions that fit"): the over-memory
+  // candidates whose layers were moved, how many of them came to fit, and
+  // the simulations that took (not counted in `simulated`).
+  int refit_starts = 0;
+  int refitted = 0;
+  int refit_simulations = 0;
 };
+
+// At most this many over-memory candidates a search refits: the fastest,
+// one per family, M, v and recomputation.
+constexpr int kRefitStarts = 8;
+
+// What `train --partition` takes for the candidate's layers: its method's
+// name, or for "fitted" the layers per stage ("3,2,2,1").
+std::string TrainPartition(const PlanCandidate& candidate);
 
 // Searches; throws pplab::Error for bad options, and "no plan fits" (naming
 // the smallest peak memory seen) when every candidate is over the limit.

@@ -90,6 +90,13 @@ TEST_CASE("compute evens out the ranks' FLOPs for the placement, the LM head on 
   // (stages 0, 2) takes 7 layers, rank 1 5 and the head (7 against 7.5),
   // of which the head's stage keeps 1 (4 + 1 against 1 + 3.5).
   CHECK(PartitionByCompute(c, {0, 1, 0, 1}, 1).ToString() == "4,4,3,1");
+  // With a limit of 3 layers on rank 0, the 8 layers dealt go 0, 1, 2, 0
+  // (rank 0 full), 1, 2, 1, 2: 3, 4, 4 and the head's 1.
+  CHECK(PartitionByCompute(c, {0, 1, 2, 3}, 1, {3, 12, 12, 12}).ToString() == "3,4,4,1");
+  CHECK(PartitionByCompute(c, {0, 1, 2, 3}, 1, {12, 12, 12, 12}).ToString() == "4,4,3,1");
+  CHECK_THROWS_WITH(PartitionByCompute(c, {0, 1, 2, 3}, 1, {3, 3, 3, 2}), Catch::Contains("fewer layers than"));
+  CHECK_THROWS_WITH(PartitionByCompute(c, {0, 1, 0, 1}, 1, {1, 12}), Catch::Contains("rank 0 holds 2 stages"));
+  CHECK_THROWS_WITH(PartitionByCompute(c, {0, 1}, 1, {12}), Catch::Contains("1 layer limits for 2 ranks"));
   // MakePartition takes it only with a placement of its stages and a length.
   CHECK(MakePartition(c, 4, "compute", {{0, 1, 2, 3}, 1}).ToString() == "4,4,3,1");
   CHECK_THROWS_WITH(MakePartition(c, 4, "compute"), Catch::Contains("needs the plan's placement"));

@@ -154,7 +154,12 @@ TEST_CASE("plan: recomputed candidates cost one F more per microbatch and fit wh
   for (const PlanCandidate& p : both.fitting) {
     if (!p.recompute) smallest_plain = std::min(smallest_plain, p.peak_memory);
   }
-  // Just under the least memory any plan needs without recomputing.
+  // Under that, 1f1b fits with a layer moved off rank 0 (the next test);
+  // just under the least memory of that too, only recomputation fits.
+  o.recompute = {false};
+  o.memory_per_rank = smallest_plain - 1;
+  for (const PlanCandidate& p : SearchPlans(o).fitting) smallest_plain = std::min(smallest_plain, p.peak_memory);
+  o.recompute = {false, true};
   o.memory_per_rank = smallest_plain - 1;
   const PlanSearchResult r = SearchPlans(o);
   REQUIRE_FALSE(r.fitting.empty());
@@ -179,6 +184,39 @@ TEST_CASE("plan: recomputed candidates cost one F more per microbatch and fit wh
   // Without recomputation the same limit fits nothing, and says what would.
   o.recompute = {false};
   CHECK_THROWS_WITH(SearchPlans(o), Catch::Contains("--recompute auto also costs every candidate"));
+}
+
+TEST_CASE("plan: a plan over memory is refitted with fewer layers on the rank over the limit", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.schedules = {"1f1b"};
+  const PlanCandidate named = OneFOneB8(SearchPlans(o));
+  REQUIRE(named.partition.ToString() == "2,1");  // every named partition: uniform, parameters, compute
+  // 1F1B on 2 ranks: rank 0 holds 2 microbatches in flight, rank 1 one.
+  const auto peak = [&c](const Partition& p) {
+    const auto act = [&](int s) { return std::llround(StageActivationBytes(c, p, s, 1, kSeqLen, Precision::kFp32)); };
+    return std::max(16 * StageParams(c, p, 0) + 2 * act(0), 16 * StageParams(c, p, 1) + act(1));
+  };
+  CHECK(named.peak_memory == peak(named.partition));
+  o.memory_per_rank = named.peak_memory - 1;
+  const PlanSearchResult r = SearchPlans(o);
+  CHECK(r.refit_starts >= 1);
+  CHECK(r.refitted >= 1);
+  const PlanCandidate fitted = OneFOneB8(r);
+  // Rank 0 keeps one layer, rank 1 takes the other two with the LM head.
+  CHECK(fitted.partition_method == "fitted");
+  CHECK(fitted.partition.ToString() == "1,2");
+  CHECK(TrainPartition(fitted) == "1,2");
+  CHECK(TrainPartition(named) == named.partition_method);
+  CHECK(fitted.peak_memory == peak(fitted.partition));
+  CHECK(fitted.peak_memory <= o.memory_per_rank);
+  // Rank 1 (2 layers and the head, 3 layer-units F1) is now the bottleneck:
+  // busy from stage 0's first F until its 8 F + B, then stage 0's last B.
+  const TimeNs F0 = std::llround(StageForwardFlops(c, fitted.partition, 0, 1, kSeqLen));
+  const TimeNs F1 = std::llround(StageForwardFlops(c, fitted.partition, 1, 1, kSeqLen));
+  CHECK(F1 == 3 * F0);
+  CHECK(fitted.step_time == F0 + 8 * (F1 + 2 * F1) + 2 * F0);
+  CHECK(fitted.step_time > named.step_time);  // the price of the memory
 }
 
 TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per parameter", "[plan]") {

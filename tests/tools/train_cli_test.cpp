@@ -130,6 +130,29 @@ TEST_CASE("a compute partition takes the plan's placement and --seq-len, and is 
   CHECK_THAT(dual.out, Catch::Contains("--partition compute: needs the plan's placement of one copy of the model"));
 }
 
+TEST_CASE("plan's line for a partition refitted to the memory limit trains that layer list", "[train][plan]") {
+  // The small preset on 4 ranks at 25 MiB: interleaved-zb over memory with
+  // its named partitions fits with layers moved off the ranks over the limit (plan_search.h,
+  // "fitted"), the fastest plan that fits; its train line names the layers.
+  const std::string plan = std::string(PPLAB_TEST_TMP_DIR) + "/refitted-plan.json";
+  const PplabRun r = Pplab(
+      "plan --model small --ranks 4 --global-batch 16 --seq-len 128 --memory-per-rank 25MiB "
+      "--recompute none --json -o " +
+      plan);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["best"]["partition"] == "fitted");
+  CHECK(j["refit"]["fit"].get<int>() >= 1);
+  const std::string layers = j["best"]["layers_per_stage"];
+  const std::string line = j["train_command"];
+  CHECK_THAT(line, Catch::Contains(" --partition " + layers + " "));
+  const PplabRun t = Pplab(line.substr(line.find("train ")) + " --synthetic --out '' -q --steps 1 --json");
+  INFO(t.out);
+  REQUIRE(t.code == 0);
+  CHECK(nlohmann::json::parse(t.out.substr(t.out.find('{')))["partition"] == layers);
+}
+
 TEST_CASE("gradients clipped by the global norm across processes equal single-process clipping", "[train]") {
   const std::string tmp = PPLAB_TEST_TMP_DIR;
   const std::string common = " --model tiny --batch-size 8 --seq-len 16 --steps 1 --seed 9 --json --dump-grads ";

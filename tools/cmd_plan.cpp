@@ -25,10 +25,10 @@ struct PlanCmdOptions {
   std::string model;
   int ranks = 0;  // 0: --gpus
   int dp = 1;
-  int gpus = 0;           // search every K x D x T = gpus
-  std::optional<int> tp;  // T; with --gpus, none: searched
-  bool sequence_parallel = false;
-  std::optional<std::string> attention;  // explicit or sdpa; none: the profile's, else explicit
+  int gpus = 0;                            // search every K x D x T = gpus
+  std::optional<int> tp;                   // T; with --gpus, none: searched
+  std::string sequence_parallel = "auto";  // on, off, or auto: both costed
+  std::optional<std::string> attention;    // explicit or sdpa; none: the profile's, else explicit
   double tp_bandwidth_gbps = 300;
   double tp_latency_ms = 0.02;
   double dp_bandwidth_gbps = 25;
@@ -97,6 +97,11 @@ json CandidateJson(const PlanCandidate& c) {
                                 : json(nullptr)},
           {"tie", c.tie}};
 }
+
+// What the tensor-parallel rings of a layer are, in the two layouts.
+constexpr const char* kAllReduceRings = "2 all-reduces a layer each microbatch in F, B, I, W";
+constexpr const char* kSequenceParallelRings =
+    "per layer and microbatch 2 all-gathers and 2 reduce-scatters in F, 4 and 2 in B and W, 2 and 2 in I";
 
 // "#1 ties with #2, #4": the rows within the noise of the best, or "".
 std::string TieLine(const std::vector<PlanCandidate>& ranked, size_t shown) {
@@ -183,6 +188,10 @@ void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double
 
 int RunPlan(const PlanCmdOptions& o) {
   if (o.ranks == 0 && o.gpus == 0) throw Error("plan: give --ranks K (and --dp D), or --gpus N");
+  const std::string sequence_parallel = o.sequence_parallel.empty() ? "on" : o.sequence_parallel;  // the flag alone
+  if (sequence_parallel != "auto" && sequence_parallel != "on" && sequence_parallel != "off") {
+    throw Error("--sequence-parallel: '" + sequence_parallel + "' is not auto, on or off");
+  }
   const auto started = std::chrono::steady_clock::now();
   PlanSearchOptions search;
   search.config = LoadLlamaConfig(o.model);
@@ -190,8 +199,9 @@ int RunPlan(const PlanCmdOptions& o) {
   search.dp = o.dp;
   search.tp = o.tp.value_or(1);
   search.tp_link = Link{MsToNs(o.tp_latency_ms), o.tp_bandwidth_gbps};
-  search.sequence_parallel = o.sequence_parallel;
-  if (o.sequence_parallel && o.gpus == 0 && search.tp < 2) {
+  search.sequence_parallel = sequence_parallel == "on";
+  search.search_sequence_parallel = sequence_parallel == "auto";
+  if (search.sequence_parallel && o.gpus == 0 && search.tp < 2) {
     throw Error("--sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or more");
   }
   search.global_batch = o.global_batch;
@@ -363,10 +373,15 @@ int RunPlan(const PlanCmdOptions& o) {
   if (tensor_parallel) {
     std::printf("tensor-parallel rings: %s%s, blocking the rank (%s)\n", link_text(search.tp_link).c_str(),
                 o.gpus_per_node > 0 ? ", across nodes as data-parallel rings across nodes" : "",
-                o.sequence_parallel ? "sequence-parallel: per layer and microbatch 2 all-gathers and 2 "
-                                      "reduce-scatters in F, 4 and 2 in B and W, 2 and 2 in I"
-                                    : "2 all-reduces a layer each microbatch in F, B, I, W");
+                sequence_parallel == "on"
+                    ? kSequenceParallelRings
+                    : (sequence_parallel == "off"
+                           ? kAllReduceRings
+                           : std::string(kAllReduceRings) + "; sequence-parallel rows (sp): " + kSequenceParallelRings)
+                          .c_str());
   }
+  // With T > 1 and --sequence-parallel auto, whether each row splits the positions.
+  const bool both_layouts = tensor_parallel && sequence_parallel == "auto";
   std::vector<std::vector<std::string>> table = {
       {"#", "schedule", "M", "v", "partition", "mb", "recompute", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
   if (sampled) {
@@ -383,17 +398,17 @@ int RunPlan(const PlanCmdOptions& o) {
       table.back().push_back(Fixed(NsToMs(c.samples->p10), 3) + ".." + Fixed(NsToMs(c.samples->p90), 3));
       table.back().push_back(c.tie ? "tie" : "");
     }
-    if (o.gpus > 0) {
-      std::vector<std::string> grid = {std::to_string(c.ranks), std::to_string(c.dp)};
-      if (tensor_parallel) grid.push_back(std::to_string(c.tp));
-      table.back().insert(table.back().begin() + 1, grid.begin(), grid.end());
-    }
+    std::vector<std::string> grid;
+    if (o.gpus > 0) grid = {std::to_string(c.ranks), std::to_string(c.dp)};
+    if (o.gpus > 0 && tensor_parallel) grid.push_back(std::to_string(c.tp));
+    if (both_layouts) grid.push_back(c.tp == 1 ? "-" : (c.sequence_parallel ? "yes" : "no"));
+    table.back().insert(table.back().begin() + 1, grid.begin(), grid.end());
   }
-  if (o.gpus > 0) {
-    std::vector<std::string> grid = {"K", "D"};
-    if (tensor_parallel) grid.push_back("T");
-    table[0].insert(table[0].begin() + 1, grid.begin(), grid.end());
-  }
+  std::vector<std::string> grid;
+  if (o.gpus > 0) grid = {"K", "D"};
+  if (o.gpus > 0 && tensor_parallel) grid.push_back("T");
+  if (both_layouts) grid.push_back("sp");
+  table[0].insert(table[0].begin() + 1, grid.begin(), grid.end());
   std::vector<size_t> width(table[0].size(), 0);
   for (const auto& row : table) {
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
@@ -455,9 +470,13 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "probabilities (heads x seq-len a token), sdpa (fused: flash or memory-efficient) does not "
                   "(default: the --cost profile's, else explicit)")
       ->check(CLI::IsMember({"explicit", "sdpa"}));
-  sub->add_flag("--sequence-parallel", o->sequence_parallel,
-                "with T > 1, cost sequence parallelism (train --sequence-parallel): the norms' activations and the "
-                "messages between stages are 1/T, each all-reduce an all-gather and a reduce-scatter");
+  sub->add_option("--sequence-parallel", o->sequence_parallel,
+                  "with T > 1, sequence parallelism (train --sequence-parallel: the norms' activations and the "
+                  "messages between stages are 1/T, each all-reduce an all-gather and a reduce-scatter): auto costs "
+                  "each candidate without and with it (where T divides --seq-len), on (the flag alone) only with "
+                  "it, off only without")
+      ->expected(0, 1)
+      ->type_name("[auto|on|off]");
   AddRingFlags(*sub, "--tp", o->tp_bandwidth_gbps, o->tp_latency_ms,
                "GB/s of the tensor-parallel all-reduces' ring (300: NVLink 4 through NVSwitch, NCCL's all-reduce "
                "bus bandwidth for messages of tens of MB on H100s)",

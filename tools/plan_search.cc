@@ -414,41 +414,15 @@ void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& rank
   }
 }
 
-PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
-  if (o.ranks < 1 || o.dp < 1 || o.global_batch < 1 || o.seq_len < 1) {
-    throw Error("plan: --ranks, --dp, --global-batch and --seq-len must be positive");
-  }
-  if (o.seq_len > o.config.max_position_embeddings) {
-    throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
-                std::to_string(o.config.max_position_embeddings) + " (train would refuse it)");
-  }
-  if (o.tp < 1) throw Error("plan: --tp must be positive");
-  if (const std::string why = WhyNoTensorParallel(o.config, o.tp); !why.empty()) {
-    throw Error("--tp " + std::to_string(o.tp) + ": the model's " + why);
-  }
-  if (const std::string why = WhyNoSequenceParallel(o.seq_len, o.sequence_parallel ? o.tp : 1); !why.empty()) {
-    throw Error("--sequence-parallel: " + why + " (--tp)");
-  }
-  if (o.global_batch % o.dp != 0) {
-    throw Error("--global-batch " + std::to_string(o.global_batch) + " is not a multiple of --dp " +
-                std::to_string(o.dp));
-  }
-  std::vector<std::string> names = o.schedules;
-  if (names.empty()) {
-    for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
-  }
-  std::optional<ProfileMeta> meta;
-  if (o.profile != nullptr) meta = o.profile->Profile();
-  if (meta && meta->precision != o.precision) {
-    // Its measured bytes and the formulas' would count different element sizes.
-    throw Error(std::string("plan: --precision ") + PrecisionName(o.precision) + ", but the profile " +
-                o.profile->Origin() + " was measured in " + PrecisionName(meta->precision));
-  }
+namespace {
+
+// One layout's candidates (o.sequence_parallel as it is), added to
+// `result`: every family in `names`, v, M and partition, then Refit.
+void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& names,
+                  const std::optional<ProfileMeta>& meta, PlanSearchResult& result, bool& seen_memory) {
   const std::vector<int> ms = Divisors(o.global_batch / o.dp);
   const int L = o.config.num_hidden_layers;
 
-  PlanSearchResult result;
-  bool seen_memory = false;
   std::vector<PlanCandidate> over;  // over memory, for Refit
   for (const std::string& name : names) {
     const GeneratorInfo& gen = FindGenerator(name);
@@ -519,6 +493,55 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     }
   }
   Refit(o, over, result);
+}
+
+}  // namespace
+
+PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
+  if (o.ranks < 1 || o.dp < 1 || o.global_batch < 1 || o.seq_len < 1) {
+    throw Error("plan: --ranks, --dp, --global-batch and --seq-len must be positive");
+  }
+  if (o.seq_len > o.config.max_position_embeddings) {
+    throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
+                std::to_string(o.config.max_position_embeddings) + " (train would refuse it)");
+  }
+  if (o.tp < 1) throw Error("plan: --tp must be positive");
+  if (const std::string why = WhyNoTensorParallel(o.config, o.tp); !why.empty()) {
+    throw Error("--tp " + std::to_string(o.tp) + ": the model's " + why);
+  }
+  if (const std::string why = WhyNoSequenceParallel(o.seq_len, o.sequence_parallel ? o.tp : 1); !why.empty()) {
+    throw Error("--sequence-parallel: " + why + " (--tp)");
+  }
+  if (o.global_batch % o.dp != 0) {
+    throw Error("--global-batch " + std::to_string(o.global_batch) + " is not a multiple of --dp " +
+                std::to_string(o.dp));
+  }
+  std::vector<std::string> names = o.schedules;
+  if (names.empty()) {
+    for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
+  }
+  std::optional<ProfileMeta> meta;
+  if (o.profile != nullptr) meta = o.profile->Profile();
+  if (meta && meta->precision != o.precision) {
+    // Its measured bytes and the formulas' would count different element sizes.
+    throw Error(std::string("plan: --precision ") + PrecisionName(o.precision) + ", but the profile " +
+                o.profile->Origin() + " was measured in " + PrecisionName(meta->precision));
+  }
+  PlanSearchResult result;
+  bool seen_memory = false;
+  // With T > 1, each candidate without and (where T divides the sequence)
+  // with sequence parallelism when both are searched.
+  std::vector<bool> layouts = {o.sequence_parallel && o.tp > 1};
+  if (o.search_sequence_parallel && o.tp > 1) {
+    layouts = {false};
+    if (WhyNoSequenceParallel(o.seq_len, o.tp).empty()) layouts.push_back(true);
+  }
+  for (const bool sequence_parallel : layouts) {
+    PlanSearchOptions layout = o;
+    layout.sequence_parallel = sequence_parallel;
+    SearchLayout(layout, names, meta, result, seen_memory);
+  }
+  const int L = o.config.num_hidden_layers;
   if (!o.throw_when_none_fits) {
     RankCandidates(result.fitting);
     return result;

@@ -36,6 +36,10 @@ struct PlanSearchOptions {
   // all-gather in B and W (the projections' input, gathered again); see
   // TensorParallelCost in plan_search.cc.
   bool sequence_parallel = false;
+  // With tp > 1: every candidate both without and with sequence
+  // parallelism (where tp divides seq_len), ranked together;
+  // sequence_parallel is then not read.
+  bool search_sequence_parallel = false;
   // Whether train runs fused attention (--attention sdpa), which keeps no
   // softmax probabilities (ActivationLayout).
   bool fused_attention = false;

@@ -300,6 +300,25 @@ TEST_CASE("cli: plan --gpus searches every K x D x T and prints the train line o
   for (const auto& c : sp["candidates"]) CHECK(c["sequence_parallel"] == (c["tp"].get<int>() > 1));
   CHECK((sp["train_command"].get<std::string>().find(" --sequence-parallel") != std::string::npos) ==
         (sp["tp"].get<int>() > 1));
+  // By default (auto) both layouts of each T > 1 candidate are rows; off keeps the positions whole.
+  for (const std::string mode : {"", "--sequence-parallel off "}) {
+    r = Pplab("plan --model small --gpus 4 " + mode +
+              "--global-batch 16 --seq-len 128 --memory-per-rank 8GiB --top 4000 --json -o " + out);
+    REQUIRE(r.code == 0);
+    const nlohmann::json rows = nlohmann::json::parse(r.out)["candidates"];
+    std::set<std::pair<int, bool>> layouts;
+    for (const auto& c : rows) {
+      layouts.insert({c["tp"].get<int>(), c["sequence_parallel"].get<bool>()});
+    }
+    if (mode.empty()) {
+      CHECK(layouts == std::set<std::pair<int, bool>>{{1, false}, {2, false}, {2, true}});
+    } else {
+      CHECK(layouts == std::set<std::pair<int, bool>>{{1, false}, {2, false}});
+    }
+  }
+  r = Pplab("plan --model small --gpus 4 --sequence-parallel sometimes --global-batch 16 --memory-per-rank 8GiB");
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --sequence-parallel: 'sometimes' is not auto, on or off\n");
   r = Pplab("plan --model small --ranks 2 --sequence-parallel --global-batch 16 --memory-per-rank 8GiB -o " + out);
   CHECK(r.code == 2);
   CHECK(r.out ==

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <string>
 
 #include "models/flops.h"
 #include "models/tensor_parallel.h"
@@ -880,6 +882,56 @@ TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T
   // A sequence the group cannot split is refused.
   o.seq_len = 15;
   CHECK_THROWS_WITH(SearchPlans(o), "--sequence-parallel: the sequence length 15 is not a multiple of 2 (--tp)");
+}
+
+TEST_CASE("plan: searching both layouts ranks the candidates without and with sequence parallelism together",
+          "[plan][tp]") {
+  const LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.tp = 2;
+  o.tp_link = Link{1000, 1.0};
+  const auto key = [](const PlanCandidate& p) {
+    return std::to_string(p.sequence_parallel) + " " + p.schedule + " " + std::to_string(p.microbatches) + " " +
+           p.partition.ToString() + " " + std::to_string(p.step_time) + " " + std::to_string(p.peak_memory);
+  };
+  const auto keys = [&key](const PlanSearchResult& r) {
+    std::multiset<std::string> k;
+    for (const PlanCandidate& p : r.fitting) k.insert(key(p));
+    return k;
+  };
+  const PlanSearchResult off = SearchPlans(o);
+  o.sequence_parallel = true;
+  const PlanSearchResult on = SearchPlans(o);
+  o.sequence_parallel = false;
+  o.search_sequence_parallel = true;
+  const PlanSearchResult both = SearchPlans(o);
+  // The union of the two searches, costed alike, best first.
+  std::multiset<std::string> expected = keys(off);
+  for (const std::string& k : keys(on)) expected.insert(k);
+  CHECK(keys(both) == expected);
+  CHECK(both.simulated == off.simulated + on.simulated);
+  for (size_t i = 1; i < both.fitting.size(); ++i) CHECK(both.fitting[i - 1].step_time <= both.fitting[i].step_time);
+  // With free messages the gathers make it slower, so without a limit the
+  // best keeps the positions whole; where only its smaller activations fit,
+  // the best is the sequence-parallel one's.
+  REQUIRE(off.fitting.front().step_time < on.fitting.front().step_time);
+  CHECK_FALSE(both.fitting.front().sequence_parallel);
+  // (One pipeline rank: no layers to move, so no refitted partition fits.)
+  o.ranks = 1;
+  o.search_sequence_parallel = false;
+  Bytes least_off = Bytes{1} << 40;
+  for (const PlanCandidate& p : SearchPlans(o).fitting) least_off = std::min(least_off, p.peak_memory);
+  o.search_sequence_parallel = true;
+  o.memory_per_rank = least_off - 1;
+  const PlanSearchResult tight = SearchPlans(o);
+  REQUIRE_FALSE(tight.fitting.empty());
+  for (const PlanCandidate& p : tight.fitting) CHECK(p.sequence_parallel);
+  // A sequence the group cannot split: only the whole positions, no refusal.
+  o.memory_per_rank = Bytes{1} << 40;
+  o.seq_len = 15;
+  const PlanSearchResult odd = SearchPlans(o);
+  REQUIRE_FALSE(odd.fitting.empty());
+  for (const PlanCandidate& p : odd.fitting) CHECK_FALSE(p.sequence_parallel);
 }
 
 }  // namespace pplab::cli

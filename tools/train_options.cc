@@ -63,8 +63,15 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
   // launcher, then out at once, as RunAsWorker leaves on an error. (Over
   // Gloo every wait blocks the host and bounds itself.)
   if (worker.backend == Backend::kNccl) {
-    options.on_host_stuck = [world_rank = worker.world_rank](const std::string& line) {
-      ReportWorkerError(world_rank, line);
+    options.on_host_stuck = [world_rank = worker.world_rank](const std::string& line,
+                                                             const std::vector<std::string>& stack) {
+      // The frames first, on this rank's stderr; the line through the launcher.
+      std::string frames;
+      for (size_t i = 0; i < stack.size(); ++i) frames += "  #" + std::to_string(i) + " " + stack[i] + "\n";
+      if (!frames.empty()) {
+        std::fprintf(stderr, "pplab: rank %d: the host's stack, blocked:\n%s", world_rank, frames.c_str());
+      }
+      ReportWorkerError(world_rank, line + (frames.empty() ? "" : " (its stack is above)"));
       std::_Exit(2);
     };
   }

@@ -8,8 +8,14 @@
 // itself. NCCL's watchdog would end the process some seconds later with its
 // own dump; the watch says first, in one line, where the host stopped.
 //
+// With the line comes the host thread's native stack at that moment
+// (HostStack): which CUDA, NCCL or LibTorch call it is blocked in, which
+// tells a lazy kernel load from a device allocation or a library's set-up.
+//
 // Torch-free: a thread and a mutex. One watch serves one thread's steps.
 #pragma once
+
+#include <pthread.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "schedules/action.h"
 
@@ -29,7 +36,9 @@ class HostWatch {
   // action longer than `bound`, with a line that names the action, its step
   // and the time. It is meant to end the process; if it returns, the watch
   // reports nothing more.
-  using OnStuck = std::function<void(const std::string& line)>;
+  // `stack`: the host thread's frames, innermost first, as
+  // HostStack gives them (empty when they could not be taken).
+  using OnStuck = std::function<void(const std::string& line, const std::vector<std::string>& stack)>;
   // `bound_name` is how the line names the bound (e.g. "--comm-timeout (60
   // s) + 5 s").
   HostWatch(std::chrono::milliseconds bound, std::string bound_name, OnStuck on_stuck);
@@ -39,7 +48,8 @@ class HostWatch {
 
   // The step the next actions belong to (as the trainer counts them).
   void SetStep(int step);
-  // The host enters `action` now; Leave (or the next Enter) ends it.
+  // The host (the calling thread) enters `action` now; Leave (or the next
+  // Enter) ends it.
   void Enter(const Action& action);
   void Leave();
 
@@ -55,8 +65,16 @@ class HostWatch {
   bool reported_ = false;
   int step_ = 0;
   std::optional<Action> inside_;
+  pthread_t host_{};  // the thread inside it
   std::chrono::steady_clock::time_point since_;
   std::thread thread_;  // last: started once the members above exist
 };
+
+// The native stack of `thread` (another thread of this process), innermost
+// first, one "library(function+offset)" a frame with C++ names demangled:
+// the thread is interrupted by a signal (SIGURG, whose handler only records
+// the return addresses) and its frames are named here. Empty when the
+// thread does not take the signal within `wait`. One capture at a time.
+std::vector<std::string> HostStack(pthread_t thread, std::chrono::milliseconds wait);
 
 }  // namespace pplab

@@ -97,9 +97,10 @@ struct TrainerOptions {
   std::chrono::milliseconds comm_timeout{60000};
   // On a CUDA device, when set (pplab train sets it under NCCL): called (once, from another thread) with a
   // line naming the action when the host has stayed inside one action of a
-  // step more than comm_timeout + 5 s (runtime/exec/host_watch.h). It
-  // should report the line and end the process.
-  std::function<void(const std::string& line)> on_host_stuck;
+  // step more than comm_timeout + 5 s (runtime/exec/host_watch.h), and the
+  // host thread's native stack then. It should report them and end the
+  // process.
+  std::function<void(const std::string& line, const std::vector<std::string>& stack)> on_host_stuck;
   // Stages of this rank whose activations are recomputed in B or I
   // (ExecutorOptions::recompute); the gradients do not change.
   std::set<StageId> recompute;

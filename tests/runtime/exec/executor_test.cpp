@@ -892,11 +892,14 @@ TEST_CASE("a host that stays inside an action past the watch's bound is reported
   const Schedule schedule = Lower(Generate1F1B(1, 1));
   BlockedStage stage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 1, torch::kCPU));
   std::vector<std::string> lines;  // written on the watch's thread, read after it is gone
+  std::vector<std::string> stack;
   std::optional<HostWatch> watch;
-  watch.emplace(std::chrono::milliseconds(50), "the test's bound", [&](const std::string& line) {
-    lines.push_back(line);
-    stage.Release();  // a real caller ends the process here
-  });
+  watch.emplace(std::chrono::milliseconds(50), "the test's bound",
+                [&](const std::string& line, const std::vector<std::string>& frames) {
+                  lines.push_back(line);
+                  stack = frames;
+                  stage.Release();  // a real caller ends the process here
+                });
   watch->SetStep(7);
   ExecutorOptions options;
   options.host_watch = &*watch;
@@ -911,12 +914,46 @@ TEST_CASE("a host that stays inside an action past the watch's bound is reported
   REQUIRE(lines.size() == 1);
   CHECK_THAT(lines[0], Catch::StartsWith("the host has been inside 0F0 of step 7 for ") &&
                            Catch::Contains("s, more than the test's bound: a CUDA call there is blocked"));
+  // The host's stack then: the stage waits on a condition variable (a timed
+  // wait: libc's pthread_cond_clockwait or timedwait), the caller's frames outside it.
+  std::string frames;
+  for (const std::string& f : stack) frames += f + "\n";
+  INFO(frames);
+  REQUIRE(stack.size() >= 3);
+  CHECK_THAT(frames, Catch::Contains("(pthread_cond_"));
+}
+
+TEST_CASE("HostStack names a waiting thread's frames, and the thread's wait goes on after the signal", "[executor]") {
+  std::mutex m;
+  std::condition_variable cv;
+  bool release = false;
+  std::thread waiter([&] {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return release; });
+  });
+  // Taken until the waiter is inside its wait (it may still be starting).
+  std::string frames;
+  for (int i = 0; i < 100 && frames.find("(pthread_cond_wait+") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    frames.clear();
+    for (const std::string& f : HostStack(waiter.native_handle(), std::chrono::seconds(2))) frames += f + "\n";
+  }
+  INFO(frames);
+  CHECK_THAT(frames, Catch::Contains("(pthread_cond_wait+"));
+  {
+    std::lock_guard<std::mutex> lock(m);  // the wait went on after the signal (SA_RESTART)
+    release = true;
+  }
+  cv.notify_all();
+  waiter.join();
+  CHECK(release);
 }
 
 TEST_CASE("a host that leaves its actions in time is never reported", "[executor]") {
   int reports = 0;
   {
-    HostWatch watch(std::chrono::seconds(30), "30 s", [&](const std::string&) { ++reports; });
+    HostWatch watch(std::chrono::seconds(30), "30 s",
+                    [&](const std::string&, const std::vector<std::string>&) { ++reports; });
     watch.SetStep(1);
     watch.Enter({ActionKind::kForward, 0, 0});
     watch.Leave();

@@ -77,9 +77,10 @@ torch::Tensor Project(const torch::nn::Linear& layer, const torch::Tensor& x) {
 
 // Tensor parallelism's two operators (Megatron-LM's f and g): where a split
 // region starts, the input passes as it is and its gradient is summed over
-// the group; where it ends, the partial outputs are summed and the gradient
-// passes as it is. The group, with this rank's place in it, travels through
-// the autograd context in a capsule.
+// the group (fused with the projections there, ColumnProjections); where it
+// ends, the partial outputs are summed and the gradient passes as it is.
+// The group, with this rank's place in it, travels through the autograd
+// context in a capsule.
 struct GroupHolder : torch::CustomClassHolder {
   GroupHolder(std::shared_ptr<TensorParallelComm> c, const TensorParallel& t) : comm(std::move(c)), tp(t) {}
   std::shared_ptr<TensorParallelComm> comm;
@@ -100,17 +101,6 @@ torch::Tensor SummedCopy(const torch::Tensor& x, TensorParallelComm& comm) {
   comm.AllReduceSum(sum);
   return sum;
 }
-
-struct EnterSplitRegion : torch::autograd::Function<EnterSplitRegion> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const GroupRef& group) {
-    KeepGroup(ctx, group);
-    return x;
-  }
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    return {SummedCopy(grads[0], *GroupOf(ctx).comm), torch::Tensor()};
-  }
-};
 
 struct LeaveSplitRegion : torch::autograd::Function<LeaveSplitRegion> {
   static torch::Tensor forward(torch::autograd::AutogradContext* /*ctx*/, const torch::Tensor& partial,
@@ -141,16 +131,23 @@ struct ReduceScatterPositions : torch::autograd::Function<ReduceScatterPositions
   }
 };
 
-// A split region's entry under sequence parallelism, fused with the
-// column-parallel projections that read it: x, this rank's positions, is
-// gathered to every position and multiplied by each weight (plus its bias,
-// when `biases` is not empty). Only x is kept for the backward, in the
-// dtype the matmuls ran in (bf16 under autocast), not the gathered tensor
-// T times its size: the backward gathers it again for the weights'
-// gradients, and reduce-scatters the input's. Each gradient is computed only
-// when the backward pass asks for it (the I and W passes of a split
+// A split region's entry fused with the column-parallel projections that
+// read it: x times each weight (plus its bias, when `biases` is not empty).
+// Without sequence parallelism x passes as it is and its gradient is summed
+// over the group (Megatron-LM's f); with it, x is this rank's positions,
+// gathered to every position, and its gradient is reduce-scattered. Only x
+// is kept for the backward, once, in the dtype the matmuls ran in (bf16
+// under autocast), not the gathered tensor T times its size: the backward
+// gathers it again for the weights' gradients. Each gradient is computed
+// only when the backward pass asks for it (the I and W passes of a split
 // backward ask for the input's and the weights' apart).
-struct GatheredProjections : torch::autograd::Function<GatheredProjections> {
+//
+// The backward overlaps its collectives with its matmuls, as Megatron-LM
+// does: the gather for the weights' gradients starts first and runs while
+// the input's gradient is computed; the input's gradient's sum starts next
+// and runs while the weights' gradients are (on NCCL on the communicator's
+// stream, on Gloo in its threads). It waits only where a result is needed.
+struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
   // The weights and biases come as TensorLists, which autograd takes apart
   // (one gradient edge each); a std::vector argument would be opaque to it.
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
@@ -162,7 +159,7 @@ struct GatheredProjections : torch::autograd::Function<GatheredProjections> {
     // casts the other layers': once a step inside an AutocastCacheScope, not
     // once a microbatch. The backward uses the same casts.
     const torch::Tensor mine = x.to(dtype).contiguous();
-    const torch::Tensor all = group->comm->AllGather(mine, kPositions);
+    const torch::Tensor all = group->tp.Sequence() ? group->comm->AllGather(mine, kPositions) : mine;
     torch::autograd::variable_list out, saved = {mine};
     for (size_t i = 0; i < weights.size(); ++i) {
       saved.push_back(CachedCast(weights[i], dtype, device));
@@ -178,32 +175,37 @@ struct GatheredProjections : torch::autograd::Function<GatheredProjections> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     GroupHolder& group = GroupOf(ctx);
+    const bool sequence = group.tp.Sequence();
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const torch::Tensor& mine = saved[0];
     const size_t n = saved.size() - 1;
     const size_t biases = static_cast<size_t>(ctx->saved_data["biases"].toInt());
     const c10::ScalarType dtype = mine.scalar_type();
+    const c10::ScalarType input_dtype = ctx->saved_data["input_dtype"].toScalarType();
     const c10::ScalarType weight_dtype = ctx->saved_data["weight_dtype"].toScalarType();
+    bool weight_grads = false;
+    for (size_t i = 0; i < n; ++i) weight_grads = weight_grads || ctx->needs_input_grad(1 + i);
+    std::unique_ptr<StartedCollective> gathered;  // every position, for the weights' gradients
+    if (sequence && weight_grads) gathered = group.comm->StartAllGather(mine, kPositions);
     torch::autograd::variable_list out(1 + n + biases + 1);  // x, weights, biases, the group
+    std::unique_ptr<StartedCollective> summed;
     if (ctx->needs_input_grad(0)) {
-      // The input's gradient, summed in the input's dtype (fp32) as the plain
-      // layout's all-reduce sums it, each rank keeping its positions.
+      // The input's gradient, summed over the projections and the group in
+      // the input's dtype (fp32), as autograd sums the plain layers'.
       torch::Tensor g;
       for (size_t i = 0; i < n; ++i) {
-        const torch::Tensor gi = torch::matmul(grads[i].to(dtype), saved[1 + i]);
+        const torch::Tensor gi = torch::matmul(grads[i].to(dtype), saved[1 + i]).to(input_dtype);
         g = g.defined() ? g + gi : gi;
       }
-      out[0] = group.comm->ReduceScatter(g.to(ctx->saved_data["input_dtype"].toScalarType()), kPositions);
+      summed = sequence ? group.comm->StartReduceScatter(g, kPositions) : group.comm->StartAllReduceSum(g);
     }
-    torch::Tensor all;  // every position, gathered again when a weight's gradient is asked for
+    const torch::Tensor all = gathered ? gathered->Wait() : mine;
     for (size_t i = 0; i < n; ++i) {
       const torch::Tensor g2 = grads[i].to(dtype).reshape({-1, grads[i].size(-1)});
-      if (ctx->needs_input_grad(1 + i)) {
-        if (!all.defined()) all = group.comm->AllGather(mine, kPositions);
-        out[1 + i] = g2.t().mm(all.reshape({-1, all.size(-1)})).to(weight_dtype);
-      }
+      if (ctx->needs_input_grad(1 + i)) out[1 + i] = g2.t().mm(all.reshape({-1, all.size(-1)})).to(weight_dtype);
       if (i < biases && ctx->needs_input_grad(1 + n + i)) out[1 + n + i] = g2.sum(0).to(weight_dtype);
     }
+    if (summed) out[0] = summed->Wait();
     return out;
   }
 };
@@ -225,17 +227,16 @@ torch::Tensor RowParallel(torch::nn::Linear proj, const torch::Tensor& x, const 
 torch::autograd::variable_list ColumnParallel(const torch::Tensor& x, std::vector<torch::nn::Linear> projections,
                                               const GroupRef& group) {
   torch::autograd::variable_list out;
-  if (group && group->tp.Sequence()) {
+  if (group) {
     torch::autograd::variable_list weights, biases;
     for (const auto& p : projections) {
       weights.push_back(p->weight);
       if (p->bias.defined()) biases.push_back(p->bias);
     }
     if (!biases.empty() && biases.size() != weights.size()) throw Error("llama: projections with and without bias");
-    return GatheredProjections::apply(x, at::TensorList(weights), at::TensorList(biases), group);
+    return ColumnProjections::apply(x, at::TensorList(weights), at::TensorList(biases), group);
   }
-  const torch::Tensor in = group ? EnterSplitRegion::apply(x, group) : x;
-  for (auto& p : projections) out.push_back(Project(p, in));
+  for (auto& p : projections) out.push_back(Project(p, x));
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <functional>
 
 #include "runtime/comm/c10d_group.h"
 #include "runtime/comm/device_wait.h"
@@ -51,40 +52,12 @@ at::Tensor AllGatherAlong(ProcessGroupHandle& group, const at::Tensor& tensor, i
   return AllGatherCat(group, tensor.to(group.device), dim, timeout).to(tensor.device());
 }
 
-at::Tensor AllGatherCat(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
-                        std::chrono::milliseconds timeout) {
-  std::vector<at::Tensor> in = {tensor.contiguous()};
-  std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < GroupSize(group); ++r) out[0].push_back(torch::empty_like(in[0]));
-  Wait(group.backend, group.group->allgather(out, in), timeout, Who(group, "all-gather"));
-  return torch::cat(out[0], dim);
-}
-
-at::Tensor ReduceScatterAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
-                              std::chrono::milliseconds timeout) {
-  const int size = GroupSize(group);
-  if (tensor.size(dim) % size != 0) {
-    throw Error(Who(group, "reduce-scatter") + ": dimension " + std::to_string(dim) + " of size " +
-                std::to_string(tensor.size(dim)) + " does not split over " + std::to_string(size) + " ranks");
-  }
-  const int64_t n = tensor.size(dim) / size;
-  if (group.backend != Backend::kNccl) {
-    at::Tensor sum = tensor.clone(at::MemoryFormat::Contiguous);
-    AllReduceSumInPlace(group, sum, timeout);
-    return sum.narrow(dim, GroupRank(group) * n, n).contiguous();
-  }
-  std::vector<std::vector<at::Tensor>> in(1);
-  for (int r = 0; r < size; ++r) in[0].push_back(tensor.narrow(dim, r * n, n).contiguous());
-  std::vector<at::Tensor> out = {torch::empty_like(in[0][0])};
-  Wait(group.backend, group.group->reduce_scatter(out, in), timeout, Who(group, "reduce-scatter"));
-  return out[0];
-}
-
 struct PendingCollective {
   std::vector<at::Tensor> tensors;  // kept alive until the work completes
   c10::intrusive_ptr<c10d::Work> work;
   Backend backend = Backend::kGloo;
   std::string what;
+  std::function<at::Tensor()> result;  // once the work is done
 };
 
 std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, const at::Tensor& tensor) {
@@ -92,12 +65,71 @@ std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, 
   pending->tensors = {tensor};
   pending->what = Who(group, "gradient all-reduce");
   pending->backend = group.backend;
+  pending->result = [tensor] { return tensor; };
   Guard(pending->what, [&] { pending->work = group.group->allreduce(pending->tensors); });
+  return pending;
+}
+
+std::shared_ptr<PendingCollective> StartAllGatherCat(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim) {
+  auto pending = std::make_shared<PendingCollective>();
+  pending->what = Who(group, "all-gather");
+  pending->backend = group.backend;
+  std::vector<at::Tensor> in = {tensor.contiguous()};
+  auto out = std::make_shared<std::vector<std::vector<at::Tensor>>>(1);
+  for (int r = 0; r < GroupSize(group); ++r) (*out)[0].push_back(torch::empty_like(in[0]));
+  pending->tensors = {in[0]};
+  for (const at::Tensor& t : (*out)[0]) pending->tensors.push_back(t);
+  pending->result = [out, dim] { return torch::cat((*out)[0], dim); };
+  Guard(pending->what, [&] { pending->work = group.group->allgather(*out, in); });
+  return pending;
+}
+
+std::shared_ptr<PendingCollective> StartReduceScatterAlong(ProcessGroupHandle& group, const at::Tensor& tensor,
+                                                           int64_t dim) {
+  const int size = GroupSize(group);
+  if (tensor.size(dim) % size != 0) {
+    throw Error(Who(group, "reduce-scatter") + ": dimension " + std::to_string(dim) + " of size " +
+                std::to_string(tensor.size(dim)) + " does not split over " + std::to_string(size) + " ranks");
+  }
+  const int64_t n = tensor.size(dim) / size;
+  if (group.backend != Backend::kNccl) {
+    std::shared_ptr<PendingCollective> pending = StartAllReduceSum(group, tensor.clone(at::MemoryFormat::Contiguous));
+    pending->what = Who(group, "reduce-scatter");
+    const at::Tensor sum = pending->tensors[0];
+    const int64_t first = GroupRank(group) * n;
+    pending->result = [sum, dim, first, n] { return sum.narrow(dim, first, n).contiguous(); };
+    return pending;
+  }
+  auto pending = std::make_shared<PendingCollective>();
+  pending->what = Who(group, "reduce-scatter");
+  pending->backend = group.backend;
+  std::vector<std::vector<at::Tensor>> in(1);
+  for (int r = 0; r < size; ++r) in[0].push_back(tensor.narrow(dim, r * n, n).contiguous());
+  std::vector<at::Tensor> out = {torch::empty_like(in[0][0])};
+  pending->tensors = in[0];
+  pending->tensors.push_back(out[0]);
+  pending->result = [piece = out[0]] { return piece; };
+  Guard(pending->what, [&] { pending->work = group.group->reduce_scatter(out, in); });
   return pending;
 }
 
 void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout) {
   Wait(pending.backend, pending.work, timeout, pending.what);
+}
+
+at::Tensor WaitResult(PendingCollective& pending, std::chrono::milliseconds timeout) {
+  WaitCollective(pending, timeout);
+  return pending.result();
+}
+
+at::Tensor AllGatherCat(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
+                        std::chrono::milliseconds timeout) {
+  return WaitResult(*StartAllGatherCat(group, tensor, dim), timeout);
+}
+
+at::Tensor ReduceScatterAlong(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim,
+                              std::chrono::milliseconds timeout) {
+  return WaitResult(*StartReduceScatterAlong(group, tensor, dim), timeout);
 }
 
 void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout) {

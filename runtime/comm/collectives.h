@@ -40,7 +40,7 @@ at::Tensor ReduceScatterAlong(ProcessGroupHandle& group, const at::Tensor& tenso
 
 // An all-reduce started and not yet waited for (collectives.cc).
 struct PendingCollective;
-// Starts summing `tensor` in place over all ranks and returns at once: Gloo
+// Starts summing `tensor` (a gradient) in place over all ranks and returns at once: Gloo
 // works in its own threads, NCCL on its own stream, so it overlaps what the
 // caller computes next. Every rank must start the group's collectives in the
 // same order.
@@ -48,6 +48,16 @@ std::shared_ptr<PendingCollective> StartAllReduceSum(ProcessGroupHandle& group, 
 // Waits for a started all-reduce, at most `timeout`. On NCCL this orders the
 // current CUDA stream after it and does not block the host.
 void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout);
+
+// AllGatherCat and ReduceScatterAlong started, to overlap what the caller
+// computes next as StartAllReduceSum does; WaitResult waits as
+// WaitCollective and gives what the blocking form returns. Every rank must
+// start the group's collectives in the same order.
+std::shared_ptr<PendingCollective> StartAllGatherCat(ProcessGroupHandle& group, const at::Tensor& tensor, int64_t dim);
+std::shared_ptr<PendingCollective> StartReduceScatterAlong(ProcessGroupHandle& group, const at::Tensor& tensor,
+                                                           int64_t dim);
+// For StartAllReduceSum, the summed tensor itself.
+at::Tensor WaitResult(PendingCollective& pending, std::chrono::milliseconds timeout);
 
 // Waits until every rank arrives. On NCCL an all-reduce of one number read
 // back: ranks leave it within the poll's spin of each other (the trainer

@@ -305,14 +305,36 @@ class GroupTensorParallelComm : public TensorParallelComm {
     AllReduceSumInPlace(*group_, moved, timeout_);
     t.copy_(moved);
   }
-  at::Tensor AllGather(const at::Tensor& t, int64_t dim) override {
-    return AllGatherCat(*group_, OnGroup(t), dim, timeout_).to(t.device(), t.scalar_type());
+  at::Tensor AllGather(const at::Tensor& t, int64_t dim) override { return StartAllGather(t, dim)->Wait(); }
+  at::Tensor ReduceScatter(const at::Tensor& t, int64_t dim) override { return StartReduceScatter(t, dim)->Wait(); }
+  std::unique_ptr<StartedCollective> StartAllReduceSum(at::Tensor t) override {
+    return Started(pplab::StartAllReduceSum(*group_, OnGroup(t)), t);
   }
-  at::Tensor ReduceScatter(const at::Tensor& t, int64_t dim) override {
-    return ReduceScatterAlong(*group_, OnGroup(t), dim, timeout_).to(t.device(), t.scalar_type());
+  std::unique_ptr<StartedCollective> StartAllGather(const at::Tensor& t, int64_t dim) override {
+    return Started(StartAllGatherCat(*group_, OnGroup(t), dim), t);
+  }
+  std::unique_ptr<StartedCollective> StartReduceScatter(const at::Tensor& t, int64_t dim) override {
+    return Started(StartReduceScatterAlong(*group_, OnGroup(t), dim), t);
   }
 
  private:
+  // A collective of the group started for `like`: its result comes back on
+  // `like`'s device, in its dtype.
+  std::unique_ptr<StartedCollective> Started(std::shared_ptr<PendingCollective> pending, const at::Tensor& like) {
+    struct OnGroupStarted : StartedCollective {
+      at::Tensor Wait() override { return WaitResult(*pending, timeout).to(device, dtype); }
+      std::shared_ptr<PendingCollective> pending;
+      std::chrono::milliseconds timeout{};
+      c10::Device device = c10::kCPU;
+      c10::ScalarType dtype = at::kFloat;
+    };
+    auto started = std::make_unique<OnGroupStarted>();
+    started->pending = std::move(pending);
+    started->timeout = timeout_;
+    started->device = like.device();
+    started->dtype = like.scalar_type();
+    return started;
+  }
   bool Widen(const at::Tensor& t) const {
     return GroupBackend(*group_) == Backend::kGloo && t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble;
   }

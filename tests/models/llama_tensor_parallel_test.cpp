@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "models/llama.h"
 #include "models/tensor_parallel.h"
@@ -186,6 +187,80 @@ TEST_CASE("under sequence parallelism a stage sends its ranks' share of the posi
     REQUIRE(received[rank].size() == 2);
     CHECK(received[rank][0].shape == std::vector<int64_t>{2, 6, c.hidden_size});  // the hidden state's share
     CHECK(received[rank][1].shape == std::vector<int64_t>{2, 12});                // the mask, whole
+  }
+}
+
+TEST_CASE("the backward starts each region's collectives before the matmuls that do not need them", "[llama][tp]") {
+  // One rank playing rank 0 of two: a gather repeats its input, a sum
+  // doubles, a reduce-scatter keeps the first half, doubled (shapes as in a
+  // group of two); every call is recorded, the started ones as "start X" and
+  // their waits as "wait X".
+  struct Recording : TensorParallelComm {
+    std::vector<std::string> calls;
+    void AllReduceSum(at::Tensor& t) override {
+      calls.push_back("all-reduce");
+      t.mul_(2);
+    }
+    at::Tensor AllGather(const at::Tensor& t, int64_t dim) override {
+      calls.push_back("all-gather");
+      return torch::cat({t, t}, dim);
+    }
+    at::Tensor ReduceScatter(const at::Tensor& t, int64_t dim) override {
+      calls.push_back("reduce-scatter");
+      return t.narrow(dim, 0, t.size(dim) / 2) * 2;
+    }
+    std::unique_ptr<StartedCollective> Record(const std::string& name, at::Tensor result) {
+      struct Waited : StartedCollective {
+        at::Tensor Wait() override {
+          calls->push_back("wait " + name);
+          return result;
+        }
+        std::vector<std::string>* calls = nullptr;
+        std::string name;
+        at::Tensor result;
+      };
+      calls.push_back("start " + name);
+      auto started = std::make_unique<Waited>();
+      started->calls = &calls;
+      started->name = name;
+      started->result = std::move(result);
+      return started;
+    }
+    std::unique_ptr<StartedCollective> StartAllReduceSum(at::Tensor t) override { return Record("all-reduce", t * 2); }
+    std::unique_ptr<StartedCollective> StartAllGather(const at::Tensor& t, int64_t dim) override {
+      return Record("all-gather", torch::cat({t, t}, dim));
+    }
+    std::unique_ptr<StartedCollective> StartReduceScatter(const at::Tensor& t, int64_t dim) override {
+      return Record("reduce-scatter", t.narrow(dim, 0, t.size(dim) / 2) * 2);
+    }
+  };
+  const LlamaConfig c = Config(/*tied=*/false);
+  const Partition p = PartitionUniform(c, 2);  // the first half: no head, no loss
+  const at::Tensor tokens = torch::randint(1, c.vocab_size, {2, 8}, torch::kLong);
+  const int regions = 2 * (p.End(0) - p.Begin(0));  // q/k/v and gate/up a layer
+  for (const bool sequence : {false, true}) {
+    INFO("sequence parallelism " << sequence);
+    auto comm = std::make_shared<Recording>();
+    LlamaOptions options;
+    options.attention = AttentionKind::kExplicit;
+    options.tensor_parallel = {2, 0, sequence};
+    options.tp_comm = comm;
+    auto stage = BuildLlamaStage(c, p, 0, 5, torch::kCPU, options);
+    const at::Tensor out = stage->Forward({tokens, torch::ones_like(tokens)}).at(0);
+    comm->calls.clear();
+    out.sum().backward();
+    std::vector<std::string> started;
+    for (const std::string& call : comm->calls) {
+      if (call.rfind("start ", 0) == 0 || call.rfind("wait ", 0) == 0) started.push_back(call);
+    }
+    // Each region: the input's gather (sequence parallelism) starts before
+    // the input's gradient is summed, and the sum is waited for last, after
+    // the weights' gradients.
+    std::vector<std::string> region = {"start all-reduce", "wait all-reduce"};
+    if (sequence) region = {"start all-gather", "start reduce-scatter", "wait all-gather", "wait reduce-scatter"};
+    std::vector<std::string> expected;
+    for (int i = 0; i < regions; ++i) expected.insert(expected.end(), region.begin(), region.end());
+    CHECK(started == expected);
   }
 }
 

@@ -132,7 +132,8 @@ struct ReduceScatterPositions : torch::autograd::Function<ReduceScatterPositions
 };
 
 // A split region's entry fused with the column-parallel projections that
-// read it: x times each weight (plus its bias, when `biases` is not empty).
+// read it: x times each weight (plus its bias, when `biases` is not empty);
+// without a group (no tensor parallelism), just those projections.
 // Without sequence parallelism x passes as it is and its gradient is summed
 // over the group (Megatron-LM's f); with it, x is this rank's positions,
 // gathered to every position, and its gradient is reduce-scattered. Only x
@@ -152,14 +153,15 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
   // (one gradient edge each); a std::vector argument would be opaque to it.
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                                 at::TensorList weights, at::TensorList biases, const GroupRef& group) {
-    KeepGroup(ctx, group);
+    if (group) KeepGroup(ctx, group);
+    ctx->saved_data["split"] = static_cast<bool>(group);
     const c10::DeviceType device = x.device().type();
     const c10::ScalarType dtype = AutocastComputeDtype(device, x.scalar_type());
     // Weights in the matmuls' dtype through autocast's cache, as Project
     // casts the other layers': once a step inside an AutocastCacheScope, not
     // once a microbatch. The backward uses the same casts.
     const torch::Tensor mine = x.to(dtype).contiguous();
-    const torch::Tensor all = group->tp.Sequence() ? group->comm->AllGather(mine, kPositions) : mine;
+    const torch::Tensor all = group && group->tp.Sequence() ? group->comm->AllGather(mine, kPositions) : mine;
     torch::autograd::variable_list out, saved = {mine};
     for (size_t i = 0; i < weights.size(); ++i) {
       saved.push_back(CachedCast(weights[i], dtype, device));
@@ -174,8 +176,8 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    GroupHolder& group = GroupOf(ctx);
-    const bool sequence = group.tp.Sequence();
+    GroupHolder* group = ctx->saved_data["split"].toBool() ? &GroupOf(ctx) : nullptr;
+    const bool sequence = group != nullptr && group->tp.Sequence();
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const torch::Tensor& mine = saved[0];
     const size_t n = saved.size() - 1;
@@ -186,7 +188,7 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
     bool weight_grads = false;
     for (size_t i = 0; i < n; ++i) weight_grads = weight_grads || ctx->needs_input_grad(1 + i);
     std::unique_ptr<StartedCollective> gathered;  // every position, for the weights' gradients
-    if (sequence && weight_grads) gathered = group.comm->StartAllGather(mine, kPositions);
+    if (sequence && weight_grads) gathered = group->comm->StartAllGather(mine, kPositions);
     torch::autograd::variable_list out(1 + n + biases + 1);  // x, weights, biases, the group
     std::unique_ptr<StartedCollective> summed;
     if (ctx->needs_input_grad(0)) {
@@ -197,7 +199,11 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
         const torch::Tensor gi = torch::matmul(grads[i].to(dtype), saved[1 + i]).to(input_dtype);
         g = g.defined() ? g + gi : gi;
       }
-      summed = sequence ? group.comm->StartReduceScatter(g, kPositions) : group.comm->StartAllReduceSum(g);
+      if (group == nullptr) {
+        out[0] = g;
+      } else {
+        summed = sequence ? group->comm->StartReduceScatter(g, kPositions) : group->comm->StartAllReduceSum(g);
+      }
     }
     const torch::Tensor all = gathered ? gathered->Wait() : mine;
     for (size_t i = 0; i < n; ++i) {
@@ -223,21 +229,19 @@ torch::Tensor RowParallel(torch::nn::Linear proj, const torch::Tensor& x, const 
 }
 // Column-parallel projections of x, the start of a split region: with
 // sequence parallelism x is this rank's positions and the outputs have
-// every position. Without a group, the plain linear layers.
+// every position. Without a group, the same linear layers of one input
+// (ColumnProjections with no collective: under bf16 autocast the input is
+// cast and kept once, not once a projection as separate linear layers
+// would).
 torch::autograd::variable_list ColumnParallel(const torch::Tensor& x, std::vector<torch::nn::Linear> projections,
                                               const GroupRef& group) {
-  torch::autograd::variable_list out;
-  if (group) {
-    torch::autograd::variable_list weights, biases;
-    for (const auto& p : projections) {
-      weights.push_back(p->weight);
-      if (p->bias.defined()) biases.push_back(p->bias);
-    }
-    if (!biases.empty() && biases.size() != weights.size()) throw Error("llama: projections with and without bias");
-    return ColumnProjections::apply(x, at::TensorList(weights), at::TensorList(biases), group);
+  torch::autograd::variable_list weights, biases;
+  for (const auto& p : projections) {
+    weights.push_back(p->weight);
+    if (p->bias.defined()) biases.push_back(p->bias);
   }
-  for (auto& p : projections) out.push_back(Project(p, x));
-  return out;
+  if (!biases.empty() && biases.size() != weights.size()) throw Error("llama: projections with and without bias");
+  return ColumnProjections::apply(x, at::TensorList(weights), at::TensorList(biases), group);
 }
 
 // A split region's sizes on one rank of `tp`.

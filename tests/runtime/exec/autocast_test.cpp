@@ -196,10 +196,7 @@ TEST_CASE("a bf16 Llama stage's forwards in one cache scope share the cast of ev
       const torch::autograd::Node* first = CastNodeOf(outputs[0].at(0), p);
       REQUIRE(first != nullptr);
       ++matmul_weights;
-      const bool fused = name.find("q_proj") != std::string::npos || name.find("k_proj") != std::string::npos ||
-                         name.find("v_proj") != std::string::npos || name.find("gate_proj") != std::string::npos ||
-                         name.find("up_proj") != std::string::npos;
-      if (fused) {
+      if (IsFusedProjectionWeight(name)) {
         CHECK_THAT(first->name(), Catch::Contains("ColumnProjections"));
         continue;
       }

@@ -3,9 +3,12 @@
 // predicted step time, and write the best as a plan file for `pplab train`.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
+#include <thread>
 
 #include "models/tensor_parallel.h"
 #include "schedules/error.h"
@@ -28,6 +31,7 @@ struct PlanCmdOptions {
   int gpus = 0;                            // search every K x D x T = gpus
   std::optional<int> tp;                   // T; with --gpus, none: searched
   std::string sequence_parallel = "auto";  // on, off, or auto: both costed
+  int threads = 0;                         // --gpus search threads; 0: the machine's cores
   std::optional<std::string> attention;    // explicit or sdpa; none: the profile's, else explicit
   double tp_bandwidth_gbps = 300;
   double tp_latency_ms = 0.02;
@@ -112,6 +116,12 @@ std::string TieLine(const std::vector<PlanCandidate>& ranked, size_t shown) {
   return others.empty() ? "" : "#1 ties with " + others;
 }
 
+// The threads of a --gpus search: `given`, or the machine's cores.
+int SearchThreads(int given) {
+  if (given > 0) return given;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 // The tensor-parallel sizes --gpus searches: `given`, or 1, 2, 4, 8, ...
 // up to a node's GPUs (8 without --gpus-per-node) and N, where the model
 // splits.
@@ -128,37 +138,61 @@ std::vector<int> TensorParallelSizes(const LlamaConfig& config, int gpus, int gp
 // --gpus N: every K x D x T = N (T from TensorParallelSizes, K dividing N / T
 // and at most the model's layers, D dividing the global batch), each
 // searched as --ranks K --dp D --tp T, merged into one ranking; ties are
-// marked on it.
-PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vector<int>& tps) {
+// marked on it. The grids are searched on `threads` threads, each taking
+// the next grid not yet taken, and merged in grid order: the ranking is the
+// same for any number of threads.
+PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vector<int>& tps, int threads) {
   PlanSearchResult merged;
   const size_t top = search.sample_top;
   search.sample_top = 0;
   search.throw_when_none_fits = false;
-  bool seen = false;
+  std::vector<PlanSearchOptions> layouts;
   std::string grids;
   for (int T : tps) {
     for (int K = 1; K <= gpus / T; ++K) {
       const int D = gpus / T / K;
       if (gpus % (K * T) != 0 || K > search.config.num_hidden_layers || search.global_batch % D != 0) continue;
       if (search.sequence_parallel && !WhyNoSequenceParallel(search.seq_len, T).empty()) continue;
-      search.ranks = K;
-      search.dp = D;
-      search.tp = T;
-      PlanSearchResult r = SearchPlans(search);
+      layouts.push_back(search);
+      layouts.back().ranks = K;
+      layouts.back().dp = D;
+      layouts.back().tp = T;
       grids += (grids.empty() ? "" : ", ") + std::to_string(K) + "x" + std::to_string(D) +
                (T > 1 ? "x" + std::to_string(T) : "");
-      merged.simulated += r.simulated;
-      merged.skipped += r.skipped;
-      merged.over_memory += r.over_memory;
-      merged.refit_starts += r.refit_starts;
-      merged.refitted += r.refitted;
-      merged.refit_simulations += r.refit_simulations;
-      if (r.simulated > 0) {
-        merged.smallest_memory = seen ? std::min(merged.smallest_memory, r.smallest_memory) : r.smallest_memory;
-        seen = true;
-      }
-      for (PlanCandidate& c : r.fitting) merged.fitting.push_back(std::move(c));
     }
+  }
+  std::vector<PlanSearchResult> results(layouts.size());
+  std::vector<std::exception_ptr> errors(layouts.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < layouts.size(); i = next++) {
+      try {
+        results[i] = SearchPlans(layouts[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t workers = std::min(layouts.size(), static_cast<size_t>(std::max(threads, 1)));
+  for (size_t i = 1; i < workers; ++i) pool.emplace_back(work);
+  work();  // this thread is one of them
+  for (std::thread& t : pool) t.join();
+  bool seen = false;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    PlanSearchResult& r = results[i];
+    merged.simulated += r.simulated;
+    merged.skipped += r.skipped;
+    merged.over_memory += r.over_memory;
+    merged.refit_starts += r.refit_starts;
+    merged.refitted += r.refitted;
+    merged.refit_simulations += r.refit_simulations;
+    if (r.simulated > 0) {
+      merged.smallest_memory = seen ? std::min(merged.smallest_memory, r.smallest_memory) : r.smallest_memory;
+      seen = true;
+    }
+    for (PlanCandidate& c : r.fitting) merged.fitting.push_back(std::move(c));
   }
   if (grids.empty() || merged.simulated == 0) {
     throw Error("--gpus " + std::to_string(gpus) + ": no K x D x T = " + std::to_string(gpus) +
@@ -282,7 +316,8 @@ int RunPlan(const PlanCmdOptions& o) {
   const std::vector<int> tps =
       o.gpus > 0 ? TensorParallelSizes(search.config, o.gpus, o.gpus_per_node, o.tp) : std::vector<int>{search.tp};
   const bool tensor_parallel = *std::max_element(tps.begin(), tps.end()) > 1;
-  const PlanSearchResult result = o.gpus > 0 ? SearchGpus(search, o.gpus, tps) : SearchPlans(search);
+  const PlanSearchResult result =
+      o.gpus > 0 ? SearchGpus(search, o.gpus, tps, SearchThreads(o.threads)) : SearchPlans(search);
   const PlanCandidate& best = result.fitting.front();
   WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best)));
   // Every flag the plan's step time and memory were costed with, so the
@@ -516,6 +551,10 @@ void SetupPlan(CLI::App& app, int& exit_code) {
       ->type_name("TEXT");
   sub->add_option("--schedules", o->schedules, "comma-separated generators to search (default: all)")->delimiter(',');
   sub->add_option("--top", o->top, "rows of the ranked table")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  sub->add_option("--threads", o->threads,
+                  "with --gpus, threads that search the K x D x T grids (default: the machine's cores; the "
+                  "ranking is the same for any number)")
+      ->check(CLI::Range(1, 1024));
   sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate)")->capture_default_str();
   sub->add_option("--flops-per-second", o->flops_per_second, "analytic costs: sustained FLOP/s of one rank")
       ->check(CLI::Range(1.0, 1e18))

@@ -316,6 +316,19 @@ TEST_CASE("cli: plan --gpus searches every K x D x T and prints the train line o
       CHECK(layouts == std::set<std::pair<int, bool>>{{1, false}, {2, false}});
     }
   }
+  // The grids searched on several threads: the same ranking, row for row.
+  std::string rankings[2];
+  for (int i = 0; i < 2; ++i) {
+    r = Pplab(
+        "plan --model small --gpus 8 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --top 100000 "
+        "--threads " +
+        std::to_string(1 + 2 * i) + " --json -o " + out);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    rankings[i] = j["candidates"].dump();
+    CHECK(j["candidates"].size() == j["fitting"].get<size_t>());
+  }
+  CHECK(rankings[0] == rankings[1]);
   r = Pplab("plan --model small --gpus 4 --sequence-parallel sometimes --global-batch 16 --memory-per-rank 8GiB");
   CHECK(r.code == 2);
   CHECK(r.out == "pplab: error: --sequence-parallel: 'sometimes' is not auto, on or off\n");

@@ -18,6 +18,8 @@
 #include "tools/commands.h"
 #include "tools/plan_search.h"
 #include "tools/report.h"
+#include "traces/chrome_trace.h"
+#include "traces/render_svg.h"
 
 namespace pplab::cli {
 namespace {
@@ -49,6 +51,8 @@ struct PlanCmdOptions {
   std::vector<std::string> schedules;
   int top = 10;
   std::string out_path = "plan.json";
+  std::string trace_path;  // the best candidate's simulated step, when given
+  std::string svg_path;
   bool json = false;
   double flops_per_second = 5e10;
   std::string recompute = "auto";  // none, all or auto (both)
@@ -320,6 +324,19 @@ int RunPlan(const PlanCmdOptions& o) {
       o.gpus > 0 ? SearchGpus(search, o.gpus, tps, SearchThreads(o.threads)) : SearchPlans(search);
   const PlanCandidate& best = result.fitting.front();
   WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best)));
+  if (!o.trace_path.empty() || !o.svg_path.empty()) {
+    // The best candidate's simulated step, as it was ranked.
+    const CandidateModel model = CandidateCostModel(search, best);
+    const SimResult sim = Simulate(model.schedule, model.costs);
+    if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(sim.timeline));
+    if (!o.svg_path.empty()) {
+      SvgOptions svg;
+      svg.title = "plan: " + best.schedule + "  K=" + std::to_string(best.ranks) +
+                  "  S=" + std::to_string(best.stages) + "  M=" + std::to_string(best.microbatches) + "  partition " +
+                  best.partition.ToString();
+      WriteTextFile(o.svg_path, RenderSvg(sim.timeline, svg));
+    }
+  }
   // Every flag the plan's step time and memory were costed with, so the
   // printed line trains what was planned (bf16 activations take half the
   // bytes of fp32 ones).
@@ -378,6 +395,8 @@ int RunPlan(const PlanCmdOptions& o) {
                                 {"best_ties_with", TieLine(result.fitting, shown)}}
                          : json(nullptr)},
         {"plan_file", o.out_path},
+        {"trace_file", o.trace_path.empty() ? json(nullptr) : json(o.trace_path)},
+        {"svg_file", o.svg_path.empty() ? json(nullptr) : json(o.svg_path)},
         {"train_command", train}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -477,6 +496,11 @@ int RunPlan(const PlanCmdOptions& o) {
                                 .c_str()
                           : "",
               train.c_str());
+  if (!o.trace_path.empty()) {
+    std::printf("its simulated step written to %s (where each rank idles: %s explain %s)\n", o.trace_path.c_str(),
+                ProgramName().c_str(), o.trace_path.c_str());
+  }
+  if (!o.svg_path.empty()) std::printf("its timeline picture written to %s\n", o.svg_path.c_str());
   return 0;
 }
 
@@ -556,6 +580,10 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "ranking is the same for any number)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate)")->capture_default_str();
+  sub->add_option("--trace", o->trace_path,
+                  "also write the best candidate's simulated step as a Chrome trace (Perfetto) JSON file, which "
+                  "pplab explain and diff read");
+  sub->add_option("--svg", o->svg_path, "also write the best candidate's simulated timeline as an SVG picture");
   sub->add_option("--flops-per-second", o->flops_per_second, "analytic costs: sustained FLOP/s of one rank")
       ->check(CLI::Range(1.0, 1e18))
       ->capture_default_str();

@@ -391,22 +391,26 @@ bool CostsHaveSpreads(const PlanSearchOptions& o) {
   return o.fit.AnySpread() || (o.profile != nullptr && o.profile->HasSpread());
 }
 
+CandidateModel CandidateCostModel(const PlanSearchOptions& options, const PlanCandidate& c) {
+  PlanSearchOptions o = options;
+  o.ranks = c.ranks;
+  o.dp = c.dp;
+  o.tp = c.tp;
+  o.sequence_parallel = c.sequence_parallel;
+  CandidateModel model;
+  model.schedule = Simulated(o, CandidateSchedule(c));
+  const std::vector<int64_t> params = RankParams(o.config, c.partition, model.schedule.placement, o.ranks, o.tp);
+  model.costs = Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size,
+                                          c.measured_costs, *std::max_element(params.begin(), params.end())),
+                           c.recompute);
+  return model;
+}
+
 void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& ranked) {
   const size_t n = std::min(ranked.size(), options.sample_top);
   for (size_t i = 0; i < n; ++i) {
-    PlanCandidate& c = ranked[i];
-    PlanSearchOptions o = options;
-    o.ranks = c.ranks;
-    o.dp = c.dp;
-    o.tp = c.tp;
-    o.sequence_parallel = c.sequence_parallel;
-    const Schedule schedule = Simulated(o, CandidateSchedule(c));
-    const std::vector<int64_t> params = RankParams(o.config, c.partition, schedule.placement, o.ranks, o.tp);
-    const CostModel costs =
-        Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size, c.measured_costs,
-                                  *std::max_element(params.begin(), params.end())),
-                   c.recompute);
-    c.samples = SampleStepTime(schedule, costs, kTieSamples, kTieSeed);
+    const CandidateModel model = CandidateCostModel(options, ranked[i]);
+    ranked[i].samples = SampleStepTime(model.schedule, model.costs, kTieSamples, kTieSeed);
   }
   for (size_t i = 1; i < n; ++i) {
     ranked[i].tie = StepTimesTie(*ranked[0].samples, *ranked[i].samples);

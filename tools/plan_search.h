@@ -179,6 +179,16 @@ void RankCandidates(std::vector<PlanCandidate>& candidates);
 // own K and D (options.ranks and options.dp are replaced by the candidate's).
 void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& ranked);
 
+// What a ranked candidate was simulated with: its schedule as simulated
+// (with each stage's REDUCE_GRAD where the data-parallel all-reduce is
+// costed) and its cost model. Simulate(schedule, costs) gives its step time
+// again (`plan --trace`, `--svg`).
+struct CandidateModel {
+  Schedule schedule;
+  CostModel costs;
+};
+CandidateModel CandidateCostModel(const PlanSearchOptions& options, const PlanCandidate& candidate);
+
 // The lowered schedule of a candidate (on its own K), as `pplab train --plan`
 // reads it.
 Schedule CandidateSchedule(const PlanCandidate& candidate);

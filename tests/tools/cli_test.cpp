@@ -673,6 +673,19 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
   r = Pplab("validate " + plan);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("'" + j["best"]["schedule"].get<std::string>() + "' is valid"));
+  // --trace and --svg: the best candidate's simulated step, whose makespan is
+  // its ranked step time, and which explain reads.
+  const std::string trace = TempPath("best_plan_trace.json"), svg = TempPath("best_plan.svg");
+  r = Pplab(base + " --memory-per-rank 2MiB --json --trace " + trace + " --svg " + svg);
+  REQUIRE(r.code == 0);
+  const nlohmann::json traced = nlohmann::json::parse(r.out);
+  CHECK(traced["trace_file"] == trace);
+  const Timeline simulated = TimelineFromChromeTrace(ReadTextFile(trace), trace);
+  CHECK(static_cast<double>(Summarize(simulated).makespan) * 1e-6 ==
+        Approx(traced["best"]["step_time"].get<double>()).epsilon(1e-9));
+  CHECK(Pplab("explain " + trace).code == 0);
+  CHECK_THAT(ReadTextFile(svg),
+             Catch::Contains("<svg") && Catch::Contains(traced["best"]["schedule"].get<std::string>()));
   r = Pplab(base + " --memory-per-rank 1kB");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("no plan fits in --memory-per-rank 1000 bytes"));

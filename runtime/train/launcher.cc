@@ -90,6 +90,19 @@ bool NamesPeer(const std::string& line, int own, int peer) {
   return false;
 }
 
+bool LostPeer(const std::string& line, int own, int peer) {
+  if (peer == own) return false;
+  if (NamesPeer(line, own, peer)) return true;
+  for (size_t at = line.find("rank "); at != std::string::npos; at = line.find("rank ", at + 1)) {
+    const char* digits = line.c_str() + at + 5;
+    if (std::isdigit(static_cast<unsigned char>(*digits)) && std::atoi(digits) != own) return false;  // another rank
+  }
+  for (const char* lost : {"Connection reset by peer", "Connection closed by peer", "Broken pipe"}) {
+    if (line.find(lost) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::string NewRunId() {
   std::random_device device;
   const uint64_t id = (static_cast<uint64_t>(device()) << 32) ^ device() ^
@@ -262,7 +275,7 @@ int LaunchLocal(const LaunchOptions& options) {
     int rank;
     std::string line;  // the worker's error line, or how it died
     // Died from a signal the launcher did not send, with no line of its
-    // own: it goes before a peer's line that names it (below).
+    // own: it goes before a peer's line that lost it (below).
     bool killed = false;
   };
   std::vector<Failure> failures;
@@ -347,11 +360,11 @@ int LaunchLocal(const LaunchOptions& options) {
   }
   // A killed worker's peers may report losing it before it can be reaped
   // (its sockets close while it exits): its death goes before the first
-  // line that names it as the peer.
+  // line that lost it (LostPeer).
   for (size_t j = 0; j < failures.size(); ++j) {
     if (!failures[j].killed) continue;
     for (size_t i = 0; i < j; ++i) {
-      if (NamesPeer(failures[i].line, failures[i].rank, failures[j].rank)) {
+      if (LostPeer(failures[i].line, failures[i].rank, failures[j].rank)) {
         std::rotate(failures.begin() + static_cast<long>(i), failures.begin() + static_cast<long>(j),
                     failures.begin() + static_cast<long>(j) + 1);
         break;

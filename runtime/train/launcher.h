@@ -37,6 +37,12 @@ int LaunchLocal(const LaunchOptions& options);
 // workers' lines say "... from rank N", "to rank N", "connecting to rank
 // N"). LaunchLocal reports a worker killed by a signal before such a line.
 bool NamesPeer(const std::string& line, int own, int peer);
+// Whether rank `own`'s error line could be the loss of rank `peer`: it names
+// it (NamesPeer), or it reports a connection its peer closed or reset
+// without naming any other rank (a collective's Gloo error names an address,
+// not a rank). LaunchLocal reports a worker killed by a signal it did not
+// send before such a line.
+bool LostPeer(const std::string& line, int own, int peer);
 
 // A fresh run id: 16 random hex digits.
 std::string NewRunId();

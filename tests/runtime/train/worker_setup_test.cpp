@@ -214,6 +214,18 @@ TEST_CASE("the launcher tells a line about a lost peer from a rank's own error",
   CHECK(NamesPeer("pplab: error: rank 3: connecting to rank 12 (up): timed out", 3, 12));
   CHECK_FALSE(NamesPeer("pplab: error: rank 3: connecting to rank 12 (up): timed out", 3, 1));
   CHECK_FALSE(NamesPeer("pplab: error: rank 1: step 3: the loss is NaN", 1, 0));
+  // A collective's Gloo error names an address, not the rank it lost: any
+  // peer's death explains it, unless it names another rank.
+  const std::string reset =
+      "pplab: error: rank 0: rank 0 in all-reduce: [./gloo/transport/tcp/pair.cc:589] Read error "
+      "[127.0.0.1]:51593: Connection reset by peer";
+  CHECK_FALSE(NamesPeer(reset, 0, 1));
+  CHECK(LostPeer(reset, 0, 1));
+  CHECK(LostPeer(reset, 0, 3));
+  CHECK_FALSE(LostPeer(reset, 0, 0));
+  CHECK(LostPeer(lost, 0, 1));        // it names rank 1
+  CHECK_FALSE(LostPeer(lost, 0, 2));  // it names rank 1, not 2
+  CHECK_FALSE(LostPeer("pplab: error: rank 1: step 3: the loss is NaN", 1, 0));
 }
 
 }  // namespace pplab

@@ -244,21 +244,35 @@ CostModel Recomputed(const CostModel& costs, bool recompute) {
   return WithRecompute(costs, all);
 }
 
-// Costs one candidate of family `name`: `lowered` is its lowered schedule
-// (unused for zb-auto, which searches its order here for these costs and,
-// as its activation limit on each rank, the room beside that rank's model
-// state). Null when zb-auto finds no order that fits; otherwise the
-// candidate, whose peak memory may exceed the limit (the caller decides).
+// What a candidate's costings with and without recomputation share: the
+// parameters each rank holds (its stages as `placement` puts them) and the
+// stage costs before recomputation.
+struct CandidateBase {
+  std::vector<int64_t> params;
+  CostModel costs;
+};
+CandidateBase BaseCosts(const PlanSearchOptions& o, const GeneratorInfo& gen, const std::vector<RankId>& placement,
+                        const Partition& partition, int mb, bool verbatim) {
+  CandidateBase base;
+  base.params = RankParams(o.config, partition, placement, o.ranks, o.tp);
+  base.costs =
+      CandidateCosts(o, partition, gen.copies, mb, verbatim, *std::max_element(base.params.begin(), base.params.end()));
+  return base;
+}
+
+// Costs one candidate of family `name` from its `base`: `lowered` is its
+// lowered schedule (unused for zb-auto, which searches its order here for
+// these costs and, as its activation limit on each rank, the room beside
+// that rank's model state). Null when zb-auto finds no order that fits;
+// otherwise the candidate, whose peak memory may exceed the limit (the
+// caller decides).
 std::optional<PlanCandidate> CostCandidate(const PlanSearchOptions& o, const std::string& name, const Schedule& lowered,
-                                           const Partition& partition, const std::string& method, int M, int v,
-                                           bool recompute, bool verbatim) {
+                                           const Partition& partition, const CandidateBase& base,
+                                           const std::string& method, int M, int v, bool recompute, bool verbatim) {
   const GeneratorInfo& gen = FindGenerator(name);
   const int mb = o.global_batch / (o.dp * M);
-  const std::vector<RankId> placement = gen.needs_costs ? LoopPlacement(o.ranks, o.ranks * v) : lowered.placement;
-  const std::vector<int64_t> params = RankParams(o.config, partition, placement, o.ranks, o.tp);
-  const CostModel costs = Recomputed(
-      CandidateCosts(o, partition, gen.copies, mb, verbatim, *std::max_element(params.begin(), params.end())),
-      recompute);
+  const std::vector<int64_t>& params = base.params;
+  const CostModel costs = Recomputed(base.costs, recompute);
   // fp32 weights, gradients and AdamW's two moments: 16 bytes per parameter,
   // in bf16 runs too (fp32 master weights and optimizer state).
   std::vector<Bytes> memory(o.ranks, 0);
@@ -325,8 +339,10 @@ std::optional<PlanCandidate> FitByLayerLimits(const PlanSearchOptions& o, const 
   std::vector<int> limit(o.ranks, o.config.num_hidden_layers);
   while (true) {
     const Partition p = PartitionByCompute(o.config, placement, o.seq_len, limit);
-    std::optional<PlanCandidate> c = CostCandidate(o, start.schedule, lowered, p, "fitted", start.microbatches,
-                                                   start.virtual_stages, start.recompute, false);
+    std::optional<PlanCandidate> c =
+        CostCandidate(o, start.schedule, lowered, p,
+                      BaseCosts(o, FindGenerator(start.schedule), placement, p, start.microbatch_size, false), "fitted",
+                      start.microbatches, start.virtual_stages, start.recompute, false);
     ++simulations;
     if (!c) return std::nullopt;
     if (c->peak_memory <= o.memory_per_rank) return c;
@@ -399,9 +415,9 @@ CandidateModel CandidateCostModel(const PlanSearchOptions& options, const PlanCa
   o.sequence_parallel = c.sequence_parallel;
   CandidateModel model;
   model.schedule = Simulated(o, CandidateSchedule(c));
-  const std::vector<int64_t> params = RankParams(o.config, c.partition, model.schedule.placement, o.ranks, o.tp);
-  model.costs = Recomputed(CandidateCosts(o, c.partition, FindGenerator(c.schedule).copies, c.microbatch_size,
-                                          c.measured_costs, *std::max_element(params.begin(), params.end())),
+  model.costs = Recomputed(BaseCosts(o, FindGenerator(c.schedule), model.schedule.placement, c.partition,
+                                     c.microbatch_size, c.measured_costs)
+                               .costs,
                            c.recompute);
   return model;
 }
@@ -478,9 +494,11 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
           const bool verbatim = meta && o.tp == 1 && v == 1 && gen.copies == 1 && S == o.profile->NumStages() &&
                                 meta->ranks == o.ranks && partition.ToString() == meta->partition &&
                                 mb == meta->microbatch_size;
+          const CandidateBase base = BaseCosts(o, gen, gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement,
+                                               partition, mb, verbatim);
           for (const bool recompute : o.recompute) {
             std::optional<PlanCandidate> c =
-                CostCandidate(o, name, schedule, partition, method, M, v, recompute, verbatim);
+                CostCandidate(o, name, schedule, partition, base, method, M, v, recompute, verbatim);
             ++result.simulated;
             if (c && !seen_memory) result.smallest_memory = c->peak_memory;
             if (c) result.smallest_memory = std::min(result.smallest_memory, c->peak_memory);

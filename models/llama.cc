@@ -9,6 +9,7 @@
 
 #include "models/pretrained.h"
 #include "runtime/exec/autocast.h"
+#include "runtime/exec/weight_grads.h"
 #include "schedules/error.h"
 
 // at::scaled_dot_product_attention came in LibTorch 2.0, its enable_gqa
@@ -58,23 +59,6 @@ torch::Tensor CachedCast(const torch::Tensor& t, c10::ScalarType dtype, c10::Dev
   return !t.defined() || t.scalar_type() == dtype ? t : at::autocast::cached_cast(dtype, t, device);
 }
 
-// `weight` (and `bias`) of a linear layer as x (..., in) -> (..., out).
-// Under autocast the weight is cast here, through autocast's cache, and not
-// by autocast inside linear: LibTorch's linear hands autocast the transposed
-// weight, a view, which it never caches (so on the CPU with 1.13 and 2.6,
-// and on CUDA with 2.11, as measured on an H100 on 2026-11-27, every
-// microbatch cast every weight again). Cast here, the casts of a step's
-// microbatches are one inside an AutocastCacheScope. The values and the
-// gradients are the same: casting and transposing commute.
-torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {}) {
-  const c10::DeviceType device = x.device().type();
-  const c10::ScalarType dtype = AutocastComputeDtype(device, weight.scalar_type());
-  return torch::nn::functional::linear(x, CachedCast(weight, dtype, device), CachedCast(bias, dtype, device));
-}
-torch::Tensor Project(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return Project(x, layer->weight, layer->bias);
-}
-
 // Tensor parallelism's two operators (Megatron-LM's f and g): where a split
 // region starts, the input passes as it is and its gradient is summed over
 // the group (fused with the projections there, ColumnProjections); where it
@@ -91,8 +75,33 @@ using GroupRef = c10::intrusive_ptr<GroupHolder>;
 void KeepGroup(torch::autograd::AutogradContext* ctx, const GroupRef& group) {
   ctx->saved_data["group"] = c10::IValue::make_capsule(group);
 }
-GroupHolder& GroupOf(torch::autograd::AutogradContext* ctx) {
-  return *c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
+GroupRef GroupRefOf(torch::autograd::AutogradContext* ctx) {
+  return c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
+}
+GroupHolder& GroupOf(torch::autograd::AutogradContext* ctx) { return *GroupRefOf(ctx); }
+
+// Where a forward's projections defer their weights' gradients
+// (runtime/exec/weight_grads.h), with the weights to accumulate them into.
+struct DeferHolder : torch::CustomClassHolder {
+  DeferHolder(std::shared_ptr<DeferredWeightGrads> t, std::vector<torch::Tensor> w)
+      : to(std::move(t)), weights(std::move(w)) {}
+  std::shared_ptr<DeferredWeightGrads> to;
+  std::vector<torch::Tensor> weights;
+};
+DeferHolder* DeferOf(torch::autograd::AutogradContext* ctx) {
+  const auto it = ctx->saved_data.find("defer");
+  if (it == ctx->saved_data.end()) return nullptr;
+  return static_cast<DeferHolder*>(it->second.toCapsule().get());
+}
+
+// param.grad += g, as autograd accumulates a leaf's gradient.
+void AccumulateGrad(const torch::Tensor& param, const torch::Tensor& g) {
+  torch::Tensor& grad = param.mutable_grad();
+  if (grad.defined()) {
+    grad.add_(g);
+  } else {
+    grad = g;
+  }
 }
 
 // Summed over the group, in a new contiguous tensor.
@@ -140,8 +149,10 @@ struct ReduceScatterPositions : torch::autograd::Function<ReduceScatterPositions
 // is kept for the backward, once, in the dtype the matmuls ran in (bf16
 // under autocast), not the gathered tensor T times its size: the backward
 // gathers it again for the weights' gradients. Each gradient is computed
-// only when the backward pass asks for it (the I and W passes of a split
-// backward ask for the input's and the weights' apart).
+// only when the backward pass asks for it. When the forward ran for a split
+// backward (a DeferWeightGradsScope), the weights' products are left to its
+// W pass, which gathers x again under sequence parallelism; the biases'
+// sums are cheap and are made at once.
 //
 // The backward overlaps its collectives with its matmuls, as Megatron-LM
 // does: the gather for the weights' gradients starts first and runs while
@@ -155,11 +166,15 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
                                                 at::TensorList weights, at::TensorList biases, const GroupRef& group) {
     if (group) KeepGroup(ctx, group);
     ctx->saved_data["split"] = static_cast<bool>(group);
+    if (std::shared_ptr<DeferredWeightGrads> to = DeferWeightGradsScope::Current()) {
+      ctx->saved_data["defer"] =
+          c10::IValue::make_capsule(c10::make_intrusive<DeferHolder>(std::move(to), weights.vec()));
+    }
     const c10::DeviceType device = x.device().type();
     const c10::ScalarType dtype = AutocastComputeDtype(device, x.scalar_type());
-    // Weights in the matmuls' dtype through autocast's cache, as Project
-    // casts the other layers': once a step inside an AutocastCacheScope, not
-    // once a microbatch. The backward uses the same casts.
+    // Weights in the matmuls' dtype through autocast's cache (why: Project):
+    // once a step inside an AutocastCacheScope, not once a microbatch. The
+    // backward uses the same casts.
     const torch::Tensor mine = x.to(dtype).contiguous();
     const torch::Tensor all = group && group->tp.Sequence() ? group->comm->AllGather(mine, kPositions) : mine;
     torch::autograd::variable_list out, saved = {mine};
@@ -187,8 +202,9 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
     const c10::ScalarType weight_dtype = ctx->saved_data["weight_dtype"].toScalarType();
     bool weight_grads = false;
     for (size_t i = 0; i < n; ++i) weight_grads = weight_grads || ctx->needs_input_grad(1 + i);
+    DeferHolder* defer = weight_grads ? DeferOf(ctx) : nullptr;
     std::unique_ptr<StartedCollective> gathered;  // every position, for the weights' gradients
-    if (sequence && weight_grads) gathered = group->comm->StartAllGather(mine, kPositions);
+    if (sequence && weight_grads && defer == nullptr) gathered = group->comm->StartAllGather(mine, kPositions);
     torch::autograd::variable_list out(1 + n + biases + 1);  // x, weights, biases, the group
     std::unique_ptr<StartedCollective> summed;
     if (ctx->needs_input_grad(0)) {
@@ -205,16 +221,53 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
         summed = sequence ? group->comm->StartReduceScatter(g, kPositions) : group->comm->StartAllReduceSum(g);
       }
     }
+    std::vector<torch::Tensor> deferred_grads, deferred_weights;
     const torch::Tensor all = gathered ? gathered->Wait() : mine;
     for (size_t i = 0; i < n; ++i) {
       const torch::Tensor g2 = grads[i].to(dtype).reshape({-1, grads[i].size(-1)});
-      if (ctx->needs_input_grad(1 + i)) out[1 + i] = g2.t().mm(all.reshape({-1, all.size(-1)})).to(weight_dtype);
+      if (ctx->needs_input_grad(1 + i)) {
+        if (defer != nullptr) {
+          deferred_grads.push_back(g2);
+          deferred_weights.push_back(defer->weights[i]);
+        } else {
+          out[1 + i] = g2.t().mm(all.reshape({-1, all.size(-1)})).to(weight_dtype);
+        }
+      }
       if (i < biases && ctx->needs_input_grad(1 + n + i)) out[1 + n + i] = g2.sum(0).to(weight_dtype);
+    }
+    if (defer != nullptr) {
+      const GroupRef gather = sequence ? GroupRefOf(ctx) : GroupRef();
+      defer->to->Add(
+          [grads = std::move(deferred_grads), weights = std::move(deferred_weights), mine, gather, weight_dtype] {
+            torch::NoGradGuard no_graph;
+            const torch::Tensor x = gather ? gather->comm->AllGather(mine, kPositions) : mine;
+            const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
+            for (size_t i = 0; i < grads.size(); ++i) AccumulateGrad(weights[i], grads[i].t().mm(x2).to(weight_dtype));
+          });
     }
     if (summed) out[0] = summed->Wait();
     return out;
   }
 };
+
+// `weight` (and `bias`) of a linear layer as x (..., in) -> (..., out): the
+// one projection of a ColumnProjections without a group, so that its
+// weight's gradient can wait for a split backward's W. Under autocast the
+// weight is cast there, through autocast's cache, and not by autocast
+// inside linear: LibTorch's linear hands autocast the transposed weight, a
+// view, which it never caches (so on the CPU with 1.13 and 2.6, and on CUDA
+// with 2.11, as measured on an H100 on 2026-11-27, every microbatch cast
+// every weight again). Cast there, the casts of a step's microbatches are
+// one inside an AutocastCacheScope. The values and the gradients are the
+// same: casting and transposing commute.
+torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {}) {
+  const std::vector<torch::Tensor> biases =
+      bias.defined() ? std::vector<torch::Tensor>{bias} : std::vector<torch::Tensor>{};
+  return ColumnProjections::apply(x, at::TensorList(weight), at::TensorList(biases), GroupRef())[0];
+}
+torch::Tensor Project(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return Project(x, layer->weight, layer->bias);
+}
 
 // A projection whose output the group sums (row-parallel): x (..., in / T)
 // -> (..., out), with its bias, held whole, added once after the sum; under

@@ -69,6 +69,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
              "workspace_bytes",
              "forward_workspace_bytes",
              "backward_workspace_bytes",
+             "backward_input_workspace_bytes",
              "recomputed_bytes",
              "message_bytes",
              "input_bytes",
@@ -111,6 +112,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   for (const auto& [key, out] :
        {std::pair<const char*, std::optional<Bytes>*>{"forward_workspace_bytes", &cost.forward_workspace_bytes},
         {"backward_workspace_bytes", &cost.backward_workspace_bytes},
+        {"backward_input_workspace_bytes", &cost.backward_input_workspace_bytes},
         {"input_grad_bytes", &cost.input_grad_bytes},
         {"input_bytes", &cost.input_bytes},
         {"forward_send_bytes", &cost.forward_send_bytes}}) {
@@ -265,6 +267,7 @@ json StageToJson(const StageCost& c) {
   if (c.workspace_bytes != 0) j["workspace_bytes"] = c.workspace_bytes;
   if (c.forward_workspace_bytes) j["forward_workspace_bytes"] = *c.forward_workspace_bytes;
   if (c.backward_workspace_bytes) j["backward_workspace_bytes"] = *c.backward_workspace_bytes;
+  if (c.backward_input_workspace_bytes) j["backward_input_workspace_bytes"] = *c.backward_input_workspace_bytes;
   if (c.recomputed_bytes != 0) j["recomputed_bytes"] = c.recomputed_bytes;
   j["message_bytes"] = c.message_bytes;
   if (c.input_bytes) j["input_bytes"] = *c.input_bytes;

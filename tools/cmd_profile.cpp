@@ -162,11 +162,13 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
     if (o.dp > 1) PutSpread(stage, "reduce_grad", p.reduce_grad);
     stage.update(json{{"activation_bytes", p.activation_bytes},
                       {"weight_grad_bytes", p.weight_grad_bytes},
-                      // The larger of F's and B's temporaries.
-                      {"workspace_bytes", std::max(p.forward_transient_bytes, p.backward_transient_bytes)},
-                      // Each kind's own: F's, and B's (for B, I and W).
+                      // The largest of F's, B's and I's temporaries.
+                      {"workspace_bytes", std::max({p.forward_transient_bytes, p.backward_transient_bytes,
+                                                    p.backward_input_transient_bytes})},
+                      // Each kind's own: F's, B's (for B and W) and I's.
                       {"forward_workspace_bytes", p.forward_transient_bytes},
                       {"backward_workspace_bytes", p.backward_transient_bytes},
+                      {"backward_input_workspace_bytes", p.backward_input_transient_bytes},
                       // What the stage sends: its outputs, or on the last stage its input gradient.
                       {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes},
                       // What the stage keeps from F to B when it is recomputed.
@@ -188,7 +190,8 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                             {"backward_message_bytes", p.backward_message_bytes},
                             {"output_bytes", p.output_bytes},
                             {"forward_transient_bytes", p.forward_transient_bytes},
-                            {"backward_transient_bytes", p.backward_transient_bytes}});
+                            {"backward_transient_bytes", p.backward_transient_bytes},
+                            {"backward_input_transient_bytes", p.backward_input_transient_bytes}});
   }
   json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"step", StepJson(r.step)}};
   // How the transport that carried the messages holds their buffers

@@ -63,18 +63,19 @@ Link TpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && TpSpansN
 // per microbatch of `mb` sequences, each a ring over T of the (mb, seq_len,
 // hidden) activation: in the activation's dtype (e bytes a value) where
 // they carry activations or their bf16 gradients, in fp32 where they sum an
-// input's gradient or the embedding's rows. Without sequence parallelism:
-// two all-reduces per layer in F (the partial outputs, e), two in each of
-// B, I and W (the input's gradient, fp32; W runs the backward to the
-// weights again), one more there on the last stage (the head's input
-// gradient), and one in F on the first stage (the embedding's rows). With
-// it, per split region (two a layer): F all-gathers the input (e) and
+// input's gradient or the embedding's rows. A split backward's I runs the
+// backward chain and W only the weights' products (runtime/exec/
+// weight_grads.h). Without sequence parallelism: two all-reduces per layer
+// in F (the partial outputs, e), two in B and in I (the input's gradient,
+// fp32), one more there on the last stage (the head's input gradient), none
+// in W, and one in F on the first stage (the embedding's rows). With it,
+// per split region (two a layer): F all-gathers the input (e) and
 // reduce-scatters the output (e); B all-gathers the output's gradient (e),
 // gathers the input again for the weights' gradients (e) and
-// reduce-scatters the input's gradient (fp32); I skips the second gather,
-// W does all three. The head is a region's entry. On the first stage the
+// reduce-scatters the input's gradient (fp32); I does the first and the
+// last, W the second. The head is a region's entry. On the first stage the
 // embedding's rows are reduce-scattered in F, and its gradient gathered in
-// B and W (fp32). The vocabulary-parallel loss's two all-reduces of
+// B or I (fp32). The vocabulary-parallel loss's two all-reduces of
 // mb seq_len values are left out (1 / hidden of one of these).
 struct TensorParallelTimes {
   TimeNs forward = 0, backward = 0, backward_input = 0, backward_weight = 0;
@@ -88,16 +89,16 @@ TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int s, int P,
   if (!o.sequence_parallel) {
     const TimeNs backward = (2 * layers + (head ? 1 : 0)) * RingAllReduceTime(fp32, ring);
     const TimeNs forward = 2 * layers * RingAllReduceTime(e, ring) + (embedding ? RingAllReduceTime(fp32, ring) : 0);
-    return {forward, backward, backward, backward};
+    return {forward, backward, backward, 0};
   }
   const TimeNs gather = RingAllGatherTime(e, ring);
   const TimeNs half32 = RingAllGatherTime(fp32, ring);  // a reduce-scatter moves what an all-gather does
   const int regions = 2 * layers;
   TensorParallelTimes t;
   t.forward = regions * 2 * gather + (head ? gather : 0) + (embedding ? half32 : 0);
-  t.backward_input = regions * (gather + half32) + (head ? half32 : 0);
-  t.backward = regions * (2 * gather + half32) + (head ? gather + half32 : 0) + (embedding ? half32 : 0);
-  t.backward_weight = t.backward;
+  t.backward_input = regions * (gather + half32) + (head ? half32 : 0) + (embedding ? half32 : 0);
+  t.backward_weight = regions * gather + (head ? gather : 0);
+  t.backward = t.backward_input + t.backward_weight;
   return t;
 }
 // Messages between pipeline ranks that any replica puts on two nodes take

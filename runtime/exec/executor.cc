@@ -3,7 +3,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <set>
 
 #include "runtime/comm/device_wait.h"
 #include "runtime/exec/autocast.h"
@@ -38,7 +40,11 @@ TensorList AsStageInputs(const TensorList& list) {
 at::Tensor RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inputs, const LossFn* loss,
                             const at::Tensor& targets, double loss_scale) {
   slot.inputs = AsStageInputs(inputs);
-  TensorList outputs = stage.Forward(slot.inputs);
+  TensorList outputs;
+  {
+    DeferWeightGradsScope defer(slot.deferred);
+    outputs = stage.Forward(slot.inputs);
+  }
   if (loss == nullptr) {
     slot.outputs = std::move(outputs);
     return {};
@@ -58,23 +64,13 @@ void RunBackwardAction(StageSlot& slot) {
   slot.output_grads.clear();
 }
 
-void RunBackwardInputAction(StageSlot& slot) {
-  const TensorList ins = Floats(slot.inputs);
-  slot.input_grads = ins.empty() ? TensorList{}
-                                 : torch::autograd::grad(Floats(slot.outputs), ins, slot.output_grads,
-                                                         /*retain_graph=*/true);
-}
+// The same backward as B: the products that F recorded for deferral hand
+// their weights' gradients to slot.deferred instead of computing them. The
+// other parameters' gradients (norms, biases, the embedding) are made here.
+void RunBackwardInputAction(StageSlot& slot) { RunBackwardAction(slot); }
 
-void RunBackwardWeightAction(Stage& stage, StageSlot& slot) {
-  std::vector<at::Tensor> params;
-  for (auto& [name, p] : stage.NamedParameters()) {
-    if (p.requires_grad()) params.push_back(p);
-  }
-  torch::autograd::backward(Floats(slot.outputs), slot.output_grads, /*retain_graph=*/false,
-                            /*create_graph=*/false, params);
-  slot.inputs.clear();
-  slot.outputs.clear();
-  slot.output_grads.clear();
+void RunBackwardWeightAction(StageSlot& slot) {
+  if (slot.deferred) slot.deferred->Run();
 }
 
 int64_t MessageTag(const Schedule& schedule, const Action& a) {
@@ -137,6 +133,17 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   auto now = [&]() -> TimeNs { return clock.Mark(); };
   const int step_begin = clock.Mark();
   std::map<std::pair<StageId, MicrobatchId>, StageSlot> slots;
+  // The (stage, microbatch) pairs whose backward is split into I and W: their
+  // forwards defer the weights' products to W.
+  std::set<std::pair<StageId, MicrobatchId>> split;
+  for (const Action& a : schedule_.programs[rank_]) {
+    if (!IsCompute(a.kind)) continue;
+    const ComputeParts parts = PartsOf(a);
+    for (int i = 0; i < parts.count; ++i) {
+      if (parts.part[i].kind == ActionKind::kBackwardInput)
+        split.insert({parts.part[i].stage, parts.part[i].microbatch});
+    }
+  }
   // The losses this rank computes, left on the device until the step ends.
   std::map<MicrobatchId, at::Tensor> losses;
   const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() : 0;
@@ -241,6 +248,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         } else {
           inputs = slots[{s - 1, m}].outputs;
         }
+        if (split.count({s, m}) > 0) slot.deferred = std::make_shared<DeferredWeightGrads>();
         std::optional<torch::NoGradGuard> no_graph;
         if (recomputes(s)) no_graph.emplace();
         at::Tensor loss = RunForwardAction(*stages_[s], slot, inputs, loss_fn, microbatches[m].targets, loss_scale);
@@ -269,7 +277,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         return;
       }
       case ActionKind::kBackwardWeight:
-        RunBackwardWeightAction(*stages_[s], slot);
+        RunBackwardWeightAction(slot);
         return;
       default:
         throw Error("executor: " + FormatAction(part) + " is not a compute action");

@@ -4,8 +4,8 @@
 // activation otherwise) and keeps what backward needs; on the last stage it
 // also computes the microbatch's loss. B backpropagates the output gradient
 // (from the next stage, or 1 for the loss) into the parameters' .grad and the
-// input; I computes only the input gradient and keeps the graph; W then
-// computes only the weight gradients from it. A stage listed in
+// input; I runs the backward chain for the input's gradient and leaves the
+// weights' matrix products to W (runtime/exec/weight_grads.h). A stage listed in
 // ExecutorOptions::recompute keeps only its inputs between F and B: its F
 // runs without autograd, and its B (or I) runs the forward again first.
 // Stage boundaries are cut with detach(), so each stage's autograd graph is
@@ -22,11 +22,13 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <vector>
 
 #include "runtime/comm/transport.h"
 #include "runtime/exec/stage.h"
+#include "runtime/exec/weight_grads.h"
 #include "schedules/schedule.h"
 #include "traces/timeline.h"
 
@@ -126,6 +128,9 @@ struct StageSlot {
   TensorList outputs;       // stage outputs as produced (on the last stage: {loss})
   TensorList output_grads;  // gradient of each floating output (for B, or kept from I for W)
   TensorList input_grads;   // gradient of each floating input, once B/I ran
+  // Set before F when the backward is split: where the forward's matrix
+  // products leave their weights' gradients, from I to W.
+  std::shared_ptr<DeferredWeightGrads> deferred;
 };
 
 // The compute actions exactly as the executor runs them; the profiler
@@ -139,10 +144,12 @@ at::Tensor RunForwardAction(Stage& stage, StageSlot& slot, const TensorList& inp
 // B: backpropagates slot.output_grads (empty for the loss) into the
 // parameters' .grad and slot.input_grads, and frees the graph.
 void RunBackwardAction(StageSlot& slot);
-// I: slot.input_grads only; the graph and output_grads stay for W.
+// I: the backward into slot.input_grads and the parameters' .grad, with the
+// weights' matrix products deferred to slot.deferred (which F set); frees
+// the graph. Without slot.deferred the whole backward runs here.
 void RunBackwardInputAction(StageSlot& slot);
-// W: the parameters' gradients from the graph I kept; frees it.
-void RunBackwardWeightAction(Stage& stage, StageSlot& slot);
+// W: the products I deferred, into the parameters' .grad.
+void RunBackwardWeightAction(StageSlot& slot);
 
 class Executor {
  public:

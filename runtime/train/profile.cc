@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
@@ -12,6 +13,7 @@
 #include "runtime/exec/autocast.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
+#include "runtime/exec/weight_grads.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/flat_params.h"
 #include "runtime/train/model_copies.h"
@@ -170,6 +172,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
       {
         StageInput& in = inputs.at(s);
         StageSlot slot;
+        if (split) slot.deferred = std::make_shared<DeferredWeightGrads>();  // as the executor sets it
         // The output gradient exists before `before`: what B or I uses of a
         // message the cost model counts as the message's (MessageMemory),
         // not as what F or I holds.
@@ -196,8 +199,11 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
         } else {
           b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardInputAction(slot); }));
           slot.input_grads.clear();  // sent to the previous stage
-          if (measured) held[s].push_back(meter.Live() - before);
-          w_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardWeightAction(*stage, slot); }));
+          if (measured) {
+            held[s].push_back(meter.Live() - before);
+            b_transient[s].push_back(meter.Peak() - before_backward);
+          }
+          w_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardWeightAction(slot); }));
         }
         if (measured) forward_ms[s].push_back(f);
       }
@@ -224,6 +230,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
       p.backward_input = tail(b_ms[s]);
       p.backward_weight = tail(w_ms[s]);
       p.weight_grad_bytes = MedianBytes(held[s]);
+      p.backward_input_transient_bytes = MedianBytes(b_transient[s]);
     }
   }
 }

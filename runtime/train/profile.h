@@ -84,8 +84,10 @@ struct StageProfile {
   // and still alive after it, with the graph alive: held until B or I.
   Bytes activation_bytes = 0;
   // Allocated from the start of F and still alive after I, once the input
-  // gradient is sent: held until W (the output gradient, which I keeps
-  // for W too, not counted: the cost model holds it as a message's).
+  // gradient is sent: what the deferred weight products keep until W, each
+  // projection's input and output gradient (runtime/exec/weight_grads.h;
+  // the stage's output gradient, which one of them keeps, not counted: the
+  // cost model holds it as a message's).
   Bytes weight_grad_bytes = 0;
   // Wire bytes (WireBytes, in ProfileOptions::wire_dtype) of the stage's
   // forward message (its outputs; 0 on the last stage) and backward message
@@ -99,9 +101,11 @@ struct StageProfile {
   // stage is recomputed (sim/recompute.h).
   Bytes input_bytes = 0;
   // Transient memory the cost model does not hold: the peak of live bytes
-  // during F above what F leaves allocated, and during B above what was
-  // live when B started (temporaries freed before the action ends).
-  Bytes forward_transient_bytes = 0, backward_transient_bytes = 0;
+  // during F above what F leaves allocated, and during B and during I above
+  // what was live when it started (temporaries freed before the action
+  // ends; an I also keeps its weight products' tensors while it frees the
+  // activations).
+  Bytes forward_transient_bytes = 0, backward_transient_bytes = 0, backward_input_transient_bytes = 0;
   // Bytes the transport's Send of the forward message added to what was
   // live (a copy of the outputs, or nothing when it sends them as they
   // are); unset when the next stage is on this rank.

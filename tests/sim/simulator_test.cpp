@@ -662,9 +662,15 @@ TEST_CASE("F and B count their own workspace where the stage gives each", "[sim]
   c.backward_workspace_bytes = 300;
   CHECK(c.WorkspaceOf(ActionKind::kForward) == 100);
   CHECK(c.WorkspaceOf(ActionKind::kBackwardWeight) == 300);
+  CHECK(c.WorkspaceOf(ActionKind::kBackwardInput) == 300);  // I falls back to B's
+  c.backward_input_workspace_bytes = 400;
+  CHECK(c.WorkspaceOf(ActionKind::kBackwardInput) == 400);
+  CHECK(c.WorkspaceOf(ActionKind::kBackwardWeight) == 300);
+  CHECK(c.WorkspaceOf(ActionKind::kBackward) == 300);
   const CostModel back = CostModel::FromJson(CostModel::Uniform(2, c, {}).ToJson(), "t");
   CHECK(back.Stage(1).forward_workspace_bytes == Bytes{100});
   CHECK(back.Stage(1).backward_workspace_bytes == Bytes{300});
+  CHECK(back.Stage(1).backward_input_workspace_bytes == Bytes{400});
 }
 
 TEST_CASE("an I keeps the output gradients it used until its W, as the executor does", "[sim]") {

@@ -876,9 +876,11 @@ TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T
   CHECK(sp.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act);
   CHECK(sp.peak_memory < plain.peak_memory);
   // Split backward: I reduce-scatters the input's gradient and gathers the
-  // exit's (12), plus the head's reduce-scatter (1); W does what B does.
+  // exit's (12), plus the head's reduce-scatter and the embedding's gather
+  // (2); W gathers each region's input and the head's for the weights'
+  // products (7): together what B does.
   o.schedules = {"zb-h1"};
-  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 14 * g) + (f2 + 13 * g) + (f2 + 21 * g));
+  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 14 * g) + (f2 + 14 * g) + (f2 + 7 * g));
   // A sequence the group cannot split is refused.
   o.seq_len = 15;
   CHECK_THROWS_WITH(SearchPlans(o), "--sequence-parallel: the sequence length 15 is not a multiple of 2 (--tp)");

@@ -6,7 +6,6 @@
 
 #include <memory>
 #include <set>
-#include <string>
 #include <vector>
 
 namespace pplab {
@@ -27,17 +26,6 @@ inline const torch::autograd::Node* CastNodeOf(const at::Tensor& output, const a
     }
   }
   return nullptr;
-}
-
-// Whether a Llama stage projects this weight's input together with others
-// (q/k/v, gate/up: ColumnProjections in models/llama.cc), casting the weight
-// inside that function: the node that feeds its accumulator is then the
-// function's own, one a forward, and the shared cast is not a node.
-inline bool IsFusedProjectionWeight(const std::string& name) {
-  for (const char* part : {"q_proj.", "k_proj.", "v_proj.", "gate_proj.", "up_proj."}) {
-    if (name.find(part) != std::string::npos) return true;
-  }
-  return false;
 }
 
 }  // namespace pplab

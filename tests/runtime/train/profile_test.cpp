@@ -8,11 +8,13 @@
 #include <set>
 
 #include "models/llama.h"
+#include "models/partition.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/exec/autocast.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/train/batches.h"
 #include "runtime/train/profile_words.h"
+#include "tools/plan_costs.h"
 
 namespace pplab {
 namespace {
@@ -80,8 +82,16 @@ TEST_CASE("a stage's measured activation bytes cover its output and grow linearl
     CHECK(one[s].activation_bytes >= one[s].output_bytes);
     const double ratio = static_cast<double>(two[s].activation_bytes) / static_cast<double>(one[s].activation_bytes);
     CHECK(ratio == Approx(2.0).epsilon(0.1));
-    // I keeps the graph for W, so it holds at least the activations.
-    CHECK(one[s].weight_grad_bytes >= one[s].activation_bytes);
+    // I keeps for W only each projection's input and output gradient (the
+    // planner's StageWeightGradBytes, less the received output gradient on
+    // stage 0), not the graph: within one (B,T,C) float of that formula
+    // (autograd reuses a summed gradient's buffer or not, by arrival order),
+    // and below the activations.
+    const LlamaConfig config = LlamaPreset("tiny");
+    const double formula = cli::StageWeightGradBytes(config, PartitionUniform(config, 2), s, 1, T, Precision::kFp32) -
+                           (s == 0 ? T * C * 4 : 0);
+    CHECK(static_cast<double>(one[s].weight_grad_bytes) == Approx(formula).margin(T * C * 4));
+    CHECK(one[s].weight_grad_bytes < one[s].activation_bytes);
   }
   // The messages: stage 0 sends (hidden (B,T,C) float, mask (B,T) int64) and a 512-byte header.
   CHECK(two[0].forward_message_bytes == 2 * T * C * 4 + 2 * T * 8 + 512);
@@ -181,6 +191,7 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
   a.forward_send_bytes = 42;
   a.input_received = true;
   a.cast_weight_bytes = 7;
+  a.backward_input_transient_bytes = 9;
   StageProfile b = a;
   b.stage = 4;
   b.forward_send_bytes.reset();
@@ -206,6 +217,7 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
   CHECK(got.forward_send_bytes == std::optional<Bytes>(42));
   CHECK(got.input_received);
   CHECK(got.cast_weight_bytes == 7);
+  CHECK(got.backward_input_transient_bytes == 9);
   CHECK_FALSE(stages.at(4).forward_send_bytes.has_value());
   REQUIRE(r.links.size() == 1);
   CHECK(r.links[0].bandwidth_gbps == 3.25);

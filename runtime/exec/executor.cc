@@ -413,6 +413,45 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   return result;
 }
 
+void WarmUpStages(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,
+                  const std::vector<MicrobatchData>& microbatches, const LossFn& loss) {
+  if (microbatches.empty()) return;
+  const MicrobatchData& any = microbatches.front();
+  const at::Tensor& shape_of = any.targets.defined() ? any.targets : any.inputs.at(0);
+  for (StageId s : schedule.StagesOf(rank)) {
+    Stage& stage = *stages.at(s);
+    std::optional<MicrobatchId> enters, leaves;  // a microbatch whose pipeline starts or ends here
+    for (MicrobatchId m = 0; m < static_cast<MicrobatchId>(microbatches.size()); ++m) {
+      if (!enters && schedule.FirstStage(m) == s) enters = m;
+      if (!leaves && schedule.LastStage(m) == s) leaves = m;
+    }
+    TensorList inputs;
+    if (enters) {
+      inputs = microbatches[*enters].inputs;
+    } else {
+      const MessageSpec spec = stage.ReceivedSpec(true, shape_of.size(0), shape_of.size(1));
+      if (spec.empty()) continue;
+      const auto params = stage.NamedParameters();
+      const at::Device device = params.empty() ? shape_of.device() : params.front().second.device();
+      for (const TensorSpec& t : spec) {
+        const auto options = at::TensorOptions().dtype(t.dtype).device(device);
+        inputs.push_back(at::isFloatingType(t.dtype) ? at::zeros(t.shape, options) : at::ones(t.shape, options));
+      }
+    }
+    StageSlot slot;
+    const at::Tensor targets = leaves ? microbatches[*leaves].targets : at::Tensor();
+    RunForwardAction(stage, slot, inputs, leaves ? &loss : nullptr, targets, 1.0);
+    if (!leaves) {
+      for (const at::Tensor& t : Floats(slot.outputs)) slot.output_grads.push_back(at::zeros_like(t));
+    }
+    RunBackwardAction(slot);
+    torch::NoGradGuard no_grad;
+    for (auto& [name, p] : stage.NamedParameters()) {
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
+  }
+}
+
 double MedianDeviceLagMs(const StepResult& result) {
   if (result.host_times.size() != result.events.size()) return 0;
   std::vector<TimeNs> lags;

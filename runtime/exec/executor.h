@@ -115,6 +115,23 @@ struct StepResult {
   TimeNs host_span_ns = 0;
 };
 
+// Runs each of `rank`'s stages once, F then B, on one microbatch and
+// without any message: `microbatches`' data where the stage is a
+// pipeline's first, zeros in the shapes the stage receives (ReceivedSpec;
+// ones for integers, such as the mask) elsewhere, the loss where it is a
+// pipeline's last, and zero output gradients otherwise. The weights do not
+// change; every parameter's gradient is left zero. On a GPU this makes the
+// kernels' first launches, the libraries' set-up (cuBLAS and cuDNN handles
+// and workspaces, lazily opened libraries) and the allocator's first blocks
+// happen before any receive is posted: a first launch that waits for the
+// device to drain would otherwise wait for a posted receive that only a
+// peer in the same state can complete (docs/gpu.md). A stage that declares
+// no received shapes and is not a pipeline's first is skipped. Collectives
+// inside the stages (tensor parallelism) run as in a step, in the same
+// order on every rank of the group.
+void WarmUpStages(const Schedule& schedule, RankId rank, const std::map<StageId, Stage*>& stages,
+                  const std::vector<MicrobatchData>& microbatches, const LossFn& loss);
+
 // The median, over the step's compute actions, of how long after the host
 // issued an action the device started it (event start minus host start), in
 // ms; 0 without compute actions or host times. Near 0 the device waits for

@@ -364,6 +364,12 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     return batches.empty() ? -1.0 : sum / static_cast<double>(batches.size());
   };
   const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
+  // On a GPU, every stage's kernels, libraries and first allocations are set
+  // up before the first step posts a receive (WarmUpStages). The step zeroes
+  // the gradients it leaves.
+  if (device.is_cuda() && first_step < options.steps) {
+    WarmUpStages(schedule, rank, stages, batch(first_step).microbatches, loss);
+  }
   // Align the ranks' clocks: everyone leaves the barrier within a few
   // microseconds and takes that moment as time 0. Twice: on NCCL a barrier is
   // a polled read-back, and ranks that reached the first more than the poll's

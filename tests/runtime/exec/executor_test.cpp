@@ -963,3 +963,78 @@ TEST_CASE("a host that leaves its actions in time is never reported", "[executor
 }
 
 }  // namespace pplab
+
+namespace pplab {
+namespace {
+
+// A stage that counts its forwards and hands on to another.
+class CountingStage : public Stage {
+ public:
+  explicit CountingStage(Stage& inner) : inner_(inner) {}
+  TensorList Forward(const TensorList& inputs) override {
+    ++forwards;
+    for (const at::Tensor& t : inputs) input_dtypes.push_back(t.scalar_type());
+    return inner_.Forward(inputs);
+  }
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() override { return inner_.NamedParameters(); }
+  MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const override {
+    return inner_.ReceivedSpec(forward, rows, seq_len);
+  }
+  int forwards = 0;
+  std::vector<c10::ScalarType> input_dtypes;
+
+ private:
+  Stage& inner_;
+};
+
+}  // namespace
+
+TEST_CASE("a warm-up runs each of a rank's stages once, F and B, and leaves the weights as they were", "[executor]") {
+  // Interleaved on 2 ranks, v=2: rank 0 holds stages 0 (the batch's tokens)
+  // and 2, rank 1 stages 1 and 3 (the loss); stages 1, 2 and 3 get zeros in
+  // the shapes they receive. DualPipeV: each rank holds both ends of a
+  // pipeline.
+  const LlamaConfig c = Tiny(4);
+  const Batch batch = MakeBatch(c, 4, 12, 5);
+  for (const auto& [name, v] : {std::pair<std::string, int>{"interleaved-1f1b", 2}, {"dualpipev", 2}}) {
+    const Schedule schedule = Lower(Generate(name, {2, 4, v}));
+    const Partition partition = MakePartition(c, schedule.ModelStages(), "uniform");
+    std::vector<MicrobatchData> microbatches;
+    const auto inputs = batch.inputs.chunk(4), masks = batch.mask.chunk(4), targets = batch.targets.chunk(4);
+    for (int m = 0; m < 4; ++m) microbatches.push_back({{inputs[m], masks[m]}, targets[m]});
+    for (RankId r = 0; r < 2; ++r) {
+      INFO(name << ", rank " << r);
+      std::vector<std::unique_ptr<Stage>> owned;
+      std::vector<std::unique_ptr<CountingStage>> counted;
+      std::map<StageId, Stage*> stages;
+      std::map<std::string, at::Tensor> before;
+      for (StageId s : schedule.StagesOf(r)) {
+        owned.push_back(BuildLlamaStage(c, partition, schedule.ModelStage(s), 3, torch::kCPU));
+        counted.push_back(std::make_unique<CountingStage>(*owned.back()));
+        stages[s] = counted.back().get();
+        for (auto& [p, t] : owned.back()->NamedParameters()) {
+          before[std::to_string(s) + p] = t.clone();
+          CHECK_FALSE(t.grad().defined());
+        }
+      }
+      WarmUpStages(schedule, r, stages, microbatches, CrossEntropy());
+      for (const auto& stage : counted) {
+        CHECK(stage->forwards == 1);
+        REQUIRE(stage->input_dtypes.size() == 2);  // hidden state or tokens, and the mask
+        CHECK(stage->input_dtypes[1] == torch::kLong);
+      }
+      size_t i = 0;
+      for (StageId s : schedule.StagesOf(r)) {
+        for (auto& [p, t] : owned[i]->NamedParameters()) {
+          INFO("stage " << s << " " << p);
+          CHECK(torch::equal(t, before.at(std::to_string(s) + p)));
+          REQUIRE(t.grad().defined());  // the backward ran
+          CHECK(t.grad().abs().max().item<double>() == 0);
+        }
+        ++i;
+      }
+    }
+  }
+}
+
+}  // namespace pplab

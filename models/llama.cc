@@ -94,13 +94,15 @@ DeferHolder* DeferOf(torch::autograd::AutogradContext* ctx) {
   return static_cast<DeferHolder*>(it->second.toCapsule().get());
 }
 
-// param.grad += g, as autograd accumulates a leaf's gradient.
+// param.grad += g, as autograd accumulates a leaf's gradient. g may be in a
+// narrower dtype (bf16): the sum promotes it exactly, without a cast of its
+// own, as casting first would.
 void AccumulateGrad(const torch::Tensor& param, const torch::Tensor& g) {
   torch::Tensor& grad = param.mutable_grad();
   if (grad.defined()) {
     grad.add_(g);
   } else {
-    grad = g;
+    grad = g.to(param.scalar_type());
   }
 }
 
@@ -237,13 +239,12 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
     }
     if (defer != nullptr) {
       const GroupRef gather = sequence ? GroupRefOf(ctx) : GroupRef();
-      defer->to->Add(
-          [grads = std::move(deferred_grads), weights = std::move(deferred_weights), mine, gather, weight_dtype] {
-            torch::NoGradGuard no_graph;
-            const torch::Tensor x = gather ? gather->comm->AllGather(mine, kPositions) : mine;
-            const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
-            for (size_t i = 0; i < grads.size(); ++i) AccumulateGrad(weights[i], grads[i].t().mm(x2).to(weight_dtype));
-          });
+      defer->to->Add([grads = std::move(deferred_grads), weights = std::move(deferred_weights), mine, gather] {
+        torch::NoGradGuard no_graph;
+        const torch::Tensor x = gather ? gather->comm->AllGather(mine, kPositions) : mine;
+        const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
+        for (size_t i = 0; i < grads.size(); ++i) AccumulateGrad(weights[i], grads[i].t().mm(x2));
+      });
     }
     if (summed) out[0] = summed->Wait();
     return out;

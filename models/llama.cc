@@ -80,29 +80,34 @@ GroupRef GroupRefOf(torch::autograd::AutogradContext* ctx) {
 }
 GroupHolder& GroupOf(torch::autograd::AutogradContext* ctx) { return *GroupRefOf(ctx); }
 
-// Where a forward's projections defer their weights' gradients
-// (runtime/exec/weight_grads.h), with the weights to accumulate them into.
-struct DeferHolder : torch::CustomClassHolder {
-  DeferHolder(std::shared_ptr<DeferredWeightGrads> t, std::vector<torch::Tensor> w)
-      : to(std::move(t)), weights(std::move(w)) {}
-  std::shared_ptr<DeferredWeightGrads> to;
+// A forward's projection weights, into whose gradients its backward
+// accumulates, and where it defers their products, if anywhere
+// (runtime/exec/weight_grads.h).
+struct WeightsHolder : torch::CustomClassHolder {
+  WeightsHolder(std::vector<torch::Tensor> w, std::shared_ptr<DeferredWeightGrads> t)
+      : weights(std::move(w)), defer_to(std::move(t)) {}
   std::vector<torch::Tensor> weights;
+  std::shared_ptr<DeferredWeightGrads> defer_to;
 };
-DeferHolder* DeferOf(torch::autograd::AutogradContext* ctx) {
-  const auto it = ctx->saved_data.find("defer");
-  if (it == ctx->saved_data.end()) return nullptr;
-  return static_cast<DeferHolder*>(it->second.toCapsule().get());
+WeightsHolder& WeightsOf(torch::autograd::AutogradContext* ctx) {
+  return *static_cast<WeightsHolder*>(ctx->saved_data["weights"].toCapsule().get());
 }
 
-// param.grad += g, as autograd accumulates a leaf's gradient. g may be in a
-// narrower dtype (bf16): the sum promotes it exactly, without a cast of its
-// own, as casting first would.
-void AccumulateGrad(const torch::Tensor& param, const torch::Tensor& g) {
+// param.grad += g^T x, a projection's weight gradient (g: (N, out), x:
+// (N, in)), accumulated by the projection itself rather than by autograd.
+// Where the gradient exists and all three share its dtype (fp32), the
+// product is summed into it by the matrix product itself (beta = 1, as
+// Megatron-LM's gradient accumulation fusion does): no product tensor, no
+// separate sum. Otherwise (bf16 operands) the product is added, which
+// promotes it exactly, as a cast first would.
+void AccumulateWeightGrad(const torch::Tensor& param, const torch::Tensor& g, const torch::Tensor& x) {
   torch::Tensor& grad = param.mutable_grad();
-  if (grad.defined()) {
-    grad.add_(g);
+  if (!grad.defined()) {
+    grad = g.t().mm(x).to(param.scalar_type());
+  } else if (g.scalar_type() == grad.scalar_type() && x.scalar_type() == grad.scalar_type()) {
+    grad.addmm_(g.t(), x);
   } else {
-    grad = g.to(param.scalar_type());
+    grad.add_(g.t().mm(x));
   }
 }
 
@@ -168,10 +173,8 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
                                                 at::TensorList weights, at::TensorList biases, const GroupRef& group) {
     if (group) KeepGroup(ctx, group);
     ctx->saved_data["split"] = static_cast<bool>(group);
-    if (std::shared_ptr<DeferredWeightGrads> to = DeferWeightGradsScope::Current()) {
-      ctx->saved_data["defer"] =
-          c10::IValue::make_capsule(c10::make_intrusive<DeferHolder>(std::move(to), weights.vec()));
-    }
+    ctx->saved_data["weights"] =
+        c10::IValue::make_capsule(c10::make_intrusive<WeightsHolder>(weights.vec(), DeferWeightGradsScope::Current()));
     const c10::DeviceType device = x.device().type();
     const c10::ScalarType dtype = AutocastComputeDtype(device, x.scalar_type());
     // Weights in the matmuls' dtype through autocast's cache (why: Project):
@@ -187,7 +190,6 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["input_dtype"] = x.scalar_type();
-    ctx->saved_data["weight_dtype"] = weights[0].scalar_type();
     ctx->saved_data["biases"] = static_cast<int64_t>(biases.size());
     return out;
   }
@@ -201,13 +203,16 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
     const size_t biases = static_cast<size_t>(ctx->saved_data["biases"].toInt());
     const c10::ScalarType dtype = mine.scalar_type();
     const c10::ScalarType input_dtype = ctx->saved_data["input_dtype"].toScalarType();
-    const c10::ScalarType weight_dtype = ctx->saved_data["weight_dtype"].toScalarType();
+    const WeightsHolder& held = WeightsOf(ctx);
+    const c10::ScalarType weight_dtype = held.weights[0].scalar_type();
     bool weight_grads = false;
     for (size_t i = 0; i < n; ++i) weight_grads = weight_grads || ctx->needs_input_grad(1 + i);
-    DeferHolder* defer = weight_grads ? DeferOf(ctx) : nullptr;
+    const bool defer = weight_grads && held.defer_to != nullptr;
     std::unique_ptr<StartedCollective> gathered;  // every position, for the weights' gradients
-    if (sequence && weight_grads && defer == nullptr) gathered = group->comm->StartAllGather(mine, kPositions);
-    torch::autograd::variable_list out(1 + n + biases + 1);  // x, weights, biases, the group
+    if (sequence && weight_grads && !defer) gathered = group->comm->StartAllGather(mine, kPositions);
+    // x, weights, biases, the group; the weights' gradients are accumulated
+    // here (AccumulateWeightGrad), so their entries stay undefined.
+    torch::autograd::variable_list out(1 + n + biases + 1);
     std::unique_ptr<StartedCollective> summed;
     if (ctx->needs_input_grad(0)) {
       // The input's gradient, summed over the projections and the group in
@@ -223,28 +228,28 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
         summed = sequence ? group->comm->StartReduceScatter(g, kPositions) : group->comm->StartAllReduceSum(g);
       }
     }
-    std::vector<torch::Tensor> deferred_grads, deferred_weights;
-    const torch::Tensor all = gathered ? gathered->Wait() : mine;
+    std::vector<torch::Tensor> weight_of, grad_of;  // the products to make: weight, output gradient
     for (size_t i = 0; i < n; ++i) {
       const torch::Tensor g2 = grads[i].to(dtype).reshape({-1, grads[i].size(-1)});
       if (ctx->needs_input_grad(1 + i)) {
-        if (defer != nullptr) {
-          deferred_grads.push_back(g2);
-          deferred_weights.push_back(defer->weights[i]);
-        } else {
-          out[1 + i] = g2.t().mm(all.reshape({-1, all.size(-1)})).to(weight_dtype);
-        }
+        weight_of.push_back(held.weights[i]);
+        grad_of.push_back(g2);
       }
       if (i < biases && ctx->needs_input_grad(1 + n + i)) out[1 + n + i] = g2.sum(0).to(weight_dtype);
     }
-    if (defer != nullptr) {
+    if (defer) {
       const GroupRef gather = sequence ? GroupRefOf(ctx) : GroupRef();
-      defer->to->Add([grads = std::move(deferred_grads), weights = std::move(deferred_weights), mine, gather] {
+      held.defer_to->Add([weights = std::move(weight_of), grads = std::move(grad_of), mine, gather] {
         torch::NoGradGuard no_graph;
         const torch::Tensor x = gather ? gather->comm->AllGather(mine, kPositions) : mine;
         const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
-        for (size_t i = 0; i < grads.size(); ++i) AccumulateGrad(weights[i], grads[i].t().mm(x2));
+        for (size_t i = 0; i < weights.size(); ++i) AccumulateWeightGrad(weights[i], grads[i], x2);
       });
+    } else if (!weight_of.empty()) {
+      torch::NoGradGuard no_graph;
+      const torch::Tensor all = gathered ? gathered->Wait() : mine;
+      const torch::Tensor x2 = all.reshape({-1, all.size(-1)});
+      for (size_t i = 0; i < weight_of.size(); ++i) AccumulateWeightGrad(weight_of[i], grad_of[i], x2);
     }
     if (summed) out[0] = summed->Wait();
     return out;

@@ -292,6 +292,7 @@ int RunTrain(const TrainOptions& given) {
   const Schedule schedule = LoadPlan(o);
   CheckPlanFlags(o, schedule);
   ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
+  ParseWarmUp(o.warm_up, c10::Device(c10::kCPU));
   if (const std::string why = WhyNoTensorParallel(config, o.tp); !why.empty()) {
     throw Error("--tp " + std::to_string(o.tp) + ": the model's " + why);
   }
@@ -504,6 +505,11 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
       "--measure-memory", o->measure_memory,
       "count tensor memory (CPU: a counting allocator; CUDA: the caching allocator's statistics); --json reports each "
       "rank's peak activation bytes of the last step");
+  sub->add_option("--warm-up", o->warm_up,
+                  "run each stage once, forward and backward, with no message, before the first step: auto (on a "
+                  "CUDA device, where it sets up kernels, libraries and memory before any receive is posted), on or "
+                  "off")
+      ->capture_default_str();
   sub->add_option("--attention", o->attention,
                   "auto (sdpa where this LibTorch has it), sdpa (at::scaled_dot_product_attention, LibTorch 2.x) or "
                   "explicit (scores and softmax by hand)")

@@ -34,6 +34,13 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   return w;
 }
 
+bool ParseWarmUp(const std::string& value, const c10::Device& device) {
+  if (value == "auto") return device.is_cuda();
+  if (value == "on") return true;
+  if (value == "off") return false;
+  throw Error("--warm-up: expected auto, on or off, got '" + value + "'");
+}
+
 TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, const LlamaConfig& config) {
   TrainerOptions options;
   options.steps = o.steps;
@@ -41,6 +48,7 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
   options.warmup_steps = o.warmup_steps;
   options.clip_norm = o.clip_norm;
   options.flat_parameters = !o.no_flat_params;
+  options.warm_up = ParseWarmUp(o.warm_up, worker.device);
   options.shard_optimizer = o.shard_optimizer;
   options.dp_group = worker.dp_group.get();
   options.clock = worker.clock.get();

@@ -76,6 +76,7 @@ struct TrainOptions {
   bool measure_memory = false;
   std::string attention = "auto";
   std::string recompute = "none";  // stages whose activations are recomputed (sim/recompute.h)
+  std::string warm_up = "auto";    // auto (on a CUDA device), on or off: ParseWarmUp
   double peak_tflops = 0;          // 0: the device's from the table in runtime/train/mfu.h
   std::vector<std::string> raw_args;
 };
@@ -84,6 +85,10 @@ struct TrainOptions {
 std::chrono::milliseconds CommTimeout(const TrainOptions& o);
 
 WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks);
+
+// --warm-up: whether the workers run each stage once before the first step
+// ("auto": on a CUDA device). Another value is refused in one line.
+bool ParseWarmUp(const std::string& value, const c10::Device& device);
 
 // The trainer's options from the flags, `worker`'s groups and clock, and
 // the model's tensor-parallel layout; the caller adds the callbacks (data

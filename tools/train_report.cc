@@ -146,6 +146,7 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
                           {"first_step", summary.first_step},
                           {"checkpoint_save_ms", summary.checkpoint_save_ms},
                           {"checkpoint_load_ms", summary.checkpoint_load_ms},
+                          {"warm_up_ms", summary.warm_up_ms},
                           {"lrs", summary.lrs},
                           {"grad_norms", summary.grad_norms}};
     if (o.measure_memory) out["measured_peak_activation_bytes"] = summary.peak_activation_bytes;

@@ -367,8 +367,12 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   // On a GPU, every stage's kernels, libraries and first allocations are set
   // up before the first step posts a receive (WarmUpStages). The step zeroes
   // the gradients it leaves.
-  if (device.is_cuda() && first_step < options.steps) {
+  double warm_up_ms = 0;
+  if (options.warm_up && first_step < options.steps) {
+    const auto start = std::chrono::steady_clock::now();
     WarmUpStages(schedule, rank, stages, batch(first_step).microbatches, loss);
+    WaitForDevice(device, options.comm_timeout, "rank " + std::to_string(world_rank) + " warming up its stages");
+    warm_up_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   // Align the ranks' clocks: everyone leaves the barrier within a few
   // microseconds and takes that moment as time 0. Twice: on NCCL a barrier is
@@ -383,6 +387,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   TrainSummary summary;
   summary.first_step = first_step;
   summary.checkpoint_load_ms = load_ms;
+  summary.warm_up_ms = warm_up_ms;
   std::vector<TimelineEvent> last_events;
   Bytes last_peak = 0;
   for (int step = first_step; step < options.steps; ++step) {

@@ -48,6 +48,10 @@ struct TrainerOptions {
   // (runtime/train/flat_params.h); false keeps them apart (the reference the
   // tests hold the buffers to).
   bool flat_parameters = true;
+  // Before the first step, run each stage once, F then B, with no message
+  // (WarmUpStages, runtime/exec/executor.h); the weights do not change.
+  // pplab train turns it on for CUDA devices (--warm-up auto).
+  bool warm_up = false;
   // Data parallelism: the group of this stage's replicas (null without), and
   // their number. Each replica runs the same plan on its own shard; after the
   // step each stage's gradients are summed over its replicas.
@@ -133,6 +137,7 @@ using BatchFn = std::function<StepBatch(int step)>;
 struct TrainSummary {
   int first_step = 0;                              // 0, or the step a resumed run started at
   double checkpoint_load_ms = 0;                   // time to verify and load the resumed checkpoint
+  double warm_up_ms = 0;                           // this rank's WarmUpStages before the first step; 0 without
   double checkpoint_save_ms = 0;                   // time of the last checkpoint save (shards, barrier, publish)
   std::vector<double> losses;                      // per step, the batch loss (every rank gets it)
   std::vector<double> step_times_ms;               // per step, wall time on this rank

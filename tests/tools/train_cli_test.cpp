@@ -478,12 +478,33 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
         Case{"-k 2 --shard-optimizer --steps 1",
              "--shard-optimizer shards the AdamW moments over the data-parallel "
              "replicas: it needs --dp 2 or more"},
-        Case{"-k 2 --dp 2 --shard-optimizer --no-flat-params --steps 1",
-             "--no-flat-params excludes --shard-optimizer"}}) {
+        Case{"-k 2 --dp 2 --shard-optimizer --no-flat-params --steps 1", "--no-flat-params excludes --shard-optimizer"},
+        Case{"-k 2 --warm-up maybe --steps 1", "--warm-up: expected auto, on or off, got 'maybe'"}}) {
     const PplabRun r = Train(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Catch::Contains(c.says));
+  }
+}
+
+TEST_CASE("a warm-up before the first step changes no loss, in pipelines, data and tensor parallelism", "[train]") {
+  // Each layout on 2 processes: DualPipeV (two stages a rank, both ends of
+  // the pipeline on each), zb-h1 over 2 replicas, and T=2 with sequence
+  // parallelism (the warm-up's collectives inside the stages).
+  for (const std::string& layout : {std::string("-k 2 -s dualpipev"), std::string("-k 1 --dp 2 -s zb-h1"),
+                                    std::string("-k 1 --tp 2 --sequence-parallel")}) {
+    auto run = [&](const std::string& warm_up) {
+      const PplabRun r = Train(layout + " --steps 2 --json --warm-up " + warm_up);
+      INFO(layout << " --warm-up " << warm_up << "\n" << r.out);
+      REQUIRE(r.code == 0);
+      return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    };
+    const nlohmann::json on = run("on"), off = run("off"), automatic = run("auto");
+    INFO(layout);
+    CHECK(on["losses"] == off["losses"]);
+    CHECK(on["warm_up_ms"].get<double>() > 0);
+    CHECK(off["warm_up_ms"].get<double>() == 0);
+    CHECK(automatic["warm_up_ms"].get<double>() == 0);  // auto: only on a CUDA device
   }
 }
 

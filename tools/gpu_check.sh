@@ -49,7 +49,7 @@ elif [ "$rc" -ne 0 ]; then
   pkill -f "$build/pplab-train" 2>/dev/null || true
   exit 1
 else
-  echo "gpu_check: K=2 NCCL smoke run: $(python3 -c 'import json,sys; d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1]); print("backend %s, losses %s, step ms %s" % (d["backend"], ["%.3f" % x for x in d["losses"]], ["%.1f" % x for x in d["step_times_ms"]]))' "$build/smoke.log" 2>&1 || echo "no JSON line")"
+  echo "gpu_check: K=2 NCCL smoke run: $(python3 -c 'import json,sys; d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1]); print("backend %s, losses %s, step ms %s, warm-up ms %.1f" % (d["backend"], ["%.3f" % x for x in d["losses"]], ["%.1f" % x for x in d["step_times_ms"]], d.get("warm_up_ms", 0)))' "$build/smoke.log" 2>&1 || echo "no JSON line")"
 fi
 # The figures are printed as each test ends (line-buffered), so a run cut
 # short still shows what finished; the whole log stays in $build/gpu_check.log.

@@ -239,12 +239,19 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
     }
     if (defer) {
       const GroupRef gather = sequence ? GroupRefOf(ctx) : GroupRef();
-      held.defer_to->Add([weights = std::move(weight_of), grads = std::move(grad_of), mine, gather] {
-        torch::NoGradGuard no_graph;
-        const torch::Tensor x = gather ? gather->comm->AllGather(mine, kPositions) : mine;
-        const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
-        for (size_t i = 0; i < weights.size(); ++i) AccumulateWeightGrad(weights[i], grads[i], x2);
-      });
+      // Under sequence parallelism the input's gather starts ahead, while the
+      // previous piece's products run (DeferredWeightGrads::Run).
+      held.defer_to->Add(DeferredWeightGrads::Piece(
+          [weights = std::move(weight_of), grads = std::move(grad_of), mine, gather]() -> std::function<void()> {
+            std::shared_ptr<StartedCollective> gathering;
+            if (gather) gathering = gather->comm->StartAllGather(mine, kPositions);
+            return [weights, grads, mine, gathering] {
+              torch::NoGradGuard no_graph;
+              const torch::Tensor x = gathering ? gathering->Wait() : mine;
+              const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
+              for (size_t i = 0; i < weights.size(); ++i) AccumulateWeightGrad(weights[i], grads[i], x2);
+            };
+          }));
     } else if (!weight_of.empty()) {
       torch::NoGradGuard no_graph;
       const torch::Tensor all = gathered ? gathered->Wait() : mine;

@@ -27,14 +27,22 @@ namespace pplab {
 
 class DeferredWeightGrads {
  public:
+  // A piece of W in two parts: calling it starts what may run ahead of the
+  // previous piece (a collective, such as the gather of an input under
+  // sequence parallelism) and returns the rest.
+  using Piece = std::function<std::function<void()>()>;
+  void Add(Piece piece);
+  // A piece with nothing to start ahead.
   void Add(std::function<void()> work);
-  // Runs the held work in the order it was added, and drops it.
+  // Runs the held pieces in the order they were added, and drops them: each
+  // piece is started before the previous one finishes, so its collective
+  // runs while the previous piece's products do.
   void Run();
   size_t Size() const;
 
  private:
   mutable std::mutex mu_;
-  std::vector<std::function<void()>> work_;
+  std::vector<Piece> work_;
 };
 
 // While alive, the forwards run on this thread defer their weight gradients

@@ -14,6 +14,7 @@
 #include "models/llama.h"
 #include "models/tensor_parallel.h"
 #include "runtime/comm/collectives.h"
+#include "runtime/exec/weight_grads.h"
 #include "runtime/train/tensor_parallel_step.h"
 #include "runtime/train/worker_setup.h"
 #include "tests/runtime/comm/two_ranks.h"
@@ -261,6 +262,36 @@ TEST_CASE("the backward starts each region's collectives before the matmuls that
     std::vector<std::string> expected;
     for (int i = 0; i < regions; ++i) expected.insert(expected.end(), region.begin(), region.end());
     CHECK(started == expected);
+    // Split: I sums (or reduce-scatters) each region's input gradient and
+    // gathers nothing for the weights; W starts each region's gather (one
+    // piece ahead, DeferredWeightGrads::Run: while the row-parallel o or
+    // down before it run their products) and waits for it at its own.
+    auto deferred = std::make_shared<DeferredWeightGrads>();
+    at::Tensor split_out;
+    {
+      DeferWeightGradsScope scope(deferred);
+      split_out = stage->Forward({tokens, torch::ones_like(tokens)}).at(0);
+    }
+    auto starts_and_waits = [&] {
+      std::vector<std::string> out;
+      for (const std::string& call : comm->calls) {
+        if (call.rfind("start ", 0) == 0 || call.rfind("wait ", 0) == 0) out.push_back(call);
+      }
+      comm->calls.clear();
+      return out;
+    };
+    starts_and_waits();
+    split_out.sum().backward();
+    const std::string sum = sequence ? "reduce-scatter" : "all-reduce";
+    std::vector<std::string> input_pass, weight_pass;
+    for (int i = 0; i < regions; ++i) {
+      input_pass.insert(input_pass.end(), {"start " + sum, "wait " + sum});
+      if (sequence) weight_pass.insert(weight_pass.end(), {"start all-gather", "wait all-gather"});
+    }
+    CHECK(starts_and_waits() == input_pass);
+    deferred->Run();
+    CHECK(starts_and_waits() == weight_pass);
+    CHECK(comm->calls.empty());
   }
 }
 

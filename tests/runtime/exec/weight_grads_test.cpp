@@ -51,6 +51,20 @@ TEST_CASE("deferred weight work runs once, in the order it came, and scopes nest
   CHECK(a->Size() == 0);
 }
 
+TEST_CASE("each deferred piece starts before the previous one finishes", "[weight_grads]") {
+  DeferredWeightGrads list;
+  std::vector<std::string> log;
+  for (int i = 0; i < 3; ++i) {
+    list.Add(DeferredWeightGrads::Piece([&log, i]() -> std::function<void()> {
+      log.push_back("start " + std::to_string(i));
+      return [&log, i] { log.push_back("finish " + std::to_string(i)); };
+    }));
+  }
+  list.Add([&log] { log.push_back("plain"); });
+  list.Run();
+  CHECK(log == std::vector<std::string>{"start 0", "start 1", "finish 0", "start 2", "finish 1", "finish 2", "plain"});
+}
+
 TEST_CASE("a Llama stage's I leaves its projections' weight gradients to W, and I + W give B's bit for bit",
           "[weight_grads]") {
   // Stage 1 of the tiny model in two: layers 2 and 3 and the head, so

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
-#include <set>
 
 #include "runtime/comm/device_wait.h"
 #include "runtime/exec/autocast.h"
@@ -95,6 +94,12 @@ Executor::Executor(const Schedule& schedule, RankId rank, std::map<StageId, Stag
   std::vector<RankId> peers;
   for (const Action& a : schedule.programs.at(rank)) {
     if (IsRecv(a.kind) || IsSend(a.kind)) peers.push_back(schedule.placement[PeerStage(a)]);
+    if (!IsCompute(a.kind)) continue;
+    const ComputeParts parts = PartsOf(a);
+    for (int i = 0; i < parts.count; ++i) {
+      if (parts.part[i].kind == ActionKind::kBackwardInput)
+        split_.insert({parts.part[i].stage, parts.part[i].microbatch});
+    }
   }
   // With two copies of the model (DualPipe), the ranks holding copies of one
   // part exchange their gradients after each step (SumCopyGradients): they
@@ -133,17 +138,6 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   auto now = [&]() -> TimeNs { return clock.Mark(); };
   const int step_begin = clock.Mark();
   std::map<std::pair<StageId, MicrobatchId>, StageSlot> slots;
-  // The (stage, microbatch) pairs whose backward is split into I and W: their
-  // forwards defer the weights' products to W.
-  std::set<std::pair<StageId, MicrobatchId>> split;
-  for (const Action& a : schedule_.programs[rank_]) {
-    if (!IsCompute(a.kind)) continue;
-    const ComputeParts parts = PartsOf(a);
-    for (int i = 0; i < parts.count; ++i) {
-      if (parts.part[i].kind == ActionKind::kBackwardInput)
-        split.insert({parts.part[i].stage, parts.part[i].microbatch});
-    }
-  }
   // The losses this rank computes, left on the device until the step ends.
   std::map<MicrobatchId, at::Tensor> losses;
   const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() : 0;
@@ -248,7 +242,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         } else {
           inputs = slots[{s - 1, m}].outputs;
         }
-        if (split.count({s, m}) > 0) slot.deferred = std::make_shared<DeferredWeightGrads>();
+        if (split_.count({s, m}) > 0) slot.deferred = std::make_shared<DeferredWeightGrads>();
         std::optional<torch::NoGradGuard> no_graph;
         if (recomputes(s)) no_graph.emplace();
         at::Tensor loss = RunForwardAction(*stages_[s], slot, inputs, loss_fn, microbatches[m].targets, loss_scale);

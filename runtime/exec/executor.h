@@ -190,6 +190,9 @@ class Executor {
   Transport& transport_;
   LossFn loss_;
   ExecutorOptions options_;
+  // The (stage, microbatch) pairs whose backward the program splits into I
+  // and W: their forwards defer the weights' products to W.
+  std::set<std::pair<StageId, MicrobatchId>> split_;
 };
 
 // Message tag of `action` (a SEND or RECV): the same on both ends of one

@@ -107,9 +107,12 @@ json CandidateJson(const PlanCandidate& c) {
 }
 
 // What the tensor-parallel rings of a layer are, in the two layouts.
-constexpr const char* kAllReduceRings = "2 all-reduces a layer each microbatch in F, B, I, W";
+constexpr const char* kAllReduceRings =
+    "2 all-reduces a layer each microbatch in F and in I, blocking; 2 in B, overlapped with the weights' products; "
+    "none in W";
 constexpr const char* kSequenceParallelRings =
-    "per layer and microbatch 2 all-gathers and 2 reduce-scatters in F, 4 and 2 in B and W, 2 and 2 in I";
+    "per layer and microbatch 2 all-gathers and 2 reduce-scatters in F and in I, 4 and 2 in B, 2 all-gathers in W; "
+    "the inputs' gathers again and B's reduce-scatters overlapped with compute";
 
 // "#1 ties with #2, #4": the rows within the noise of the best, or "".
 std::string TieLine(const std::vector<PlanCandidate>& ranked, size_t shown) {
@@ -425,7 +428,7 @@ int RunPlan(const PlanCmdOptions& o) {
                   : "",
               o.gpus_per_node > 0 ? "inside a node as between stages, across nodes as above" : network.c_str());
   if (tensor_parallel) {
-    std::printf("tensor-parallel rings: %s%s, blocking the rank (%s)\n", link_text(search.tp_link).c_str(),
+    std::printf("tensor-parallel rings: %s%s (%s)\n", link_text(search.tp_link).c_str(),
                 o.gpus_per_node > 0 ? ", across nodes as data-parallel rings across nodes" : "",
                 sequence_parallel == "on"
                     ? kSequenceParallelRings

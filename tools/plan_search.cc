@@ -77,28 +77,81 @@ Link TpLink(const PlanSearchOptions& o) { return o.gpus_per_node > 0 && TpSpansN
 // embedding's rows are reduce-scattered in F, and its gradient gathered in
 // B or I (fp32). The vocabulary-parallel loss's two all-reduces of
 // mb seq_len values are left out (1 / hidden of one of these).
+//
+// What each action waits for beyond its compute. The forward's collectives,
+// I's and those at the region ends block. B overlaps each region entry's
+// as the runtime's ColumnProjections runs them, on one communication stream
+// (NCCL's): the input's gather starts with the region and runs while the
+// input's gradient is computed; the gradient's sum (or reduce-scatter)
+// starts after both and runs while the weights' products do. W starts each
+// region's gather one region ahead (DeferredWeightGrads). A region's
+// products take the stage's W compute `weights` shared by the projections'
+// parameters (StageLinearParams), and its input's gradient as long (the
+// same FLOPs).
 struct TensorParallelTimes {
   TimeNs forward = 0, backward = 0, backward_input = 0, backward_weight = 0;
 };
-TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, int s, int P, int layers, int mb) {
+// The region entries' weight products in the order a backward meets them:
+// the head's (last stage), then each layer's MLP and attention, last layer
+// first.
+std::vector<TimeNs> RegionProducts(const LlamaConfig& shape, const Partition& p, int s, TimeNs weights) {
+  const double linear = static_cast<double>(StageLinearParams(shape, p, s));
+  const double h = shape.hidden_size;
+  const double attention = h * (shape.QDim() + 2.0 * shape.KvDim()), mlp = 2.0 * h * shape.intermediate_size;
+  const auto share = [&](double params) { return Ns(static_cast<double>(weights) * params / linear); };
+  std::vector<TimeNs> out;
+  if (s == p.NumStages() - 1) out.push_back(share(static_cast<double>(shape.vocab_size) * h));
+  for (int l = p.Begin(s); l < p.End(s); ++l) {
+    out.push_back(share(mlp));
+    out.push_back(share(attention));
+  }
+  return out;
+}
+// What a backward's region entries add to its compute: in each, the gather
+// `gather` (0: none) overlaps the input's gradient (the region's products'
+// time again), and the sum `sum` the weights' products.
+TimeNs ExposedEntries(const std::vector<TimeNs>& products, TimeNs gather, TimeNs sum) {
+  TimeNs exposed = 0;
+  for (const TimeNs w : products) exposed += std::max(w, gather) + std::max(w, sum) - 2 * w;
+  return exposed;
+}
+// What W's gathers add to its products: gather i + 1 is queued when the
+// products of region i - 1 are, behind gather i on the stream; region i's
+// products wait for its gather.
+TimeNs ExposedPrefetchedGathers(const std::vector<TimeNs>& products, TimeNs gather) {
+  TimeNs gathered = 0, computed = 0, previous = 0, work = 0;  // previous: region i - 1's products done
+  for (const TimeNs w : products) {
+    gathered = std::max(gathered, previous) + gather;
+    previous = computed;
+    computed = std::max(computed, gathered) + w;
+    work += w;
+  }
+  return computed - work;
+}
+TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, const Partition& p, int s, int mb, TimeNs weights) {
   if (o.tp <= 1) return {};
+  const int P = p.NumStages(), layers = p.End(s) - p.Begin(s);
   const double values = static_cast<double>(mb) * o.seq_len * o.config.hidden_size;
   const DataParallel ring{o.tp, TpLink(o)};
   const Bytes e = Ns(ActivationElementBytes(o.precision) * values), fp32 = Ns(4 * values);
   const bool head = s == P - 1, embedding = s == 0;
+  const std::vector<TimeNs> products = RegionProducts(RankShape(o), p, s, weights);
+  TensorParallelTimes t;
   if (!o.sequence_parallel) {
-    const TimeNs backward = (2 * layers + (head ? 1 : 0)) * RingAllReduceTime(fp32, ring);
-    const TimeNs forward = 2 * layers * RingAllReduceTime(e, ring) + (embedding ? RingAllReduceTime(fp32, ring) : 0);
-    return {forward, backward, backward, 0};
+    const TimeNs sum = RingAllReduceTime(fp32, ring);
+    t.forward = 2 * layers * RingAllReduceTime(e, ring) + (embedding ? sum : 0);
+    t.backward_input = (2 * layers + (head ? 1 : 0)) * sum;
+    t.backward = ExposedEntries(products, 0, sum);
+    return t;
   }
   const TimeNs gather = RingAllGatherTime(e, ring);
   const TimeNs half32 = RingAllGatherTime(fp32, ring);  // a reduce-scatter moves what an all-gather does
   const int regions = 2 * layers;
-  TensorParallelTimes t;
+  const TimeNs exits = regions * gather + (embedding ? half32 : 0);  // the exits' and the embedding's, blocking
   t.forward = regions * 2 * gather + (head ? gather : 0) + (embedding ? half32 : 0);
-  t.backward_input = regions * (gather + half32) + (head ? half32 : 0) + (embedding ? half32 : 0);
-  t.backward_weight = regions * gather + (head ? gather : 0);
-  t.backward = t.backward_input + t.backward_weight;
+  t.backward_input = exits + regions * half32 + (head ? half32 : 0);
+  t.backward_weight = ExposedPrefetchedGathers(products, gather);
+  t.backward = exits + ExposedEntries(products, gather, half32);
   return t;
 }
 // Messages between pipeline ranks that any replica puts on two nodes take
@@ -189,11 +242,12 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     const int s = st % P;
     StageCost& c = stages[st];
     const double flops = StageForwardFlops(shape, p, s, mb, o.seq_len);
-    const TensorParallelTimes tp = TensorParallelCost(o, s, P, p.End(s) - p.Begin(s), mb);
+    const TimeNs weights = Ns(f.ns_per_flop[3] * flops);
+    const TensorParallelTimes tp = TensorParallelCost(o, p, s, mb, weights);
     c.forward = Ns(f.ns_per_flop[0] * flops) + tp.forward;
     c.backward = Ns(f.ns_per_flop[1] * flops) + tp.backward;
     c.backward_input = Ns(f.ns_per_flop[2] * flops) + tp.backward_input;
-    c.backward_weight = Ns(f.ns_per_flop[3] * flops) + tp.backward_weight;
+    c.backward_weight = weights + tp.backward_weight;
     c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision,
                                                                       {positions, o.fused_attention}));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));

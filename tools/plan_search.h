@@ -25,16 +25,16 @@ struct PlanSearchOptions {
   // T: tensor-parallel ranks per pipeline rank (train --tp). Each rank's
   // stage costs, activations and parameters are those of its share
   // (TensorParallelShare), plus the layers' all-reduces over tp_link: two
-  // per layer in F, and two in each of B, I and W (W runs the backward to
-  // the weights again, all-reduces included), each a ring over T of the
-  // (mb, seq_len, hidden) activation, blocking the rank.
+  // per layer in F and in I, blocking the rank, and two in B, overlapped
+  // with the weights' products as the runtime overlaps them; none in W.
+  // Each is a ring over T of the (mb, seq_len, hidden) activation.
   int tp = 1;
   Link tp_link;
   // With tp > 1: sequence parallelism (train --sequence-parallel). The
   // norms' activations and the messages between stages are 1 / T, and each
   // all-reduce becomes an all-gather and a reduce-scatter, with one more
-  // all-gather in B and W (the projections' input, gathered again); see
-  // TensorParallelCost in plan_search.cc.
+  // all-gather in B and W (the projections' input, gathered again, and
+  // overlapped there); see TensorParallelCost in plan_search.cc.
   bool sequence_parallel = false;
   // With tp > 1: every candidate both without and with sequence
   // parallelism (where tp divides seq_len), ranked together;

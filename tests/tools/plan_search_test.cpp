@@ -804,9 +804,31 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   // Each all-reduce: a ring over 2 ranks moves 2 (2 - 1) / 2 = 1 x the
   // (1, 16, 32) fp32 activation, 2048 bytes, after 1 us. Two per layer in
   // F and two in B, over 3 layers; in F one more for the split embedding's
-  // rows, in B one more for the split head.
+  // rows, in B one more for the split head. B's run while the region's
+  // weights' products do, which take W's time (F here) shared by
+  // parameters: 1024 of the share's 18976 for q/k/v (h x (16 + 2 x 8)),
+  // 2048 for gate/up, 5152 for the head (161 x 32). Each product outlasts
+  // its sum: B is its compute.
+  const int64_t linear = StageLinearParams(share, whole, 0);
+  REQUIRE(linear == 3 * (32 * 16 * 2 + 2 * 32 * 8 + 3 * 32 * 32) + 161 * 32);
+  const TimeNs qkv = std::llround(static_cast<double>(f2) * 1024 / linear);
   const TimeNs ring = 1000 + 2048;
-  CHECK(best.step_time == (f2 + 7 * ring) + (2 * f2 + 7 * ring));
+  REQUIRE(qkv > ring);
+  CHECK(best.step_time == (f2 + 7 * ring) + 2 * f2);
+  // Over a link 25 times slower, q/k/v's products hide only part of their
+  // sum, gate/up's (twice as long) and the head's all of it.
+  o.tp_link = Link{1000, 0.04};
+  const TimeNs slow = 1000 + 51200;
+  const TimeNs gate_up = std::llround(static_cast<double>(f2) * 2048 / linear);
+  REQUIRE(qkv < slow);
+  REQUIRE(gate_up > slow);
+  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 7 * slow) + (2 * f2 + 3 * (slow - qkv)));
+  // A split backward's I sums the input's gradient before W's products
+  // exist: blocking, all seven.
+  o.schedules = {"zb-h1"};
+  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 7 * slow) + (f2 + 7 * slow) + f2);
+  o.schedules = {"gpipe"};
+  o.tp_link = Link{1000, 1.0};
   // Its model state is its share's parameters, the embedding's included.
   const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32));
   CHECK(best.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act);
@@ -816,7 +838,8 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   o.gpus_per_node = 1;
   o.dp_link = Link{5000, 0.5};
   const TimeNs network = 5000 + 4096;
-  CHECK(SearchPlans(o).fitting[0].step_time == (f2 + 7 * network) + (2 * f2 + 7 * network));
+  REQUIRE(qkv > network);
+  CHECK(SearchPlans(o).fitting[0].step_time == (f2 + 7 * network) + 2 * f2);
   // A group is T consecutive world ranks ((d K + k) T + t, as train numbers
   // them): at K = 2, T = 2 on nodes of 2 GPUs each group is inside a node,
   // so it costs what it does on one node of 4 (messages between stages cost
@@ -860,12 +883,19 @@ TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T
   // An all-gather or reduce-scatter over 2 ranks moves (2 - 1) / 2 of the
   // (1, 16, 32) fp32 activation, 1024 bytes, after 1 us. Six split regions
   // (two a layer): F gathers and reduce-scatters each, reduce-scatters the
-  // split embedding's rows and gathers the split head's input: 14. B gathers the exit's gradient and the input
-  // again and reduce-scatters the input's gradient in each (18), gathers
-  // and reduce-scatters the head's (2), and gathers the embedding's
-  // gradient (1): 21.
+  // split embedding's rows and gathers the split head's input: 14. B
+  // gathers each exit's gradient (6) and the embedding's gradient (1),
+  // blocking; at each of the 7 entries (the head's included) it gathers
+  // the input again while the input's gradient is computed and
+  // reduce-scatters that gradient while the weights' products run, both
+  // hidden here (the products outlast them, as in the test above).
   const TimeNs g = 1000 + 1024;
-  CHECK(sp.step_time == (f2 + 14 * g) + (2 * f2 + 21 * g));
+  const int64_t linear = StageLinearParams(share, whole, 0);
+  const TimeNs qkv = std::llround(static_cast<double>(f2) * 1024 / linear);
+  const TimeNs gate_up = std::llround(static_cast<double>(f2) * 2048 / linear);
+  const TimeNs head = std::llround(static_cast<double>(f2) * 161 * 32 / linear);
+  REQUIRE(qkv > g);
+  CHECK(sp.step_time == (f2 + 14 * g) + (2 * f2 + 7 * g));
   // The norms keep half the positions: 4h / 2 a token a layer instead of
   // 4h, and the final norm 2h / 2 instead of 2h.
   const double tokens = kSeqLen, h = c.hidden_size;
@@ -877,10 +907,37 @@ TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T
   CHECK(sp.peak_memory < plain.peak_memory);
   // Split backward: I reduce-scatters the input's gradient and gathers the
   // exit's (12), plus the head's reduce-scatter and the embedding's gather
-  // (2); W gathers each region's input and the head's for the weights'
-  // products (7): together what B does.
+  // (2), blocking. W gathers each region's input and the head's for the
+  // weights' products (7), each started one region ahead: only the first
+  // (the head's) waits.
   o.schedules = {"zb-h1"};
-  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 14 * g) + (f2 + 14 * g) + (f2 + 7 * g));
+  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 14 * g) + (f2 + 14 * g) + (f2 + g));
+  // Over a link 50 times slower (G = 52.2 us a gather or reduce-scatter),
+  // between q/k/v's products and gate/up's.
+  const TimeNs G = 1000 + 51200;
+  REQUIRE(qkv < G);
+  REQUIRE(gate_up > G);
+  REQUIRE(head > 2 * G);
+  o.tp_link = Link{1000, 0.02};
+  // B: at q/k/v's entries the input's gradient waits for the gather and
+  // the sum outlasts the products, 2 (G - qkv) each.
+  o.schedules = {"gpipe"};
+  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 14 * G) + (2 * f2 + 7 * G + 3 * 2 * (G - qkv)));
+  // W, regions in the backward's order: head (H), then gate/up (M) and
+  // q/k/v (A) of layers 2, 1, 0. Gather i + 1 is queued when region
+  // i - 1's products are, behind gather i; region i's products wait for
+  // gather i. By hand, g gathered, c products done (M > G > A, H > 2G):
+  //   head  g = G                          c = G + H
+  //   M2    g = 2G                         c = G + H + M        (c2)
+  //   A2    g = max(2G, G + H) + G         c = c2 + A
+  //   M1    g = c2 + G, after A2's c:      c = c2 + G + M       (waits G - A)
+  //   A1    g = c2 + 2G                    c = c2 + G + M + A
+  //   M0    g = c2 + 2G + M, after A1's c: c = c2 + 2G + 2M     (waits G - A)
+  //   A0    g = c2 + 3G + M                c = c2 + 2G + 2M + A
+  // W's products take H + 3M + 3A: it waits G + 2 (G - A).
+  o.schedules = {"zb-h1"};
+  CHECK(SearchPlans(o).fitting.at(0).step_time == (f2 + 14 * G) + (f2 + 14 * G) + (f2 + G + 2 * (G - qkv)));
+  o.tp_link = Link{1000, 1.0};
   // A sequence the group cannot split is refused.
   o.seq_len = 15;
   CHECK_THROWS_WITH(SearchPlans(o), "--sequence-parallel: the sequence length 15 is not a multiple of 2 (--tp)");

@@ -93,21 +93,70 @@ WeightsHolder& WeightsOf(torch::autograd::AutogradContext* ctx) {
   return *static_cast<WeightsHolder*>(ctx->saved_data["weights"].toCapsule().get());
 }
 
-// param.grad += g^T x, a projection's weight gradient (g: (N, out), x:
-// (N, in)), accumulated by the projection itself rather than by autograd.
-// Where the gradient exists and all three share its dtype (fp32), the
-// product is summed into it by the matrix product itself (beta = 1, as
-// Megatron-LM's gradient accumulation fusion does): no product tensor, no
-// separate sum. Otherwise (bf16 operands) the product is added, which
-// promotes it exactly, as a cast first would.
-void AccumulateWeightGrad(const torch::Tensor& param, const torch::Tensor& g, const torch::Tensor& x) {
-  torch::Tensor& grad = param.mutable_grad();
-  if (!grad.defined()) {
-    grad = g.t().mm(x).to(param.scalar_type());
-  } else if (g.scalar_type() == grad.scalar_type() && x.scalar_type() == grad.scalar_type()) {
+// The 2-D tensors `parts` stacked by rows, as one view of their storage,
+// when they lie there end to end in that order, as a flat buffer's
+// parameters and gradients of one module's projections do
+// (runtime/train/flat_params.h); undefined otherwise, and for fewer than
+// two.
+torch::Tensor RowsEndToEnd(const std::vector<torch::Tensor>& parts) {
+  if (parts.size() < 2 || !parts[0].defined()) return {};
+  const torch::Tensor& first = parts[0];
+  const int64_t columns = first.dim() == 2 ? first.size(1) : -1;
+  int64_t rows = 0;
+  for (const torch::Tensor& p : parts) {
+    if (!p.defined() || p.dim() != 2 || p.size(1) != columns || !p.is_contiguous() ||
+        p.scalar_type() != first.scalar_type() || p.device() != first.device() ||
+        p.storage().unsafeGetStorageImpl() != first.storage().unsafeGetStorageImpl() ||
+        p.storage_offset() != first.storage_offset() + rows * columns) {
+      return {};
+    }
+    rows += p.size(0);
+  }
+  return first.as_strided({rows, columns}, {columns, 1});
+}
+
+// grad += g^T x (g: (N, out), x: (N, in)). Where all three share its dtype
+// (fp32), the product is summed into it by the matrix product itself (beta
+// = 1, as Megatron-LM's gradient accumulation fusion does): no product
+// tensor, no separate sum. Otherwise (bf16 operands) the product is added,
+// which promotes it exactly, as a cast first would.
+void AccumulateInto(torch::Tensor& grad, const torch::Tensor& g, const torch::Tensor& x) {
+  if (g.scalar_type() == grad.scalar_type() && x.scalar_type() == grad.scalar_type()) {
     grad.addmm_(g.t(), x);
   } else {
     grad.add_(g.t().mm(x));
+  }
+}
+
+// The weights' gradients of projections of one input x (N, in), from their
+// output gradients side by side in g (N, sum of the outputs), weight i's
+// at columns [columns[i], columns[i] + rows of weight i): accumulated by
+// the projections themselves rather than by autograd. Where the gradients
+// lie end to end (a flat buffer's), one product sums into all of them;
+// otherwise each its own.
+void AccumulateWeightGrads(const std::vector<torch::Tensor>& weights, const std::vector<int64_t>& columns,
+                           const torch::Tensor& g, const torch::Tensor& x) {
+  std::vector<torch::Tensor> grads;
+  bool whole = columns.size() == weights.size();
+  for (size_t i = 0; i < weights.size() && whole; ++i) {
+    whole = columns[i] == (i == 0 ? 0 : columns[i - 1] + weights[i - 1].size(0));
+    grads.push_back(weights[i].grad());
+  }
+  torch::Tensor stacked = whole && columns.size() > 1 && columns.back() + weights.back().size(0) == g.size(1)
+                              ? RowsEndToEnd(grads)
+                              : torch::Tensor();
+  if (stacked.defined()) {
+    AccumulateInto(stacked, g, x);
+    return;
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const torch::Tensor gi = g.narrow(1, columns[i], weights[i].size(0));
+    torch::Tensor& grad = weights[i].mutable_grad();
+    if (grad.defined()) {
+      AccumulateInto(grad, gi, x);
+    } else {
+      grad = gi.t().mm(x).to(weights[i].scalar_type());
+    }
   }
 }
 
@@ -166,6 +215,13 @@ struct ReduceScatterPositions : torch::autograd::Function<ReduceScatterPositions
 // the input's gradient is computed; the input's gradient's sum starts next
 // and runs while the weights' gradients are (on NCCL on the communicator's
 // stream, on Gloo in its threads). It waits only where a result is needed.
+//
+// Weights that lie end to end, as a flat buffer holds one module's
+// projections (q, k, v; gate, up), are one matrix: the forward is one
+// product where they need no cast, and the backward's products are one
+// each for the input's gradient and the weights' (into their gradients,
+// end to end too): fewer, larger kernels. Elsewhere each weight is its own
+// product.
 struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
   // The weights and biases come as TensorLists, which autograd takes apart
   // (one gradient edge each); a std::vector argument would be opaque to it.
@@ -179,16 +235,30 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
     const c10::ScalarType dtype = AutocastComputeDtype(device, x.scalar_type());
     // Weights in the matmuls' dtype through autocast's cache (why: Project):
     // once a step inside an AutocastCacheScope, not once a microbatch. The
-    // backward uses the same casts.
+    // backward uses the same casts. Weights end to end are cast as one
+    // matrix, once a scope too (CachedStackedCast).
+    torch::Tensor stacked = biases.empty() ? RowsEndToEnd(weights.vec()) : torch::Tensor();
+    if (stacked.defined() && stacked.scalar_type() != dtype) stacked = CachedStackedCast(stacked, dtype);
     const torch::Tensor mine = x.to(dtype).contiguous();
     const torch::Tensor all = group && group->tp.Sequence() ? group->comm->AllGather(mine, kPositions) : mine;
     torch::autograd::variable_list out, saved = {mine};
-    for (size_t i = 0; i < weights.size(); ++i) {
-      saved.push_back(CachedCast(weights[i], dtype, device));
-      out.push_back(torch::nn::functional::linear(
-          all, saved.back(), biases.empty() ? torch::Tensor() : CachedCast(biases[i], dtype, device)));
+    if (stacked.defined()) {
+      saved.push_back(stacked);
+      const torch::Tensor y = torch::nn::functional::linear(all, stacked);
+      int64_t column = 0;
+      for (const torch::Tensor& w : weights) {
+        out.push_back(y.narrow(-1, column, w.size(0)));
+        column += w.size(0);
+      }
+    } else {
+      for (size_t i = 0; i < weights.size(); ++i) {
+        saved.push_back(CachedCast(weights[i], dtype, device));
+        out.push_back(torch::nn::functional::linear(
+            all, saved.back(), biases.empty() ? torch::Tensor() : CachedCast(biases[i], dtype, device)));
+      }
     }
     ctx->save_for_backward(saved);
+    ctx->saved_data["stacked"] = stacked.defined();
     ctx->saved_data["input_dtype"] = x.scalar_type();
     ctx->saved_data["biases"] = static_cast<int64_t>(biases.size());
     return out;
@@ -197,30 +267,48 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
                                                  torch::autograd::variable_list grads) {
     GroupHolder* group = ctx->saved_data["split"].toBool() ? &GroupOf(ctx) : nullptr;
     const bool sequence = group != nullptr && group->tp.Sequence();
+    const bool stacked = ctx->saved_data["stacked"].toBool();
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const torch::Tensor& mine = saved[0];
-    const size_t n = saved.size() - 1;
+    const WeightsHolder& held = WeightsOf(ctx);
+    const size_t n = held.weights.size();
     const size_t biases = static_cast<size_t>(ctx->saved_data["biases"].toInt());
     const c10::ScalarType dtype = mine.scalar_type();
     const c10::ScalarType input_dtype = ctx->saved_data["input_dtype"].toScalarType();
-    const WeightsHolder& held = WeightsOf(ctx);
     const c10::ScalarType weight_dtype = held.weights[0].scalar_type();
     bool weight_grads = false;
     for (size_t i = 0; i < n; ++i) weight_grads = weight_grads || ctx->needs_input_grad(1 + i);
     const bool defer = weight_grads && held.defer_to != nullptr;
     std::unique_ptr<StartedCollective> gathered;  // every position, for the weights' gradients
     if (sequence && weight_grads && !defer) gathered = group->comm->StartAllGather(mine, kPositions);
+    // The output gradients side by side, (N, sum of the outputs), in the
+    // matmuls' dtype, and where each weight's start.
+    std::vector<torch::Tensor> rows;
+    std::vector<int64_t> columns;
+    int64_t width = 0;
+    for (size_t i = 0; i < n; ++i) {
+      rows.push_back(grads[i].to(dtype).reshape({-1, grads[i].size(-1)}));
+      columns.push_back(width);
+      width += grads[i].size(-1);
+    }
+    const torch::Tensor g_all = n == 1 ? rows[0] : torch::cat(rows, 1);
     // x, weights, biases, the group; the weights' gradients are accumulated
-    // here (AccumulateWeightGrad), so their entries stay undefined.
+    // here (AccumulateWeightGrads), so their entries stay undefined.
     torch::autograd::variable_list out(1 + n + biases + 1);
     std::unique_ptr<StartedCollective> summed;
     if (ctx->needs_input_grad(0)) {
       // The input's gradient, summed over the projections and the group in
       // the input's dtype (fp32), as autograd sums the plain layers'.
       torch::Tensor g;
-      for (size_t i = 0; i < n; ++i) {
-        const torch::Tensor gi = torch::matmul(grads[i].to(dtype), saved[1 + i]).to(input_dtype);
-        g = g.defined() ? g + gi : gi;
+      if (stacked) {
+        std::vector<int64_t> shape = grads[0].sizes().vec();
+        shape.back() = saved[1].size(1);
+        g = g_all.mm(saved[1]).view(shape).to(input_dtype);
+      } else {
+        for (size_t i = 0; i < n; ++i) {
+          const torch::Tensor gi = torch::matmul(grads[i].to(dtype), saved[1 + i]).to(input_dtype);
+          g = g.defined() ? g + gi : gi;
+        }
       }
       if (group == nullptr) {
         out[0] = g;
@@ -228,35 +316,33 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
         summed = sequence ? group->comm->StartReduceScatter(g, kPositions) : group->comm->StartAllReduceSum(g);
       }
     }
-    std::vector<torch::Tensor> weight_of, grad_of;  // the products to make: weight, output gradient
+    std::vector<torch::Tensor> weight_of;  // the weights whose products to make, and their columns in g_all
+    std::vector<int64_t> column_of;
     for (size_t i = 0; i < n; ++i) {
-      const torch::Tensor g2 = grads[i].to(dtype).reshape({-1, grads[i].size(-1)});
       if (ctx->needs_input_grad(1 + i)) {
         weight_of.push_back(held.weights[i]);
-        grad_of.push_back(g2);
+        column_of.push_back(columns[i]);
       }
-      if (i < biases && ctx->needs_input_grad(1 + n + i)) out[1 + n + i] = g2.sum(0).to(weight_dtype);
+      if (i < biases && ctx->needs_input_grad(1 + n + i)) out[1 + n + i] = rows[i].sum(0).to(weight_dtype);
     }
     if (defer) {
       const GroupRef gather = sequence ? GroupRefOf(ctx) : GroupRef();
       // Under sequence parallelism the input's gather starts ahead, while the
       // previous piece's products run (DeferredWeightGrads::Run).
-      held.defer_to->Add(DeferredWeightGrads::Piece(
-          [weights = std::move(weight_of), grads = std::move(grad_of), mine, gather]() -> std::function<void()> {
-            std::shared_ptr<StartedCollective> gathering;
-            if (gather) gathering = gather->comm->StartAllGather(mine, kPositions);
-            return [weights, grads, mine, gathering] {
-              torch::NoGradGuard no_graph;
-              const torch::Tensor x = gathering ? gathering->Wait() : mine;
-              const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
-              for (size_t i = 0; i < weights.size(); ++i) AccumulateWeightGrad(weights[i], grads[i], x2);
-            };
-          }));
+      held.defer_to->Add(DeferredWeightGrads::Piece([weights = std::move(weight_of), columns = std::move(column_of),
+                                                     g_all, mine, gather]() -> std::function<void()> {
+        std::shared_ptr<StartedCollective> gathering;
+        if (gather) gathering = gather->comm->StartAllGather(mine, kPositions);
+        return [weights, columns, g_all, mine, gathering] {
+          torch::NoGradGuard no_graph;
+          const torch::Tensor x = gathering ? gathering->Wait() : mine;
+          AccumulateWeightGrads(weights, columns, g_all, x.reshape({-1, x.size(-1)}));
+        };
+      }));
     } else if (!weight_of.empty()) {
       torch::NoGradGuard no_graph;
       const torch::Tensor all = gathered ? gathered->Wait() : mine;
-      const torch::Tensor x2 = all.reshape({-1, all.size(-1)});
-      for (size_t i = 0; i < weight_of.size(); ++i) AccumulateWeightGrad(weight_of[i], grad_of[i], x2);
+      AccumulateWeightGrads(weight_of, column_of, g_all, all.reshape({-1, all.size(-1)}));
     }
     if (summed) out[0] = summed->Wait();
     return out;

@@ -6,6 +6,7 @@
 #include <torch/version.h>
 
 #include <string>
+#include <vector>
 
 #include "schedules/error.h"
 
@@ -73,6 +74,17 @@ void SetDtype(c10::DeviceType device, c10::ScalarType dtype) {
 thread_local int cache_scopes = 0;
 thread_local bool cache_scope_grad_mode = true;
 
+// CachedStackedCast's casts in this thread while a scope lives, by what
+// they cast: storage, first element, shape and dtype.
+struct StackedCast {
+  const void* storage;
+  int64_t offset;
+  std::vector<int64_t> sizes;
+  c10::ScalarType dtype;
+  at::Tensor cast;
+};
+thread_local std::vector<StackedCast> stacked_casts;
+
 class MixedPrecision : public Stage {
  public:
   MixedPrecision(std::unique_ptr<Stage> inner, c10::DeviceType device) : inner_(std::move(inner)), device_(device) {
@@ -134,8 +146,22 @@ AutocastCacheScope::AutocastCacheScope() {
 }
 
 AutocastCacheScope::~AutocastCacheScope() {
-  --cache_scopes;
+  if (--cache_scopes == 0) stacked_casts.clear();
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+}
+
+at::Tensor CachedStackedCast(const at::Tensor& stacked, c10::ScalarType dtype) {
+  if (cache_scopes == 0) return stacked.to(dtype);
+  const void* storage = stacked.storage().unsafeGetStorageImpl();
+  for (const StackedCast& c : stacked_casts) {
+    if (c.storage == storage && c.offset == stacked.storage_offset() && c.dtype == dtype &&
+        c.sizes == stacked.sizes().vec()) {
+      return c.cast;
+    }
+  }
+  at::Tensor cast = stacked.to(dtype);
+  stacked_casts.push_back({storage, stacked.storage_offset(), stacked.sizes().vec(), dtype, cast});
+  return cast;
 }
 
 bool AutocastEnabled(c10::DeviceType device) {

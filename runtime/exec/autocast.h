@@ -10,6 +10,7 @@
 // forward recorded.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
@@ -64,6 +65,16 @@ class AutocastCacheScope {
   AutocastCacheScope(const AutocastCacheScope&) = delete;
   AutocastCacheScope& operator=(const AutocastCacheScope&) = delete;
 };
+
+// `stacked`, several weights end to end seen as one matrix (a view into a
+// flat buffer, models/llama.cc), in `dtype`: cast once while an
+// AutocastCacheScope lives in this thread, as autocast's cache casts a
+// single weight once (it keeps leaves only, never such a view), and at
+// every call outside one. The cast carries no graph node: its user
+// computes the weights' gradients itself. The outermost scope's end drops
+// the casts. Same contract as the scope: the weights do not change while it
+// lives.
+at::Tensor CachedStackedCast(const at::Tensor& stacked, c10::ScalarType dtype);
 
 // Whether autocast is on for `device` in this thread.
 bool AutocastEnabled(c10::DeviceType device);

@@ -3,13 +3,16 @@
 // the per-parameter updates, and training with buffers is training without.
 #include "runtime/train/flat_params.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 
 #include "models/llama.h"
 #include "runtime/comm/fake_transport.h"
+#include "runtime/exec/autocast.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/trainer.h"
 #include "schedules/generators.h"
@@ -37,6 +40,29 @@ at::Tensor LossOf(Stage& stage, const at::Tensor& inputs, const at::Tensor& targ
 }
 
 double MaxDiff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+// The matrix products (aten::mm, aten::addmm, aten::addmm_) and the casts
+// (aten::_to_copy) this thread runs while an OpCount lives.
+thread_local int64_t matrix_products = 0, casts = 0;
+std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  if (std::strcmp(name, "aten::mm") == 0 || std::strcmp(name, "aten::addmm") == 0 ||
+      std::strcmp(name, "aten::addmm_") == 0) {
+    ++matrix_products;
+  }
+  if (std::strcmp(name, "aten::_to_copy") == 0) ++casts;
+  return nullptr;
+}
+struct OpCount {
+  OpCount() : handle(at::addThreadLocalCallback(at::RecordFunctionCallback(&CountOp))) {
+    matrix_products = 0;
+    casts = 0;
+  }
+  ~OpCount() { at::removeCallback(handle); }
+  int64_t Products() const { return matrix_products; }
+  int64_t Casts() const { return casts; }
+  at::CallbackHandle handle;
+};
 
 }  // namespace
 
@@ -77,12 +103,80 @@ TEST_CASE("a flattened stage keeps its values and accumulates its gradients into
   CHECK(flat.grads.abs().sum().item<double>() > 0);
 }
 
+TEST_CASE("a flat buffer's q/k/v and gate/up are one matrix each: 9 fewer products a layer, the same gradients",
+          "[flat]") {
+  const LlamaConfig c = Tiny();
+  auto flat_stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 7, torch::kCPU);
+  auto reference = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 7, torch::kCPU);
+  const FlatBuffer flat = FlattenParameters(flat_stage->NamedParameters());
+  REQUIRE(flat.defined());
+  const auto [inputs, targets] = Tokens(c, 2, 8, 3);
+  auto products = [&](Stage& stage) {
+    OpCount count;
+    LossOf(stage, inputs, targets).backward();
+    return count.Products();
+  };
+  const int64_t apart = products(*reference), stacked = products(*flat_stage);
+  // A layer's seven projections, apart: 7 products forward, 7 for the
+  // inputs' gradients, 7 for the weights'. Stacked, q/k/v and gate/up are
+  // one each: 4 + 4 + 4.
+  CHECK(apart - stacked == 9 * c.num_hidden_layers);
+  CHECK(stacked > 0);
+  const auto ref = reference->NamedParameters();
+  const auto got = flat_stage->NamedParameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    CHECK(IsViewAt(got[i].second.grad(), flat.grads, flat.offsets[i]));
+    CHECK(MaxDiff(got[i].second.grad(), ref[i].second.grad()) <= 1e-6);
+  }
+}
+
+TEST_CASE("in bf16 a flat buffer's q/k/v and gate/up are cast as one matrix once a step", "[flat][autocast]") {
+  const LlamaConfig c = Tiny();
+  std::unique_ptr<Stage> flat_stage =
+      MixedPrecisionStage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 7, torch::kCPU), c10::kCPU);
+  std::unique_ptr<Stage> reference =
+      MixedPrecisionStage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 7, torch::kCPU), c10::kCPU);
+  REQUIRE(FlattenParameters(flat_stage->NamedParameters()).defined());
+  // Casts in each of two microbatches' forward, inside one step's scope.
+  auto casts = [&](Stage& stage) {
+    AutocastCacheScope step;
+    std::vector<int64_t> out;
+    for (uint64_t seed : {4, 5}) {
+      const auto [inputs, targets] = Tokens(c, 2, 8, seed);
+      at::Tensor loss;
+      {
+        OpCount count;
+        loss = LossOf(stage, inputs, targets);
+        out.push_back(count.Casts());
+      }
+      loss.backward();
+    }
+    return out;
+  };
+  const std::vector<int64_t> apart = casts(*reference), stacked = casts(*flat_stage);
+  // The first forward casts a layer's seven weights apart, four stacked
+  // (q/k/v, o, gate/up, down); the second casts no weight in either: the
+  // stacked casts are kept for the step, as autocast keeps the others.
+  CHECK(apart[0] - stacked[0] == 3 * c.num_hidden_layers);
+  CHECK(apart[1] == stacked[1]);
+  CHECK(apart[0] - apart[1] >= 7 * c.num_hidden_layers);
+  const auto ref = reference->NamedParameters();
+  const auto got = flat_stage->NamedParameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    const at::Tensor& a = got[i].second.grad();
+    const at::Tensor& b = ref[i].second.grad();
+    CHECK(MaxDiff(a, b) <= 1e-2 * std::max(1e-3, b.abs().max().item<double>()));
+  }
+}
+
 TEST_CASE("parameters one buffer cannot hold are left as they are", "[flat]") {
   const at::Tensor a = torch::randn({3}).requires_grad_(true);
   const at::Tensor d = torch::randn({2}, torch::kFloat64).requires_grad_(true);
   const void* before = a.data_ptr();
   CHECK_FALSE(FlattenParameters({}).defined());
-  CHECK_FALSE(FlattenParameters({{"a", a}, {"d", d}}).defined());  // two dtypes
+  CHECK_FALSE(FlattenParameters({{"a", a}, {"d", d}}).defined());      // two dtypes
   CHECK_FALSE(FlattenParameters({{"a", a}, {"again", a}}).defined());  // one tensor twice
   CHECK(a.data_ptr() == before);
   CHECK_FALSE(a.grad().defined());
@@ -96,7 +190,6 @@ TEST_CASE("parameters one buffer cannot hold are left as they are", "[flat]") {
 }
 
 namespace {
-
 
 // Params "a", "b" (flattened together) and "c" (apart), with fresh or
 // resumed states; `steps` updates from random gradients, each checked

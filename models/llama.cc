@@ -399,11 +399,35 @@ torch::autograd::variable_list ColumnParallel(const torch::Tensor& x, std::vecto
 // A split region's sizes on one rank of `tp`.
 int64_t Share(int64_t whole, const TensorParallel& tp) { return whole / tp.size; }
 
-// Rotary position encoding (rotate-half form): cos and sin are (T, head_dim).
-torch::Tensor RotateHalf(const torch::Tensor& x) {
+// The two halves of the last dimension swapped: (..., [a, b]) -> (..., [b,
+// a]), one copy. Its own inverse and its own transpose.
+torch::Tensor SwapHalves(const torch::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
-  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return torch::cat({x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
+
+// Rotary position encoding in the rotate-half form, x cos + rotate_half(x)
+// sin with rotate_half(x) = [-x_2, x_1], as one autograd node. rotate_half(x)
+// sin is SwapHalves(x) times signed_sin = [-sin_1, sin_2] (the table's
+// halves), so the forward is one swap, one product and one multiply-add;
+// the backward the same, transposed: g cos + SwapHalves(g signed_sin). Three
+// kernels each way, where autograd's graph of neg, cat, two products and a
+// sum takes five forward and about ten backward. cos, signed_sin: (T,
+// head_dim), fp32; x (..., T, head_dim) in any float dtype, the result in
+// the promoted one (fp32 for bf16 x, as x cos gives).
+struct Rotary : torch::autograd::Function<Rotary> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& signed_sin) {
+    ctx->save_for_backward({cos, signed_sin});
+    return torch::addcmul(x * cos, SwapHalves(x), signed_sin);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& g = grads[0];
+    return {torch::addcmul(SwapHalves(g * saved[1]), g, saved[0]), torch::Tensor(), torch::Tensor()};
+  }
+};
 
 // K/V heads repeated for grouped-query attention: (B,KV,T,hd) -> (B,H,T,hd),
 // each KV head serving `groups` = H/KV consecutive query heads.
@@ -435,13 +459,13 @@ struct AttentionImpl : torch::nn::Module {
       k_norm = register_module("k_norm", RMSNorm(head_dim, c.rms_norm_eps));
     }
   }
-  // x (B,T,C), cos/sin (T,hd), bias (B,1,T,T) additive mask, or undefined
-  // for causal only (SDPA path) -> (B,T,C). With `cache`, the keys and
-  // values of the tokens before these are in it (bias is then (B,1,T,past+T)),
-  // and these tokens' are appended. Under sequence parallelism x and the
-  // result are this rank's T / size positions, and cos, sin and bias are
-  // every position's.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+  // x (B,T,C), cos/signed_sin (T,hd) (Rotary's tables), bias (B,1,T,T)
+  // additive mask, or undefined for causal only (SDPA path) -> (B,T,C).
+  // With `cache`, the keys and values of the tokens before these are in it
+  // (bias is then (B,1,T,past+T)), and these tokens' are appended. Under
+  // sequence parallelism x and the result are this rank's T / size
+  // positions, and the tables and bias are every position's.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin,
                         const torch::Tensor& bias, KvSlot* cache = nullptr) {
     const auto qkv = ColumnParallel(x, {q_proj, k_proj, v_proj}, group);
     const int64_t B = qkv[0].size(0), T = qkv[0].size(1);
@@ -459,8 +483,8 @@ struct AttentionImpl : torch::nn::Module {
     q = q.transpose(1, 2);                                             // (B,H,T,hd)
     k = k.transpose(1, 2);                                             // (B,KV,T,hd)
     auto v = qkv[2].view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
-    q = q * cos + RotateHalf(q) * sin;
-    k = k * cos + RotateHalf(k) * sin;
+    q = Rotary::apply(q, cos, signed_sin);
+    k = Rotary::apply(k, cos, signed_sin);
     if (cache != nullptr) {
       if (cache->k.defined()) {
         k = torch::cat({cache->k, k}, 2);
@@ -553,9 +577,9 @@ struct DecoderLayerImpl : torch::nn::Module {
     mlp = register_module("mlp", Mlp(c, tp, group));
   }
   // x (B,T,C) -> (B,T,C); `cache` as in AttentionImpl::forward.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin,
                         const torch::Tensor& bias, KvSlot* cache = nullptr) {
-    auto h = x + self_attn(input_layernorm(x), cos, sin, bias, cache);
+    auto h = x + self_attn(input_layernorm(x), cos, signed_sin, bias, cache);
     return h + mlp(post_attention_layernorm(h));
   }
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -606,7 +630,11 @@ class LlamaStageImpl : public torch::nn::Module {
     auto freqs = torch::outer(torch::arange(c.max_position_embeddings, torch::kFloat64), inv_freq);
     auto emb = torch::cat({freqs, freqs}, -1);
     cos_ = register_buffer("rope_cos", emb.cos().to(torch::kFloat32));
-    sin_ = register_buffer("rope_sin", emb.sin().to(torch::kFloat32));
+    // The sine with its first half negated, as Rotary takes it.
+    const int64_t half = emb.size(-1) / 2;
+    signed_sin_ = register_buffer(
+        "rope_signed_sin",
+        torch::cat({-emb.narrow(-1, 0, half).sin(), emb.narrow(-1, half, half).sin()}, -1).to(torch::kFloat32));
   }
 
   void Initialise(uint64_t seed) {
@@ -692,9 +720,9 @@ class LlamaStageImpl : public torch::nn::Module {
       auto allowed = causal.unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);  // (B,T,T)
       bias = torch::zeros(allowed.sizes(), x.options()).masked_fill(allowed.logical_not(), -1e9).unsqueeze(1);
     }
-    auto cos = cos_.narrow(0, 0, T), sin = sin_.narrow(0, 0, T);
+    auto cos = cos_.narrow(0, 0, T), signed_sin = signed_sin_.narrow(0, 0, T);
     torch::Tensor h = x;
-    for (auto& layer : layers_) h = layer(h, cos, sin, bias);
+    for (auto& layer : layers_) h = layer(h, cos, signed_sin, bias);
     if (last_) return {Head(norm_(h))};
     return {h, mask};
   }
@@ -716,8 +744,8 @@ class LlamaStageImpl : public torch::nn::Module {
     const auto query = torch::arange(past, past + T, options).unsqueeze(1), key = torch::arange(past + T, options);
     const torch::Tensor bias =
         torch::zeros({T, past + T}, x.options()).masked_fill(key.unsqueeze(0) > query, -1e9).view({1, 1, T, past + T});
-    auto cos = cos_.narrow(0, past, T), sin = sin_.narrow(0, past, T);
-    for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l](x, cos, sin, bias, &cache[l]);
+    auto cos = cos_.narrow(0, past, T), signed_sin = signed_sin_.narrow(0, past, T);
+    for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l](x, cos, signed_sin, bias, &cache[l]);
     return Project(lm_head_, norm_(x));
   }
 
@@ -770,7 +798,7 @@ class LlamaStageImpl : public torch::nn::Module {
   std::vector<DecoderLayer> layers_;
   RMSNorm norm_{nullptr};
   torch::nn::Linear lm_head_{nullptr};
-  torch::Tensor cos_, sin_;
+  torch::Tensor cos_, signed_sin_;  // the rotary tables (Rotary)
 };
 
 // The executor's view of a Llama stage.
@@ -824,6 +852,12 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps, bo
   (void)fused;
 #endif
   return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
+
+at::Tensor RotaryEncoding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool fused) {
+  const int64_t half = x.size(-1) / 2;
+  if (fused) return Rotary::apply(x, cos, torch::cat({-sin.narrow(-1, 0, half), sin.narrow(-1, half, half)}, -1));
+  return x * cos + torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1) * sin;
 }
 
 bool SdpaAvailable() {

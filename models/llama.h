@@ -69,6 +69,12 @@ bool FusedRmsNormAvailable();
 // CUDA in recent LibTorch), else written out in tensor ops. Llama's norms
 // take the fused path.
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps, bool fused);
+// Rotary position encoding in the rotate-half form, x cos + rotate_half(x)
+// sin with rotate_half(x) = [-x_2, x_1] (the last dimension's halves); cos
+// and sin (T, head_dim), x (..., T, head_dim). `fused`: as the stages run it,
+// one autograd node of three kernels each way (models/llama.cc, Rotary);
+// else written out in tensor ops.
+at::Tensor RotaryEncoding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool fused);
 // `kind` for this LibTorch: auto is sdpa where available, else explicit.
 // Throws pplab::Error for sdpa where SDPA is missing (LibTorch 1.x).
 AttentionKind ResolveAttention(AttentionKind kind);

@@ -198,6 +198,35 @@ TEST_CASE("RMSNorm through at::rms_norm equals the written-out one: values and b
   }
 }
 
+TEST_CASE("rotary encoding as one node equals the written-out rotate-half form: values and gradient, fp32 and bf16",
+          "[llama]") {
+  auto gen = at::detail::createCPUGenerator(29);
+  // (B, H, T, hd) with hd = 8: the halves are columns 0-3 and 4-7.
+  const at::Tensor x0 = torch::randn({2, 3, 5, 8}, gen), upstream = torch::randn({2, 3, 5, 8}, gen);
+  const at::Tensor angles = torch::randn({5, 4}, gen);
+  const at::Tensor cos = torch::cat({angles, angles}, -1).cos(), sin = torch::cat({angles, angles}, -1).sin();
+  for (const c10::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
+    INFO(c10::toString(dtype));
+    auto run = [&](bool fused) {
+      at::Tensor x = x0.to(dtype).clone().requires_grad_(true);
+      const at::Tensor y = RotaryEncoding(x, cos, sin, fused);
+      (y * upstream).sum().backward();
+      return std::vector<at::Tensor>{y.detach(), x.grad()};
+    };
+    const auto fused = run(true), written = run(false);
+    CHECK(fused[0].scalar_type() == torch::kFloat32);  // promoted by the fp32 tables, as written out
+    CHECK(fused[1].scalar_type() == dtype);
+    // One element by hand: position 1, column 2 is x[2] cos - x[6] sin.
+    const at::Tensor xd = x0.to(dtype).to(torch::kFloat32);
+    const double by_hand = xd[0][0][1][2].item<double>() * cos[1][2].item<double>() -
+                           xd[0][0][1][6].item<double>() * sin[1][2].item<double>();
+    CHECK(fused[0][0][0][1][2].item<double>() == Approx(by_hand).epsilon(1e-6));
+    CHECK(RelativeError(fused[0], written[0]) <= kFp32Tolerance);
+    CHECK(RelativeError(fused[1].to(torch::kFloat32), written[1].to(torch::kFloat32)) <=
+          (dtype == torch::kFloat32 ? kFp32Tolerance : 1e-2));
+  }
+}
+
 namespace {
 // A name's ending, e.g. ".bias".
 bool EndsWith(const std::string& s, const std::string& end) {

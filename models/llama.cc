@@ -429,6 +429,29 @@ struct Rotary : torch::autograd::Function<Rotary> {
   }
 };
 
+// SwiGLU's product silu(gate) * up as one autograd node that keeps only
+// gate and up, the projections' outputs, and computes silu(gate) again in
+// the backward (as Megatron-LM's fused SwiGLU does): autograd's silu and
+// product would also keep silu(gate), a third (B, T, I) tensor, for the
+// whole time the microbatch is in flight. One more kernel backward (the
+// silu again), the same values: the backward runs the kernels autograd's
+// graph would, on the same operands.
+struct SwiGlu : torch::autograd::Function<SwiGlu> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& gate,
+                               const torch::Tensor& up) {
+    ctx->save_for_backward({gate, up});
+    return torch::silu(gate) * up;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& gate = saved[0];
+    const torch::Tensor& up = saved[1];
+    const torch::Tensor& g = grads[0];
+    return {at::silu_backward(g * up, gate), g * torch::silu(gate)};
+  }
+};
+
 // K/V heads repeated for grouped-query attention: (B,KV,T,hd) -> (B,H,T,hd),
 // each KV head serving `groups` = H/KV consecutive query heads.
 torch::Tensor RepeatKv(const torch::Tensor& x, int64_t groups) {
@@ -562,7 +585,7 @@ struct MlpImpl : torch::nn::Module {
   // under sequence parallelism x and the result are this rank's positions.
   torch::Tensor forward(const torch::Tensor& x) {
     const auto gate_up = ColumnParallel(x, {gate_proj, up_proj}, group);
-    return RowParallel(down_proj, torch::silu(gate_up[0]) * gate_up[1], group);
+    return RowParallel(down_proj, SwiGlu::apply(gate_up[0], gate_up[1]), group);
   }
   GroupRef group;
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};

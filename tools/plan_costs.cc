@@ -57,7 +57,8 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
   // Values kept per token for the backward of one layer, e bytes each (4 in
   // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
   // (q + 2kv; with norms on q and k, their inputs too: q + kv more), the
-  // attention output (q), the MLP's gate, up, activation and product (4f),
+  // attention output (q), the MLP's gate, up and product (3f: its SwiGLU
+  // node computes the activation again in the backward, models/llama.cc),
   // and the softmax probabilities (heads x seq_len). Weights,
   // gradients and AdamW state are not here: they are fp32 in either
   // precision (16 B per parameter, counted by the caller). In bf16 the
@@ -71,7 +72,7 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
   const double n = layout.sequence_share;
   const double heads = c.num_attention_heads;
   const double qk_norms = c.qk_norm ? q + kv : 0;
-  const double layer = e * T * (4 * h / n + 2 * q + 2 * kv + qk_norms + 4 * f) +
+  const double layer = e * T * (4 * h / n + 2 * q + 2 * kv + qk_norms + 3 * f) +
                        (layout.fused_attention ? 4 * T * heads : e * T * heads * seq_len);
   double bytes = (p.End(stage) - p.Begin(stage)) * layer;
   // The head: final norm input and output, logits and their softmax.

@@ -115,6 +115,35 @@ torch::Tensor RowsEndToEnd(const std::vector<torch::Tensor>& parts) {
   return first.as_strided({rows, columns}, {columns, 1});
 }
 
+// The tensors `parts` (..., n_i) side by side in the last dimension, (...,
+// sum of n_i), as one view of their storage, when they are column blocks
+// of one contiguous tensor in that order (SwiGlu's gradients); undefined
+// otherwise, and for fewer than two.
+torch::Tensor ColumnsEndToEnd(const std::vector<torch::Tensor>& parts) {
+  if (parts.size() < 2 || !parts[0].defined()) return {};
+  const torch::Tensor& first = parts[0];
+  int64_t width = 0;
+  for (const torch::Tensor& p : parts) {
+    if (!p.defined() || p.dim() != first.dim() || p.dim() < 2 || p.scalar_type() != first.scalar_type() ||
+        p.device() != first.device() || p.storage().unsafeGetStorageImpl() != first.storage().unsafeGetStorageImpl() ||
+        p.strides() != first.strides() || p.stride(-1) != 1 || p.storage_offset() != first.storage_offset() + width) {
+      return {};
+    }
+    for (int64_t d = 0; d + 1 < p.dim(); ++d) {
+      if (p.size(d) != first.size(d)) return {};
+    }
+    width += p.size(-1);
+  }
+  // Row-major over the whole width: each dimension's stride is the next
+  // one's times its size.
+  std::vector<int64_t> sizes = first.sizes().vec();
+  sizes.back() = width;
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * sizes[d + 1];
+  if (first.strides().vec() != strides) return {};
+  return first.as_strided(sizes, strides);
+}
+
 // grad += g^T x (g: (N, out), x: (N, in)). Where all three share its dtype
 // (fp32), the product is summed into it by the matrix product itself (beta
 // = 1, as Megatron-LM's gradient accumulation fusion does): no product
@@ -291,7 +320,10 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
       columns.push_back(width);
       width += grads[i].size(-1);
     }
-    const torch::Tensor g_all = n == 1 ? rows[0] : torch::cat(rows, 1);
+    const torch::Tensor side_by_side = ColumnsEndToEnd(grads);
+    const torch::Tensor g_all = n == 1                   ? rows[0]
+                                : side_by_side.defined() ? side_by_side.to(dtype).reshape({-1, width})
+                                                         : torch::cat(rows, 1);
     // x, weights, biases, the group; the weights' gradients are accumulated
     // here (AccumulateWeightGrads), so their entries stay undefined.
     torch::autograd::variable_list out(1 + n + biases + 1);
@@ -442,13 +474,23 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
     ctx->save_for_backward({gate, up});
     return torch::silu(gate) * up;
   }
+  // The two gradients are written side by side into one (..., 2 I) tensor,
+  // as gate and up came out of their projections: ColumnProjections then
+  // takes them as one matrix without copying them together.
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const torch::Tensor& gate = saved[0];
     const torch::Tensor& up = saved[1];
     const torch::Tensor& g = grads[0];
-    return {at::silu_backward(g * up, gate), g * torch::silu(gate)};
+    const int64_t inner = gate.size(-1);
+    std::vector<int64_t> sizes = gate.sizes().vec();
+    sizes.back() = 2 * inner;
+    const torch::Tensor both = torch::empty(sizes, gate.options());
+    torch::Tensor d_gate = both.narrow(-1, 0, inner), d_up = both.narrow(-1, inner, inner);
+    at::silu_backward_out(d_gate, g * up, gate);
+    at::mul_out(d_up, g, torch::silu(gate));
+    return {d_gate, d_up};
   }
 };
 

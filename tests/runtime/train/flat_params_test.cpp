@@ -43,7 +43,7 @@ double MaxDiff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().
 
 // The matrix products (aten::mm, aten::addmm, aten::addmm_) and the casts
 // (aten::_to_copy) this thread runs while an OpCount lives.
-thread_local int64_t matrix_products = 0, casts = 0;
+thread_local int64_t matrix_products = 0, casts = 0, cats = 0;
 std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
   const char* name = fn.name();
   if (std::strcmp(name, "aten::mm") == 0 || std::strcmp(name, "aten::addmm") == 0 ||
@@ -51,16 +51,19 @@ std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
     ++matrix_products;
   }
   if (std::strcmp(name, "aten::_to_copy") == 0) ++casts;
+  if (std::strcmp(name, "aten::cat") == 0) ++cats;
   return nullptr;
 }
 struct OpCount {
   OpCount() : handle(at::addThreadLocalCallback(at::RecordFunctionCallback(&CountOp))) {
     matrix_products = 0;
     casts = 0;
+    cats = 0;
   }
   ~OpCount() { at::removeCallback(handle); }
   int64_t Products() const { return matrix_products; }
   int64_t Casts() const { return casts; }
+  int64_t Cats() const { return cats; }
   at::CallbackHandle handle;
 };
 
@@ -111,12 +114,18 @@ TEST_CASE("a flat buffer's q/k/v and gate/up are one matrix each: 9 fewer produc
   const FlatBuffer flat = FlattenParameters(flat_stage->NamedParameters());
   REQUIRE(flat.defined());
   const auto [inputs, targets] = Tokens(c, 2, 8, 3);
+  int64_t joins = 0;  // tensors put side by side (aten::cat) in the flat stage's forward and backward
   auto products = [&](Stage& stage) {
     OpCount count;
     LossOf(stage, inputs, targets).backward();
+    joins = count.Cats();
     return count.Products();
   };
   const int64_t apart = products(*reference), stacked = products(*flat_stage);
+  // A layer's: the rotary encoding's swap of halves for q and k, forward
+  // and backward (4), and q/k/v's output gradients; gate/up's come side by
+  // side from SwiGLU's backward.
+  CHECK(joins == 5 * c.num_hidden_layers);
   // A layer's seven projections, apart: 7 products forward, 7 for the
   // inputs' gradients, 7 for the weights'. Stacked, q/k/v and gate/up are
   // one each: 4 + 4 + 4.

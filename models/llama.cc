@@ -587,6 +587,15 @@ struct AttentionImpl : torch::nn::Module {
     const bool causal = !bias.defined();
     c10::optional<at::Tensor> mask;
     if (!causal) mask = bias.to(v.scalar_type());
+    // SDPA keeps the v it gets for its backward. With q/k/v stacked
+    // (ColumnProjections) v is a view of their one output, which would keep
+    // the pre-rotary q and k alive with it: q + 2 kv values a token instead
+    // of kv. Where v goes in as it is, it goes in as a copy of its own, laid
+    // out as an unstacked v is. (Repeated K/V heads are copies already.)
+    const auto own = [](const torch::Tensor& t) {
+      const bool part = t.storage().nbytes() > static_cast<size_t>(t.numel()) * t.element_size();
+      return part ? t.transpose(1, 2).contiguous().transpose(1, 2) : t;
+    };
 #ifdef PPLAB_HAS_SDPA_GQA
     if (kv_heads != heads) {
       // Hand SDPA the KV heads unrepeated where the kernel it would pick
@@ -595,12 +604,13 @@ struct AttentionImpl : torch::nn::Module {
       // kernel (which takes a mask and fp32, not GQA) may run instead.
       constexpr int64_t kMathBackend = 0;  // at::SDPBackend::math
       if (at::_fused_sdp_choice(q, k, v, mask, 0.0, causal, c10::nullopt, /*enable_gqa=*/true) != kMathBackend) {
-        return at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, c10::nullopt, /*enable_gqa=*/true);
+        return at::scaled_dot_product_attention(q, k, own(v), mask, 0.0, causal, c10::nullopt, /*enable_gqa=*/true);
       }
     }
 #endif
     const int64_t groups = heads / kv_heads;
-    return at::scaled_dot_product_attention(q, RepeatKv(k, groups), RepeatKv(v, groups), mask, 0.0, causal);
+    return at::scaled_dot_product_attention(q, RepeatKv(k, groups), groups == 1 ? own(v) : RepeatKv(v, groups), mask,
+                                            0.0, causal);
 #else
     (void)q, (void)k, (void)v, (void)bias;
     throw Error("attention sdpa: not in this LibTorch");  // ResolveAttention refuses it first

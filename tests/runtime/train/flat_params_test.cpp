@@ -13,6 +13,7 @@
 #include "models/llama.h"
 #include "runtime/comm/fake_transport.h"
 #include "runtime/exec/autocast.h"
+#include "runtime/exec/memory_meter.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/trainer.h"
 #include "schedules/generators.h"
@@ -177,6 +178,34 @@ TEST_CASE("in bf16 a flat buffer's q/k/v and gate/up are cast as one matrix once
     const at::Tensor& a = got[i].second.grad();
     const at::Tensor& b = ref[i].second.grad();
     CHECK(MaxDiff(a, b) <= 1e-2 * std::max(1e-3, b.abs().max().item<double>()));
+  }
+}
+
+TEST_CASE("stacked q/k/v hold no more activations than apart, with either attention", "[flat]") {
+  // One key/value head a query head: v goes to attention as it is, where
+  // SDPA keeps it for its backward; as a view of the stacked output it
+  // would keep the pre-rotary q and k alive with it.
+  LlamaConfig c = Tiny();
+  c.num_key_value_heads = c.num_attention_heads;
+  std::vector<AttentionKind> kinds = {AttentionKind::kExplicit};
+  if (SdpaAvailable()) kinds.push_back(AttentionKind::kSdpa);
+  MemoryMeter& meter = MemoryMeter::Cpu();
+  const auto [inputs, targets] = Tokens(c, 2, 8, 6);
+  for (const AttentionKind kind : kinds) {
+    INFO(AttentionKindName(kind));
+    LlamaOptions options;
+    options.attention = kind;
+    options.padding = false;
+    Bytes held[2] = {0, 0};
+    for (int flat = 0; flat < 2; ++flat) {
+      auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 7, torch::kCPU, options);
+      if (flat) REQUIRE(FlattenParameters(stage->NamedParameters()).defined());
+      const Bytes before = meter.Live();
+      const at::Tensor logits = stage->Forward({inputs, torch::ones_like(inputs)}).at(0);
+      held[flat] = meter.Live() - before;
+    }
+    CHECK(held[1] == held[0]);
+    CHECK(held[0] > 0);
   }
 }
 

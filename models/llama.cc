@@ -447,17 +447,72 @@ torch::Tensor SwapHalves(const torch::Tensor& x) {
 // sum takes five forward and about ten backward. cos, signed_sin: (T,
 // head_dim), fp32; x (..., T, head_dim) in any float dtype, the result in
 // the promoted one (fp32 for bf16 x, as x cos gives).
+torch::Tensor RotaryForward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin) {
+  return torch::addcmul(x * cos, SwapHalves(x), signed_sin);
+}
+torch::Tensor RotaryBackward(const torch::Tensor& g, const torch::Tensor& cos, const torch::Tensor& signed_sin) {
+  return torch::addcmul(SwapHalves(g * signed_sin), g, cos);
+}
 struct Rotary : torch::autograd::Function<Rotary> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
                                const torch::Tensor& signed_sin) {
     ctx->save_for_backward({cos, signed_sin});
-    return torch::addcmul(x * cos, SwapHalves(x), signed_sin);
+    return RotaryForward(x, cos, signed_sin);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor& g = grads[0];
-    return {torch::addcmul(SwapHalves(g * saved[1]), g, saved[0]), torch::Tensor(), torch::Tensor()};
+    return {RotaryBackward(grads[0], saved[0], saved[1]), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// `a` and `b`, laid out alike, as one view of their storage where `b`
+// continues `a` along `dim` (the same strides, every other size the same,
+// b's first element where a's dimension `dim` would go on); undefined
+// otherwise.
+torch::Tensor ContinuedAlong(const torch::Tensor& a, const torch::Tensor& b, int64_t dim) {
+  if (a.dim() != b.dim() || a.scalar_type() != b.scalar_type() || a.device() != b.device() ||
+      a.storage().unsafeGetStorageImpl() != b.storage().unsafeGetStorageImpl() || a.strides() != b.strides() ||
+      b.storage_offset() != a.storage_offset() + a.size(dim) * a.stride(dim)) {
+    return {};
+  }
+  std::vector<int64_t> sizes = a.sizes().vec();
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (d != dim && b.size(d) != sizes[d]) return {};
+  }
+  sizes[dim] += b.size(dim);
+  return a.as_strided(sizes, a.strides());
+}
+
+// The rotary encoding of q (B,T,H,hd) and k (B,T,KV,hd) as their
+// projections give them, in one node. Where k continues q (the stacked
+// q/k/v output, ColumnProjections) the two are one (B,T,H+KV,hd) tensor:
+// Rotary's three kernels once for both, and backward one copy that puts
+// their gradients side by side, three kernels, and the gradients handed on
+// side by side, as the projections' backward reads them. Elsewhere (apart,
+// or qk_norm's fp32 outputs) each its own. cos, signed_sin: (T, hd).
+struct RotaryPair : torch::autograd::Function<RotaryPair> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                                                const torch::Tensor& k, const torch::Tensor& cos,
+                                                const torch::Tensor& signed_sin) {
+    const torch::Tensor c = cos.unsqueeze(1), s = signed_sin.unsqueeze(1);  // (T,1,hd): every head
+    ctx->save_for_backward({c, s});
+    const torch::Tensor both = ContinuedAlong(q, k, 2);
+    ctx->saved_data["joint"] = both.defined();
+    if (!both.defined()) return {RotaryForward(q, c, s), RotaryForward(k, c, s)};
+    const torch::Tensor out = RotaryForward(both, c, s);
+    return {out.narrow(2, 0, q.size(2)), out.narrow(2, q.size(2), k.size(2))};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &c = saved[0], &s = saved[1];
+    if (!ctx->saved_data["joint"].toBool()) {
+      return {RotaryBackward(grads[0], c, s), RotaryBackward(grads[1], c, s), torch::Tensor(), torch::Tensor()};
+    }
+    const int64_t heads = grads[0].size(2);
+    const torch::Tensor d = RotaryBackward(torch::cat({grads[0], grads[1]}, 2), c, s);
+    return {d.narrow(2, 0, heads), d.narrow(2, heads, grads[1].size(2)), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -545,11 +600,10 @@ struct AttentionImpl : torch::nn::Module {
       q = q_norm(q.to(torch::kFloat32));
       k = k_norm(k.to(torch::kFloat32));
     }
-    q = q.transpose(1, 2);                                             // (B,H,T,hd)
-    k = k.transpose(1, 2);                                             // (B,KV,T,hd)
+    const auto rotated = RotaryPair::apply(q, k, cos, signed_sin);
+    q = rotated[0].transpose(1, 2);                                    // (B,H,T,hd)
+    k = rotated[1].transpose(1, 2);                                    // (B,KV,T,hd)
     auto v = qkv[2].view({B, T, kv_heads, head_dim}).transpose(1, 2);  // (B,KV,T,hd)
-    q = Rotary::apply(q, cos, signed_sin);
-    k = Rotary::apply(k, cos, signed_sin);
     if (cache != nullptr) {
       if (cache->k.defined()) {
         k = torch::cat({cache->k, k}, 2);
@@ -587,11 +641,13 @@ struct AttentionImpl : torch::nn::Module {
     const bool causal = !bias.defined();
     c10::optional<at::Tensor> mask;
     if (!causal) mask = bias.to(v.scalar_type());
-    // SDPA keeps the v it gets for its backward. With q/k/v stacked
-    // (ColumnProjections) v is a view of their one output, which would keep
-    // the pre-rotary q and k alive with it: q + 2 kv values a token instead
-    // of kv. Where v goes in as it is, it goes in as a copy of its own, laid
-    // out as an unstacked v is. (Repeated K/V heads are copies already.)
+    // SDPA keeps the q, k and v it gets for its backward. With q/k/v
+    // stacked (ColumnProjections) v is a view of their one output, which
+    // would keep the pre-rotary q and k alive with it: q + 2 kv values a
+    // token instead of kv. And q and k leave the rotary encoding as views of
+    // one tensor (RotaryPair): where k is repeated (a copy), q would keep the
+    // rotated k alive. So v where it goes in as it is, and q where k does
+    // not, go in as copies of their own, laid out as unstacked ones are.
     const auto own = [](const torch::Tensor& t) {
       const bool part = t.storage().nbytes() > static_cast<size_t>(t.numel()) * t.element_size();
       return part ? t.transpose(1, 2).contiguous().transpose(1, 2) : t;
@@ -609,8 +665,8 @@ struct AttentionImpl : torch::nn::Module {
     }
 #endif
     const int64_t groups = heads / kv_heads;
-    return at::scaled_dot_product_attention(q, RepeatKv(k, groups), groups == 1 ? own(v) : RepeatKv(v, groups), mask,
-                                            0.0, causal);
+    if (groups == 1) return at::scaled_dot_product_attention(q, k, own(v), mask, 0.0, causal);
+    return at::scaled_dot_product_attention(own(q), RepeatKv(k, groups), RepeatKv(v, groups), mask, 0.0, causal);
 #else
     (void)q, (void)k, (void)v, (void)bias;
     throw Error("attention sdpa: not in this LibTorch");  // ResolveAttention refuses it first

@@ -93,55 +93,36 @@ WeightsHolder& WeightsOf(torch::autograd::AutogradContext* ctx) {
   return *static_cast<WeightsHolder*>(ctx->saved_data["weights"].toCapsule().get());
 }
 
-// The 2-D tensors `parts` stacked by rows, as one view of their storage,
-// when they lie there end to end in that order, as a flat buffer's
-// parameters and gradients of one module's projections do
-// (runtime/train/flat_params.h); undefined otherwise, and for fewer than
-// two.
-torch::Tensor RowsEndToEnd(const std::vector<torch::Tensor>& parts) {
-  if (parts.size() < 2 || !parts[0].defined()) return {};
-  const torch::Tensor& first = parts[0];
-  const int64_t columns = first.dim() == 2 ? first.size(1) : -1;
-  int64_t rows = 0;
-  for (const torch::Tensor& p : parts) {
-    if (!p.defined() || p.dim() != 2 || p.size(1) != columns || !p.is_contiguous() ||
-        p.scalar_type() != first.scalar_type() || p.device() != first.device() ||
-        p.storage().unsafeGetStorageImpl() != first.storage().unsafeGetStorageImpl() ||
-        p.storage_offset() != first.storage_offset() + rows * columns) {
-      return {};
-    }
-    rows += p.size(0);
+// `a` and `b`, laid out alike, as one view of their storage where `b`
+// continues `a` along `dim` (the same strides, every other size the same,
+// b's first element where a's dimension `dim` would go on); undefined
+// otherwise.
+torch::Tensor ContinuedAlong(const torch::Tensor& a, const torch::Tensor& b, int64_t dim) {
+  if (!a.defined() || !b.defined() || a.dim() != b.dim() || a.scalar_type() != b.scalar_type() ||
+      a.device() != b.device() || a.storage().unsafeGetStorageImpl() != b.storage().unsafeGetStorageImpl() ||
+      a.strides() != b.strides()) {
+    return {};
   }
-  return first.as_strided({rows, columns}, {columns, 1});
+  if (dim < 0) dim += a.dim();
+  if (b.storage_offset() != a.storage_offset() + a.size(dim) * a.stride(dim)) return {};
+  std::vector<int64_t> sizes = a.sizes().vec();
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (d != dim && b.size(d) != sizes[d]) return {};
+  }
+  sizes[dim] += b.size(dim);
+  return a.as_strided(sizes, a.strides());
 }
 
-// The tensors `parts` (..., n_i) side by side in the last dimension, (...,
-// sum of n_i), as one view of their storage, when they are column blocks
-// of one contiguous tensor in that order (SwiGlu's gradients); undefined
-// otherwise, and for fewer than two.
-torch::Tensor ColumnsEndToEnd(const std::vector<torch::Tensor>& parts) {
-  if (parts.size() < 2 || !parts[0].defined()) return {};
-  const torch::Tensor& first = parts[0];
-  int64_t width = 0;
-  for (const torch::Tensor& p : parts) {
-    if (!p.defined() || p.dim() != first.dim() || p.dim() < 2 || p.scalar_type() != first.scalar_type() ||
-        p.device() != first.device() || p.storage().unsafeGetStorageImpl() != first.storage().unsafeGetStorageImpl() ||
-        p.strides() != first.strides() || p.stride(-1) != 1 || p.storage_offset() != first.storage_offset() + width) {
-      return {};
-    }
-    for (int64_t d = 0; d + 1 < p.dim(); ++d) {
-      if (p.size(d) != first.size(d)) return {};
-    }
-    width += p.size(-1);
-  }
-  // Row-major over the whole width: each dimension's stride is the next
-  // one's times its size.
-  std::vector<int64_t> sizes = first.sizes().vec();
-  sizes.back() = width;
-  std::vector<int64_t> strides(sizes.size(), 1);
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * sizes[d + 1];
-  if (first.strides().vec() != strides) return {};
-  return first.as_strided(sizes, strides);
+// `parts`, each continuing the one before along `dim` (ContinuedAlong), as
+// one view of their storage: a flat buffer's weights or gradients of one
+// module's projections along their rows (runtime/train/flat_params.h),
+// SwiGlu's gradients along their last dimension; undefined otherwise, and
+// for fewer than two.
+torch::Tensor EndToEnd(const std::vector<torch::Tensor>& parts, int64_t dim) {
+  if (parts.size() < 2) return {};
+  torch::Tensor joined = parts[0];
+  for (size_t i = 1; i < parts.size() && joined.defined(); ++i) joined = ContinuedAlong(joined, parts[i], dim);
+  return joined;
 }
 
 // grad += g^T x (g: (N, out), x: (N, in)). Where all three share its dtype
@@ -172,7 +153,7 @@ void AccumulateWeightGrads(const std::vector<torch::Tensor>& weights, const std:
     grads.push_back(weights[i].grad());
   }
   torch::Tensor stacked = whole && columns.size() > 1 && columns.back() + weights.back().size(0) == g.size(1)
-                              ? RowsEndToEnd(grads)
+                              ? EndToEnd(grads, 0)
                               : torch::Tensor();
   if (stacked.defined()) {
     AccumulateInto(stacked, g, x);
@@ -266,7 +247,7 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
     // once a step inside an AutocastCacheScope, not once a microbatch. The
     // backward uses the same casts. Weights end to end are cast as one
     // matrix, once a scope too (CachedStackedCast).
-    torch::Tensor stacked = biases.empty() ? RowsEndToEnd(weights.vec()) : torch::Tensor();
+    torch::Tensor stacked = biases.empty() ? EndToEnd(weights.vec(), 0) : torch::Tensor();
     if (stacked.defined() && stacked.scalar_type() != dtype) stacked = CachedStackedCast(stacked, dtype);
     const torch::Tensor mine = x.to(dtype).contiguous();
     const torch::Tensor all = group && group->tp.Sequence() ? group->comm->AllGather(mine, kPositions) : mine;
@@ -320,7 +301,7 @@ struct ColumnProjections : torch::autograd::Function<ColumnProjections> {
       columns.push_back(width);
       width += grads[i].size(-1);
     }
-    const torch::Tensor side_by_side = ColumnsEndToEnd(grads);
+    const torch::Tensor side_by_side = EndToEnd(grads, -1);
     const torch::Tensor g_all = n == 1                   ? rows[0]
                                 : side_by_side.defined() ? side_by_side.to(dtype).reshape({-1, width})
                                                          : torch::cat(rows, 1);
@@ -465,24 +446,6 @@ struct Rotary : torch::autograd::Function<Rotary> {
     return {RotaryBackward(grads[0], saved[0], saved[1]), torch::Tensor(), torch::Tensor()};
   }
 };
-
-// `a` and `b`, laid out alike, as one view of their storage where `b`
-// continues `a` along `dim` (the same strides, every other size the same,
-// b's first element where a's dimension `dim` would go on); undefined
-// otherwise.
-torch::Tensor ContinuedAlong(const torch::Tensor& a, const torch::Tensor& b, int64_t dim) {
-  if (a.dim() != b.dim() || a.scalar_type() != b.scalar_type() || a.device() != b.device() ||
-      a.storage().unsafeGetStorageImpl() != b.storage().unsafeGetStorageImpl() || a.strides() != b.strides() ||
-      b.storage_offset() != a.storage_offset() + a.size(dim) * a.stride(dim)) {
-    return {};
-  }
-  std::vector<int64_t> sizes = a.sizes().vec();
-  for (int64_t d = 0; d < a.dim(); ++d) {
-    if (d != dim && b.size(d) != sizes[d]) return {};
-  }
-  sizes[dim] += b.size(dim);
-  return a.as_strided(sizes, a.strides());
-}
 
 // The rotary encoding of q (B,T,H,hd) and k (B,T,KV,hd) as their
 // projections give them, in one node. Where k continues q (the stacked

@@ -155,7 +155,7 @@ at::Tensor CachedStackedCast(const at::Tensor& stacked, c10::ScalarType dtype) {
   const void* storage = stacked.storage().unsafeGetStorageImpl();
   for (const StackedCast& c : stacked_casts) {
     if (c.storage == storage && c.offset == stacked.storage_offset() && c.dtype == dtype &&
-        c.sizes == stacked.sizes().vec()) {
+        stacked.sizes().equals(c.sizes)) {
       return c.cast;
     }
   }

@@ -191,6 +191,13 @@ struct ProfileMeta {
   // "explicit", as `pplab train --attention` resolved it. Files written
   // before it was recorded ran the explicit path.
   std::string attention = "explicit";
+  // The tensor-parallel ranks T each pipeline rank's stages ran over
+  // (`tensor_parallel`, optional: 1 before it was recorded), and whether
+  // the positions outside the split regions were split over them too
+  // (`sequence_parallel`). With T > 1 every stage's times hold the group's
+  // collectives, and its bytes are one rank's.
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
 };
 
 constexpr const char* kProfileSource = "pplab profile";

@@ -304,7 +304,7 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   const std::string at = origin + ": meta";
   CheckKeys(meta,
             {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device", "threads_per_rank",
-             "ranks", "precision", "attention", "extra"},
+             "ranks", "precision", "attention", "tensor_parallel", "sequence_parallel", "extra"},
             at + " (source \"pplab profile\")");
   auto need = [&](const char* key) -> const json& {
     if (!meta.contains(key)) throw Error(at + "." + key + " is missing (a \"pplab profile\" meta needs it)");
@@ -345,6 +345,16 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
     }
     p.attention = v.get<std::string>();
   }
+  if (meta.contains("tensor_parallel")) p.tensor_parallel = positive("tensor_parallel");
+  if (meta.contains("sequence_parallel")) {
+    const json& v = meta["sequence_parallel"];
+    if (!v.is_boolean()) throw Error(at + ".sequence_parallel must be true or false, got " + v.dump());
+    p.sequence_parallel = v.get<bool>();
+    if (p.sequence_parallel && p.tensor_parallel < 2) {
+      throw Error(at + ".sequence_parallel is true but tensor_parallel is " + std::to_string(p.tensor_parallel) +
+                  " (it needs 2 or more)");
+    }
+  }
   // The partition is layers per stage, one positive count per stage of the file.
   int entries = 0;
   size_t begin = 0;
@@ -380,7 +390,9 @@ std::string ProfileMetaToJson(const ProfileMeta& p) {
               {"threads_per_rank", p.threads_per_rank},
               {"ranks", p.ranks},
               {"precision", PrecisionName(p.precision)},
-              {"attention", p.attention}}
+              {"attention", p.attention},
+              {"tensor_parallel", p.tensor_parallel},
+              {"sequence_parallel", p.sequence_parallel}}
       .dump();
 }
 

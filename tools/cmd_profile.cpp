@@ -27,6 +27,7 @@
 #include "tools/commands.h"
 #include "tools/local_capacity.h"
 #include "tools/report.h"
+#include "tools/train_checks.h"
 
 namespace pplab::cli {
 namespace {
@@ -35,6 +36,8 @@ struct ProfileCliOptions {
   std::string model = "tiny";
   int ranks = 2;
   int dp = 1;
+  int tp = 1;
+  bool sequence_parallel = false;
   std::string partition = "uniform";
   int virtual_stages = 1;
   int layers = 0;  // 0: the model's; else a slice of its first `layers` decoder layers
@@ -78,6 +81,10 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   if (o.dp < 1 || o.dp * o.ranks > 4096) {
     throw Error("--dp " + std::to_string(o.dp) + ": must be at least 1, with at most 4096 processes in all");
   }
+  if (o.tp < 1 || o.tp * o.dp * o.ranks > 4096) {
+    throw Error("--tp " + std::to_string(o.tp) + ": must be at least 1, with at most 4096 processes in all");
+  }
+
   if (o.virtual_stages < 1 || o.virtual_stages > 64) {
     throw Error("--virtual " + std::to_string(o.virtual_stages) + ": must be in [1, 64]");
   }
@@ -89,6 +96,7 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + ": must be in [1, " +
                 std::to_string(config.max_position_embeddings) + "] (the model's max_position_embeddings)");
   }
+  CheckTensorParallelFlags(config, o.tp, o.sequence_parallel, o.seq_len);
   if (o.repeats < 1 || o.repeats > 10000)
     throw Error("--repeats " + std::to_string(o.repeats) + ": must be in [1, 10000]");
   if (o.warmup < 0 || o.warmup > 10000) throw Error("--warmup " + std::to_string(o.warmup) + ": must be in [0, 10000]");
@@ -256,6 +264,8 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                  {"ranks", o.ranks},
                  {"precision", PrecisionName(ParsePrecision(o.precision))},
                  {"attention", AttentionKindName(ResolveAttention(ParseAttentionKind(o.attention)))},
+                 {"tensor_parallel", o.tp},
+                 {"sequence_parallel", o.sequence_parallel},
                  {"extra",
                   {{"virtual_stages", o.virtual_stages},
                    {"dp", o.dp},
@@ -279,6 +289,11 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
               meta["model"].get<std::string>().c_str(), meta["partition"].get<std::string>().c_str(),
               meta["microbatch_size"].get<int>(), meta["seq_len"].get<int>(), meta["ranks"].get<int>(),
               meta["threads_per_rank"].get<int>(), meta["precision"].get<std::string>().c_str());
+  if (meta["tensor_parallel"].get<int>() > 1) {
+    std::printf("each pipeline rank is %d tensor-parallel ranks%s: F, B, I and W hold their collectives\n",
+                meta["tensor_parallel"].get<int>(),
+                meta["sequence_parallel"].get<bool>() ? " with sequence parallelism" : "");
+  }
   if (meta["extra"]["measure_turns"].get<int>() > 1) {
     std::printf(
         "ranks share devices past their slots (device by rank %s, slots by device %s): timed in %d turns, "
@@ -332,32 +347,36 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
 
 int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
-  if (world != o.ranks * o.dp) {
-    throw Error("world size " + std::to_string(world) + " but --ranks " + std::to_string(o.ranks) + " x --dp " +
-                std::to_string(o.dp));
+  const int K = o.ranks, T = o.tp;
+  if (world != K * o.dp * T) {
+    throw Error("world size " + std::to_string(world) + " but --ranks " + std::to_string(K) + " x --dp " +
+                std::to_string(o.dp) + " x --tp " + std::to_string(T));
   }
   // The same thread policy as pplab train, so the ranks contend as in training.
   ShareCores(world);
   const LlamaConfig config = ProfiledConfig(o);
-  const int S = o.ranks * o.virtual_stages;
+  const int S = K * o.virtual_stages;
   // Looped, as interleaved-1f1b places stages.
-  const std::vector<RankId> placement = LoopPlacement(o.ranks, S);
+  const std::vector<RankId> placement = LoopPlacement(K, S);
   const Partition partition = MakePartition(config, S, o.partition, {placement, o.seq_len});
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
   WorkerOptions setup;
-  setup.pipeline_ranks = o.ranks;
+  setup.pipeline_ranks = K;
   setup.dp = o.dp;
+  setup.tp = T;
   setup.comm_timeout = timeout;
   setup.device = o.device;
   setup.backend = o.backend;
   setup.precision = o.precision;
   Worker worker = SetUpWorker(setup, world_rank, world);
   const RankId rank = worker.rank;  // pipeline rank within the replica
-  // Where every rank computes; ranks past a device's slots take turns. World
-  // ranks 0..K-1 are the first replica's pipeline (as pplab train's traces record).
+  // Where every rank computes; ranks past a device's slots take turns, a
+  // tensor-parallel group's together. World ranks k T (k < K) are the first
+  // replica's pipeline (as pplab train's traces record).
   const std::vector<RankDevice> world_devices = WorldRankDevices(worker, timeout);
-  const std::vector<RankDevice> pipeline_devices(world_devices.begin(), world_devices.begin() + o.ranks);
-  const std::vector<int> turns = MeasureTurns(MapRankDevices(world_devices));
+  std::vector<int> pipeline_ranks;
+  for (RankId k = 0; k < K; ++k) pipeline_ranks.push_back(WorldRankOf(0, 0, k, K, T));
+  const std::vector<int> turns = MeasureTurns(MapRankDevices(world_devices), T);
   MemoryMeter& meter = MemoryMeter::For(worker.device);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
@@ -366,6 +385,8 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
     LlamaOptions llama;
     llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
     llama.padding = false;  // synthetic tokens below
+    llama.tensor_parallel = {worker.tp_size, worker.tp_rank, o.sequence_parallel};
+    llama.tp_comm = worker.tp_comm;
     // The rotary scaling changes no cost: a type pplab does not compute is
     // profiled as none (the cost file still records the config as given).
     LlamaConfig built = config;
@@ -386,25 +407,33 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   options.device = worker.device;
   options.dp_group = worker.dp_group.get();
   options.dp = o.dp;
+  options.tp = T;
   options.wire_dtype = worker.wire_dtype;
   if (config.tie_word_embeddings) options.tied_parameters = {kEmbeddingWeight, kLmHeadWeight};
   if (worker.group != nullptr) options.wire_format = DefaultWireFormat(*worker.group);
   options.turn = turns.at(world_rank);
   options.turns = *std::max_element(turns.begin(), turns.end()) + 1;
   // Ping-pong one activation's payload (hidden (B,L,C) as it travels: 4
-  // bytes a value in fp32, 2 in bf16) and 16 MiB.
-  options.link_payload_bytes = {
-      static_cast<Bytes>(o.microbatch_size) * o.seq_len * config.hidden_size * ActivationElementBytes(worker.precision),
-      16 << 20};
+  // bytes a value in fp32, 2 in bf16; a 1/T share of the positions under
+  // sequence parallelism) and 16 MiB.
+  options.link_payload_bytes = {static_cast<Bytes>(o.microbatch_size) * o.seq_len / (o.sequence_parallel ? T : 1) *
+                                    config.hidden_size * ActivationElementBytes(worker.precision),
+                                16 << 20};
   const ProfileResult result = Profile(
       placement, rank, stages, batch.microbatches.at(0),
-      [](const TensorList& outputs, const at::Tensor& targets) {
+      [&worker](const TensorList& outputs, const at::Tensor& targets) {
+        // Under tensor parallelism the head, split by vocabulary, gives this
+        // rank's share of the logits (as in pplab train).
+        if (worker.tp_size > 1) {
+          return VocabParallelCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0,
+                                              {worker.tp_size, worker.tp_rank}, worker.tp_comm);
+        }
         return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
       },
       batch.loss_scale, *worker.transport, worker.group.get(), meter, options);
   if (world_rank != 0) return 0;
-  const nlohmann::json doc =
-      CostJson(o, config, partition, result, ThreadsInUse(), MapRankDevices(pipeline_devices), options.turns);
+  const nlohmann::json doc = CostJson(o, config, partition, result, ThreadsInUse(),
+                                      PipelineDeviceMap(world_devices, pipeline_ranks), options.turns);
   // Round-trip through the loader so a written file is a usable one.
   const CostModel checked = CostModel::FromJson(doc.dump(), o.output.empty() ? "profile" : o.output);
   if (!o.output.empty()) WriteTextFile(o.output, checked.ToJson());
@@ -431,10 +460,12 @@ int RunProfile(const ProfileCliOptions& o) {
     // Each replica holds the whole model (K v stages) and its AdamW state,
     // in host memory on a CPU device.
     const double params = static_cast<double>(ModelParams(config));
-    CheckLocalCapacity(LocalLoad{o.ranks * o.dp, params * o.dp, o.device.rfind("cpu", 0) == 0}, "--oversubscribe");
+    CheckLocalCapacity(LocalLoad{o.ranks * o.dp * o.tp, params * o.dp, o.device.rfind("cpu", 0) == 0},
+                       "--oversubscribe");
   }
-  if (o.ranks * o.dp == 1) return RunWorker(o, 0, 1);
-  return LaunchWorkers(o.ranks * o.dp, o.raw_args, o.comm_timeout_s);
+  const int processes = o.ranks * o.dp * o.tp;
+  if (processes == 1) return RunWorker(o, 0, 1);
+  return LaunchWorkers(processes, o.raw_args, o.comm_timeout_s);
 }
 
 }  // namespace
@@ -450,6 +481,13 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_option("--dp", o->dp,
                   "data-parallel replicas D (D x K workers); with D > 1 each stage's REDUCE_GRAD is measured")
       ->capture_default_str();
+  sub->add_option("--tp", o->tp,
+                  "tensor-parallel ranks T per pipeline rank (D x T x K workers), as pplab train --tp: each stage's "
+                  "times then hold the group's collectives")
+      ->capture_default_str();
+  sub->add_flag("--sequence-parallel", o->sequence_parallel,
+                "with --tp 2 or more, split the positions outside the split regions over the group too, as pplab "
+                "train --sequence-parallel");
   sub->add_option("--partition", o->partition,
                   "uniform, parameters, compute (the ranks' FLOPs evened out, stages looped over ranks), or layers "
                   "per stage like 3,2,2,1")

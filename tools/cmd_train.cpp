@@ -99,11 +99,11 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   const c10::Device device = worker.device;
   const auto timeout = CommTimeout(o);
   // Which pipeline ranks share a device: the first pipeline's, as the
-  // traces hold.
+  // traces hold, with the slots the other world ranks leave them.
   const std::vector<RankDevice> everywhere = WorldRankDevices(worker, timeout);
-  std::vector<RankDevice> first_pipeline;
-  for (RankId k = 0; k < K; ++k) first_pipeline.push_back(everywhere.at(WorldRankOf(0, 0, k, K, worker.tp_size)));
-  const DeviceMap device_map = MapRankDevices(first_pipeline);
+  std::vector<int> first_pipeline;
+  for (RankId k = 0; k < K; ++k) first_pipeline.push_back(WorldRankOf(0, 0, k, K, worker.tp_size));
+  const DeviceMap device_map = PipelineDeviceMap(everywhere, first_pipeline);
   LlamaConfig config = LoadLlamaConfig(o.model);
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {
@@ -293,15 +293,7 @@ int RunTrain(const TrainOptions& given) {
   CheckPlanFlags(o, schedule);
   ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
   ParseWarmUp(o.warm_up, c10::Device(c10::kCPU));
-  if (const std::string why = WhyNoTensorParallel(config, o.tp); !why.empty()) {
-    throw Error("--tp " + std::to_string(o.tp) + ": the model's " + why);
-  }
-  if (o.sequence_parallel && o.tp < 2) {
-    throw Error("--sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or more");
-  }
-  if (const std::string why = WhyNoSequenceParallel(o.seq_len, o.sequence_parallel ? o.tp : 1); !why.empty()) {
-    throw Error("--sequence-parallel: " + why + " (--tp)");
-  }
+  CheckTensorParallelFlags(config, o.tp, o.sequence_parallel, o.seq_len);
   if (o.shard_optimizer && o.dp < 2) {
     throw Error("--shard-optimizer shards the AdamW moments over the data-parallel replicas: it needs --dp 2 or more");
   }

@@ -118,6 +118,14 @@ CostFit AnalyticFit(double flops_per_second) {
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   const std::optional<ProfileMeta> meta = profiled.Profile();
   if (!meta) throw Error(profiled.Origin() + ": not a profile (meta.source is not \"pplab profile\")");
+  // The fit divides each stage's time by its whole layers' FLOPs, and plan
+  // adds the tensor-parallel collectives itself: times that hold a group's
+  // collectives already would count them twice.
+  if (meta->tensor_parallel > 1) {
+    throw Error(profiled.Origin() + ": profiled with --tp " + std::to_string(meta->tensor_parallel) +
+                "; plan fits a profile of whole layers (pplab profile without --tp), while simulate --cost takes "
+                "this one as it is");
+  }
   const Partition p = MakePartition(config, profiled.NumStages(), meta->partition);
   std::vector<double> flops, act, wgrad, msg;
   std::vector<double> time[4], act_y, wgrad_y, msg_y;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/pretrained.h"
+#include "models/tensor_parallel.h"
 #include "runtime/train/checkpoint.h"
 #include "schedules/error.h"
 
@@ -52,6 +53,18 @@ void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
   }
   if (!o.quiet && !o.json) {
     std::fprintf(stderr, "pplab: weights: %lld values from %s\n", static_cast<long long>(values), o.init_from.c_str());
+  }
+}
+
+void CheckTensorParallelFlags(const LlamaConfig& config, int tp, bool sequence_parallel, int64_t seq_len) {
+  if (const std::string why = WhyNoTensorParallel(config, tp); !why.empty()) {
+    throw Error("--tp " + std::to_string(tp) + ": the model's " + why);
+  }
+  if (sequence_parallel && tp < 2) {
+    throw Error("--sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or more");
+  }
+  if (const std::string why = WhyNoSequenceParallel(seq_len, sequence_parallel ? tp : 1); !why.empty()) {
+    throw Error("--sequence-parallel: " + why + " (--tp)");
   }
 }
 

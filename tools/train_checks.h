@@ -20,6 +20,12 @@ namespace pplab::cli {
 // unless quiet.
 void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config);
 
+// --tp T and --sequence-parallel against the model and --seq-len (train
+// and profile alike): T must divide its heads, key/value heads and
+// intermediate size; sequence parallelism needs T >= 2 and T dividing the
+// sequence.
+void CheckTensorParallelFlags(const LlamaConfig& config, int tp, bool sequence_parallel, int64_t seq_len);
+
 // A --plan fixes the schedule, K, M and v: a flag given with it that says
 // otherwise is refused.
 void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule);

@@ -498,10 +498,12 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     return result;
   }
   std::map<StageId, StageProfile> every;
+  const int T = std::max(1, options.tp);
   for (size_t from = 0; from < all.size(); ++from) {
-    // World ranks 0..K-1 are the first replica, which stands for all; the
-    // step work counts on every rank.
-    UnpackRankProfile(all[from], static_cast<int>(from) < K, every, result);
+    // World ranks k T (k < K) are the first replica's pipeline, which stands
+    // for all; the step work counts on every rank.
+    const int w = static_cast<int>(from);
+    UnpackRankProfile(all[from], w < K * T && w % T == 0, every, result);
   }
   if (static_cast<int>(every.size()) != S)
     throw Error(who + ": gathered " + std::to_string(every.size()) + " stage profiles, the partition has " +

@@ -54,6 +54,10 @@ struct ProfileOptions {
   // their number D; `group` is then the world of D x K ranks.
   ProcessGroupHandle* dp_group = nullptr;
   int dp = 1;
+  // Tensor parallelism: T ranks run each pipeline rank's stages together
+  // (their F, B, I and W hold the group's collectives), world rank
+  // (d K + k) T + t; the first replica's t = 0 ranks stand for the pipeline.
+  int tp = 1;
   // What float32 activations and gradients travel as (the worker's
   // wire_dtype): the message bytes are counted in it.
   c10::ScalarType wire_dtype = c10::ScalarType::Float;
@@ -144,8 +148,9 @@ struct ProfileResult {
 // Profiles pipeline rank `rank`'s `stages` (placement[s] = rank of stage s).
 // `data` is one microbatch: stage 0's inputs and the last stage's targets;
 // the other stages get their inputs from one forward pass through the
-// pipeline. `group` is null for a single rank; with replicas it is the
-// world, and stages, links and overhead come from the first replica. Throws
+// pipeline. `group` is null for a single rank; with replicas or
+// tensor-parallel ranks it is the world, and stages, links and overhead come
+// from the first replica's first tensor-parallel rank. Throws
 // pplab::Error naming the rank and phase when a peer fails or times out.
 ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const std::map<StageId, Stage*>& stages,
                       const MicrobatchData& data, const LossFn& loss, double loss_scale, Transport& transport,

@@ -85,13 +85,13 @@ std::vector<int64_t> PackRankProfile(const std::map<StageId, StageProfile>& stag
   return words;
 }
 
-void UnpackRankProfile(const std::vector<int64_t>& w, bool first_replica, std::map<StageId, StageProfile>& stages,
+void UnpackRankProfile(const std::vector<int64_t>& w, bool stands_for_all, std::map<StageId, StageProfile>& stages,
                        ProfileResult& result) {
   size_t i = 0;
   const int64_t n = w.at(i++);
   for (int64_t k = 0; k < n; ++k, i += kStageWords) {
     const StageProfile p = DecodeStage(w, i);
-    if (first_replica) stages[p.stage] = p;
+    if (stands_for_all) stages[p.stage] = p;
   }
   const int64_t nl = w.at(i++);
   for (int64_t k = 0; k < nl; ++k) {
@@ -103,9 +103,9 @@ void UnpackRankProfile(const std::vector<int64_t>& w, bool first_replica, std::m
     const int64_t ns = w.at(i + 4);
     i += 5;
     for (int64_t j = 0; j < ns; ++j, i += 2) l.samples.push_back({w.at(i), FromBits(w.at(i + 1))});
-    if (first_replica) result.links.push_back(l);
+    if (stands_for_all) result.links.push_back(l);
   }
-  if (first_replica) result.action_overhead_ms.push_back(FromBits(w.at(i)));
+  if (stands_for_all) result.action_overhead_ms.push_back(FromBits(w.at(i)));
   ++i;
   StepProfile st;
   for (SampleSpread* x : StepSpreads(st)) {

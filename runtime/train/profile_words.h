@@ -16,9 +16,9 @@ std::vector<int64_t> PackRankProfile(const std::map<StageId, StageProfile>& stag
                                      const StepProfile& step);
 
 // Reads what PackRankProfile wrote: the stages into `stages` and the links
-// and overhead into `result` where `first_replica` (the first data-parallel
-// replica stands for all), the step's work into `result.step` always.
-void UnpackRankProfile(const std::vector<int64_t>& words, bool first_replica, std::map<StageId, StageProfile>& stages,
+// and overhead into `result` where `stands_for_all` (the first data-parallel
+// replica's first tensor-parallel rank stands for all), the step's work into `result.step` always.
+void UnpackRankProfile(const std::vector<int64_t>& words, bool stands_for_all, std::map<StageId, StageProfile>& stages,
                        ProfileResult& result);
 
 }  // namespace pplab

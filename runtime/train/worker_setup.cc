@@ -100,6 +100,28 @@ DeviceMap MapRankDevices(const std::vector<RankDevice>& ranks) {
   return out;
 }
 
+DeviceMap PipelineDeviceMap(const std::vector<RankDevice>& world, const std::vector<int>& pipeline) {
+  const DeviceMap all = MapRankDevices(world);
+  std::vector<int> world_on(all.device_slots.size(), 0), pipeline_on(all.device_slots.size(), 0);
+  for (int d : all.devices) ++world_on[d];
+  DeviceMap out;
+  std::map<int, int> ids;  // the world map's id -> dense id in the pipeline's order
+  for (int w : pipeline) {
+    if (w < 0 || w >= static_cast<int>(world.size())) {
+      throw Error("pipeline rank at world rank " + std::to_string(w) + " of " + std::to_string(world.size()));
+    }
+    const int d = all.devices[w];
+    ++pipeline_on[d];
+    const auto [it, added] = ids.emplace(d, static_cast<int>(ids.size()));
+    out.devices.push_back(it->second);
+  }
+  out.device_slots.assign(ids.size(), 1);
+  for (const auto& [d, id] : ids) {
+    out.device_slots[id] = std::max(1, all.device_slots[d] * pipeline_on[d] / world_on[d]);
+  }
+  return out;
+}
+
 bool Oversubscribed(const DeviceMap& map) {
   std::vector<int> on(map.device_slots.size(), 0);
   for (int d : map.devices) ++on.at(d);
@@ -109,10 +131,33 @@ bool Oversubscribed(const DeviceMap& map) {
   return false;
 }
 
-std::vector<int> MeasureTurns(const DeviceMap& map) {
-  std::vector<int> seen(map.device_slots.size(), 0);
-  std::vector<int> turns;
-  for (int d : map.devices) turns.push_back(seen.at(d)++ / std::max(1, map.device_slots.at(d)));
+std::vector<int> MeasureTurns(const DeviceMap& map, int group_size) {
+  const int n = static_cast<int>(map.devices.size());
+  const int g = std::max(1, group_size);
+  if (n % g != 0) {
+    throw Error("measure turns: " + std::to_string(n) + " ranks are not groups of " + std::to_string(g));
+  }
+  const size_t D = map.device_slots.size();
+  std::vector<std::vector<int>> load;  // load[turn][device]: ranks timed at once
+  std::vector<int> turns(n, 0);
+  for (int first = 0; first < n; first += g) {
+    std::vector<int> members(D, 0);
+    for (int r = first; r < first + g; ++r) ++members.at(map.devices[r]);
+    // The first turn with room on each of the group's devices; a group with
+    // more ranks on a device than its slots has that device to itself.
+    size_t t = 0;
+    for (;; ++t) {
+      if (t == load.size()) load.emplace_back(D, 0);
+      bool fits = true;
+      for (size_t d = 0; d < D && fits; ++d) {
+        if (members[d] == 0) continue;
+        fits = load[t][d] + members[d] <= std::max(map.device_slots[d], members[d]);
+      }
+      if (fits) break;
+    }
+    for (size_t d = 0; d < D; ++d) load[t][d] += members[d];
+    for (int r = first; r < first + g; ++r) turns[r] = static_cast<int>(t);
+  }
   return turns;
 }
 

@@ -156,6 +156,14 @@ struct DeviceMap {
   std::vector<int> device_slots;  // per device id
 };
 DeviceMap MapRankDevices(const std::vector<RankDevice>& ranks);
+// The devices of one pipeline's ranks (`pipeline`: their world ranks, the
+// first replica's first tensor-parallel ranks), as the simulator takes them:
+// each pipeline rank stands for every world rank computing beside it (its
+// tensor-parallel group, the other replicas), so a device's slots are its
+// world ranks' slots shared out among them: slots x (pipeline ranks on it) /
+// (world ranks on it), at least 1. Two pipeline ranks of 2 tensor-parallel
+// ranks each on 2 one-thread cores get 1 slot: they time-slice the host.
+DeviceMap PipelineDeviceMap(const std::vector<RankDevice>& world, const std::vector<int>& pipeline);
 // Whether some device holds more ranks than it has slots, so that ranks
 // computing at once would time-slice it.
 bool Oversubscribed(const DeviceMap& map);
@@ -164,8 +172,12 @@ bool Oversubscribed(const DeviceMap& map);
 // goes in turn i / slots. All 0 when nothing is oversubscribed. The profile
 // times costs this way, and the simulator then queues the ranks that share a
 // device; times taken all at once would already hold the time-slicing, and
-// the queue would count it a second time.
-std::vector<int> MeasureTurns(const DeviceMap& map);
+// the queue would count it a second time. Ranks that compute together
+// (a tensor-parallel group: `group_size` consecutive ranks, whose actions
+// hold collectives) take the same turn, the first with room for all of
+// them; a group with more ranks on a device than its slots has the device
+// to itself in its turn.
+std::vector<int> MeasureTurns(const DeviceMap& map, int group_size = 1);
 // `stage` as this worker runs it: as it is in fp32; in bf16, under autocast
 // with its bf16 outputs returned as fp32 (MixedPrecisionStage).
 std::unique_ptr<Stage> WorkerStage(const Worker& worker, std::unique_ptr<Stage> stage);

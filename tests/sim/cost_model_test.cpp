@@ -148,6 +148,19 @@ TEST_CASE("a profiled cost file round-trips with its meta and typed profile", "[
   REQUIRE(sdpa);
   CHECK(sdpa->attention == "sdpa");
   CHECK(ParseProfileMeta(ProfileMetaToJson(*sdpa), 2, "x")->attention == "sdpa");
+  // No "tensor_parallel": whole layers (T = 1); a tensor-parallel one round-trips.
+  CHECK(m.Profile()->tensor_parallel == 1);
+  CHECK_FALSE(m.Profile()->sequence_parallel);
+  nlohmann::json split = nlohmann::json::parse(ProfiledCost());
+  split["meta"]["tensor_parallel"] = 2;
+  split["meta"]["sequence_parallel"] = true;
+  const std::optional<ProfileMeta> tp = CostModel::FromJson(split.dump(), "tp.json").Profile();
+  REQUIRE(tp);
+  CHECK(tp->tensor_parallel == 2);
+  CHECK(tp->sequence_parallel);
+  const std::optional<ProfileMeta> tp_again = ParseProfileMeta(ProfileMetaToJson(*tp), 2, "x");
+  CHECK(tp_again->tensor_parallel == 2);
+  CHECK(tp_again->sequence_parallel);
   // Other sources stay free-form.
   CostModel other = m;
   other.meta_json = R"({"source": "measured", "anything": [1, 2]})";
@@ -167,6 +180,9 @@ TEST_CASE("a bad profile meta is refused naming the field", "[cost_model]") {
       {R"(, "precision": "fp16")", "cost.json: meta.precision 'fp16': expected fp32 or bf16"},
       {R"(, "precision": 16)", "cost.json: meta.precision must be \"fp32\" or \"bf16\", got 16"},
       {R"(, "attention": "auto")", "cost.json: meta.attention must be \"sdpa\" or \"explicit\", got \"auto\""},
+      {R"(, "tensor_parallel": 0)", "cost.json: meta.tensor_parallel must be a positive integer, got 0"},
+      {R"(, "sequence_parallel": 1)", "cost.json: meta.sequence_parallel must be true or false, got 1"},
+      {R"(, "sequence_parallel": true)", "meta.sequence_parallel is true but tensor_parallel is 1"},
   };
   for (const auto& [overrides, says] : cases) {
     INFO(overrides);

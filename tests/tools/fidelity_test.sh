@@ -6,6 +6,7 @@
 #     one row per plan and configuration;
 #  3. --dry-run --device cuda: the GPU loop of issue 12 (2 shapes x 4
 #     configurations x 5 plans), with memory measured, and flags pplab knows;
+#  3b. --tp and --sequence-parallel reach the profiles and the trains;
 #  4. bad arguments: one line on stderr, exit 2.
 # Usage: fidelity_test.sh SOURCE_DIR PPLAB
 set -euo pipefail
@@ -85,9 +86,15 @@ for sub in train simulate profile; do
   done
 done
 
+# 3b. Tensor parallelism: the profile and every train get the same flags.
+dry=$(bash "$bench" --pplab "$pplab" --configs 1:4,2:8 --plans 1f1b,zb-v --tp 2 --sequence-parallel --dry-run)
+[ "$(echo "$dry" | grep ' profile ' | grep -c -- '--tp 2 --sequence-parallel')" -eq 4 ] || fail "4 profiles with --tp 2"
+[ "$(echo "$dry" | grep ' train ' | grep -c -- '--tp 2 --sequence-parallel')" -eq 4 ] || fail "4 trains with --tp 2"
+[ "$(echo "$dry" | grep ' simulate ' | grep -c -- '--tp')" -eq 0 ] || fail "simulate takes the profile's costs"
+
 # 4. Bad arguments.
 for args in "--device tpu" "--configs 2:3" "--shapes 16by128" "--steps 2" "--runs 0" "--frobnicate" \
-  "--run-timeout 0" "--deadline soon"; do
+  "--run-timeout 0" "--deadline soon" "--tp 0" "--sequence-parallel"; do
   set +e
   err=$(bash "$bench" --pplab "$pplab" $args 2>&1 > /dev/null)
   code=$?

@@ -99,8 +99,10 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK(meta["attention"] == (SdpaAvailable() ? "sdpa" : "explicit"));
   CHECK(meta["extra"]["action_overhead_ms"].get<double>() >= 0);
   CHECK(meta["extra"]["stages"][1]["backward_transient_bytes"].get<int64_t>() > 0);
+  CHECK(meta["tensor_parallel"] == 1);
+  CHECK(meta["sequence_parallel"] == false);
   // Exactly these fields; anything else goes under extra.
-  CHECK(meta.size() == 12);
+  CHECK(meta.size() == 14);
   // 2 ranks of cores / 2 threads fit the cores (one slot each): timed at once,
   // and no mapping for the simulator to queue.
   const bool fits = std::thread::hardware_concurrency() >= 2;
@@ -200,6 +202,10 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
            std::string("--model tiny -k 2 --precision fp16") + ok,               // fp32 or bf16 only
            std::string("--model tiny -k 2 --layers 5") + ok,                     // a slice of more than 4 layers
            std::string("--model tiny -k 4 --layers 2") + ok,                     // 4 stages of 2 layers
+           std::string("--model tiny -k 1 --tp 3") + ok,                         // 4 heads over 3 ranks
+           std::string("--model tiny -k 1 --tp 0") + ok,
+           std::string("--model tiny -k 1 --sequence-parallel") + ok,  // without --tp
+           std::string("--model tiny -k 1 --tp 2 --sequence-parallel --microbatch-size 1 --seq-len 7"),
        }) {
     const PplabRun r = Pplab("profile " + args);
     INFO(args << "\n" << r.out);
@@ -292,6 +298,67 @@ TEST_CASE("ranks that time-slice one device are profiled in turns, and the simul
   INFO(apart.out);
   REQUIRE(apart.code == 0);
   CHECK(nlohmann::json::parse(apart.out)["makespan"].get<double>() < simulated["makespan"].get<double>());
+}
+
+TEST_CASE("profile --tp 2 times each pipeline rank's stages with its tensor-parallel group, for simulate",
+          "[profile][tp]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR);
+  const int B = 2, L = 16, C = 32, T = 2;  // tiny: hidden 32
+  const std::string common = "profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --warmup 1 --repeats 3 -o ";
+  const PplabRun whole = Pplab(common + dir + "/profile_tp1.json");
+  INFO(whole.out);
+  REQUIRE(whole.code == 0);
+  const PplabRun split = Pplab(common + dir + "/profile_tp2.json --tp 2");
+  INFO(split.out);
+  REQUIRE(split.code == 0);
+  CHECK(split.out.find("each pipeline rank is 2 tensor-parallel ranks: F, B, I and W hold their collectives") !=
+        std::string::npos);
+  const auto one = nlohmann::json::parse(ReadTextFile(dir + "/profile_tp1.json"));
+  const auto two = nlohmann::json::parse(ReadTextFile(dir + "/profile_tp2.json"));
+  CHECK(two["meta"]["tensor_parallel"] == T);
+  CHECK(two["meta"]["sequence_parallel"] == false);
+  CHECK(two["meta"]["ranks"] == 2);
+  // 2 x 2 processes of 1 thread: on 2 cores each group fills them in its turn.
+  const bool fits = std::thread::hardware_concurrency() >= 4;
+  CHECK(two["meta"]["extra"]["measure_turns"] == (fits ? 1 : 2));
+  // The pipeline is the t = 0 ranks': one step-work entry a world rank.
+  CHECK(two["meta"]["extra"]["step_per_world_rank"].size() == 4);
+  for (int s = 0; s < 2; ++s) {
+    INFO("stage " << s);
+    const auto& a = one["stages"][s];
+    const auto& b = two["stages"][s];
+    for (const char* key : {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms"}) {
+      CHECK(b[key].get<double>() > 0);
+    }
+    // Each rank holds its share of the heads and MLP columns: fewer bytes.
+    CHECK(b["activation_bytes"].get<int64_t>() < a["activation_bytes"].get<int64_t>());
+    CHECK(b["weight_grad_bytes"].get<int64_t>() < a["weight_grad_bytes"].get<int64_t>());
+    // Without sequence parallelism each rank sends its counterpart the whole
+    // hidden state, as at T = 1.
+    CHECK(b["message_bytes"] == a["message_bytes"]);
+  }
+  CHECK(two["stages"][0]["message_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
+  // simulate takes it as it is; plan, which adds the collectives itself, refuses it.
+  const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + dir + "/profile_tp2.json --json");
+  INFO(sim.out);
+  CHECK(sim.code == 0);
+  const PplabRun plan =
+      Pplab("plan --model tiny --cost " + dir + "/profile_tp2.json --ranks 2 --global-batch 8 --memory-per-rank 1GiB");
+  INFO(plan.out);
+  CHECK(plan.code != 0);
+  CHECK(plan.out.find("profiled with --tp 2; plan fits a profile of whole layers") != std::string::npos);
+
+  // With sequence parallelism the message is a 1/T share of the positions
+  // (the mask stays whole), and the link is timed with that payload.
+  const PplabRun sp = Pplab(common + dir + "/profile_sp.json --tp 2 --sequence-parallel");
+  INFO(sp.out);
+  REQUIRE(sp.code == 0);
+  const auto seq = nlohmann::json::parse(ReadTextFile(dir + "/profile_sp.json"));
+  CHECK(seq["meta"]["sequence_parallel"] == true);
+  CHECK(seq["stages"][0]["message_bytes"].get<int64_t>() == B * (L / T) * C * 4 + B * L * 8 + 512);
+  CHECK(seq["stages"][1]["message_bytes"].get<int64_t>() == B * (L / T) * C * 4 + 512);
+  const auto& samples = seq["meta"]["extra"]["links"][0]["samples"];
+  CHECK(samples[1]["bytes"].get<int64_t>() == B * (L / T) * C * 4 + 512);
 }
 
 }  // namespace pplab

@@ -460,6 +460,18 @@ TEST_CASE(
   const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --devices-from " + measured + " --json");
   INFO(sim.out);
   CHECK(sim.code == 0);
+  // With 2 tensor-parallel ranks a pipeline rank, 4 processes share the
+  // cores: each pipeline rank stands for 2 of them, and gets half the slots.
+  const std::string tp = dir + "/devices_tp.json";
+  const PplabRun split = Train("-s 1f1b -k 2 --tp 2 --steps 2 --batch-size 4 --seq-len 8 --trace " + tp);
+  INFO(split.out);
+  REQUIRE(split.code == 0);
+  const Timeline t = TimelineFromChromeTrace(ReadTextFile(tp), tp);
+  CHECK(t.devices == std::vector<int>{0, 0});
+  const int threads4 = std::max(1, cores / 4);
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    CHECK(t.device_slots == std::vector<int>{std::max(1, cores / threads4 * 2 / 4)});
+  }
 }
 
 TEST_CASE("train refuses bad options with one line", "[train]") {

@@ -17,6 +17,9 @@
 #   --plans LIST   schedules, comma-separated; "interleaved-1f1b" and "zb-v"
 #                  run 2 stages per rank (default gpipe,1f1b,interleaved-1f1b,zb-h1;
 #                  zb-v added on a GPU)
+#   --tp T         T tensor-parallel ranks per pipeline rank (default 1), in the
+#                  profile and in training alike: K x T processes
+#   --sequence-parallel  with --tp 2 or more, split the positions over them too
 #   --steps N      training steps per plan; the measured step time is the median
 #                  after the first 2 (default 12: 10 measured)
 #   --out DIR      keep the cost files, traces and rows.jsonl there
@@ -38,7 +41,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pplab="" runs="" device=cpu model="" shapes="" configs="" plans="" steps=12 out="" dry_run=0
-run_timeout=300 deadline=0
+run_timeout=300 deadline=0 tp=1 sequence_parallel=0
 positional=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -50,6 +53,8 @@ while [ $# -gt 0 ]; do
     --configs) configs=$2; shift 2 ;;
     --plans) plans=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
+    --tp) tp=$2; shift 2 ;;
+    --sequence-parallel) sequence_parallel=1; shift ;;
     --out) out=$2; shift 2 ;;
     --run-timeout) run_timeout=$2; shift 2 ;;
     --deadline) deadline=$2; shift 2 ;;
@@ -73,10 +78,16 @@ case $device in
     memory=(--measure-memory --comm-timeout 30) ;;
   *) echo "fidelity: --device must be cpu or cuda, got '$device'" >&2; exit 2 ;;
 esac
-for n in "$runs" "$steps" "$run_timeout"; do
+for n in "$runs" "$steps" "$run_timeout" "$tp"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] ||
-    { echo "fidelity: --runs, --steps and --run-timeout must be positive integers, got '$n'" >&2; exit 2; }
+    { echo "fidelity: --runs, --steps, --run-timeout and --tp must be positive integers, got '$n'" >&2; exit 2; }
 done
+tp_flags=()
+[ "$tp" -gt 1 ] && tp_flags=(--tp "$tp")
+if [ "$sequence_parallel" = 1 ]; then
+  [ "$tp" -gt 1 ] || { echo "fidelity: --sequence-parallel needs --tp 2 or more" >&2; exit 2; }
+  tp_flags+=(--sequence-parallel)
+fi
 [[ $deadline =~ ^[0-9]+$ ]] || { echo "fidelity: --deadline must be a whole number of seconds, got '$deadline'" >&2; exit 2; }
 [ "$steps" -ge 3 ] || { echo "fidelity: --steps must be at least 3 (2 warm-up steps, then the measured ones)" >&2; exit 2; }
 IFS=, read -r -a shape_list <<< "$shapes"
@@ -142,7 +153,7 @@ for run in $(seq 1 "$runs"); do
       mb=$((batch / M))
       tag="r$run-$shape-k$K-m$M"
       prof=(profile --model "$model" -k "$K" --device "$device" --microbatch-size "$mb" --seq-len "$seq"
-            --warmup 3 --repeats 15)
+            --warmup 3 --repeats 15 "${tp_flags[@]}")
       [ "$device" = cuda ] && prof+=(--comm-timeout 30)
       if [ "$dry_run" = 1 ]; then
         echo "# run $run, $shape, K=$K, M=$M"
@@ -179,7 +190,7 @@ for run in $(seq 1 "$runs"); do
              --trace "$work/sim-$tag-$plan.json")
         train=("$pplab" train "${flags[@]}" -k "$K" -m "$M" --model "$model" --device "$device"
                --batch-size "$batch" --seq-len "$seq" --steps "$steps" --seed 1 --json --synthetic --out '' -q
-               --eval-every 0 --warmup-steps 0 "${memory[@]}" --trace "$work/real-$tag-$plan.json")
+               --eval-every 0 --warmup-steps 0 "${tp_flags[@]}" "${memory[@]}" --trace "$work/real-$tag-$plan.json")
         diff=("$pplab" diff "$work/sim-$tag-$plan.json" "$work/real-$tag-$plan.json" --json)
         if [ "$dry_run" = 1 ]; then
           show "${sim[@]}"
@@ -207,7 +218,7 @@ if [ -n "$others_at_start" ]; then
   echo
 fi
 echo "Reproduce: \`bash tools/bench/fidelity.sh --device $device --model $model --shapes $shapes --configs $configs" \
-  "--plans $plans --steps $steps --runs $runs\`"
+  "--plans $plans --steps $steps --runs $runs${tp_flags[*]:+ ${tp_flags[*]}}\`"
 echo
 if [ -s "$work/rows.jsonl" ]; then
   python3 tools/bench/fidelity_table.py table "$work/rows.jsonl"

@@ -144,6 +144,61 @@ TEST_CASE("ranks that would time-slice a device take turns to be timed, as many 
   CHECK(MeasureTurns(m) == std::vector<int>{0, 0});
 }
 
+TEST_CASE("a pipeline rank's device slots are shared with the world ranks computing beside it", "[worker]") {
+  const RankDevice cpu{0, -1, 1, 2}, gpu0{0, 0, 1, 16}, gpu1{0, 1, 1, 16};
+  // K=2 alone on 2 one-thread cores: both at once (2 slots).
+  DeviceMap m = PipelineDeviceMap({cpu, cpu}, {0, 1});
+  CHECK(m.devices == std::vector<int>{0, 0});
+  CHECK(m.device_slots == std::vector<int>{2});
+  // K=2 x T=2 there (world ranks 0, 2 lead the groups): 4 processes on 2
+  // cores, so the 2 pipeline ranks take 1 slot: they time-slice.
+  m = PipelineDeviceMap({cpu, cpu, cpu, cpu}, {0, 2});
+  CHECK(m.devices == std::vector<int>{0, 0});
+  CHECK(m.device_slots == std::vector<int>{1});
+  // 2 replicas of K=2 (world ranks 0, 1 the first): the same.
+  CHECK(PipelineDeviceMap({cpu, cpu, cpu, cpu}, {0, 1}).device_slots == std::vector<int>{1});
+  // On 4 cores, 2 pipeline ranks of 2: 2 slots.
+  const RankDevice wide{0, -1, 1, 4};
+  CHECK(PipelineDeviceMap({wide, wide, wide, wide}, {0, 2}).device_slots == std::vector<int>{2});
+  // A GPU each: K=2 x T=2 over GPUs 0, 1 (the groups' second ranks on GPUs
+  // of their own are not in the pipeline's map): 1 slot each, ids dense.
+  const RankDevice gpu2{0, 2, 1, 16}, gpu3{0, 3, 1, 16};
+  m = PipelineDeviceMap({gpu0, gpu1, gpu2, gpu3}, {0, 2});
+  CHECK(m.devices == std::vector<int>{0, 1});
+  CHECK(m.device_slots == std::vector<int>{1, 1});
+  // All four on one GPU: the pipeline ranks share it, 1 slot.
+  m = PipelineDeviceMap({gpu0, gpu0, gpu0, gpu0}, {0, 2});
+  CHECK(m.devices == std::vector<int>{0, 0});
+  CHECK(m.device_slots == std::vector<int>{1});
+  CHECK_THROWS_WITH(PipelineDeviceMap({gpu0, gpu1}, {0, 2}), Catch::Contains("world rank 2 of 2"));
+}
+
+TEST_CASE("a tensor-parallel group is timed in one turn, the first with room for all its ranks", "[worker]") {
+  const RankDevice cpu{0, -1, 1, 2}, gpu0{0, 0, 1, 16}, gpu1{0, 1, 1, 16};
+  // K=2 x T=2 on 2 cores of 1 thread a rank: 2 slots, each group fills them.
+  DeviceMap m = MapRankDevices({cpu, cpu, cpu, cpu});
+  CHECK(MeasureTurns(m, 2) == std::vector<int>{0, 0, 1, 1});
+  // A group of 2 on one GPU (1 slot) has it to itself; the next group waits.
+  m = MapRankDevices({gpu0, gpu0, gpu0, gpu0});
+  CHECK(MeasureTurns(m, 2) == std::vector<int>{0, 0, 1, 1});
+  // Groups on GPUs 0+1 then 0+1: the second waits for both; groups 0+0 and
+  // 1+1 do not share a device, so they run at once.
+  m = MapRankDevices({gpu0, gpu1, gpu0, gpu1});
+  CHECK(MeasureTurns(m, 2) == std::vector<int>{0, 0, 1, 1});
+  m = MapRankDevices({gpu0, gpu0, gpu1, gpu1});
+  CHECK(MeasureTurns(m, 2) == std::vector<int>{0, 0, 0, 0});
+  // Groups of 2 on 4 slots (1-thread ranks on 4 cores): all at once.
+  const RankDevice wide{0, -1, 1, 4};
+  m = MapRankDevices({wide, wide, wide, wide});
+  CHECK(MeasureTurns(m, 2) == std::vector<int>{0, 0, 0, 0});
+  // A third group on 2 slots takes turn 2; groups of 1 are the rule of i / slots.
+  m = MapRankDevices({cpu, cpu, cpu, cpu, cpu, cpu});
+  CHECK(MeasureTurns(m, 2) == std::vector<int>{0, 0, 1, 1, 2, 2});
+  CHECK(MeasureTurns(m, 1) == std::vector<int>{0, 0, 1, 1, 2, 2});
+  CHECK(MeasureTurns(m, 3) == std::vector<int>{0, 0, 0, 1, 1, 1});
+  CHECK_THROWS_WITH(MeasureTurns(m, 4), Catch::Contains("not groups of 4"));
+}
+
 }  // namespace pplab
 
 namespace pplab {

@@ -153,7 +153,9 @@ SH
 chmod +x "$tmp/slow-pplab"
 PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" bash "$bench" --pplab "$tmp/slow-pplab" --steps 4 \
   --rows 'K=1, small.*fp32' --run-timeout 1 > "$tmp/slow.md" || fail "the bench failed on a slow stand-in"
-grep -qF "| K=1, small, 16×128, M=1 | fp32 | eager | 204 800 | n/a (still running after 1 s (--run-timeout)) |" \
+# (The reference's cell is not checked: its stand-in runs under the same 1 s
+# bound, which a loaded machine's python3 start-up may pass.)
+grep -qE "^\| K=1, small, 16×128, M=1 \| fp32 \| eager \| [^|]+ \| n/a \(still running after 1 s \(--run-timeout\)\) \|" \
   "$tmp/slow.md" || fail "the bounded run is not named: $(cat "$tmp/slow.md")"
 echo "ok: a run past --run-timeout"
 

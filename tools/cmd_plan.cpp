@@ -242,9 +242,6 @@ int RunPlan(const PlanCmdOptions& o) {
   search.tp_link = Link{MsToNs(o.tp_latency_ms), o.tp_bandwidth_gbps};
   search.sequence_parallel = sequence_parallel == "on";
   search.search_sequence_parallel = sequence_parallel == "auto";
-  if (search.sequence_parallel && o.gpus == 0 && search.tp < 2) {
-    throw Error("--sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or more");
-  }
   search.global_batch = o.global_batch;
   search.memory_per_rank = ParseByteSize(o.memory_per_rank, "--memory-per-rank");
   search.schedules = o.schedules;
@@ -301,6 +298,23 @@ int RunPlan(const PlanCmdOptions& o) {
     if (meta->device.rfind("cuda", 0) == 0) train_device = "cuda";
     search.seq_len = meta->seq_len;
     search.fit = FitProfile(*profiled, recorded);
+    // A profile --tp T holds T's collectives in its times: plan costs that
+    // T, in the profile's layout, and no other (CostFit::tensor_parallel).
+    if (const int T = search.fit.tensor_parallel; T > 1) {
+      const std::string measured = "--cost " + o.cost_file + " was measured with --tp " + std::to_string(T) +
+                                   (search.fit.sequence_parallel ? " --sequence-parallel" : "");
+      if (o.tp && *o.tp != T) {
+        throw Error("--tp " + std::to_string(*o.tp) + ": " + measured +
+                    ", whose times hold its collectives: plan costs that T alone (profile again for another)");
+      }
+      if (sequence_parallel != "auto" && (sequence_parallel == "on") != search.fit.sequence_parallel) {
+        throw Error("--sequence-parallel " + sequence_parallel + ": " + measured +
+                    ", whose times hold that layout: plan costs it alone");
+      }
+      search.tp = T;
+      search.sequence_parallel = search.fit.sequence_parallel;
+      search.search_sequence_parallel = false;
+    }
     search.link = profiled->DefaultLink();
     // Its own stages stand in for a candidate only when they are the model's.
     if (recorded.num_hidden_layers == search.config.num_hidden_layers) search.profile = &*profiled;
@@ -308,6 +322,10 @@ int RunPlan(const PlanCmdOptions& o) {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second);
     search.fused_attention = o.attention.value_or("explicit") == "sdpa";
+  }
+  // (After the cost file, whose profile --tp sets T.)
+  if (search.sequence_parallel && o.gpus == 0 && search.tp < 2) {
+    throw Error("--sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or more");
   }
   // The flags replace the profile's link: a profile of ranks sharing one
   // GPU measures loopback sockets, not the links the plan will run on.
@@ -321,7 +339,9 @@ int RunPlan(const PlanCmdOptions& o) {
   search.cost_data_parallel = o.dp_bandwidth_gbps > 0;
   search.dp_link = Link{MsToNs(o.dp_latency_ms), o.dp_bandwidth_gbps};
   const std::vector<int> tps =
-      o.gpus > 0 ? TensorParallelSizes(search.config, o.gpus, o.gpus_per_node, o.tp) : std::vector<int>{search.tp};
+      o.gpus > 0 ? TensorParallelSizes(search.config, o.gpus, o.gpus_per_node,
+                                       search.fit.tensor_parallel > 1 ? std::optional<int>(search.tp) : o.tp)
+                 : std::vector<int>{search.tp};
   const bool tensor_parallel = *std::max_element(tps.begin(), tps.end()) > 1;
   const PlanSearchResult result =
       o.gpus > 0 ? SearchGpus(search, o.gpus, tps, SearchThreads(o.threads)) : SearchPlans(search);
@@ -366,8 +386,11 @@ int RunPlan(const PlanCmdOptions& o) {
         {"tp", best.tp},
         {"sequence_parallel", best.sequence_parallel},
         {"gpus", o.gpus > 0 ? json(o.gpus) : json(nullptr)},
-        {"tp_link", tensor_parallel ? json{{"latency_ms", o.tp_latency_ms}, {"bandwidth_gbps", o.tp_bandwidth_gbps}}
-                                    : json(nullptr)},
+        // Not used where the profile's times hold the collectives ("fitted").
+        {"tp_link", search.fit.tensor_parallel > 1 ? json("fitted")
+                                                   : (tensor_parallel ? json{{"latency_ms", o.tp_latency_ms},
+                                                                             {"bandwidth_gbps", o.tp_bandwidth_gbps}}
+                                                                      : json(nullptr))},
         {"link",
          {{"latency_ms", NsToMs(search.link.latency)},
           {"bandwidth_gbps", search.link.bandwidth_gbps},
@@ -427,7 +450,11 @@ int RunPlan(const PlanCmdOptions& o) {
                   ? ("; on nodes of " + std::to_string(o.gpus_per_node) + " GPUs, across nodes " + network).c_str()
                   : "",
               o.gpus_per_node > 0 ? "inside a node as between stages, across nodes as above" : network.c_str());
-  if (tensor_parallel) {
+  const bool fitted_collectives = search.fit.tensor_parallel > 1;
+  if (fitted_collectives) {
+    std::printf("tensor-parallel collectives: in the fitted times (%s was profiled with --tp %d%s); no rings added\n",
+                o.cost_file.c_str(), search.tp, search.sequence_parallel ? " --sequence-parallel" : "");
+  } else if (tensor_parallel) {
     std::printf("tensor-parallel rings: %s%s (%s)\n", link_text(search.tp_link).c_str(),
                 o.gpus_per_node > 0 ? ", across nodes as data-parallel rings across nodes" : "",
                 sequence_parallel == "on"
@@ -438,7 +465,7 @@ int RunPlan(const PlanCmdOptions& o) {
                           .c_str());
   }
   // With T > 1 and --sequence-parallel auto, whether each row splits the positions.
-  const bool both_layouts = tensor_parallel && sequence_parallel == "auto";
+  const bool both_layouts = tensor_parallel && search.search_sequence_parallel;
   std::vector<std::vector<std::string>> table = {
       {"#", "schedule", "M", "v", "partition", "mb", "recompute", "step_ms", "bubble_%", "peak_mem/rank", "tokens/s"}};
   if (sampled) {

@@ -118,23 +118,19 @@ CostFit AnalyticFit(double flops_per_second) {
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   const std::optional<ProfileMeta> meta = profiled.Profile();
   if (!meta) throw Error(profiled.Origin() + ": not a profile (meta.source is not \"pplab profile\")");
-  // The fit divides each stage's time by its whole layers' FLOPs, and plan
-  // adds the tensor-parallel collectives itself: times that hold a group's
-  // collectives already would count them twice.
-  if (meta->tensor_parallel > 1) {
-    throw Error(profiled.Origin() + ": profiled with --tp " + std::to_string(meta->tensor_parallel) +
-                "; plan fits a profile of whole layers (pplab profile without --tp), while simulate --cost takes "
-                "this one as it is");
-  }
   const Partition p = MakePartition(config, profiled.NumStages(), meta->partition);
+  // One tensor-parallel rank's share of each stage (the whole layers at T = 1).
+  const int T = meta->tensor_parallel;
+  const int positions = meta->sequence_parallel ? T : 1;
+  const LlamaConfig shape = TensorParallelShare(config, T);
   std::vector<double> flops, act, wgrad, msg;
   std::vector<double> time[4], act_y, wgrad_y, msg_y;
   for (int s = 0; s < profiled.NumStages(); ++s) {
-    flops.push_back(StageForwardFlops(config, p, s, meta->microbatch_size, meta->seq_len));
-    act.push_back(StageActivationBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision,
-                                       {1, meta->attention == "sdpa"}));
-    wgrad.push_back(StageWeightGradBytes(config, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
-    msg.push_back(MessageBytes(config, meta->microbatch_size, meta->seq_len, meta->precision));
+    flops.push_back(StageForwardFlops(shape, p, s, meta->microbatch_size, meta->seq_len));
+    act.push_back(StageActivationBytes(shape, p, s, meta->microbatch_size, meta->seq_len, meta->precision,
+                                       {positions, meta->attention == "sdpa"}));
+    wgrad.push_back(StageWeightGradBytes(shape, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
+    msg.push_back(MessageBytes(config, meta->microbatch_size, meta->seq_len, meta->precision) / positions);
     for (int k = 0; k < 4; ++k) {
       time[k].push_back(static_cast<double>(profiled.ComputeTime({kFitKinds[k], s, 0})));
     }
@@ -144,6 +140,8 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
     msg_y.push_back(static_cast<double>(c.message_bytes));
   }
   CostFit f;
+  f.tensor_parallel = T;
+  f.sequence_parallel = meta->sequence_parallel;
   for (int k = 0; k < 4; ++k) f.ns_per_flop[k] = Slope(flops, time[k]);
   // Relative spreads, weighted by the medians (long stages count more).
   for (int k = 0; k < 4; ++k) {
@@ -167,7 +165,7 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   // keeps those) over the parameters of the largest rank.
   std::vector<RankId> placement(profiled.NumStages());
   for (int s = 0; s < profiled.NumStages(); ++s) placement[s] = s % std::max(1, meta->ranks);
-  const std::vector<int64_t> params = RankParams(config, p, placement, std::max(1, meta->ranks));
+  const std::vector<int64_t> params = RankParams(config, p, placement, std::max(1, meta->ranks), T);
   const double largest = static_cast<double>(*std::max_element(params.begin(), params.end()));
   const StepCosts& step = profiled.Step();
   if (largest > 0) {

@@ -65,6 +65,13 @@ struct CostFit {
   // Bytes of kept weight casts per Linear weight parameter of a stage
   // (StageLinearParams; bf16 on a GPU: 2); 0 without a profile.
   double cast_bytes_per_param = 0;
+  // The tensor-parallel ranks whose collectives the fitted times hold: a
+  // profile --tp T is fitted to one rank's share of each stage, its
+  // collectives included, and plan then costs that T (and its sequence
+  // parallelism) alone, adding no collectives of its own. 1: whole layers,
+  // to which plan adds the collectives of whatever T it costs.
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
 };
 // Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
 CostFit AnalyticFit(double flops_per_second);
@@ -73,8 +80,11 @@ CostFit AnalyticFit(double flops_per_second);
 // precision, and each kind's relative spread: sum over stages of
 // (median - p10) / sum of medians (and likewise p90), and the step's work:
 // its optimizer and clip times over the parameters of the profile's largest
-// rank (stage s on rank s mod K), its all-reduces as they are. `profiled`
-// must carry a profile meta; `config` is the meta's config.
+// rank (stage s on rank s mod K), its all-reduces as they are. A profile of
+// T tensor-parallel ranks (meta.tensor_parallel) is fitted against one
+// rank's share (TensorParallelShare), its sequence share under sequence
+// parallelism. `profiled` must carry a profile meta; `config` is the meta's
+// config.
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 
 // Parameters per rank, stage s (of placement.size()) holding model part

@@ -243,7 +243,9 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     StageCost& c = stages[st];
     const double flops = StageForwardFlops(shape, p, s, mb, o.seq_len);
     const TimeNs weights = Ns(f.ns_per_flop[3] * flops);
-    const TensorParallelTimes tp = TensorParallelCost(o, p, s, mb, weights);
+    // A fit of a profile --tp holds its collectives already (CostFit).
+    const TensorParallelTimes tp =
+        f.tensor_parallel > 1 ? TensorParallelTimes{} : TensorParallelCost(o, p, s, mb, weights);
     c.forward = Ns(f.ns_per_flop[0] * flops) + tp.forward;
     c.backward = Ns(f.ns_per_flop[1] * flops) + tp.backward;
     c.backward_input = Ns(f.ns_per_flop[2] * flops) + tp.backward_input;
@@ -545,10 +547,11 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
         }
         const int mb = o.global_batch / (o.dp * M);
         for (const auto& [method, partition] : partitions) {
-          // A profile is of whole layers on each rank: T = 1.
-          const bool verbatim = meta && o.tp == 1 && v == 1 && gen.copies == 1 && S == o.profile->NumStages() &&
-                                meta->ranks == o.ranks && partition.ToString() == meta->partition &&
-                                mb == meta->microbatch_size;
+          // A profile's stages are those of its own T and layout.
+          const bool verbatim = meta && o.tp == meta->tensor_parallel &&
+                                (o.sequence_parallel && o.tp > 1) == meta->sequence_parallel && v == 1 &&
+                                gen.copies == 1 && S == o.profile->NumStages() && meta->ranks == o.ranks &&
+                                partition.ToString() == meta->partition && mb == meta->microbatch_size;
           const CandidateBase base = BaseCosts(o, gen, gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement,
                                                partition, mb, verbatim);
           for (const bool recompute : o.recompute) {

@@ -346,6 +346,57 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
   CHECK(r.fitting.front().step_time == Approx(static_cast<double>(9 * 3 * F)).margin(9 * 3));
 }
 
+TEST_CASE(
+    "plan: a profile of 2 tensor-parallel ranks is fitted to a rank's share, its collectives held, for its T alone",
+    "[plan][tp]") {
+  const LlamaConfig c = BalancedModel();
+  const LlamaConfig share = TensorParallelShare(c, 2);
+  const Partition p = PartitionUniform(c, 2);
+  // Measured: F = 3 ns per FLOP of a rank's share (B = 2F), bytes = the share's formulas.
+  std::string stages;
+  for (int s = 0; s < 2; ++s) {
+    const double f = 3 * StageForwardFlops(share, p, s, 2, kSeqLen) / 1e6;  // ms
+    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
+              ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
+              std::to_string(std::llround(StageActivationBytes(share, p, s, 2, kSeqLen, Precision::kFp32))) + "}";
+  }
+  const CostModel profile = CostModel::FromJson(ProfileJson(c, stages, "\"tensor_parallel\": 2, "), "cost.json");
+  const CostFit fit = FitProfile(profile, c);
+  CHECK(fit.tensor_parallel == 2);
+  CHECK_FALSE(fit.sequence_parallel);
+  CHECK(fit.ns_per_flop[0] == Approx(3.0).epsilon(1e-6));
+  CHECK(fit.ns_per_flop[1] == Approx(6.0).epsilon(1e-6));
+  CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
+  // T = 2 over a slow link (1 ms a collective): the fitted times already
+  // hold the profile's collectives, so no candidate gets them again, and
+  // every step is what it is over a free link.
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.tp = 2;
+  o.fit = fit;
+  o.profile = &profile;
+  o.tp_link = Link{MsToNs(1), 1.0};
+  const PlanSearchResult slow = SearchPlans(o);
+  o.tp_link = Link{};
+  const PlanSearchResult free = SearchPlans(o);
+  REQUIRE(slow.fitting.size() == free.fitting.size());
+  int measured = 0;
+  for (size_t i = 0; i < slow.fitting.size(); ++i) {
+    CHECK(slow.fitting[i].step_time == free.fitting[i].step_time);
+    CHECK(slow.fitting[i].tp == 2);
+    measured += slow.fitting[i].measured_costs;
+  }
+  // The profile's own configuration (K = 2, T = 2, M = 4 of 2 sequences) uses its stages as measured.
+  CHECK(measured == 2);
+  // The same fit taken as whole layers' (T = 1) gets the link's collectives: slower.
+  CostFit whole = fit;
+  whole.tensor_parallel = 1;
+  o.fit = whole;
+  o.profile = nullptr;
+  o.tp_link = Link{MsToNs(1), 1.0};
+  const PlanSearchResult added = SearchPlans(o);
+  CHECK(added.fitting.front().step_time > free.fitting.front().step_time + MsToNs(1));
+}
+
 TEST_CASE("plan: bf16 counts 2 bytes per activation value, the model state stays 16 bytes per parameter", "[plan]") {
   const LlamaConfig c = BalancedModel();  // h 32, f 64, 4 heads, kv = 2 x 8 = 16, V = P / h + 32
   const Partition p = PartitionUniform(c, 2);

@@ -338,15 +338,31 @@ TEST_CASE("profile --tp 2 times each pipeline rank's stages with its tensor-para
     CHECK(b["message_bytes"] == a["message_bytes"]);
   }
   CHECK(two["stages"][0]["message_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
-  // simulate takes it as it is; plan, which adds the collectives itself, refuses it.
+  // simulate takes it as it is; plan fits it for T = 2 alone (its times
+  // hold the collectives) and its train line says so.
   const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + dir + "/profile_tp2.json --json");
   INFO(sim.out);
   CHECK(sim.code == 0);
-  const PplabRun plan =
-      Pplab("plan --model tiny --cost " + dir + "/profile_tp2.json --ranks 2 --global-batch 8 --memory-per-rank 1GiB");
-  INFO(plan.out);
-  CHECK(plan.code != 0);
-  CHECK(plan.out.find("profiled with --tp 2; plan fits a profile of whole layers") != std::string::npos);
+  const std::string plan = "plan --model tiny --cost " + dir + "/profile_tp2.json --ranks 2 --global-batch 8 " +
+                           "--memory-per-rank 1GiB --schedules 1f1b -o " + dir + "/plan_tp2.json";
+  const PplabRun planned = Pplab(plan);
+  INFO(planned.out);
+  CHECK(planned.code == 0);
+  CHECK(planned.out.find(" --tp 2") != std::string::npos);
+  const PplabRun other = Pplab(plan + " --tp 1");
+  INFO(other.out);
+  CHECK(other.code != 0);
+  CHECK(other.out.find("pplab: error: --tp 1: --cost " + dir + "/profile_tp2.json was measured with --tp 2") == 0);
+  const PplabRun layout = Pplab(plan + " --sequence-parallel on");
+  INFO(layout.out);
+  CHECK(layout.code != 0);
+  CHECK(layout.out.find("pplab: error: --sequence-parallel on: --cost " + dir + "/profile_tp2.json was measured") == 0);
+  const PplabRun as_json = Pplab(plan + " --json");
+  INFO(as_json.out);
+  REQUIRE(as_json.code == 0);
+  const auto planned_json = nlohmann::json::parse(as_json.out.substr(as_json.out.find('{')));
+  CHECK(planned_json["tp"] == 2);
+  CHECK(planned_json["tp_link"] == "fitted");
 
   // With sequence parallelism the message is a 1/T share of the positions
   // (the mask stays whole), and the link is timed with that payload.

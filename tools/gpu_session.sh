@@ -176,10 +176,14 @@ step_wait() {
 }
 
 # Processes a cut-short step leaves behind share the GPU with the next one:
-# stop them, and say so under the figures taken after.
+# stop them, and say so under the figures taken after. Only this tree's:
+# the binaries of its build and the reference the bench copied into it
+# (gpu_bench.sh runs it by that absolute path). A looser pattern (any
+# torch_anchor.py) once killed a concurrent test's stand-in reference,
+# whose bench then stopped without a word.
 reap() {
   [ "$dry_run" = 1 ] && return 0
-  local pattern="$build/(pplab-train|tests/pplab_)|torch_anchor.py" n
+  local pattern="$build/(pplab-train|tests/pplab_)|$PWD/tools/bench/torch_anchor\.py" n
   n=$(pgrep -fc "$pattern" || true)
   if [ "${n:-0}" -gt 0 ]; then
     pkill -9 -f "$pattern" || true

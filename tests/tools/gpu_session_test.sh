@@ -140,8 +140,15 @@ for s in gpu_check.sh bench/gpu_bench.sh bench/precision_curve.sh bench/fidelity
   printf '#!/bin/sh\necho "stand-in %s: $*"\n' "$s" > "$tree/tools/$s"
 done
 chmod +x "$tmp/bin/"*
+# Another tree's reference, running beside the session: its clean-up
+# between parts stops only what its own tree started.
+bash -c 'exec -a "python3 /elsewhere/tools/bench/torch_anchor.py" sleep 120' &
+bystander=$!
 (cd "$tree" && PATH="$tmp/bin:$PATH" OUT='' bash tools/gpu_session.sh --out "$tmp/run" tests bench fidelity \
   > "$tmp/run.txt" 2>&1) || fail "the stand-in session failed: $(cat "$tmp/run.txt")"
+kill -0 "$bystander" 2> /dev/null || fail "the session's clean-up killed another tree's torch_anchor.py"
+kill "$bystander"
+wait "$bystander" 2> /dev/null || true
 report=$tmp/run/session.md
 [ -f "$report" ] || fail "no session.md: $(cat "$tmp/run.txt")"
 cmp -s "$report" "$tmp/run.txt" || fail "session.md is not what the session printed"

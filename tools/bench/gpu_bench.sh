@@ -114,7 +114,8 @@ if [ -z "$anchor_src" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-anchor=$here/torch_anchor.py
+# By its absolute path, which gpu_session.sh's clean-up between parts looks for.
+anchor=$PWD/$here/torch_anchor.py
 [ -n "$fake" ] && anchor=$work/torch_anchor.py
 
 # pplab model configs with the reference's shapes, read from its PRESETS

@@ -189,7 +189,7 @@ CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
   double cast = 0, stage_params = 0;
   for (int s = 0; s < profiled.NumStages(); ++s) {
     cast += static_cast<double>(profiled.Stage(s).cast_weight_bytes);
-    stage_params += static_cast<double>(StageLinearParams(config, p, s));
+    stage_params += static_cast<double>(StageLinearParams(shape, p, s));
   }
   if (stage_params > 0) f.cast_bytes_per_param = cast / stage_params;
   return f;

@@ -358,7 +358,9 @@ TEST_CASE(
     const double f = 3 * StageForwardFlops(share, p, s, 2, kSeqLen) / 1e6;  // ms
     stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
               ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
-              std::to_string(std::llround(StageActivationBytes(share, p, s, 2, kSeqLen, Precision::kFp32))) + "}";
+              std::to_string(std::llround(StageActivationBytes(share, p, s, 2, kSeqLen, Precision::kFp32))) +
+              // bf16 casts of a rank's share of the weights: 2 bytes a parameter.
+              ", \"cast_weight_bytes\": " + std::to_string(2 * StageLinearParams(share, p, s)) + "}";
   }
   const CostModel profile = CostModel::FromJson(ProfileJson(c, stages, "\"tensor_parallel\": 2, "), "cost.json");
   const CostFit fit = FitProfile(profile, c);
@@ -367,6 +369,7 @@ TEST_CASE(
   CHECK(fit.ns_per_flop[0] == Approx(3.0).epsilon(1e-6));
   CHECK(fit.ns_per_flop[1] == Approx(6.0).epsilon(1e-6));
   CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
+  CHECK(fit.cast_bytes_per_param == Approx(2.0).epsilon(1e-9));
   // T = 2 over a slow link (1 ms a collective): the fitted times already
   // hold the profile's collectives, so no candidate gets them again, and
   // every step is what it is over a free link.

@@ -97,6 +97,22 @@ struct StageCost {
   // of outputs the stage keeps until B (NCCL in the activations' dtype).
   // Measured by `pplab profile`; unset: message_bytes.
   std::optional<Bytes> forward_send_bytes;
+  // On a device its rank shares past the slots: the share of the action's
+  // time it keeps its slot busy, in (0, 1]. The slot frees that share
+  // into the action, for the next rank queued on it, while the action
+  // itself runs to its end (the rest is waiting: a CPU rank's
+  // tensor-parallel collectives, whose waits sleep and leave the cores to
+  // other processes). Unset: 1, the whole action. Measured by `pplab
+  // profile` on a CPU; index 0..3: F, B, I, W (DeviceShareOf).
+  std::optional<double> device_share[4];
+  double DeviceShareOf(ActionKind kind) const {
+    const int k = kind == ActionKind::kForward          ? 0
+                  : kind == ActionKind::kBackward       ? 1
+                  : kind == ActionKind::kBackwardInput  ? 2
+                  : kind == ActionKind::kBackwardWeight ? 3
+                                                        : -1;
+    return k >= 0 && device_share[k] ? *device_share[k] : 1.0;
+  }
   // OVERLAP_F_B whose forward part is on this stage: its measured time
   // (forward_backward_ms) when given, else max(F, backward part) plus
   // overlap_penalty (the cost of running both at once).

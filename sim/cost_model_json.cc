@@ -57,6 +57,9 @@ void CheckMedian(const std::optional<TimeNs>& median, const std::optional<Spread
   }
 }
 
+// The kinds of StageCost::device_share, as the file names them.
+constexpr const char* kDeviceShareKinds[4] = {"forward", "backward", "backward_input", "backward_weight"};
+
 // Overlays the fields present in `obj` onto `cost`.
 void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   CheckKeys(obj,
@@ -90,7 +93,11 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
              "backward_weight_p90_ms",
              "reduce_grad_ms",
              "reduce_grad_p10_ms",
-             "reduce_grad_p90_ms"},
+             "reduce_grad_p90_ms",
+             "forward_device_share",
+             "backward_device_share",
+             "backward_input_device_share",
+             "backward_weight_device_share"},
             at);
   auto time = [&](const char* key, std::optional<TimeNs>& out) {
     if (obj.contains(key)) out = MsToNs(NonNegative(obj, key, at, kMaxActionMs));
@@ -136,6 +143,15 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
   spread("backward_weight", cost.backward_weight_spread);
   time("reduce_grad_ms", cost.reduce_grad);
   spread("reduce_grad", cost.reduce_grad_spread);
+  for (int k = 0; k < 4; ++k) {
+    const std::string key = std::string(kDeviceShareKinds[k]) + "_device_share";
+    if (!obj.contains(key)) continue;
+    const json& v = obj[key];
+    if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1) {
+      throw Error(at + "." + key + " must be a number in (0, 1], got " + v.dump());
+    }
+    cost.device_share[k] = v.get<double>();
+  }
 }
 
 // Each stage's spreads against the times given beside them.
@@ -279,6 +295,9 @@ json StageToJson(const StageCost& c) {
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;
   if (c.reduce_grad) j["reduce_grad_ms"] = NsToMs(*c.reduce_grad);
+  for (int k = 0; k < 4; ++k) {
+    if (c.device_share[k]) j[std::string(kDeviceShareKinds[k]) + "_device_share"] = *c.device_share[k];
+  }
   for (const auto& [kind, sp] : {std::pair<std::string, const std::optional<Spread>*>{"forward", &c.forward_spread},
                                  {"backward", &c.backward_spread},
                                  {"backward_input", &c.backward_input_spread},

@@ -249,7 +249,11 @@ bool Engine::RunCompute(RankId r, long ev, const Action& a) {
   clock_[r] = e.end;
   last_compute_[r] = ev;
   if (shared_[r]) {
-    slot_free_[device_[r]][grant_slot_[r]] = e.end;
+    // The slot is free for the next rank once the action's share of it is
+    // done (StageCost::device_share; the whole action unless measured).
+    const double share = costs_.Stage(a.stage).DeviceShareOf(a.kind);
+    slot_free_[device_[r]][grant_slot_[r]] =
+        e.start + static_cast<TimeNs>(std::llround(share * static_cast<double>(cost)));
     slot_last_[device_[r]][grant_slot_[r]] = ev;
   }
   RankMetrics& rm = metrics_[r];

@@ -188,6 +188,13 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
     }
     if (p.stage > 0) stage["input_grad_bytes"] = p.input_grad_bytes;
     stage["cast_weight_bytes"] = p.cast_weight_bytes;
+    // On a CPU: how much of its cores each kind keeps busy (StageProfile::
+    // cpu_share), the share of its device slot the simulator holds for it.
+    for (const auto& [kind, k] :
+         {std::pair<const char*, int>{"forward", 0}, {"backward", 1}, {"backward_input", 2}, {"backward_weight", 3}}) {
+      // (At least 0.001: the file's shares are positive.)
+      if (p.cpu_share[k] >= 0) stage[std::string(kind) + "_device_share"] = std::max(1e-3, p.cpu_share[k]);
+    }
     // Whether activation_bytes counts a received input of the stage's own.
     stage["activation_includes_input"] = p.input_received;
     stages.push_back(stage);

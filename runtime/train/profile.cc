@@ -41,6 +41,31 @@ double TimeMs(StepClock& clock, std::chrono::milliseconds timeout, F body) {
   return NsToMs(marks[end] - marks[begin]);
 }
 
+// The CPU time of every thread of this process so far, ms.
+double ProcessCpuMs() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+// One timed action's time, ms, and on a CPU device the share of the rank's
+// cores it kept busy (StageProfile::cpu_share).
+struct Timed {
+  double ms = 0;
+  double cpu_share = -1;
+};
+template <typename F>
+Timed TimeAction(StepClock& clock, const ProfileOptions& options, F body) {
+  const double cpu_before = ProcessCpuMs();
+  Timed t;
+  t.ms = TimeMs(clock, options.comm_timeout, body);
+  if (options.device.is_cpu() && t.ms > 0) {
+    const double cores = std::max(1, at::get_num_threads());
+    t.cpu_share = std::min(1.0, (ProcessCpuMs() - cpu_before) / (t.ms * cores));
+  }
+  return t;
+}
+
 double Median(std::vector<double> xs) {
   if (xs.empty()) return 0;
   std::sort(xs.begin(), xs.end());
@@ -162,8 +187,11 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
 void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, StageInput>& inputs, int S,
                    const MicrobatchData& data, const LossFn& loss, double loss_scale, MemoryMeter& meter,
                    const ProfileOptions& options, bool split, std::map<StageId, StageProfile>& profiles,
-                   std::map<StageId, std::vector<double>>& forward_ms, StepClock& clock) {
+                   std::map<StageId, std::vector<double>>& forward_ms,
+                   std::map<StageId, std::vector<double>>& forward_shares, StepClock& clock) {
   std::map<StageId, std::vector<double>> b_ms, w_ms;
+  // Each kind's CPU shares (F, B or I, W), measured runs only.
+  std::map<StageId, std::array<std::vector<double>, 3>> shares;
   std::map<StageId, std::vector<Bytes>> held, f_transient, b_transient;
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     const bool measured = i >= options.warmup;
@@ -180,7 +208,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
         const Bytes before = meter.Live();
         const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
         meter.ResetPeak();
-        const double f = TimeMs(clock, options.comm_timeout, [&] {
+        const Timed f = TimeAction(clock, options, [&] {
           RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
         });
         const Bytes activation = meter.Live() - before;
@@ -189,7 +217,9 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
         const Bytes before_backward = meter.Live();
         meter.ResetPeak();
         if (!split) {
-          b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardAction(slot); }));
+          const Timed b = TimeAction(clock, options, [&] { RunBackwardAction(slot); });
+          b_ms[s].push_back(b.ms);
+          if (measured) shares[s][1].push_back(b.cpu_share);
           slot.input_grads.clear();
           if (measured) {
             held[s].push_back(activation);
@@ -197,15 +227,22 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
             b_transient[s].push_back(meter.Peak() - before_backward);
           }
         } else {
-          b_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardInputAction(slot); }));
+          const Timed i = TimeAction(clock, options, [&] { RunBackwardInputAction(slot); });
+          b_ms[s].push_back(i.ms);
+          if (measured) shares[s][1].push_back(i.cpu_share);
           slot.input_grads.clear();  // sent to the previous stage
           if (measured) {
             held[s].push_back(meter.Live() - before);
             b_transient[s].push_back(meter.Peak() - before_backward);
           }
-          w_ms[s].push_back(TimeMs(clock, options.comm_timeout, [&] { RunBackwardWeightAction(slot); }));
+          const Timed w = TimeAction(clock, options, [&] { RunBackwardWeightAction(slot); });
+          w_ms[s].push_back(w.ms);
+          if (measured) shares[s][2].push_back(w.cpu_share);
         }
-        if (measured) forward_ms[s].push_back(f);
+        if (measured) {
+          forward_ms[s].push_back(f.ms);
+          forward_shares[s].push_back(f.cpu_share);
+        }
       }
       // What the phase's first F and B left allocated, all else freed: the
       // weight casts autocast keeps for the rest of the phase, as for the
@@ -221,6 +258,12 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
     auto tail = [&](const std::vector<double>& xs) {
       return SpreadOfSamples(std::vector<double>(xs.begin() + options.warmup, xs.end()));
     };
+    if (!split) {
+      p.cpu_share[1] = Median(shares[s][1]);
+    } else {
+      p.cpu_share[2] = Median(shares[s][1]);
+      p.cpu_share[3] = Median(shares[s][2]);
+    }
     if (!split) {
       p.backward = tail(b_ms[s]);
       p.activation_bytes = MedianBytes(held[s]);
@@ -420,20 +463,25 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
   // The weights do not change while F, B, I and W are timed, so in bf16
   // each phase casts them once (its first, unmeasured run), as a training
   // step casts them once for all its microbatches (Executor::RunStep).
-  std::map<StageId, std::vector<double>> forward_ms;
+  std::map<StageId, std::vector<double>> forward_ms, forward_shares;
   phase("F and B", [&] {
     in_turn([&] {
       AutocastCacheScope weight_casts;
-      MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, false, profiles, forward_ms, clock);
+      MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, false, profiles, forward_ms,
+                    forward_shares, clock);
     });
   });
   phase("F, I and W", [&] {
     in_turn([&] {
       AutocastCacheScope weight_casts;
-      MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms, clock);
+      MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms,
+                    forward_shares, clock);
     });
   });
-  for (auto& [s, p] : profiles) p.forward = SpreadOfSamples(forward_ms[s]);
+  for (auto& [s, p] : profiles) {
+    p.forward = SpreadOfSamples(forward_ms[s]);
+    p.cpu_share[0] = Median(forward_shares[s]);
+  }
   double overhead = 0;
   if (options.overhead_microbatches > 0) {
     phase("executor overhead", [&] {

@@ -21,6 +21,7 @@
 
 #include <c10/core/Device.h>
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -120,6 +121,12 @@ struct StageProfile {
   bool input_received = false;
   // Bytes of the floating-point input gradients B makes (0 on stage 0).
   Bytes input_grad_bytes = 0;
+  // On a CPU device, the share of its cores each of F, B, I and W keeps
+  // busy (median over the repeats): the process's CPU time over the wall
+  // time and the rank's compute threads, at most 1; below 1 where the
+  // action waits (a tensor-parallel group's collectives: Gloo's waits sleep
+  // and leave the cores to other processes). -1: not measured (a GPU).
+  std::array<double, 4> cpu_share = {-1, -1, -1, -1};
   // The bf16 weight casts autocast keeps from the stage's first forward of
   // a step to its end (CUDA autocast caches nn::Linear's weights; on the
   // CPU it caches none of a Llama stage's); 0 in fp32.

@@ -326,6 +326,44 @@ TEST_CASE("shared device: two ranks on one device run one compute action at a ti
   CHECK_THROWS_WITH(Simulate(Lower(GenerateGPipe(2, 2)), costs), Catch::Contains("'devices' names 3 ranks"));
 }
 
+TEST_CASE("shared device: an action holds its slot for its measured share of its time, then the next rank starts",
+          "[sim][devices]") {
+  // As above (GPipe K=2 M=2, F=1, B=2, both ranks on device 0), with every
+  // action keeping the device busy half its time (waiting the rest, as a
+  // CPU rank's collectives do). By hand: rank 0 F0 [0,1) frees the slot at
+  // 0.5; at 1 rank 0's F1 and rank 1's F0 are ready, the lower rank first:
+  // F1 [1,2), freeing it at 1.5, then rank 1 F0 [1.5,2.5) (free at 2), F1
+  // [2.5,3.5) (free at 3), B0 [3.5,5.5) (free at 4.5); at 5.5 rank 0's B0
+  // and rank 1's B1 are ready: rank 0 first, [5.5,7.5) (free at 6.5), rank 1
+  // B1 [6.5,8.5); rank 0 B1 [8.5,10.5). 10.5 against 12 with whole actions.
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  c.device_share[0] = 0.5;
+  c.device_share[1] = 0.5;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  costs.SetDevices({0, 0});
+  const SimResult r = Simulate(Lower(GenerateGPipe(2, 2)), costs);
+  CHECK(Spans(r, 0, ActionKind::kForward) == SpanList{{0, 1000}, {1000, 2000}});
+  CHECK(Spans(r, 1, ActionKind::kForward) == SpanList{{1500, 2500}, {2500, 3500}});
+  CHECK(Spans(r, 1, ActionKind::kBackward) == SpanList{{3500, 5500}, {6500, 8500}});
+  CHECK(Spans(r, 0, ActionKind::kBackward) == SpanList{{5500, 7500}, {8500, 10500}});
+  CHECK(r.makespan == 10500);
+  // On devices of their own the shares change nothing: (M+K-1)(F+B).
+  costs.SetDevices({0, 1});
+  CHECK(Simulate(Lower(GenerateGPipe(2, 2)), costs).makespan == 9000);
+  // They round-trip through the cost file, and a share outside (0, 1] is refused by name.
+  const CostModel back = CostModel::FromJson(costs.ToJson(), "shares.json");
+  CHECK(back.Stage(0).DeviceShareOf(ActionKind::kForward) == 0.5);
+  CHECK(back.Stage(1).DeviceShareOf(ActionKind::kBackward) == 0.5);
+  CHECK(back.Stage(1).DeviceShareOf(ActionKind::kBackwardWeight) == 1.0);  // unset: the whole action
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "num_stages": 2, "default": {"forward_ms": 1, )";
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("forward_device_share": 0}})", "bad.json"),
+                    Catch::Contains("bad.json: default.forward_device_share must be a number in (0, 1], got 0"));
+  CHECK_THROWS_WITH(CostModel::FromJson(head + R"("backward_weight_device_share": 1.5}})", "bad.json"),
+                    Catch::Contains("backward_weight_device_share must be a number in (0, 1], got 1.5"));
+}
+
 TEST_CASE("shared device: every schedule still finishes, never faster than its device's total work", "[sim][devices]") {
   for (const GeneratorInfo& g : Generators()) {
     for (int K : {2, 4}) {

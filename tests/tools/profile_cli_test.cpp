@@ -283,11 +283,20 @@ TEST_CASE("ranks that time-slice one device are profiled in turns, and the simul
   CHECK(doc["devices"] == std::vector<int>{0, 0});
   CHECK(doc["device_slots"] == std::vector<int>{1});
   CHECK(doc["meta"]["extra"]["measure_turns"] == 2);
-  // Both ranks' F and B go through the one slot: the step is at least all of
-  // them back to back, M x sum over stages of (F + B).
+  // Both ranks' F and B go through the one slot, each for its measured
+  // share of it (the CPU time its threads kept busy): the step is at least
+  // those shares back to back, M x sum over stages of (F f_share + B b_share).
   const int M = 4;
   double work = 0;
-  for (const auto& st : doc["stages"]) work += M * (st["forward_ms"].get<double>() + st["backward_ms"].get<double>());
+  for (const auto& st : doc["stages"]) {
+    const double f_share = st["forward_device_share"].get<double>(),
+                 b_share = st["backward_device_share"].get<double>();
+    CHECK(f_share > 0);
+    CHECK(f_share <= 1);
+    CHECK(b_share > 0);
+    CHECK(b_share <= 1);
+    work += M * (st["forward_ms"].get<double>() * f_share + st["backward_ms"].get<double>() * b_share);
+  }
   const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --json");
   INFO(sim.out);
   REQUIRE(sim.code == 0);
@@ -329,6 +338,14 @@ TEST_CASE("profile --tp 2 times each pipeline rank's stages with its tensor-para
     const auto& b = two["stages"][s];
     for (const char* key : {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms"}) {
       CHECK(b[key].get<double>() > 0);
+    }
+    // On the CPU each kind's share of the cores it kept busy, in (0, 1].
+    for (const char* key : {"forward_device_share", "backward_device_share", "backward_input_device_share",
+                            "backward_weight_device_share"}) {
+      INFO(key);
+      REQUIRE(b.contains(key));
+      CHECK(b[key].get<double>() > 0);
+      CHECK(b[key].get<double>() <= 1);
     }
     // Each rank holds its share of the heads and MLP columns: fewer bytes.
     CHECK(b["activation_bytes"].get<int64_t>() < a["activation_bytes"].get<int64_t>());

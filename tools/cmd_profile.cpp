@@ -84,7 +84,6 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   if (o.tp < 1 || o.tp * o.dp * o.ranks > 4096) {
     throw Error("--tp " + std::to_string(o.tp) + ": must be at least 1, with at most 4096 processes in all");
   }
-
   if (o.virtual_stages < 1 || o.virtual_stages > 64) {
     throw Error("--virtual " + std::to_string(o.virtual_stages) + ": must be in [1, 64]");
   }

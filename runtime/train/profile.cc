@@ -260,16 +260,13 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
     };
     if (!split) {
       p.cpu_share[1] = Median(shares[s][1]);
-    } else {
-      p.cpu_share[2] = Median(shares[s][1]);
-      p.cpu_share[3] = Median(shares[s][2]);
-    }
-    if (!split) {
       p.backward = tail(b_ms[s]);
       p.activation_bytes = MedianBytes(held[s]);
       p.forward_transient_bytes = MedianBytes(f_transient[s]);
       p.backward_transient_bytes = MedianBytes(b_transient[s]);
     } else {
+      p.cpu_share[2] = Median(shares[s][1]);
+      p.cpu_share[3] = Median(shares[s][2]);
       p.backward_input = tail(b_ms[s]);
       p.backward_weight = tail(w_ms[s]);
       p.weight_grad_bytes = MedianBytes(held[s]);

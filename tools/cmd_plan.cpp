@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "models/tensor_parallel.h"
@@ -45,7 +46,7 @@ struct PlanCmdOptions {
   int gpus_per_node = 0;  // 0: no nodes (one link for all messages)
   int global_batch = 0;
   std::string memory_per_rank;
-  std::string cost_file;
+  std::vector<std::string> cost_files;  // fitted together
   std::optional<int> seq_len;
   std::optional<std::string> precision;  // default: the profile's, else fp32
   std::vector<std::string> schedules;
@@ -227,6 +228,132 @@ void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double
   sub.add_option(prefix + "-latency", ms, latency_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
 }
 
+int DistinctMicrobatchSizes(const std::vector<CostModel>& profiles) {
+  std::set<int> sizes;
+  for (const CostModel& m : profiles) sizes.insert(m.Profile()->microbatch_size);
+  return static_cast<int>(sizes.size());
+}
+
+// The fit's fixed time of F, B, I and W per layer and microbatch (ms), or
+// null where there is none (one microbatch size, or analytic costs).
+nlohmann::json FixedTimesJson(const CostFit& f) {
+  if (f.fixed_ns_per_unit[0] + f.fixed_ns_per_unit[1] + f.fixed_ns_per_unit[2] + f.fixed_ns_per_unit[3] <= 0) {
+    return nullptr;
+  }
+  return {{"forward", f.fixed_ns_per_unit[0] * 1e-6},
+          {"backward", f.fixed_ns_per_unit[1] * 1e-6},
+          {"backward_input", f.fixed_ns_per_unit[2] * 1e-6},
+          {"backward_weight", f.fixed_ns_per_unit[3] * 1e-6}};
+}
+
+// The --cost profiles, checked against the flags and against each other,
+// fitted together (FitProfiles) into `search`; `profiled` keeps them for
+// the candidates that are their own configurations. Returns how the costs
+// were had, for the summary line.
+std::string FitCostFiles(const PlanCmdOptions& o, const std::string& sequence_parallel, PlanSearchOptions& search,
+                         std::vector<CostModel>& profiled, std::string& train_device) {
+  std::string names;
+  for (const std::string& file : o.cost_files) names += (names.empty() ? "" : ", ") + file;
+  std::string costs_from = "fitted to " + names;
+  std::optional<ProfileMeta> first;
+  std::optional<LlamaConfig> recorded;
+  profiled.reserve(o.cost_files.size());
+  for (const std::string& file : o.cost_files) {
+    profiled.push_back(CostModel::FromJson(ReadTextFile(file), file));
+    const std::optional<ProfileMeta> meta = profiled.back().Profile();
+    if (!meta) {
+      throw Error("--cost " + file + " has no profile meta (meta.source is not \"pplab profile\"); plan needs " +
+                  "a cost file from `pplab profile`");
+    }
+    const LlamaConfig config = LlamaConfigFromJson(meta->config_json, file + ": meta.config");
+    const std::string measured = "--cost " + file + " was measured with ";
+    if (first) {
+      // Fitted together, the profiles must differ in what the fit spans
+      // (microbatch size, partition, K) only.
+      const std::string other = ", --cost " + o.cost_files.front() + " with ";
+      const auto differ = [&](const std::string& flag, const std::string& mine, const std::string& theirs) {
+        if (mine != theirs) {
+          throw Error(measured + flag + " " + mine + other + theirs +
+                      ": profiles fitted together must share it (only the microbatch size, partition and ranks may "
+                      "differ)");
+        }
+      };
+      differ("--model", SameShapeButDepth(config, *recorded) ? std::to_string(config.num_hidden_layers) + " layers"
+                                                              : meta->model,
+             SameShapeButDepth(config, *recorded) ? std::to_string(recorded->num_hidden_layers) + " layers"
+                                                  : first->model + " (the model configs differ)");
+      differ("--seq-len", std::to_string(meta->seq_len), std::to_string(first->seq_len));
+      differ("--precision", PrecisionName(meta->precision), PrecisionName(first->precision));
+      differ("--attention", meta->attention, first->attention);
+      differ("--tp", std::to_string(meta->tensor_parallel), std::to_string(first->tensor_parallel));
+      differ("--sequence-parallel", meta->sequence_parallel ? "on" : "off", first->sequence_parallel ? "on" : "off");
+      const auto kind = [](const std::string& device) { return device.substr(0, device.find(':')); };
+      differ("--device", kind(meta->device), kind(first->device));
+      continue;
+    }
+    first = meta;
+    recorded = config;
+    // A slice (profile --layers): the model's layers as shaped, fewer of
+    // them. Its costs per FLOP and bytes fit the whole model.
+    if (!SameShapeButDepth(config, search.config)) {
+      throw Error(measured + "--model " + meta->model + ", not " + o.model + " (the model configs differ)");
+    }
+    if (config.num_hidden_layers > search.config.num_hidden_layers) {
+      throw Error("--cost " + file + " was measured on " + std::to_string(config.num_hidden_layers) +
+                  " layers, more than the " + std::to_string(search.config.num_hidden_layers) + " of --model " +
+                  o.model);
+    }
+    if (config.num_hidden_layers < search.config.num_hidden_layers) {
+      costs_from += " (a slice of " + std::to_string(config.num_hidden_layers) + " of the model's " +
+                    std::to_string(search.config.num_hidden_layers) + " layers)";
+    }
+    if (o.seq_len && *o.seq_len != meta->seq_len) {
+      throw Error(measured + "--seq-len " + std::to_string(meta->seq_len) + ", not " + std::to_string(*o.seq_len));
+    }
+    if (o.precision && search.precision != meta->precision) {
+      throw Error(measured + "--precision " + PrecisionName(meta->precision) + ", not " + *o.precision);
+    }
+    if (o.attention && *o.attention != meta->attention) {
+      throw Error(measured + "--attention " + meta->attention + ", not " + *o.attention);
+    }
+  }
+  search.fused_attention = first->attention == "sdpa";
+  search.precision = first->precision;  // its bytes per activation value
+  // The plan holds on the device kind it was measured on (a GPU profile's
+  // "cuda" or "cuda:N": each rank its own GPU, as train's --device cuda).
+  if (first->device.rfind("cuda", 0) == 0) train_device = "cuda";
+  search.seq_len = first->seq_len;
+  std::vector<const CostModel*> all;
+  for (const CostModel& m : profiled) all.push_back(&m);
+  search.fit = FitProfiles(all, *recorded);
+  const CostFit& f = search.fit;
+  if (f.fixed_ns_per_unit[0] + f.fixed_ns_per_unit[1] + f.fixed_ns_per_unit[2] + f.fixed_ns_per_unit[3] > 0) {
+    costs_from += " (a fixed time a layer and microbatch besides the time per FLOP, from " +
+                  std::to_string(DistinctMicrobatchSizes(profiled)) + " microbatch sizes)";
+  }
+  // A profile --tp T holds T's collectives in its times: plan costs that
+  // T, in the profile's layout, and no other (CostFit::tensor_parallel).
+  if (const int T = f.tensor_parallel; T > 1) {
+    const std::string measured = "--cost " + o.cost_files.front() + " was measured with --tp " + std::to_string(T) +
+                                 (f.sequence_parallel ? " --sequence-parallel" : "");
+    if (o.tp && *o.tp != T) {
+      throw Error("--tp " + std::to_string(*o.tp) + ": " + measured +
+                  ", whose times hold its collectives: plan costs that T alone (profile again for another)");
+    }
+    if (sequence_parallel != "auto" && (sequence_parallel == "on") != f.sequence_parallel) {
+      throw Error("--sequence-parallel " + sequence_parallel + ": " + measured +
+                  ", whose times hold that layout: plan costs it alone");
+    }
+    search.tp = T;
+    search.sequence_parallel = f.sequence_parallel;
+    search.search_sequence_parallel = false;
+  }
+  search.link = profiled.front().DefaultLink();
+  // Their own stages stand in for a candidate only when they are the model's.
+  if (recorded->num_hidden_layers == search.config.num_hidden_layers) search.profiles = all;
+  return costs_from;
+}
+
 int RunPlan(const PlanCmdOptions& o) {
   if (o.ranks == 0 && o.gpus == 0) throw Error("plan: give --ranks K (and --dp D), or --gpus N");
   const std::string sequence_parallel = o.sequence_parallel.empty() ? "on" : o.sequence_parallel;  // the flag alone
@@ -253,71 +380,11 @@ int RunPlan(const PlanCmdOptions& o) {
   search.shard_optimizer = o.shard_optimizer;
   // none, all or auto (CLI11 checks it).
   search.recompute = o.recompute == "auto" ? std::vector<bool>{false, true} : std::vector<bool>{o.recompute == "all"};
-  std::optional<CostModel> profiled;
+  std::vector<CostModel> profiled;
   std::string train_device;  // for the printed train line; empty: train's default
-  std::string costs_from = o.cost_file.empty() ? "analytic" : "fitted to " + o.cost_file;
-  if (!o.cost_file.empty()) {
-    profiled = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
-    const std::optional<ProfileMeta> meta = profiled->Profile();
-    if (!meta) {
-      throw Error("--cost " + o.cost_file + " has no profile meta (meta.source is not \"pplab profile\"); plan needs " +
-                  "a cost file from `pplab profile`");
-    }
-    const LlamaConfig recorded = LlamaConfigFromJson(meta->config_json, o.cost_file + ": meta.config");
-    // A slice (profile --layers): the model's layers as shaped, fewer of
-    // them. Its costs per FLOP and bytes fit the whole model.
-    if (!SameShapeButDepth(recorded, search.config)) {
-      throw Error("--cost " + o.cost_file + " was measured with --model " + meta->model + ", not " + o.model +
-                  " (the model configs differ)");
-    }
-    if (recorded.num_hidden_layers > search.config.num_hidden_layers) {
-      throw Error("--cost " + o.cost_file + " was measured on " + std::to_string(recorded.num_hidden_layers) +
-                  " layers, more than the " + std::to_string(search.config.num_hidden_layers) + " of --model " +
-                  o.model);
-    }
-    if (recorded.num_hidden_layers < search.config.num_hidden_layers) {
-      costs_from += " (a slice of " + std::to_string(recorded.num_hidden_layers) + " of the model's " +
-                    std::to_string(search.config.num_hidden_layers) + " layers)";
-    }
-    if (o.seq_len && *o.seq_len != meta->seq_len) {
-      throw Error("--cost " + o.cost_file + " was measured with --seq-len " + std::to_string(meta->seq_len) + ", not " +
-                  std::to_string(*o.seq_len));
-    }
-    if (o.precision && search.precision != meta->precision) {
-      throw Error("--cost " + o.cost_file + " was measured with --precision " + PrecisionName(meta->precision) +
-                  ", not " + *o.precision);
-    }
-    if (o.attention && *o.attention != meta->attention) {
-      throw Error("--cost " + o.cost_file + " was measured with --attention " + meta->attention + ", not " +
-                  *o.attention);
-    }
-    search.fused_attention = meta->attention == "sdpa";
-    search.precision = meta->precision;  // its bytes per activation value
-    // The plan holds on the device kind it was measured on (a GPU profile's
-    // "cuda" or "cuda:N": each rank its own GPU, as train's --device cuda).
-    if (meta->device.rfind("cuda", 0) == 0) train_device = "cuda";
-    search.seq_len = meta->seq_len;
-    search.fit = FitProfile(*profiled, recorded);
-    // A profile --tp T holds T's collectives in its times: plan costs that
-    // T, in the profile's layout, and no other (CostFit::tensor_parallel).
-    if (const int T = search.fit.tensor_parallel; T > 1) {
-      const std::string measured = "--cost " + o.cost_file + " was measured with --tp " + std::to_string(T) +
-                                   (search.fit.sequence_parallel ? " --sequence-parallel" : "");
-      if (o.tp && *o.tp != T) {
-        throw Error("--tp " + std::to_string(*o.tp) + ": " + measured +
-                    ", whose times hold its collectives: plan costs that T alone (profile again for another)");
-      }
-      if (sequence_parallel != "auto" && (sequence_parallel == "on") != search.fit.sequence_parallel) {
-        throw Error("--sequence-parallel " + sequence_parallel + ": " + measured +
-                    ", whose times hold that layout: plan costs it alone");
-      }
-      search.tp = T;
-      search.sequence_parallel = search.fit.sequence_parallel;
-      search.search_sequence_parallel = false;
-    }
-    search.link = profiled->DefaultLink();
-    // Its own stages stand in for a candidate only when they are the model's.
-    if (recorded.num_hidden_layers == search.config.num_hidden_layers) search.profile = &*profiled;
+  std::string costs_from = "analytic";
+  if (!o.cost_files.empty()) {
+    costs_from = FitCostFiles(o, sequence_parallel, search, profiled, train_device);
   } else {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second);
@@ -329,7 +396,7 @@ int RunPlan(const PlanCmdOptions& o) {
   }
   // The flags replace the profile's link: a profile of ranks sharing one
   // GPU measures loopback sockets, not the links the plan will run on.
-  std::string link_from = o.cost_file.empty() ? "free" : "profile";
+  std::string link_from = o.cost_files.empty() ? "free" : "profile";
   if (o.link_bandwidth_gbps || o.link_latency_ms) {
     if (o.link_bandwidth_gbps) search.link.bandwidth_gbps = *o.link_bandwidth_gbps;
     if (o.link_latency_ms) search.link.latency = MsToNs(*o.link_latency_ms);
@@ -404,7 +471,8 @@ int RunPlan(const PlanCmdOptions& o) {
         {"attention", search.fused_attention ? "sdpa" : "explicit"},
         {"shard_optimizer", o.shard_optimizer},
         {"memory_per_rank", search.memory_per_rank},
-        {"costs", o.cost_file.empty() ? "analytic" : o.cost_file},
+        {"costs", o.cost_files.empty() ? json("analytic") : json(o.cost_files)},
+        {"fixed_ms_per_layer", FixedTimesJson(search.fit)},
         {"costs_from", costs_from},
         {"simulated", result.simulated},
         {"skipped", result.skipped},
@@ -453,7 +521,7 @@ int RunPlan(const PlanCmdOptions& o) {
   const bool fitted_collectives = search.fit.tensor_parallel > 1;
   if (fitted_collectives) {
     std::printf("tensor-parallel collectives: in the fitted times (%s was profiled with --tp %d%s); no rings added\n",
-                o.cost_file.c_str(), search.tp, search.sequence_parallel ? " --sequence-parallel" : "");
+                o.cost_files.front().c_str(), search.tp, search.sequence_parallel ? " --sequence-parallel" : "");
   } else if (tensor_parallel) {
     std::printf("tensor-parallel rings: %s%s (%s)\n", link_text(search.tp_link).c_str(),
                 o.gpus_per_node > 0 ? ", across nodes as data-parallel rings across nodes" : "",
@@ -595,7 +663,12 @@ void SetupPlan(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--memory-per-rank", o->memory_per_rank, "memory limit of one rank, e.g. 8GiB, 500MB, 2e9")
       ->required();
-  sub->add_option("--cost", o->cost_file, "cost file from `pplab profile` to fit the costs to (default: analytic)");
+  sub->add_option("--cost", o->cost_files,
+                  "cost file from `pplab profile` to fit the costs to (default: analytic); give it again with "
+                  "profiles at other microbatch sizes to fit a fixed time a layer and microbatch besides the time "
+                  "per FLOP")
+      ->take_all()
+      ->allow_extra_args(false);
   sub->add_option("--seq-len", o->seq_len,
                   "tokens per sequence (default: the profile's, else the model's max_position_embeddings)")
       ->check(CLI::Range(1, 1 << 20));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "models/tensor_parallel.h"
 #include "schedules/error.h"
@@ -30,6 +31,36 @@ double Slope(const std::vector<double>& x, const std::vector<double>& y) {
     xx += x[i] * x[i];
   }
   return xx > 0 ? xy / xx : 0;
+}
+
+// Least squares of y against a x + b z (no intercept), with a and b at
+// least 0: where the unconstrained solution has a negative one (noise, or
+// x and z nearly proportional), that one is 0 and the other is fitted
+// alone.
+std::pair<double, double> NonNegativeFit(const std::vector<double>& x, const std::vector<double>& z,
+                                         const std::vector<double>& y) {
+  double xx = 0, xz = 0, zz = 0, xy = 0, zy = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    xx += x[i] * x[i];
+    xz += x[i] * z[i];
+    zz += z[i] * z[i];
+    xy += x[i] * y[i];
+    zy += z[i] * y[i];
+  }
+  const double det = xx * zz - xz * xz;
+  // Proportional columns (det ~ 0 against its terms): one slope carries all.
+  if (det > 1e-12 * xx * zz) {
+    const double a = (xy * zz - zy * xz) / det, b = (zy * xx - xy * xz) / det;
+    if (a >= 0 && b >= 0) return {a, b};
+  }
+  const double a = Slope(x, y), b = Slope(z, y);
+  // The one of the two single fits that leaves the smaller squared error.
+  double ea = 0, eb = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    ea += (y[i] - a * x[i]) * (y[i] - a * x[i]);
+    eb += (y[i] - b * z[i]) * (y[i] - b * z[i]);
+  }
+  return eb <= ea ? std::pair<double, double>{0, b} : std::pair<double, double>{a, 0};
 }
 
 // What the byte formulas multiply: tokens T of the microbatch, the widths
@@ -115,85 +146,105 @@ CostFit AnalyticFit(double flops_per_second) {
   return f;
 }
 
-CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) {
-  const std::optional<ProfileMeta> meta = profiled.Profile();
-  if (!meta) throw Error(profiled.Origin() + ": not a profile (meta.source is not \"pplab profile\")");
-  const Partition p = MakePartition(config, profiled.NumStages(), meta->partition);
-  // One tensor-parallel rank's share of each stage (the whole layers at T = 1).
-  const int T = meta->tensor_parallel;
-  const int positions = meta->sequence_parallel ? T : 1;
-  const LlamaConfig shape = TensorParallelShare(config, T);
-  std::vector<double> flops, act, wgrad, msg;
-  std::vector<double> time[4], act_y, wgrad_y, msg_y;
-  for (int s = 0; s < profiled.NumStages(); ++s) {
-    flops.push_back(StageForwardFlops(shape, p, s, meta->microbatch_size, meta->seq_len));
-    act.push_back(StageActivationBytes(shape, p, s, meta->microbatch_size, meta->seq_len, meta->precision,
-                                       {positions, meta->attention == "sdpa"}));
-    wgrad.push_back(StageWeightGradBytes(shape, p, s, meta->microbatch_size, meta->seq_len, meta->precision));
-    msg.push_back(MessageBytes(config, meta->microbatch_size, meta->seq_len, meta->precision) / positions);
-    for (int k = 0; k < 4; ++k) {
-      time[k].push_back(static_cast<double>(profiled.ComputeTime({kFitKinds[k], s, 0})));
-    }
-    const StageCost& c = profiled.Stage(s);
-    act_y.push_back(static_cast<double>(c.activation_bytes));
-    wgrad_y.push_back(static_cast<double>(c.weight_grad_bytes));
-    msg_y.push_back(static_cast<double>(c.message_bytes));
-  }
+double StageFixedUnits(const Partition& p, int stage) {
+  return (p.End(stage) - p.Begin(stage)) + (stage == 0 ? 0.5 : 0.0) + (stage == p.NumStages() - 1 ? 0.5 : 0.0);
+}
+
+CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaConfig& config) {
+  if (profiles.empty()) throw Error("plan: no profile to fit");
   CostFit f;
-  f.tensor_parallel = T;
-  f.sequence_parallel = meta->sequence_parallel;
-  for (int k = 0; k < 4; ++k) f.ns_per_flop[k] = Slope(flops, time[k]);
-  // Relative spreads, weighted by the medians (long stages count more).
+  std::vector<double> flops, units, act, wgrad, msg;
+  std::vector<double> time[4], act_y, wgrad_y, msg_y;
+  std::vector<int> sizes;
+  double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
+  double sent = 0, held = 0, cast = 0, stage_params = 0;
+  double optimizer = 0, clip = 0, loss_allreduce = 0, norm_allreduce = 0;
+  for (const CostModel* profiled : profiles) {
+    const std::optional<ProfileMeta> meta = profiled->Profile();
+    if (!meta) throw Error(profiled->Origin() + ": not a profile (meta.source is not \"pplab profile\")");
+    const Partition p = MakePartition(config, profiled->NumStages(), meta->partition);
+    // One tensor-parallel rank's share of each stage (the whole layers at T = 1).
+    const int T = meta->tensor_parallel;
+    const int positions = meta->sequence_parallel ? T : 1;
+    const LlamaConfig shape = TensorParallelShare(config, T);
+    const int mb = meta->microbatch_size;
+    if (std::find(sizes.begin(), sizes.end(), mb) == sizes.end()) sizes.push_back(mb);
+    f.tensor_parallel = T;
+    f.sequence_parallel = meta->sequence_parallel;
+    for (int s = 0; s < profiled->NumStages(); ++s) {
+      flops.push_back(StageForwardFlops(shape, p, s, mb, meta->seq_len));
+      units.push_back(StageFixedUnits(p, s));
+      act.push_back(StageActivationBytes(shape, p, s, mb, meta->seq_len, meta->precision,
+                                         {positions, meta->attention == "sdpa"}));
+      wgrad.push_back(StageWeightGradBytes(shape, p, s, mb, meta->seq_len, meta->precision));
+      msg.push_back(MessageBytes(config, mb, meta->seq_len, meta->precision) / positions);
+      const StageCost& c = profiled->Stage(s);
+      act_y.push_back(static_cast<double>(c.activation_bytes));
+      wgrad_y.push_back(static_cast<double>(c.weight_grad_bytes));
+      msg_y.push_back(static_cast<double>(c.message_bytes));
+      for (int k = 0; k < 4; ++k) {
+        const Action a{kFitKinds[k], s, 0};
+        const TimeNs t = profiled->ComputeTime(a);
+        time[k].push_back(static_cast<double>(t));
+        // Relative spreads, weighted by the medians (long stages count more).
+        const Spread* sp = profiled->SpreadOf(a);
+        if (sp == nullptr) continue;
+        f.has_spread[k] = true;
+        median[k] += static_cast<double>(t);
+        low[k] += static_cast<double>(std::max<TimeNs>(0, t - sp->p10));
+        high[k] += static_cast<double>(std::max<TimeNs>(0, sp->p90 - t));
+      }
+      if (c.forward_send_bytes) {
+        sent += static_cast<double>(c.message_bytes);
+        held += static_cast<double>(*c.forward_send_bytes);
+      }
+      cast += static_cast<double>(c.cast_weight_bytes);
+      stage_params += static_cast<double>(StageLinearParams(shape, p, s));
+    }
+    // The step's work: the slowest rank's optimizer and clip (the profile
+    // keeps those) over the parameters of the largest rank.
+    std::vector<RankId> placement(profiled->NumStages());
+    for (int s = 0; s < profiled->NumStages(); ++s) placement[s] = s % std::max(1, meta->ranks);
+    const std::vector<int64_t> params = RankParams(config, p, placement, std::max(1, meta->ranks), T);
+    const double largest = static_cast<double>(*std::max_element(params.begin(), params.end()));
+    const StepCosts& step = profiled->Step();
+    if (largest > 0) {
+      optimizer += static_cast<double>(step.optimizer) / largest;
+      clip += static_cast<double>(step.clip) / largest;
+    }
+    loss_allreduce += static_cast<double>(step.loss_allreduce);
+    norm_allreduce += static_cast<double>(step.norm_allreduce);
+  }
   for (int k = 0; k < 4; ++k) {
-    double median = 0, low = 0, high = 0;
-    for (int s = 0; s < profiled.NumStages(); ++s) {
-      const Action a{kFitKinds[k], s, 0};
-      const Spread* sp = profiled.SpreadOf(a);
-      if (sp == nullptr) continue;
-      const TimeNs t = profiled.ComputeTime(a);
-      f.has_spread[k] = true;
-      median += static_cast<double>(t);
-      low += static_cast<double>(std::max<TimeNs>(0, t - sp->p10));
-      high += static_cast<double>(std::max<TimeNs>(0, sp->p90 - t));
+    if (sizes.size() >= 2) {
+      const auto [per_unit, per_flop] = NonNegativeFit(units, flops, time[k]);
+      f.fixed_ns_per_unit[k] = per_unit;
+      f.ns_per_flop[k] = per_flop;
+    } else {
+      f.ns_per_flop[k] = Slope(flops, time[k]);
     }
-    if (median > 0) {
-      f.spread_low[k] = std::min(1.0, low / median);
-      f.spread_high[k] = high / median;
+    if (median[k] > 0) {
+      f.spread_low[k] = std::min(1.0, low[k] / median[k]);
+      f.spread_high[k] = high[k] / median[k];
     }
   }
-  // The step's work: the slowest rank's optimizer and clip (the profile
-  // keeps those) over the parameters of the largest rank.
-  std::vector<RankId> placement(profiled.NumStages());
-  for (int s = 0; s < profiled.NumStages(); ++s) placement[s] = s % std::max(1, meta->ranks);
-  const std::vector<int64_t> params = RankParams(config, p, placement, std::max(1, meta->ranks), T);
-  const double largest = static_cast<double>(*std::max_element(params.begin(), params.end()));
-  const StepCosts& step = profiled.Step();
-  if (largest > 0) {
-    f.optimizer_ns_per_param = static_cast<double>(step.optimizer) / largest;
-    f.clip_ns_per_param = static_cast<double>(step.clip) / largest;
-  }
-  f.loss_allreduce = step.loss_allreduce;
-  f.norm_allreduce = step.norm_allreduce;
+  const double n = static_cast<double>(profiles.size());
+  f.optimizer_ns_per_param = optimizer / n;
+  f.clip_ns_per_param = clip / n;
+  f.loss_allreduce = std::llround(loss_allreduce / n);
+  f.norm_allreduce = std::llround(norm_allreduce / n);
   f.activation_scale = Slope(act, act_y);
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);
-  f.messages = profiled.Messages();
-  double sent = 0, held = 0;
-  for (int s = 0; s < profiled.NumStages(); ++s) {
-    const StageCost& c = profiled.Stage(s);
-    if (!c.forward_send_bytes) continue;
-    sent += static_cast<double>(c.message_bytes);
-    held += static_cast<double>(*c.forward_send_bytes);
-  }
+  // How the transport held its buffers: the same for every profile of one
+  // device kind (the caller checks the devices agree).
+  f.messages = profiles.front()->Messages();
   if (sent > 0) f.forward_send_share = held / sent;
-  double cast = 0, stage_params = 0;
-  for (int s = 0; s < profiled.NumStages(); ++s) {
-    cast += static_cast<double>(profiled.Stage(s).cast_weight_bytes);
-    stage_params += static_cast<double>(StageLinearParams(shape, p, s));
-  }
   if (stage_params > 0) f.cast_bytes_per_param = cast / stage_params;
   return f;
 }
+
+CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) { return FitProfiles({&profiled}, config); }
 
 std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, const std::vector<RankId>& placement,
                                 int ranks, int tp) {

@@ -41,10 +41,20 @@ double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precisi
 // Under sequence parallelism the hidden state is 1 / sequence_share of it.
 double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len, int sequence_share = 1);
 
+// The units of a stage's fixed time per microbatch (StageFixedUnits): its
+// decoder layers, and half a layer each for the embedding (first stage) and
+// the head (last stage). What an action costs whatever its microbatch size
+// (kernel launches, a collective's latency) grows with them.
+double StageFixedUnits(const Partition& p, int stage);
+
 // How FLOPs and shape-derived bytes turn into a cost model: ns per forward
-// FLOP of each of F, B, I, W, and scale factors for the byte estimates.
+// FLOP of each of F, B, I, W, plus ns per fixed unit (StageFixedUnits), and
+// scale factors for the byte estimates.
 struct CostFit {
   double ns_per_flop[4] = {0, 0, 0, 0};  // F, B, I, W
+  // A time per microbatch and fixed unit, apart from the FLOPs: fitted only
+  // from profiles at two or more microbatch sizes (FitProfiles); 0 else.
+  double fixed_ns_per_unit[4] = {0, 0, 0, 0};
   double activation_scale = 1, weight_grad_scale = 1, message_scale = 1;
   // The profile's spread of F, B, I and W relative to the median: a
   // candidate's stage of time t gets p10 = t (1 - spread_low), p90 = t (1 +
@@ -75,16 +85,26 @@ struct CostFit {
 };
 // Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
 CostFit AnalyticFit(double flops_per_second);
-// Least squares (through the origin, over the profile's stages) of each
-// measured time and byte count against the same formulas, in the profile's
-// precision, and each kind's relative spread: sum over stages of
-// (median - p10) / sum of medians (and likewise p90), and the step's work:
-// its optimizer and clip times over the parameters of the profile's largest
-// rank (stage s on rank s mod K), its all-reduces as they are. A profile of
-// T tensor-parallel ranks (meta.tensor_parallel) is fitted against one
-// rank's share (TensorParallelShare), its sequence share under sequence
-// parallelism. `profiled` must carry a profile meta; `config` is the meta's
-// config.
+// Least squares (over the profile's stages) of each measured time and byte
+// count against the same formulas, in the profile's precision, and each
+// kind's relative spread: sum over stages of (median - p10) / sum of medians
+// (and likewise p90), and the step's work: its optimizer and clip times
+// over the parameters of the profile's largest rank (stage s on rank s mod
+// K), its all-reduces as they are. A profile of T tensor-parallel ranks
+// (meta.tensor_parallel) is fitted against one rank's share
+// (TensorParallelShare), its sequence share under sequence parallelism.
+// `profiled` must carry a profile meta; `config` is the meta's config.
+//
+// Several profiles of one configuration (model shape, seq_len, precision,
+// attention, T and layout; the caller checks) are fitted together, every
+// stage of each a point. With two or more microbatch sizes among them, each
+// of F, B, I and W is fitted as a time per fixed unit plus a time per FLOP
+// (two regressors, no intercept), so that what does not shrink with the
+// microbatch carries to other sizes; a negative coefficient is set to 0 and
+// the other fitted alone. With one size, the time per FLOP alone (through
+// the origin): the two cannot be told apart there. Bytes are fitted through
+// the origin over all points; the step's work is the profiles' mean.
+CostFit FitProfiles(const std::vector<const CostModel*>& profiled, const LlamaConfig& config);
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 
 // Parameters per rank, stage s (of placement.size()) holding model part

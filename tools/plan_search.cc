@@ -194,18 +194,18 @@ void AddTiedExchange(const PlanSearchOptions& o, CostModel& m) {
   m.SetStep(step);
 }
 
-// Stage costs of one candidate: the fit applied to the formulas, or the
-// profile verbatim when the candidate is the profiled configuration. With
+// Stage costs of one candidate: the fit applied to the formulas, or a
+// profile verbatim (`verbatim`) when the candidate is its configuration. With
 // `copies` copies of the model (dualpipe), stage s runs part s mod P of the
 // P-part partition.
 // `rank_params`: the parameters of the rank that holds most, whose
 // optimizer and clipping end the step.
-CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int copies, int mb, bool verbatim,
+CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int copies, int mb, const CostModel* verbatim,
                          int64_t rank_params) {
-  if (verbatim) {
+  if (verbatim != nullptr) {
     // Like the fitted candidates: one replica's pipeline, with the profile's
     // per-step work, and its data-parallel all-reduce when that is costed.
-    CostModel m = *o.profile;
+    CostModel m = *verbatim;
     // A plan gives each rank a device of its own, and every candidate the
     // same links: a profile taken with ranks sharing one device (each action
     // timed alone, in turns) is used as if they did not, like the fits.
@@ -242,13 +242,16 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     const int s = st % P;
     StageCost& c = stages[st];
     const double flops = StageForwardFlops(shape, p, s, mb, o.seq_len);
-    const TimeNs weights = Ns(f.ns_per_flop[3] * flops);
+    const double units = StageFixedUnits(p, s);
+    // Kind k's time of the stage before any collective plan adds.
+    const auto fitted = [&](int k) { return Ns(f.ns_per_flop[k] * flops + f.fixed_ns_per_unit[k] * units); };
+    const TimeNs weights = fitted(3);
     // A fit of a profile --tp holds its collectives already (CostFit).
     const TensorParallelTimes tp =
         f.tensor_parallel > 1 ? TensorParallelTimes{} : TensorParallelCost(o, p, s, mb, weights);
-    c.forward = Ns(f.ns_per_flop[0] * flops) + tp.forward;
-    c.backward = Ns(f.ns_per_flop[1] * flops) + tp.backward;
-    c.backward_input = Ns(f.ns_per_flop[2] * flops) + tp.backward_input;
+    c.forward = fitted(0) + tp.forward;
+    c.backward = fitted(1) + tp.backward;
+    c.backward_input = fitted(2) + tp.backward_input;
     c.backward_weight = weights + tp.backward_weight;
     c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision,
                                                                       {positions, o.fused_attention}));
@@ -301,6 +304,23 @@ CostModel Recomputed(const CostModel& costs, bool recompute) {
   return WithRecompute(costs, all);
 }
 
+// The profile whose own configuration the candidate is, if any: its T and
+// layout, K, stages (one copy of the model, v = 1), partition and
+// microbatch size. Its stages are then used as measured.
+const CostModel* VerbatimProfile(const PlanSearchOptions& o, const GeneratorInfo& gen, int v, const Partition& partition,
+                                 int mb) {
+  if (v != 1 || gen.copies != 1) return nullptr;
+  for (const CostModel* profile : o.profiles) {
+    const std::optional<ProfileMeta> meta = profile->Profile();
+    if (meta && o.tp == meta->tensor_parallel && (o.sequence_parallel && o.tp > 1) == meta->sequence_parallel &&
+        partition.NumStages() == profile->NumStages() && meta->ranks == o.ranks &&
+        partition.ToString() == meta->partition && mb == meta->microbatch_size) {
+      return profile;
+    }
+  }
+  return nullptr;
+}
+
 // What a candidate's costings with and without recomputation share: the
 // parameters each rank holds (its stages as `placement` puts them) and the
 // stage costs before recomputation.
@@ -309,7 +329,7 @@ struct CandidateBase {
   CostModel costs;
 };
 CandidateBase BaseCosts(const PlanSearchOptions& o, const GeneratorInfo& gen, const std::vector<RankId>& placement,
-                        const Partition& partition, int mb, bool verbatim) {
+                        const Partition& partition, int mb, const CostModel* verbatim) {
   CandidateBase base;
   base.params = RankParams(o.config, partition, placement, o.ranks, o.tp);
   base.costs =
@@ -398,7 +418,7 @@ std::optional<PlanCandidate> FitByLayerLimits(const PlanSearchOptions& o, const 
     const Partition p = PartitionByCompute(o.config, placement, o.seq_len, limit);
     std::optional<PlanCandidate> c =
         CostCandidate(o, start.schedule, lowered, p,
-                      BaseCosts(o, FindGenerator(start.schedule), placement, p, start.microbatch_size, false), "fitted",
+                      BaseCosts(o, FindGenerator(start.schedule), placement, p, start.microbatch_size, nullptr), "fitted",
                       start.microbatches, start.virtual_stages, start.recompute, false);
     ++simulations;
     if (!c) return std::nullopt;
@@ -461,7 +481,8 @@ void RankCandidates(std::vector<PlanCandidate>& candidates) {
 }
 
 bool CostsHaveSpreads(const PlanSearchOptions& o) {
-  return o.fit.AnySpread() || (o.profile != nullptr && o.profile->HasSpread());
+  return o.fit.AnySpread() || std::any_of(o.profiles.begin(), o.profiles.end(),
+                                          [](const CostModel* p) { return p->HasSpread(); });
 }
 
 CandidateModel CandidateCostModel(const PlanSearchOptions& options, const PlanCandidate& c) {
@@ -472,8 +493,11 @@ CandidateModel CandidateCostModel(const PlanSearchOptions& options, const PlanCa
   o.sequence_parallel = c.sequence_parallel;
   CandidateModel model;
   model.schedule = Simulated(o, CandidateSchedule(c));
-  model.costs = Recomputed(BaseCosts(o, FindGenerator(c.schedule), model.schedule.placement, c.partition,
-                                     c.microbatch_size, c.measured_costs)
+  const GeneratorInfo& gen = FindGenerator(c.schedule);
+  model.costs = Recomputed(BaseCosts(o, gen, model.schedule.placement, c.partition, c.microbatch_size,
+                                     c.measured_costs ? VerbatimProfile(o, gen, c.virtual_stages, c.partition,
+                                                                        c.microbatch_size)
+                                                      : nullptr)
                                .costs,
                            c.recompute);
   return model;
@@ -496,7 +520,7 @@ namespace {
 // One layout's candidates (o.sequence_parallel as it is), added to
 // `result`: every family in `names`, v, M and partition, then Refit.
 void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& names,
-                  const std::optional<ProfileMeta>& meta, PlanSearchResult& result, bool& seen_memory) {
+                  PlanSearchResult& result, bool& seen_memory) {
   const std::vector<int> ms = Divisors(o.global_batch / o.dp);
   const int L = o.config.num_hidden_layers;
 
@@ -547,16 +571,12 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
         }
         const int mb = o.global_batch / (o.dp * M);
         for (const auto& [method, partition] : partitions) {
-          // A profile's stages are those of its own T and layout.
-          const bool verbatim = meta && o.tp == meta->tensor_parallel &&
-                                (o.sequence_parallel && o.tp > 1) == meta->sequence_parallel && v == 1 &&
-                                gen.copies == 1 && S == o.profile->NumStages() && meta->ranks == o.ranks &&
-                                partition.ToString() == meta->partition && mb == meta->microbatch_size;
+          const CostModel* verbatim = VerbatimProfile(o, gen, v, partition, mb);
           const CandidateBase base = BaseCosts(o, gen, gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement,
                                                partition, mb, verbatim);
           for (const bool recompute : o.recompute) {
             std::optional<PlanCandidate> c =
-                CostCandidate(o, name, schedule, partition, base, method, M, v, recompute, verbatim);
+                CostCandidate(o, name, schedule, partition, base, method, M, v, recompute, verbatim != nullptr);
             ++result.simulated;
             if (c && !seen_memory) result.smallest_memory = c->peak_memory;
             if (c) result.smallest_memory = std::min(result.smallest_memory, c->peak_memory);
@@ -600,12 +620,13 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   if (names.empty()) {
     for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
   }
-  std::optional<ProfileMeta> meta;
-  if (o.profile != nullptr) meta = o.profile->Profile();
-  if (meta && meta->precision != o.precision) {
-    // Its measured bytes and the formulas' would count different element sizes.
-    throw Error(std::string("plan: --precision ") + PrecisionName(o.precision) + ", but the profile " +
-                o.profile->Origin() + " was measured in " + PrecisionName(meta->precision));
+  for (const CostModel* profile : o.profiles) {
+    const std::optional<ProfileMeta> meta = profile->Profile();
+    if (meta && meta->precision != o.precision) {
+      // Its measured bytes and the formulas' would count different element sizes.
+      throw Error(std::string("plan: --precision ") + PrecisionName(o.precision) + ", but the profile " +
+                  profile->Origin() + " was measured in " + PrecisionName(meta->precision));
+    }
   }
   PlanSearchResult result;
   bool seen_memory = false;
@@ -619,7 +640,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   for (const bool sequence_parallel : layouts) {
     PlanSearchOptions layout = o;
     layout.sequence_parallel = sequence_parallel;
-    SearchLayout(layout, names, meta, result, seen_memory);
+    SearchLayout(layout, names, result, seen_memory);
   }
   const int L = o.config.num_hidden_layers;
   if (!o.throw_when_none_fits) {

@@ -53,9 +53,9 @@ struct PlanSearchOptions {
   CostFit fit;
   // Every stage-to-stage link of every candidate, the verbatim profile's too.
   Link link;
-  // A profile whose stage costs are used verbatim for the candidate that
-  // matches it (same partition, microbatch size, v = 1).
-  const CostModel* profile = nullptr;
+  // Profiles whose stage costs are used verbatim for the candidate that
+  // matches one (its T and layout, K, partition, microbatch size, v = 1).
+  std::vector<const CostModel*> profiles;
   // With spreads (the fit's or the profile's), the first `sample_top`
   // candidates of the ranking are simulated kTieSamples times each with
   // kTieSeed, and those within the noise of the best are marked as ties.

@@ -520,24 +520,25 @@ TEST_CASE("cli: plan gives each rank its own device and one link, also for the c
 namespace {
 
 // A profile of `layers` layers of the tiny model on 2 ranks (partition of
-// the layers in halves), microbatch 2 x 32, whose every figure is the
+// the layers in halves), microbatch mb x 32, whose every figure is the
 // planner's formula: F, I and W take 1 ns a forward FLOP and B 2 ns (the
-// analytic pattern), bytes are the shape estimates.
-std::string FormulaProfile(const std::string& name, int layers) {
+// analytic pattern), plus `fixed_ms` a fixed unit (StageFixedUnits; twice
+// that in B), bytes are the shape estimates.
+std::string FormulaProfile(const std::string& name, int layers, int mb = 2, double fixed_ms = 0) {
   LlamaConfig c = LoadLlamaConfig("tiny");
   c.num_hidden_layers = layers;
   const std::string halves = std::to_string(layers / 2) + "," + std::to_string(layers - layers / 2);
   const Partition p = MakePartition(c, 2, halves);
   nlohmann::json stages = nlohmann::json::array();
   for (int s = 0; s < 2; ++s) {
-    const double ms = cli::StageForwardFlops(c, p, s, 2, 32) / 1e6;
+    const double ms = cli::StageForwardFlops(c, p, s, mb, 32) / 1e6 + fixed_ms * cli::StageFixedUnits(p, s);
     stages.push_back({{"forward_ms", ms},
                       {"backward_ms", 2 * ms},
                       {"backward_input_ms", ms},
                       {"backward_weight_ms", ms},
-                      {"activation_bytes", std::llround(cli::StageActivationBytes(c, p, s, 2, 32, Precision::kFp32))},
-                      {"weight_grad_bytes", std::llround(cli::StageWeightGradBytes(c, p, s, 2, 32, Precision::kFp32))},
-                      {"message_bytes", std::llround(cli::MessageBytes(c, 2, 32, Precision::kFp32))}});
+                      {"activation_bytes", std::llround(cli::StageActivationBytes(c, p, s, mb, 32, Precision::kFp32))},
+                      {"weight_grad_bytes", std::llround(cli::StageWeightGradBytes(c, p, s, mb, 32, Precision::kFp32))},
+                      {"message_bytes", std::llround(cli::MessageBytes(c, mb, 32, Precision::kFp32))}});
   }
   const nlohmann::json doc = {{"format", "pplab.cost"},
                               {"version", 1},
@@ -548,7 +549,7 @@ std::string FormulaProfile(const std::string& name, int layers) {
                                 {"model", "tiny"},
                                 {"config", nlohmann::json::parse(c.ToJson())},
                                 {"partition", halves},
-                                {"microbatch_size", 2},
+                                {"microbatch_size", mb},
                                 {"seq_len", 32},
                                 {"device", "cpu"},
                                 {"threads_per_rank", 1},
@@ -609,6 +610,60 @@ TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers 
             " --cost " + slice);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("(the model configs differ)"));
+}
+
+TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixed time a layer", "[cli][plan]") {
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 -o " +
+                           TempPath("two-sizes-plan.json");
+  const std::string two = FormulaProfile("fixed-mb2.json", 4, 2, 0.1), four = FormulaProfile("fixed-mb4.json", 4, 4, 0.1);
+  PplabRun r = Pplab(plan + " --json --cost " + two + " --cost " + four);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["costs"] == nlohmann::json::array({two, four}));
+  CHECK(j["costs_from"] == "fitted to " + two + ", " + four +
+                               " (a fixed time a layer and microbatch besides the time per FLOP, from 2 microbatch "
+                               "sizes)");
+  const nlohmann::json& fixed = j["fixed_ms_per_layer"];
+  CHECK(fixed["forward"].get<double>() == Approx(0.1).epsilon(1e-4));
+  CHECK(fixed["backward"].get<double>() == Approx(0.2).epsilon(1e-4));
+  CHECK(fixed["backward_input"].get<double>() == Approx(0.1).epsilon(1e-4));
+  CHECK(fixed["backward_weight"].get<double>() == Approx(0.1).epsilon(1e-4));
+  // Each profile's own configuration (M = 4 and M = 2 on K = 2, partition
+  // 2,2) stands in verbatim, whatever the schedule.
+  std::set<int> measured;
+  for (const auto& c : j["candidates"]) {
+    if (c["measured_costs"] == true) measured.insert(c["microbatch_size"].get<int>());
+  }
+  CHECK(measured == std::set<int>{2, 4});
+  // One profile: no fixed time.
+  r = Pplab(plan + " --json --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["fixed_ms_per_layer"].is_null());
+  // Profiles of different configurations are not fitted together.
+  const std::string base = WriteProfiledCost("together-a.json");
+  struct Case {
+    std::string file, says;
+  };
+  const Case cases[] = {
+      {ProfiledCostWith("together-seq.json", R"("seq_len": 32)", R"("seq_len": 64)"), "--seq-len 64, --cost " +
+                                                                                          base + " with 32"},
+      {ProfiledCostWith("together-bf16.json", R"("device": "cpu")", R"("device": "cpu", "precision": "bf16")"),
+       "--precision bf16, --cost " + base + " with fp32"},
+      {ProfiledCostWith("together-gpu.json", R"("device": "cpu")", R"("device": "cuda:0")"),
+       "--device cuda, --cost " + base + " with cpu"},
+  };
+  for (const Case& c : cases) {
+    r = Pplab(plan + " --cost " + base + " --cost " + c.file);
+    CHECK(r.code == 2);
+    CHECK(r.out == "pplab: error: --cost " + c.file + " was measured with " + c.says +
+                       ": profiles fitted together must share it (only the microbatch size, partition and ranks may "
+                       "differ)\n");
+  }
+  // One file a --cost.
+  r = Pplab(plan + " --cost " + two + " " + four);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains(four));
 }
 
 TEST_CASE("cli: plan says what its links were costed at, on nodes or not", "[cli][plan]") {

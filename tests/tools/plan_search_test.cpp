@@ -48,13 +48,14 @@ PlanSearchOptions Options(const LlamaConfig& config, Bytes memory) {
 }
 
 // A cost file as `pplab profile` writes it for `c` on 2 ranks (partition
-// 2,1, microbatches of 2 sequences of 16 tokens) with these stages;
+// 2,1, microbatches of `microbatch_size` sequences of 16 tokens) with these stages;
 // `extra_meta` goes into its meta and `extra_top` beside it, as they are.
 std::string ProfileJson(const LlamaConfig& c, const std::string& stages, const std::string& extra_meta = "",
-                        const std::string& extra_top = "") {
+                        const std::string& extra_top = "", int microbatch_size = 2) {
   return "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages + "], " + extra_top +
          "\"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", \"config\": " + c.ToJson() +
-         ", \"partition\": \"2,1\", \"microbatch_size\": 2, \"seq_len\": 16, " + extra_meta +
+         ", \"partition\": \"2,1\", \"microbatch_size\": " + std::to_string(microbatch_size) +
+         ", \"seq_len\": 16, " + extra_meta +
          "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
 }
 
@@ -331,9 +332,11 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
   CHECK(fit.ns_per_flop[1] == Approx(6.0).epsilon(1e-6));
   CHECK(fit.ns_per_flop[2] == Approx(3.0).epsilon(1e-6));
   CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
+  // One microbatch size: no fixed time can be told from the time per FLOP.
+  for (int k = 0; k < 4; ++k) CHECK(fit.fixed_ns_per_unit[k] == 0);
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   o.fit = fit;
-  o.profile = &profile;
+  o.profiles = {&profile};
   const PlanSearchResult r = SearchPlans(o);
   int measured = 0;
   for (const PlanCandidate& cand : r.fitting) {
@@ -344,6 +347,70 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
   // Fitted and measured costs agree here, so M = 8 is still the best: 9 * 3 * (3 f1).
   const TimeNs F = std::llround(3 * StageForwardFlops(c, p, 0, 1, kSeqLen));
   CHECK(r.fitting.front().step_time == Approx(static_cast<double>(9 * 3 * F)).margin(9 * 3));
+}
+
+namespace {
+
+// A profile of BalancedModel at `mb` sequences a microbatch whose F takes
+// `fixed_ms` a fixed unit (StageFixedUnits) plus `ns_per_flop` a FLOP, and
+// B twice that.
+CostModel FixedAndFlopsProfile(const LlamaConfig& c, int mb, double fixed_ms, double ns_per_flop) {
+  const Partition p = PartitionUniform(c, 2);
+  std::string stages;
+  for (int s = 0; s < 2; ++s) {
+    const double f = fixed_ms * StageFixedUnits(p, s) + ns_per_flop * StageForwardFlops(c, p, s, mb, kSeqLen) / 1e6;
+    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
+              ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
+              std::to_string(std::llround(StageActivationBytes(c, p, s, mb, kSeqLen, Precision::kFp32))) + "}";
+  }
+  return CostModel::FromJson(ProfileJson(c, stages, "", "", mb), "cost-mb" + std::to_string(mb) + ".json");
+}
+
+}  // namespace
+
+TEST_CASE("plan: profiles at two microbatch sizes fit a fixed time a layer besides the time per FLOP", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  const Partition p = PartitionUniform(c, 2);
+  // Units: stage 0 holds 2 layers and the embedding, stage 1 a layer and the head.
+  CHECK(StageFixedUnits(p, 0) == 2.5);
+  CHECK(StageFixedUnits(p, 1) == 1.5);
+  CHECK(StageFixedUnits(PartitionUniform(c, 1), 0) == 4.0);
+  const CostModel two = FixedAndFlopsProfile(c, 2, 0.25, 3), four = FixedAndFlopsProfile(c, 4, 0.25, 3);
+  const CostFit fit = FitProfiles({&two, &four}, c);
+  CHECK(fit.fixed_ns_per_unit[0] == Approx(0.25e6).epsilon(1e-6));
+  CHECK(fit.fixed_ns_per_unit[1] == Approx(0.5e6).epsilon(1e-6));
+  CHECK(fit.ns_per_flop[0] == Approx(3.0).epsilon(1e-6));
+  CHECK(fit.ns_per_flop[1] == Approx(6.0).epsilon(1e-6));
+  CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
+  // Either profile alone puts the fixed time into the time per FLOP.
+  CHECK(FitProfile(two, c).fixed_ns_per_unit[0] == 0);
+  CHECK(FitProfile(two, c).ns_per_flop[0] > 3.0);
+  // The search: each profile's own candidate (M = 4 of 2, M = 2 of 4, for
+  // gpipe and 1f1b) as measured, and the fit carries to microbatches of 1
+  // (M = 8): each stage's F is the fixed time plus 3 ns a FLOP.
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.fit = fit;
+  o.profiles = {&two, &four};
+  const PlanSearchResult r = SearchPlans(o);
+  int measured = 0;
+  for (const PlanCandidate& cand : r.fitting) {
+    measured += cand.measured_costs;
+    if (cand.measured_costs) CHECK((cand.microbatch_size == 2 || cand.microbatch_size == 4));
+  }
+  CHECK(measured == 4);
+  const CandidateModel eight = CandidateCostModel(o, OneFOneB8(r));
+  for (int s = 0; s < 2; ++s) {
+    const double f = 0.25e6 * StageFixedUnits(p, s) + 3 * StageForwardFlops(c, p, s, 1, kSeqLen);
+    CHECK(static_cast<double>(eight.costs.ComputeTime({ActionKind::kForward, s, 0})) == Approx(f).margin(1));
+    CHECK(static_cast<double>(eight.costs.ComputeTime({ActionKind::kBackward, s, 0})) == Approx(2 * f).margin(1));
+  }
+  // Times that grow faster than the FLOPs (3 ns a FLOP at 2 a microbatch,
+  // 4.5 at 4) would need a negative fixed time: none, and the time per FLOP
+  // alone, by least squares (x4 = 2 x2 FLOPs: (3 + 2 * 9) / (1 + 4) = 4.2).
+  const CostModel flat = FixedAndFlopsProfile(c, 2, 0, 3), steep = FixedAndFlopsProfile(c, 4, 0, 4.5);
+  const CostFit clamped = FitProfiles({&flat, &steep}, c);
+  CHECK(clamped.fixed_ns_per_unit[0] == 0);
+  CHECK(clamped.ns_per_flop[0] == Approx(4.2).epsilon(1e-6));
 }
 
 TEST_CASE(
@@ -376,7 +443,7 @@ TEST_CASE(
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   o.tp = 2;
   o.fit = fit;
-  o.profile = &profile;
+  o.profiles = {&profile};
   o.tp_link = Link{MsToNs(1), 1.0};
   const PlanSearchResult slow = SearchPlans(o);
   o.tp_link = Link{};
@@ -394,7 +461,7 @@ TEST_CASE(
   CostFit whole = fit;
   whole.tensor_parallel = 1;
   o.fit = whole;
-  o.profile = nullptr;
+  o.profiles.clear();
   o.tp_link = Link{MsToNs(1), 1.0};
   const PlanSearchResult added = SearchPlans(o);
   CHECK(added.fitting.front().step_time > free.fitting.front().step_time + MsToNs(1));
@@ -454,7 +521,7 @@ TEST_CASE("plan: a bf16 profile is fitted at 2 bytes per value and refuses an fp
   CHECK(fit.message_scale == Approx(1.0).epsilon(1e-6));
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   o.fit = fit;
-  o.profile = &profile;
+  o.profiles = {&profile};
   CHECK_THROWS_WITH(SearchPlans(o),
                     Catch::Contains("plan: --precision fp32, but the profile bf16.json was measured in bf16"));
   o.precision = Precision::kBf16;
@@ -613,7 +680,7 @@ TEST_CASE("plan ties: a profile's spreads are fitted relative to the medians", "
   CHECK(fit.spread_high[0] == Approx(0.2).epsilon(1e-4));
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   o.fit = fit;
-  o.profile = &profile;
+  o.profiles = {&profile};
   const PlanSearchResult r = SearchPlans(o);
   REQUIRE(r.fitting.front().samples);
   // The profile's own configuration (measured costs) keeps its per-step work, as simulate does.

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# tools/bench/plan_transfer.sh and plan_transfer_table.py, checked on the CPU:
+#  1. the table from hand-made plans and measurements (numbers worked by hand);
+#  2. a short real run of the tiny model: a row for each M, the profiled
+#     sizes marked as measured in the two-profile column;
+#  3. bad arguments: one line on stderr, exit 2, before anything runs.
+# Usage: plan_transfer_test.sh SOURCE_DIR PPLAB
+set -euo pipefail
+src=$1
+pplab=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# 1. Measured 100 ms at M=1 and 200 ms at M=4. One profile predicts 110 at
+#    both (+10 %, +45 % against 200: -45 %); two predict 100 (its own size)
+#    and 190 (-5 %). Candidates of another schedule, v, partition or
+#    recomputation are not read.
+python3 - "$tmp" << 'PY'
+import json, sys
+def cand(m, ms, verbatim, **other):
+    c = {"schedule": "1f1b", "virtual_stages": 1, "partition": "uniform", "recompute": "none",
+         "microbatches": m, "microbatch_size": 4 // m, "step_time": ms, "measured_costs": verbatim}
+    c.update(other)
+    return c
+noise = [cand(1, 1.0, False, schedule="gpipe"), cand(1, 1.0, False, recompute="all"),
+         cand(4, 1.0, False, partition="compute"), cand(4, 1.0, False, virtual_stages=2)]
+one = {"costs": ["a.json"], "fixed_ms_per_layer": None,
+       "candidates": noise + [cand(1, 110.0, False), cand(4, 110.0, False)]}
+two = {"costs": ["b.json", "c.json"], "fixed_ms_per_layer": {"forward": 0.5},
+       "candidates": [cand(1, 100.0, True), cand(4, 190.0, False)] + noise}
+for name, doc in (("one", one), ("two", two)):
+    json.dump(doc, open(sys.argv[1] + "/" + name + ".json", "w"))
+with open(sys.argv[1] + "/measured.jsonl", "w") as f:
+    f.write('{"M": 4, "step_ms": 200.0}\n{"M": 1, "step_ms": 100.0}\n')
+PY
+table=$(python3 "$src/tools/bench/plan_transfer_table.py" "$tmp/measured.jsonl" "$tmp/one.json" "$tmp/two.json" 1f1b)
+echo "$table"
+grep -qxF '| 1 | 4 | 100.0 | 110.0 | +10.0 % | 100.0* | +0.0 % |' <<< "$table" || fail "M=1 row"
+grep -qxF '| 4 | 1 | 200.0 | 110.0 | -45.0 % | 190.0 | -5.0 % |' <<< "$table" || fail "M=4 row"
+grep -qF 'One profile: a.json. Two: b.json, c.json, fixed time a layer (ms) {"forward": 0.5}.' <<< "$table" ||
+  fail "files line"
+grep -qF 'Largest error: 45.0 % from one profile, 5.0 % from two' <<< "$table" || fail "largest error line"
+
+# 2. A real run: the tiny model, 4 x 32 a step, M = 1 and 4 (microbatches of
+#    4 and 1, both profiled and fitted together), the one-profile fit at 2.
+out=$(bash "$src/tools/bench/plan_transfer.sh" --pplab "$pplab" --model tiny --shape 4x32 --ms 1,4 --single 2 \
+  --steps 3 --out "$tmp/run")
+echo "$out"
+[ "$(grep -c '^| [14] | ' <<< "$out")" -eq 2 ] || fail "expected rows for M=1 and M=4"
+grep -qE '^\| 1 \| 4 \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ % \| [0-9.]+\* \|' <<< "$out" || fail "M=1: two profiles' own size"
+grep -qE '^\| 4 \| 1 \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ % \| [0-9.]+\* \|' <<< "$out" || fail "M=4: two profiles' own size"
+for s in 1 2 4; do [ -f "$tmp/run/profile-mb$s.json" ] || fail "no profile at microbatches of $s"; done
+
+# 3. Bad arguments.
+bad() {
+  local code=0 err
+  err=$(bash "$src/tools/bench/plan_transfer.sh" --pplab "$pplab" "$@" 2>&1 > /dev/null) || code=$?
+  [ "$code" -eq 2 ] || fail "$* exited $code, not 2"
+  [ "$(wc -l <<< "$err")" -eq 1 ] || fail "$*: more than one line: $err"
+  grep -qF -- "$1" <<< "$err" || fail "$*: the message does not name $1: $err"
+}
+bad --shape 16by128
+bad --ms 3 --shape 16x128
+bad --ms 4
+bad --fit 2,2
+bad --steps 2
+bad --device tpu
+bad --single 3 --shape 16x128
+bad --frobnicate
+bad --tp
+echo "plan_transfer: all checks passed"

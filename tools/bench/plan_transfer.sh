@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# How far plan's fitted costs carry across microbatch sizes: profiles one
+# configuration at a few microbatch sizes, has `pplab plan` predict the step
+# of one schedule at every microbatch count M from one profile and from two
+# (--cost given twice: a fixed time a layer besides the time per FLOP,
+# docs/planning.md "Several profiles"), trains each M, and prints a Markdown
+# table of predicted against measured step times (median of the steps after
+# the first 2). A row whose microbatch size was profiled is marked *: plan
+# uses that profile's stages as measured.
+#
+# Usage, from the project's root after building:
+#   bash tools/bench/plan_transfer.sh [options]
+#   --pplab P       the binary (default build/pplab)
+#   --device D      cpu (default) or cuda
+#   --model M       preset or config (default small)
+#   --shape BxL     sequences a step x tokens a sequence (default 16x128)
+#   -k K            pipeline ranks (default 1)
+#   --tp T          tensor-parallel ranks per pipeline rank (default 1)
+#   --schedule S    the schedule trained and predicted (default 1f1b)
+#   --ms LIST       microbatch counts, comma-separated (default: every divisor of B)
+#   --fit A,B       the two microbatch sizes fitted together (default: the
+#                   smallest and the largest of --ms's)
+#   --single S      the microbatch size of the one-profile fit (default: the
+#                   --ms size nearest the geometric mean of A and B)
+#   --steps N       training steps per M (default 12: 10 measured)
+#   --run-timeout S bound each profile, plan and train (default 600 s)
+#   --out DIR       keep the profiles, plans and training output there
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+pplab=build/pplab device=cpu model=small shape=16x128 ranks=1 tp=1 schedule=1f1b ms="" fit="" single=""
+steps=12 run_timeout=600 out=""
+die() { echo "plan_transfer: $*" >&2; exit 2; }
+whole() { case $2 in ''|*[!0-9]*|0) die "$1 '$2' is not a positive whole number" ;; esac; }
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || case $1 in -h|--help) ;; *) die "$1 needs a value" ;; esac
+  case $1 in
+    --pplab) pplab=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --shape) shape=$2; shift 2 ;;
+    -k) ranks=$2; shift 2 ;;
+    --tp) tp=$2; shift 2 ;;
+    --schedule) schedule=$2; shift 2 ;;
+    --ms) ms=$2; shift 2 ;;
+    --fit) fit=$2; shift 2 ;;
+    --single) single=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --run-timeout) run_timeout=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[[ $shape =~ ^([1-9][0-9]*)x([1-9][0-9]*)$ ]] || die "--shape '$shape' is not BxL (e.g. 16x128)"
+batch=${BASH_REMATCH[1]} seq=${BASH_REMATCH[2]}
+whole -k "$ranks"; whole --tp "$tp"; whole --steps "$steps"; whole --run-timeout "$run_timeout"
+[ "$steps" -ge 3 ] || die "--steps '$steps': at least 3 (the first 2 are not measured)"
+case $device in cpu|cuda|cuda:*) ;; *) die "--device '$device' is not cpu or cuda" ;; esac
+[ -x "$pplab" ] || die "no pplab at $pplab (build it, or pass --pplab)"
+if [ -z "$ms" ]; then
+  for ((m = 1; m <= batch; ++m)); do ((batch % m == 0)) && ms+="${ms:+,}$m"; done
+fi
+IFS=, read -r -a m_list <<< "$ms"
+sizes=()
+for m in "${m_list[@]}"; do
+  whole --ms "$m"
+  ((batch % m == 0)) || die "--ms $m does not divide the $batch sequences of --shape $shape"
+  sizes+=($((batch / m)))
+done
+sorted=($(printf '%s\n' "${sizes[@]}" | sort -n -u))
+[ "${#sorted[@]}" -ge 2 ] || die "--ms '$ms': two microbatch counts at least"
+[ -n "$fit" ] || fit="${sorted[0]},${sorted[-1]}"
+[[ $fit =~ ^([1-9][0-9]*),([1-9][0-9]*)$ ]] || die "--fit '$fit' is not two sizes A,B"
+fit_a=${BASH_REMATCH[1]} fit_b=${BASH_REMATCH[2]}
+[ "$fit_a" != "$fit_b" ] || die "--fit '$fit': two different microbatch sizes"
+if [ -z "$single" ]; then
+  single=$(python3 -c 'import math,sys; a,b=int(sys.argv[1]),int(sys.argv[2]); s=[int(x) for x in sys.argv[3:]]
+print(min(s, key=lambda x: (abs(math.log(x) - (math.log(a) + math.log(b)) / 2), x)))' "$fit_a" "$fit_b" "${sorted[@]}")
+fi
+whole --single "$single"
+for s in "$fit_a" "$fit_b"; do
+  ((batch % s == 0)) || die "--fit $fit: $s does not divide the $batch sequences of --shape $shape"
+done
+((batch % single == 0)) || die "--single $single does not divide the $batch sequences of --shape $shape"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+dir=${out:-$work}
+mkdir -p "$dir"
+# `run WHAT FILE CMD...`: CMD bounded by --run-timeout, its output in FILE;
+# a failure names WHAT and FILE and ends the bench.
+run() {
+  local what=$1 file=$2 code=0
+  shift 2
+  timeout -k 10 "$run_timeout" "$@" > "$file" 2>&1 || code=$?
+  [ "$code" -eq 0 ] || { echo "plan_transfer: $what failed (exit $code); its output: $file" >&2; tail -3 "$file" >&2; exit 1; }
+}
+common=(--model "$model" -k "$ranks" --tp "$tp" --seq-len "$seq" --device "$device")
+for s in $(printf '%s\n' "$fit_a" "$fit_b" "$single" | sort -n -u); do
+  run "profile at microbatches of $s" "$dir/profile-mb$s.out" \
+    "$pplab" profile "${common[@]}" --microbatch-size "$s" -o "$dir/profile-mb$s.json"
+done
+plan=("$pplab" plan --model "$model" --ranks "$ranks" --global-batch "$batch" --memory-per-rank 1TiB
+      --schedules "$schedule" --recompute none --top 100000 --json)
+run "plan from one profile" "$dir/plan-one.json" "${plan[@]}" -o "$dir/plan-one-best.json" \
+  --cost "$dir/profile-mb$single.json"
+run "plan from two profiles" "$dir/plan-two.json" "${plan[@]}" -o "$dir/plan-two-best.json" \
+  --cost "$dir/profile-mb$fit_a.json" --cost "$dir/profile-mb$fit_b.json"
+: > "$dir/measured.jsonl"
+for m in "${m_list[@]}"; do
+  run "train at M=$m" "$dir/train-m$m.out" "$pplab" train -q --out '' "${common[@]}" --batch-size "$batch" -m "$m" \
+    --schedule "$schedule" --steps "$steps" --json
+  python3 - "$dir/train-m$m.out" "$m" >> "$dir/measured.jsonl" << 'PY'
+import json, statistics, sys
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if isinstance(j, dict) and "step_times_ms" in j:
+        print(json.dumps({"M": int(sys.argv[2]), "step_ms": statistics.median(j["step_times_ms"][2:])}))
+        break
+else:
+    sys.exit("no step_times_ms in " + sys.argv[1])
+PY
+done
+echo "$device, model $model, $shape a step, K=$ranks, T=$tp, $schedule, $steps steps ($(date -u +%Y-%m-%d))"
+echo
+python3 tools/bench/plan_transfer_table.py "$dir/measured.jsonl" "$dir/plan-one.json" "$dir/plan-two.json" "$schedule"

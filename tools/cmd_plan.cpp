@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
-#include <set>
 #include <thread>
 
 #include "models/tensor_parallel.h"
@@ -228,22 +227,26 @@ void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double
   sub.add_option(prefix + "-latency", ms, latency_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
 }
 
-int DistinctMicrobatchSizes(const std::vector<CostModel>& profiles) {
-  std::set<int> sizes;
-  for (const CostModel& m : profiles) sizes.insert(m.Profile()->microbatch_size);
-  return static_cast<int>(sizes.size());
+// Per kind, ms (of ns * scale).
+nlohmann::json KindsJson(const double (&values)[4], double scale) {
+  return {{"forward", values[0] * scale},
+          {"backward", values[1] * scale},
+          {"backward_input", values[2] * scale},
+          {"backward_weight", values[3] * scale}};
 }
 
-// The fit's fixed time of F, B, I and W per layer and microbatch (ms), or
-// null where there is none (one microbatch size, or analytic costs).
-nlohmann::json FixedTimesJson(const CostFit& f) {
-  if (f.fixed_ns_per_unit[0] + f.fixed_ns_per_unit[1] + f.fixed_ns_per_unit[2] + f.fixed_ns_per_unit[3] <= 0) {
-    return nullptr;
+// The fit's ranges of microbatch sizes (CostFit::ranges), each with its
+// fixed time a layer (ms) and time per FLOP (ns); null with one size or
+// analytic costs.
+nlohmann::json SizeRangesJson(const CostFit& f) {
+  if (f.ranges.empty()) return nullptr;
+  nlohmann::json out = nlohmann::json::array();
+  for (const CostFit::SizeRange& r : f.ranges) {
+    out.push_back({{"microbatch_sizes", {r.from, r.to}},
+                   {"fixed_ms_per_layer", KindsJson(r.times.fixed_ns_per_unit, 1e-6)},
+                   {"ns_per_flop", KindsJson(r.times.ns_per_flop, 1)}});
   }
-  return {{"forward", f.fixed_ns_per_unit[0] * 1e-6},
-          {"backward", f.fixed_ns_per_unit[1] * 1e-6},
-          {"backward_input", f.fixed_ns_per_unit[2] * 1e-6},
-          {"backward_weight", f.fixed_ns_per_unit[3] * 1e-6}};
+  return out;
 }
 
 // The --cost profiles, checked against the flags and against each other,
@@ -327,9 +330,9 @@ std::string FitCostFiles(const PlanCmdOptions& o, const std::string& sequence_pa
   for (const CostModel& m : profiled) all.push_back(&m);
   search.fit = FitProfiles(all, *recorded);
   const CostFit& f = search.fit;
-  if (f.fixed_ns_per_unit[0] + f.fixed_ns_per_unit[1] + f.fixed_ns_per_unit[2] + f.fixed_ns_per_unit[3] > 0) {
-    costs_from += " (a fixed time a layer and microbatch besides the time per FLOP, from " +
-                  std::to_string(DistinctMicrobatchSizes(profiled)) + " microbatch sizes)";
+  if (!f.ranges.empty()) {
+    costs_from += " (" + std::to_string(f.ranges.size() + 1) +
+                  " microbatch sizes: between each two, a fixed time a layer besides the time per FLOP)";
   }
   // A profile --tp T holds T's collectives in its times: plan costs that
   // T, in the profile's layout, and no other (CostFit::tensor_parallel).
@@ -472,7 +475,7 @@ int RunPlan(const PlanCmdOptions& o) {
         {"shard_optimizer", o.shard_optimizer},
         {"memory_per_rank", search.memory_per_rank},
         {"costs", o.cost_files.empty() ? json("analytic") : json(o.cost_files)},
-        {"fixed_ms_per_layer", FixedTimesJson(search.fit)},
+        {"size_ranges", SizeRangesJson(search.fit)},
         {"costs_from", costs_from},
         {"simulated", result.simulated},
         {"skipped", result.skipped},

@@ -23,6 +23,9 @@
 #     slice       planning a model too large for one GPU: 4 of Meta-Llama-3-8B's 32 layers
 #                 profiled on 2 ranks sharing the GPU (bf16, 4096 tokens), then plan of the
 #                 whole model on 8 GPUs of 80 GiB fitted to that slice
+#     transfer    issue 12: tools/bench/plan_transfer.sh, the default preset at 16x128 on
+#                 K=1 (M = 1, 4, 16): plan's step from one profile and from three microbatch
+#                 sizes (a fixed time a layer: the launches) against train's
 #   --deadline S  seconds from the start by which the command has ended (default 480).
 #                 A part starts only when at least its minimum is left; its runs are
 #                 bounded by what is left, and each bench starts no run past its share
@@ -61,13 +64,13 @@ while [ $# -gt 0 ]; do
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_session: unknown option '$1' (see --help)" >&2; exit 2 ;;
-    tests|bench|fidelity|fidelity64|slice) parts+=("$1"); shift ;;
-    *) echo "gpu_session: unknown part '$1': tests, bench, fidelity, fidelity64 or slice" >&2; exit 2 ;;
+    tests|bench|fidelity|fidelity64|slice|transfer) parts+=("$1"); shift ;;
+    *) echo "gpu_session: unknown part '$1': tests, bench, fidelity, fidelity64, slice or transfer" >&2; exit 2 ;;
   esac
 done
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "gpu_session: --deadline must be a positive number of seconds, got '$deadline'" >&2; exit 2; }
 [ -n "$out" ] || { echo "gpu_session: --out needs a folder" >&2; exit 2; }
-[ ${#parts[@]} -gt 0 ] || { echo "gpu_session: name at least one part: tests, bench, fidelity, fidelity64 or slice" >&2; exit 2; }
+[ ${#parts[@]} -gt 0 ] || { echo "gpu_session: name at least one part: tests, bench, fidelity, fidelity64, slice or transfer" >&2; exit 2; }
 
 # Seconds, from the H100 session of 2026-11-23 (docs/gpu.md, "Figures") and
 # the device commands' sizes before this script: what a step usually takes
@@ -83,8 +86,8 @@ elif [ -n "$gpu_tests" ]; then
 else
   build_estimate=170
 fi
-estimate() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 120; else echo 260; fi ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; esac; }
-minimum() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 60; else echo 150; fi ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; esac; }
+estimate() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 120; else echo 260; fi ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; transfer) echo 120 ;; esac; }
+minimum() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 60; else echo 150; fi ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; transfer) echo 90 ;; esac; }
 [ "$deadline" -gt "$build_estimate" ] ||
   { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s)" >&2; exit 2; }
 
@@ -269,6 +272,15 @@ part_slice() {
       --memory-per-rank 80GiB --link-bandwidth 400 -o "$work/llama3-8b-plan.json"
 }
 
+part_transfer() {
+  local r
+  r=$(left)
+  step "transfer: plan across microbatch sizes" $((r - 5)) "$(estimate transfer)" - \
+    bash tools/bench/plan_transfer.sh --pplab "$pplab" --device cuda --model default --shape 16x128 --ms 1,4,16 \
+      --fit 1,4,16 --run-timeout "$(smaller 120 $((r - 30)))" --out "$work/transfer"
+  reap
+}
+
 session() {
   echo "# GPU session: ${parts[*]} (deadline ${deadline} s)"
   echo
@@ -314,6 +326,7 @@ session() {
       fidelity) part_fidelity 16x128 fidelity ;;
       fidelity64) part_fidelity 64x512 fidelity64 ;;
       slice) part_slice ;;
+      transfer) part_transfer ;;
     esac
   done
   echo

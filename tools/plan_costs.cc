@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <utility>
 
 #include "models/tensor_parallel.h"
@@ -155,7 +156,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   CostFit f;
   std::vector<double> flops, units, act, wgrad, msg;
   std::vector<double> time[4], act_y, wgrad_y, msg_y;
-  std::vector<int> sizes;
+  std::vector<int> sizes, size_of;  // the sizes seen; each point's
   double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
   double sent = 0, held = 0, cast = 0, stage_params = 0;
   double optimizer = 0, clip = 0, loss_allreduce = 0, norm_allreduce = 0;
@@ -172,6 +173,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
     f.tensor_parallel = T;
     f.sequence_parallel = meta->sequence_parallel;
     for (int s = 0; s < profiled->NumStages(); ++s) {
+      size_of.push_back(mb);
       flops.push_back(StageForwardFlops(shape, p, s, mb, meta->seq_len));
       units.push_back(StageFixedUnits(p, s));
       act.push_back(StageActivationBytes(shape, p, s, mb, meta->seq_len, meta->precision,
@@ -215,14 +217,28 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
     loss_allreduce += static_cast<double>(step.loss_allreduce);
     norm_allreduce += static_cast<double>(step.norm_allreduce);
   }
-  for (int k = 0; k < 4; ++k) {
-    if (sizes.size() >= 2) {
-      const auto [per_unit, per_flop] = NonNegativeFit(units, flops, time[k]);
-      f.fixed_ns_per_unit[k] = per_unit;
-      f.ns_per_flop[k] = per_flop;
-    } else {
-      f.ns_per_flop[k] = Slope(flops, time[k]);
+  std::sort(sizes.begin(), sizes.end());
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    CostFit::SizeRange range;
+    range.from = sizes[i];
+    range.to = sizes[i + 1];
+    // The points of the range's two sizes.
+    std::vector<double> u, x, y[4];
+    for (size_t j = 0; j < size_of.size(); ++j) {
+      if (size_of[j] != range.from && size_of[j] != range.to) continue;
+      u.push_back(units[j]);
+      x.push_back(flops[j]);
+      for (int k = 0; k < 4; ++k) y[k].push_back(time[k][j]);
     }
+    for (int k = 0; k < 4; ++k) {
+      const auto [per_unit, per_flop] = NonNegativeFit(u, x, y[k]);
+      range.times.fixed_ns_per_unit[k] = per_unit;
+      range.times.ns_per_flop[k] = per_flop;
+    }
+    f.ranges.push_back(range);
+  }
+  for (int k = 0; k < 4; ++k) {
+    f.ns_per_flop[k] = Slope(flops, time[k]);
     if (median[k] > 0) {
       f.spread_low[k] = std::min(1.0, low[k] / median[k]);
       f.spread_high[k] = high[k] / median[k];
@@ -245,6 +261,22 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
 }
 
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config) { return FitProfiles({&profiled}, config); }
+
+bool TimeCoefficients::HasFixed() const {
+  return std::any_of(std::begin(fixed_ns_per_unit), std::end(fixed_ns_per_unit), [](double t) { return t > 0; });
+}
+
+TimeCoefficients CostFit::At(int mb) const {
+  if (ranges.empty()) {
+    TimeCoefficients t;
+    std::copy(std::begin(ns_per_flop), std::end(ns_per_flop), t.ns_per_flop);
+    return t;
+  }
+  for (const SizeRange& r : ranges) {
+    if (mb <= r.to) return r.times;
+  }
+  return ranges.back().times;
+}
 
 std::vector<int64_t> RankParams(const LlamaConfig& config, const Partition& p, const std::vector<RankId>& placement,
                                 int ranks, int tp) {

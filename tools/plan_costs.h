@@ -47,14 +47,31 @@ double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len, int
 // (kernel launches, a collective's latency) grows with them.
 double StageFixedUnits(const Partition& p, int stage);
 
-// How FLOPs and shape-derived bytes turn into a cost model: ns per forward
-// FLOP of each of F, B, I, W, plus ns per fixed unit (StageFixedUnits), and
-// scale factors for the byte estimates.
+// A stage's F, B, I and W per microbatch: ns per forward FLOP, plus ns per
+// fixed unit (StageFixedUnits).
+struct TimeCoefficients {
+  double ns_per_flop[4] = {0, 0, 0, 0};        // F, B, I, W
+  double fixed_ns_per_unit[4] = {0, 0, 0, 0};  // F, B, I, W
+  bool HasFixed() const;
+};
+
+// How FLOPs and shape-derived bytes turn into a cost model: the times'
+// coefficients, and scale factors for the byte estimates.
 struct CostFit {
+  // The coefficients (analytic, or one profile's: no fixed time), used
+  // where `ranges` is empty.
   double ns_per_flop[4] = {0, 0, 0, 0};  // F, B, I, W
-  // A time per microbatch and fixed unit, apart from the FLOPs: fitted only
-  // from profiles at two or more microbatch sizes (FitProfiles); 0 else.
-  double fixed_ns_per_unit[4] = {0, 0, 0, 0};
+  // Profiles at several microbatch sizes (FitProfiles): one fit of the two
+  // terms for each pair of neighbouring sizes, smallest first.
+  struct SizeRange {
+    int from = 0, to = 0;  // microbatch sizes, from < to
+    TimeCoefficients times;
+  };
+  std::vector<SizeRange> ranges;
+  // The coefficients for microbatches of `mb` sequences: the range that
+  // holds mb (the lower one at a size two share), the first below the
+  // smallest size, the last above the largest; without ranges, ns_per_flop.
+  TimeCoefficients At(int mb) const;
   double activation_scale = 1, weight_grad_scale = 1, message_scale = 1;
   // The profile's spread of F, B, I and W relative to the median: a
   // candidate's stage of time t gets p10 = t (1 - spread_low), p90 = t (1 +
@@ -97,13 +114,16 @@ CostFit AnalyticFit(double flops_per_second);
 //
 // Several profiles of one configuration (model shape, seq_len, precision,
 // attention, T and layout; the caller checks) are fitted together, every
-// stage of each a point. With two or more microbatch sizes among them, each
-// of F, B, I and W is fitted as a time per fixed unit plus a time per FLOP
-// (two regressors, no intercept), so that what does not shrink with the
-// microbatch carries to other sizes; a negative coefficient is set to 0 and
-// the other fitted alone. With one size, the time per FLOP alone (through
-// the origin): the two cannot be told apart there. Bytes are fitted through
-// the origin over all points; the step's work is the profiles' mean.
+// stage of each a point. With two or more microbatch sizes among them, for
+// each pair of neighbouring sizes, on the points of those two, each of F, B,
+// I and W is fitted as a time per fixed unit plus a time per FLOP (two
+// regressors, no intercept; CostFit::ranges), so that what does not shrink
+// with the microbatch carries to other sizes, and a time per token that
+// grows with the microbatch (caches) is followed piece by piece; a negative
+// coefficient is set to 0 and the other fitted alone. With one size, the
+// time per FLOP alone (through the origin, ns_per_flop): the two cannot be
+// told apart there. Bytes are fitted through the origin over all points;
+// the step's work is the profiles' mean.
 CostFit FitProfiles(const std::vector<const CostModel*>& profiled, const LlamaConfig& config);
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 

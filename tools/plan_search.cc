@@ -237,6 +237,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   const LlamaConfig shape = RankShape(o);  // the rank's share of each stage
   // The ranks the positions are split over outside the split regions.
   const int positions = o.sequence_parallel ? o.tp : 1;
+  const TimeCoefficients times = f.At(mb);
   std::vector<StageCost> stages(P * copies);
   for (int st = 0; st < P * copies; ++st) {
     const int s = st % P;
@@ -244,7 +245,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     const double flops = StageForwardFlops(shape, p, s, mb, o.seq_len);
     const double units = StageFixedUnits(p, s);
     // Kind k's time of the stage before any collective plan adds.
-    const auto fitted = [&](int k) { return Ns(f.ns_per_flop[k] * flops + f.fixed_ns_per_unit[k] * units); };
+    const auto fitted = [&](int k) { return Ns(times.ns_per_flop[k] * flops + times.fixed_ns_per_unit[k] * units); };
     const TimeNs weights = fitted(3);
     // A fit of a profile --tp holds its collectives already (CostFit).
     const TensorParallelTimes tp =

@@ -622,9 +622,12 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
   const nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK(j["costs"] == nlohmann::json::array({two, four}));
   CHECK(j["costs_from"] == "fitted to " + two + ", " + four +
-                               " (a fixed time a layer and microbatch besides the time per FLOP, from 2 microbatch "
-                               "sizes)");
-  const nlohmann::json& fixed = j["fixed_ms_per_layer"];
+                               " (2 microbatch sizes: between each two, a fixed time a layer besides the time per "
+                               "FLOP)");
+  REQUIRE(j["size_ranges"].size() == 1);
+  CHECK(j["size_ranges"][0]["microbatch_sizes"] == nlohmann::json::array({2, 4}));
+  CHECK(j["size_ranges"][0]["ns_per_flop"]["forward"].get<double>() == Approx(1.0).epsilon(1e-4));
+  const nlohmann::json& fixed = j["size_ranges"][0]["fixed_ms_per_layer"];
   CHECK(fixed["forward"].get<double>() == Approx(0.1).epsilon(1e-4));
   CHECK(fixed["backward"].get<double>() == Approx(0.2).epsilon(1e-4));
   CHECK(fixed["backward_input"].get<double>() == Approx(0.1).epsilon(1e-4));
@@ -639,7 +642,7 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
   // One profile: no fixed time.
   r = Pplab(plan + " --json --cost " + two);
   REQUIRE(r.code == 0);
-  CHECK(nlohmann::json::parse(r.out)["fixed_ms_per_layer"].is_null());
+  CHECK(nlohmann::json::parse(r.out)["size_ranges"].is_null());
   // Profiles of different configurations are not fitted together.
   const std::string base = WriteProfiledCost("together-a.json");
   struct Case {

@@ -66,8 +66,8 @@ check_plan() {
     [[ $build == *BUILD_TESTING=OFF* ]] || fail "$*: the tests built for nothing"
   fi
 }
-orders=("tests" "bench" "fidelity" "fidelity64" "slice" "tests bench" "bench tests" "fidelity fidelity64"
-        "tests bench fidelity fidelity64 slice" "fidelity64 fidelity bench tests" "slice tests")
+orders=("tests" "bench" "fidelity" "fidelity64" "slice" "transfer" "tests bench" "bench tests" "fidelity fidelity64"
+        "tests bench fidelity fidelity64 slice transfer" "fidelity64 fidelity bench tests" "slice tests" "transfer slice")
 for deadline in 200 300 480 600 1500; do
   for parts in "${orders[@]}"; do
     # shellcheck disable=SC2086
@@ -97,8 +97,8 @@ grep -q "gpu_bench.sh" "$tmp/plan.txt" || fail "no bench after --gpu-tests: $(ca
 echo "ok: plans"
 
 # 3. The benches accept what the plan hands them (their own dry runs).
-bash "$session" --dry-run --deadline 1500 --bench-rows 'K=2' --fidelity-configs 2:8,1:4 bench fidelity fidelity64 \
-  > "$tmp/plan.txt"
+bash "$session" --dry-run --deadline 1700 --bench-rows 'K=2' --fidelity-configs 2:8,1:4 bench fidelity fidelity64 \
+  transfer > "$tmp/plan.txt"
 n=0
 while IFS= read -r line; do
   cmd=$(sed -E 's/^    \[at [0-9]+ s, bound [0-9]+ s\] //' <<< "$line")
@@ -107,9 +107,12 @@ while IFS= read -r line; do
     tools/bench/gpu_bench.sh)
       [ -f "$src/../shared/gpu/torch_anchor.py" ] || [ -f "$src/.gpu/torch_anchor.py" ] || continue ;;
     tools/bench/fidelity.sh) ;;
+    tools/bench/plan_transfer.sh) ;;
     *) continue ;;
   esac
-  [[ " $cmd " == *" --deadline "* ]] || fail "no --deadline handed to ${words[1]}: $cmd"
+  # plan_transfer.sh bounds each of its runs (--run-timeout) instead.
+  [[ " $cmd " == *" --deadline "* ]] || [[ ${words[1]} == *plan_transfer.sh ]] ||
+    fail "no --deadline handed to ${words[1]}: $cmd"
   (cd "$src" && "${words[@]}" --dry-run > "$tmp/child.txt" 2>&1) || fail "${words[1]} refuses the plan's flags: $(cat "$tmp/child.txt")"
   case "${words[1]}" in
     *gpu_bench.sh) grep -q "^# K=2 " "$tmp/child.txt" && ! grep -q "^# K=1" "$tmp/child.txt" ||
@@ -118,8 +121,8 @@ while IFS= read -r line; do
                     fail "--fidelity-configs did not reach the loop: $(cat "$tmp/child.txt")" ;;
   esac
   n=$((n + 1))
-done < <(grep -E "^    \[at .*tools/bench/(gpu_bench|fidelity).sh" "$tmp/plan.txt")
-[ "$n" -ge 2 ] || fail "expected the benches' commands in the plan, checked $n: $(cat "$tmp/plan.txt")"
+done < <(grep -E "^    \[at .*tools/bench/(gpu_bench|fidelity|plan_transfer).sh" "$tmp/plan.txt")
+[ "$n" -ge 3 ] || fail "expected the benches' commands in the plan, checked $n: $(cat "$tmp/plan.txt")"
 echo "ok: $n planned bench commands accepted"
 
 # 4. A whole session on stand-ins, in a copy of the scripts: a GPU that

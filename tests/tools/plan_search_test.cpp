@@ -333,7 +333,9 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
   CHECK(fit.ns_per_flop[2] == Approx(3.0).epsilon(1e-6));
   CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
   // One microbatch size: no fixed time can be told from the time per FLOP.
-  for (int k = 0; k < 4; ++k) CHECK(fit.fixed_ns_per_unit[k] == 0);
+  CHECK(fit.ranges.empty());
+  CHECK_FALSE(fit.At(1).HasFixed());
+  CHECK(fit.At(1).ns_per_flop[0] == fit.ns_per_flop[0]);
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   o.fit = fit;
   o.profiles = {&profile};
@@ -376,14 +378,21 @@ TEST_CASE("plan: profiles at two microbatch sizes fit a fixed time a layer besid
   CHECK(StageFixedUnits(p, 1) == 1.5);
   CHECK(StageFixedUnits(PartitionUniform(c, 1), 0) == 4.0);
   const CostModel two = FixedAndFlopsProfile(c, 2, 0.25, 3), four = FixedAndFlopsProfile(c, 4, 0.25, 3);
-  const CostFit fit = FitProfiles({&two, &four}, c);
-  CHECK(fit.fixed_ns_per_unit[0] == Approx(0.25e6).epsilon(1e-6));
-  CHECK(fit.fixed_ns_per_unit[1] == Approx(0.5e6).epsilon(1e-6));
-  CHECK(fit.ns_per_flop[0] == Approx(3.0).epsilon(1e-6));
-  CHECK(fit.ns_per_flop[1] == Approx(6.0).epsilon(1e-6));
+  const CostFit fit = FitProfiles({&four, &two}, c);
+  REQUIRE(fit.ranges.size() == 1);
+  CHECK(fit.ranges[0].from == 2);
+  CHECK(fit.ranges[0].to == 4);
+  // Every size takes the one range.
+  for (const int mb : {1, 2, 3, 4, 8}) {
+    const TimeCoefficients t = fit.At(mb);
+    CHECK(t.fixed_ns_per_unit[0] == Approx(0.25e6).epsilon(1e-6));
+    CHECK(t.fixed_ns_per_unit[1] == Approx(0.5e6).epsilon(1e-6));
+    CHECK(t.ns_per_flop[0] == Approx(3.0).epsilon(1e-6));
+    CHECK(t.ns_per_flop[1] == Approx(6.0).epsilon(1e-6));
+  }
   CHECK(fit.activation_scale == Approx(1.0).epsilon(1e-6));
   // Either profile alone puts the fixed time into the time per FLOP.
-  CHECK(FitProfile(two, c).fixed_ns_per_unit[0] == 0);
+  CHECK_FALSE(FitProfile(two, c).At(2).HasFixed());
   CHECK(FitProfile(two, c).ns_per_flop[0] > 3.0);
   // The search: each profile's own candidate (M = 4 of 2, M = 2 of 4, for
   // gpipe and 1f1b) as measured, and the fit carries to microbatches of 1
@@ -408,9 +417,29 @@ TEST_CASE("plan: profiles at two microbatch sizes fit a fixed time a layer besid
   // 4.5 at 4) would need a negative fixed time: none, and the time per FLOP
   // alone, by least squares (x4 = 2 x2 FLOPs: (3 + 2 * 9) / (1 + 4) = 4.2).
   const CostModel flat = FixedAndFlopsProfile(c, 2, 0, 3), steep = FixedAndFlopsProfile(c, 4, 0, 4.5);
-  const CostFit clamped = FitProfiles({&flat, &steep}, c);
+  const TimeCoefficients clamped = FitProfiles({&flat, &steep}, c).At(4);
   CHECK(clamped.fixed_ns_per_unit[0] == 0);
   CHECK(clamped.ns_per_flop[0] == Approx(4.2).epsilon(1e-6));
+  // Three sizes: a range between each two, each fitted to its own two
+  // profiles (1 to 2: 0.25 ms a unit and 3 ns a FLOP; 2 to 4: 4.2 ns a FLOP
+  // alone, as above), chosen by the candidate's size.
+  const CostModel one = FixedAndFlopsProfile(c, 1, 0.25, 3), two_fixed = FixedAndFlopsProfile(c, 2, 0.25, 3);
+  const CostFit three = FitProfiles({&steep, &one, &flat}, c);
+  REQUIRE(three.ranges.size() == 2);
+  CHECK(three.ranges[0].from == 1);
+  CHECK(three.ranges[1].from == 2);
+  CHECK(three.ranges[1].to == 4);
+  const CostFit pieces = FitProfiles({&steep, &one, &two_fixed}, c);
+  CHECK(pieces.At(1).fixed_ns_per_unit[0] == Approx(0.25e6).epsilon(1e-6));
+  CHECK(pieces.At(2).ns_per_flop[0] == Approx(3.0).epsilon(1e-6));  // the lower range at a shared size
+  // 2 to 4: the fit of those two profiles alone, not of all three.
+  const TimeCoefficients upper = FitProfiles({&two_fixed, &steep}, c).At(3);
+  for (int k = 0; k < 4; ++k) {
+    CHECK(pieces.At(3).fixed_ns_per_unit[k] == upper.fixed_ns_per_unit[k]);
+    CHECK(pieces.At(3).ns_per_flop[k] == upper.ns_per_flop[k]);
+  }
+  CHECK(pieces.At(3).ns_per_flop[0] != FitProfiles({&one, &two_fixed, &steep}, c).ns_per_flop[0]);
+  CHECK(pieces.At(16).ns_per_flop[0] == pieces.At(3).ns_per_flop[0]);     // above the largest: the last range
 }
 
 TEST_CASE(

@@ -2,8 +2,9 @@
 # tools/bench/plan_transfer.sh and plan_transfer_table.py, checked on the CPU:
 #  1. the table from hand-made plans and measurements (numbers worked by hand);
 #  2. a short real run of the tiny model: a row for each M, the profiled
-#     sizes marked as measured in the two-profile column;
-#  3. bad arguments: one line on stderr, exit 2, before anything runs.
+#     sizes marked as measured in the fitted-together column;
+#  3. its dry run: the commands of three profiles fitted together;
+#  4. bad arguments: one line on stderr, exit 2, before anything runs.
 # Usage: plan_transfer_test.sh SOURCE_DIR PPLAB
 set -euo pipefail
 src=$1
@@ -25,9 +26,10 @@ def cand(m, ms, verbatim, **other):
     return c
 noise = [cand(1, 1.0, False, schedule="gpipe"), cand(1, 1.0, False, recompute="all"),
          cand(4, 1.0, False, partition="compute"), cand(4, 1.0, False, virtual_stages=2)]
-one = {"costs": ["a.json"], "fixed_ms_per_layer": None,
+one = {"costs": ["a.json"], "size_ranges": None,
        "candidates": noise + [cand(1, 110.0, False), cand(4, 110.0, False)]}
-two = {"costs": ["b.json", "c.json"], "fixed_ms_per_layer": {"forward": 0.5},
+two = {"costs": ["b.json", "c.json"],
+       "size_ranges": [{"microbatch_sizes": [1, 4], "fixed_ms_per_layer": {"forward": 0.5, "backward": 1.25}}],
        "candidates": [cand(1, 100.0, True), cand(4, 190.0, False)] + noise}
 for name, doc in (("one", one), ("two", two)):
     json.dump(doc, open(sys.argv[1] + "/" + name + ".json", "w"))
@@ -38,9 +40,11 @@ table=$(python3 "$src/tools/bench/plan_transfer_table.py" "$tmp/measured.jsonl" 
 echo "$table"
 grep -qxF '| 1 | 4 | 100.0 | 110.0 | +10.0 % | 100.0* | +0.0 % |' <<< "$table" || fail "M=1 row"
 grep -qxF '| 4 | 1 | 200.0 | 110.0 | -45.0 % | 190.0 | -5.0 % |' <<< "$table" || fail "M=4 row"
-grep -qF 'One profile: a.json. Two: b.json, c.json, fixed time a layer (ms) {"forward": 0.5}.' <<< "$table" ||
+grep -qF 'One profile: a.json. Several: b.json, c.json; fixed ms a layer by microbatch sizes: 1-4: F 0.500, B 1.250.' \
+  <<< "$table" ||
   fail "files line"
-grep -qF 'Largest error: 45.0 % from one profile, 5.0 % from two' <<< "$table" || fail "largest error line"
+grep -qF 'Largest error: 45.0 % from one profile, 5.0 % from 2' <<< "$table" || fail "largest error line"
+grep -qxF '| M | microbatch | measured ms | one profile ms | error | 2 profiles ms | error |' <<< "$table" || fail "header"
 
 # 2. A real run: the tiny model, 4 x 32 a step, M = 1 and 4 (microbatches of
 #    4 and 1, both profiled and fitted together), the one-profile fit at 2.
@@ -52,7 +56,18 @@ grep -qE '^\| 1 \| 4 \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ % \| [0-9.]+\* \|' <<< "
 grep -qE '^\| 4 \| 1 \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ % \| [0-9.]+\* \|' <<< "$out" || fail "M=4: two profiles' own size"
 for s in 1 2 4; do [ -f "$tmp/run/profile-mb$s.json" ] || fail "no profile at microbatches of $s"; done
 
-# 3. Bad arguments.
+# 3. The dry run: a profile at each size, both plans (the second with a
+#    --cost for each of 1, 2 and 4), a train for each M; nothing written.
+dry=$(bash "$src/tools/bench/plan_transfer.sh" --pplab /nonexistent/pplab --shape 4x32 --ms 1,2,4 --fit 4,1,2 --single 2 \
+  --dry-run --out "$tmp/dry")
+echo "$dry"
+[ "$(grep -c ' profile .*--microbatch-size' <<< "$dry")" -eq 3 ] || fail "dry run: three profiles"
+grep -q ' plan .*--cost [^ ]*profile-mb1.json --cost [^ ]*profile-mb2.json --cost [^ ]*profile-mb4.json' <<< "$dry" ||
+  fail "dry run: the plan of three profiles"
+[ "$(grep -c 'pplab train ' <<< "$dry")" -eq 3 ] || fail "dry run: three trains"
+[ ! -e "$tmp/dry" ] || fail "the dry run wrote $tmp/dry"
+
+# 4. Bad arguments.
 bad() {
   local code=0 err
   err=$(bash "$src/tools/bench/plan_transfer.sh" --pplab "$pplab" "$@" 2>&1 > /dev/null) || code=$?
@@ -64,6 +79,7 @@ bad --shape 16by128
 bad --ms 3 --shape 16x128
 bad --ms 4
 bad --fit 2,2
+bad --fit 2
 bad --steps 2
 bad --device tpu
 bad --single 3 --shape 16x128

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # How far plan's fitted costs carry across microbatch sizes: profiles one
 # configuration at a few microbatch sizes, has `pplab plan` predict the step
-# of one schedule at every microbatch count M from one profile and from two
-# (--cost given twice: a fixed time a layer besides the time per FLOP,
-# docs/planning.md "Several profiles"), trains each M, and prints a Markdown
-# table of predicted against measured step times (median of the steps after
-# the first 2). A row whose microbatch size was profiled is marked *: plan
-# uses that profile's stages as measured.
+# of one schedule at every microbatch count M from one profile and from
+# several fitted together (--cost given again: between each two sizes, a
+# fixed time a layer besides the time per FLOP, docs/planning.md "Several
+# profiles"), trains each M, and prints a Markdown table of predicted
+# against measured step times (median of the steps after the first 2). A
+# prediction at a profiled microbatch size is marked *: plan uses that
+# profile's stages as measured.
 #
 # Usage, from the project's root after building:
 #   bash tools/bench/plan_transfer.sh [options]
@@ -18,21 +19,22 @@
 #   --tp T          tensor-parallel ranks per pipeline rank (default 1)
 #   --schedule S    the schedule trained and predicted (default 1f1b)
 #   --ms LIST       microbatch counts, comma-separated (default: every divisor of B)
-#   --fit A,B       the two microbatch sizes fitted together (default: the
-#                   smallest and the largest of --ms's)
+#   --fit LIST      the microbatch sizes fitted together, two or more,
+#                   comma-separated (default: the smallest and the largest of --ms's)
 #   --single S      the microbatch size of the one-profile fit (default: the
-#                   --ms size nearest the geometric mean of A and B)
+#                   --ms size nearest the geometric mean of --fit's ends)
 #   --steps N       training steps per M (default 12: 10 measured)
 #   --run-timeout S bound each profile, plan and train (default 600 s)
 #   --out DIR       keep the profiles, plans and training output there
+#   --dry-run       print the commands, run nothing
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pplab=build/pplab device=cpu model=small shape=16x128 ranks=1 tp=1 schedule=1f1b ms="" fit="" single=""
-steps=12 run_timeout=600 out=""
+steps=12 run_timeout=600 out="" dry_run=0
 die() { echo "plan_transfer: $*" >&2; exit 2; }
 whole() { case $2 in ''|*[!0-9]*|0) die "$1 '$2' is not a positive whole number" ;; esac; }
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || case $1 in -h|--help) ;; *) die "$1 needs a value" ;; esac
+  [ $# -ge 2 ] || case $1 in -h|--help|--dry-run) ;; *) die "$1 needs a value" ;; esac
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --run-timeout) run_timeout=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -56,7 +59,7 @@ batch=${BASH_REMATCH[1]} seq=${BASH_REMATCH[2]}
 whole -k "$ranks"; whole --tp "$tp"; whole --steps "$steps"; whole --run-timeout "$run_timeout"
 [ "$steps" -ge 3 ] || die "--steps '$steps': at least 3 (the first 2 are not measured)"
 case $device in cpu|cuda|cuda:*) ;; *) die "--device '$device' is not cpu or cuda" ;; esac
-[ -x "$pplab" ] || die "no pplab at $pplab (build it, or pass --pplab)"
+[ "$dry_run" = 1 ] || [ -x "$pplab" ] || die "no pplab at $pplab (build it, or pass --pplab)"
 if [ -z "$ms" ]; then
   for ((m = 1; m <= batch; ++m)); do ((batch % m == 0)) && ms+="${ms:+,}$m"; done
 fi
@@ -70,33 +73,44 @@ done
 sorted=($(printf '%s\n' "${sizes[@]}" | sort -n -u))
 [ "${#sorted[@]}" -ge 2 ] || die "--ms '$ms': two microbatch counts at least"
 [ -n "$fit" ] || fit="${sorted[0]},${sorted[-1]}"
-[[ $fit =~ ^([1-9][0-9]*),([1-9][0-9]*)$ ]] || die "--fit '$fit' is not two sizes A,B"
-fit_a=${BASH_REMATCH[1]} fit_b=${BASH_REMATCH[2]}
-[ "$fit_a" != "$fit_b" ] || die "--fit '$fit': two different microbatch sizes"
+[[ $fit =~ ^[1-9][0-9]*(,[1-9][0-9]*)+$ ]] || die "--fit '$fit' is not two or more sizes A,B[,C...]"
+fit_sizes=($(tr , '\n' <<< "$fit" | sort -n -u))
+[ "${#fit_sizes[@]}" -ge 2 ] || die "--fit '$fit': two different microbatch sizes at least"
 if [ -z "$single" ]; then
   single=$(python3 -c 'import math,sys; a,b=int(sys.argv[1]),int(sys.argv[2]); s=[int(x) for x in sys.argv[3:]]
-print(min(s, key=lambda x: (abs(math.log(x) - (math.log(a) + math.log(b)) / 2), x)))' "$fit_a" "$fit_b" "${sorted[@]}")
+print(min(s, key=lambda x: (abs(math.log(x) - (math.log(a) + math.log(b)) / 2), x)))' \
+    "${fit_sizes[0]}" "${fit_sizes[-1]}" "${sorted[@]}")
 fi
 whole --single "$single"
-for s in "$fit_a" "$fit_b"; do
+for s in "${fit_sizes[@]}"; do
   ((batch % s == 0)) || die "--fit $fit: $s does not divide the $batch sequences of --shape $shape"
 done
 ((batch % single == 0)) || die "--single $single does not divide the $batch sequences of --shape $shape"
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-dir=${out:-$work}
-mkdir -p "$dir"
+if [ "$dry_run" = 1 ]; then
+  dir=${out:-WORK}
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  dir=${out:-$work}
+  mkdir -p "$dir"
+fi
 # `run WHAT FILE CMD...`: CMD bounded by --run-timeout, its output in FILE;
-# a failure names WHAT and FILE and ends the bench.
+# a failure names WHAT and FILE and ends the bench. A dry run prints CMD.
 run() {
   local what=$1 file=$2 code=0
   shift 2
+  if [ "$dry_run" = 1 ]; then
+    echo "# $what"
+    printf '%q ' timeout -k 10 "$run_timeout" "$@" | sed 's/ $//'
+    echo
+    return 0
+  fi
   timeout -k 10 "$run_timeout" "$@" > "$file" 2>&1 || code=$?
   [ "$code" -eq 0 ] || { echo "plan_transfer: $what failed (exit $code); its output: $file" >&2; tail -3 "$file" >&2; exit 1; }
 }
 common=(--model "$model" -k "$ranks" --tp "$tp" --seq-len "$seq" --device "$device")
-for s in $(printf '%s\n' "$fit_a" "$fit_b" "$single" | sort -n -u); do
+for s in $(printf '%s\n' "${fit_sizes[@]}" "$single" | sort -n -u); do
   run "profile at microbatches of $s" "$dir/profile-mb$s.out" \
     "$pplab" profile "${common[@]}" --microbatch-size "$s" -o "$dir/profile-mb$s.json"
 done
@@ -104,12 +118,15 @@ plan=("$pplab" plan --model "$model" --ranks "$ranks" --global-batch "$batch" --
       --schedules "$schedule" --recompute none --top 100000 --json)
 run "plan from one profile" "$dir/plan-one.json" "${plan[@]}" -o "$dir/plan-one-best.json" \
   --cost "$dir/profile-mb$single.json"
-run "plan from two profiles" "$dir/plan-two.json" "${plan[@]}" -o "$dir/plan-two-best.json" \
-  --cost "$dir/profile-mb$fit_a.json" --cost "$dir/profile-mb$fit_b.json"
-: > "$dir/measured.jsonl"
+costs=()
+for s in "${fit_sizes[@]}"; do costs+=(--cost "$dir/profile-mb$s.json"); done
+run "plan from ${#fit_sizes[@]} profiles" "$dir/plan-several.json" "${plan[@]}" -o "$dir/plan-several-best.json" \
+  "${costs[@]}"
+[ "$dry_run" = 1 ] || : > "$dir/measured.jsonl"
 for m in "${m_list[@]}"; do
   run "train at M=$m" "$dir/train-m$m.out" "$pplab" train -q --out '' "${common[@]}" --batch-size "$batch" -m "$m" \
     --schedule "$schedule" --steps "$steps" --json
+  [ "$dry_run" = 1 ] && continue
   python3 - "$dir/train-m$m.out" "$m" >> "$dir/measured.jsonl" << 'PY'
 import json, statistics, sys
 for line in open(sys.argv[1]):
@@ -124,6 +141,8 @@ else:
     sys.exit("no step_times_ms in " + sys.argv[1])
 PY
 done
+[ "$dry_run" = 1 ] && exit 0
 echo "$device, model $model, $shape a step, K=$ranks, T=$tp, $schedule, $steps steps ($(date -u +%Y-%m-%d))"
 echo
-python3 tools/bench/plan_transfer_table.py "$dir/measured.jsonl" "$dir/plan-one.json" "$dir/plan-two.json" "$schedule"
+python3 tools/bench/plan_transfer_table.py "$dir/measured.jsonl" "$dir/plan-one.json" "$dir/plan-several.json" \
+  "$schedule"

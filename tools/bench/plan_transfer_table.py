@@ -1,7 +1,7 @@
 """The table of tools/bench/plan_transfer.sh: measured step times against
-plan's predictions from one profile and from two.
+plan's predictions from one profile and from several fitted together.
 
-Usage: plan_transfer_table.py MEASURED.jsonl PLAN_ONE.json PLAN_TWO.json SCHEDULE
+Usage: plan_transfer_table.py MEASURED.jsonl PLAN_ONE.json PLAN_SEVERAL.json SCHEDULE
 
 MEASURED.jsonl holds one {"M": m, "step_ms": t} a line; the plans are
 `pplab plan --json` outputs. A plan's prediction for M is its candidate of
@@ -35,7 +35,8 @@ def main(argv):
     measured = [json.loads(line) for line in open(argv[1]) if line.strip()]
     one_plan, one = predictions(argv[2], argv[4])
     two_plan, two = predictions(argv[3], argv[4])
-    print("| M | microbatch | measured ms | one profile ms | error | two profiles ms | error |")
+    print("| M | microbatch | measured ms | one profile ms | error | %d profiles ms | error |" %
+          len(two_plan["costs"]))
     print("|---|---|---|---|---|---|---|")
     worst_one = worst_two = 0.0
     for row in sorted(measured, key=lambda r: r["M"]):
@@ -50,11 +51,15 @@ def main(argv):
             worst_two = max(worst_two, abs(p2[0] - t) / t)
         print("| %d | %s | %.1f | %s | %s | %s | %s |" % (m, size, t, c1, e1, c2, e2))
     print()
-    print("One profile: %s. Two: %s, fixed time a layer (ms) %s." %
-          (", ".join(one_plan["costs"]), ", ".join(two_plan["costs"]),
-           json.dumps(two_plan["fixed_ms_per_layer"], sort_keys=True)))
-    print("Largest error: %.1f %% from one profile, %.1f %% from two; * the profile's own size (measured stages)." %
-          (100 * worst_one, 100 * worst_two))
+    ranges = []
+    for r in two_plan.get("size_ranges") or []:
+        fixed = r["fixed_ms_per_layer"]
+        ranges.append("%d-%d: F %.3f, B %.3f" % (r["microbatch_sizes"][0], r["microbatch_sizes"][1],
+                                                 fixed["forward"], fixed["backward"]))
+    print("One profile: %s. Several: %s; fixed ms a layer by microbatch sizes: %s." %
+          (", ".join(one_plan["costs"]), ", ".join(two_plan["costs"]), "; ".join(ranges) or "none"))
+    print("Largest error: %.1f %% from one profile, %.1f %% from %d; * a profile's own size (measured stages)." %
+          (100 * worst_one, 100 * worst_two, len(two_plan["costs"])))
 
 
 if __name__ == "__main__":

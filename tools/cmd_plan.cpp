@@ -523,8 +523,9 @@ int RunPlan(const PlanCmdOptions& o) {
               o.gpus_per_node > 0 ? "inside a node as between stages, across nodes as above" : network.c_str());
   const bool fitted_collectives = search.fit.tensor_parallel > 1;
   if (fitted_collectives) {
-    std::printf("tensor-parallel collectives: in the fitted times (%s was profiled with --tp %d%s); no rings added\n",
-                o.cost_files.front().c_str(), search.tp, search.sequence_parallel ? " --sequence-parallel" : "");
+    const std::string which = o.cost_files.size() == 1 ? o.cost_files.front() + " was" : "the profiles were";
+    std::printf("tensor-parallel collectives: in the fitted times (%s profiled with --tp %d%s); no rings added\n",
+                which.c_str(), search.tp, search.sequence_parallel ? " --sequence-parallel" : "");
   } else if (tensor_parallel) {
     std::printf("tensor-parallel rings: %s%s (%s)\n", link_text(search.tp_link).c_str(),
                 o.gpus_per_node > 0 ? ", across nodes as data-parallel rings across nodes" : "",

@@ -51,7 +51,8 @@ struct PlanCmdOptions {
   std::vector<std::string> schedules;
   int top = 10;
   std::string out_path = "plan.json";
-  std::string trace_path;  // the best candidate's simulated step, when given
+  int pick = 1;            // the row of the ranking written out (1: the best)
+  std::string trace_path;  // the picked candidate's simulated step, when given
   std::string svg_path;
   bool json = false;
   double flops_per_second = 5e10;
@@ -416,17 +417,24 @@ int RunPlan(const PlanCmdOptions& o) {
   const PlanSearchResult result =
       o.gpus > 0 ? SearchGpus(search, o.gpus, tps, SearchThreads(o.threads)) : SearchPlans(search);
   const PlanCandidate& best = result.fitting.front();
-  WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(best)));
+  if (static_cast<size_t>(o.pick) > result.fitting.size()) {
+    throw Error("--pick " + std::to_string(o.pick) + ": only " + std::to_string(result.fitting.size()) +
+                " candidate" + (result.fitting.size() == 1 ? "" : "s") + " fit in --memory-per-rank " +
+                o.memory_per_rank);
+  }
+  // What is written out: the best, or the row --pick names.
+  const PlanCandidate& chosen = result.fitting[o.pick - 1];
+  WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(chosen)));
   if (!o.trace_path.empty() || !o.svg_path.empty()) {
-    // The best candidate's simulated step, as it was ranked.
-    const CandidateModel model = CandidateCostModel(search, best);
+    // The candidate's simulated step, as it was ranked.
+    const CandidateModel model = CandidateCostModel(search, chosen);
     const SimResult sim = Simulate(model.schedule, model.costs);
     if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(sim.timeline));
     if (!o.svg_path.empty()) {
       SvgOptions svg;
-      svg.title = "plan: " + best.schedule + "  K=" + std::to_string(best.ranks) +
-                  "  S=" + std::to_string(best.stages) + "  M=" + std::to_string(best.microbatches) + "  partition " +
-                  best.partition.ToString();
+      svg.title = "plan: " + chosen.schedule + "  K=" + std::to_string(chosen.ranks) +
+                  "  S=" + std::to_string(chosen.stages) + "  M=" + std::to_string(chosen.microbatches) +
+                  "  partition " + chosen.partition.ToString();
       WriteTextFile(o.svg_path, RenderSvg(sim.timeline, svg));
     }
   }
@@ -434,12 +442,13 @@ int RunPlan(const PlanCmdOptions& o) {
   // printed line trains what was planned (bf16 activations take half the
   // bytes of fp32 ones).
   const std::string train =
-      ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " + TrainPartition(best) +
-      " --batch-size " + std::to_string(o.global_batch) + " --seq-len " + std::to_string(search.seq_len) + " --ranks " +
-      std::to_string(best.ranks) + " --dp " + std::to_string(best.dp) +
-      (best.tp > 1 ? " --tp " + std::to_string(best.tp) : "") + (best.sequence_parallel ? " --sequence-parallel" : "") +
-      (best.recompute ? " --recompute all" : "") + (search.fused_attention ? " --attention sdpa" : "") +
-      (o.shard_optimizer && best.dp > 1 ? " --shard-optimizer" : "") +
+      ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " +
+      TrainPartition(chosen) + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
+      std::to_string(search.seq_len) + " --ranks " + std::to_string(chosen.ranks) + " --dp " +
+      std::to_string(chosen.dp) + (chosen.tp > 1 ? " --tp " + std::to_string(chosen.tp) : "") +
+      (chosen.sequence_parallel ? " --sequence-parallel" : "") + (chosen.recompute ? " --recompute all" : "") +
+      (search.fused_attention ? " --attention sdpa" : "") +
+      (o.shard_optimizer && chosen.dp > 1 ? " --shard-optimizer" : "") +
       (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
                                             : std::string()) +
       (train_device.empty() ? "" : " --device " + train_device);
@@ -451,10 +460,10 @@ int RunPlan(const PlanCmdOptions& o) {
     for (size_t i = 0; i < shown; ++i) rows.push_back(CandidateJson(result.fitting[i]));
     const json j = {
         {"model", o.model},
-        {"ranks", best.ranks},
-        {"dp", best.dp},
-        {"tp", best.tp},
-        {"sequence_parallel", best.sequence_parallel},
+        {"ranks", chosen.ranks},
+        {"dp", chosen.dp},
+        {"tp", chosen.tp},
+        {"sequence_parallel", chosen.sequence_parallel},
         {"gpus", o.gpus > 0 ? json(o.gpus) : json(nullptr)},
         // Not used where the profile's times hold the collectives ("fitted").
         {"tp_link", search.fit.tensor_parallel > 1 ? json("fitted")
@@ -484,6 +493,8 @@ int RunPlan(const PlanCmdOptions& o) {
         {"fitting", result.fitting.size()},
         {"candidates", rows},
         {"best", CandidateJson(best)},
+        {"pick", o.pick},
+        {"picked", CandidateJson(chosen)},
         {"ties", sampled ? json{{"samples", kTieSamples},
                                 {"seed", kTieSeed},
                                 {"rule",
@@ -582,7 +593,10 @@ int RunPlan(const PlanCmdOptions& o) {
     std::printf("\n");
   }
   if (result.fitting.size() > shown) std::printf("  ... %zu more fit\n", result.fitting.size() - shown);
-  if (best.measured_costs) std::printf("* stage costs measured (the profile's own configuration), not fitted\n");
+  if (std::any_of(result.fitting.begin(), result.fitting.begin() + shown,
+                  [](const PlanCandidate& c) { return c.measured_costs; })) {
+    std::printf("* stage costs measured (a profile's own configuration), not fitted\n");
+  }
   if (sampled) {
     const std::string ties = TieLine(result.fitting, shown);
     std::printf("noise: each row's step time sampled %d times (seed %llu) from the profile's spreads; %s\n",
@@ -590,11 +604,13 @@ int RunPlan(const PlanCmdOptions& o) {
                 ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
                              : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
-  std::printf("best plan written to %s (%s, M=%d, v=%d, %s partition %s%s%s); run it with:\n  %s\n", o.out_path.c_str(),
-              best.schedule.c_str(), best.microbatches, best.virtual_stages, best.partition_method.c_str(),
-              best.partition.ToString().c_str(), best.recompute ? ", activations recomputed" : "",
-              best.tp > 1 ? (", layers split over " + std::to_string(best.tp) + " tensor-parallel ranks" +
-                             (best.sequence_parallel ? " with sequence parallelism" : ""))
+  const std::string which = o.pick == 1 ? "best plan" : "plan #" + std::to_string(o.pick);
+  std::printf("%s written to %s (%s, M=%d, v=%d, %s partition %s%s%s); run it with:\n  %s\n", which.c_str(),
+              o.out_path.c_str(), chosen.schedule.c_str(), chosen.microbatches, chosen.virtual_stages,
+              chosen.partition_method.c_str(), chosen.partition.ToString().c_str(),
+              chosen.recompute ? ", activations recomputed" : "",
+              chosen.tp > 1 ? (", layers split over " + std::to_string(chosen.tp) + " tensor-parallel ranks" +
+                               (chosen.sequence_parallel ? " with sequence parallelism" : ""))
                                 .c_str()
                           : "",
               train.c_str());
@@ -686,11 +702,17 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "with --gpus, threads that search the K x D x T grids (default: the machine's cores; the "
                   "ranking is the same for any number)")
       ->check(CLI::Range(1, 1024));
-  sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate)")->capture_default_str();
+  sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate, or --pick's)")
+      ->capture_default_str();
+  sub->add_option("--pick", o->pick,
+                  "write row N of the ranking instead of the best (1): its plan file, --trace, --svg and train line")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   sub->add_option("--trace", o->trace_path,
-                  "also write the best candidate's simulated step as a Chrome trace (Perfetto) JSON file, which "
+                  "also write the best (or --pick's) candidate's simulated step as a Chrome trace (Perfetto) JSON file, which "
                   "pplab explain and diff read");
-  sub->add_option("--svg", o->svg_path, "also write the best candidate's simulated timeline as an SVG picture");
+  sub->add_option("--svg", o->svg_path,
+                  "also write the best (or --pick's) candidate's simulated timeline as an SVG picture");
   sub->add_option("--flops-per-second", o->flops_per_second, "analytic costs: sustained FLOP/s of one rank")
       ->check(CLI::Range(1.0, 1e18))
       ->capture_default_str();

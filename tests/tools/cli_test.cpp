@@ -767,6 +767,51 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
   CHECK_THAT(r.out, Catch::Contains("fitted to " + cost));
 }
 
+TEST_CASE("cli: plan --pick N writes row N of the ranking: its plan, trace, picture and train line", "[cli][plan]") {
+  const std::string plan = TempPath("picked_plan.json"), trace = TempPath("picked_trace.json");
+  const std::string base = "plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --top 5 -o " +
+                           plan + " --trace " + trace;
+  PplabRun r = Pplab(base + " --json");
+  REQUIRE(r.code == 0);
+  const nlohmann::json best = nlohmann::json::parse(r.out);
+  CHECK(best["pick"] == 1);
+  CHECK(best["picked"] == best["best"]);
+  r = Pplab(base + " --json --pick 3");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json third = nlohmann::json::parse(r.out);
+  // The same ranking; the third row is written, and the best stays the best.
+  CHECK(third["candidates"] == best["candidates"]);
+  CHECK(third["best"] == best["best"]);
+  CHECK(third["pick"] == 3);
+  const nlohmann::json& row = third["candidates"][2];
+  CHECK(third["picked"] == row);
+  CHECK(row != third["best"]);
+  const nlohmann::json written = nlohmann::json::parse(ReadTextFile(plan));
+  CHECK(written["name"] == row["schedule"]);
+  CHECK(written["microbatches"] == row["microbatches"]);
+  // A named partition by its name, a fitted one by its layers.
+  const std::string partition = row["partition"] == "fitted" ? row["layers_per_stage"] : row["partition"];
+  CHECK_THAT(third["train_command"].get<std::string>(), Catch::Contains(" --partition " + partition + " "));
+  const Timeline simulated = TimelineFromChromeTrace(ReadTextFile(trace), trace);
+  CHECK(static_cast<double>(Summarize(simulated).makespan) * 1e-6 ==
+        Approx(row["step_time"].get<double>()).epsilon(1e-9));
+  r = Pplab(base + " --pick 3");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nplan #3 written to " + plan + " (" + row["schedule"].get<std::string>() +
+                                    ", M=" + row["microbatches"].dump() + ","));
+  // Past the rows that fit: one line, and nothing written.
+  std::remove(plan.c_str());
+  const size_t fitting = best["fitting"].get<size_t>();
+  r = Pplab(base + " --pick " + std::to_string(fitting + 1));
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --pick " + std::to_string(fitting + 1) + ": only " + std::to_string(fitting) +
+                     " candidates fit in --memory-per-rank 1GiB\n");
+  struct stat st;
+  CHECK(::stat(plan.c_str(), &st) != 0);
+  CHECK(Pplab(base + " --pick 0").code != 0);
+}
+
 TEST_CASE("cli: compare names each bubble column's convention and hides byte columns no cost gives", "[cli]") {
   PplabRun r = Pplab("compare --schedules 1f1b,zb-h2 -k 4 -m 8");
   REQUIRE(r.code == 0);

@@ -604,6 +604,14 @@ int RunPlan(const PlanCmdOptions& o) {
                 ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
                              : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
+  // One profile's size stands for every size: say so where the plan
+  // written runs another (docs/planning.md, "Several profiles").
+  if (profiled.size() == 1 && chosen.microbatch_size != profiled.front().Profile()->microbatch_size) {
+    std::printf("note: its microbatches of %d are costed from a profile at %d in proportion to the FLOPs; what does "
+                "not shrink with the microbatch (launches, a collective's latency) is fitted when --cost is given "
+                "again with a profile at another size\n",
+                chosen.microbatch_size, profiled.front().Profile()->microbatch_size);
+  }
   const std::string which = o.pick == 1 ? "best plan" : "plan #" + std::to_string(o.pick);
   std::printf("%s written to %s (%s, M=%d, v=%d, %s partition %s%s%s); run it with:\n  %s\n", which.c_str(),
               o.out_path.c_str(), chosen.schedule.c_str(), chosen.microbatches, chosen.virtual_stages,

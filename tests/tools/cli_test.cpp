@@ -639,10 +639,23 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
     if (c["measured_costs"] == true) measured.insert(c["microbatch_size"].get<int>());
   }
   CHECK(measured == std::set<int>{2, 4});
-  // One profile: no fixed time.
+  // One profile: no fixed time, and the text says so of a plan at another size.
   r = Pplab(plan + " --json --cost " + two);
   REQUIRE(r.code == 0);
-  CHECK(nlohmann::json::parse(r.out)["size_ranges"].is_null());
+  const nlohmann::json single = nlohmann::json::parse(r.out);
+  CHECK(single["size_ranges"].is_null());
+  size_t other = 0;  // the first row at another size than the profile's 2
+  while (other < single["candidates"].size() && single["candidates"][other]["microbatch_size"] == 2) ++other;
+  REQUIRE(other < single["candidates"].size());
+  const std::string pick = " --pick " + std::to_string(other + 1);
+  r = Pplab(plan + pick + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nnote: its microbatches of " +
+                                    single["candidates"][other]["microbatch_size"].dump() +
+                                    " are costed from a profile at 2 in proportion to the FLOPs;"));
+  r = Pplab(plan + pick + " --cost " + two + " --cost " + four);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("note:"));
   // Profiles of different configurations are not fitted together.
   const std::string base = WriteProfiledCost("together-a.json");
   struct Case {

@@ -3,19 +3,17 @@
 // predicted step time, and write the best as a plan file for `pplab train`.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <memory>
-#include <thread>
 
-#include "models/tensor_parallel.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/schedule_io.h"
 #include "tools/cli_main.h"
 #include "tools/commands.h"
+#include "tools/plan_grid.h"
+#include "tools/plan_profiles.h"
 #include "tools/plan_search.h"
 #include "tools/report.h"
 #include "traces/chrome_trace.h"
@@ -124,103 +122,6 @@ std::string TieLine(const std::vector<PlanCandidate>& ranked, size_t shown) {
   return others.empty() ? "" : "#1 ties with " + others;
 }
 
-// The threads of a --gpus search: `given`, or the machine's cores.
-int SearchThreads(int given) {
-  if (given > 0) return given;
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-// The tensor-parallel sizes --gpus searches: `given`, or 1, 2, 4, 8, ...
-// up to a node's GPUs (8 without --gpus-per-node) and N, where the model
-// splits.
-std::vector<int> TensorParallelSizes(const LlamaConfig& config, int gpus, int gpus_per_node, std::optional<int> given) {
-  if (given) return {*given};
-  std::vector<int> sizes;
-  const int most = std::min(gpus, gpus_per_node > 0 ? gpus_per_node : 8);
-  for (int T = 1; T <= most; T *= 2) {
-    if (gpus % T == 0 && WhyNoTensorParallel(config, T).empty()) sizes.push_back(T);
-  }
-  return sizes;
-}
-
-// --gpus N: every K x D x T = N (T from TensorParallelSizes, K dividing N / T
-// and at most the model's layers, D dividing the global batch), each
-// searched as --ranks K --dp D --tp T, merged into one ranking; ties are
-// marked on it. The grids are searched on `threads` threads, each taking
-// the next grid not yet taken, and merged in grid order: the ranking is the
-// same for any number of threads.
-PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vector<int>& tps, int threads) {
-  PlanSearchResult merged;
-  const size_t top = search.sample_top;
-  search.sample_top = 0;
-  search.throw_when_none_fits = false;
-  std::vector<PlanSearchOptions> layouts;
-  std::string grids;
-  for (int T : tps) {
-    for (int K = 1; K <= gpus / T; ++K) {
-      const int D = gpus / T / K;
-      if (gpus % (K * T) != 0 || K > search.config.num_hidden_layers || search.global_batch % D != 0) continue;
-      if (search.sequence_parallel && !WhyNoSequenceParallel(search.seq_len, T).empty()) continue;
-      layouts.push_back(search);
-      layouts.back().ranks = K;
-      layouts.back().dp = D;
-      layouts.back().tp = T;
-      grids += (grids.empty() ? "" : ", ") + std::to_string(K) + "x" + std::to_string(D) +
-               (T > 1 ? "x" + std::to_string(T) : "");
-    }
-  }
-  std::vector<PlanSearchResult> results(layouts.size());
-  std::vector<std::exception_ptr> errors(layouts.size());
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i = next++; i < layouts.size(); i = next++) {
-      try {
-        results[i] = SearchPlans(layouts[i]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  const size_t workers = std::min(layouts.size(), static_cast<size_t>(std::max(threads, 1)));
-  for (size_t i = 1; i < workers; ++i) pool.emplace_back(work);
-  work();  // this thread is one of them
-  for (std::thread& t : pool) t.join();
-  bool seen = false;
-  for (size_t i = 0; i < layouts.size(); ++i) {
-    if (errors[i]) std::rethrow_exception(errors[i]);
-    PlanSearchResult& r = results[i];
-    merged.simulated += r.simulated;
-    merged.skipped += r.skipped;
-    merged.over_memory += r.over_memory;
-    merged.refit_starts += r.refit_starts;
-    merged.refitted += r.refitted;
-    merged.refit_simulations += r.refit_simulations;
-    if (r.simulated > 0) {
-      merged.smallest_memory = seen ? std::min(merged.smallest_memory, r.smallest_memory) : r.smallest_memory;
-      seen = true;
-    }
-    for (PlanCandidate& c : r.fitting) merged.fitting.push_back(std::move(c));
-  }
-  if (grids.empty() || merged.simulated == 0) {
-    throw Error("--gpus " + std::to_string(gpus) + ": no K x D x T = " + std::to_string(gpus) +
-                " fits the model's layers and divides --global-batch " + std::to_string(search.global_batch));
-  }
-  if (merged.fitting.empty()) {
-    // K x D = N ranks hold, each, the state of 1 / K of the parameters at
-    // 8 + 8 / D bytes a parameter (sharded) or 16: at least 16 / N bytes a
-    // parameter of the model, at K = N.
-    throw Error("no plan fits in --memory-per-rank " + std::to_string(search.memory_per_rank) +
-                " bytes on any K x D (x T) of " + grids + ": the smallest peak memory per rank of " +
-                std::to_string(merged.simulated) + " candidates is " + std::to_string(merged.smallest_memory) +
-                " bytes" + ModelStateHint(search.config, search.memory_per_rank, 1, false, gpus, "GPUs"));
-  }
-  RankCandidates(merged.fitting);
-  search.sample_top = top;
-  if (CostsHaveSpreads(search)) MarkTies(search, merged.fitting);
-  return merged;
-}
-
 // PREFIX-bandwidth (GB/s) and PREFIX-latency (ms) of a ring all-reduce.
 void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double& ms, const std::string& bandwidth_help,
                   const std::string& latency_help) {
@@ -248,114 +149,6 @@ nlohmann::json SizeRangesJson(const CostFit& f) {
                    {"ns_per_flop", KindsJson(r.times.ns_per_flop, 1)}});
   }
   return out;
-}
-
-// The --cost profiles, checked against the flags and against each other,
-// fitted together (FitProfiles) into `search`; `profiled` keeps them for
-// the candidates that are their own configurations. Returns how the costs
-// were had, for the summary line.
-std::string FitCostFiles(const PlanCmdOptions& o, const std::string& sequence_parallel, PlanSearchOptions& search,
-                         std::vector<CostModel>& profiled, std::string& train_device) {
-  std::string names;
-  for (const std::string& file : o.cost_files) names += (names.empty() ? "" : ", ") + file;
-  std::string costs_from = "fitted to " + names;
-  std::optional<ProfileMeta> first;
-  std::optional<LlamaConfig> recorded;
-  profiled.reserve(o.cost_files.size());
-  for (const std::string& file : o.cost_files) {
-    profiled.push_back(CostModel::FromJson(ReadTextFile(file), file));
-    const std::optional<ProfileMeta> meta = profiled.back().Profile();
-    if (!meta) {
-      throw Error("--cost " + file + " has no profile meta (meta.source is not \"pplab profile\"); plan needs " +
-                  "a cost file from `pplab profile`");
-    }
-    const LlamaConfig config = LlamaConfigFromJson(meta->config_json, file + ": meta.config");
-    const std::string measured = "--cost " + file + " was measured with ";
-    if (first) {
-      // Fitted together, the profiles must differ in what the fit spans
-      // (microbatch size, partition, K) only.
-      const std::string other = ", --cost " + o.cost_files.front() + " with ";
-      const auto differ = [&](const std::string& flag, const std::string& mine, const std::string& theirs) {
-        if (mine != theirs) {
-          throw Error(measured + flag + " " + mine + other + theirs +
-                      ": profiles fitted together must share it (only the microbatch size, partition and ranks may "
-                      "differ)");
-        }
-      };
-      differ("--model", SameShapeButDepth(config, *recorded) ? std::to_string(config.num_hidden_layers) + " layers"
-                                                              : meta->model,
-             SameShapeButDepth(config, *recorded) ? std::to_string(recorded->num_hidden_layers) + " layers"
-                                                  : first->model + " (the model configs differ)");
-      differ("--seq-len", std::to_string(meta->seq_len), std::to_string(first->seq_len));
-      differ("--precision", PrecisionName(meta->precision), PrecisionName(first->precision));
-      differ("--attention", meta->attention, first->attention);
-      differ("--tp", std::to_string(meta->tensor_parallel), std::to_string(first->tensor_parallel));
-      differ("--sequence-parallel", meta->sequence_parallel ? "on" : "off", first->sequence_parallel ? "on" : "off");
-      const auto kind = [](const std::string& device) { return device.substr(0, device.find(':')); };
-      differ("--device", kind(meta->device), kind(first->device));
-      continue;
-    }
-    first = meta;
-    recorded = config;
-    // A slice (profile --layers): the model's layers as shaped, fewer of
-    // them. Its costs per FLOP and bytes fit the whole model.
-    if (!SameShapeButDepth(config, search.config)) {
-      throw Error(measured + "--model " + meta->model + ", not " + o.model + " (the model configs differ)");
-    }
-    if (config.num_hidden_layers > search.config.num_hidden_layers) {
-      throw Error("--cost " + file + " was measured on " + std::to_string(config.num_hidden_layers) +
-                  " layers, more than the " + std::to_string(search.config.num_hidden_layers) + " of --model " +
-                  o.model);
-    }
-    if (config.num_hidden_layers < search.config.num_hidden_layers) {
-      costs_from += " (a slice of " + std::to_string(config.num_hidden_layers) + " of the model's " +
-                    std::to_string(search.config.num_hidden_layers) + " layers)";
-    }
-    if (o.seq_len && *o.seq_len != meta->seq_len) {
-      throw Error(measured + "--seq-len " + std::to_string(meta->seq_len) + ", not " + std::to_string(*o.seq_len));
-    }
-    if (o.precision && search.precision != meta->precision) {
-      throw Error(measured + "--precision " + PrecisionName(meta->precision) + ", not " + *o.precision);
-    }
-    if (o.attention && *o.attention != meta->attention) {
-      throw Error(measured + "--attention " + meta->attention + ", not " + *o.attention);
-    }
-  }
-  search.fused_attention = first->attention == "sdpa";
-  search.precision = first->precision;  // its bytes per activation value
-  // The plan holds on the device kind it was measured on (a GPU profile's
-  // "cuda" or "cuda:N": each rank its own GPU, as train's --device cuda).
-  if (first->device.rfind("cuda", 0) == 0) train_device = "cuda";
-  search.seq_len = first->seq_len;
-  std::vector<const CostModel*> all;
-  for (const CostModel& m : profiled) all.push_back(&m);
-  search.fit = FitProfiles(all, *recorded);
-  const CostFit& f = search.fit;
-  if (!f.ranges.empty()) {
-    costs_from += " (" + std::to_string(f.ranges.size() + 1) +
-                  " microbatch sizes: between each two, a fixed time a layer besides the time per FLOP)";
-  }
-  // A profile --tp T holds T's collectives in its times: plan costs that
-  // T, in the profile's layout, and no other (CostFit::tensor_parallel).
-  if (const int T = f.tensor_parallel; T > 1) {
-    const std::string measured = "--cost " + o.cost_files.front() + " was measured with --tp " + std::to_string(T) +
-                                 (f.sequence_parallel ? " --sequence-parallel" : "");
-    if (o.tp && *o.tp != T) {
-      throw Error("--tp " + std::to_string(*o.tp) + ": " + measured +
-                  ", whose times hold its collectives: plan costs that T alone (profile again for another)");
-    }
-    if (sequence_parallel != "auto" && (sequence_parallel == "on") != f.sequence_parallel) {
-      throw Error("--sequence-parallel " + sequence_parallel + ": " + measured +
-                  ", whose times hold that layout: plan costs it alone");
-    }
-    search.tp = T;
-    search.sequence_parallel = f.sequence_parallel;
-    search.search_sequence_parallel = false;
-  }
-  search.link = profiled.front().DefaultLink();
-  // Their own stages stand in for a candidate only when they are the model's.
-  if (recorded->num_hidden_layers == search.config.num_hidden_layers) search.profiles = all;
-  return costs_from;
 }
 
 int RunPlan(const PlanCmdOptions& o) {
@@ -388,7 +181,8 @@ int RunPlan(const PlanCmdOptions& o) {
   std::string train_device;  // for the printed train line; empty: train's default
   std::string costs_from = "analytic";
   if (!o.cost_files.empty()) {
-    costs_from = FitCostFiles(o, sequence_parallel, search, profiled, train_device);
+    const PlanProfileFlags flags{o.cost_files, o.model, o.seq_len, o.precision, o.attention, o.tp, sequence_parallel};
+    costs_from = FitCostFiles(flags, search, profiled, train_device);
   } else {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second);
@@ -418,9 +212,8 @@ int RunPlan(const PlanCmdOptions& o) {
       o.gpus > 0 ? SearchGpus(search, o.gpus, tps, SearchThreads(o.threads)) : SearchPlans(search);
   const PlanCandidate& best = result.fitting.front();
   if (static_cast<size_t>(o.pick) > result.fitting.size()) {
-    throw Error("--pick " + std::to_string(o.pick) + ": only " + std::to_string(result.fitting.size()) +
-                " candidate" + (result.fitting.size() == 1 ? "" : "s") + " fit in --memory-per-rank " +
-                o.memory_per_rank);
+    throw Error("--pick " + std::to_string(o.pick) + ": only " + std::to_string(result.fitting.size()) + " candidate" +
+                (result.fitting.size() == 1 ? "" : "s") + " fit in --memory-per-rank " + o.memory_per_rank);
   }
   // What is written out: the best, or the row --pick names.
   const PlanCandidate& chosen = result.fitting[o.pick - 1];
@@ -442,10 +235,10 @@ int RunPlan(const PlanCmdOptions& o) {
   // printed line trains what was planned (bf16 activations take half the
   // bytes of fp32 ones).
   const std::string train =
-      ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " +
-      TrainPartition(chosen) + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
-      std::to_string(search.seq_len) + " --ranks " + std::to_string(chosen.ranks) + " --dp " +
-      std::to_string(chosen.dp) + (chosen.tp > 1 ? " --tp " + std::to_string(chosen.tp) : "") +
+      ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " + TrainPartition(chosen) +
+      " --batch-size " + std::to_string(o.global_batch) + " --seq-len " + std::to_string(search.seq_len) + " --ranks " +
+      std::to_string(chosen.ranks) + " --dp " + std::to_string(chosen.dp) +
+      (chosen.tp > 1 ? " --tp " + std::to_string(chosen.tp) : "") +
       (chosen.sequence_parallel ? " --sequence-parallel" : "") + (chosen.recompute ? " --recompute all" : "") +
       (search.fused_attention ? " --attention sdpa" : "") +
       (o.shard_optimizer && chosen.dp > 1 ? " --shard-optimizer" : "") +
@@ -607,10 +400,11 @@ int RunPlan(const PlanCmdOptions& o) {
   // One profile's size stands for every size: say so where the plan
   // written runs another (docs/planning.md, "Several profiles").
   if (profiled.size() == 1 && chosen.microbatch_size != profiled.front().Profile()->microbatch_size) {
-    std::printf("note: its microbatches of %d are costed from a profile at %d in proportion to the FLOPs; what does "
-                "not shrink with the microbatch (launches, a collective's latency) is fitted when --cost is given "
-                "again with a profile at another size\n",
-                chosen.microbatch_size, profiled.front().Profile()->microbatch_size);
+    std::printf(
+        "note: its microbatches of %d are costed from a profile at %d in proportion to the FLOPs; what does "
+        "not shrink with the microbatch (launches, a collective's latency) is fitted when --cost is given "
+        "again with a profile at another size\n",
+        chosen.microbatch_size, profiled.front().Profile()->microbatch_size);
   }
   const std::string which = o.pick == 1 ? "best plan" : "plan #" + std::to_string(o.pick);
   std::printf("%s written to %s (%s, M=%d, v=%d, %s partition %s%s%s); run it with:\n  %s\n", which.c_str(),
@@ -619,8 +413,8 @@ int RunPlan(const PlanCmdOptions& o) {
               chosen.recompute ? ", activations recomputed" : "",
               chosen.tp > 1 ? (", layers split over " + std::to_string(chosen.tp) + " tensor-parallel ranks" +
                                (chosen.sequence_parallel ? " with sequence parallelism" : ""))
-                                .c_str()
-                          : "",
+                                  .c_str()
+                            : "",
               train.c_str());
   if (!o.trace_path.empty()) {
     std::printf("its simulated step written to %s (where each rank idles: %s explain %s)\n", o.trace_path.c_str(),
@@ -716,9 +510,10 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "write row N of the ranking instead of the best (1): its plan file, --trace, --svg and train line")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  sub->add_option("--trace", o->trace_path,
-                  "also write the best (or --pick's) candidate's simulated step as a Chrome trace (Perfetto) JSON file, which "
-                  "pplab explain and diff read");
+  sub->add_option(
+      "--trace", o->trace_path,
+      "also write the best (or --pick's) candidate's simulated step as a Chrome trace (Perfetto) JSON file, which "
+      "pplab explain and diff read");
   sub->add_option("--svg", o->svg_path,
                   "also write the best (or --pick's) candidate's simulated timeline as an SVG picture");
   sub->add_option("--flops-per-second", o->flops_per_second, "analytic costs: sustained FLOP/s of one rank")

@@ -9,7 +9,7 @@
 #include "models/partition.h"
 #include "schedules/generators.h"
 #include "sim/cost_model.h"
-#include "tools/plan_search.h"
+#include "tools/plan_search_options.h"
 
 namespace pplab::cli {
 

@@ -29,7 +29,7 @@ struct PlanSearchOptions {
   // norms' activations and the messages between stages are 1 / T, and each
   // all-reduce becomes an all-gather and a reduce-scatter, with one more
   // all-gather in B and W (the projections' input, gathered again, and
-  // overlapped there); see TensorParallelCost in plan_search.cc.
+  // overlapped there); see TensorParallelCost in tools/plan_candidate_costs.h.
   bool sequence_parallel = false;
   // With tp > 1: every candidate both without and with sequence
   // parallelism (where tp divides seq_len), ranked together;

@@ -41,7 +41,10 @@ struct ProfileCliOptions {
   std::string partition = "uniform";
   int virtual_stages = 1;
   int layers = 0;  // 0: the model's; else a slice of its first `layers` decoder layers
-  int microbatch_size = 0;
+  // --microbatch-size: one size, or several profiled one after another by
+  // the same workers (each into its own file, OutputFor).
+  std::vector<int> microbatch_sizes;
+  int microbatch_size = 0;  // the size being profiled
   int seq_len = 0;
   int warmup = 2;
   int repeats = 5;
@@ -58,6 +61,19 @@ struct ProfileCliOptions {
 };
 
 constexpr int kMaxMicrobatchSize = 1 << 16;
+constexpr size_t kMaxMicrobatchSizes = 16;
+
+// Where the profile at `mb` sequences a microbatch is written: -o as given
+// with one size; with several, "-mb<N>" before its extension (cost.json:
+// cost-mb4.json), or at its end when it has none.
+std::string OutputFor(const ProfileCliOptions& o, int mb) {
+  if (o.output.empty() || o.microbatch_sizes.size() <= 1) return o.output;
+  const size_t slash = o.output.find_last_of('/');
+  const size_t dot = o.output.find_last_of('.');
+  const bool extension = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  const std::string tag = "-mb" + std::to_string(mb);
+  return extension ? o.output.substr(0, dot) + tag + o.output.substr(dot) : o.output + tag;
+}
 
 // The model profiled: --model, or with --layers a slice of it, the same
 // layers' shapes with fewer of them (pplab plan fits the costs of the whole
@@ -87,9 +103,19 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   if (o.virtual_stages < 1 || o.virtual_stages > 64) {
     throw Error("--virtual " + std::to_string(o.virtual_stages) + ": must be in [1, 64]");
   }
-  if (o.microbatch_size < 1 || o.microbatch_size > kMaxMicrobatchSize) {
-    throw Error("--microbatch-size " + std::to_string(o.microbatch_size) + ": must be in [1, " +
-                std::to_string(kMaxMicrobatchSize) + "]");
+  if (o.microbatch_sizes.empty() || o.microbatch_sizes.size() > kMaxMicrobatchSizes) {
+    throw Error("--microbatch-size: give 1 to " + std::to_string(kMaxMicrobatchSizes) + " sizes");
+  }
+  for (size_t i = 0; i < o.microbatch_sizes.size(); ++i) {
+    const int mb = o.microbatch_sizes[i];
+    if (mb < 1 || mb > kMaxMicrobatchSize) {
+      throw Error("--microbatch-size " + std::to_string(mb) + ": must be in [1, " +
+                  std::to_string(kMaxMicrobatchSize) + "]");
+    }
+    if (std::find(o.microbatch_sizes.begin(), o.microbatch_sizes.begin() + i, mb) !=
+        o.microbatch_sizes.begin() + i) {
+      throw Error("--microbatch-size " + std::to_string(mb) + " is given twice");
+    }
   }
   if (o.seq_len < 1 || o.seq_len > config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + ": must be in [1, " +
@@ -102,12 +128,14 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   ParsePrecision(o.precision);
   MakePartition(config, o.ranks * o.virtual_stages, o.partition,
                 {LoopPlacement(o.ranks, o.ranks * o.virtual_stages), o.seq_len});
-  if (!o.output.empty()) {
-    const auto slash = o.output.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : o.output.substr(0, slash));
-    const bool exists = ::access(o.output.c_str(), F_OK) == 0;
-    if (::access(dir.c_str(), W_OK) != 0 || (exists && ::access(o.output.c_str(), W_OK) != 0)) {
-      throw Error("-o " + o.output + ": cannot write there");
+  for (const int mb : o.microbatch_sizes) {
+    const std::string output = OutputFor(o, mb);
+    if (output.empty()) continue;
+    const auto slash = output.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : output.substr(0, slash));
+    const bool exists = ::access(output.c_str(), F_OK) == 0;
+    if (::access(dir.c_str(), W_OK) != 0 || (exists && ::access(output.c_str(), W_OK) != 0)) {
+      throw Error("-o " + output + ": cannot write there");
     }
   }
 }
@@ -400,11 +428,6 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
     owned.push_back(WorkerStage(worker, BuildLlamaStage(built, partition, s, o.seed, worker.device, llama)));
     stages[s] = owned.back().get();
   }
-  StepBatch batch = SyntheticBatch(o.seed, 0, o.microbatch_size, o.seq_len, config.vocab_size, 1);
-  for (MicrobatchData& m : batch.microbatches) {
-    for (at::Tensor& t : m.inputs) t = t.to(worker.device);
-    m.targets = m.targets.to(worker.device);
-  }
   ProfileOptions options;
   options.warmup = o.warmup;
   options.repeats = o.repeats;
@@ -419,36 +442,52 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   if (worker.group != nullptr) options.wire_format = DefaultWireFormat(*worker.group);
   options.turn = turns.at(world_rank);
   options.turns = *std::max_element(turns.begin(), turns.end()) + 1;
-  // Ping-pong one activation's payload (hidden (B,L,C) as it travels: 4
-  // bytes a value in fp32, 2 in bf16; a 1/T share of the positions under
-  // sequence parallelism) and 16 MiB.
-  options.link_payload_bytes = {static_cast<Bytes>(o.microbatch_size) * o.seq_len / (o.sequence_parallel ? T : 1) *
-                                    config.hidden_size * ActivationElementBytes(worker.precision),
-                                16 << 20};
-  const ProfileResult result = Profile(
-      placement, rank, stages, batch.microbatches.at(0),
-      [&worker](const TensorList& outputs, const at::Tensor& targets) {
-        // Under tensor parallelism the head, split by vocabulary, gives this
-        // rank's share of the logits (as in pplab train).
-        if (worker.tp_size > 1) {
-          return VocabParallelCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0,
-                                              {worker.tp_size, worker.tp_rank}, worker.tp_comm);
-        }
-        return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
-      },
-      batch.loss_scale, *worker.transport, worker.group.get(), meter, options);
-  if (world_rank != 0) return 0;
-  const nlohmann::json doc = CostJson(o, config, partition, result, ThreadsInUse(),
-                                      PipelineDeviceMap(world_devices, pipeline_ranks), options.turns);
-  // Round-trip through the loader so a written file is a usable one.
-  const CostModel checked = CostModel::FromJson(doc.dump(), o.output.empty() ? "profile" : o.output);
-  if (!o.output.empty()) WriteTextFile(o.output, checked.ToJson());
-  if (o.json) {
-    std::printf("%s\n", doc.dump().c_str());
-  } else {
-    PrintTable(doc, o.output);
+  const LossFn loss = [&worker](const TensorList& outputs, const at::Tensor& targets) {
+    // Under tensor parallelism the head, split by vocabulary, gives this
+    // rank's share of the logits (as in pplab train).
+    if (worker.tp_size > 1) {
+      return VocabParallelCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0,
+                                          {worker.tp_size, worker.tp_rank}, worker.tp_comm);
+    }
+    return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
+  };
+  // Each size in turn, on the same stages and links: one cost model each.
+  for (const int mb : o.microbatch_sizes) {
+    ProfileCliOptions at_size = o;
+    at_size.microbatch_size = mb;
+    StepBatch batch = SyntheticBatch(o.seed, 0, mb, o.seq_len, config.vocab_size, 1);
+    for (MicrobatchData& m : batch.microbatches) {
+      for (at::Tensor& t : m.inputs) t = t.to(worker.device);
+      m.targets = m.targets.to(worker.device);
+    }
+    // Ping-pong one activation's payload (hidden (B,L,C) as it travels: 4
+    // bytes a value in fp32, 2 in bf16; a 1/T share of the positions under
+    // sequence parallelism) and 16 MiB.
+    options.link_payload_bytes = {static_cast<Bytes>(mb) * o.seq_len / (o.sequence_parallel ? T : 1) *
+                                      config.hidden_size * ActivationElementBytes(worker.precision),
+                                  16 << 20};
+    const ProfileResult result = Profile(placement, rank, stages, batch.microbatches.at(0), loss, batch.loss_scale,
+                                         *worker.transport, worker.group.get(), meter, options);
+    if (world_rank != 0) continue;
+    const nlohmann::json doc = CostJson(at_size, config, partition, result, ThreadsInUse(),
+                                        PipelineDeviceMap(world_devices, pipeline_ranks), options.turns);
+    // Round-trip through the loader so a written file is a usable one.
+    const std::string output = OutputFor(o, mb);
+    const CostModel checked = CostModel::FromJson(doc.dump(), output.empty() ? "profile" : output);
+    if (!output.empty()) WriteTextFile(output, checked.ToJson());
+    if (o.json) {
+      std::printf("%s\n", doc.dump().c_str());
+    } else {
+      PrintTable(doc, output);
+    }
+    std::fflush(stdout);
   }
-  std::fflush(stdout);
+  if (world_rank == 0 && !o.json && o.microbatch_sizes.size() > 1 && !o.output.empty()) {
+    std::string costs;
+    for (const int mb : o.microbatch_sizes) costs += " --cost " + OutputFor(o, mb);
+    std::printf("pplab plan fits them together (a fixed time a layer besides the time per FLOP):%s\n",
+                costs.c_str());
+  }
   return 0;
 }
 
@@ -500,7 +539,12 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
       ->capture_default_str();
   sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank v (S = K v, stage s on rank s mod K)")
       ->capture_default_str();
-  sub->add_option("--microbatch-size", o->microbatch_size, "sequences per microbatch")->required();
+  sub->add_option("--microbatch-size", o->microbatch_sizes,
+                  "sequences per microbatch; several, comma-separated (1,4,16), are profiled one after another, "
+                  "each into its own file (-o cost.json: cost-mb1.json, ...), for pplab plan to fit together")
+      ->required()
+      ->delimiter(',')
+      ->allow_extra_args(false);
   sub->add_option("--seq-len", o->seq_len, "tokens per sequence")->required();
   sub->add_option("--warmup", o->warmup, "unmeasured runs before measuring")->capture_default_str();
   sub->add_option("--repeats", o->repeats, "measured runs; their median, p10 and p90 are reported")
@@ -518,7 +562,8 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
       ->capture_default_str();
   sub->add_option("--attention", o->attention, "auto, sdpa or explicit (as pplab train)")->capture_default_str();
   sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
-  sub->add_flag("--json", o->json, "print the cost model as one JSON object instead of the table");
+  sub->add_flag("--json", o->json,
+                "print the cost model as one JSON object instead of the table (one line a microbatch size)");
   sub->add_flag("--oversubscribe", o->oversubscribe,
                 "start more local workers than this machine's cores (4 per core) or memory allow");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags

@@ -56,12 +56,13 @@ grep -qE '^\| 1 \| 4 \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ % \| [0-9.]+\* \|' <<< "
 grep -qE '^\| 4 \| 1 \| [0-9.]+ \| [0-9.]+ \| [-+0-9.]+ % \| [0-9.]+\* \|' <<< "$out" || fail "M=4: two profiles' own size"
 for s in 1 2 4; do [ -f "$tmp/run/profile-mb$s.json" ] || fail "no profile at microbatches of $s"; done
 
-# 3. The dry run: a profile at each size, both plans (the second with a
+# 3. The dry run: one profile run of every size, both plans (the second with a
 #    --cost for each of 1, 2 and 4), a train for each M; nothing written.
 dry=$(bash "$src/tools/bench/plan_transfer.sh" --pplab /nonexistent/pplab --shape 4x32 --ms 1,2,4 --fit 4,1,2 --single 2 \
   --dry-run --out "$tmp/dry")
 echo "$dry"
-[ "$(grep -c ' profile .*--microbatch-size' <<< "$dry")" -eq 3 ] || fail "dry run: three profiles"
+[ "$(grep -c ' profile .*--microbatch-size' <<< "$dry")" -eq 1 ] || fail "dry run: one profile run"
+grep -qE ' profile .*--microbatch-size 1\\?,2\\?,4 -o [^ ]*/profile.json' <<< "$dry" || fail "dry run: the three sizes"
 grep -q ' plan .*--cost [^ ]*profile-mb1.json --cost [^ ]*profile-mb2.json --cost [^ ]*profile-mb4.json' <<< "$dry" ||
   fail "dry run: the plan of three profiles"
 [ "$(grep -c 'pplab train ' <<< "$dry")" -eq 3 ] || fail "dry run: three trains"

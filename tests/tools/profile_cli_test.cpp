@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "models/llama.h"
 #include "schedules/file_io.h"
@@ -206,6 +207,8 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
            std::string("--model tiny -k 1 --tp 0") + ok,
            std::string("--model tiny -k 1 --sequence-parallel") + ok,  // without --tp
            std::string("--model tiny -k 1 --tp 2 --sequence-parallel --microbatch-size 1 --seq-len 7"),
+           std::string("--model tiny -k 1 --microbatch-size 2,0 --seq-len 8"),  // each size is checked
+           std::string("--model tiny -k 1 --microbatch-size 2,4,2 --seq-len 8"),  // a size twice
        }) {
     const PplabRun r = Pplab("profile " + args);
     INFO(args << "\n" << r.out);
@@ -229,6 +232,45 @@ TEST_CASE("profile --layers measures a slice of the model that plan fits the who
             std::string(PPLAB_TEST_TMP_DIR) + "/profile_slice_plan.json");
   REQUIRE(r.code == 0);
   CHECK(nlohmann::json::parse(r.out)["costs_from"] == "fitted to " + path + " (a slice of 2 of the model's 4 layers)");
+}
+
+TEST_CASE("profile at several microbatch sizes writes a cost model for each, which plan fits together", "[profile]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR);
+  const int L = 16, C = 32;  // tiny: hidden 32
+  for (const int mb : {1, 3}) std::remove((dir + "/sizes-mb" + std::to_string(mb) + ".json").c_str());
+  PplabRun r = Pplab("profile --model tiny -k 2 --microbatch-size 3,1 --seq-len 16 --warmup 1 --repeats 3 -o " + dir +
+                     "/sizes.json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  for (const int mb : {1, 3}) {
+    const std::string path = dir + "/sizes-mb" + std::to_string(mb) + ".json";
+    INFO(path);
+    const auto doc = nlohmann::json::parse(ReadTextFile(path));
+    CHECK(doc["meta"]["microbatch_size"] == mb);
+    // The same stages measured at each size: the messages are the size's
+    // (B,L,C) fp32 activation (and the mask on the first stage's) and a header.
+    CHECK(doc["stages"][0]["message_bytes"].get<int64_t>() == mb * L * C * 4 + mb * L * 8 + 512);
+    CHECK(doc["stages"][1]["message_bytes"].get<int64_t>() == mb * L * C * 4 + 512);
+    CHECK_THAT(r.out, Catch::Contains("cost model written to " + path + "\n"));
+  }
+  CHECK_THAT(r.out, Catch::Contains("fits them together (a fixed time a layer besides the time per FLOP): --cost " +
+                                    dir + "/sizes-mb3.json --cost " + dir + "/sizes-mb1.json\n"));
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 6 --memory-per-rank 1GiB --json --cost " + dir +
+            "/sizes-mb1.json --cost " + dir + "/sizes-mb3.json -o " + dir + "/sizes-plan.json");
+  REQUIRE(r.code == 0);
+  const auto plan = nlohmann::json::parse(r.out);
+  REQUIRE(plan["size_ranges"].size() == 1);
+  CHECK(plan["size_ranges"][0]["microbatch_sizes"] == nlohmann::json::array({1, 3}));
+  // --json: one cost model a line, in the order given.
+  r = Pplab("profile --model tiny -k 1 --microbatch-size 2,1 --seq-len 8 --warmup 0 --repeats 1 --json");
+  REQUIRE(r.code == 0);
+  std::vector<int> sizes;
+  size_t start = 0;
+  for (size_t end = r.out.find('\n'); end != std::string::npos; start = end + 1, end = r.out.find('\n', start)) {
+    const std::string line = r.out.substr(start, end - start);
+    if (!line.empty() && line[0] == '{') sizes.push_back(nlohmann::json::parse(line)["meta"]["microbatch_size"]);
+  }
+  CHECK(sizes == std::vector<int>{2, 1});
 }
 
 TEST_CASE("profile and train refuse a model this machine cannot hold, before any worker starts", "[profile]") {

@@ -110,10 +110,10 @@ run() {
   [ "$code" -eq 0 ] || { echo "plan_transfer: $what failed (exit $code); its output: $file" >&2; tail -3 "$file" >&2; exit 1; }
 }
 common=(--model "$model" -k "$ranks" --tp "$tp" --seq-len "$seq" --device "$device")
-for s in $(printf '%s\n' "${fit_sizes[@]}" "$single" | sort -n -u); do
-  run "profile at microbatches of $s" "$dir/profile-mb$s.out" \
-    "$pplab" profile "${common[@]}" --microbatch-size "$s" -o "$dir/profile-mb$s.json"
-done
+# Every size in one run of the same workers: profile-mb<N>.json each.
+profiled=$(printf '%s\n' "${fit_sizes[@]}" "$single" | sort -n -u | paste -sd, -)
+run "profile at microbatches of $profiled" "$dir/profile.out" \
+  "$pplab" profile "${common[@]}" --microbatch-size "$profiled" -o "$dir/profile.json"
 plan=("$pplab" plan --model "$model" --ranks "$ranks" --global-batch "$batch" --memory-per-rank 1TiB
       --schedules "$schedule" --recompute none --top 100000 --json)
 run "plan from one profile" "$dir/plan-one.json" "${plan[@]}" -o "$dir/plan-one-best.json" \

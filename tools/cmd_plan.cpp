@@ -276,7 +276,7 @@ int RunPlan(const PlanCmdOptions& o) {
         {"attention", search.fused_attention ? "sdpa" : "explicit"},
         {"shard_optimizer", o.shard_optimizer},
         {"memory_per_rank", search.memory_per_rank},
-        {"costs", o.cost_files.empty() ? json("analytic") : json(o.cost_files)},
+        {"costs", o.cost_files},  // empty: analytic (costs_from)
         {"size_ranges", SizeRangesJson(search.fit)},
         {"costs_from", costs_from},
         {"simulated", result.simulated},
@@ -397,14 +397,16 @@ int RunPlan(const PlanCmdOptions& o) {
                 ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
                              : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
-  // One profile's size stands for every size: say so where the plan
-  // written runs another (docs/planning.md, "Several profiles").
-  if (profiled.size() == 1 && chosen.microbatch_size != profiled.front().Profile()->microbatch_size) {
+  // One profiled size stands for every size: say so where the plan written
+  // runs another (docs/planning.md, "Several profiles").
+  if (!profiled.empty() && search.fit.ranges.empty() &&
+      chosen.microbatch_size != profiled.front().Profile()->microbatch_size) {
     std::printf(
-        "note: its microbatches of %d are costed from a profile at %d in proportion to the FLOPs; what does "
-        "not shrink with the microbatch (launches, a collective's latency) is fitted when --cost is given "
-        "again with a profile at another size\n",
-        chosen.microbatch_size, profiled.front().Profile()->microbatch_size);
+        "note: its microbatches of %d are costed from %s at %d in proportion to the FLOPs; what does not "
+        "shrink with the microbatch (launches, a collective's latency) is fitted when --cost is given again "
+        "with a profile at another size\n",
+        chosen.microbatch_size, profiled.size() == 1 ? "a profile" : "profiles",
+        profiled.front().Profile()->microbatch_size);
   }
   const std::string which = o.pick == 1 ? "best plan" : "plan #" + std::to_string(o.pick);
   std::printf("%s written to %s (%s, M=%d, v=%d, %s partition %s%s%s); run it with:\n  %s\n", which.c_str(),

@@ -109,11 +109,10 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   for (size_t i = 0; i < o.microbatch_sizes.size(); ++i) {
     const int mb = o.microbatch_sizes[i];
     if (mb < 1 || mb > kMaxMicrobatchSize) {
-      throw Error("--microbatch-size " + std::to_string(mb) + ": must be in [1, " +
-                  std::to_string(kMaxMicrobatchSize) + "]");
+      throw Error("--microbatch-size " + std::to_string(mb) + ": must be in [1, " + std::to_string(kMaxMicrobatchSize) +
+                  "]");
     }
-    if (std::find(o.microbatch_sizes.begin(), o.microbatch_sizes.begin() + i, mb) !=
-        o.microbatch_sizes.begin() + i) {
+    if (std::find(o.microbatch_sizes.begin(), o.microbatch_sizes.begin() + i, mb) != o.microbatch_sizes.begin() + i) {
       throw Error("--microbatch-size " + std::to_string(mb) + " is given twice");
     }
   }
@@ -446,8 +445,8 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
     // Under tensor parallelism the head, split by vocabulary, gives this
     // rank's share of the logits (as in pplab train).
     if (worker.tp_size > 1) {
-      return VocabParallelCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0,
-                                          {worker.tp_size, worker.tp_rank}, worker.tp_comm);
+      return VocabParallelCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0, {worker.tp_size, worker.tp_rank},
+                                          worker.tp_comm);
     }
     return TokenCrossEntropySum(outputs.at(0), targets, /*ignore_index=*/0);
   };
@@ -485,8 +484,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   if (world_rank == 0 && !o.json && o.microbatch_sizes.size() > 1 && !o.output.empty()) {
     std::string costs;
     for (const int mb : o.microbatch_sizes) costs += " --cost " + OutputFor(o, mb);
-    std::printf("pplab plan fits them together (a fixed time a layer besides the time per FLOP):%s\n",
-                costs.c_str());
+    std::printf("pplab plan fits them together (a fixed time a layer besides the time per FLOP):%s\n", costs.c_str());
   }
   return 0;
 }

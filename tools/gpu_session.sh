@@ -277,7 +277,7 @@ part_transfer() {
   r=$(left)
   step "transfer: plan across microbatch sizes" $((r - 5)) "$(estimate transfer)" - \
     bash tools/bench/plan_transfer.sh --pplab "$pplab" --device cuda --model default --shape 16x128 --ms 1,4,16 \
-      --fit 1,4,16 --run-timeout "$(smaller 120 $((r - 30)))" --out "$work/transfer"
+      --fit 1,4,16 --run-timeout "$(smaller 240 $((r - 30)))" --out "$work/transfer"
   reap
 }
 

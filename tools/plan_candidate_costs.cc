@@ -221,10 +221,10 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.cast_weight_bytes = Ns(f.cast_bytes_per_param * static_cast<double>(StageLinearParams(shape, p, s)));
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
                                          &c.backward_weight_spread};
-    const TimeNs times[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};
+    const TimeNs medians[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};
     for (int k = 0; k < 4; ++k) {
       if (!f.has_spread[k]) continue;
-      const double t = static_cast<double>(times[k]);
+      const double t = static_cast<double>(medians[k]);
       *spreads[k] = Spread{Ns(t * (1 - f.spread_low[k])), Ns(t * (1 + f.spread_high[k]))};
     }
   }

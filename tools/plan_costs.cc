@@ -160,6 +160,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
   double sent = 0, held = 0, cast = 0, stage_params = 0;
   double optimizer = 0, clip = 0, loss_allreduce = 0, norm_allreduce = 0;
+  int grouped = 0;  // profiles that measured the step's all-reduces
   for (const CostModel* profiled : profiles) {
     const std::optional<ProfileMeta> meta = profiled->Profile();
     if (!meta) throw Error(profiled->Origin() + ": not a profile (meta.source is not \"pplab profile\")");
@@ -214,8 +215,13 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
       optimizer += static_cast<double>(step.optimizer) / largest;
       clip += static_cast<double>(step.clip) / largest;
     }
-    loss_allreduce += static_cast<double>(step.loss_allreduce);
-    norm_allreduce += static_cast<double>(step.norm_allreduce);
+    // A one-process profile has no group: its all-reduces are 0, not
+    // measured, and count for nothing.
+    if (step.loss_allreduce > 0 || step.norm_allreduce > 0) {
+      loss_allreduce += static_cast<double>(step.loss_allreduce);
+      norm_allreduce += static_cast<double>(step.norm_allreduce);
+      ++grouped;
+    }
   }
   std::sort(sizes.begin(), sizes.end());
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
@@ -247,8 +253,10 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   const double n = static_cast<double>(profiles.size());
   f.optimizer_ns_per_param = optimizer / n;
   f.clip_ns_per_param = clip / n;
-  f.loss_allreduce = std::llround(loss_allreduce / n);
-  f.norm_allreduce = std::llround(norm_allreduce / n);
+  if (grouped > 0) {
+    f.loss_allreduce = std::llround(loss_allreduce / grouped);
+    f.norm_allreduce = std::llround(norm_allreduce / grouped);
+  }
   f.activation_scale = Slope(act, act_y);
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);

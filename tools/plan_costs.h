@@ -123,7 +123,8 @@ CostFit AnalyticFit(double flops_per_second);
 // coefficient is set to 0 and the other fitted alone. With one size, the
 // time per FLOP alone (through the origin, ns_per_flop): the two cannot be
 // told apart there. Bytes are fitted through the origin over all points;
-// the step's work is the profiles' mean.
+// the step's work is the profiles' mean (the loss and norm all-reduces over
+// the profiles of more than one process, which measured them).
 CostFit FitProfiles(const std::vector<const CostModel*>& profiled, const LlamaConfig& config);
 CostFit FitProfile(const CostModel& profiled, const LlamaConfig& config);
 

@@ -1,5 +1,8 @@
 #include "tools/plan_profiles.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "models/llama_config.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
@@ -7,6 +10,16 @@
 #include "tools/plan_costs.h"
 
 namespace pplab::cli {
+namespace {
+
+// The middle value; the mean of the two middle ones for an even count.
+double Median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  const size_t n = xs.size();
+  return n % 2 == 1 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
+}  // namespace
 
 std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, std::vector<CostModel>& profiled,
                          std::string& train_device) {
@@ -48,6 +61,13 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
       differ("--sequence-parallel", meta->sequence_parallel ? "on" : "off", first->sequence_parallel ? "on" : "off");
       const auto kind = [](const std::string& device) { return device.substr(0, device.find(':')); };
       differ("--device", kind(meta->device), kind(first->device));
+      // On a CPU a rank's threads are the cores over the processes: a time
+      // per FLOP measured with 2 threads is not one with 1.
+      if (kind(first->device) == "cpu" && meta->threads_per_rank != first->threads_per_rank) {
+        throw Error(measured + std::to_string(meta->threads_per_rank) + " threads a rank, --cost " +
+                    o.cost_files.front() + " with " + std::to_string(first->threads_per_rank) +
+                    " (meta.threads_per_rank): CPU profiles fitted together must share it");
+      }
       continue;
     }
     first = meta;
@@ -107,7 +127,14 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
     search.sequence_parallel = f.sequence_parallel;
     search.search_sequence_parallel = false;
   }
-  search.link = profiled.front().DefaultLink();
+  // Every profile measured its own link: the median latency and the median
+  // bandwidth of theirs, whatever the order of the files.
+  std::vector<double> latencies, bandwidths;
+  for (const CostModel& m : profiled) {
+    latencies.push_back(static_cast<double>(m.DefaultLink().latency));
+    bandwidths.push_back(m.DefaultLink().bandwidth_gbps);
+  }
+  search.link = Link{static_cast<TimeNs>(std::llround(Median(latencies))), Median(bandwidths)};
   // Their own stages stand in for a candidate only when they are the model's.
   if (recorded->num_hidden_layers == search.config.num_hidden_layers) search.profiles = all;
   return costs_from;

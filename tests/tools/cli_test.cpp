@@ -615,7 +615,8 @@ TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers 
 TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixed time a layer", "[cli][plan]") {
   const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 -o " +
                            TempPath("two-sizes-plan.json");
-  const std::string two = FormulaProfile("fixed-mb2.json", 4, 2, 0.1), four = FormulaProfile("fixed-mb4.json", 4, 4, 0.1);
+  const std::string two = FormulaProfile("fixed-mb2.json", 4, 2, 0.1),
+                    four = FormulaProfile("fixed-mb4.json", 4, 4, 0.1);
   PplabRun r = Pplab(plan + " --json --cost " + two + " --cost " + four);
   INFO(r.out);
   REQUIRE(r.code == 0);
@@ -650,20 +651,37 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
   const std::string pick = " --pick " + std::to_string(other + 1);
   r = Pplab(plan + pick + " --cost " + two);
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("\nnote: its microbatches of " +
-                                    single["candidates"][other]["microbatch_size"].dump() +
-                                    " are costed from a profile at 2 in proportion to the FLOPs;"));
+  CHECK_THAT(r.out,
+             Catch::Contains("\nnote: its microbatches of " + single["candidates"][other]["microbatch_size"].dump() +
+                             " are costed from a profile at 2 in proportion to the FLOPs;"));
   r = Pplab(plan + pick + " --cost " + two + " --cost " + four);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, !Catch::Contains("note:"));
+  // Two profiles at one size fit no fixed time either: the note says so.
+  r = Pplab(plan + pick + " --cost " + two + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("\nnote: its microbatches of " + single["candidates"][other]["microbatch_size"].dump() +
+                             " are costed from profiles at 2 in proportion to the FLOPs;"));
+  // Each profile's link counts alike: the median of theirs, in either order.
+  nlohmann::json slow = nlohmann::json::parse(ReadTextFile(four));
+  slow["link"] = {{"latency_ms", 0.51}, {"bandwidth_gbps", 3.0}};
+  const std::string four_slow = TempPath("fixed-mb4-slow.json");
+  WriteTextFile(four_slow, slow.dump());
+  const std::vector<std::string> forward = PlanRows(Pplab(plan + " --json --cost " + two + " --cost " + four_slow));
+  CHECK(PlanRows(Pplab(plan + " --json --cost " + four_slow + " --cost " + two)) == forward);
+  r = Pplab(plan + " --json --cost " + four_slow + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["link"]["latency_ms"].get<double>() == Approx(0.26));
+  CHECK(nlohmann::json::parse(r.out)["link"]["bandwidth_gbps"].get<double>() == Approx(2.0));
   // Profiles of different configurations are not fitted together.
   const std::string base = WriteProfiledCost("together-a.json");
   struct Case {
     std::string file, says;
   };
   const Case cases[] = {
-      {ProfiledCostWith("together-seq.json", R"("seq_len": 32)", R"("seq_len": 64)"), "--seq-len 64, --cost " +
-                                                                                          base + " with 32"},
+      {ProfiledCostWith("together-seq.json", R"("seq_len": 32)", R"("seq_len": 64)"),
+       "--seq-len 64, --cost " + base + " with 32"},
       {ProfiledCostWith("together-bf16.json", R"("device": "cpu")", R"("device": "cpu", "precision": "bf16")"),
        "--precision bf16, --cost " + base + " with fp32"},
       {ProfiledCostWith("together-gpu.json", R"("device": "cpu")", R"("device": "cuda:0")"),
@@ -676,6 +694,13 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
                        ": profiles fitted together must share it (only the microbatch size, partition and ranks may "
                        "differ)\n");
   }
+  // On a CPU, another number of threads a rank (another K) is another time per FLOP.
+  const std::string threads =
+      ProfiledCostWith("together-threads.json", R"("threads_per_rank": 1)", R"("threads_per_rank": 2)");
+  r = Pplab(plan + " --cost " + base + " --cost " + threads);
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --cost " + threads + " was measured with 2 threads a rank, --cost " + base +
+                     " with 1 (meta.threads_per_rank): CPU profiles fitted together must share it\n");
   // One file a --cost.
   r = Pplab(plan + " --cost " + two + " " + four);
   CHECK(r.code != 0);
@@ -782,8 +807,9 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
 
 TEST_CASE("cli: plan --pick N writes row N of the ranking: its plan, trace, picture and train line", "[cli][plan]") {
   const std::string plan = TempPath("picked_plan.json"), trace = TempPath("picked_trace.json");
-  const std::string base = "plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --top 5 -o " +
-                           plan + " --trace " + trace;
+  const std::string base =
+      "plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --top 5 -o " + plan +
+      " --trace " + trace;
   PplabRun r = Pplab(base + " --json");
   REQUIRE(r.code == 0);
   const nlohmann::json best = nlohmann::json::parse(r.out);

@@ -54,9 +54,8 @@ std::string ProfileJson(const LlamaConfig& c, const std::string& stages, const s
                         const std::string& extra_top = "", int microbatch_size = 2) {
   return "{\"format\": \"pplab.cost\", \"version\": 1, \"stages\": [" + stages + "], " + extra_top +
          "\"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", \"config\": " + c.ToJson() +
-         ", \"partition\": \"2,1\", \"microbatch_size\": " + std::to_string(microbatch_size) +
-         ", \"seq_len\": 16, " + extra_meta +
-         "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
+         ", \"partition\": \"2,1\", \"microbatch_size\": " + std::to_string(microbatch_size) + ", \"seq_len\": 16, " +
+         extra_meta + "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
 }
 
 // The 1f1b candidate of M = 8 among those that fit.
@@ -439,7 +438,21 @@ TEST_CASE("plan: profiles at two microbatch sizes fit a fixed time a layer besid
     CHECK(pieces.At(3).ns_per_flop[k] == upper.ns_per_flop[k]);
   }
   CHECK(pieces.At(3).ns_per_flop[0] != FitProfiles({&one, &two_fixed, &steep}, c).ns_per_flop[0]);
-  CHECK(pieces.At(16).ns_per_flop[0] == pieces.At(3).ns_per_flop[0]);     // above the largest: the last range
+  CHECK(pieces.At(16).ns_per_flop[0] == pieces.At(3).ns_per_flop[0]);  // above the largest: the last range
+  // The step's all-reduces: the mean of the profiles that measured them (a
+  // one-process profile has none: 0).
+  const Partition p2 = PartitionUniform(c, 2);
+  std::string stages;
+  for (int s = 0; s < 2; ++s) {
+    const double f = 3 * StageForwardFlops(c, p2, s, 4, kSeqLen) / 1e6;
+    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
+              ", \"backward_ms\": " + std::to_string(2 * f) + "}";
+  }
+  const CostModel with_group = CostModel::FromJson(
+      ProfileJson(c, stages, "", "\"step\": {\"loss_allreduce_ms\": 2.0, \"norm_allreduce_ms\": 0.5}, ", 4), "m.json");
+  const CostFit mixed = FitProfiles({&flat, &with_group}, c);
+  CHECK(mixed.loss_allreduce == MsToNs(2.0));
+  CHECK(mixed.norm_allreduce == MsToNs(0.5));
 }
 
 TEST_CASE(

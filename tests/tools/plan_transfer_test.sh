@@ -4,7 +4,8 @@
 #  2. a short real run of the tiny model: a row for each M, the profiled
 #     sizes marked as measured in the fitted-together column;
 #  3. its dry run: the commands of three profiles fitted together;
-#  4. bad arguments: one line on stderr, exit 2, before anything runs.
+#  4. bad arguments: one line on stderr, exit 2, before anything runs;
+#  5. a run that fails is named, and its output kept.
 # Usage: plan_transfer_test.sh SOURCE_DIR PPLAB
 set -euo pipefail
 src=$1
@@ -86,4 +87,21 @@ bad --device tpu
 bad --single 3 --shape 16x128
 bad --frobnicate
 bad --tp
+bad --ms 08,1
+bad -k 00
+bad --schedule nosuch --model tiny --shape 4x32 --ms 1,2
+bad --model nosuch --shape 4x32 --ms 1,2
+# 5. A run that fails: its name, its exit code and its output's path, which
+#    is kept for the reader (here a stand-in pplab whose profile fails).
+printf '#!/bin/sh\n[ "$1" = profile ] && { echo "stand-in profile: boom"; exit 3; }\nexit 0\n' > "$tmp/stand-in"
+chmod +x "$tmp/stand-in"
+code=0
+err=$(bash "$src/tools/bench/plan_transfer.sh" --pplab "$tmp/stand-in" --shape 4x32 --ms 1,2 2>&1 > /dev/null) ||
+  code=$?
+[ "$code" -eq 1 ] || fail "a failed profile exited $code, not 1: $err"
+log=$(sed -nE 's/^plan_transfer: profile at microbatches of 2,4 failed \(exit 3\); its output: (.*)$/\1/p' <<< "$err")
+[ -n "$log" ] || fail "the failure does not name the run and its output: $err"
+grep -qF "stand-in profile: boom" "$log" || fail "the failed run's output is gone: $log"
+grep -qF "stand-in profile: boom" <<< "$err" || fail "the output's end is not shown: $err"
+rm -rf "$(dirname "$log")"
 echo "plan_transfer: all checks passed"

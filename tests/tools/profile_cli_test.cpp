@@ -207,7 +207,7 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
            std::string("--model tiny -k 1 --tp 0") + ok,
            std::string("--model tiny -k 1 --sequence-parallel") + ok,  // without --tp
            std::string("--model tiny -k 1 --tp 2 --sequence-parallel --microbatch-size 1 --seq-len 7"),
-           std::string("--model tiny -k 1 --microbatch-size 2,0 --seq-len 8"),  // each size is checked
+           std::string("--model tiny -k 1 --microbatch-size 2,0 --seq-len 8"),    // each size is checked
            std::string("--model tiny -k 1 --microbatch-size 2,4,2 --seq-len 8"),  // a size twice
        }) {
     const PplabRun r = Pplab("profile " + args);

@@ -32,7 +32,7 @@ cd "$(dirname "$0")/../.."
 pplab=build/pplab device=cpu model=small shape=16x128 ranks=1 tp=1 schedule=1f1b ms="" fit="" single=""
 steps=12 run_timeout=600 out="" dry_run=0
 die() { echo "plan_transfer: $*" >&2; exit 2; }
-whole() { case $2 in ''|*[!0-9]*|0) die "$1 '$2' is not a positive whole number" ;; esac; }
+whole() { case $2 in ''|*[!0-9]*|0*) die "$1 '$2' is not a positive whole number" ;; esac; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || case $1 in -h|--help|--dry-run) ;; *) die "$1 needs a value" ;; esac
   case $1 in
@@ -107,9 +107,23 @@ run() {
     return 0
   fi
   timeout -k 10 "$run_timeout" "$@" > "$file" 2>&1 || code=$?
-  [ "$code" -eq 0 ] || { echo "plan_transfer: $what failed (exit $code); its output: $file" >&2; tail -3 "$file" >&2; exit 1; }
+  if [ "$code" -ne 0 ]; then
+    trap - EXIT  # the output stays for the reader
+    echo "plan_transfer: $what failed (exit $code); its output: $file" >&2
+    tail -3 "$file" >&2
+    exit 1
+  fi
 }
 common=(--model "$model" -k "$ranks" --tp "$tp" --seq-len "$seq" --device "$device")
+# The model, T and the schedule, checked in a few milliseconds by an
+# analytic plan before the profile, the long part on a GPU.
+if [ "$dry_run" = 0 ]; then
+  checked=$("$pplab" plan --model "$model" --ranks "$ranks" --tp "$tp" --global-batch "$batch" --seq-len "$seq" \
+    --memory-per-rank 1TiB --schedules "$schedule" --recompute none -o "$dir/analytic-plan.json" 2>&1) ||
+    { why=$(grep -m1 'error' <<< "$checked" || head -n 1 <<< "$checked")
+      why=${why:-$pplab plan failed without a message}
+      die "--model $model, --tp $tp, --schedule $schedule: ${why#pplab: error: }"; }
+fi
 # Every size in one run of the same workers: profile-mb<N>.json each.
 profiled=$(printf '%s\n' "${fit_sizes[@]}" "$single" | sort -n -u | paste -sd, -)
 run "profile at microbatches of $profiled" "$dir/profile.out" \

@@ -12,7 +12,8 @@ src=$1
 pplab=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/tools/bench_test_lib.sh
+source "$(dirname "$0")/bench_test_lib.sh"
 
 # 1. Measured 100 ms at M=1 and 200 ms at M=4. One profile predicts 110 at
 #    both (+10 %, +45 % against 200: -45 %); two predict 100 (its own size)
@@ -70,13 +71,7 @@ grep -q ' plan .*--cost [^ ]*profile-mb1.json --cost [^ ]*profile-mb2.json --cos
 [ ! -e "$tmp/dry" ] || fail "the dry run wrote $tmp/dry"
 
 # 4. Bad arguments.
-bad() {
-  local code=0 err
-  err=$(bash "$src/tools/bench/plan_transfer.sh" --pplab "$pplab" "$@" 2>&1 > /dev/null) || code=$?
-  [ "$code" -eq 2 ] || fail "$* exited $code, not 2"
-  [ "$(wc -l <<< "$err")" -eq 1 ] || fail "$*: more than one line: $err"
-  grep -qF -- "$1" <<< "$err" || fail "$*: the message does not name $1: $err"
-}
+bad() { refused "$src/tools/bench/plan_transfer.sh" --pplab "$pplab" -- "$@"; }
 bad --shape 16by128
 bad --ms 3 --shape 16x128
 bad --ms 4

@@ -9,7 +9,8 @@ src=$1
 pplab=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/tools/bench_test_lib.sh
+source "$(dirname "$0")/bench_test_lib.sh"
 
 # 1. fp32 holds 4.0 for 10 steps, then 2.0 for 10; bf16 is 1 % above at step 5
 #    and 5 % above at step 15. Per step: max 5 %, mean (1 + 5) / 20 = 0.30 %,
@@ -45,13 +46,7 @@ for p in fp32 bf16; do
 done
 
 # 3. Bad arguments.
-bad() {
-  local code=0 err
-  err=$(bash "$src/tools/bench/precision_curve.sh" --pplab "$pplab" "$@" 2>&1 > /dev/null) || code=$?
-  [ "$code" -eq 2 ] || fail "$* exited $code, not 2"
-  [ "$(wc -l <<< "$err")" -eq 1 ] || fail "$*: more than one line: $err"
-  grep -qF -- "$1" <<< "$err" || fail "$*: the message does not name $1: $err"
-}
+bad() { refused "$src/tools/bench/precision_curve.sh" --pplab "$pplab" -- "$@"; }
 bad --steps 0
 bad --threads x
 bad --data "$tmp/missing.txt"

@@ -308,6 +308,17 @@ int RunPlan(const PlanCmdOptions& o) {
       result.simulated, Fixed(seconds, 2).c_str(), result.skipped, result.over_memory,
       HumanBytes(search.memory_per_rank).c_str(), costs_from.c_str(), PrecisionName(search.precision),
       search.fused_attention ? "sdpa (no softmax probabilities kept)" : "explicit");
+  // The fit between each two profiled sizes, for a reader to check against
+  // the profiles: a fixed time a layer and microbatch, and a time per FLOP.
+  for (const CostFit::SizeRange& r : search.fit.ranges) {
+    const TimeCoefficients& t = r.times;
+    std::printf("fit between microbatches of %d and %d, F/B/I/W: %s/%s/%s/%s ms a layer + %s/%s/%s/%s ns a FLOP\n",
+                r.from, r.to, Fixed(t.fixed_ns_per_unit[0] * 1e-6, 3).c_str(),
+                Fixed(t.fixed_ns_per_unit[1] * 1e-6, 3).c_str(), Fixed(t.fixed_ns_per_unit[2] * 1e-6, 3).c_str(),
+                Fixed(t.fixed_ns_per_unit[3] * 1e-6, 3).c_str(), Fixed(t.ns_per_flop[0], 4).c_str(),
+                Fixed(t.ns_per_flop[1], 4).c_str(), Fixed(t.ns_per_flop[2], 4).c_str(),
+                Fixed(t.ns_per_flop[3], 4).c_str());
+  }
   if (result.refit_starts > 0) {
     std::printf("%d over memory refitted, fewer layers on the ranks over the limit: %d fit (%d more simulations)\n",
                 result.refit_starts, result.refitted, result.refit_simulations);

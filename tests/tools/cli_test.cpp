@@ -640,6 +640,11 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
     if (c["measured_costs"] == true) measured.insert(c["microbatch_size"].get<int>());
   }
   CHECK(measured == std::set<int>{2, 4});
+  // The text names the fit: 0.1 ms a layer in F, I and W, 0.2 in B; 1 and 2 ns a FLOP.
+  r = Pplab(plan + " --cost " + two + " --cost " + four);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nfit between microbatches of 2 and 4, F/B/I/W: 0.100/0.200/0.100/0.100 ms a "
+                                    "layer + 1.0000/2.0000/1.0000/1.0000 ns a FLOP\n"));
   // One profile: no fixed time, and the text says so of a plan at another size.
   r = Pplab(plan + " --json --cost " + two);
   REQUIRE(r.code == 0);

@@ -1,25 +1,15 @@
 #include "tools/plan_profiles.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "models/llama_config.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
+#include "sim/percentiles.h"
 #include "sim/precision.h"
 #include "tools/plan_costs.h"
 
 namespace pplab::cli {
-namespace {
-
-// The middle value; the mean of the two middle ones for an even count.
-double Median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  const size_t n = xs.size();
-  return n % 2 == 1 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
-}
-
-}  // namespace
 
 std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, std::vector<CostModel>& profiled,
                          std::string& train_device) {
@@ -134,7 +124,7 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
     latencies.push_back(static_cast<double>(m.DefaultLink().latency));
     bandwidths.push_back(m.DefaultLink().bandwidth_gbps);
   }
-  search.link = Link{static_cast<TimeNs>(std::llround(Median(latencies))), Median(bandwidths)};
+  search.link = Link{static_cast<TimeNs>(std::llround(Percentile(latencies, 0.5))), Percentile(bandwidths, 0.5)};
   // Their own stages stand in for a candidate only when they are the model's.
   if (recorded->num_hidden_layers == search.config.num_hidden_layers) search.profiles = all;
   return costs_from;

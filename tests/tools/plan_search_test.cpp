@@ -354,8 +354,9 @@ namespace {
 
 // A profile of BalancedModel at `mb` sequences a microbatch whose F takes
 // `fixed_ms` a fixed unit (StageFixedUnits) plus `ns_per_flop` a FLOP, and
-// B twice that.
-CostModel FixedAndFlopsProfile(const LlamaConfig& c, int mb, double fixed_ms, double ns_per_flop) {
+// B twice that; `extra_top` goes beside its stages (ProfileJson).
+CostModel FixedAndFlopsProfile(const LlamaConfig& c, int mb, double fixed_ms, double ns_per_flop,
+                               const std::string& extra_top = "") {
   const Partition p = PartitionUniform(c, 2);
   std::string stages;
   for (int s = 0; s < 2; ++s) {
@@ -364,7 +365,7 @@ CostModel FixedAndFlopsProfile(const LlamaConfig& c, int mb, double fixed_ms, do
               ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
               std::to_string(std::llround(StageActivationBytes(c, p, s, mb, kSeqLen, Precision::kFp32))) + "}";
   }
-  return CostModel::FromJson(ProfileJson(c, stages, "", "", mb), "cost-mb" + std::to_string(mb) + ".json");
+  return CostModel::FromJson(ProfileJson(c, stages, "", extra_top, mb), "cost-mb" + std::to_string(mb) + ".json");
 }
 
 }  // namespace
@@ -441,15 +442,8 @@ TEST_CASE("plan: profiles at two microbatch sizes fit a fixed time a layer besid
   CHECK(pieces.At(16).ns_per_flop[0] == pieces.At(3).ns_per_flop[0]);  // above the largest: the last range
   // The step's all-reduces: the mean of the profiles that measured them (a
   // one-process profile has none: 0).
-  const Partition p2 = PartitionUniform(c, 2);
-  std::string stages;
-  for (int s = 0; s < 2; ++s) {
-    const double f = 3 * StageForwardFlops(c, p2, s, 4, kSeqLen) / 1e6;
-    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
-              ", \"backward_ms\": " + std::to_string(2 * f) + "}";
-  }
-  const CostModel with_group = CostModel::FromJson(
-      ProfileJson(c, stages, "", "\"step\": {\"loss_allreduce_ms\": 2.0, \"norm_allreduce_ms\": 0.5}, ", 4), "m.json");
+  const CostModel with_group =
+      FixedAndFlopsProfile(c, 4, 0, 3, "\"step\": {\"loss_allreduce_ms\": 2.0, \"norm_allreduce_ms\": 0.5}, ");
   const CostFit mixed = FitProfiles({&flat, &with_group}, c);
   CHECK(mixed.loss_allreduce == MsToNs(2.0));
   CHECK(mixed.norm_allreduce == MsToNs(0.5));

@@ -72,7 +72,8 @@ done
 [ -n "$out" ] || { echo "gpu_session: --out needs a folder" >&2; exit 2; }
 [ ${#parts[@]} -gt 0 ] || { echo "gpu_session: name at least one part: tests, bench, fidelity, fidelity64, slice or transfer" >&2; exit 2; }
 
-# Seconds, from the H100 session of 2026-11-23 (docs/gpu.md, "Figures") and
+# Seconds, from the H100 session of 2026-11-23 and the H200 one of
+# 2026-11-27 (docs/gpu.md, "Figures") and
 # the device commands' sizes before this script: what a step usually takes
 # (estimate) and the least that is worth starting it with (minimum).
 with_tests=0
@@ -82,11 +83,11 @@ for p in "${parts[@]}"; do [ "$p" = tests ] && with_tests=1; done
 if [ "$with_tests" = 0 ]; then
   build_estimate=100
 elif [ -n "$gpu_tests" ]; then
-  build_estimate=110
+  build_estimate=140
 else
   build_estimate=170
 fi
-estimate() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 120; else echo 260; fi ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; transfer) echo 120 ;; esac; }
+estimate() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 180; else echo 260; fi ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; transfer) echo 120 ;; esac; }
 minimum() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 60; else echo 150; fi ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; transfer) echo 90 ;; esac; }
 [ "$deadline" -gt "$build_estimate" ] ||
   { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s)" >&2; exit 2; }
@@ -224,11 +225,11 @@ part_bench() {
   local r
   r=$(left)
   step "bench: pplab against PyTorch" $((r - 20)) 320 - \
-    bash tools/bench/gpu_bench.sh --pplab "$pplab" --rows "$bench_rows" --deadline "$(larger 1 $((r - 140)))" \
+    bash tools/bench/gpu_bench.sh --pplab "$pplab" --rows "$bench_rows" --deadline "$(larger 1 $((r - 100)))" \
       --run-timeout "$(smaller 240 $((r - 60)))" --traces "$work/bench-traces"
   reap
   r=$(left)
-  if [ "$r" -lt 45 ]; then
+  if [ "$r" -lt 30 ]; then
     echo "gpu_session: bf16's loss curve was not started: ${r} s left"
     return 0
   fi

@@ -105,7 +105,9 @@ if [ "$dry_run" = 0 ] && [ -z "$fake" ]; then
 fi
 
 anchor_src=""
-for f in "${PPLAB_ANCHOR:-}" "$here/torch_anchor.py" .gpu/torch_anchor.py ../shared/gpu/torch_anchor.py; do
+# The copy an earlier run left next to the bench comes last: the one in .gpu/
+# or ../shared/gpu/ is the reference as shipped.
+for f in "${PPLAB_ANCHOR:-}" .gpu/torch_anchor.py ../shared/gpu/torch_anchor.py "$here/torch_anchor.py"; do
   if [ -n "$f" ] && [ -f "$f" ]; then anchor_src=$f; break; fi
 done
 if [ -z "$anchor_src" ]; then
@@ -172,6 +174,7 @@ old = 'm = Stage(c, 0, c["layers"], True, True, args.seq).to(dev)'
 new = 'm = Stage(c, 0, c["layers"], True, True, args.seq, amp=args.dtype == "bf16").to(dev)'
 if text.count(old) == 1:
     open(path, "w").write(text.replace(old, new))
+if new in text or text.count(old) == 1:
     print("The reference's eager model was built without autocast, which turned the step's bf16 autocast off; "
           "this run's copy builds it with autocast in bf16 (its pipelining model already was).")
 PY
@@ -184,7 +187,8 @@ if [ "$dry_run" = 1 ]; then
     echo "# $(basename "$f" .json | sed 's/^model-//') model for pplab: $(cat "$f")"
   done
 else
-  cp "$anchor_src" "$anchor"
+  # An earlier run's copy may be the only one left: then it is its own source.
+  [ "$anchor_src" -ef "$anchor" ] || cp "$anchor_src" "$anchor"
   anchor_note=$(patch_eager_bf16 "$anchor")
   [ -n "$traces" ] && mkdir -p "$traces"
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || true)

@@ -6,6 +6,9 @@
 # mean, and its maximum over the last tenth of the run; then the same maximum
 # for the curves' 10-step trailing means, the curve as a loss plot smooths it)
 # and both curves' first and last losses. The target is 2 % at every step.
+# A third run, fp32 with the batch in 2 microbatches, gives a second row: the
+# same sums in another order, so how far rounding alone moves the curve, the
+# floor under bf16's row (--no-floor leaves it out).
 #
 # Usage, from the project's root after building:
 #   bash tools/bench/precision_curve.sh [--pplab build/pplab] [--steps 200] [--device cpu|cuda]
@@ -15,7 +18,9 @@
 #   --data FILE  the text to train on (default tests/data/text/fortunes.txt)
 #   --threads N  compute threads per run on the CPU (default 1: deterministic
 #                and not stretched by a loaded machine)
-#   --keep DIR   keep both runs' --json output there (losses and all)
+#   --keep DIR   keep the runs' --json output there (losses and all):
+#                fp32.json, bf16.json and fp32-m2.json
+#   --no-floor   no third run
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pplab=build/pplab
@@ -24,6 +29,7 @@ device=cpu
 data=tests/data/text/fortunes.txt
 threads=1
 keep=""
+floor=1
 while [ $# -gt 0 ]; do
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
@@ -32,6 +38,7 @@ while [ $# -gt 0 ]; do
     --data) data=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
+    --no-floor) floor=0; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "precision_curve: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -46,9 +53,14 @@ trap 'rm -rf "$work"' EXIT
 out=${keep:-$work}
 mkdir -p "$out"
 args=(train -q --out '' --model small --data "$data" --vocab-size 200 --cache-dir "$work/cache"
-      --batch-size 8 --seq-len 64 -k 1 -m 1 --steps "$steps" --lr 3e-3 --warmup-steps 5 --seed 2
+      --batch-size 8 --seq-len 64 -k 1 --steps "$steps" --lr 3e-3 --warmup-steps 5 --seed 2
       --eval-every 0 --device "$device" --json)
 for p in fp32 bf16; do
-  OMP_NUM_THREADS=$threads "$pplab" "${args[@]}" --precision "$p" > "$out/$p.json"
+  OMP_NUM_THREADS=$threads "$pplab" "${args[@]}" -m 1 --precision "$p" > "$out/$p.json"
 done
-python3 tools/bench/precision_table.py "$out/fp32.json" "$out/bf16.json" "$device" "$steps"
+floor_json=()
+if [ "$floor" = 1 ]; then
+  OMP_NUM_THREADS=$threads "$pplab" "${args[@]}" -m 2 --precision fp32 > "$out/fp32-m2.json"
+  floor_json=("$out/fp32-m2.json")
+fi
+python3 tools/bench/precision_table.py "$out/fp32.json" "$out/bf16.json" "$device" "$steps" "${floor_json[@]}"

@@ -80,6 +80,28 @@ grep -E '^# [a-z]+ model for pplab: ' "$tmp/dry.txt" | while IFS= read -r line; 
     --json > "$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; fail "pplab refuses the $name config"; }
   echo "pplab trains the $name config: $(cat "$tmp/$name.json")"
 done
+# Each row times its matrix products alone, in its precision; gemm_floor.py
+# counts their FLOPs as pplab does, less attention's: pplab's model FLOPs of
+# batch 1 x 8 tokens minus 6 x hidden x 8 x 9 x layers.
+[ "$(grep -c -- '^python3 .*gemm_floor\.py .* --dtype fp32$' "$tmp/dry.txt")" -eq 7 ] &&
+  [ "$(grep -c -- '^python3 .*gemm_floor\.py .* --dtype bf16$' "$tmp/dry.txt")" -eq 7 ] ||
+  fail "expected 7 fp32 and 7 bf16 lines of gemm_floor.py"
+for f in "$tmp"/*.json; do
+  name=$(basename "$f" .json)
+  [ -f "$tmp/$name.out" ] || continue
+  python3 - "$f" "$tmp/$name.out" "$src/tools/bench/gemm_floor.py" << 'PY' || fail "gemm_floor.py's FLOPs for $name"
+import json, subprocess, sys
+model = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+pplab = json.loads(text[text.index("{"):])["model_flops_per_step"]
+attention = 6 * model["hidden_size"] * 8 * 9 * model["num_hidden_layers"]
+out = subprocess.run([sys.executable, sys.argv[3], sys.argv[1], "--tokens", "8", "--microbatches", "1", "--dtype", "fp32",
+                      "--count-only"], check=True, capture_output=True, text=True).stdout
+got = json.loads(out)["tflop_per_step"] * 1e12
+print("gemm_floor.py counts %.0f FLOPs, pplab %.0f of which attention %.0f" % (got, pplab, attention))
+sys.exit(0 if abs(got - (pplab - attention)) <= 1e-9 * pplab else 1)
+PY
+done
 echo "ok: $pplab_lines pplab and $anchor_lines reference commands use flags both accept"
 
 # 3. The table from stand-ins: the reference takes 10 ms a step (GPipe fails);
@@ -118,14 +140,19 @@ printf '"bubbles": [0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25], '
 printf '"peak_tflops": %s, "peak_source": "%s"}\n' "$peak" "$source"
 SH
 chmod +x "$tmp/pplab"
+# The matrix products alone take 4 ms a step (gemm_floor.py's stand-in).
+cat > "$tmp/gemm.py" <<'PY'
+import json
+print(json.dumps({"ms_per_step": 4.0, "tflop_per_step": 1e-1, "tflops": 25.0}))
+PY
 # (Twice, under ctest -j2, this run exited non-zero with nothing on stderr:
 # gpu_session_test's session, running beside it, killed every process
 # named like torch_anchor.py, the stand-in's patch step among them. The
 # session now stops only its own tree's. On a failure this test shows the
 # exit code, the end of stdout and the bench's trace.)
 rc=0
-PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" bash -x "$bench" --pplab "$tmp/pplab" --steps 4 \
-  --traces "$tmp/traces" > "$tmp/table.md" 2> "$tmp/table.trace" || rc=$?
+PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" PPLAB_GEMM_FLOOR="$tmp/gemm.py" bash -x "$bench" \
+  --pplab "$tmp/pplab" --steps 4 --traces "$tmp/traces" > "$tmp/table.md" 2> "$tmp/table.trace" || rc=$?
 if [ "$rc" != 0 ]; then
   tail -n 5 "$tmp/table.md"
   tail -n 40 "$tmp/table.trace"
@@ -141,9 +168,9 @@ expect "| K=1, default, 64×512, M=8 | fp32 | eager | 3 276 800 | n/a (pplab: er
 expect "| K=2 GPipe, default, 16×128, M=8 | fp32 | pipelining | n/a (TimeoutError()) | 256 000 | n/a | n/a | 18.7 % |"
 # Where pplab's step goes, from the steps after the 3 warm-up ones: the wall
 # step 8 ms, the executor's 6 ms on the GPU, issued in 2 ms, the median lag of
-# 1.5, 0.5, 1 and 2 ms, the worse rank's overhead, the mean bubble. The OOM
-# run has no such row.
-expect "| K=1, small, 16×128, M=1 | fp32 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 |"
+# 1.5, 0.5, 1 and 2 ms, the worse rank's overhead, the mean bubble, and the
+# matrix products' 4 ms alone, half the step. The OOM run has no such row.
+expect "| K=1, small, 16×128, M=1 | fp32 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 | 4.00 (50 %) |"
 [ "$(grep -c '^| K=' "$tmp/table.md")" -eq $((14 + 13)) ] || fail "expected 14 rows and 13 rows of where the step goes"
 # --traces: one trace per pplab run that finished (the OOM run wrote none),
 # named by row (1..7) and precision.

@@ -5,7 +5,10 @@
 # torch.distributed.pipelining with K ranks sharing it). Prints a Markdown
 # table for docs/gpu.md: tokens/s of both, their ratio, and the MFU of both
 # (the same model FLOPs, models/flops.h, over each one's step time and the
-# GPU's peak for the precision, as pplab train --json reports them).
+# GPU's peak for the precision, as pplab train --json reports them). A second
+# table says where pplab's step goes, with the row's matrix products timed
+# alone (tools/bench/gemm_floor.py): the floor under a step the GPU's
+# arithmetic bounds.
 #
 # Usage, from the project's root on the GPU machine, after `bash .gpu/build.sh`:
 #   bash tools/bench/gpu_bench.sh [--pplab build-cuda/pplab] [--steps 20] [--rows REGEX] [--dry-run]
@@ -45,7 +48,8 @@
 # For its test: PPLAB_BENCH_ASSUME_NO_GPU=1 acts so on any machine;
 # PPLAB_BENCH_FAKE_GPU=1 skips the GPU checks and runs PPLAB_ANCHOR and
 # --pplab as given (stand-ins), with the reference copied into a temporary
-# folder instead of tools/bench/.
+# folder instead of tools/bench/; PPLAB_GEMM_FLOOR names a stand-in for
+# gemm_floor.py.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=tools/bench
@@ -96,6 +100,8 @@ no_gpu_reason() {
 }
 
 fake=${PPLAB_BENCH_FAKE_GPU:-}
+# The matrix products alone (gemm_floor.py); a stand-in for the test.
+gemm=${PPLAB_GEMM_FLOOR:-$here/gemm_floor.py}
 if [ "$dry_run" = 0 ] && [ -z "$fake" ]; then
   reason=$(no_gpu_reason)
   if [ -n "$reason" ]; then
@@ -225,10 +231,13 @@ for row in "${rows[@]}"; do
     [ "$precision" = bf16 ] && run+=(--precision bf16)
     [ -n "$traces" ] && run+=(--trace "$traces/row-$r-$precision.json")
     run+=(${pplab_args[@]+"${pplab_args[@]}"})
+    floor=(python3 "$gemm" "$work/model-$model.json" --tokens $((batch * seq / micro)) --microbatches "$micro"
+           --dtype "$precision")
     if [ "$dry_run" = 1 ]; then
       echo "# $label, $precision"
       show "${ref[@]}"
       show "${run[@]}"
+      show "${floor[@]}"
       continue
     fi
     if [ "$deadline" -gt 0 ] && [ $(($(now_ms) - started)) -ge $((deadline * 1000)) ]; then
@@ -241,10 +250,11 @@ for row in "${rows[@]}"; do
     else
       echo "this pplab has no --precision" > "$work/pplab-$n.err"
     fi
+    bounded "$work/gemm-$n" "${floor[@]}"
     python3 - "$label" "$precision" "$mode" "$warmup" $((batch * seq)) "$work/ref-$n" "$work/pplab-$n" \
-      "$work/peaks" "$work/where.md" >> "$work/table.md" <<'PY'
+      "$work/peaks" "$work/where.md" "$work/gemm-$n" >> "$work/table.md" <<'PY'
 import json, statistics, sys
-label, precision, mode, warmup, tokens, ref_base, got_base, peaks, where = sys.argv[1:10]
+label, precision, mode, warmup, tokens, ref_base, got_base, peaks, where, gemm_base = sys.argv[1:11]
 warmup, tokens = int(warmup), int(tokens)
 def last_json(path):
     try:
@@ -278,11 +288,16 @@ if got is not None:
         return "%.2f" % (sum(v) / len(v)) if v else "n/a"
     lags = (got.get("device_lag_ms") or [])[warmup:]
     overhead = got.get("executor_overhead") or []
+    gemm = last_json(gemm_base + ".out")
+    if gemm and "ms_per_step" in gemm:
+        floor = "%.2f (%.0f %%)" % (gemm["ms_per_step"], 100 * gemm["ms_per_step"] / (got_s * 1e3))
+    else:
+        floor = "n/a (%s)" % last_line(gemm_base + ".err")
     with open(where, "a") as f:
-        f.write("| %s | %s | %.2f | %s | %s | %s | %s | %s |\n" % (
+        f.write("| %s | %s | %.2f | %s | %s | %s | %s | %s | %s |\n" % (
             label, precision, got_s * 1e3, mean_of("step_clock_ms"), mean_of("host_issue_ms"),
             "%.3f" % statistics.median(lags) if lags else "n/a",
-            "%.2f %%" % (100 * max(overhead)) if overhead else "n/a", mean_of("bubbles")))
+            "%.2f %%" % (100 * max(overhead)) if overhead else "n/a", mean_of("bubbles"), floor))
 def tok_s(s, why):
     return "{:,.0f}".format(tokens / s).replace(",", " ") if s else "n/a (%s)" % why
 def mfu(s):
@@ -306,15 +321,17 @@ if [ "$dry_run" = 0 ]; then
   if [ -s "$work/where.md" ]; then
     echo "Where pplab's step goes (rank 0, mean over the measured steps):"
     echo
-    echo "| run | precision | step ms | executor step on the GPU ms | host's issue of it ms | device lag ms (median) | executor overhead (worst rank) | bubble |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| run | precision | step ms | executor step on the GPU ms | host's issue of it ms | device lag ms (median) | executor overhead (worst rank) | bubble | matrix products alone ms (of the step) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     cat "$work/where.md"
     echo
     echo "The step is wall time (what tokens/s uses); the executor's step is its actions on CUDA events; the host's"
     echo "issue is the host's time from that step's first mark to its last. The device lag is how long after the host"
     echo "issued a compute action the GPU started it: near 0 the GPU waits for the host to queue kernels (launch-bound:"
     echo "fewer launches would pay), large the host runs ahead. Executor overhead: idle time with the data there, over"
-    echo "the last step's makespan (pplab explain's \"other\")."
+    echo "the last step's makespan (pplab explain's \"other\"). The matrix products alone: the step's Linear layers'"
+    echo "forward and backward products at the row's shapes, timed by themselves (tools/bench/gemm_floor.py): the floor"
+    echo "under a step the GPU's arithmetic bounds."
     echo
   fi
   peaks=$(sort -u "$work/peaks" 2> /dev/null | paste -sd ';' - | sed 's/;/; /g' || true)

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The matrix products of a training step alone, timed on the GPU: the floor
+under a step that the GPU's arithmetic bounds (docs/gpu.md, "Benchmark
+against PyTorch").
+
+Usage: gemm_floor.py MODEL_JSON --tokens N --microbatches M --dtype fp32|bf16
+                     [--repeats R] [--device cuda]
+
+MODEL_JSON is a pplab model config (vocab_size, hidden_size,
+intermediate_size, num_hidden_layers, num_attention_heads,
+num_key_value_heads). For each of M microbatches of N tokens it runs, layer
+by layer, the products of pplab's Linear layers as pplab lays them out: q, k
+and v as one matrix, o, gate and up as one matrix, down; then the LM head.
+Each is three products: the forward X W^T, the input's gradient dY W and the
+weight's gradient dY^T X. Attention's own products (SDPA), the elementwise
+kernels and the optimizer are left out. fp32 runs with TF32 off, as PyTorch
+and pplab run fp32; bf16 multiplies bf16 operands.
+
+Prints one JSON line: ms_per_step (the median of R timed steps, on CUDA
+events, after one untimed step), tflop_per_step and tflops. --count-only
+prints tflop_per_step alone and needs no torch (6 x the Linear weights x the
+tokens: pplab's model FLOPs without attention's, models/flops.h).
+"""
+import argparse
+import json
+import statistics
+import sys
+
+
+def shapes(model):
+    """(rows of the weight, columns) of each Linear weight of the model, by
+    layer, then the head's."""
+    h = model["hidden_size"]
+    heads = model["num_attention_heads"]
+    kv = model["num_key_value_heads"]
+    head_dim = model.get("head_dim") or h // heads
+    inter = model["intermediate_size"]
+    layer = [(heads * head_dim + 2 * kv * head_dim, h), (h, heads * head_dim), (2 * inter, h), (h, inter)]
+    return layer * model["num_hidden_layers"] + [(model["vocab_size"], h)]
+
+
+def flop_per_microbatch(model, tokens):
+    return sum(6 * tokens * out_f * in_f for out_f, in_f in shapes(model))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("model")
+    p.add_argument("--tokens", type=int, required=True, help="tokens a microbatch")
+    p.add_argument("--microbatches", type=int, required=True)
+    p.add_argument("--dtype", choices=["fp32", "bf16"], required=True)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--count-only", action="store_true", help="print the FLOPs only, time nothing")
+    args = p.parse_args()
+    if args.tokens < 1 or args.microbatches < 1 or args.repeats < 1:
+        sys.exit("gemm_floor: --tokens, --microbatches and --repeats must be positive")
+    model = json.load(open(args.model))
+    flop = flop_per_microbatch(model, args.tokens) * args.microbatches
+    if args.count_only:
+        print(json.dumps({"tflop_per_step": flop / 1e12}))
+        return
+
+    import torch  # only here: --help and the FLOP count need no torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device(args.device)
+    dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
+    n = args.tokens
+    # One set of operands per distinct shape: the products' time depends on
+    # the shapes, not on which layer's weights they hold.
+    operands = {}
+    for out_f, in_f in set(shapes(model)):
+        operands[(out_f, in_f)] = (torch.randn(n, in_f, device=dev, dtype=dtype),
+                                   torch.randn(out_f, in_f, device=dev, dtype=dtype),
+                                   torch.randn(n, out_f, device=dev, dtype=dtype))
+    order = shapes(model)
+
+    def step():
+        for _ in range(args.microbatches):
+            for s in order:
+                x, w, dy = operands[s]
+                torch.mm(x, w.t())
+                torch.mm(dy, w)
+                torch.mm(dy.t(), x)
+
+    step()
+    times = []
+    for _ in range(args.repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    ms = statistics.median(times)
+    print(json.dumps({"ms_per_step": round(ms, 3), "tflop_per_step": flop / 1e12,
+                      "tflops": flop / (ms / 1e3) / 1e12, "dtype": args.dtype}))
+
+
+if __name__ == "__main__":
+    main()

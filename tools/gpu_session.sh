@@ -32,6 +32,9 @@
 #   --out DIR     where the report and the logs go (default $OUT when set, else gpu-session/)
 #   --bench-rows RE     only the bench rows that match RE (gpu_bench.sh --rows), e.g. the
 #                 ones an earlier session did not reach
+#   --bench-pplab-args "A B"  more arguments for every pplab run of the bench
+#                 (gpu_bench.sh --pplab-args): an A/B of one feature, e.g.
+#                 "--attention explicit" against the rows run without it
 #   --fidelity-configs L  the fidelity parts' K:M list (default 2:8,1:4,1:8,1:1)
 #   --gpu-tests RE  the tests part runs only the GPU tests whose ctest name matches RE
 #                 (e.g. 'parity_tied|weight_casts', the ones an earlier session saw
@@ -50,6 +53,7 @@ deadline=480
 out=${OUT:-gpu-session}
 dry_run=0
 bench_rows=.
+bench_pplab_args=""
 fidelity_configs=2:8,1:4,1:8,1:1
 gpu_tests=""
 parts=()
@@ -58,6 +62,7 @@ while [ $# -gt 0 ]; do
     --deadline) deadline=${2-}; shift 2 || shift ;;
     --out) out=${2-}; shift 2 || shift ;;
     --bench-rows) bench_rows=${2-}; shift 2 || shift ;;
+    --bench-pplab-args) bench_pplab_args=${2-}; shift 2 || shift ;;
     --fidelity-configs) fidelity_configs=${2-}; shift 2 || shift ;;
     --gpu-tests) gpu_tests=${2-}; shift 2 || shift
       [ -n "$gpu_tests" ] || { echo "gpu_session: --gpu-tests needs a pattern of GPU test names" >&2; exit 2; } ;;
@@ -222,11 +227,12 @@ part_tests() {
 }
 
 part_bench() {
-  local r
+  local r extra=()
+  [ -n "$bench_pplab_args" ] && extra=(--pplab-args "$bench_pplab_args")
   r=$(left)
   step "bench: pplab against PyTorch" $((r - 20)) 320 - \
     bash tools/bench/gpu_bench.sh --pplab "$pplab" --rows "$bench_rows" --deadline "$(larger 1 $((r - 100)))" \
-      --run-timeout "$(smaller 240 $((r - 60)))" --traces "$work/bench-traces"
+      --run-timeout "$(smaller 240 $((r - 60)))" --traces "$work/bench-traces" ${extra[@]+"${extra[@]}"}
   reap
   r=$(left)
   if [ "$r" -lt 30 ]; then

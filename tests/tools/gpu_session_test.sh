@@ -97,8 +97,8 @@ grep -q "gpu_bench.sh" "$tmp/plan.txt" || fail "no bench after --gpu-tests: $(ca
 echo "ok: plans"
 
 # 3. The benches accept what the plan hands them (their own dry runs).
-bash "$session" --dry-run --deadline 1700 --bench-rows 'K=2' --fidelity-configs 2:8,1:4 bench fidelity fidelity64 \
-  transfer > "$tmp/plan.txt"
+bash "$session" --dry-run --deadline 1700 --bench-rows 'K=2' --bench-pplab-args '--attention explicit' \
+  --fidelity-configs 2:8,1:4 bench fidelity fidelity64 transfer > "$tmp/plan.txt"
 n=0
 while IFS= read -r line; do
   cmd=$(sed -E 's/^    \[at [0-9]+ s, bound [0-9]+ s\] //' <<< "$line")
@@ -116,7 +116,9 @@ while IFS= read -r line; do
   (cd "$src" && "${words[@]}" --dry-run > "$tmp/child.txt" 2>&1) || fail "${words[1]} refuses the plan's flags: $(cat "$tmp/child.txt")"
   case "${words[1]}" in
     *gpu_bench.sh) grep -q "^# K=2 " "$tmp/child.txt" && ! grep -q "^# K=1" "$tmp/child.txt" ||
-                     fail "--bench-rows did not reach the bench: $(cat "$tmp/child.txt")" ;;
+                     fail "--bench-rows did not reach the bench: $(cat "$tmp/child.txt")"
+                   [ "$(grep -c -- ' train .* --attention explicit$' "$tmp/child.txt")" -eq "$(grep -c -- ' train ' "$tmp/child.txt")" ] ||
+                     fail "--bench-pplab-args did not reach every pplab run: $(cat "$tmp/child.txt")" ;;
     *fidelity.sh) grep -q "^# run 1, .*, K=2, M=8" "$tmp/child.txt" && ! grep -q "K=1, M=8" "$tmp/child.txt" ||
                     fail "--fidelity-configs did not reach the loop: $(cat "$tmp/child.txt")" ;;
   esac

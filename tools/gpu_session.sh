@@ -186,13 +186,14 @@ step_wait() {
 
 # Processes a cut-short step leaves behind share the GPU with the next one:
 # stop them, and say so under the figures taken after. Only this tree's:
-# the binaries of its build and the reference the bench copied into it
-# (gpu_bench.sh runs it by that absolute path). A looser pattern (any
+# the binaries of its build, the reference the bench copied into it and the
+# bench's timer of the matrix products
+# (gpu_bench.sh runs both by their absolute paths). A looser pattern (any
 # torch_anchor.py) once killed a concurrent test's stand-in reference,
 # whose bench then stopped without a word.
 reap() {
   [ "$dry_run" = 1 ] && return 0
-  local pattern="$build/(pplab-train|tests/pplab_)|$PWD/tools/bench/torch_anchor\.py" n
+  local pattern="$build/(pplab-train|tests/pplab_)|$PWD/tools/bench/(torch_anchor|gemm_floor)\.py" n
   n=$(pgrep -fc "$pattern" || true)
   if [ "${n:-0}" -gt 0 ]; then
     pkill -9 -f "$pattern" || true
@@ -231,7 +232,7 @@ part_bench() {
   [ -n "$bench_pplab_args" ] && extra=(--pplab-args "$bench_pplab_args")
   r=$(left)
   step "bench: pplab against PyTorch" $((r - 20)) 320 - \
-    bash tools/bench/gpu_bench.sh --pplab "$pplab" --rows "$bench_rows" --deadline "$(larger 1 $((r - 100)))" \
+    bash tools/bench/gpu_bench.sh --pplab "$pplab" --rows "$bench_rows" --deadline "$(larger 1 $((r - 120)))" \
       --run-timeout "$(smaller 240 $((r - 60)))" --traces "$work/bench-traces" ${extra[@]+"${extra[@]}"}
   reap
   r=$(left)

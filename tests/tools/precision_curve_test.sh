@@ -57,6 +57,11 @@ for p in fp32 bf16 fp32-m2; do
   grep -qF "\"precision\":\"${p%-m2}\"" "$tmp/run/$p.json" || fail "$p run did not train in ${p%-m2}"
 done
 grep -qF '"microbatches":2' "$tmp/run/fp32-m2.json" || fail "the floor run did not split the batch in 2 microbatches"
+# --no-floor: the bf16 row alone, and no third run.
+out=$(bash "$src/tools/bench/precision_curve.sh" --pplab "$pplab" --steps 2 --no-floor --keep "$tmp/bare")
+[ "$(grep -c '^| cpu (cpu) | bf16 | 2 | ' <<< "$out")" -eq 1 ] && ! grep -q 'microbatches |' <<< "$out" ||
+  fail "--no-floor: $out"
+[ ! -e "$tmp/bare/fp32-m2.json" ] || fail "--no-floor ran the floor run"
 
 # 3. Bad arguments.
 bad() { refused "$src/tools/bench/precision_curve.sh" --pplab "$pplab" -- "$@"; }

@@ -4,17 +4,18 @@ under a step that the GPU's arithmetic bounds (docs/gpu.md, "Benchmark
 against PyTorch").
 
 Usage: gemm_floor.py MODEL_JSON --tokens N --microbatches M --dtype fp32|bf16
-                     [--repeats R] [--device cuda]
+                     [--repeats R] [--count-only]
 
 MODEL_JSON is a pplab model config (vocab_size, hidden_size,
 intermediate_size, num_hidden_layers, num_attention_heads,
 num_key_value_heads). For each of M microbatches of N tokens it runs, layer
 by layer, the products of pplab's Linear layers as pplab lays them out: q, k
-and v as one matrix, o, gate and up as one matrix, down; then the LM head.
+and v as one matrix; o; gate and up as one matrix; down; then the LM head.
 Each is three products: the forward X W^T, the input's gradient dY W and the
 weight's gradient dY^T X. Attention's own products (SDPA), the elementwise
 kernels and the optimizer are left out. fp32 runs with TF32 off, as PyTorch
-and pplab run fp32; bf16 multiplies bf16 operands.
+and pplab run fp32; bf16 multiplies bf16 operands. It runs on the current
+CUDA device.
 
 Prints one JSON line: ms_per_step (the median of R timed steps, on CUDA
 events, after one untimed step), tflop_per_step and tflops. --count-only
@@ -50,7 +51,6 @@ def main():
     p.add_argument("--microbatches", type=int, required=True)
     p.add_argument("--dtype", choices=["fp32", "bf16"], required=True)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--device", default="cuda")
     p.add_argument("--count-only", action="store_true", help="print the FLOPs only, time nothing")
     args = p.parse_args()
     if args.tokens < 1 or args.microbatches < 1 or args.repeats < 1:
@@ -62,8 +62,15 @@ def main():
         return
 
     import torch  # only here: --help and the FLOP count need no torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    dev = torch.device(args.device)
+    # TF32 off: PyTorch 2.9 and later name it fp32_precision, and warn at
+    # the older allow_tf32.
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+    if not torch.cuda.is_available():
+        sys.exit("gemm_floor: this torch sees no CUDA device")
+    dev = torch.device("cuda")
     dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
     n = args.tokens
     # One set of operands per distinct shape: the products' time depends on

@@ -101,7 +101,8 @@ no_gpu_reason() {
 
 fake=${PPLAB_BENCH_FAKE_GPU:-}
 # The matrix products alone (gemm_floor.py); a stand-in for the test.
-gemm=${PPLAB_GEMM_FLOOR:-$here/gemm_floor.py}
+# By its absolute path, which gpu_session.sh's clean-up between parts looks for.
+gemm=${PPLAB_GEMM_FLOOR:-$PWD/$here/gemm_floor.py}
 if [ "$dry_run" = 0 ] && [ -z "$fake" ]; then
   reason=$(no_gpu_reason)
   if [ -n "$reason" ]; then

@@ -63,4 +63,4 @@ if [ "$floor" = 1 ]; then
   OMP_NUM_THREADS=$threads "$pplab" "${args[@]}" -m 2 --precision fp32 > "$out/fp32-m2.json"
   floor_json=("$out/fp32-m2.json")
 fi
-python3 tools/bench/precision_table.py "$out/fp32.json" "$out/bf16.json" "$device" "$steps" "${floor_json[@]}"
+python3 tools/bench/precision_table.py "$out/fp32.json" "$out/bf16.json" "$device" "$steps" ${floor_json[@]+"${floor_json[@]}"}

@@ -251,9 +251,12 @@ for row in "${rows[@]}"; do
     else
       echo "this pplab has no --precision" > "$work/pplab-$n.err"
     fi
-    bounded "$work/gemm-$n" "${floor[@]}"
+    # Rows of one model, microbatch and precision share their products (the
+    # K=2 rows of a K=1 row's shapes, GPipe's of 1F1B's): timed once.
+    gemm_base="$work/gemm-$model-$((batch * seq / micro))-$micro-$precision"
+    [ -e "$gemm_base.out" ] || bounded "$gemm_base" "${floor[@]}"
     python3 - "$label" "$precision" "$mode" "$warmup" $((batch * seq)) "$work/ref-$n" "$work/pplab-$n" \
-      "$work/peaks" "$work/where.md" "$work/gemm-$n" >> "$work/table.md" <<'PY'
+      "$work/peaks" "$work/where.md" "$gemm_base" >> "$work/table.md" <<'PY'
 import json, statistics, sys
 label, precision, mode, warmup, tokens, ref_base, got_base, peaks, where, gemm_base = sys.argv[1:11]
 warmup, tokens = int(warmup), int(tokens)

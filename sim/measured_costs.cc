@@ -1,7 +1,9 @@
 #include "sim/measured_costs.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace pplab {
 
@@ -17,6 +19,40 @@ std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& t
   std::map<std::pair<StageId, ActionKind>, double> means;
   for (const auto& [key, sum] : sums) means[key] = NsToMs(sum.first) / sum.second;
   return means;
+}
+
+std::vector<double> WaitedMessageMs(const Timeline& timeline) {
+  // Each message by (forward, receiving stage, microbatch): its SEND's start.
+  std::map<std::tuple<bool, StageId, MicrobatchId>, TimeNs> sent;
+  for (const TimelineEvent& e : timeline.events) {
+    if (!IsSend(e.action.kind)) continue;
+    const bool forward = e.action.kind == ActionKind::kSendF;
+    sent[{forward, PeerStage(e.action), e.action.microbatch}] = e.start;
+  }
+  // Each rank's compute actions in time order.
+  std::vector<std::vector<const TimelineEvent*>> computes(timeline.ranks);
+  for (const TimelineEvent& e : timeline.events) {
+    if (IsCompute(e.action.kind) && e.rank >= 0 && e.rank < timeline.ranks) computes[e.rank].push_back(&e);
+  }
+  std::vector<double> waited;
+  for (auto& rank : computes) {
+    std::stable_sort(rank.begin(), rank.end(),
+                     [](const TimelineEvent* a, const TimelineEvent* b) { return a->start < b->start; });
+    for (size_t i = 0; i < rank.size(); ++i) {
+      const TimelineEvent& e = *rank[i];
+      for (const Action& part : PartsOf(e.action)) {
+        const bool forward = part.kind == ActionKind::kForward;
+        if (!forward && !IsInputGrad(part.kind)) continue;
+        const auto it = sent.find({forward, part.stage, part.microbatch});
+        if (it == sent.end()) continue;  // its input came from its own rank
+        // Sent after the rank had run out of work: the rank waited for it.
+        if (i > 0 && it->second < rank[i - 1]->end) continue;
+        waited.push_back(NsToMs(e.start - it->second));
+      }
+    }
+  }
+  std::sort(waited.begin(), waited.end());
+  return waited;
 }
 
 std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin) {
@@ -40,7 +76,16 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
   nlohmann::json meta = {{"estimated_from", origin}, {"source", timeline.source}};
   // Their B and I already hold the recomputed forward (sim/recompute.h).
   if (!timeline.recompute.empty()) meta["recomputed"] = timeline.recompute;
-  const nlohmann::json cost = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"meta", meta}};
+  nlohmann::json cost = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"meta", meta}};
+  // The messages as the run's receivers saw them, latency and all (the
+  // file gives no bytes, so no bandwidth term adds to it). On two ranks
+  // sharing one GPU that is mostly the other rank's time slices.
+  const std::vector<double> waited = WaitedMessageMs(timeline);
+  if (!waited.empty()) {
+    cost["link"] = {{"latency_ms", std::max(0.0, waited[waited.size() / 2])}};
+    meta["waited_messages"] = waited.size();
+    cost["meta"] = meta;
+  }
   // Round-trip through the loader so what is returned is a usable model.
   return CostModel::FromJson(cost.dump(), origin).ToJson();
 }

@@ -1,10 +1,12 @@
 // A cost model estimated from a timeline (usually a measured one): each
-// stage's F/B/I/W time is the mean of that action's durations in it.
+// stage's F/B/I/W time is the mean of that action's durations in it, and the
+// link's latency the median time a waiting receiver saw a message take.
 #pragma once
 
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sim/cost_model.h"
 #include "traces/timeline.h"
@@ -14,8 +16,16 @@ namespace pplab {
 // The mean duration in ms of each (stage, compute kind) present in `timeline`.
 std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& timeline);
 
+// How long messages took as a receiver that waited for them saw it: for
+// each compute action that takes a message from another rank whose SEND
+// started no earlier than the end of the rank's previous compute action (or
+// that is the rank's first), the action's start less the SEND's start, in
+// ms; sorted. Empty when no action waited so.
+std::vector<double> WaitedMessageMs(const Timeline& timeline);
+
 // The mean duration of each compute kind per stage of `timeline` as the cost
-// model's JSON (format "pplab.cost", `meta` naming `origin`). Throws
+// model's JSON (format "pplab.cost", `meta` naming `origin`), with the
+// median of WaitedMessageMs as the link's latency (none: 0). Throws
 // pplab::Error when a stage lacks F or any backward.
 std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin);
 

@@ -59,6 +59,14 @@ int RunStats(const StatsOptions& o) {
     stages.push_back(st);
   }
   if (!o.cost_out.empty()) WriteTextFile(o.cost_out, MeasuredCostJson(t, o.trace_path));
+  // The messages' time as receivers that waited for them saw it.
+  const std::vector<double> waited = WaitedMessageMs(t);
+  const nlohmann::json waited_json =
+      waited.empty() ? nlohmann::json(nullptr)
+                     : nlohmann::json{{"count", waited.size()},
+                                      {"median", waited[waited.size() / 2]},
+                                      {"min", waited.front()},
+                                      {"max", waited.back()}};
   const nlohmann::json j = {{"name", t.name},
                             {"source", t.source},
                             {"ranks", t.ranks},
@@ -66,7 +74,8 @@ int RunStats(const StatsOptions& o) {
                             {"bubble_fraction", summary.bubble_fraction},
                             {"span_bubble_fraction", summary.span_bubble_fraction},
                             {"per_rank", per_rank},
-                            {"stages", stages}};
+                            {"stages", stages},
+                            {"waited_message_ms", waited_json}};
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -96,6 +105,12 @@ int RunStats(const StatsOptions& o) {
     std::printf("\n");
     PrintTable(table, 0);
   }
+  if (!waited.empty()) {
+    std::printf("\nmessages a receiver waited for: %zu, from the SEND's start to the receiver's start median %s ms "
+                "(min %s, max %s)\n",
+                waited.size(), Fixed(waited[waited.size() / 2], 4).c_str(), Fixed(waited.front(), 4).c_str(),
+                Fixed(waited.back(), 4).c_str());
+  }
   if (!o.cost_out.empty()) std::printf("cost model estimated from the trace written to %s\n", o.cost_out.c_str());
   return 0;
 }
@@ -106,7 +121,9 @@ void SetupStats(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<StatsOptions>();
   CLI::App* sub = app.add_subcommand("stats", "figures of a trace; --cost-out estimates a cost model from it");
   sub->add_option("trace", o->trace_path, "trace file (from simulate --trace or train --trace)")->required();
-  sub->add_option("--cost-out", o->cost_out, "write the mean F/B/I/W time per stage as a cost-model JSON");
+  sub->add_option("--cost-out", o->cost_out,
+                  "write the mean F/B/I/W time per stage, and as the link's latency the median time a waiting "
+                  "receiver saw a message take, as a cost-model JSON");
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] { exit_code = RunStats(*o); });
 }

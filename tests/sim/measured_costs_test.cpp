@@ -1,0 +1,103 @@
+// A cost model read off a timeline: the mean time of each compute kind per
+// stage, and the link's latency from the messages receivers waited for.
+#include "sim/measured_costs.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+#include "sim/simulator.h"
+
+namespace pplab {
+namespace {
+
+constexpr TimeNs kMs = 1000000;
+
+TimelineEvent Event(RankId r, ActionKind kind, StageId s, MicrobatchId m, TimeNs start, TimeNs end) {
+  return {r, {kind, s, m}, start, end};
+}
+
+}  // namespace
+
+TEST_CASE("measured costs: a simulated run's costs and latency come back, and so does its step", "[measured_costs]") {
+  // 1F1B, K=2, M=4: F 1 ms, B 2 ms, each message 0.5 ms.
+  StageCost c;
+  c.forward = 1 * kMs;
+  c.backward = 2 * kMs;
+  const CostModel costs = CostModel::Uniform(2, c, Link{kMs / 2, 0});
+  const Schedule plan = Lower(Generate1F1B(2, 4));
+  const SimResult run = Simulate(plan, costs);
+  // Rank 1's first F waits for F0 from its start; rank 0's first B waits
+  // for B0; in the steady state each rank waits for the other's message:
+  // every one of them took the link's 0.5 ms.
+  const std::vector<double> waited = WaitedMessageMs(run.timeline);
+  REQUIRE_FALSE(waited.empty());
+  for (double ms : waited) CHECK(ms == Approx(0.5).margin(1e-9));
+  const CostModel back = MeasuredCostModel(run.timeline, "run.json");
+  CHECK(back.ComputeTime({ActionKind::kForward, 1, 0}) == 1 * kMs);
+  CHECK(back.ComputeTime({ActionKind::kBackward, 0, 0}) == 2 * kMs);
+  CHECK(back.TransferTime(0, 1, 0) == kMs / 2);
+  CHECK(Simulate(plan, back).makespan == run.makespan);
+  CHECK(nlohmann::json::parse(back.meta_json)["waited_messages"] == waited.size());
+}
+
+TEST_CASE("measured costs: a message counts only when its receiver had run out of work", "[measured_costs]") {
+  Timeline t;
+  t.name = "hand";
+  t.source = "measured";
+  t.ranks = 2;
+  t.events = {
+      // Rank 0: F0 0-1, F1 1-2, B0 5-7 (B0's gradients sent at 4.2, after F1 ended: waited 0.8 ms), B1 7-9.
+      Event(0, ActionKind::kForward, 0, 0, 0, 1 * kMs),
+      Event(0, ActionKind::kSendF, 0, 0, 1 * kMs, 1 * kMs),
+      Event(0, ActionKind::kForward, 0, 1, 1 * kMs, 2 * kMs),
+      Event(0, ActionKind::kSendF, 0, 1, 2 * kMs, 2 * kMs),
+      Event(0, ActionKind::kBackward, 0, 0, 5 * kMs, 7 * kMs),
+      Event(0, ActionKind::kBackward, 0, 1, 7 * kMs, 9 * kMs),
+      // Rank 1: F0 1.3-2.2 (its first action: waited 0.3 ms), B0 2.2-4.2;
+      // F1 4.2-5.2 was sent at 2, while B0 ran: not counted; B1 5.2-7.
+      Event(1, ActionKind::kForward, 1, 0, 1300000, 2200000),
+      Event(1, ActionKind::kBackward, 1, 0, 2200000, 4200000),
+      Event(1, ActionKind::kSendB, 1, 0, 4200000, 4200000),
+      Event(1, ActionKind::kForward, 1, 1, 4200000, 5200000),
+      Event(1, ActionKind::kBackward, 1, 1, 5200000, 7 * kMs),
+      Event(1, ActionKind::kSendB, 1, 1, 7 * kMs, 7 * kMs),
+  };
+  // B1 on rank 0 got its message at 7 as B0 ended at 7: sent no earlier
+  // than the previous action's end, so it counts, at 0 ms.
+  const std::vector<double> waited = WaitedMessageMs(t);
+  REQUIRE(waited.size() == 3);
+  CHECK(waited[0] == Approx(0.0).margin(1e-12));
+  CHECK(waited[1] == Approx(0.3));
+  CHECK(waited[2] == Approx(0.8));
+  const CostModel back = MeasuredCostModel(t, "hand.json");
+  CHECK(back.TransferTime(1, 0, 0) == 300000);  // the median of three
+  CHECK(back.ComputeTime({ActionKind::kForward, 0, 0}) == 1 * kMs);
+  CHECK(back.ComputeTime({ActionKind::kBackward, 1, 0}) == 1900000);  // (2 + 1.8) / 2
+}
+
+TEST_CASE("measured costs: clocks that disagree across ranks give no negative latency", "[measured_costs]") {
+  Timeline t;
+  t.name = "skewed";
+  t.source = "measured";
+  t.ranks = 2;
+  // Rank 1's clock runs 0.4 ms behind rank 0's: its F0 seems to start
+  // before rank 0 sent it.
+  t.events = {Event(0, ActionKind::kForward, 0, 0, 0, 1 * kMs), Event(0, ActionKind::kSendF, 0, 0, 1 * kMs, 1 * kMs),
+              Event(0, ActionKind::kBackward, 0, 0, 4 * kMs, 6 * kMs),
+              Event(1, ActionKind::kForward, 1, 0, 600000, 1600000),
+              Event(1, ActionKind::kBackward, 1, 0, 1600000, 3600000),
+              Event(1, ActionKind::kSendB, 1, 0, 3600000, 3600000)};
+  const std::vector<double> waited = WaitedMessageMs(t);
+  REQUIRE(waited.size() == 2);
+  CHECK(waited[0] == Approx(-0.4));
+  CHECK(waited[1] == Approx(0.4));
+  // The median (of two, the upper) is 0.4; alone, the negative one is 0.
+  CHECK(MeasuredCostModel(t, "skewed.json").TransferTime(0, 1, 0) == 400000);
+  t.events.pop_back();  // rank 1's SEND_B: only F0's message left
+  REQUIRE(WaitedMessageMs(t).size() == 1);
+  CHECK(MeasuredCostModel(t, "skewed.json").TransferTime(0, 1, 0) == 0);
+}
+
+}  // namespace pplab

@@ -214,6 +214,12 @@ struct ProfileMeta {
   // collectives, and its bytes are one rank's.
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // How ranks that shared a device past its slots were timed
+  // (`shared_device`, optional): "none" (no device was shared, or a file
+  // from before it was recorded), "turns" (each alone: a device's own
+  // costs) or "together" (at once: each time holds the others' time slices
+  // of the device, as a run on it does; plan refuses such a file).
+  std::string shared_device = "none";
 };
 
 constexpr const char* kProfileSource = "pplab profile";

@@ -323,7 +323,7 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   const std::string at = origin + ": meta";
   CheckKeys(meta,
             {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device", "threads_per_rank",
-             "ranks", "precision", "attention", "tensor_parallel", "sequence_parallel", "extra"},
+             "ranks", "precision", "attention", "tensor_parallel", "sequence_parallel", "shared_device", "extra"},
             at + " (source \"pplab profile\")");
   auto need = [&](const char* key) -> const json& {
     if (!meta.contains(key)) throw Error(at + "." + key + " is missing (a \"pplab profile\" meta needs it)");
@@ -374,6 +374,13 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
                   " (it needs 2 or more)");
     }
   }
+  if (meta.contains("shared_device")) {
+    const json& v = meta["shared_device"];
+    if (!v.is_string() || (v != "none" && v != "turns" && v != "together")) {
+      throw Error(at + ".shared_device must be \"none\", \"turns\" or \"together\", got " + v.dump());
+    }
+    p.shared_device = v.get<std::string>();
+  }
   // The partition is layers per stage, one positive count per stage of the file.
   int entries = 0;
   size_t begin = 0;
@@ -399,7 +406,7 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
 }
 
 std::string ProfileMetaToJson(const ProfileMeta& p) {
-  return json{{"source", kProfileSource},
+  json doc{{"source", kProfileSource},
               {"model", p.model},
               {"config", json::parse(p.config_json)},
               {"partition", p.partition},
@@ -411,8 +418,9 @@ std::string ProfileMetaToJson(const ProfileMeta& p) {
               {"precision", PrecisionName(p.precision)},
               {"attention", p.attention},
               {"tensor_parallel", p.tensor_parallel},
-              {"sequence_parallel", p.sequence_parallel}}
-      .dump();
+              {"sequence_parallel", p.sequence_parallel}};
+  if (p.shared_device != "none") doc["shared_device"] = p.shared_device;
+  return doc.dump();
 }
 
 CostModel CostModel::FromJson(const std::string& text, const std::string& origin) {

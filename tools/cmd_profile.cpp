@@ -57,6 +57,9 @@ struct ProfileCliOptions {
   std::string output;
   bool json = false;
   bool oversubscribe = false;
+  // Ranks that share a device past its slots: "turns" times each alone,
+  // "together" all at once (docs/profile.md, "Ranks that share a device").
+  std::string shared_device = "turns";
   std::vector<std::string> raw_args;
 };
 
@@ -125,6 +128,9 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
     throw Error("--repeats " + std::to_string(o.repeats) + ": must be in [1, 10000]");
   if (o.warmup < 0 || o.warmup > 10000) throw Error("--warmup " + std::to_string(o.warmup) + ": must be in [0, 10000]");
   ParsePrecision(o.precision);
+  if (o.shared_device != "turns" && o.shared_device != "together") {
+    throw Error("--shared-device " + o.shared_device + ": must be turns or together");
+  }
   MakePartition(config, o.ranks * o.virtual_stages, o.partition,
                 {LoopPlacement(o.ranks, o.ranks * o.virtual_stages), o.seq_len});
   for (const int mb : o.microbatch_sizes) {
@@ -244,10 +250,16 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
   if (o.dp > 1) doc["data_parallel"] = {{"degree", o.dp}};
   // Ranks that time-sliced a device were timed in turns, each with the
   // device's slots to itself: the simulator queues them for the device
-  // (docs/cost-model.md) as the run did.
+  // (docs/cost-model.md) as the run did. Timed together, each time already
+  // holds the others' share of the device: the file gives the device as
+  // many slots as it has ranks, so the simulator runs them side by side.
+  const bool shared = Oversubscribed(devices);
   if (turns > 1) {
     doc["devices"] = devices.devices;
     doc["device_slots"] = devices.device_slots;
+  } else if (shared && o.shared_device == "together") {
+    doc["devices"] = devices.devices;
+    doc["device_slots"] = SlotsForRanks(devices);
   }
   json step_per_rank = json::array();
   for (const StepProfile& s : r.step) {
@@ -299,6 +311,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                  {"attention", AttentionKindName(ResolveAttention(ParseAttentionKind(o.attention)))},
                  {"tensor_parallel", o.tp},
                  {"sequence_parallel", o.sequence_parallel},
+                 {"shared_device", shared ? o.shared_device : "none"},
                  {"extra",
                   {{"virtual_stages", o.virtual_stages},
                    {"dp", o.dp},
@@ -333,6 +346,11 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
         "and simulate queues them for the device\n",
         meta["extra"]["devices"].dump().c_str(), meta["extra"]["device_slots"].dump().c_str(),
         meta["extra"]["measure_turns"].get<int>());
+  } else if (meta["shared_device"] == "together") {
+    std::printf(
+        "ranks share devices past their slots (device by rank %s): timed together, so each time holds the "
+        "others' time slices; simulate runs them side by side, and plan refuses this file\n",
+        meta["extra"]["devices"].dump().c_str());
   }
   std::printf("%5s %4s %10s %10s %10s %10s %13s %13s %11s\n", "stage", "rank", "F ms", "B ms", "I ms", "W ms",
               "activ. MB", "I->W MB", "message KB");
@@ -409,7 +427,9 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   const std::vector<RankDevice> world_devices = WorldRankDevices(worker, timeout);
   std::vector<int> pipeline_ranks;
   for (RankId k = 0; k < K; ++k) pipeline_ranks.push_back(WorldRankOf(0, 0, k, K, T));
-  const std::vector<int> turns = MeasureTurns(MapRankDevices(world_devices), T);
+  // --shared-device together: every rank in the first turn.
+  const std::vector<int> turns = o.shared_device == "together" ? std::vector<int>(world_devices.size(), 0)
+                                                                : MeasureTurns(MapRankDevices(world_devices), T);
   MemoryMeter& meter = MemoryMeter::For(worker.device);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
@@ -559,6 +579,11 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
                   "fp32, or bf16 (autocast compute, bf16 messages; recorded in the cost model's meta)")
       ->capture_default_str();
   sub->add_option("--attention", o->attention, "auto, sdpa or explicit (as pplab train)")->capture_default_str();
+  sub->add_option("--shared-device", o->shared_device,
+                  "ranks sharing a device past its slots (2 ranks on one GPU): turns (each timed alone, a device's "
+                  "costs for plan; simulate queues them) or together (timed at once, each time holds the others' "
+                  "time slices: to predict a run on the shared device; plan refuses such a file)")
+      ->capture_default_str();
   sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
   sub->add_flag("--json", o->json,
                 "print the cost model as one JSON object instead of the table (one line a microbatch size)");

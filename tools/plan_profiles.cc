@@ -27,6 +27,12 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
       throw Error("--cost " + file + " has no profile meta (meta.source is not \"pplab profile\"); plan needs " +
                   "a cost file from `pplab profile`");
     }
+    if (meta->shared_device == "together") {
+      throw Error("--cost " + file +
+                  ": its ranks shared a device and were timed together (meta.shared_device \"together\"), so each "
+                  "time holds the others' time slices; plan gives each rank a device of its own: profile with "
+                  "--shared-device turns");
+    }
     const LlamaConfig config = LlamaConfigFromJson(meta->config_json, file + ": meta.config");
     const std::string measured = "--cost " + file + " was measured with ";
     if (first) {

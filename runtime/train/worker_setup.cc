@@ -122,6 +122,14 @@ DeviceMap PipelineDeviceMap(const std::vector<RankDevice>& world, const std::vec
   return out;
 }
 
+std::vector<int> SlotsForRanks(const DeviceMap& map) {
+  std::vector<int> slots = map.device_slots;
+  std::vector<int> on(slots.size(), 0);
+  for (int d : map.devices) ++on.at(d);
+  for (size_t d = 0; d < slots.size(); ++d) slots[d] = std::max(slots[d], on[d]);
+  return slots;
+}
+
 bool Oversubscribed(const DeviceMap& map) {
   std::vector<int> on(map.device_slots.size(), 0);
   for (int d : map.devices) ++on.at(d);

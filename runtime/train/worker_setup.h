@@ -167,6 +167,10 @@ DeviceMap PipelineDeviceMap(const std::vector<RankDevice>& world, const std::vec
 // Whether some device holds more ranks than it has slots, so that ranks
 // computing at once would time-slice it.
 bool Oversubscribed(const DeviceMap& map);
+// Per device id: its slots, raised to the number of ranks on it, so that
+// none of them waits for it (ranks timed together, whose times already hold
+// their sharing of the device).
+std::vector<int> SlotsForRanks(const DeviceMap& map);
 // In which turn each rank times its actions so that no device runs more of
 // them at once than it has slots: the i-th rank of a device (in rank order)
 // goes in turn i / slots. All 0 when nothing is oversubscribed. The profile

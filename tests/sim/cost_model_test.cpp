@@ -161,6 +161,15 @@ TEST_CASE("a profiled cost file round-trips with its meta and typed profile", "[
   const std::optional<ProfileMeta> tp_again = ParseProfileMeta(ProfileMetaToJson(*tp), 2, "x");
   CHECK(tp_again->tensor_parallel == 2);
   CHECK(tp_again->sequence_parallel);
+  // No "shared_device": none shared; "together" round-trips.
+  CHECK(m.Profile()->shared_device == "none");
+  CHECK_FALSE(nlohmann::json::parse(ProfileMetaToJson(p)).contains("shared_device"));
+  nlohmann::json together = nlohmann::json::parse(ProfiledCost());
+  together["meta"]["shared_device"] = "together";
+  const std::optional<ProfileMeta> at_once = CostModel::FromJson(together.dump(), "together.json").Profile();
+  REQUIRE(at_once);
+  CHECK(at_once->shared_device == "together");
+  CHECK(ParseProfileMeta(ProfileMetaToJson(*at_once), 2, "x")->shared_device == "together");
   // Other sources stay free-form.
   CostModel other = m;
   other.meta_json = R"({"source": "measured", "anything": [1, 2]})";
@@ -183,6 +192,8 @@ TEST_CASE("a bad profile meta is refused naming the field", "[cost_model]") {
       {R"(, "tensor_parallel": 0)", "cost.json: meta.tensor_parallel must be a positive integer, got 0"},
       {R"(, "sequence_parallel": 1)", "cost.json: meta.sequence_parallel must be true or false, got 1"},
       {R"(, "sequence_parallel": true)", "meta.sequence_parallel is true but tensor_parallel is 1"},
+      {R"(, "shared_device": "alone")",
+       "cost.json: meta.shared_device must be \"none\", \"turns\" or \"together\", got \"alone\""},
   };
   for (const auto& [overrides, says] : cases) {
     INFO(overrides);

@@ -79,6 +79,12 @@ dry=$(bash "$bench" --device cuda --pplab "$pplab" --dry-run)
 grep ' train ' <<< "$dry" | grep -c -- '-s zb-v -k 2 -m 8 --model default --device cuda --batch-size 64 --seq-len 512' > /dev/null ||
   fail "zb-v at K=2 on 64x512"
 grep ' profile ' <<< "$dry" | grep -c -- '-k 1 --device cuda --microbatch-size 16 --seq-len 128' > /dev/null || fail "M=1 profile"
+# Two ranks on the one GPU are timed together (each time holds the other's
+# time slices); the CPU loop keeps turns.
+[ "$(echo "$dry" | grep ' profile ' | grep -c -- '--shared-device together')" -eq 16 ] ||
+  fail "every GPU profile with --shared-device together"
+[ "$(bash "$bench" --pplab "$pplab" --dry-run | grep -c -- '--shared-device')" -eq 0 ] ||
+  fail "the CPU loop's profiles take turns"
 for sub in train simulate profile; do
   help=$("$pplab" "$sub" --help)
   for flag in $(echo "$dry" | grep " $sub " | grep -o -- ' --[a-z-]*' | sort -u); do

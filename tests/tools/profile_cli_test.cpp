@@ -103,11 +103,12 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK(meta["tensor_parallel"] == 1);
   CHECK(meta["sequence_parallel"] == false);
   // Exactly these fields; anything else goes under extra.
-  CHECK(meta.size() == 14);
+  CHECK(meta.size() == 15);
   // 2 ranks of cores / 2 threads fit the cores (one slot each): timed at once,
   // and no mapping for the simulator to queue.
   const bool fits = std::thread::hardware_concurrency() >= 2;
   CHECK(meta["extra"]["measure_turns"] == (fits ? 1 : 2));
+  CHECK(meta["shared_device"] == (fits ? "none" : "turns"));
   CHECK(doc.contains("devices") == !fits);
 
   // The simulator takes it, its step work and its spreads.
@@ -370,6 +371,48 @@ TEST_CASE("ranks that time-slice one device are profiled in turns, and the simul
   INFO(apart.out);
   REQUIRE(apart.code == 0);
   CHECK(nlohmann::json::parse(apart.out)["makespan"].get<double>() < whole_makespan);
+}
+
+TEST_CASE("profile --shared-device together times ranks that share a device at once, and the simulator runs them "
+          "side by side",
+          "[profile]") {
+  // The same one-slot host as above, both ranks timed at the same time.
+  const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/profile_together.json";
+  const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+  const PplabRun r = Pplab("profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --warmup 1 --repeats 3 "
+                           "--shared-device together -o " +
+                               path,
+                           "OMP_NUM_THREADS=" + threads + " ");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("timed together") != std::string::npos);
+  const auto doc = nlohmann::json::parse(ReadTextFile(path));
+  CHECK(doc["meta"]["extra"]["measure_turns"] == 1);
+  CHECK(doc["meta"]["shared_device"] == "together");
+  // The mapping is kept, with a slot for each of the device's ranks.
+  CHECK(doc["devices"] == std::vector<int>{0, 0});
+  CHECK(doc["device_slots"] == std::vector<int>{2});
+  // So nothing queues: the step is the one of a device each (--devices 0,1).
+  const PplabRun shared = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --json");
+  const PplabRun apart = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + path + " --devices 0,1 --json");
+  INFO(shared.out << apart.out);
+  REQUIRE(shared.code == 0);
+  REQUIRE(apart.code == 0);
+  CHECK(nlohmann::json::parse(shared.out)["makespan"] == nlohmann::json::parse(apart.out)["makespan"]);
+  // Its times hold the other rank's share of the device: plan, which gives
+  // each rank a device of its own, refuses the file.
+  const PplabRun plan =
+      Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --cost " + path);
+  CHECK(plan.code != 0);
+  CHECK(plan.out.find("timed together (meta.shared_device \"together\")") != std::string::npos);
+  CHECK(plan.out.find("profile with --shared-device turns") != std::string::npos);
+}
+
+TEST_CASE("profile --shared-device takes turns or together, refused otherwise before any worker starts",
+          "[profile]") {
+  const PplabRun r = Pplab("profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --shared-device alone");
+  CHECK(r.code != 0);
+  CHECK(r.out.find("--shared-device alone: must be turns or together") != std::string::npos);
 }
 
 TEST_CASE("profile --tp 2 times each pipeline rank's stages with its tensor-parallel group, for simulate",

@@ -33,8 +33,10 @@
 #
 # Each (shape, ranks, microbatches) is profiled once per stage count
 # (microbatch = batch / M sequences; `-v 2` for the 2-stage-per-rank plans).
-# Ranks that share a device past its slots (2 ranks on one GPU) are profiled
-# in turns and simulated queueing for it (docs/profile.md). The memory columns
+# Ranks that share a device past its slots are profiled in turns and
+# simulated queueing for it on the CPU; on a GPU (2 ranks over NCCL) they are
+# profiled together, each time holding the other's time slices, and simulated
+# side by side (profile --shared-device, docs/profile.md). The memory columns
 # need --measure-memory, which the GPU runs pass (the CUDA caching allocator's
 # statistics cost nothing); the CPU runs do not (its counting allocator is in
 # the hot path), so their memory is tools/bench/profile_bench.sh's table.
@@ -71,11 +73,11 @@ case $device in
   cpu)
     : "${pplab:=build/pplab}" "${runs:=3}" "${model:=small}" "${shapes:=16x128}" "${configs:=2:8}"
     : "${plans:=gpipe,1f1b,interleaved-1f1b,zb-h1}"
-    memory=() ;;
+    memory=() shared=() ;;
   cuda)
     : "${pplab:=build-cuda/pplab}" "${runs:=1}" "${model:=default}" "${shapes:=16x128,64x512}"
     : "${configs:=1:1,1:4,1:8,2:8}" "${plans:=gpipe,1f1b,interleaved-1f1b,zb-h1,zb-v}"
-    memory=(--measure-memory --comm-timeout 30) ;;
+    memory=(--measure-memory --comm-timeout 30) shared=(--shared-device together) ;;
   *) echo "fidelity: --device must be cpu or cuda, got '$device'" >&2; exit 2 ;;
 esac
 for n in "$runs" "$steps" "$run_timeout" "$tp"; do
@@ -153,7 +155,7 @@ for run in $(seq 1 "$runs"); do
       mb=$((batch / M))
       tag="r$run-$shape-k$K-m$M"
       prof=(profile --model "$model" -k "$K" --device "$device" --microbatch-size "$mb" --seq-len "$seq"
-            --warmup 3 --repeats 15 "${tp_flags[@]}")
+            --warmup 3 --repeats 15 "${tp_flags[@]}" "${shared[@]}")
       [ "$device" = cuda ] && prof+=(--comm-timeout 30)
       if [ "$dry_run" = 1 ]; then
         echo "# run $run, $shape, K=$K, M=$M"

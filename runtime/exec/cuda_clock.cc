@@ -1,7 +1,7 @@
 // The CUDA-event StepClock (compiled only in CUDA builds). Each mark is an
 // event recorded on the current stream. Time 0 of the step is the host time
 // `origin`; the first event, recorded in BeginStep, is placed at the host
-// time the GPU reached it, and every later mark at that plus the GPU time
+// time the host saw it run, and every later mark at that plus the GPU time
 // between the two events. BeginStep waits (bounded) for the work queued
 // before the step (the last optimizer update, the gradients' zeroing, the
 // batch's copies): taking the host time while that backlog ran would place
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "runtime/comm/cuda_event.h"
 #include "runtime/comm/device_wait.h"
@@ -31,6 +32,20 @@ class CudaClock final : public StepClock {
     host_marks_.clear();
     WaitForDevice(device_, timeout_, "the step clock, before the step");
     start_.record(at::cuda::getCurrentCUDAStream(device_.index()));
+    // The host time is read once the host has seen the event run, spinning,
+    // so the look is late by microseconds. On a GPU that another process
+    // shares, the idle stream's event still runs only when this process's
+    // time slice comes, up to a slice (about 2.5 ms on the H200,
+    // docs/fidelity.md "Two ranks on one GPU") after the host recorded it;
+    // read at the recording, every mark of this rank's step would be early
+    // by that much against the other ranks'.
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (!start_.query()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw Error("the step clock, before the step: the GPU has not reached the step's first mark after " +
+                    std::to_string(timeout_.count() / 1000.0) + " s (--comm-timeout)");
+      }
+    }
     start_host_ns_ =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
   }

@@ -20,16 +20,20 @@ fail() { echo "FAIL: $*"; exit 1; }
 # 1. Hand-made rows: two plans of one group 10 % apart, predicted in the wrong
 #    order; a third within 5 % of the first (its order is noise's).
 cat > "$tmp/rows.jsonl" << 'EOF'
-{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "gpipe", "predicted": 105.0, "p10": 100.0, "p90": 110.0, "step": 100.0, "steps": 10, "predicted_peak": [110e6, 90e6], "measured_peak": [100e6, 100e6], "drift": "none"}
-{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "1f1b", "predicted": 99.0, "p10": 95.0, "p90": 103.0, "step": 110.0, "steps": 10, "predicted_peak": [50e6, 50e6], "measured_peak": [50e6, 56e6], "drift": "0B3 on rank 0"}
+{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "gpipe", "predicted": 105.0, "p10": 100.0, "p90": 110.0, "step": 100.0, "steps": 10, "predicted_peak": [110e6, 90e6], "measured_peak": [100e6, 100e6], "drift": "none", "trace_makespan": 96.0, "own_predicted": 96.96}
+{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "1f1b", "predicted": 99.0, "p10": 95.0, "p90": 103.0, "step": 110.0, "steps": 10, "predicted_peak": [50e6, 50e6], "measured_peak": [50e6, 56e6], "drift": "0B3 on rank 0", "trace_makespan": 100.0, "own_predicted": 90.0}
 {"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "zb-h1", "predicted": 95.0, "p10": 90.0, "p90": 100.0, "step": 103.0, "steps": 10, "predicted_peak": [70e6, 70e6], "measured_peak": null, "drift": "none"}
 EOF
 table=$(python3 "$src/tools/bench/fidelity_table.py" table "$tmp/rows.jsonl")
 echo "$table"
-grep -qF '| 1 | 16x128 | 2 | 8 | gpipe | 105.00 | 100.0..110.0 | 100.00 | +5.0 % | 110.0/90.0 | 100.0/100.0 | +10.0 % | none |' <<< "$table" ||
+grep -qF '| 1 | 16x128 | 2 | 8 | gpipe | 105.00 | 100.0..110.0 | 100.00 | +5.0 % | 110.0/90.0 | 100.0/100.0 | +10.0 % | none | 96.96 / 96.00 (+1.0 %) |' <<< "$table" ||
   fail "gpipe row"
+grep -qF '| 0B3 on rank 0 | 90.00 / 100.00 (-10.0 %) |' <<< "$table" || fail "1f1b row's own costs, -10 %"
+# A row of before the own-costs column (zb-h1's) has n/a there, and no count.
+grep -qF -- '- From the run'"'"'s own costs (pplab stats --cost-out of its trace), the simulated makespan is within 5 % of the trace'"'"'s in 1 of 2 rows (errors -10.0 % to +1.0 %).' <<< "$table" ||
+  fail "own-costs count"
 grep -qF '| -10.0 % | 50.0/50.0 | 50.0/56.0 | -10.7 % |' <<< "$table" || fail "1f1b row: -10 % step, worst rank memory -10.7 %"
-grep -qF '| 70.0/70.0 | n/a | n/a |' <<< "$table" || fail "zb-h1 row without measured memory"
+grep -qF '| 70.0/70.0 | n/a | n/a | none | n/a |' <<< "$table" || fail "zb-h1 row without measured memory or own costs"
 grep -qF -- '- Step time within 5 %: 1 of 3 rows.' <<< "$table" || fail "step count (5.0 % is within)"
 grep -qF -- '- Peak activation memory within 10 % (worst rank): 1 of 2 rows.' <<< "$table" || fail "memory count"
 # gpipe/1f1b 10 % apart (wrong order), 1f1b/zb-h1 6.8 % apart (right), gpipe/zb-h1 3 % apart (not counted).
@@ -51,6 +55,7 @@ assert [(r["K"], r["M"], r["plan"]) for r in rows] == [(2, 4, "1f1b"), (2, 4, "z
 for r in rows:
     assert r["predicted"] > 0 and r["step"] > 0 and r["steps"] == 1, r
     assert len(r["predicted_peak"]) == r["K"], r
+    assert r["own_predicted"] > 0 and r["trace_makespan"] > 0, r
 PY
 for f in cost-r1-8x16-k2-m4.json cost-r1-8x16-k2-m4-v2.json real-r1-8x16-k1-m2-zb-v.json; do
   [ -s "$tmp/run/$f" ] || fail "no $f kept in --out"
@@ -74,7 +79,8 @@ grep -qF -- '- train, run 1, 8x16, K=1, M=2, zb-v: exit 3: pplab: injected failu
 dry=$(bash "$bench" --device cuda --pplab "$pplab" --dry-run)
 [ "$(echo "$dry" | grep -c ' profile ')" -eq 16 ] || fail "16 profiles: 2 shapes x 4 configurations x v = 1, 2"
 [ "$(echo "$dry" | grep -c ' train ')" -eq 40 ] || fail "40 trains: 2 shapes x 4 configurations x 5 plans"
-[ "$(echo "$dry" | grep -c ' simulate ')" -eq 40 ] || fail "40 simulations"
+[ "$(echo "$dry" | grep -c ' simulate ')" -eq 80 ] || fail "80 simulations: the profile's costs and the run's own"
+[ "$(echo "$dry" | grep -c ' stats .*--cost-out')" -eq 40 ] || fail "40 runs' own costs"
 [ "$(echo "$dry" | grep ' train ' | grep -c -- '--device cuda .*--measure-memory')" -eq 40 ] || fail "memory on cuda"
 grep ' train ' <<< "$dry" | grep -c -- '-s zb-v -k 2 -m 8 --model default --device cuda --batch-size 64 --seq-len 512' > /dev/null ||
   fail "zb-v at K=2 on 64x512"
@@ -85,7 +91,7 @@ grep ' profile ' <<< "$dry" | grep -c -- '-k 1 --device cuda --microbatch-size 1
   fail "every GPU profile with --shared-device together"
 [ "$(bash "$bench" --pplab "$pplab" --dry-run | grep -c -- '--shared-device')" -eq 0 ] ||
   fail "the CPU loop's profiles take turns"
-for sub in train simulate profile; do
+for sub in train simulate profile stats; do
   help=$("$pplab" "$sub" --help)
   for flag in $(echo "$dry" | grep " $sub " | grep -o -- ' --[a-z-]*' | sort -u); do
     grep -q -- "$flag" <<< "$help" || fail "pplab $sub has no $flag"

@@ -194,18 +194,30 @@ for run in $(seq 1 "$runs"); do
                --batch-size "$batch" --seq-len "$seq" --steps "$steps" --seed 1 --json --synthetic --out '' -q
                --eval-every 0 --warmup-steps 0 "${tp_flags[@]}" "${memory[@]}" --trace "$work/real-$tag-$plan.json")
         diff=("$pplab" diff "$work/sim-$tag-$plan.json" "$work/real-$tag-$plan.json" --json)
+        # The run's own costs (each stage's mean times in its trace, the
+        # messages' latency as its receivers saw it), simulated: against the
+        # trace's makespan, the simulator's error alone, without the profile's.
+        own=("$pplab" stats "$work/real-$tag-$plan.json" --cost-out "$work/own-$tag-$plan.json" --json)
+        own_sim=("$pplab" simulate "${flags[@]}" -k "$K" -m "$M" --cost "$work/own-$tag-$plan.json" --json)
         if [ "$dry_run" = 1 ]; then
           show "${sim[@]}"
           show "${train[@]}"
           show "${diff[@]}"
+          show "${own[@]}"
+          show "${own_sim[@]}"
           continue
         fi
         what="run $run, $shape, K=$K, M=$M, $plan"
         bounded "$work/sim-$tag-$plan.out" "simulate, $what" "${sim[@]}" || continue
         bounded "$work/train-$tag-$plan.out" "train, $what" "${train[@]}" || continue
         bounded "$work/diff-$tag-$plan.out" "diff, $what" "${diff[@]}" || continue
+        # Without them the row stands, its own-costs column n/a.
+        rm -f "$work/own-$tag-$plan.out" "$work/own-sim-$tag-$plan.out"
+        bounded "$work/own-$tag-$plan.out" "stats --cost-out, $what" "${own[@]}" &&
+          bounded "$work/own-sim-$tag-$plan.out" "simulate of the run's own costs, $what" "${own_sim[@]}" || true
         python3 tools/bench/fidelity_table.py row "$run" "$shape" "$K" "$M" "$plan" "$work/sim-$tag-$plan.out" \
-          "$work/train-$tag-$plan.out" "$work/diff-$tag-$plan.out" >> "$work/rows.jsonl"
+          "$work/train-$tag-$plan.out" "$work/diff-$tag-$plan.out" "$work/own-$tag-$plan.out" \
+          "$work/own-sim-$tag-$plan.out" >> "$work/rows.jsonl"
       done
     done
   done

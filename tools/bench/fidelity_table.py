@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """The rows and the table of tools/bench/fidelity.sh.
 
-  fidelity_table.py row RUN SHAPE K M PLAN SIM.json TRAIN.json DIFF.json
+  fidelity_table.py row RUN SHAPE K M PLAN SIM.json TRAIN.json DIFF.json [STATS.json OWN.json]
       one JSON line: the prediction (simulate --json), the measurement
-      (train --json: the median step after the first 2) and the first drift
+      (train --json: the median step after the first 2), the first drift,
+      and with the last two the measured trace's makespan (stats --json)
+      and the simulated one from the run's own costs (simulate --json of
+      stats --cost-out; either file missing or empty: n/a)
   fidelity_table.py table ROWS.jsonl
       the Markdown table, the plan order of each group, and the counts
       against issue 12's targets (step time within 5 %, memory within 10 %,
@@ -18,7 +21,15 @@ STEP_TOLERANCE = 0.05
 MEMORY_TOLERANCE = 0.10
 
 
-def row(run, shape, K, M, plan, sim_path, train_path, diff_path):
+def makespan_of(path):
+    """The makespan a stats or simulate --json file gives, or None."""
+    try:
+        return json.load(open(path))["makespan"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def row(run, shape, K, M, plan, sim_path, train_path, diff_path, stats_path=None, own_path=None):
     sim, train, diff = (json.load(open(p)) for p in (sim_path, train_path, diff_path))
     times = train["step_times_ms"]
     step = statistics.median(times[WARMUP_STEPS:] if len(times) > WARMUP_STEPS else times)
@@ -31,6 +42,8 @@ def row(run, shape, K, M, plan, sim_path, train_path, diff_path):
         "predicted_peak": [r["peak_activation_bytes"] for r in sim["per_rank"]],
         "measured_peak": train.get("measured_peak_activation_bytes"),
         "drift": "%s on rank %d" % (drift["action"], drift["rank"]) if drift else "none",
+        "trace_makespan": makespan_of(stats_path) if stats_path else None,
+        "own_predicted": makespan_of(own_path) if own_path else None,
     }
 
 
@@ -46,6 +59,13 @@ def memory_error(r):
     return max(errors, key=abs) if errors else None
 
 
+def own_error(r):
+    """The simulated makespan from the run's own costs against its trace's, or None."""
+    if r.get("own_predicted") is None or not r.get("trace_makespan"):
+        return None
+    return error(r["own_predicted"], r["trace_makespan"])
+
+
 def mb(values):
     return "/".join("%.1f" % (v / 1e6) for v in values) if values else "n/a"
 
@@ -53,18 +73,29 @@ def mb(values):
 def table(rows_path):
     rows = [json.loads(line) for line in open(rows_path) if line.strip()]
     print("| run | shape | K | M | plan | predicted step ms | sampled p10..p90 | measured median step ms | error"
-          " | predicted peak MB by rank | measured peak MB | memory error | first drift > 5 % |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " | predicted peak MB by rank | measured peak MB | memory error | first drift > 5 %"
+          " | own costs: simulated / trace makespan ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         spread = "%.1f..%.1f" % (r["p10"], r["p90"]) if r["p10"] is not None else "n/a"
         mem = memory_error(r)
-        print("| %d | %s | %d | %d | %s | %.2f | %s | %.2f | %+.1f %% | %s | %s | %s | %s |" % (
+        own = own_error(r)
+        print("| %d | %s | %d | %d | %s | %.2f | %s | %.2f | %+.1f %% | %s | %s | %s | %s | %s |" % (
             r["run"], r["shape"], r["K"], r["M"], r["plan"], r["predicted"], spread, r["step"],
             100 * error(r["predicted"], r["step"]), mb(r["predicted_peak"]), mb(r["measured_peak"]),
-            "%+.1f %%" % (100 * mem) if mem is not None else "n/a", r["drift"]))
+            "%+.1f %%" % (100 * mem) if mem is not None else "n/a", r["drift"],
+            "%.2f / %.2f (%+.1f %%)" % (r["own_predicted"], r["trace_makespan"], 100 * own) if own is not None
+            else "n/a"))
     print()
     within = sum(abs(error(r["predicted"], r["step"])) <= STEP_TOLERANCE for r in rows)
     print("- Step time within 5 %%: %d of %d rows." % (within, len(rows)))
+    owns = [e for e in (own_error(r) for r in rows) if e is not None]
+    if owns:
+        # The simulator's own error: the run's costs read off its trace, so
+        # what is left is the model (queues, messages, order), not the profile.
+        print("- From the run's own costs (pplab stats --cost-out of its trace), the simulated makespan is within"
+              " 5 %% of the trace's in %d of %d rows (errors %+.1f %% to %+.1f %%)." % (
+                  sum(abs(e) <= STEP_TOLERANCE for e in owns), len(owns), 100 * min(owns), 100 * max(owns)))
     mems = [m for m in (memory_error(r) for r in rows) if m is not None]
     if mems:
         print("- Peak activation memory within 10 %% (worst rank): %d of %d rows." % (
@@ -96,7 +127,7 @@ def table(rows_path):
 
 
 def main(argv):
-    if len(argv) == 10 and argv[1] == "row":
+    if len(argv) in (10, 12) and argv[1] == "row":
         print(json.dumps(row(*argv[2:])))
     elif len(argv) == 3 and argv[1] == "table":
         table(argv[2])

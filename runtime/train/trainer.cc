@@ -375,7 +375,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     warm_up_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   // Align the ranks' clocks: everyone leaves the barrier within a few
-  // microseconds and takes that moment as time 0. Twice: on NCCL a barrier is
+  // microseconds and takes that moment as time 0 (on one host, rank 0's
+  // moment: TrainerOptions::one_host_clock). Twice: on NCCL a barrier is
   // a polled read-back, and ranks that reached the first more than the poll's
   // 2 ms spin apart see its end from their sleeps, up to a pause apart; all
   // reach the second within that, and see its end while spinning.
@@ -383,7 +384,14 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     Barrier(*group, options.comm_timeout);
     Barrier(*group, options.comm_timeout);
   }
-  const auto origin = std::chrono::steady_clock::now();
+  auto origin = std::chrono::steady_clock::now();
+  if (group != nullptr && options.one_host_clock) {
+    const int64_t mine =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
+    const int64_t first = AllGatherWords(*group, {mine}, options.comm_timeout).at(0).at(0);
+    origin = std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(first)));
+  }
   TrainSummary summary;
   summary.first_step = first_step;
   summary.checkpoint_load_ms = load_ms;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Close the loop, plan by plan: pplab profile -> simulate (the prediction) ->
 # train (the measurement) -> diff, and the predicted step time and peak
-# activation memory against the measured ones. Prints a Markdown report;
+# activation memory against the measured ones; then the run's own costs
+# (stats --cost-out of its trace) simulated against the trace's makespan,
+# the simulator's error without the profile's. Prints a Markdown report;
 # docs/fidelity.md holds the CPU one, and the GPU one once it has run.
 #
 # Usage, from the project's root (after building):

@@ -1,0 +1,60 @@
+// pplab profile's options, and what it writes and prints from a profile:
+// the cost model's JSON (docs/cost-model.md) and the table (docs/profile.md).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/llama_config.h"
+#include "models/partition.h"
+#include "runtime/train/profile.h"
+#include "runtime/train/worker_setup.h"
+
+namespace pplab::cli {
+
+struct ProfileCliOptions {
+  std::string model = "tiny";
+  int ranks = 2;
+  int dp = 1;
+  int tp = 1;
+  bool sequence_parallel = false;
+  std::string partition = "uniform";
+  int virtual_stages = 1;
+  int layers = 0;  // 0: the model's; else a slice of its first `layers` decoder layers
+  // --microbatch-size: one size, or several profiled one after another by
+  // the same workers (each into its own file, OutputFor).
+  std::vector<int> microbatch_sizes;
+  int microbatch_size = 0;  // the size being profiled
+  int seq_len = 0;
+  int warmup = 2;
+  int repeats = 5;
+  uint64_t seed = 1;
+  double comm_timeout_s = 60;
+  std::string device = "cpu";
+  std::string backend = "auto";
+  std::string precision = "fp32";
+  std::string attention = "auto";
+  std::string output;
+  bool json = false;
+  bool oversubscribe = false;
+  // Ranks that share a device past its slots: "turns" times each alone,
+  // "together" all at once (docs/profile.md, "Ranks that share a device").
+  std::string shared_device = "turns";
+  std::vector<std::string> raw_args;
+};
+
+// The cost-model document of one profile at o.microbatch_size: stages,
+// link, step and meta (docs/profile.md). `threads`: each rank's compute
+// threads; `devices`: where the first replica's pipeline ranks computed;
+// `turns`: in how many turns the ranks timed their actions
+// (ProfileOptions::turns).
+nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, const Partition& partition,
+                        const ProfileResult& r, int threads, const DeviceMap& devices, int turns);
+
+// Prints the profile's table from CostJson's document, and where it was
+// written (`output`, none when empty).
+void PrintTable(const nlohmann::json& doc, const std::string& output);
+
+}  // namespace pplab::cli

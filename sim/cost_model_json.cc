@@ -407,18 +407,18 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
 
 std::string ProfileMetaToJson(const ProfileMeta& p) {
   json doc{{"source", kProfileSource},
-              {"model", p.model},
-              {"config", json::parse(p.config_json)},
-              {"partition", p.partition},
-              {"microbatch_size", p.microbatch_size},
-              {"seq_len", p.seq_len},
-              {"device", p.device},
-              {"threads_per_rank", p.threads_per_rank},
-              {"ranks", p.ranks},
-              {"precision", PrecisionName(p.precision)},
-              {"attention", p.attention},
-              {"tensor_parallel", p.tensor_parallel},
-              {"sequence_parallel", p.sequence_parallel}};
+           {"model", p.model},
+           {"config", json::parse(p.config_json)},
+           {"partition", p.partition},
+           {"microbatch_size", p.microbatch_size},
+           {"seq_len", p.seq_len},
+           {"device", p.device},
+           {"threads_per_rank", p.threads_per_rank},
+           {"ranks", p.ranks},
+           {"precision", PrecisionName(p.precision)},
+           {"attention", p.attention},
+           {"tensor_parallel", p.tensor_parallel},
+           {"sequence_parallel", p.sequence_parallel}};
   if (p.shared_device != "none") doc["shared_device"] = p.shared_device;
   return doc.dump();
 }

@@ -33,7 +33,6 @@
 namespace pplab::cli {
 namespace {
 
-
 constexpr int kMaxMicrobatchSize = 1 << 16;
 constexpr size_t kMaxMicrobatchSizes = 16;
 
@@ -149,7 +148,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   for (RankId k = 0; k < K; ++k) pipeline_ranks.push_back(WorldRankOf(0, 0, k, K, T));
   // --shared-device together: every rank in the first turn.
   const std::vector<int> turns = o.shared_device == "together" ? std::vector<int>(world_devices.size(), 0)
-                                                                : MeasureTurns(MapRankDevices(world_devices), T);
+                                                               : MeasureTurns(MapRankDevices(world_devices), T);
   MemoryMeter& meter = MemoryMeter::For(worker.device);
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;

@@ -40,7 +40,7 @@ struct ProfileCliOptions {
   bool json = false;
   bool oversubscribe = false;
   // Ranks that share a device past its slots: "turns" times each alone,
-  // "together" all at once (docs/profile.md, "Ranks that share a device").
+  // "together" all at once (docs/profile.md, "Ranks that share a GPU").
   std::string shared_device = "turns";
   std::vector<std::string> raw_args;
 };

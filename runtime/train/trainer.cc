@@ -386,8 +386,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   }
   auto origin = std::chrono::steady_clock::now();
   if (group != nullptr && options.one_host_clock) {
-    const int64_t mine =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
+    const int64_t mine = std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
     const int64_t first = AllGatherWords(*group, {mine}, options.comm_timeout).at(0).at(0);
     origin = std::chrono::steady_clock::time_point(
         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(first)));

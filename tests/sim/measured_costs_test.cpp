@@ -84,11 +84,10 @@ TEST_CASE("measured costs: clocks that disagree across ranks give no negative la
   t.ranks = 2;
   // Rank 1's clock runs 0.4 ms behind rank 0's: its F0 seems to start
   // before rank 0 sent it.
-  t.events = {Event(0, ActionKind::kForward, 0, 0, 0, 1 * kMs), Event(0, ActionKind::kSendF, 0, 0, 1 * kMs, 1 * kMs),
-              Event(0, ActionKind::kBackward, 0, 0, 4 * kMs, 6 * kMs),
-              Event(1, ActionKind::kForward, 1, 0, 600000, 1600000),
-              Event(1, ActionKind::kBackward, 1, 0, 1600000, 3600000),
-              Event(1, ActionKind::kSendB, 1, 0, 3600000, 3600000)};
+  t.events = {
+      Event(0, ActionKind::kForward, 0, 0, 0, 1 * kMs),        Event(0, ActionKind::kSendF, 0, 0, 1 * kMs, 1 * kMs),
+      Event(0, ActionKind::kBackward, 0, 0, 4 * kMs, 6 * kMs), Event(1, ActionKind::kForward, 1, 0, 600000, 1600000),
+      Event(1, ActionKind::kBackward, 1, 0, 1600000, 3600000), Event(1, ActionKind::kSendB, 1, 0, 3600000, 3600000)};
   const std::vector<double> waited = WaitedMessageMs(t);
   REQUIRE(waited.size() == 2);
   CHECK(waited[0] == Approx(-0.4));

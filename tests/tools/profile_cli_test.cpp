@@ -373,16 +373,18 @@ TEST_CASE("ranks that time-slice one device are profiled in turns, and the simul
   CHECK(nlohmann::json::parse(apart.out)["makespan"].get<double>() < whole_makespan);
 }
 
-TEST_CASE("profile --shared-device together times ranks that share a device at once, and the simulator runs them "
-          "side by side",
-          "[profile]") {
+TEST_CASE(
+    "profile --shared-device together times ranks that share a device at once, and the simulator runs them "
+    "side by side",
+    "[profile]") {
   // The same one-slot host as above, both ranks timed at the same time.
   const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/profile_together.json";
   const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
-  const PplabRun r = Pplab("profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --warmup 1 --repeats 3 "
-                           "--shared-device together -o " +
-                               path,
-                           "OMP_NUM_THREADS=" + threads + " ");
+  const PplabRun r = Pplab(
+      "profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --warmup 1 --repeats 3 "
+      "--shared-device together -o " +
+          path,
+      "OMP_NUM_THREADS=" + threads + " ");
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("timed together") != std::string::npos);
@@ -401,15 +403,13 @@ TEST_CASE("profile --shared-device together times ranks that share a device at o
   CHECK(nlohmann::json::parse(shared.out)["makespan"] == nlohmann::json::parse(apart.out)["makespan"]);
   // Its times hold the other rank's share of the device: plan, which gives
   // each rank a device of its own, refuses the file.
-  const PplabRun plan =
-      Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --cost " + path);
+  const PplabRun plan = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --cost " + path);
   CHECK(plan.code != 0);
   CHECK(plan.out.find("timed together (meta.shared_device \"together\")") != std::string::npos);
   CHECK(plan.out.find("profile with --shared-device turns") != std::string::npos);
 }
 
-TEST_CASE("profile --shared-device takes turns or together, refused otherwise before any worker starts",
-          "[profile]") {
+TEST_CASE("profile --shared-device takes turns or together, refused otherwise before any worker starts", "[profile]") {
   const PplabRun r = Pplab("profile --model tiny -k 2 --microbatch-size 2 --seq-len 16 --shared-device alone");
   CHECK(r.code != 0);
   CHECK(r.out.find("--shared-device alone: must be turns or together") != std::string::npos);

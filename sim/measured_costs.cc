@@ -40,15 +40,21 @@ std::vector<double> WaitedMessageMs(const Timeline& timeline) {
                      [](const TimelineEvent* a, const TimelineEvent* b) { return a->start < b->start; });
     for (size_t i = 0; i < rank.size(); ++i) {
       const TimelineEvent& e = *rank[i];
+      // The action waited, if at all, for the last-sent of its messages (an
+      // OVERLAP_F_B may take two): the other had come by then.
+      bool any = false;
+      TimeNs last_sent = 0;
       for (const Action& part : PartsOf(e.action)) {
         const bool forward = part.kind == ActionKind::kForward;
         if (!forward && !IsInputGrad(part.kind)) continue;
         const auto it = sent.find({forward, part.stage, part.microbatch});
         if (it == sent.end()) continue;  // its input came from its own rank
-        // Sent after the rank had run out of work: the rank waited for it.
-        if (i > 0 && it->second < rank[i - 1]->end) continue;
-        waited.push_back(NsToMs(e.start - it->second));
+        last_sent = any ? std::max(last_sent, it->second) : it->second;
+        any = true;
       }
+      // Sent after the rank had run out of work: the rank waited for it.
+      if (!any || (i > 0 && last_sent < rank[i - 1]->end)) continue;
+      waited.push_back(NsToMs(e.start - last_sent));
     }
   }
   std::sort(waited.begin(), waited.end());

@@ -20,7 +20,10 @@ std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& t
 // each compute action that takes a message from another rank whose SEND
 // started no earlier than the end of the rank's previous compute action (or
 // that is the rank's first), the action's start less the SEND's start, in
-// ms; sorted. Empty when no action waited so.
+// ms; sorted. Empty when no action waited so. An action that takes two
+// messages (an OVERLAP_F_B) counts the one sent last. Only compute actions
+// count as the rank's work: a collective of its own between two of them
+// (REDUCE_GRAD, UNSHARD) would add its time to the next one's sample.
 std::vector<double> WaitedMessageMs(const Timeline& timeline);
 
 // The mean duration of each compute kind per stage of `timeline` as the cost

@@ -67,8 +67,6 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
   options.resume = o.resume;
   options.eval_every = o.eval_every;
   options.comm_timeout = CommTimeout(o);
-  // One host: the launcher's workers, or torchrun's on one node.
-  options.one_host_clock = worker.local_ranks == worker.world_size;
   // A host blocked inside an action on a GPU with NCCL: one line through the
   // launcher, then out at once, as RunAsWorker leaves on an error. (Over
   // Gloo every wait blocks the host and bounds itself.)

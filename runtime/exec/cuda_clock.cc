@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -39,11 +40,15 @@ class CudaClock final : public StepClock {
     // docs/fidelity.md "Two ranks on one GPU") after the host recorded it;
     // read at the recording, every mark of this rank's step would be early
     // by that much against the other ranks'.
+    // (A bound of its own: with the wait above, up to twice the timeout.)
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (!start_.query()) {
       if (std::chrono::steady_clock::now() > deadline) {
-        throw Error("the step clock, before the step: the GPU has not reached the step's first mark after " +
-                    std::to_string(timeout_.count() / 1000.0) + " s (--comm-timeout)");
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", static_cast<double>(timeout_.count()) / 1000.0);
+        throw Error(std::string("the step clock, before the step: the GPU has not reached the step's first mark "
+                                "after ") +
+                    seconds + " s (--comm-timeout)");
       }
     }
     start_host_ns_ =

@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "runtime/comm/c10d_transport.h"
@@ -24,6 +26,38 @@
 
 namespace pplab {
 namespace {
+
+// This boot of this host: the FNV-1a hash of /proc/sys/kernel/random/boot_id,
+// in 63 bits; 0 when it cannot be read.
+int64_t BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(in >> id)) return 0;
+  uint64_t h = 14695981039346656037ULL;
+  for (const unsigned char c : id) h = (h ^ c) * 1099511628211ULL;
+  return static_cast<int64_t>(h >> 1);
+}
+
+// Time 0 of every rank's timelines, given this rank's reading `mine` as it
+// leaves the start barrier. The processes of one host read one steady
+// clock, so where every rank runs on rank 0's host (the same boot id, and
+// a reading within 1 s of rank 0's, as ranks just out of one barrier are)
+// all take rank 0's reading: the same instant. Otherwise each keeps its own,
+// which ranks leave a barrier milliseconds apart on a busy host (a consumer
+// seemed to start up to 1.9 ms before its message was sent on the 2-core
+// VM, docs/fidelity.md) and which is all there is across hosts.
+std::chrono::steady_clock::time_point SharedOrigin(ProcessGroupHandle& group,
+                                                   std::chrono::steady_clock::time_point mine,
+                                                   std::chrono::milliseconds timeout) {
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(mine.time_since_epoch()).count();
+  const std::vector<std::vector<int64_t>> all = AllGatherWords(group, {ns, BootId()}, timeout);
+  constexpr int64_t kSecond = 1000000000;
+  for (const std::vector<int64_t>& r : all) {
+    if (r.at(1) == 0 || r[1] != all[0].at(1) || std::llabs(r[0] - all[0][0]) > kSecond) return mine;
+  }
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(all[0][0])));
+}
 
 // Events travel to rank 0 as eight int64 per action: the action (with an
 // overlap's backward part) and its start and end.
@@ -376,7 +410,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   }
   // Align the ranks' clocks: everyone leaves the barrier within a few
   // microseconds and takes that moment as time 0 (on one host, rank 0's
-  // moment: TrainerOptions::one_host_clock). Twice: on NCCL a barrier is
+  // moment: SharedOrigin). Twice: on NCCL a barrier is
   // a polled read-back, and ranks that reached the first more than the poll's
   // 2 ms spin apart see its end from their sleeps, up to a pause apart; all
   // reach the second within that, and see its end while spinning.
@@ -385,12 +419,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     Barrier(*group, options.comm_timeout);
   }
   auto origin = std::chrono::steady_clock::now();
-  if (group != nullptr && options.one_host_clock) {
-    const int64_t mine = std::chrono::duration_cast<std::chrono::nanoseconds>(origin.time_since_epoch()).count();
-    const int64_t first = AllGatherWords(*group, {mine}, options.comm_timeout).at(0).at(0);
-    origin = std::chrono::steady_clock::time_point(
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(first)));
-  }
+  if (group != nullptr) origin = SharedOrigin(*group, origin, options.comm_timeout);
   TrainSummary summary;
   summary.first_step = first_step;
   summary.checkpoint_load_ms = load_ms;

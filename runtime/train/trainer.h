@@ -99,13 +99,6 @@ struct TrainerOptions {
   // Called with a verified manifest before resuming; throws to refuse it.
   std::function<void(const std::string& manifest_json)> check_resume;
   std::chrono::milliseconds comm_timeout{60000};
-  // Whether every rank of the group runs on this host, where all processes
-  // read one steady clock. Time 0 of the steps' timelines is then rank 0's
-  // reading after the start barrier, the same instant for every rank; else
-  // each rank's own reading as it leaves the barrier, which ranks on a busy
-  // host leave milliseconds apart (a consumer seemed to start up to 1.9 ms
-  // before its message was sent on the 2-core VM, docs/fidelity.md).
-  bool one_host_clock = false;
   // On a CUDA device, when set (pplab train sets it under NCCL): called (once, from another thread) with a
   // line naming the action when the host has stayed inside one action of a
   // step more than comm_timeout + 5 s (runtime/exec/host_watch.h), and the

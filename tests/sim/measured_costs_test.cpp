@@ -42,6 +42,26 @@ TEST_CASE("measured costs: a simulated run's costs and latency come back, and so
   CHECK(nlohmann::json::parse(back.meta_json)["waited_messages"] == waited.size());
 }
 
+TEST_CASE("measured costs: every schedule's waited messages took the link's time, overlapped F&B included",
+          "[measured_costs]") {
+  // V shapes, several stages a rank, two pipelines, and DualPipe's
+  // OVERLAP_F_B (which may take two messages and waits for the later):
+  // wherever a rank waited for a message, it took the 0.5 ms link.
+  StageCost c;
+  c.forward = 1 * kMs;
+  c.backward = 2 * kMs;
+  const Link link{kMs / 2, 0};
+  for (const char* name : {"gpipe", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipev", "dualpipe"}) {
+    INFO(name);
+    const Schedule plan = Lower(Generate(name, {4, 8, 0}));
+    const SimResult run = Simulate(plan, CostModel::Uniform(plan.stages, c, link));
+    const std::vector<double> waited = WaitedMessageMs(run.timeline);
+    REQUIRE_FALSE(waited.empty());
+    CHECK(waited.front() == Approx(0.5).margin(1e-9));
+    CHECK(waited.back() == Approx(0.5).margin(1e-9));
+  }
+}
+
 TEST_CASE("measured costs: a message counts only when its receiver had run out of work", "[measured_costs]") {
   Timeline t;
   t.name = "hand";

@@ -25,9 +25,11 @@
 #   --steps N      training steps per plan; the measured step time is the median
 #                  after the first 2 (default 12: 10 measured)
 #   --out DIR      keep the cost files, traces and rows.jsonl there
-#   --run-timeout S  bound each profile, train and diff (default 300 s); a run
+#   --run-timeout S  bound each command (default 300 s); a profile, train or diff
 #                  that fails or passes it loses its row (or its configuration's
-#                  rows, for a profile), named under the table, and the loop goes on
+#                  rows, for a profile), named under the table, and the loop goes
+#                  on; a failed own-costs stats or simulate leaves its row, n/a
+#                  in the last column
 #   --deadline S   start no configuration and no plan after S seconds from the
 #                  start (default 0: none), so that a bounded command still prints
 #                  the table of what finished; the skipped ones are named under it

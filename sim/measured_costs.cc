@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <tuple>
 
 namespace pplab {
 
@@ -22,12 +21,10 @@ std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& t
 }
 
 std::vector<double> WaitedMessageMs(const Timeline& timeline) {
-  // Each message by (forward, receiving stage, microbatch): its SEND's start.
-  std::map<std::tuple<bool, StageId, MicrobatchId>, TimeNs> sent;
+  // Each message: its SEND's start.
+  std::map<MessageKey, TimeNs> sent;
   for (const TimelineEvent& e : timeline.events) {
-    if (!IsSend(e.action.kind)) continue;
-    const bool forward = e.action.kind == ActionKind::kSendF;
-    sent[{forward, PeerStage(e.action), e.action.microbatch}] = e.start;
+    if (IsSend(e.action.kind)) sent[MessageOf(e.action)] = e.start;
   }
   // Each rank's compute actions in time order.
   std::vector<std::vector<const TimelineEvent*>> computes(timeline.ranks);
@@ -47,7 +44,7 @@ std::vector<double> WaitedMessageMs(const Timeline& timeline) {
       for (const Action& part : PartsOf(e.action)) {
         const bool forward = part.kind == ActionKind::kForward;
         if (!forward && !IsInputGrad(part.kind)) continue;
-        const auto it = sent.find({forward, part.stage, part.microbatch});
+        const auto it = sent.find(MessageKey{forward, part.stage, part.microbatch});
         if (it == sent.end()) continue;  // its input came from its own rank
         last_sent = any ? std::max(last_sent, it->second) : it->second;
         any = true;

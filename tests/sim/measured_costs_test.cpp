@@ -4,6 +4,9 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
@@ -16,6 +19,16 @@ constexpr TimeNs kMs = 1000000;
 
 TimelineEvent Event(RankId r, ActionKind kind, StageId s, MicrobatchId m, TimeNs start, TimeNs end) {
   return {r, {kind, s, m}, start, end};
+}
+
+// A measured timeline of two ranks with these events.
+Timeline TwoRanks(const std::string& name, std::vector<TimelineEvent> events) {
+  Timeline t;
+  t.name = name;
+  t.source = "measured";
+  t.ranks = 2;
+  t.events = std::move(events);
+  return t;
 }
 
 }  // namespace
@@ -63,11 +76,7 @@ TEST_CASE("measured costs: every schedule's waited messages took the link's time
 }
 
 TEST_CASE("measured costs: a message counts only when its receiver had run out of work", "[measured_costs]") {
-  Timeline t;
-  t.name = "hand";
-  t.source = "measured";
-  t.ranks = 2;
-  t.events = {
+  const std::vector<TimelineEvent> events = {
       // Rank 0: F0 0-1, F1 1-2, B0 5-7 (B0's gradients sent at 4.2, after F1 ended: waited 0.8 ms), B1 7-9.
       Event(0, ActionKind::kForward, 0, 0, 0, 1 * kMs),
       Event(0, ActionKind::kSendF, 0, 0, 1 * kMs, 1 * kMs),
@@ -84,6 +93,7 @@ TEST_CASE("measured costs: a message counts only when its receiver had run out o
       Event(1, ActionKind::kBackward, 1, 1, 5200000, 7 * kMs),
       Event(1, ActionKind::kSendB, 1, 1, 7 * kMs, 7 * kMs),
   };
+  const Timeline t = TwoRanks("hand", events);
   // B1 on rank 0 got its message at 7 as B0 ended at 7: sent no earlier
   // than the previous action's end, so it counts, at 0 ms.
   const std::vector<double> waited = WaitedMessageMs(t);
@@ -98,16 +108,19 @@ TEST_CASE("measured costs: a message counts only when its receiver had run out o
 }
 
 TEST_CASE("measured costs: clocks that disagree across ranks give no negative latency", "[measured_costs]") {
-  Timeline t;
-  t.name = "skewed";
-  t.source = "measured";
-  t.ranks = 2;
   // Rank 1's clock runs 0.4 ms behind rank 0's: its F0 seems to start
   // before rank 0 sent it.
-  t.events = {
-      Event(0, ActionKind::kForward, 0, 0, 0, 1 * kMs),        Event(0, ActionKind::kSendF, 0, 0, 1 * kMs, 1 * kMs),
-      Event(0, ActionKind::kBackward, 0, 0, 4 * kMs, 6 * kMs), Event(1, ActionKind::kForward, 1, 0, 600000, 1600000),
-      Event(1, ActionKind::kBackward, 1, 0, 1600000, 3600000), Event(1, ActionKind::kSendB, 1, 0, 3600000, 3600000)};
+  const std::vector<TimelineEvent> events = {
+      // Rank 0: F0 0-1, sent at 1; B0 4-6.
+      Event(0, ActionKind::kForward, 0, 0, 0, 1 * kMs),
+      Event(0, ActionKind::kSendF, 0, 0, 1 * kMs, 1 * kMs),
+      Event(0, ActionKind::kBackward, 0, 0, 4 * kMs, 6 * kMs),
+      // Rank 1: F0 0.6-1.6, B0 1.6-3.6, sent at 3.6.
+      Event(1, ActionKind::kForward, 1, 0, 600000, 1600000),
+      Event(1, ActionKind::kBackward, 1, 0, 1600000, 3600000),
+      Event(1, ActionKind::kSendB, 1, 0, 3600000, 3600000),
+  };
+  Timeline t = TwoRanks("skewed", events);
   const std::vector<double> waited = WaitedMessageMs(t);
   REQUIRE(waited.size() == 2);
   CHECK(waited[0] == Approx(-0.4));

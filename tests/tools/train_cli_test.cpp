@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-#include <tuple>
 
 #include "models/partition.h"
 #include "runtime/train/shard_file.h"
@@ -419,17 +418,15 @@ TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in pro
   }
   // The ranks' timelines share time 0 (one host, one steady clock): no
   // action starts before the message it takes was sent.
-  std::map<std::tuple<bool, StageId, MicrobatchId>, TimeNs> sent;
+  std::map<MessageKey, TimeNs> sent;
   for (const TimelineEvent& e : t.events) {
-    if (IsSend(e.action.kind)) {
-      sent[{e.action.kind == ActionKind::kSendF, PeerStage(e.action), e.action.microbatch}] = e.start;
-    }
+    if (IsSend(e.action.kind)) sent[MessageOf(e.action)] = e.start;
   }
   int received = 0;
   for (const TimelineEvent& e : t.events) {
     for (const Action& part : PartsOf(e.action)) {
       if (!IsCompute(e.action.kind) || (part.kind != ActionKind::kForward && !IsInputGrad(part.kind))) continue;
-      const auto it = sent.find({part.kind == ActionKind::kForward, part.stage, part.microbatch});
+      const auto it = sent.find(MessageKey{part.kind == ActionKind::kForward, part.stage, part.microbatch});
       if (it == sent.end()) continue;
       ++received;
       INFO(FormatAction(e.action) << " on rank " << e.rank << " starts at " << e.start << " ns, sent at "

@@ -321,6 +321,7 @@ void Engine::FinishPart(RankId r, const Action& a, const Action& part, const Tim
       Sample(r, e.end,
              {{&MemoryParts::activations, -ActivationOf(r, st, m, sc)},
               {&MemoryParts::weight_grads, split ? sc.weight_grad_bytes : 0}});
+      KeepSentOutputs(r, st, m, e.end);
       break;
     }
     default:  // W

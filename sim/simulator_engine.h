@@ -149,7 +149,15 @@ class Engine {
   // `delivered`: the transport holds `bytes` (a SEND_F's forward_send_bytes;
   // a SEND_B's wire bytes, in place of the input gradients the executor
   // drops) until it frees the message (MessageMemory::SentFreed).
+  // A SEND_F whose forward_send_bytes is below message_bytes sent a view
+  // of the outputs for the rest (the executor's outputs themselves): they
+  // are in the rank's activations until the stage's B or I releases them,
+  // and in the message from then until the transport frees it
+  // (KeepSentOutputs).
   void HoldSent(RankId r, Bytes bytes, const Action& send, TimeNs delivered);
+  // At the end of stage st's B or I of microbatch m on rank r, at `end`:
+  // outputs its SEND_F sent as a view stay held by the message.
+  void KeepSentOutputs(RankId r, StageId st, MicrobatchId m, TimeNs end);
 
   // Records the end of one compute part: its output time and what it holds
   // or releases (the kind table's memory rule).
@@ -218,8 +226,16 @@ class Engine {
   std::vector<Bytes> gathered_;  // per stage: bytes an UNSHARD holds until its RESHARD
   std::vector<Bytes> bytes_;
   std::vector<MemoryParts> held_parts_;  // per rank: bytes_ by kind (workspace always 0)
-  // Per rank: (delivery time, bytes) of each sent message its transport holds.
-  std::vector<std::vector<std::pair<TimeNs, Bytes>>> held_sends_;
+  // A sent message its transport holds: delivered at `delivered`, holding
+  // `bytes` now; a SEND_F that sent a view of its stage's outputs (`view`
+  // bytes of them, not in `bytes`) names them by Key(stage, microbatch).
+  struct HeldSend {
+    TimeNs delivered = 0;
+    Bytes bytes = 0;
+    long outputs = -1;  // Key(stage, microbatch) of the viewed outputs; -1: none
+    Bytes view = 0;
+  };
+  std::vector<std::vector<HeldSend>> held_sends_;  // per rank
   std::vector<Bytes> recv_held_;  // per message (MsgKey): the bytes its posted receive buffer holds now
   std::vector<bool> computed_;    // per rank: whether a compute action has started
   std::vector<bool> casts_held_;  // per stage: whether its weight casts are made

@@ -81,7 +81,7 @@ SimResult Engine::Finish() {
   // the step ends.
   for (RankId r = 0; r < s_.ranks; ++r) {
     Bytes held = 0;
-    for (const auto& h : held_sends_[r]) held += h.second;
+    for (const HeldSend& h : held_sends_[r]) held += h.bytes;
     Sample(r, actions_end, -held, &MemoryParts::messages);
   }
   for (StageId st = 0; st < S_; ++st) {

@@ -52,20 +52,35 @@ void Engine::MessagesAtEnd(RankId r, const Action& part, TimeNs end) {
 
 void Engine::HoldSent(RankId r, Bytes bytes, const Action& send, TimeNs delivered) {
   if (!costs_.Messages()) return;
-  std::vector<std::pair<TimeNs, Bytes>>& held = held_sends_[r];
+  std::vector<HeldSend>& held = held_sends_[r];
   if (costs_.Messages()->sent_freed == MessageMemory::SentFreed::kNextSendAfterDelivery) {
     Bytes freed = 0;
     held.erase(std::remove_if(held.begin(), held.end(),
-                              [&](const std::pair<TimeNs, Bytes>& h) {
-                                if (h.first > clock_[r]) return false;
-                                freed += h.second;
+                              [&](const HeldSend& h) {
+                                if (h.delivered > clock_[r]) return false;
+                                freed += h.bytes;
                                 return true;
                               }),
                held.end());
     Sample(r, clock_[r], -freed, &MemoryParts::messages);
   }
+  HeldSend h{delivered, bytes, -1, 0};
+  if (send.kind == ActionKind::kSendF) {
+    h.outputs = static_cast<long>(Key(send.stage, send.microbatch));
+    h.view = std::max<Bytes>(0, costs_.Stage(send.stage).message_bytes - bytes);
+  }
   Sample(r, clock_[r], bytes - (send.kind == ActionKind::kSendB ? GradBytes(send.stage) : 0), &MemoryParts::messages);
-  held.push_back({delivered, bytes});
+  held.push_back(h);
+}
+
+void Engine::KeepSentOutputs(RankId r, StageId st, MicrobatchId m, TimeNs end) {
+  if (!costs_.Messages()) return;
+  for (HeldSend& h : held_sends_[r]) {
+    if (h.outputs != static_cast<long>(Key(st, m)) || h.view == 0) continue;
+    h.bytes += h.view;
+    Sample(r, end, h.view, &MemoryParts::messages);
+    h.view = 0;
+  }
 }
 
 void Engine::Sample(RankId r, TimeNs t, std::initializer_list<std::pair<Part, Bytes>> deltas) {

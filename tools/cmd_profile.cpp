@@ -177,7 +177,6 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   options.tp = T;
   options.wire_dtype = worker.wire_dtype;
   if (config.tie_word_embeddings) options.tied_parameters = {kEmbeddingWeight, kLmHeadWeight};
-  if (worker.group != nullptr) options.wire_format = DefaultWireFormat(*worker.group);
   options.turn = turns.at(world_rank);
   options.turns = *std::max_element(turns.begin(), turns.end()) + 1;
   const LossFn loss = [&worker](const TensorList& outputs, const at::Tensor& targets) {

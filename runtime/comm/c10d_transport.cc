@@ -11,10 +11,9 @@
 namespace pplab {
 namespace {
 
-constexpr int64_t kHeaderWords = 64;
-constexpr int kMaxTensors = 6, kMaxDims = 6;
-// Each message owns 8 wire tags: header and payload (kHeader), or one per
-// tensor (kKnownShapes). Collectives use tags from 2^30 up (collectives.cc).
+constexpr int kMaxTensors = 6;
+// Each message owns 8 wire tags, one per tensor. Collectives use tags from
+// 2^30 up (collectives.cc).
 constexpr int64_t kTagsPerMessage = 8;
 constexpr int64_t kFirstCollectiveTag = int64_t{1} << 30;
 
@@ -40,21 +39,16 @@ bool Matches(const TensorList& tensors, const MessageSpec& spec) {
 }
 
 struct C10dTransport::Pending {
-  std::vector<at::Tensor> header, payload;  // kept alive until the work completes
-  c10::intrusive_ptr<c10d::Work> header_work, payload_work;
-  // kKnownShapes: one buffer and one work per tensor, and the spec.
+  // One buffer (kept alive until its work completes) and one work per
+  // tensor, and the spec.
   std::vector<std::vector<at::Tensor>> parts;
   std::vector<c10::intrusive_ptr<c10d::Work>> part_works;
   MessageSpec spec;
 };
 
-WireFormat DefaultWireFormat(const ProcessGroupHandle& group) {
-  return GroupBackend(group) == Backend::kNccl ? WireFormat::kKnownShapes : WireFormat::kHeader;
-}
-
 C10dTransport::C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset,
-                             WireFormat format, std::optional<bool> per_direction, RankId rank_stride)
-    : group_(std::move(group)), device_(device), rank_offset_(rank_offset), rank_stride_(rank_stride), format_(format) {
+                             std::optional<bool> per_direction, RankId rank_stride)
+    : group_(std::move(group)), device_(device), rank_offset_(rank_offset), rank_stride_(rank_stride) {
   if (!per_direction.value_or(group_->backend == Backend::kNccl)) return;
   std::vector<RankId> everyone(static_cast<size_t>(group_->world_size));
   for (size_t r = 0; r < everyone.size(); ++r) everyone[r] = static_cast<RankId>(r);
@@ -81,8 +75,7 @@ void C10dTransport::DropFinishedSends() {
   };
   sends_.erase(std::remove_if(sends_.begin(), sends_.end(),
                               [&](const std::unique_ptr<Pending>& s) {
-                                return done(s->header_work) && done(s->payload_work) &&
-                                       std::all_of(s->part_works.begin(), s->part_works.end(), done);
+                                return std::all_of(s->part_works.begin(), s->part_works.end(), done);
                               }),
                sends_.end());
 }
@@ -90,7 +83,7 @@ void C10dTransport::DropFinishedSends() {
 Transport::BufferRules C10dTransport::Buffers() const {
   BufferRules rules;
   rules.sends_freed_after_delivery = group_->backend == Backend::kNccl;
-  rules.receives_allocated_when_posted = format_ == WireFormat::kKnownShapes;
+  rules.receives_allocated_when_posted = true;
   return rules;
 }
 
@@ -104,130 +97,50 @@ void C10dTransport::Send(RankId peer, int64_t tag, const TensorList& tensors) {
   DropFinishedSends();
   auto pending = std::make_unique<Pending>();
   const std::string what = "sending message " + std::to_string(tag) + " to rank " + std::to_string(peer);
-  if (format_ == WireFormat::kKnownShapes) {
-    // Each tensor as its own bytes on the group's device: no header, no host copy.
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      pending->parts.push_back({AsBytes(tensors[i], group_->device)});
-      Guard(what, [&] {
-        pending->part_works.push_back(
-            Channel(Rank(), peer)
-                .group->send(pending->parts.back(), GroupRankOf(peer), WireTag(tag, static_cast<int>(i))));
-      });
-    }
-    sends_.push_back(std::move(pending));
-    return;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    pending->parts.push_back({AsBytes(tensors[i], group_->device)});
+    Guard(what, [&] {
+      pending->part_works.push_back(
+          Channel(Rank(), peer)
+              .group->send(pending->parts.back(), GroupRankOf(peer), WireTag(tag, static_cast<int>(i))));
+    });
   }
-  at::Tensor header = torch::zeros({kHeaderWords}, torch::kLong);
-  auto h = header.accessor<int64_t, 1>();
-  std::vector<at::Tensor> bytes;
-  int64_t total = 0, w = 2;
-  h[0] = static_cast<int64_t>(tensors.size());
-  for (const at::Tensor& t : tensors) {
-    if (t.dim() > kMaxDims) throw Error("c10d transport: tensor with more than 6 dimensions");
-    h[w++] = static_cast<int64_t>(t.scalar_type());
-    h[w++] = t.dim();
-    for (int64_t d = 0; d < kMaxDims; ++d) h[w++] = d < t.dim() ? t.size(d) : 0;
-    at::Tensor flat = AsBytes(t, torch::kCPU);  // (B,T,...) any dtype -> flat bytes on the host
-    total += flat.numel();
-    bytes.push_back(flat);
-  }
-  h[1] = total;
-  pending->header = {header};
-  pending->payload = {bytes.empty() ? torch::zeros({0}, torch::kByte) : torch::cat(bytes)};
-  Guard(what, [&] {
-    pending->header_work = Channel(Rank(), peer).group->send(pending->header, GroupRankOf(peer), WireTag(tag, 0));
-    pending->payload_work = Channel(Rank(), peer).group->send(pending->payload, GroupRankOf(peer), WireTag(tag, 1));
-  });
   sends_.push_back(std::move(pending));
 }
 
 void C10dTransport::PostRecv(RankId peer, int64_t tag, const MessageSpec& spec) {
-  auto pending = std::make_unique<Pending>();
   const std::string what =
       "posting the receive of message " + std::to_string(tag) + " from rank " + std::to_string(peer);
-  if (format_ == WireFormat::kKnownShapes) {
-    if (spec.empty() || static_cast<int>(spec.size()) > kMaxTensors) {
-      throw Error(what + ": this transport needs the message's dtypes and shapes in advance, and has none");
-    }
-    pending->spec = spec;
-    for (size_t i = 0; i < spec.size(); ++i) {
-      int64_t numel = 1;
-      for (int64_t d : spec[i].shape) numel *= d;
-      const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(spec[i].dtype));
-      pending->parts.push_back({torch::empty({nbytes}, torch::TensorOptions(torch::kByte).device(group_->device))});
-      Guard(what, [&] {
-        pending->part_works.push_back(
-            Channel(peer, Rank())
-                .group->recv(pending->parts.back(), GroupRankOf(peer), WireTag(tag, static_cast<int>(i))));
-      });
-    }
-    receives_[{peer, tag}] = std::move(pending);
-    return;
+  if (spec.empty() || static_cast<int>(spec.size()) > kMaxTensors) {
+    throw Error(what + ": this transport needs the message's dtypes and shapes in advance, and has none");
   }
-  pending->spec = spec;  // checked against the header when the message arrives
-  pending->header = {torch::zeros({kHeaderWords}, torch::kLong)};
-  Guard(what, [&] {
-    pending->header_work = Channel(peer, Rank()).group->recv(pending->header, GroupRankOf(peer), WireTag(tag, 0));
-  });
+  auto pending = std::make_unique<Pending>();
+  pending->spec = spec;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    int64_t numel = 1;
+    for (int64_t d : spec[i].shape) numel *= d;
+    const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(spec[i].dtype));
+    pending->parts.push_back({torch::empty({nbytes}, torch::TensorOptions(torch::kByte).device(group_->device))});
+    Guard(what, [&] {
+      pending->part_works.push_back(
+          Channel(peer, Rank())
+              .group->recv(pending->parts.back(), GroupRankOf(peer), WireTag(tag, static_cast<int>(i))));
+    });
+  }
   receives_[{peer, tag}] = std::move(pending);
 }
 
-void C10dTransport::PostPayload(RankId peer, int64_t tag, Pending& pending) {
-  auto h = pending.header[0].accessor<int64_t, 1>();
-  const int64_t n = h[0], total = h[1];
-  if (n < 0 || n > kMaxTensors || total < 0) {
-    throw Error("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer) +
-                ": malformed header");
-  }
-  pending.payload = {torch::empty({total}, torch::kByte)};
-  Guard("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer), [&] {
-    pending.payload_work = Channel(peer, Rank()).group->recv(pending.payload, GroupRankOf(peer), WireTag(tag, 1));
-  });
-}
-
 TensorList C10dTransport::WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) {
+  const std::string what = "receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer);
   auto it = receives_.find({peer, tag});
-  if (it == receives_.end()) {
-    if (format_ == WireFormat::kKnownShapes) {
-      throw Error("receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer) +
-                  ": no receive was posted with its shapes");
-    }
-    PostRecv(peer, tag, {}), it = receives_.find({peer, tag});
-  }
+  if (it == receives_.end()) throw Error(what + ": no receive was posted with its shapes");
   std::unique_ptr<Pending> pending = std::move(it->second);
   receives_.erase(it);
-  const std::string what = "receiving message " + std::to_string(tag) + " from rank " + std::to_string(peer);
-  if (format_ == WireFormat::kKnownShapes) {
-    TensorList out;
-    for (size_t i = 0; i < pending->parts.size(); ++i) {
-      Wait(group_->backend, pending->part_works[i], timeout, what);
-      const TensorSpec& spec = pending->spec[i];
-      out.push_back(pending->parts[i][0].view(spec.dtype).view(spec.shape).to(device_));
-    }
-    return out;
-  }
-  Wait(group_->backend, pending->header_work, timeout, what);
-  PostPayload(peer, tag, *pending);
-  Wait(group_->backend, pending->payload_work, timeout, what);
-  auto h = pending->header[0].accessor<int64_t, 1>();
-  const int64_t n = h[0], total = h[1];
   TensorList out;
-  int64_t offset = 0, w = 2;
-  for (int64_t i = 0; i < n; ++i) {
-    const auto dtype = static_cast<c10::ScalarType>(h[w++]);
-    const int64_t dims = h[w++];
-    std::vector<int64_t> shape(h.data() + w, h.data() + w + dims);
-    w += kMaxDims;
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
-    if (offset + nbytes > total) throw Error(what + ": payload shorter than its header says");
-    at::Tensor t = pending->payload[0].narrow(0, offset, nbytes).clone().view(dtype).view(shape);
-    out.push_back(t.to(device_));
-    offset += nbytes;
-  }
-  if (!pending->spec.empty() && !Matches(out, pending->spec)) {
-    throw Error(what + ": the message does not have the dtypes and shapes its receive was posted with");
+  for (size_t i = 0; i < pending->parts.size(); ++i) {
+    Wait(group_->backend, pending->part_works[i], timeout, what);
+    const TensorSpec& spec = pending->spec[i];
+    out.push_back(pending->parts[i][0].view(spec.dtype).view(spec.shape).to(device_));
   }
   return out;
 }
@@ -273,8 +186,6 @@ void C10dTransport::Connect(const std::vector<RankId>& peers, std::chrono::milli
 
 void C10dTransport::WaitSends(std::chrono::milliseconds timeout) {
   for (const auto& s : sends_) {
-    if (s->header_work) Wait(group_->backend, s->header_work, timeout, "sending");
-    if (s->payload_work) Wait(group_->backend, s->payload_work, timeout, "sending");
     for (const auto& work : s->part_works) Wait(group_->backend, work, timeout, "sending");
   }
   // On NCCL a finished wait orders the current stream after the send, and
@@ -283,8 +194,8 @@ void C10dTransport::WaitSends(std::chrono::milliseconds timeout) {
   sends_.clear();
 }
 
-Bytes WireBytes(const TensorList& tensors, WireFormat format) {
-  Bytes total = format == WireFormat::kHeader ? kHeaderWords * static_cast<Bytes>(sizeof(int64_t)) : 0;
+Bytes WireBytes(const TensorList& tensors) {
+  Bytes total = 0;
   for (const at::Tensor& t : tensors) total += static_cast<Bytes>(t.numel() * t.element_size());
   return total;
 }

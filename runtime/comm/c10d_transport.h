@@ -1,22 +1,21 @@
 // Transport over a c10d process group (runtime/comm/process_group.h): Gloo
 // on the CPU, NCCL between GPUs.
 //
-// Two wire formats, chosen when the transport is made; both ends of a run
-// use the same one:
-// - kHeader (Gloo's default): a fixed-size int64 header (number of tensors,
-//   their dtypes and shapes, payload bytes) on one tag, then all tensors'
-//   bytes in one uint8 payload on the next. Nothing needs to be known in
-//   advance. The payload goes through the host.
-// - kKnownShapes (NCCL's): receives are posted with the message's
-//   MessageSpec, each tensor travels as its own bytes on the group's device,
-//   with no header and no host copy.
-// In both, a send's buffers are kept until it completes, so the caller may
-// drop its tensors at once: each Send first drops the earlier sends that
-// completed without error, and WaitSends waits for the rest at the step's
-// end. On NCCL (whose work reports completion from its CUDA event) a sent
-// message thus holds memory while in flight, not until the end of the step;
-// Gloo's send work reports completion only once waited for, so there they
-// stay until WaitSends.
+// Receives are posted with the message's MessageSpec (dtypes and shapes),
+// and each tensor travels as its own bytes on the group's device: no header,
+// no host copy where the group is on the GPU. A sender's bytes can thus move
+// as soon as both ends have posted. (A header announcing the shapes, which
+// pplab used on Gloo until 2026-11-27, made the receiver post the payload's
+// receive only when it waited, and on busy cores the sender's transport
+// thread then answered a time slice later: docs/runtime.md, "Transport".)
+// A send's buffers are kept until it completes, so the caller may drop its
+// tensors at once: each Send first drops the earlier sends that completed
+// without error, and WaitSends waits for the rest at the step's end. On
+// NCCL (whose work reports completion from its CUDA event) a sent message
+// thus holds memory while in flight, not until the end of the step; Gloo's
+// send work reports completion only once waited for, so there they stay
+// until WaitSends. A send on the CPU is a view of the caller's tensors, not
+// a copy.
 // Messages between two ranks are matched in the order the lowering pass
 // guarantees per channel (ordered rank pair); tags tell them apart on Gloo.
 //
@@ -43,8 +42,6 @@
 
 namespace pplab {
 
-enum class WireFormat { kHeader, kKnownShapes };
-
 // Peers are pipeline ranks; pipeline rank p is group rank `rank_offset + p
 // rank_stride` (runtime/train/worker_setup.h numbers them). Received tensors
 // are placed on `device` (the stages' device).
@@ -53,8 +50,7 @@ class C10dTransport : public Transport {
   // Every rank of `group` must make its transport at the same point when
   // `per_direction` holds (it makes two groups); by default it holds on NCCL.
   C10dTransport(std::shared_ptr<ProcessGroupHandle> group, c10::Device device, RankId rank_offset = 0,
-                WireFormat format = WireFormat::kHeader, std::optional<bool> per_direction = std::nullopt,
-                RankId rank_stride = 1);
+                std::optional<bool> per_direction = std::nullopt, RankId rank_stride = 1);
   ~C10dTransport() override;
   RankId Rank() const override;
   void Send(RankId peer, int64_t tag, const TensorList& tensors) override;
@@ -62,8 +58,7 @@ class C10dTransport : public Transport {
   TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
   void WaitSends(std::chrono::milliseconds timeout) override;
   // NCCL's sends report completion without being waited for (Gloo's do
-  // not); the known-shapes format allocates each receive when posted, the
-  // header format when its header has arrived.
+  // not); a receive's buffers are allocated when it is posted.
   BufferRules Buffers() const override;
   // With per-direction groups: creates the communicators of each pair and
   // direction now, one exchange of one byte each, pairs in (lower rank,
@@ -82,8 +77,6 @@ class C10dTransport : public Transport {
   // Forgets the sends whose every work item completed without error (their
   // buffers are freed); one that failed stays for WaitSends to report.
   void DropFinishedSends();
-  // Parses an arrived header and posts the payload receive.
-  void PostPayload(RankId peer, int64_t tag, Pending& pending);
   // The group that carries messages from `from` to `to` (pipeline ranks).
   ProcessGroupHandle& Channel(RankId from, RankId to) const;
   // The group rank of pipeline rank `peer`.
@@ -93,16 +86,11 @@ class C10dTransport : public Transport {
   std::set<RankId> connected_;                     // peers Connect has linked
   c10::Device device_;
   RankId rank_offset_, rank_stride_;
-  WireFormat format_;
   std::map<std::pair<RankId, int64_t>, std::unique_ptr<Pending>> receives_;
   std::vector<std::unique_ptr<Pending>> sends_;
 };
 
-// The wire format a group's transport uses: kKnownShapes on NCCL, kHeader on Gloo.
-WireFormat DefaultWireFormat(const ProcessGroupHandle& group);
-
-// Bytes that one message of `tensors` puts on the wire: every tensor's
-// bytes, and in the header format (Gloo) the header's 512 bytes too.
-Bytes WireBytes(const TensorList& tensors, WireFormat format = WireFormat::kHeader);
+// Bytes that one message of `tensors` puts on the wire: every tensor's bytes.
+Bytes WireBytes(const TensorList& tensors);
 
 }  // namespace pplab

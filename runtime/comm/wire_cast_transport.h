@@ -6,8 +6,8 @@
 //
 // Float32 tensors travel as the wire dtype; other dtypes (the attention mask,
 // token ids) travel as they are. A receive's MessageSpec is posted with the
-// wire dtype in place of float32, which is what arrives: the known-shapes
-// format allocates that many bytes, the header format checks it. A message
+// wire dtype in place of float32, which is what arrives: the transport
+// allocates that many bytes. A message
 // must not hold tensors of the wire dtype itself (they would come back as
 // float32).
 #pragma once

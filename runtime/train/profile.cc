@@ -158,7 +158,7 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
     p.input_bytes = s == 0 ? 0 : AllBytes(in.inputs);
     if (s < S - 1) {
       outputs[s] = slot.outputs;
-      p.forward_message_bytes = WireBytes(ToWire(slot.outputs, options.wire_dtype), options.wire_format);
+      p.forward_message_bytes = WireBytes(ToWire(slot.outputs, options.wire_dtype));
       for (const at::Tensor& t : slot.outputs) {
         if (t.defined() && at::isFloatingType(t.scalar_type())) in.output_grads.push_back(torch::randn_like(t) * 1e-3);
       }
@@ -175,7 +175,7 @@ std::map<StageId, StageInput> ForwardThroughPipeline(const std::vector<RankId>& 
     slot.output_grads = in.output_grads;
     RunBackwardAction(slot);
     if (s > 0) {
-      p.backward_message_bytes = WireBytes(ToWire(slot.input_grads, options.wire_dtype), options.wire_format);
+      p.backward_message_bytes = WireBytes(ToWire(slot.input_grads, options.wire_dtype));
       p.input_grad_bytes = FloatBytes(slot.input_grads);
     }
   }
@@ -348,7 +348,7 @@ void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const Profi
       }
       transport.WaitSends(options.comm_timeout);
     }
-    if (rank == a) link.samples.push_back({WireBytes(message, options.wire_format), Median(one_way)});
+    if (rank == a) link.samples.push_back({WireBytes(message), Median(one_way)});
   }
   if (rank == a) FitLink(link);
 }

@@ -62,8 +62,6 @@ struct ProfileOptions {
   // What float32 activations and gradients travel as (the worker's
   // wire_dtype): the message bytes are counted in it.
   c10::ScalarType wire_dtype = c10::ScalarType::Float;
-  // The transport's wire format: NCCL's known shapes send no header.
-  WireFormat wire_format = WireFormat::kHeader;
   // Ranks that share a device past its slots take turns to time their
   // actions (MeasureTurns): this rank times its F, B, I, W and executor
   // overhead in turn `turn` of `turns`, the others waiting at a barrier, so

@@ -320,8 +320,8 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   w.group = ConnectFromEnv(g);
   w.run_id = AgreeOnRunId(w.group.get(), o.comm_timeout);
   // This pipeline's ranks: k at WorldRankOf(d, t, k) = d K T + t + k T.
-  w.transport = on_wire(std::make_unique<C10dTransport>(w.group, w.device, WorldRankOf(w.replica, w.tp_rank, 0, K, T),
-                                                        DefaultWireFormat(*w.group), std::nullopt, T));
+  w.transport = on_wire(
+      std::make_unique<C10dTransport>(w.group, w.device, WorldRankOf(w.replica, w.tp_rank, 0, K, T), std::nullopt, T));
   const std::string k = std::to_string(w.rank);
   if (o.dp > 1) {
     // The replicas of this pipeline rank's stages (the same share of them).

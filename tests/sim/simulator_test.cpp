@@ -648,6 +648,38 @@ TEST_CASE("message buffers freed after delivery and posted one action ahead (NCC
   CHECK(GPipeWithMessages(gloo, Bytes{0}).per_rank[0].peak_activation_bytes == 2100);
 }
 
+TEST_CASE("outputs sent as a view stay held by the message after B releases them, until the transport frees it",
+          "[sim]") {
+  // Gloo as pplab uses it: receives posted one action ahead, sends freed at
+  // the step's end, and a SEND_F that is a view of F's outputs (0 bytes
+  // more when sent). Rank 0: F m0 [0,1000], F m1 [1000,2000] with its first
+  // gradient receive posted (2100), B m0 [5200,7200] with the second
+  // posted (2200). When B m0 ends, its activations go (-1000) and so does
+  // the gradient it used (-100), but its outputs' 100 bytes stay with
+  // SEND_F m0: 1200, then 200 after B m1, 0 once the step's actions end.
+  const MessageMemory gloo{MessageMemory::SentFreed::kStepEnd, MessageMemory::ReceivePosted::kOneActionAhead};
+  const SimResult r = GPipeWithMessages(gloo, Bytes{0});
+  CHECK(r.per_rank[0].peak_activation_bytes == 2200);
+  CHECK(HeldAt(r, 0, 1000) == 2100);
+  CHECK(HeldAt(r, 0, 7199) == 2200);
+  CHECK(HeldAt(r, 0, 7200) == 1200);
+  CHECK(HeldAt(r, 0, 9199) == 1200);
+  CHECK(r.timeline.memory.back().bytes == 0);
+  // Freed after delivery (NCCL's rule), SEND_F m0 is gone by SEND_F m1 at
+  // 1000, before B m0: the outputs go with B (200 after B m0, 0 after B m1).
+  const MessageMemory nccl{MessageMemory::SentFreed::kNextSendAfterDelivery,
+                           MessageMemory::ReceivePosted::kOneActionAhead};
+  const SimResult n = GPipeWithMessages(nccl, Bytes{0});
+  CHECK(HeldAt(n, 0, 7200) == 1100);
+  // A send that copied its message (forward_send_bytes = message_bytes)
+  // holds the copy from the send (2200 at 1000, 2300 from SEND_F m1, 2400
+  // with the second receive posted), and the outputs go with B: 1300.
+  const SimResult copied = GPipeWithMessages(gloo, Bytes{100});
+  CHECK(HeldAt(copied, 0, 1000) == 2200);
+  CHECK(copied.per_rank[0].peak_activation_bytes == 2400);
+  CHECK(HeldAt(copied, 0, 7200) == 1300);
+}
+
 TEST_CASE("input gradients handed to the previous stage on the same rank are held until its B ends", "[sim]") {
   // K=1, v=2, M=1: F s0, F s1, B s1, B s0. After B s1 the rank holds
   // stage 0's activations and the 100-byte input gradient of stage 1.

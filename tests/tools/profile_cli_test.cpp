@@ -64,22 +64,23 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK_FALSE(step.contains("tied_exchange_ms"));  // the tiny preset's head is its own
   CHECK(costs.HasSpread());
   CHECK(doc["meta"]["extra"]["step_per_world_rank"].size() == 2);
-  // Stage 0 sends (hidden (B,L,C) float32, attention_mask (B,L) int64) after a
-  // 512-byte header; the last stage sends its input gradient (B,L,C).
-  CHECK(doc["stages"][0]["message_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
-  CHECK(doc["stages"][1]["message_bytes"].get<int64_t>() == B * L * C * 4 + 512);
+  // Stage 0 sends hidden (B,L,C) float32 and attention_mask (B,L) int64; the
+  // last stage sends its input gradient (B,L,C).
+  CHECK(doc["stages"][0]["message_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8);
+  CHECK(doc["stages"][1]["message_bytes"].get<int64_t>() == B * L * C * 4);
   CHECK(doc["stages"][0]["input_bytes"].get<int64_t>() == 0);
   CHECK(doc["stages"][1]["input_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8);
-  // Gloo's send keeps a copy of the message and its header until the step's
-  // end, and the last stage sends no forward message.
-  CHECK(doc["stages"][0]["forward_send_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
+  // Gloo's send is a view of the outputs, which the stage keeps until its B
+  // anyway: it holds nothing more when sent. The last stage sends no forward
+  // message.
+  CHECK(doc["stages"][0]["forward_send_bytes"].get<int64_t>() == 0);
   CHECK_FALSE(doc["stages"][1].contains("forward_send_bytes"));
   // The last stage's input gradient (B,L,C) float32; its input came from rank 0.
   CHECK(doc["stages"][1]["input_grad_bytes"].get<int64_t>() == B * L * C * 4);
   CHECK_FALSE(doc["stages"][0].contains("input_grad_bytes"));
   CHECK(doc["stages"][0]["activation_includes_input"] == false);
   CHECK(doc["stages"][1]["activation_includes_input"] == true);
-  CHECK(doc["message_memory"] == nlohmann::json{{"sent_freed", "step_end"}, {"receive_posted", "at_use"}});
+  CHECK(doc["message_memory"] == nlohmann::json{{"sent_freed", "step_end"}, {"receive_posted", "one_action_ahead"}});
   REQUIRE(costs.Messages());
   CHECK(costs.Messages()->sent_freed == MessageMemory::SentFreed::kStepEnd);
   CHECK(doc["link"]["latency_ms"].get<double>() > 0);
@@ -249,9 +250,9 @@ TEST_CASE("profile at several microbatch sizes writes a cost model for each, whi
     const auto doc = nlohmann::json::parse(ReadTextFile(path));
     CHECK(doc["meta"]["microbatch_size"] == mb);
     // The same stages measured at each size: the messages are the size's
-    // (B,L,C) fp32 activation (and the mask on the first stage's) and a header.
-    CHECK(doc["stages"][0]["message_bytes"].get<int64_t>() == mb * L * C * 4 + mb * L * 8 + 512);
-    CHECK(doc["stages"][1]["message_bytes"].get<int64_t>() == mb * L * C * 4 + 512);
+    // (B,L,C) fp32 activation (and the mask on the first stage's).
+    CHECK(doc["stages"][0]["message_bytes"].get<int64_t>() == mb * L * C * 4 + mb * L * 8);
+    CHECK(doc["stages"][1]["message_bytes"].get<int64_t>() == mb * L * C * 4);
     CHECK_THAT(r.out, Catch::Contains("cost model written to " + path + "\n"));
   }
   CHECK_THAT(r.out, Catch::Contains("fits them together (a fixed time a layer besides the time per FLOP): --cost " +
@@ -460,7 +461,7 @@ TEST_CASE("profile --tp 2 times each pipeline rank's stages with its tensor-para
     // hidden state, as at T = 1.
     CHECK(b["message_bytes"] == a["message_bytes"]);
   }
-  CHECK(two["stages"][0]["message_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8 + 512);
+  CHECK(two["stages"][0]["message_bytes"].get<int64_t>() == B * L * C * 4 + B * L * 8);
   // simulate takes it as it is; plan fits it for T = 2 alone (its times
   // hold the collectives) and its train line says so.
   const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + dir + "/profile_tp2.json --json");
@@ -494,10 +495,10 @@ TEST_CASE("profile --tp 2 times each pipeline rank's stages with its tensor-para
   REQUIRE(sp.code == 0);
   const auto seq = nlohmann::json::parse(ReadTextFile(dir + "/profile_sp.json"));
   CHECK(seq["meta"]["sequence_parallel"] == true);
-  CHECK(seq["stages"][0]["message_bytes"].get<int64_t>() == B * (L / T) * C * 4 + B * L * 8 + 512);
-  CHECK(seq["stages"][1]["message_bytes"].get<int64_t>() == B * (L / T) * C * 4 + 512);
+  CHECK(seq["stages"][0]["message_bytes"].get<int64_t>() == B * (L / T) * C * 4 + B * L * 8);
+  CHECK(seq["stages"][1]["message_bytes"].get<int64_t>() == B * (L / T) * C * 4);
   const auto& samples = seq["meta"]["extra"]["links"][0]["samples"];
-  CHECK(samples[1]["bytes"].get<int64_t>() == B * (L / T) * C * 4 + 512);
+  CHECK(samples[1]["bytes"].get<int64_t>() == B * (L / T) * C * 4);
 }
 
 }  // namespace pplab

@@ -18,65 +18,59 @@
 
 namespace pplab {
 
-TEST_CASE("both wire formats deliver a message's tensors exactly", "[comm]") {
+TEST_CASE("a message's tensors arrive exactly, each as its own bytes", "[comm]") {
   const at::Tensor hidden = torch::arange(24, torch::kFloat32).reshape({2, 3, 4}) / 7;      // (B,T,C)
   const at::Tensor mask = torch::tensor({1, 1, 0, 1, 0, 0}, torch::kLong).reshape({2, 3});  // (B,T)
   const MessageSpec spec = {{c10::ScalarType::Float, {2, 3, 4}}, {c10::ScalarType::Long, {2, 3}}};
-  for (const WireFormat format : {WireFormat::kHeader, WireFormat::kKnownShapes}) {
-    TensorList got;
-    OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
-      C10dTransport transport(group, c10::Device(c10::kCPU), 0, format);
-      const auto timeout = std::chrono::milliseconds(20000);
-      if (rank == 0) {
-        transport.Send(1, 5, {hidden, mask});
-        transport.WaitSends(timeout);
-      } else {
-        transport.PostRecv(0, 5, spec);
-        got = transport.WaitRecv(0, 5, timeout);
-      }
-      Barrier(*group, timeout);
-    });
-    INFO((format == WireFormat::kHeader ? "header" : "known shapes"));
-    REQUIRE(got.size() == 2);
-    CHECK(got[0].equal(hidden));
-    CHECK(got[1].equal(mask));
-  }
+  TensorList got;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    C10dTransport transport(group, c10::Device(c10::kCPU), 0);
+    const auto timeout = std::chrono::milliseconds(20000);
+    if (rank == 0) {
+      transport.Send(1, 5, {hidden, mask});
+      transport.WaitSends(timeout);
+    } else {
+      transport.PostRecv(0, 5, spec);
+      got = transport.WaitRecv(0, 5, timeout);
+    }
+    Barrier(*group, timeout);
+  });
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].equal(hidden));
+  CHECK(got[1].equal(mask));
+  CHECK(WireBytes({hidden, mask}) == 2 * 3 * 4 * 4 + 2 * 3 * 8);
 }
 
-TEST_CASE("over Gloo a bf16 wire sends bf16 in both wire formats and the receiver gets fp32", "[comm]") {
+TEST_CASE("over Gloo a bf16 wire sends bf16 and the receiver gets fp32", "[comm]") {
   const at::Tensor hidden = torch::randn({2, 3, 4});  // (B,T,C)
   const at::Tensor mask = torch::tensor({1, 1, 0, 1, 0, 0}, torch::kLong).reshape({2, 3});
   const MessageSpec spec = {{c10::ScalarType::Float, {2, 3, 4}}, {c10::ScalarType::Long, {2, 3}}};
-  for (const WireFormat format : {WireFormat::kHeader, WireFormat::kKnownShapes}) {
-    TensorList wire, got;
-    OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
-      const auto timeout = std::chrono::milliseconds(20000);
-      auto inner = std::make_unique<C10dTransport>(group, c10::Device(c10::kCPU), 0, format);
-      C10dTransport* raw = inner.get();
-      WireCastTransport transport(std::move(inner), c10::ScalarType::BFloat16);
-      if (rank == 0) {
-        transport.Send(1, 5, {hidden, mask});
-        transport.Send(1, 6, {hidden, mask});
-        transport.WaitSends(timeout);
-      } else {
-        // Message 5 as it travels: a receive posted for bf16 (the known-shapes
-        // format allocates 2 bytes a value, the header format checks the dtype).
-        raw->PostRecv(0, 5, ToWire(spec, c10::ScalarType::BFloat16));
-        wire = raw->WaitRecv(0, 5, timeout);
-        transport.PostRecv(0, 6, spec);
-        got = transport.WaitRecv(0, 6, timeout);
-      }
-      Barrier(*group, timeout);
-    });
-    INFO((format == WireFormat::kHeader ? "header" : "known shapes"));
-    REQUIRE(wire.size() == 2);
-    CHECK(wire[0].scalar_type() == torch::kBFloat16);
-    CHECK(wire[0].nbytes() == hidden.nbytes() / 2);
-    REQUIRE(got.size() == 2);
-    CHECK(got[0].scalar_type() == torch::kFloat32);
-    CHECK(got[0].equal(hidden.to(torch::kBFloat16).to(torch::kFloat32)));
-    CHECK(got[1].equal(mask));
-  }
+  TensorList wire, got;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    const auto timeout = std::chrono::milliseconds(20000);
+    auto inner = std::make_unique<C10dTransport>(group, c10::Device(c10::kCPU), 0);
+    C10dTransport* raw = inner.get();
+    WireCastTransport transport(std::move(inner), c10::ScalarType::BFloat16);
+    if (rank == 0) {
+      transport.Send(1, 5, {hidden, mask});
+      transport.Send(1, 6, {hidden, mask});
+      transport.WaitSends(timeout);
+    } else {
+      // Message 5 as it travels: a receive posted for bf16 (2 bytes a value).
+      raw->PostRecv(0, 5, ToWire(spec, c10::ScalarType::BFloat16));
+      wire = raw->WaitRecv(0, 5, timeout);
+      transport.PostRecv(0, 6, spec);
+      got = transport.WaitRecv(0, 6, timeout);
+    }
+    Barrier(*group, timeout);
+  });
+  REQUIRE(wire.size() == 2);
+  CHECK(wire[0].scalar_type() == torch::kBFloat16);
+  CHECK(wire[0].nbytes() == hidden.nbytes() / 2);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].scalar_type() == torch::kFloat32);
+  CHECK(got[0].equal(hidden.to(torch::kBFloat16).to(torch::kFloat32)));
+  CHECK(got[1].equal(mask));
 }
 
 TEST_CASE("per-direction groups carry messages both ways with every receive posted first, as the executor does",
@@ -91,7 +85,7 @@ TEST_CASE("per-direction groups carry messages both ways with every receive post
   std::vector<at::Tensor> got_act, got_grad;
   OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
     const auto timeout = std::chrono::milliseconds(20000);
-    C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes, /*per_direction=*/true);
+    C10dTransport transport(group, c10::Device(c10::kCPU), 0, /*per_direction=*/true);
     transport.Connect({1 - rank, 1 - rank}, timeout);  // the executor's set-up; a repeat does nothing
     transport.Connect({1 - rank}, timeout);
     for (int m = 0; m < 3; ++m) transport.PostRecv(1 - rank, rank == 0 ? 10 + m : m, spec);
@@ -118,7 +112,7 @@ TEST_CASE("per-direction groups carry messages both ways with every receive post
 TEST_CASE("linking the pipeline pairs names a rank that never comes to link, within the timeout", "[comm]") {
   std::string error;
   OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
-    C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes, /*per_direction=*/true);
+    C10dTransport transport(group, c10::Device(c10::kCPU), 0, /*per_direction=*/true);
     if (rank != 0) return;  // rank 1 never links
     try {
       transport.Connect({1}, std::chrono::milliseconds(1000));
@@ -129,32 +123,12 @@ TEST_CASE("linking the pipeline pairs names a rank that never comes to link, wit
   CHECK(error.find("rank 0: not every rank came to link its pipeline pairs within 1 s") != std::string::npos);
 }
 
-TEST_CASE("a receive posted with other shapes is refused, naming the message", "[comm]") {
-  const MessageSpec wrong = {{c10::ScalarType::Float, {2, 3, 5}}};
-  std::string error;
-  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
-    C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kHeader);
-    const auto timeout = std::chrono::milliseconds(20000);
-    if (rank == 0) {
-      transport.Send(1, 2, {torch::ones({2, 3, 4})});
-      transport.WaitSends(timeout);
-    } else {
-      transport.PostRecv(0, 2, wrong);
-      try {
-        transport.WaitRecv(0, 2, timeout);
-      } catch (const Error& e) {
-        error = e.what();
-      }
-    }
-  });
-  CHECK(error.find("message 2 from rank 0") != std::string::npos);
-  CHECK(error.find("dtypes and shapes") != std::string::npos);
-}
-
-TEST_CASE("the known-shapes format refuses a receive posted without shapes", "[comm]") {
+TEST_CASE("a receive posted without shapes, or waited for unposted, is refused, naming the message", "[comm]") {
   OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
     if (rank != 1) return;
-    C10dTransport transport(group, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes);
+    C10dTransport transport(group, c10::Device(c10::kCPU), 0);
+    CHECK_THROWS_WITH(transport.WaitRecv(0, 4, std::chrono::milliseconds(1000)),
+                      Catch::Contains("receiving message 4 from rank 0: no receive was posted"));
     CHECK_THROWS_WITH(transport.PostRecv(0, 3, {}), Catch::Contains("needs the message's dtypes and shapes"));
   });
 }
@@ -337,7 +311,7 @@ TEST_CASE("a completed send's buffers are freed at the next send, a failed one i
   auto handle = std::make_shared<ProcessGroupHandle>();
   handle->group = backend;
   handle->world_size = 2;
-  C10dTransport transport(handle, c10::Device(c10::kCPU), 0, WireFormat::kKnownShapes, /*per_direction=*/false);
+  C10dTransport transport(handle, c10::Device(c10::kCPU), 0, /*per_direction=*/false);
   const auto timeout = std::chrono::milliseconds(1000);
   transport.Send(1, 1, {torch::ones({4})});
   REQUIRE(backend->works.size() == 1);

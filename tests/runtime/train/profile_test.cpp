@@ -93,9 +93,9 @@ TEST_CASE("a stage's measured activation bytes cover its output and grow linearl
     CHECK(static_cast<double>(one[s].weight_grad_bytes) == Approx(formula).margin(T * C * 4));
     CHECK(one[s].weight_grad_bytes < one[s].activation_bytes);
   }
-  // The messages: stage 0 sends (hidden (B,T,C) float, mask (B,T) int64) and a 512-byte header.
-  CHECK(two[0].forward_message_bytes == 2 * T * C * 4 + 2 * T * 8 + 512);
-  CHECK(two[1].backward_message_bytes == 2 * T * C * 4 + 512);
+  // The messages: stage 0 sends hidden (B,T,C) float and mask (B,T) int64.
+  CHECK(two[0].forward_message_bytes == 2 * T * C * 4 + 2 * T * 8);
+  CHECK(two[1].backward_message_bytes == 2 * T * C * 4);
   // What a recomputed stage keeps: stage 1's received hidden state and mask
   // (no header); stage 0's tokens belong to the batch.
   CHECK(two[0].input_bytes == 0);

@@ -165,6 +165,11 @@ struct MessageMemory {
   };
   SentFreed sent_freed = SentFreed::kStepEnd;
   ReceivePosted receive_posted = ReceivePosted::kAtUse;
+  // Whether a send's buffer is the sender's tensors themselves (a view:
+  // Gloo on the CPU, NCCL) rather than a copy elsewhere (Gloo's host copy
+  // of GPU tensors): a SEND_F's outputs then stay held by the message after
+  // B releases them, until it is freed (docs/cost-model.md).
+  bool sent_view = false;
 };
 
 // Work done once per step after a rank's last action (docs/cost-model.md):

@@ -241,9 +241,10 @@ constexpr std::pair<MessageMemory::ReceivePosted, const char*> kReceivePostedNam
     {MessageMemory::ReceivePosted::kOneActionAhead, "one_action_ahead"}};
 
 // "message_memory": {"sent_freed": "step_end" | "next_send_after_delivery",
-//                    "receive_posted": "at_use" | "one_action_ahead"}, both given.
+//                    "receive_posted": "at_use" | "one_action_ahead"}, both given,
+//                    and optionally "sent_view": true | false (default false).
 MessageMemory ReadMessageMemory(const json& obj, const std::string& at) {
-  CheckKeys(obj, {"sent_freed", "receive_posted"}, at);
+  CheckKeys(obj, {"sent_freed", "receive_posted", "sent_view"}, at);
   MessageMemory m;
   auto pick = [&](const char* key, const auto& names, auto& out) {
     std::string choices;
@@ -258,6 +259,11 @@ MessageMemory ReadMessageMemory(const json& obj, const std::string& at) {
   };
   pick("sent_freed", kSentFreedNames, m.sent_freed);
   pick("receive_posted", kReceivePostedNames, m.receive_posted);
+  if (obj.contains("sent_view")) {
+    if (!obj["sent_view"].is_boolean())
+      throw Error(at + ".sent_view must be true or false, got " + obj["sent_view"].dump());
+    m.sent_view = obj["sent_view"].get<bool>();
+  }
   return m;
 }
 
@@ -269,6 +275,7 @@ json MessageMemoryToJson(const MessageMemory& m) {
   for (const auto& [value, name] : kReceivePostedNames) {
     if (value == m.receive_posted) j["receive_posted"] = name;
   }
+  j["sent_view"] = m.sent_view;
   return j;
 }
 

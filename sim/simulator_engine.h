@@ -149,8 +149,9 @@ class Engine {
   // `delivered`: the transport holds `bytes` (a SEND_F's forward_send_bytes;
   // a SEND_B's wire bytes, in place of the input gradients the executor
   // drops) until it frees the message (MessageMemory::SentFreed).
-  // A SEND_F whose forward_send_bytes is below message_bytes sent a view
-  // of the outputs for the rest (the executor's outputs themselves): they
+  // A SEND_F whose forward_send_bytes is below message_bytes sent, where
+  // the transport's sends are views (MessageMemory::sent_view), a view of
+  // the outputs for the rest (the executor's outputs themselves): they
   // are in the rank's activations until the stage's B or I releases them,
   // and in the message from then until the transport frees it
   // (KeepSentOutputs).

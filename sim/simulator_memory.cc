@@ -65,7 +65,7 @@ void Engine::HoldSent(RankId r, Bytes bytes, const Action& send, TimeNs delivere
     Sample(r, clock_[r], -freed, &MemoryParts::messages);
   }
   HeldSend h{delivered, bytes, -1, 0};
-  if (send.kind == ActionKind::kSendF) {
+  if (send.kind == ActionKind::kSendF && costs_.Messages()->sent_view) {
     h.outputs = static_cast<long>(Key(send.stage, send.microbatch));
     h.view = std::max<Bytes>(0, costs_.Stage(send.stage).message_bytes - bytes);
   }

@@ -111,7 +111,8 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
   if (o.ranks > 1)
     doc["message_memory"] = {
         {"sent_freed", r.buffers.sends_freed_after_delivery ? "next_send_after_delivery" : "step_end"},
-        {"receive_posted", r.buffers.receives_allocated_when_posted ? "one_action_ahead" : "at_use"}};
+        {"receive_posted", r.buffers.receives_allocated_when_posted ? "one_action_ahead" : "at_use"},
+        {"sent_view", r.buffers.sends_view_tensors}};
   if (o.dp > 1) doc["data_parallel"] = {{"degree", o.dp}};
   // Ranks that time-sliced a device were timed in turns, each with the
   // device's slots to itself: the simulator queues them for the device

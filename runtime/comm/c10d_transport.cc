@@ -84,6 +84,7 @@ Transport::BufferRules C10dTransport::Buffers() const {
   BufferRules rules;
   rules.sends_freed_after_delivery = group_->backend == Backend::kNccl;
   rules.receives_allocated_when_posted = true;
+  rules.sends_view_tensors = group_->device == device_;  // AsBytes copies across devices
   return rules;
 }
 

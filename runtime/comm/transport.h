@@ -49,6 +49,9 @@ class Transport {
     bool sends_freed_after_delivery = false;
     // A receive's buffer exists from PostRecv; false: from WaitRecv.
     bool receives_allocated_when_posted = false;
+    // A send's buffer is the sender's tensors themselves, which it keeps
+    // alive until freed; false: a copy elsewhere (another device) or none.
+    bool sends_view_tensors = false;
   };
   virtual BufferRules Buffers() const { return {}; }
 };

@@ -657,7 +657,8 @@ TEST_CASE("outputs sent as a view stay held by the message after B releases them
   // posted (2200). When B m0 ends, its activations go (-1000) and so does
   // the gradient it used (-100), but its outputs' 100 bytes stay with
   // SEND_F m0: 1200, then 200 after B m1, 0 once the step's actions end.
-  const MessageMemory gloo{MessageMemory::SentFreed::kStepEnd, MessageMemory::ReceivePosted::kOneActionAhead};
+  const MessageMemory gloo{MessageMemory::SentFreed::kStepEnd, MessageMemory::ReceivePosted::kOneActionAhead,
+                           /*sent_view=*/true};
   const SimResult r = GPipeWithMessages(gloo, Bytes{0});
   CHECK(r.per_rank[0].peak_activation_bytes == 2200);
   CHECK(HeldAt(r, 0, 1000) == 2100);
@@ -668,9 +669,14 @@ TEST_CASE("outputs sent as a view stay held by the message after B releases them
   // Freed after delivery (NCCL's rule), SEND_F m0 is gone by SEND_F m1 at
   // 1000, before B m0: the outputs go with B (200 after B m0, 0 after B m1).
   const MessageMemory nccl{MessageMemory::SentFreed::kNextSendAfterDelivery,
-                           MessageMemory::ReceivePosted::kOneActionAhead};
+                           MessageMemory::ReceivePosted::kOneActionAhead, /*sent_view=*/true};
   const SimResult n = GPipeWithMessages(nccl, Bytes{0});
   CHECK(HeldAt(n, 0, 7200) == 1100);
+  // A transport whose sends copy to another device (Gloo from a GPU) holds
+  // nothing on this one: the outputs go with B as well.
+  const MessageMemory host_copy{MessageMemory::SentFreed::kStepEnd, MessageMemory::ReceivePosted::kOneActionAhead,
+                                /*sent_view=*/false};
+  CHECK(HeldAt(GPipeWithMessages(host_copy, Bytes{0}), 0, 7200) == 1100);
   // A send that copied its message (forward_send_bytes = message_bytes)
   // holds the copy from the send (2200 at 1000, 2300 from SEND_F m1, 2400
   // with the second receive posted), and the outputs go with B: 1300.
@@ -698,12 +704,13 @@ TEST_CASE("message_memory and forward_send_bytes round-trip through the cost fil
   c.backward = 2;
   c.forward_send_bytes = 0;
   CostModel m = CostModel::Uniform(2, c, {});
-  m.SetMessages(
-      MessageMemory{MessageMemory::SentFreed::kNextSendAfterDelivery, MessageMemory::ReceivePosted::kOneActionAhead});
+  m.SetMessages(MessageMemory{MessageMemory::SentFreed::kNextSendAfterDelivery,
+                              MessageMemory::ReceivePosted::kOneActionAhead, /*sent_view=*/true});
   const CostModel back = CostModel::FromJson(m.ToJson(), "t");
   REQUIRE(back.Messages());
   CHECK(back.Messages()->sent_freed == MessageMemory::SentFreed::kNextSendAfterDelivery);
   CHECK(back.Messages()->receive_posted == MessageMemory::ReceivePosted::kOneActionAhead);
+  CHECK(back.Messages()->sent_view);
   CHECK(back.Stage(1).forward_send_bytes == Bytes{0});
   CHECK_FALSE(CostModel::FromJson(CostModel::Uniform(2, c, {}).ToJson(), "t").Messages());
   const std::string base = R"({"format": "pplab.cost", "version": 1, "num_stages": 2,
@@ -716,6 +723,13 @@ TEST_CASE("message_memory and forward_send_bytes round-trip through the cost fil
   CHECK_THROWS_WITH(
       CostModel::FromJson(base + R"({"sent_freed": "step_end", "receive_posted": "at_use", "x": 1}})", "c.json"),
       "c.json: message_memory: unknown field 'x'");
+  // sent_view is optional (files from before it mean no view) and a boolean.
+  CHECK_FALSE(CostModel::FromJson(base + R"({"sent_freed": "step_end", "receive_posted": "at_use"}})", "c.json")
+                  .Messages()
+                  ->sent_view);
+  CHECK_THROWS_WITH(CostModel::FromJson(
+                        base + R"({"sent_freed": "step_end", "receive_posted": "at_use", "sent_view": 1}})", "c.json"),
+                    "c.json: message_memory.sent_view must be true or false, got 1");
 }
 
 TEST_CASE("F and B count their own workspace where the stage gives each", "[sim]") {

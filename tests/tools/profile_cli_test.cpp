@@ -80,7 +80,8 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK_FALSE(doc["stages"][0].contains("input_grad_bytes"));
   CHECK(doc["stages"][0]["activation_includes_input"] == false);
   CHECK(doc["stages"][1]["activation_includes_input"] == true);
-  CHECK(doc["message_memory"] == nlohmann::json{{"sent_freed", "step_end"}, {"receive_posted", "one_action_ahead"}});
+  CHECK(doc["message_memory"] ==
+        nlohmann::json{{"sent_freed", "step_end"}, {"receive_posted", "one_action_ahead"}, {"sent_view", true}});
   REQUIRE(costs.Messages());
   CHECK(costs.Messages()->sent_freed == MessageMemory::SentFreed::kStepEnd);
   CHECK(doc["link"]["latency_ms"].get<double>() > 0);

@@ -311,6 +311,12 @@ print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (label, precision, "eager" i
       tok_s(ref_s, ref_why), tok_s(got_s, last_line(got_base + ".err")), ratio, mfu(ref_s), mfu(got_s)))
 PY
     tail -n 1 "$work/table.md"
+    # The row's where-line now too, so a bench cut short keeps it.
+    where_rows=$(wc -l 2> /dev/null < "$work/where.md" || echo 0)
+    if [ "$where_rows" -gt "${where_seen:-0}" ]; then
+      echo "  where: $(tail -n 1 "$work/where.md")"
+      where_seen=$where_rows
+    fi
   done
 done
 

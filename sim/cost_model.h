@@ -93,8 +93,9 @@ struct StageCost {
   Bytes cast_weight_bytes = 0;
   // What one SEND_F of this stage holds on its rank beyond the rank's own
   // activations, while the transport keeps the message (MessageMemory): a
-  // copy of the outputs (Gloo), or nothing where the transport sends a view
-  // of outputs the stage keeps until B (NCCL in the activations' dtype).
+  // copy of the outputs (bf16 on the wire; Gloo before 2026-11-27), or
+  // nothing where the transport sends a view of outputs the stage keeps
+  // until B (MessageMemory::sent_view says what the view holds after B).
   // Measured by `pplab profile`; unset: message_bytes.
   std::optional<Bytes> forward_send_bytes;
   // On a device its rank shares past the slots: the share of the action's
@@ -160,8 +161,9 @@ struct MessageMemory {
     kNextSendAfterDelivery,  // at the rank's first SEND after the message arrived (NCCL)
   };
   enum class ReceivePosted {
-    kAtUse,           // a receive's buffer is allocated when the message is waited for (Gloo)
-    kOneActionAhead,  // when posted: at the start of the compute action before its consumer (NCCL)
+    kAtUse,           // a receive's buffer is allocated when the message is waited for (Gloo from a GPU;
+                      // Gloo before 2026-11-27)
+    kOneActionAhead,  // when posted: at the start of the compute action before its consumer (NCCL, Gloo)
   };
   SentFreed sent_freed = SentFreed::kStepEnd;
   ReceivePosted receive_posted = ReceivePosted::kAtUse;

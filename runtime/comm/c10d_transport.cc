@@ -83,8 +83,11 @@ void C10dTransport::DropFinishedSends() {
 Transport::BufferRules C10dTransport::Buffers() const {
   BufferRules rules;
   rules.sends_freed_after_delivery = group_->backend == Backend::kNccl;
-  rules.receives_allocated_when_posted = true;
-  rules.sends_view_tensors = group_->device == device_;  // AsBytes copies across devices
+  // Across devices (Gloo from a GPU) the posted buffer is on the host, and
+  // the stage's device gets its tensors at WaitRecv; a send copies to the
+  // host (AsBytes).
+  rules.receives_allocated_when_posted = group_->device == device_;
+  rules.sends_view_tensors = group_->device == device_;
   return rules;
 }
 

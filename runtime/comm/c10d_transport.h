@@ -7,7 +7,7 @@
 // as soon as both ends have posted. (A header announcing the shapes, which
 // pplab used on Gloo until 2026-11-27, made the receiver post the payload's
 // receive only when it waited, and on busy cores the sender's transport
-// thread then answered a time slice later: docs/runtime.md, "Transport".)
+// thread then answered a time slice later: docs/runtime.md, "Transports".)
 // A send's buffers are kept until it completes, so the caller may drop its
 // tensors at once: each Send first drops the earlier sends that completed
 // without error, and WaitSends waits for the rest at the step's end. On
@@ -58,7 +58,8 @@ class C10dTransport : public Transport {
   TensorList WaitRecv(RankId peer, int64_t tag, std::chrono::milliseconds timeout) override;
   void WaitSends(std::chrono::milliseconds timeout) override;
   // NCCL's sends report completion without being waited for (Gloo's do
-  // not); a receive's buffers are allocated when it is posted.
+  // not); on the stages' own device a receive's buffers are allocated when
+  // it is posted and a send is a view of the sent tensors.
   BufferRules Buffers() const override;
   // With per-direction groups: creates the communicators of each pair and
   // direction now, one exchange of one byte each, pairs in (lower rank,

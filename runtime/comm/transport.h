@@ -22,8 +22,9 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual RankId Rank() const = 0;
-  // Starts sending `tensors` to `peer`. The tensors may be reused by the
-  // caller as soon as this returns.
+  // Starts sending `tensors` to `peer`. The caller may drop the tensors as
+  // soon as this returns (the transport keeps what it sends alive), but must
+  // not write to them before WaitSends: a send may be a view of them.
   virtual void Send(RankId peer, int64_t tag, const TensorList& tensors) = 0;
   // Posts the receive of message `tag` from `peer`; returns at once. `spec`
   // is what the message holds, or empty when not known in advance (a

@@ -33,8 +33,9 @@ class Stage {
   // What this stage receives for a microbatch of `rows` sequences of
   // `seq_len` tokens: its inputs from the previous stage (forward), or the
   // gradients of its floating-point outputs from the next one (backward).
-  // Transports that post receives with known shapes (NCCL) need these; the
-  // default, an empty spec, means "not known" (the message carries a header).
+  // The transports post their receives with these (C10dTransport refuses
+  // an empty spec); the default, an empty spec, means "not known", which
+  // only FakeTransport accepts.
   virtual MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const {
     (void)forward, (void)rows, (void)seq_len;
     return {};

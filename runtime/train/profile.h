@@ -110,8 +110,8 @@ struct StageProfile {
   // activations).
   Bytes forward_transient_bytes = 0, backward_transient_bytes = 0, backward_input_transient_bytes = 0;
   // Bytes the transport's Send of the forward message added to what was
-  // live (a copy of the outputs, or nothing when it sends them as they
-  // are); unset when the next stage is on this rank.
+  // live (a copy of the outputs, as bf16 on the wire makes, or nothing when
+  // it sends them as they are); unset when the next stage is on this rank.
   std::optional<Bytes> forward_send_bytes;
   // Whether the stage's input came from another rank (then activation_bytes
   // counts the stage's own copy of it), or from the previous stage on this

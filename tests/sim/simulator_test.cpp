@@ -667,11 +667,17 @@ TEST_CASE("outputs sent as a view stay held by the message after B releases them
   CHECK(HeldAt(r, 0, 9199) == 1200);
   CHECK(r.timeline.memory.back().bytes == 0);
   // Freed after delivery (NCCL's rule), SEND_F m0 is gone by SEND_F m1 at
-  // 1000, before B m0: the outputs go with B (200 after B m0, 0 after B m1).
+  // 2000, before B m0: its outputs go with B m0 (1100 after it). SEND_F m1,
+  // which no later send frees, keeps its outputs from B m1 to the end (100).
   const MessageMemory nccl{MessageMemory::SentFreed::kNextSendAfterDelivery,
                            MessageMemory::ReceivePosted::kOneActionAhead, /*sent_view=*/true};
   const SimResult n = GPipeWithMessages(nccl, Bytes{0});
   CHECK(HeldAt(n, 0, 7200) == 1100);
+  CHECK(HeldAt(n, 0, 9199) == 1100);
+  // B m1 ends at 9200 with the step's actions: 100 held, then 0.
+  CHECK(std::any_of(n.timeline.memory.begin(), n.timeline.memory.end(),
+                    [](const MemorySample& m) { return m.rank == 0 && m.time == 9200 && m.bytes == 100; }));
+  CHECK(HeldAt(n, 0, n.makespan) == 0);
   // A transport whose sends copy to another device (Gloo from a GPU) holds
   // nothing on this one: the outputs go with B as well.
   const MessageMemory host_copy{MessageMemory::SentFreed::kStepEnd, MessageMemory::ReceivePosted::kOneActionAhead,

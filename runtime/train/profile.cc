@@ -206,12 +206,15 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
         // not as what F or I holds.
         const TensorList output_grads = in.grads_received ? Clone(in.output_grads) : in.output_grads;
         const Bytes before = meter.Live();
-        const TensorList x = in.received ? Clone(in.inputs) : in.inputs;
+        TensorList x = in.received ? Clone(in.inputs) : in.inputs;
         meter.ResetPeak();
         const Timed f = TimeAction(clock, options, [&] {
           RunForwardAction(*stage, slot, x, s == S - 1 ? &loss : nullptr, data.targets, loss_scale);
         });
         const Bytes activation = meter.Live() - before;
+        // From here the slot holds the input alone, as in the executor, where
+        // B or I frees a received input with the slot.
+        x.clear();
         const Bytes forward_transient = meter.Peak() - meter.Live();
         slot.output_grads = output_grads;
         const Bytes before_backward = meter.Live();

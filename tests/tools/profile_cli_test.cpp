@@ -185,9 +185,11 @@ TEST_CASE("the profile's activation bytes predict the executor's measured peak",
                     r, want, got, 100 * (want - got) / got);
         // The stash, the largest temporaries (workspace_bytes) and the
         // message buffers as Gloo holds them (message_memory) are what the
-        // executor holds: within 1 % (the target is 10 %).
-        CHECK(want <= 1.01 * got);
-        CHECK(want >= 0.99 * got);
+        // executor holds: within 0.5 % (the target is 10 %). One
+        // gradient message counted twice is about 1 % of zb-h1's last rank
+        // here (runtime/exec/executor.cc copies what SEND_B sends for that).
+        CHECK(want <= 1.005 * got);
+        CHECK(want >= 0.995 * got);
       }
     }
   }

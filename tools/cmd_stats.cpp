@@ -61,11 +61,12 @@ int RunStats(const StatsOptions& o) {
   if (!o.cost_out.empty()) WriteTextFile(o.cost_out, MeasuredCostJson(t, o.trace_path));
   // The messages' time as receivers that waited for them saw it.
   const std::vector<double> waited = WaitedMessageMs(t);
-  const nlohmann::json waited_json = waited.empty() ? nlohmann::json(nullptr)
-                                                    : nlohmann::json{{"count", waited.size()},
-                                                                     {"median", waited[waited.size() / 2]},
-                                                                     {"min", waited.front()},
-                                                                     {"max", waited.back()}};
+  const double waited_median = waited.empty() ? 0 : waited[waited.size() / 2];
+  const nlohmann::json waited_json =
+      waited.empty()
+          ? nlohmann::json(nullptr)
+          : nlohmann::json{
+                {"count", waited.size()}, {"median", waited_median}, {"min", waited.front()}, {"max", waited.back()}};
   const nlohmann::json j = {{"name", t.name},
                             {"source", t.source},
                             {"ranks", t.ranks},
@@ -108,7 +109,7 @@ int RunStats(const StatsOptions& o) {
     std::printf(
         "\nmessages a receiver waited for: %zu, from the SEND's start to the receiver's start median %s ms "
         "(min %s, max %s)\n",
-        waited.size(), Fixed(waited[waited.size() / 2], 4).c_str(), Fixed(waited.front(), 4).c_str(),
+        waited.size(), Fixed(waited_median, 4).c_str(), Fixed(waited.front(), 4).c_str(),
         Fixed(waited.back(), 4).c_str());
   }
   if (!o.cost_out.empty()) std::printf("cost model estimated from the trace written to %s\n", o.cost_out.c_str());

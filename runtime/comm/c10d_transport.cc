@@ -30,14 +30,6 @@ at::Tensor AsBytes(const at::Tensor& t, const c10::Device& device) {
 
 }  // namespace
 
-bool Matches(const TensorList& tensors, const MessageSpec& spec) {
-  if (tensors.size() != spec.size()) return false;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].scalar_type() != spec[i].dtype || tensors[i].sizes().vec() != spec[i].shape) return false;
-  }
-  return true;
-}
-
 struct C10dTransport::Pending {
   // One buffer (kept alive until its work completes) and one work per
   // tensor, and the spec.

@@ -6,6 +6,14 @@
 
 namespace pplab {
 
+bool Matches(const TensorList& tensors, const MessageSpec& spec) {
+  if (tensors.size() != spec.size()) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].scalar_type() != spec[i].dtype || tensors[i].sizes().vec() != spec[i].shape) return false;
+  }
+  return true;
+}
+
 void FakeNetwork::Put(RankId from, RankId to, int64_t tag, TensorList tensors) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -35,9 +35,9 @@ class FakeNetwork {
 
  private:
   struct Channel {
-    std::vector<int64_t> sent;                       // tags in send order
-    size_t posted = 0;                               // receives posted so far
-    std::map<int64_t, std::deque<size_t>> waiting;   // tag -> places of its posted, untaken receives
+    std::vector<int64_t> sent;                      // tags in send order
+    size_t posted = 0;                              // receives posted so far
+    std::map<int64_t, std::deque<size_t>> waiting;  // tag -> places of its posted, untaken receives
   };
   std::mutex mu_;
   std::condition_variable arrived_;
@@ -49,7 +49,8 @@ class FakeTransport : public Transport {
  public:
   FakeTransport(RankId rank, std::shared_ptr<FakeNetwork> network) : rank_(rank), network_(std::move(network)) {}
   RankId Rank() const override { return rank_; }
-  // Clones the tensors, as a real transport copies them out.
+  // Clones the tensors, so that the receiver's are its own, as a real
+  // transport's receive buffer is.
   void Send(RankId peer, int64_t tag, const TensorList& tensors) override;
   // Remembers `spec`, which WaitRecv checks the message against, and the
   // receive's place in the channel (FakeNetwork::Post).

@@ -68,6 +68,12 @@ void RunBackwardAction(StageSlot& slot) {
 // other parameters' gradients (norms, biases, the embedding) are made here.
 void RunBackwardInputAction(StageSlot& slot) { RunBackwardAction(slot); }
 
+TensorList Clone(const TensorList& list) {
+  TensorList out;
+  for (const at::Tensor& t : list) out.push_back(t.defined() ? t.clone() : t);
+  return out;
+}
+
 void RunBackwardWeightAction(StageSlot& slot) {
   if (slot.deferred) slot.deferred->Run();
 }
@@ -147,11 +153,6 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   // each gradient message.
   const Transport::BufferRules rules = transport_.Buffers();
   const bool copy_sent_grads = rules.sends_view_tensors && !rules.sends_freed_after_delivery;
-  auto copies = [](const TensorList& tensors) {
-    TensorList out;
-    for (const at::Tensor& t : tensors) out.push_back(t.clone());
-    return out;
-  };
   // The losses this rank computes, left on the device until the step ends.
   std::map<MicrobatchId, at::Tensor> losses;
   const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() : 0;
@@ -323,7 +324,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         ev.start = now();
         try {
           transport_.Send(peer, MessageTag(schedule_, a),
-                          fwd ? slot.outputs : (copy_sent_grads ? copies(slot.input_grads) : slot.input_grads));
+                          fwd ? slot.outputs : (copy_sent_grads ? Clone(slot.input_grads) : slot.input_grads));
         } catch (const Error& e) {
           throw Error("rank " + std::to_string(rank_) + " on " + FormatAction(a) + " to rank " + std::to_string(peer) +
                       ": " + e.what());

@@ -167,6 +167,8 @@ void RunBackwardAction(StageSlot& slot);
 void RunBackwardInputAction(StageSlot& slot);
 // W: the products I deferred, into the parameters' .grad.
 void RunBackwardWeightAction(StageSlot& slot);
+// Fresh copies of the defined tensors (undefined ones stay undefined).
+TensorList Clone(const TensorList& list);
 
 class Executor {
  public:

@@ -94,13 +94,6 @@ Bytes AllBytes(const TensorList& list) {
   return total;
 }
 
-// Fresh copies, as a transport's receive allocates them.
-TensorList Clone(const TensorList& list) {
-  TensorList out;
-  for (const at::Tensor& t : list) out.push_back(t.defined() ? t.clone() : t);
-  return out;
-}
-
 // Every rank together, before a collective is timed: ranks leave within
 // the poll's spin of each other, so the collective's time is its own.
 void Sync(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {

@@ -17,6 +17,10 @@
 //
 // Attention is causal, and padding keys are hidden when the batches may hold
 // padding (LlamaOptions::padding). How it is computed is LlamaOptions::attention.
+//
+// The stages are built from the projections of models/projections.h (which
+// also carry tensor parallelism) and the operations of models/llama_ops.h
+// (norm, rotary encoding, SwiGLU); the losses are there too.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -24,6 +28,7 @@
 #include <memory>
 
 #include "models/llama_config.h"
+#include "models/llama_ops.h"
 #include "models/partition.h"
 #include "models/tensor_parallel.h"
 #include "runtime/exec/stage.h"
@@ -62,19 +67,6 @@ struct LlamaOptions {
 
 // Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).
 bool SdpaAvailable();
-// Whether this LibTorch has at::rms_norm (2.4 and later).
-bool FusedRmsNormAvailable();
-// x * rsqrt(mean over the last dimension of x^2 + eps) * weight: through
-// at::rms_norm where `fused` and available (one fused kernel each way on
-// CUDA in recent LibTorch), else written out in tensor ops. Llama's norms
-// take the fused path.
-at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps, bool fused);
-// Rotary position encoding in the rotate-half form, x cos + rotate_half(x)
-// sin with rotate_half(x) = [-x_2, x_1] (the last dimension's halves); cos
-// and sin (T, head_dim), x (..., T, head_dim). `fused`: as the stages run it,
-// one autograd node of three kernels each way (models/llama.cc, Rotary);
-// else written out in tensor ops.
-at::Tensor RotaryEncoding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool fused);
 // `kind` for this LibTorch: auto is sdpa where available, else explicit.
 // Throws pplab::Error for sdpa where SDPA is missing (LibTorch 1.x).
 AttentionKind ResolveAttention(AttentionKind kind);
@@ -102,16 +94,5 @@ class LlamaDecoder {
 // A decoder over `stage`, which BuildLlamaStage built with the whole model
 // (a one-stage partition); it shares the stage's parameters.
 std::unique_ptr<LlamaDecoder> MakeLlamaDecoder(Stage& stage);
-
-// Sum of token cross-entropies of `logits` (B,T,V) against `targets` (B,T),
-// skipping targets equal to `ignore_index`. A scalar.
-at::Tensor TokenCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
-// The same over logits split by vocabulary (a split LM head): `logits`
-// (B,T,V/T) are rank tp.rank's share, the tokens [rank V/T, (rank+1) V/T).
-// Every rank of the group gets the whole sum, and the gradient of its own
-// share, without the logits being gathered: each rank's log-sum-exp and
-// target logits are summed over the group (two all-reduces of B T values).
-at::Tensor VocabParallelCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,
-                                        const TensorParallel& tp, const std::shared_ptr<TensorParallelComm>& comm);
 
 }  // namespace pplab

@@ -13,7 +13,7 @@
 //     all-reduce each), and the bias, held whole, is added after the sum.
 // The LM head is column-parallel too, split by vocabulary (rank t holds the
 // logits of tokens [t V/T, (t+1) V/T)), and the loss is computed across the
-// group (models/llama.h, TokenCrossEntropySum) without gathering them. The
+// group (models/llama_ops.h, VocabParallelCrossEntropySum) without gathering them. The
 // embedding is split the same way (Megatron-LM's vocabulary-parallel
 // embedding): rank t looks up the tokens of its share, zeros for the
 // others, and the group sums the rows (one all-reduce of the hidden state).

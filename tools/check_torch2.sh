@@ -30,9 +30,9 @@ if [ ! -f "$work/pch/torch_all.h.gch" ]; then
   g++ "${flags[@]}" -x c++-header "$work/pch/torch_all.h" -o "$work/pch/torch_all.h.gch"
 fi
 # The LibTorch translation units: every source that includes a torch, c10 or
-# ATen header, or a header of the LibTorch half (runtime/comm, exec, train, models/llama.h,
+# ATen header, or a header of the LibTorch half (runtime/comm, exec, train, models/llama.h and the models/ headers it is built from,
 # the train command's tools/train_*.h).
-files=$(grep -lE '#include *[<"]((torch|c10|ATen)/|runtime/(comm|exec|train)/|models/llama\.h|tools/train_[a-z]+\.h)' \
+files=$(grep -lE '#include *[<"]((torch|c10|ATen)/|runtime/(comm|exec|train)/|models/(llama|llama_ops|projections)\.h|tools/train_[a-z]+\.h)' \
           runtime/*/*.cc models/*.cc tools/*.cpp tools/*.cc tests/*/*.cpp tests/*/*/*.cpp 2>/dev/null | sort)
 count=$(echo "$files" | wc -l)
 start=$(date +%s)

@@ -90,7 +90,7 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
   // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
   // (q + 2kv; with norms on q and k, their inputs too: q + kv more), the
   // attention output (q), the MLP's gate, up and product (3f: its SwiGLU
-  // node computes the activation again in the backward, models/llama.cc),
+  // node computes the activation again in the backward, models/llama_ops.h),
   // and the softmax probabilities (heads x seq_len). Weights,
   // gradients and AdamW state are not here: they are fp32 in either
   // precision (16 B per parameter, counted by the caller). In bf16 the

@@ -67,7 +67,7 @@ class AutocastCacheScope {
 };
 
 // `stacked`, several weights end to end seen as one matrix (a view into a
-// flat buffer, models/llama.cc), in `dtype`: cast once while an
+// flat buffer, models/projections.h), in `dtype`: cast once while an
 // AutocastCacheScope lives in this thread, as autocast's cache casts a
 // single weight once (it keeps leaves only, never such a view), and at
 // every call outside one. The cast carries no graph node: its user

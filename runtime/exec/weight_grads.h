@@ -4,7 +4,7 @@
 // gradient, which the previous stage waits for) and W (the weights'
 // gradients, which nothing waits for). The I pass runs the whole backward
 // chain once; each matrix product whose forward was recorded for deferral
-// (the Llama stages' projections, models/llama.cc) computes its input's
+// (the Llama stages' projections, models/projections.h) computes its input's
 // gradient there and hands the product for its weight's gradient, with the
 // two tensors it needs (its input and its output's gradient), to a
 // DeferredWeightGrads. W runs those products. I + W then cost what B costs,

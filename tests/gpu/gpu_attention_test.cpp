@@ -14,14 +14,10 @@
 
 #include "models/llama.h"
 #include "models/partition.h"
+#include "tests/tensor_error.h"
 
 namespace pplab {
 namespace {
-
-double RelativeError(const at::Tensor& a, const at::Tensor& b) {
-  const double scale = b.abs().max().item<double>();
-  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1);
-}
 
 // Logits and every parameter gradient of the whole model as one stage on the
 // GPU, from a fixed upstream gradient that is zero at padded positions.

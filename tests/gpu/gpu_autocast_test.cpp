@@ -1,6 +1,6 @@
 // The step's shared bf16 weight casts on a GPU (runtime/exec/autocast.h):
 // the Llama stages cast their linear weights through autocast's cache
-// themselves (models/llama.cc: autocast inside nn::Linear casts W^T, a view
+// themselves (models/projections.h: autocast inside nn::Linear casts W^T, a view
 // it never caches, on CUDA as on the CPU), so within an AutocastCacheScope
 // a stage's microbatches share one cast of every linear weight; the CPU
 // test beside this one checks the same (autocast_test.cpp). Run by

@@ -18,6 +18,7 @@
 #include "runtime/train/tensor_parallel_step.h"
 #include "runtime/train/worker_setup.h"
 #include "tests/runtime/comm/two_ranks.h"
+#include "tests/tensor_error.h"
 
 namespace pplab {
 namespace {
@@ -77,11 +78,6 @@ Result Run(const LlamaConfig& c, const at::Tensor& tokens, const at::Tensor& tar
     r.grads[name] = g;
   }
   return r;
-}
-
-double RelativeError(const at::Tensor& a, const at::Tensor& b) {
-  const double scale = b.abs().max().item<double>();
-  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1);
 }
 
 }  // namespace

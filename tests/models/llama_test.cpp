@@ -21,6 +21,7 @@
 #include "models/partition.h"
 #include "runtime/exec/autocast.h"
 #include "schedules/error.h"
+#include "tests/tensor_error.h"
 
 namespace pplab {
 namespace {
@@ -73,12 +74,6 @@ Result Run(const LlamaConfig& c, const Batch& batch, AttentionKind kind, bool pa
   for (auto& [name, p] : stage->NamedParameters()) r.grads[name] = p.grad().clone();
   r.logits = r.logits.detach();
   return r;
-}
-
-// max |a - b| / max |b|: the error relative to the tensor's scale.
-double RelativeError(const at::Tensor& a, const at::Tensor& b) {
-  const double scale = b.abs().max().item<double>();
-  return (a - b).abs().max().item<double>() / (scale > 0 ? scale : 1);
 }
 
 constexpr double kFp32Tolerance = 1e-5;
@@ -176,56 +171,6 @@ TEST_CASE("a llama stage built for batches without padding refuses a padded mask
 }  // namespace pplab
 
 namespace pplab {
-
-TEST_CASE("RMSNorm through at::rms_norm equals the written-out one: values and both gradients", "[llama]") {
-  if (!FusedRmsNormAvailable()) {
-    WARN("LibTorch " TORCH_VERSION " has no at::rms_norm (2.4 on): nothing compared here");
-    return;
-  }
-  auto gen = at::detail::createCPUGenerator(23);
-  const at::Tensor x0 = torch::randn({3, 7, 48}, gen) * 3, w0 = torch::randn({48}, gen);
-  const at::Tensor upstream = torch::randn({3, 7, 48}, gen);
-  auto run = [&](bool fused) {
-    at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
-    const at::Tensor y = RmsNorm(x, w, 1e-5, fused);
-    (y * upstream).sum().backward();
-    return std::vector<at::Tensor>{y.detach(), x.grad(), w.grad()};
-  };
-  const auto fused = run(true), written = run(false);
-  for (size_t i = 0; i < 3; ++i) {
-    INFO((i == 0 ? "output" : i == 1 ? "input gradient" : "weight gradient"));
-    CHECK(RelativeError(fused[i], written[i]) <= kFp32Tolerance);
-  }
-}
-
-TEST_CASE("rotary encoding as one node equals the written-out rotate-half form: values and gradient, fp32 and bf16",
-          "[llama]") {
-  auto gen = at::detail::createCPUGenerator(29);
-  // (B, H, T, hd) with hd = 8: the halves are columns 0-3 and 4-7.
-  const at::Tensor x0 = torch::randn({2, 3, 5, 8}, gen), upstream = torch::randn({2, 3, 5, 8}, gen);
-  const at::Tensor angles = torch::randn({5, 4}, gen);
-  const at::Tensor cos = torch::cat({angles, angles}, -1).cos(), sin = torch::cat({angles, angles}, -1).sin();
-  for (const c10::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
-    INFO(c10::toString(dtype));
-    auto run = [&](bool fused) {
-      at::Tensor x = x0.to(dtype).clone().requires_grad_(true);
-      const at::Tensor y = RotaryEncoding(x, cos, sin, fused);
-      (y * upstream).sum().backward();
-      return std::vector<at::Tensor>{y.detach(), x.grad()};
-    };
-    const auto fused = run(true), written = run(false);
-    CHECK(fused[0].scalar_type() == torch::kFloat32);  // promoted by the fp32 tables, as written out
-    CHECK(fused[1].scalar_type() == dtype);
-    // One element by hand: position 1, column 2 is x[2] cos - x[6] sin.
-    const at::Tensor xd = x0.to(dtype).to(torch::kFloat32);
-    const double by_hand = xd[0][0][1][2].item<double>() * cos[1][2].item<double>() -
-                           xd[0][0][1][6].item<double>() * sin[1][2].item<double>();
-    CHECK(fused[0][0][0][1][2].item<double>() == Approx(by_hand).epsilon(1e-6));
-    CHECK(RelativeError(fused[0], written[0]) <= kFp32Tolerance);
-    CHECK(RelativeError(fused[1].to(torch::kFloat32), written[1].to(torch::kFloat32)) <=
-          (dtype == torch::kFloat32 ? kFp32Tolerance : 1e-2));
-  }
-}
 
 namespace {
 // A name's ending, e.g. ".bias".

@@ -169,7 +169,7 @@ TEST_CASE("a forward in another grad mode than its cache scope neither uses nor 
 }
 
 TEST_CASE("a bf16 Llama stage's forwards in one cache scope share the cast of every matmul weight", "[autocast]") {
-  // The stage casts its weights itself (models/llama.cc: every projection
+  // The stage casts its weights itself (models/projections.h: every projection
   // is a ColumnProjections, which casts through autocast's cache), so this
   // holds on the CPU too, where autocast inside nn::Linear would cast the
   // transposed weight, a view it never caches. The function's own node

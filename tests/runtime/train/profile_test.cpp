@@ -240,7 +240,7 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
 namespace pplab {
 
 TEST_CASE("in bf16 a Llama stage keeps 2 bytes of weight casts per linear weight parameter for the step", "[profile]") {
-  // The stages cast their linear weights themselves (models/llama.cc), so
+  // The stages cast their linear weights themselves (models/projections.h), so
   // autocast's cache holds them on the CPU as on a GPU.
   const LlamaConfig config = LlamaPreset("tiny");
   const Partition partition = PartitionUniform(config, 1);

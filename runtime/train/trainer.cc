@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -14,14 +13,13 @@
 #include "runtime/comm/device_wait.h"
 #include "runtime/exec/host_watch.h"
 #include "runtime/train/adamw.h"
-#include "runtime/train/checkpoint.h"
 #include "runtime/train/flat_params.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/model_copies.h"
+#include "runtime/train/run_checkpoints.h"
 #include "runtime/train/step_work.h"
 #include "runtime/train/tensor_parallel_step.h"
 #include "schedules/error.h"
-#include "schedules/file_io.h"
 #include "schedules/lowering.h"
 
 namespace pplab {
@@ -145,57 +143,6 @@ void GatherShares(AdamW& optimizer, ProcessGroupHandle& dp_group, std::chrono::m
   }
 }
 
-// Sharded optimizer, before a checkpoint: each flat buffer's moments, every
-// replica's share put together the same way, given to the optimizer whole
-// (AdamW::SetWholeMoments) for the checkpoint to write.
-void GatherMoments(AdamW& optimizer, ProcessGroupHandle& dp_group, std::chrono::milliseconds timeout) {
-  torch::NoGradGuard no_grad;
-  const std::vector<AdamW::ShardPart> parts = optimizer.ShardParts();
-  for (size_t b = 0; b < parts.size(); ++b) {
-    const AdamW::ShardPart& part = parts[b];
-    at::Tensor whole[2];
-    const at::Tensor* mine[2] = {&part.exp_avg, &part.exp_avg_sq};
-    for (int k = 0; k < 2; ++k) {
-      whole[k] = torch::zeros_like(part.buffer.values);
-      whole[k].narrow(0, part.begin, part.end - part.begin).copy_(*mine[k]);
-      AllReduceSumInPlace(dp_group, whole[k], timeout);
-    }
-    optimizer.SetWholeMoments(b, whole[0], whole[1]);
-  }
-}
-
-// Rank 0 removes what failed saves left and leaves a marker in `dir`; every
-// rank must see it, else the ranks would write their shards to different
-// places and rank 0 could not publish them.
-void CheckSharedCheckpointDir(const std::string& dir, const std::string& run_id, RankId world_rank,
-                              ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
-  namespace fs = std::filesystem;
-  const fs::path marker = fs::path(dir) / (".pplab-run-" + run_id);
-  if (world_rank == 0) {
-    PrepareCheckpointDir(dir);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw Error("--checkpoint-dir " + dir + ": cannot create: " + ec.message());
-    WriteTextFile(marker.string(), run_id + "\n");
-  }
-  if (group == nullptr) {
-    std::error_code ec;
-    fs::remove(marker, ec);
-    return;
-  }
-  Barrier(*group, timeout);
-  std::error_code ec;
-  const bool seen = fs::exists(marker, ec);
-  const double missing = AllReduceSum(*group, seen ? 0.0 : 1.0, timeout);
-  Barrier(*group, timeout);  // every rank has looked before rank 0 removes the marker
-  if (world_rank == 0) fs::remove(marker, ec);
-  if (missing > 0) {
-    throw Error("--checkpoint-dir " + dir + " is not shared: " + std::to_string(static_cast<int>(missing)) +
-                " rank(s) do not see what rank 0 writes there; checkpoints need one directory on a filesystem "
-                "every node mounts");
-  }
-}
-
 // The squared gradient of the tied weight's second copy (`name` on the
 // first pipeline's last stage) where this rank holds it, else 0: the norm
 // counts the weight once.
@@ -211,53 +158,220 @@ at::Tensor TiedCopySquares(const Schedule& schedule,
   return torch::zeros({}, torch::kFloat64);
 }
 
-}  // namespace
-
-TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
-                   const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,
-                   const TrainerOptions& options) {
-  if (group == nullptr && schedule.ranks != 1) {
-    throw Error("train: a " + std::to_string(schedule.ranks) + "-rank schedule needs a process group");
-  }
-  if (const std::string why = WhyNotOneModel(schedule); !why.empty()) throw Error("train: " + why);
+// The stages this rank runs, with their parameters and flat buffers.
+struct RankModel {
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  // Each stage's parameters, and (unless turned off) the flat buffer
-  // holding them and another holding their gradients
+  // Every stage's parameters, and each stage's with (unless turned off) the
+  // flat buffer holding them and another holding their gradients
   // (runtime/train/flat_params.h); undefined where there is none.
+  std::vector<std::pair<std::string, at::Tensor>> named;
   std::map<StageId, std::vector<std::pair<std::string, at::Tensor>>> params_of;
   std::map<StageId, FlatBuffer> flats;
   // With several copies of the model (DualPipe), the first copy's
   // parameters: the norm counts each parameter once, and checkpoints hold one
   // copy (they load into any plan; every copy reads its part from it).
   std::set<std::string> first_copy_names;
-  c10::Device device(c10::kCPU);
-  for (StageId s : schedule.StagesOf(rank)) {
-    owned.push_back(make_stage(s));
-    stages[s] = owned.back().get();
-    params_of[s] = owned.back()->NamedParameters();
-    flats[s] = options.flat_parameters ? FlattenParameters(params_of[s]) : FlatBuffer{};
-    for (auto& [name, p] : params_of[s]) {
-      named.emplace_back(name, p);
-      if (schedule.PipelineOf(s) == 0) {
-        first_copy_names.insert(name);
-        device = p.device();
-      }
-    }
-  }
-  // The rank's gradient tensors (flat buffers where there are), all or the
-  // first copy's; taken after the backward, when every gradient exists.
-  auto gradients = [&](bool first_copy_only) {
+  c10::Device device = c10::Device(c10::kCPU);  // the first copy's parameters'
+
+  // The gradient tensors (flat buffers where there are), all or the first
+  // copy's; taken after the backward, when every gradient exists.
+  std::vector<at::Tensor> Gradients(const Schedule& schedule, bool first_copy_only) const {
     std::vector<at::Tensor> out;
     for (const auto& [s, params] : params_of) {
       if (first_copy_only && schedule.PipelineOf(s) != 0) continue;
       for (const at::Tensor& g : GradientsOf(flats.at(s), params)) out.push_back(g);
     }
     return out;
-  };
-  std::vector<FlatBuffer> buffers;
-  for (const auto& [s, flat] : flats) buffers.push_back(flat);
+  }
+  std::vector<FlatBuffer> Buffers() const {
+    std::vector<FlatBuffer> buffers;
+    for (const auto& [s, flat] : flats) buffers.push_back(flat);
+    return buffers;
+  }
+};
+
+RankModel BuildRankModel(const Schedule& schedule, RankId rank, const StageFactory& make_stage, bool flat_parameters) {
+  RankModel m;
+  for (StageId s : schedule.StagesOf(rank)) {
+    m.owned.push_back(make_stage(s));
+    m.stages[s] = m.owned.back().get();
+    m.params_of[s] = m.owned.back()->NamedParameters();
+    m.flats[s] = flat_parameters ? FlattenParameters(m.params_of[s]) : FlatBuffer{};
+    for (auto& [name, p] : m.params_of[s]) {
+      m.named.emplace_back(name, p);
+      if (schedule.PipelineOf(s) == 0) {
+        m.first_copy_names.insert(name);
+        m.device = p.device();
+      }
+    }
+  }
+  return m;
+}
+
+// Under tensor parallelism (`split`), what this rank adds to the step's loss
+// and gradient norm: the group's rank 0 counts what every rank of the group
+// holds alike (the loss, the whole parameters' gradients).
+struct NormShare {
+  bool counts = true;
+  // The whole weights inside split regions (qk_norm's): their gradients are
+  // partial sums, which the group adds up.
+  std::vector<at::Tensor> partial_params;
+  // On the group's other ranks, the first copy's whole parameters, whose
+  // squared gradients the group's rank 0 counts (a tied head is out of the
+  // count already: TiedCopySquares).
+  std::vector<at::Tensor> counted_elsewhere;
+};
+
+NormShare PickNormShare(const Schedule& schedule, const RankModel& model, const TrainerOptions& options, bool split) {
+  NormShare share;
+  share.counts = !split || options.tp_rank == 0;
+  if (split) {
+    for (const auto& [name, p] : model.named) {
+      if (options.tp_partial_gradient(name)) share.partial_params.push_back(p);
+    }
+  }
+  if (share.counts) return share;
+  for (const auto& [s, params] : model.params_of) {
+    if (schedule.PipelineOf(s) != 0) continue;
+    for (const auto& [name, p] : params) {
+      const bool tied_head = !options.tied_parameters.first.empty() && name == options.tied_parameters.second;
+      if (options.tp_split_dim(name) < 0 && !tied_head) share.counted_elsewhere.push_back(p);
+    }
+  }
+  return share;
+}
+
+// With data parallelism every stage of this rank must reach a REDUCE_GRAD,
+// or its replicas would update with unreduced gradients.
+void CheckReduceGrads(const Schedule& schedule, RankId rank) {
+  for (StageId s : schedule.StagesOf(rank)) {
+    bool found = false;
+    for (const Action& a : schedule.programs[rank])
+      found = found || (a.kind == ActionKind::kReduceGrad && a.stage == s);
+    if (!found) {
+      throw Error("data parallelism: the plan has no REDUCE_GRAD for stage " + std::to_string(s) + " on rank " +
+                  std::to_string(rank) + " (AddReduceGrad inserts them)");
+    }
+  }
+}
+
+// On a GPU the host only queues the step's work: it is watched for a CUDA
+// call that blocks inside an action, a little before NCCL's watchdog (at
+// comm_timeout + 10 s) would end the process with its own dump. None on the
+// CPU, or without a handler.
+std::unique_ptr<HostWatch> WatchHost(const c10::Device& device, const TrainerOptions& options) {
+  if (!device.is_cuda() || !options.on_host_stuck) return nullptr;
+  const auto bound = options.comm_timeout + std::chrono::seconds(5);
+  char name[64];
+  std::snprintf(name, sizeof name, "--comm-timeout (%g s) + 5 s",
+                std::chrono::duration<double>(options.comm_timeout).count());
+  return std::make_unique<HostWatch>(bound, name, options.on_host_stuck);
+}
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A step's figures, the same on every rank.
+struct StepFigures {
+  double loss = 0;    // the summed loss, as the loss function scales it
+  double bubble = 0;  // 1 - compute time / (ranks x the compute span), over the world
+  double norm = 0;    // the global gradient norm, before clipping
+};
+
+// The step's one host read: this rank's loss, compute time and squared
+// gradient norm (the first copy's parameters, so each counts once), summed
+// over the world in one all-reduce. Clipping by that global norm equals
+// single-process clipping (per-stage norms would not).
+StepFigures SumStepFigures(const Schedule& schedule, RankId rank, int step, const StepResult& result,
+                           const RankModel& model, const NormShare& share, ProcessGroupHandle* group,
+                           const TrainerOptions& options) {
+  const auto [busy, span] = BusyAndSpan(result.events);
+  const c10::Device& device = model.device;
+  const at::Tensor loss_sum = result.loss_sum.defined() && share.counts
+                                  ? result.loss_sum.to(device)
+                                  : torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
+  at::Tensor squares = GradSquares(model.Gradients(schedule, true));
+  if (!options.tied_parameters.first.empty()) {
+    squares = squares - TiedCopySquares(schedule, model.params_of, options.tied_parameters.second);
+  }
+  if (!share.counts) {
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& p : share.counted_elsewhere) {
+      if (p.grad().defined()) grads.push_back(p.grad());
+    }
+    squares = squares - GradSquares(grads).to(squares.device());
+  }
+  at::Tensor sums =
+      torch::stack({loss_sum, torch::full({}, share.counts ? busy : 0.0, torch::dtype(torch::kFloat64).device(device)),
+                    squares.to(device)});
+  if (group != nullptr) {
+    sums = sums.to(GroupDevice(*group));
+    AllReduceSumInPlace(*group, sums, options.comm_timeout);
+  }
+  const at::Tensor host = HostCopy(sums, options.comm_timeout,
+                                   "rank " + std::to_string(rank) + " at the end of step " + std::to_string(step));
+  StepFigures f;
+  f.loss = host[0].item<double>();
+  f.bubble = span > 0 ? 1.0 - host[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
+  f.norm = std::sqrt(host[2].item<double>() / (group != nullptr ? options.dp_size : 1));
+  return f;
+}
+
+// The last step's timeline and activation peaks, gathered on rank 0 (the
+// first pipeline's ranks stand for all), the timeline shifted to start at 0.
+void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* group, const TrainerOptions& options,
+                    int tp_size, const std::vector<TimelineEvent>& events, Bytes peak, TrainSummary& summary) {
+  // World rank k T of the first pipeline is its pipeline rank k.
+  const int T = tp_size;
+  std::vector<std::vector<int64_t>> all;
+  if (group != nullptr) {
+    all = GatherToRank0(*group, Encode(events), options.comm_timeout);
+  } else {
+    all.push_back(Encode(events));
+  }
+  if (options.memory != nullptr) {
+    const std::vector<std::vector<int64_t>> peaks = group != nullptr
+                                                        ? GatherToRank0(*group, {peak}, options.comm_timeout)
+                                                        : std::vector<std::vector<int64_t>>{{peak}};
+    for (RankId r = 0; r * T < static_cast<RankId>(peaks.size()) && r < schedule.ranks; ++r) {
+      summary.peak_activation_bytes.push_back(peaks[r * T].at(0));
+    }
+  }
+  // A collective's result on one rank does not mean its own bytes reached
+  // the others: over NCCL's socket transport they may still be on their way
+  // when it returns and tears its communicators down (ProcessGroupNCCL's
+  // destructor aborts them). Every rank has read the gathers' results once
+  // all have passed this barrier, which runs through the store alone, so no
+  // collective is left in flight behind it.
+  if (group != nullptr) HostBarrier(*group, options.comm_timeout);
+  if (rank != 0) return;
+  Timeline& t = summary.last_step;
+  t.name = schedule.name;
+  t.source = "measured";
+  t.ranks = schedule.ranks;
+  for (RankId r = 0; r * T < static_cast<RankId>(all.size()) && r < schedule.ranks; ++r) Decode(r, all[r * T], t);
+  TimeNs first = t.events.empty() ? 0 : t.events.front().start;
+  for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
+  for (TimelineEvent& e : t.events) {
+    e.start -= first;
+    e.end -= first;
+  }
+}
+
+}  // namespace
+
+TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, ProcessGroupHandle* group,
+                   const StageFactory& make_stage, const BatchFn& batch, const LossFn& loss,
+                   const TrainerOptions& options) {
+  // Set-up: the rank's stages, the optimizer over their flat buffers, how
+  // this rank counts in the norm, and where a resumed run starts.
+  if (group == nullptr && schedule.ranks != 1) {
+    throw Error("train: a " + std::to_string(schedule.ranks) + "-rank schedule needs a process group");
+  }
+  if (const std::string why = WhyNotOneModel(schedule); !why.empty()) throw Error("train: " + why);
+  RankModel model = BuildRankModel(schedule, rank, make_stage, options.flat_parameters);
   // Sharded optimizer (ZeRO-1): replica d of the D updates share d of each
   // flat buffer.
   const bool sharded = options.shard_optimizer && options.dp_group != nullptr && options.dp_size > 1;
@@ -266,92 +380,35 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   }
   const OptimizerShard shard =
       sharded ? OptimizerShard{GroupRank(*options.dp_group), options.dp_size} : OptimizerShard{};
-  AdamW optimizer(named, AdamWConfig{}, buffers, shard);
+  AdamW optimizer(model.named, AdamWConfig{}, model.Buffers(), shard);
   const RankId world_rank = group != nullptr ? GroupRank(*group) : 0;
-  // Tensor parallelism: the group's rank 0 counts what every rank of the
-  // group holds alike (the loss, the whole parameters' gradients).
   const bool split = options.tp_group != nullptr && options.tp_size > 1;
   if (split && (!options.tp_split_dim || !options.tp_partial_gradient)) {
     throw Error("train: tensor parallelism needs the parameters' layout");
   }
-  const bool counts = !split || options.tp_rank == 0;
-  // Picked once: the whole weights inside split regions (their gradients
-  // are partial sums), and on the group's other ranks the first copy's
-  // whole parameters, whose squared gradients the group's rank 0 counts (a
-  // tied head is out of the count already, below).
-  std::vector<at::Tensor> partial_params, counted_elsewhere;
-  if (split) {
-    for (const auto& [name, p] : named) {
-      if (options.tp_partial_gradient(name)) partial_params.push_back(p);
-    }
-  }
-  if (!counts) {
-    for (const auto& [s, params] : params_of) {
-      if (schedule.PipelineOf(s) != 0) continue;
-      for (const auto& [name, p] : params) {
-        const bool tied_head = !options.tied_parameters.first.empty() && name == options.tied_parameters.second;
-        if (options.tp_split_dim(name) < 0 && !tied_head) counted_elsewhere.push_back(p);
-      }
-    }
-  }
-  // World rank k T of the first pipeline is its pipeline rank k
-  // (runtime/train/worker_setup.h numbers them).
-  const int T = split ? options.tp_size : 1;
-  // Replica 0's pipelines (world ranks 0..T K-1) gather the checkpoint's
-  // tensors; its first writes them. The others hold the same values.
-  const bool gathers_shards = world_rank < schedule.ranks * T;
-  const bool writes_shards = gathers_shards && world_rank % T == 0;
-  int first_step = 0;
-  double load_ms = 0;
-  // Checkpoints this run may prune, oldest first.
-  std::vector<std::string> published;
-  const CheckpointIdentity identity{options.run_id, options.manifest_json};
-  if (!options.checkpoint_dir.empty()) {
-    CheckSharedCheckpointDir(options.checkpoint_dir, options.run_id, world_rank, group, options.comm_timeout);
-  }
-  if (options.resume && !options.checkpoint_dir.empty()) {
-    const std::string latest = LatestCheckpoint(options.checkpoint_dir);
-    if (!latest.empty()) {
-      const auto start = std::chrono::steady_clock::now();
-      const std::string manifest = VerifyCheckpoint(latest);
-      if (options.check_resume) options.check_resume(manifest);
-      first_step = CheckpointStep(manifest);
-      if (first_step > options.steps) {
-        throw Error("--steps " + std::to_string(options.steps) + " is below the step of the checkpoint to resume (" +
-                    latest + ", step " + std::to_string(first_step) + "): pass --steps above it to continue");
-      }
-      LoadCheckpoint(latest, manifest, optimizer,
-                     split ? CutShare(options.tp_rank, options.tp_size, options.tp_split_dim) : nullptr);
-      optimizer.KeepShares();  // sharded: the whole moments loaded, down to this replica's share
-      published.push_back(latest);
-      load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    }
-  }
-  // With data parallelism, each stage's all-reduce starts when the executor
-  // reports its gradients complete, overlapping the rest of the step.
+  const NormShare share = PickNormShare(schedule, model, options, split);
+  RunCheckpoints checkpoints(schedule, rank, world_rank, group, options, split, sharded);
+  TrainSummary summary;
+  summary.first_step = checkpoints.Resume(optimizer, summary.checkpoint_load_ms);
+  const int first_step = summary.first_step;
+
+  // The executors. With data parallelism, each stage's all-reduce starts
+  // when the executor reports its gradients complete, overlapping the rest
+  // of the step.
   std::vector<std::unique_ptr<StageBucket>> buckets;
   ExecutorOptions exec_options;
   exec_options.comm_timeout = options.comm_timeout;
   exec_options.memory = options.memory;
   exec_options.clock = options.clock;
   exec_options.recompute = options.recompute;
-  exec_options.microbatch_losses = false;  // the step reads its loss once, below
+  exec_options.microbatch_losses = false;  // the step reads its loss once (SumStepFigures)
   const bool tied = !options.tied_parameters.first.empty();
   if (tied) exec_options.extra_peers = TiedPeers(schedule, rank);
   if (options.dp_group != nullptr) {
-    // Every stage of this rank must reach a REDUCE_GRAD, or its replicas
-    // would update with unreduced gradients.
-    for (StageId s : schedule.StagesOf(rank)) {
-      bool found = false;
-      for (const Action& a : schedule.programs[rank])
-        found = found || (a.kind == ActionKind::kReduceGrad && a.stage == s);
-      if (!found) {
-        throw Error("data parallelism: the plan has no REDUCE_GRAD for stage " + std::to_string(s) + " on rank " +
-                    std::to_string(rank) + " (AddReduceGrad inserts them)");
-      }
-    }
+    CheckReduceGrads(schedule, rank);
     exec_options.on_reduce_grad = [&](StageId s) {
-      buckets.push_back(std::make_unique<StageBucket>(GradientsOf(flats.at(s), params_of.at(s)), *options.dp_group));
+      buckets.push_back(
+          std::make_unique<StageBucket>(GradientsOf(model.flats.at(s), model.params_of.at(s)), *options.dp_group));
     };
   }
   // NCCL creates a group's communicator in its first collective, blocking
@@ -364,24 +421,14 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   // The same for the tensor-parallel group, whose first all-reduce would
   // come in the first forward.
   if (split) AllReduceSum(*options.tp_group, 0.0, options.comm_timeout);
-  // On a GPU the host only queues the step's work: it is watched for a CUDA
-  // call that blocks inside an action, a little before NCCL's watchdog (at
-  // comm_timeout + 10 s) would end the process with its own dump.
-  std::unique_ptr<HostWatch> watch;
-  if (device.is_cuda() && options.on_host_stuck) {
-    const auto bound = options.comm_timeout + std::chrono::seconds(5);
-    char name[64];
-    std::snprintf(name, sizeof name, "--comm-timeout (%g s) + 5 s",
-                  std::chrono::duration<double>(options.comm_timeout).count());
-    watch = std::make_unique<HostWatch>(bound, name, options.on_host_stuck);
-    exec_options.host_watch = watch.get();
-  }
-  Executor executor(schedule, rank, stages, transport, loss, exec_options);
+  const std::unique_ptr<HostWatch> watch = WatchHost(model.device, options);
+  exec_options.host_watch = watch.get();
+  Executor executor(schedule, rank, model.stages, transport, loss, exec_options);
   const Schedule eval_plan = ForwardOnly(schedule);
   ExecutorOptions eval_options;
   eval_options.comm_timeout = options.comm_timeout;
   eval_options.host_watch = watch.get();
-  Executor evaluator(eval_plan, rank, stages, transport, loss, eval_options);
+  Executor evaluator(eval_plan, rank, model.stages, transport, loss, eval_options);
   // Mean validation loss over the eval batches, on every rank. Each batch's
   // RunStep caches its weight casts under no_grad and drops them at its end,
   // so none reaches a training step.
@@ -393,20 +440,20 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       const StepResult r = evaluator.RunStep(b.microbatches, b.loss_scale, origin);
       for (const auto& [m, l] : r.losses) sum += l;
     }
-    if (!counts) sum = 0;
+    if (!share.counts) sum = 0;
     if (group != nullptr) sum = AllReduceSum(*group, sum, options.comm_timeout);
     return batches.empty() ? -1.0 : sum / static_cast<double>(batches.size());
   };
   const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
-  // On a GPU, every stage's kernels, libraries and first allocations are set
-  // up before the first step posts a receive (WarmUpStages). The step zeroes
-  // the gradients it leaves.
-  double warm_up_ms = 0;
+
+  // Warm-up: on a GPU, every stage's kernels, libraries and first
+  // allocations are set up before the first step posts a receive
+  // (WarmUpStages). The step zeroes the gradients it leaves.
   if (options.warm_up && first_step < options.steps) {
     const auto start = std::chrono::steady_clock::now();
-    WarmUpStages(schedule, rank, stages, batch(first_step).microbatches, loss);
-    WaitForDevice(device, options.comm_timeout, "rank " + std::to_string(world_rank) + " warming up its stages");
-    warm_up_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    WarmUpStages(schedule, rank, model.stages, batch(first_step).microbatches, loss);
+    WaitForDevice(model.device, options.comm_timeout, "rank " + std::to_string(world_rank) + " warming up its stages");
+    summary.warm_up_ms = MsSince(start);
   }
   // Align the ranks' clocks: everyone leaves the barrier within a few
   // microseconds and takes that moment as time 0 (on one host, rank 0's
@@ -420,10 +467,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   }
   auto origin = std::chrono::steady_clock::now();
   if (group != nullptr) origin = SharedOrigin(*group, origin, options.comm_timeout);
-  TrainSummary summary;
-  summary.first_step = first_step;
-  summary.checkpoint_load_ms = load_ms;
-  summary.warm_up_ms = warm_up_ms;
+
+  // The steps: the plan, the gradients' sums, the norm, the update.
   std::vector<TimelineEvent> last_events;
   Bytes last_peak = 0;
   for (int step = first_step; step < options.steps; ++step) {
@@ -436,66 +481,36 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     // drops before it returns (ExecutorOptions::share_weight_casts): the
     // update below is what the next step casts.
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
-    const auto [busy, span] = BusyAndSpan(result.events);
     for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
     buckets.clear();
-    SumCopyGradients(schedule, rank, stages, transport, options.comm_timeout);
+    SumCopyGradients(schedule, rank, model.stages, transport, options.comm_timeout);
     if (tied) {
-      SumTiedGradients(schedule, rank, stages, transport, options.comm_timeout, options.tied_parameters.first,
+      SumTiedGradients(schedule, rank, model.stages, transport, options.comm_timeout, options.tied_parameters.first,
                        options.tied_parameters.second);
     }
     // Whole weights inside a split region (qk_norm's) get the group's sum.
-    if (split) SumPartialGradients(partial_params, *options.tp_group, options.comm_timeout);
-    // The step's one host read: this rank's loss, compute time and squared
-    // gradient norm (the first copy's parameters, so each counts once),
-    // summed over the world in one all-reduce. Clipping by that global norm
-    // equals single-process clipping (per-stage norms would not).
-    const at::Tensor loss_sum = result.loss_sum.defined() && counts
-                                    ? result.loss_sum.to(device)
-                                    : torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
-    at::Tensor squares = GradSquares(gradients(true));
-    if (tied) squares = squares - TiedCopySquares(schedule, params_of, options.tied_parameters.second);
-    if (!counts) {
-      std::vector<at::Tensor> grads;
-      for (const at::Tensor& p : counted_elsewhere) {
-        if (p.grad().defined()) grads.push_back(p.grad());
-      }
-      squares = squares - GradSquares(grads).to(squares.device());
-    }
-    at::Tensor sums =
-        torch::stack({loss_sum, torch::full({}, counts ? busy : 0.0, torch::dtype(torch::kFloat64).device(device)),
-                      squares.to(device)});
-    if (group != nullptr) {
-      sums = sums.to(GroupDevice(*group));
-      AllReduceSumInPlace(*group, sums, options.comm_timeout);
-    }
-    const at::Tensor host = HostCopy(sums, options.comm_timeout,
-                                     "rank " + std::to_string(rank) + " at the end of step " + std::to_string(step));
-    const double step_loss = host[0].item<double>();
-    const double bubble = span > 0 ? 1.0 - host[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
-    const double norm = std::sqrt(host[2].item<double>() / (group != nullptr ? options.dp_size : 1));
+    if (split) SumPartialGradients(share.partial_params, *options.tp_group, options.comm_timeout);
+    const StepFigures f = SumStepFigures(schedule, rank, step, result, model, share, group, options);
     // Every rank sees the same reduced loss, so all stop together, before an
     // update that would spoil the weights; the last checkpoint stays valid.
-    if (!std::isfinite(step_loss)) {
-      throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(step_loss) +
-                  "; stopping before the update" +
-                  (options.checkpoint_dir.empty()
-                       ? std::string()
-                       : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
+    if (!std::isfinite(f.loss)) {
+      throw Error(
+          "step " + std::to_string(step) + ": the loss is " + std::to_string(f.loss) + "; stopping before the update" +
+          (options.checkpoint_dir.empty() ? std::string()
+                                          : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
     }
-    if (options.clip_norm > 0 && norm > options.clip_norm) {
+    if (options.clip_norm > 0 && f.norm > options.clip_norm) {
       torch::NoGradGuard no_grad;
-      ScaleGradients(gradients(false), options.clip_norm / (norm + 1e-6));
+      ScaleGradients(model.Gradients(schedule, false), options.clip_norm / (f.norm + 1e-6));
     }
     const double lr = lr_schedule.At(step);
     optimizer.Step(lr);
     if (sharded) GatherShares(optimizer, *options.dp_group, options.comm_timeout);
     summary.lrs.push_back(lr);
-    summary.grad_norms.push_back(norm);
-    summary.losses.push_back(step_loss);
-    summary.step_times_ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    summary.bubbles.push_back(bubble);
+    summary.grad_norms.push_back(f.norm);
+    summary.losses.push_back(f.loss);
+    summary.step_times_ms.push_back(MsSince(start));
+    summary.bubbles.push_back(f.bubble);
     summary.step_clock_ms.push_back(static_cast<double>(result.clock_span_ns) / 1e6);
     summary.host_issue_ms.push_back(static_cast<double>(result.host_span_ns) / 1e6);
     summary.device_lag_ms.push_back(MedianDeviceLagMs(result));
@@ -504,77 +519,23 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     const int done = step + 1;
     StepReport report;
     report.step = step;
-    report.loss = step_loss;
+    report.loss = f.loss;
     report.lr = lr;
-    report.grad_norm = norm;
+    report.grad_norm = f.norm;
     report.step_ms = summary.step_times_ms.back();
-    report.bubble = bubble;
+    report.bubble = f.bubble;
     if (options.eval_batches && options.eval_every > 0 && (done == options.steps || done % options.eval_every == 0)) {
       report.val_loss = evaluate(origin);
       summary.val_losses.emplace_back(done, report.val_loss);
     }
-    if (!options.checkpoint_dir.empty() &&
-        (done == options.steps || (options.checkpoint_every > 0 && done % options.checkpoint_every == 0))) {
-      const auto save_start = std::chrono::steady_clock::now();
-      const std::string tmp = CheckpointDirName(options.checkpoint_dir, done) + ".tmp";
-      // Every replica takes part; the first writes the whole moments.
-      if (sharded) GatherMoments(optimizer, *options.dp_group, options.comm_timeout);
-      if (gathers_shards) {
-        const auto tensors =
-            ShardTensors(optimizer, first_copy_names,
-                         split ? GatherShares(*options.tp_group, options.tp_split_dim, options.comm_timeout) : nullptr);
-        if (writes_shards) WriteShardTensors(tmp, rank, done, identity, tensors);
-      }
-      if (sharded) optimizer.KeepShares();                          // the whole moments, gathered for the save, go
-      if (group != nullptr) Barrier(*group, options.comm_timeout);  // every shard is written
-      if (world_rank == 0) {
-        published.push_back(PublishCheckpoint(options.checkpoint_dir, done, schedule.ranks, identity,
-                                              options.manifest_for_step ? options.manifest_for_step(done) : "{}"));
-        PruneCheckpoints(published, options.keep_checkpoints);
-      }
-      summary.checkpoint_save_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save_start).count();
-    }
+    if (checkpoints.Due(done)) summary.checkpoint_save_ms = checkpoints.Save(done, optimizer, model.first_copy_names);
     if (options.on_step_end) options.on_step_end(report);
   }
+
+  // The end: what rank 0 reports.
   summary.optimizer_state_bytes = optimizer.StateBytes();
-  if (options.after_last_step) options.after_last_step(stages);
-  // Gather the last step's timeline on rank 0, shifted to start at 0.
-  std::vector<std::vector<int64_t>> all;
-  if (group != nullptr) {
-    all = GatherToRank0(*group, Encode(last_events), options.comm_timeout);
-  } else {
-    all.push_back(Encode(last_events));
-  }
-  if (options.memory != nullptr) {
-    const std::vector<std::vector<int64_t>> peaks = group != nullptr
-                                                        ? GatherToRank0(*group, {last_peak}, options.comm_timeout)
-                                                        : std::vector<std::vector<int64_t>>{{last_peak}};
-    for (RankId r = 0; r * T < static_cast<RankId>(peaks.size()) && r < schedule.ranks; ++r) {
-      summary.peak_activation_bytes.push_back(peaks[r * T].at(0));
-    }
-  }
-  // A collective's result on one rank does not mean its own bytes reached
-  // the others: over NCCL's socket transport they may still be on their way
-  // when it returns and tears its communicators down (ProcessGroupNCCL's
-  // destructor aborts them). Every rank has read the gathers' results once
-  // all have passed this barrier, which runs through the store alone, so no
-  // collective is left in flight behind it.
-  if (group != nullptr) HostBarrier(*group, options.comm_timeout);
-  if (rank == 0) {
-    Timeline& t = summary.last_step;
-    t.name = schedule.name;
-    t.source = "measured";
-    t.ranks = schedule.ranks;
-    // The first pipeline (world ranks 0, T, .. (K-1) T) stands for all.
-    for (RankId r = 0; r * T < static_cast<RankId>(all.size()) && r < schedule.ranks; ++r) Decode(r, all[r * T], t);
-    TimeNs first = t.events.empty() ? 0 : t.events.front().start;
-    for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
-    for (TimelineEvent& e : t.events) {
-      e.start -= first;
-      e.end -= first;
-    }
-  }
+  if (options.after_last_step) options.after_last_step(model.stages);
+  GatherLastStep(schedule, rank, group, options, split ? options.tp_size : 1, last_events, last_peak, summary);
   return summary;
 }
 

@@ -67,7 +67,7 @@ int RunPlan(const PlanCmdOptions& o) {
     costs_from = FitCostFiles(flags, search, profiled, train_device);
   } else {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
-    search.fit = AnalyticFit(o.flops_per_second);
+    search.fit = AnalyticFit(o.flops_per_second, search.precision);
     search.fused_attention = o.attention.value_or("explicit") == "sdpa";
   }
   // (After the cost file, whose profile --tp sets T.)

@@ -134,7 +134,7 @@ double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precisi
   return ActivationElementBytes(precision) * static_cast<double>(mb) * seq_len * c.hidden_size;
 }
 
-CostFit AnalyticFit(double flops_per_second) {
+CostFit AnalyticFit(double flops_per_second, Precision precision) {
   if (!(flops_per_second > 0) || !std::isfinite(flops_per_second)) {
     throw Error("--flops-per-second must be a positive number");
   }
@@ -144,6 +144,9 @@ CostFit AnalyticFit(double flops_per_second) {
   f.ns_per_flop[1] = 2 * ns;
   f.ns_per_flop[2] = ns;
   f.ns_per_flop[3] = ns;
+  // The stages cast their Linear weights through autocast's cache once a
+  // step and keep the copies to its end (docs/runtime.md, "Precision").
+  f.cast_bytes_per_param = precision == Precision::kBf16 ? 2 : 0;
   return f;
 }
 

@@ -90,7 +90,8 @@ struct CostFit {
   std::optional<MessageMemory> messages;
   double forward_send_share = 1;
   // Bytes of kept weight casts per Linear weight parameter of a stage
-  // (StageLinearParams; bf16 on a GPU: 2); 0 without a profile.
+  // (StageLinearParams): a profile's measure (bf16: 2, on the CPU as on a
+  // GPU), or analytic costs' 2 in bf16; 0 in fp32.
   double cast_bytes_per_param = 0;
   // The tensor-parallel ranks whose collectives the fitted times hold: a
   // profile --tp T is fitted to one rank's share of each stage, its
@@ -100,8 +101,10 @@ struct CostFit {
   int tensor_parallel = 1;
   bool sequence_parallel = false;
 };
-// Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as estimated.
-CostFit AnalyticFit(double flops_per_second);
+// Analytic: F = FLOPs / flops_per_second, B = 2F, I = W = F, bytes as
+// estimated; in bf16 each stage keeps one bf16 copy of its Linear weights
+// for the step (2 bytes a parameter), as pplab's runtime does.
+CostFit AnalyticFit(double flops_per_second, Precision precision);
 // Least squares (over the profile's stages) of each measured time and byte
 // count against the same formulas, in the profile's precision, and each
 // kind's relative spread: sum over stages of (median - p10) / sum of medians

@@ -43,7 +43,7 @@ PlanSearchOptions Options(const LlamaConfig& config, Bytes memory) {
   o.seq_len = kSeqLen;
   o.memory_per_rank = memory;
   o.schedules = {"gpipe", "1f1b"};
-  o.fit = AnalyticFit(1e9);  // one FLOP per ns: times are FLOP counts
+  o.fit = AnalyticFit(1e9, Precision::kFp32);  // one FLOP per ns: times are FLOP counts
   return o;
 }
 
@@ -246,6 +246,28 @@ TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per p
   o.shard_optimizer = true;
   const PlanCandidate sharded_dp = OneFOneB8(SearchPlans(o));
   CHECK(sharded_dp.step_time == plain_dp.step_time + 4 * std::max(p0, p1));
+}
+
+TEST_CASE("plan: in bf16 analytic costs hold each stage's Linear weights cast, 2 bytes a parameter, to the step's end",
+          "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  const PlanCandidate fp32 = OneFOneB8(SearchPlans(o));
+  CHECK(fp32.peak_parts.casts == 0);
+  o.precision = Precision::kBf16;
+  o.fit = AnalyticFit(1e9, Precision::kBf16);
+  const PlanCandidate bf16 = OneFOneB8(SearchPlans(o));
+  const Partition& p = bf16.partition;
+  const Bytes act0 = std::llround(StageActivationBytes(c, p, 0, 1, kSeqLen, Precision::kBf16));
+  const Bytes act1 = std::llround(StageActivationBytes(c, p, 1, 1, kSeqLen, Precision::kBf16));
+  const Bytes p0 = StageParams(c, p, 0), p1 = StageParams(c, p, 1);
+  const Bytes cast0 = 2 * StageLinearParams(c, p, 0), cast1 = 2 * StageLinearParams(c, p, 1);
+  REQUIRE(cast0 > 0);
+  // 1f1b at K = 2: rank 0 holds two microbatches' activations, rank 1 one;
+  // each holds its casts from its first F on.
+  CHECK(bf16.peak_memory == std::max(16 * p0 + 2 * act0 + cast0, 16 * p1 + act1 + cast1));
+  CHECK(bf16.peak_parts.casts == (bf16.peak_rank == 0 ? cast0 : cast1));
+  CHECK(bf16.step_time == fp32.step_time);  // the casts cost memory, not time
 }
 
 TEST_CASE("plan: with replicas, each stage's REDUCE_GRAD is in the step at the ring all-reduce's time", "[plan]") {
@@ -779,7 +801,7 @@ TEST_CASE("plan: a profile's message rules and send share carry into fitted cand
   CHECK(fit.messages->sent_freed == MessageMemory::SentFreed::kNextSendAfterDelivery);
   CHECK(fit.forward_send_share == Approx(0.5));
   // Without a profile (analytic costs), messages hold no memory.
-  CHECK_FALSE(AnalyticFit(1e9).messages);
+  CHECK_FALSE(AnalyticFit(1e9, Precision::kFp32).messages);
 }
 
 TEST_CASE("plan: fitted weight casts count 2 bytes a Linear weight from each stage's first compute", "[plan]") {

@@ -145,22 +145,108 @@ bool DieWithLauncher() {
   return ::getppid() == static_cast<pid_t>(std::atol(launcher));
 }
 
-int LaunchLocal(const LaunchOptions& options) {
+namespace {
+
+// The port the workers' process groups use: MASTER_PORT when set (and
+// free), else one the kernel picks.
+std::string MasterPort() {
   const char* port_env = std::getenv("MASTER_PORT");
-  std::string port;
-  if (port_env != nullptr) {
-    port = port_env;
-    const int wanted = EnvInt("MASTER_PORT", 0);
-    if (wanted < 1 || wanted > 65535) throw Error("MASTER_PORT " + port + " is not a port number");
-    if (BindPort(wanted) < 0) {
-      throw Error("MASTER_PORT " + port + " is in use (" + std::strerror(errno) +
-                  "): another run or program holds it; unset MASTER_PORT to let pplab pick a free port");
-    }
-  } else {
+  if (port_env == nullptr) {
     const int free_port = BindPort(0);
     if (free_port < 0) throw Error(std::string("launcher: cannot find a free port: ") + std::strerror(errno));
-    port = std::to_string(free_port);
+    return std::to_string(free_port);
   }
+  const std::string port = port_env;
+  const int wanted = EnvInt("MASTER_PORT", 0);
+  if (wanted < 1 || wanted > 65535) throw Error("MASTER_PORT " + port + " is not a port number");
+  if (BindPort(wanted) < 0) {
+    throw Error("MASTER_PORT " + port + " is in use (" + std::strerror(errno) +
+                "): another run or program holds it; unset MASTER_PORT to let pplab pick a free port");
+  }
+  return port;
+}
+
+// Worker `rank`'s environment: this process's, less the variables the
+// launcher sets, with its rank and the run's rendezvous, then options.env
+// (which replaces any variable of the same name).
+std::vector<std::string> WorkerEnv(int rank, const LaunchOptions& options, const std::string& port,
+                                   const std::string& run_id, const std::string& store_dir, int error_fd) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
+        key == "PPLAB_LAUNCHER_PID" || key == "PPLAB_RUN_ID" || key == "PPLAB_ERROR_FD" || key == "LOCAL_WORLD_SIZE" ||
+        key == "PPLAB_STORE_FILE") {
+      continue;
+    }
+    bool replaced = false;
+    for (const std::string& extra : options.env)
+      replaced = replaced || extra.compare(0, key.size() + 1, key + "=") == 0;
+    if (replaced) continue;
+    env_strings.push_back(kv);
+  }
+  env_strings.push_back("RANK=" + std::to_string(rank));
+  env_strings.push_back("LOCAL_RANK=" + std::to_string(rank));
+  env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nproc));
+  env_strings.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
+  env_strings.push_back("MASTER_ADDR=127.0.0.1");
+  env_strings.push_back("MASTER_PORT=" + port);
+  env_strings.push_back("PPLAB_LAUNCHER_PID=" + std::to_string(::getpid()));
+  env_strings.push_back("PPLAB_RUN_ID=" + run_id);
+  env_strings.push_back("PPLAB_STORE_FILE=" + store_dir + "/store");
+  env_strings.push_back("PPLAB_ERROR_FD=" + std::to_string(error_fd));
+  env_strings.insert(env_strings.end(), options.env.begin(), options.env.end());
+  return env_strings;
+}
+
+// A failed worker, as the launcher reports it.
+struct Failure {
+  int rank;
+  std::string line;  // the worker's error line, or how it died
+  // Died from a signal the launcher did not send, with no line of its
+  // own: it goes before a peer's line that lost it (below).
+  bool killed = false;
+};
+
+// Prints the first failure's line, and one line naming the ranks that
+// stopped after it; returns the launcher's exit code: the first failure's
+// worker's, or `result` (the first nonzero exit seen) where it has none.
+int ReportFailures(std::vector<Failure>& failures, std::map<int, int>& code_of, int result) {
+  // A killed worker's peers may report losing it before it can be reaped
+  // (its sockets close while it exits): its death goes before the first
+  // line that lost it (LostPeer).
+  for (size_t j = 0; j < failures.size(); ++j) {
+    if (!failures[j].killed) continue;
+    for (size_t i = 0; i < j; ++i) {
+      if (LostPeer(failures[i].line, failures[i].rank, failures[j].rank)) {
+        std::rotate(failures.begin() + static_cast<long>(i), failures.begin() + static_cast<long>(j),
+                    failures.begin() + static_cast<long>(j) + 1);
+        break;
+      }
+    }
+  }
+  if (!failures.empty() && code_of.count(failures.front().rank) > 0) result = code_of[failures.front().rank];
+  if (!failures.empty()) {
+    std::fprintf(stderr, "%s\n", failures.front().line.c_str());
+    std::vector<int> others;
+    for (size_t i = 1; i < failures.size(); ++i) {
+      if (failures[i].rank != failures.front().rank && failures[i].rank >= 0) others.push_back(failures[i].rank);
+    }
+    std::sort(others.begin(), others.end());
+    others.erase(std::unique(others.begin(), others.end()), others.end());
+    if (!others.empty()) {
+      std::fprintf(stderr, "pplab: %s %s stopped after rank %d failed\n", others.size() == 1 ? "rank" : "ranks",
+                   RankRanges(others).c_str(), failures.front().rank);
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+int LaunchLocal(const LaunchOptions& options) {
+  const std::string port = MasterPort();
   const std::string run_id = NewRunId();
   // The workers rendezvous through a file in a directory only this user can
   // read, not through a TCP store: a local launch listens on no network port
@@ -222,32 +308,7 @@ int LaunchLocal(const LaunchOptions& options) {
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec || self.empty()) self = "/proc/self/exe";
   for (int r = 0; r < options.nproc; ++r) {
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      const std::string key = kv.substr(0, kv.find('='));
-      if (key == "RANK" || key == "LOCAL_RANK" || key == "WORLD_SIZE" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
-          key == "PPLAB_LAUNCHER_PID" || key == "PPLAB_RUN_ID" || key == "PPLAB_ERROR_FD" ||
-          key == "LOCAL_WORLD_SIZE" || key == "PPLAB_STORE_FILE") {
-        continue;
-      }
-      bool replaced = false;
-      for (const std::string& extra : options.env)
-        replaced = replaced || extra.compare(0, key.size() + 1, key + "=") == 0;
-      if (replaced) continue;
-      env_strings.push_back(kv);
-    }
-    env_strings.push_back("RANK=" + std::to_string(r));
-    env_strings.push_back("LOCAL_RANK=" + std::to_string(r));
-    env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nproc));
-    env_strings.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
-    env_strings.push_back("MASTER_ADDR=127.0.0.1");
-    env_strings.push_back("MASTER_PORT=" + port);
-    env_strings.push_back("PPLAB_LAUNCHER_PID=" + std::to_string(::getpid()));
-    env_strings.push_back("PPLAB_RUN_ID=" + run_id);
-    env_strings.push_back("PPLAB_STORE_FILE=" + store_dir + "/store");
-    env_strings.push_back("PPLAB_ERROR_FD=" + std::to_string(error_pipe[1]));
-    env_strings.insert(env_strings.end(), options.env.begin(), options.env.end());
+    std::vector<std::string> env_strings = WorkerEnv(r, options, port, run_id, store_dir, error_pipe[1]);
     std::vector<char*> env, argv;
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
@@ -271,13 +332,6 @@ int LaunchLocal(const LaunchOptions& options) {
   ::close(error_pipe[1]);                          // the workers hold the write ends now
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);  // a held SIGINT or SIGTERM arrives here
   std::string pending;                             // error text read but not yet split into lines
-  struct Failure {
-    int rank;
-    std::string line;  // the worker's error line, or how it died
-    // Died from a signal the launcher did not send, with no line of its
-    // own: it goes before a peer's line that lost it (below).
-    bool killed = false;
-  };
   std::vector<Failure> failures;
   std::map<int, bool> reported;  // ranks with a failure recorded
   std::set<pid_t> killed_here;   // workers the launcher killed
@@ -358,34 +412,7 @@ int LaunchLocal(const LaunchOptions& options) {
                  sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
     return 128 + sig;
   }
-  // A killed worker's peers may report losing it before it can be reaped
-  // (its sockets close while it exits): its death goes before the first
-  // line that lost it (LostPeer).
-  for (size_t j = 0; j < failures.size(); ++j) {
-    if (!failures[j].killed) continue;
-    for (size_t i = 0; i < j; ++i) {
-      if (LostPeer(failures[i].line, failures[i].rank, failures[j].rank)) {
-        std::rotate(failures.begin() + static_cast<long>(i), failures.begin() + static_cast<long>(j),
-                    failures.begin() + static_cast<long>(j) + 1);
-        break;
-      }
-    }
-  }
-  if (!failures.empty() && code_of.count(failures.front().rank) > 0) result = code_of[failures.front().rank];
-  if (!failures.empty()) {
-    std::fprintf(stderr, "%s\n", failures.front().line.c_str());
-    std::vector<int> others;
-    for (size_t i = 1; i < failures.size(); ++i) {
-      if (failures[i].rank != failures.front().rank && failures[i].rank >= 0) others.push_back(failures[i].rank);
-    }
-    std::sort(others.begin(), others.end());
-    others.erase(std::unique(others.begin(), others.end()), others.end());
-    if (!others.empty()) {
-      std::fprintf(stderr, "pplab: %s %s stopped after rank %d failed\n", others.size() == 1 ? "rank" : "ranks",
-                   RankRanges(others).c_str(), failures.front().rank);
-    }
-  }
-  return result;
+  return ReportFailures(failures, code_of, result);
 }
 
 int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s,

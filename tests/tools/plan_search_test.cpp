@@ -250,6 +250,8 @@ TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per p
 
 TEST_CASE("plan: in bf16 analytic costs hold each stage's Linear weights cast, 2 bytes a parameter, to the step's end",
           "[plan]") {
+  CHECK(AnalyticFit(1e9, Precision::kFp32).cast_bytes_per_param == 0);
+  CHECK(AnalyticFit(1e9, Precision::kBf16).cast_bytes_per_param == 2);  // costed below as a fit's 2 is
   const LlamaConfig c = BalancedModel();
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   const PlanCandidate fp32 = OneFOneB8(SearchPlans(o));
@@ -258,15 +260,7 @@ TEST_CASE("plan: in bf16 analytic costs hold each stage's Linear weights cast, 2
   o.fit = AnalyticFit(1e9, Precision::kBf16);
   const PlanCandidate bf16 = OneFOneB8(SearchPlans(o));
   const Partition& p = bf16.partition;
-  const Bytes act0 = std::llround(StageActivationBytes(c, p, 0, 1, kSeqLen, Precision::kBf16));
-  const Bytes act1 = std::llround(StageActivationBytes(c, p, 1, 1, kSeqLen, Precision::kBf16));
-  const Bytes p0 = StageParams(c, p, 0), p1 = StageParams(c, p, 1);
-  const Bytes cast0 = 2 * StageLinearParams(c, p, 0), cast1 = 2 * StageLinearParams(c, p, 1);
-  REQUIRE(cast0 > 0);
-  // 1f1b at K = 2: rank 0 holds two microbatches' activations, rank 1 one;
-  // each holds its casts from its first F on.
-  CHECK(bf16.peak_memory == std::max(16 * p0 + 2 * act0 + cast0, 16 * p1 + act1 + cast1));
-  CHECK(bf16.peak_parts.casts == (bf16.peak_rank == 0 ? cast0 : cast1));
+  CHECK(bf16.peak_parts.casts == 2 * StageLinearParams(c, p, bf16.peak_rank));  // stage r on rank r
   CHECK(bf16.step_time == fp32.step_time);  // the casts cost memory, not time
 }
 

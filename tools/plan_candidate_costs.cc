@@ -210,6 +210,8 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision,
                                                                       {positions, o.fused_attention}));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
+    c.workspace_bytes = Ns(f.workspace_scale * StageWorkspaceBytes(shape, p, s, mb, o.seq_len, o.precision,
+                                                                   {positions, o.fused_attention}));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision) / positions);
     if (f.messages) {
       c.forward_send_bytes = Ns(f.forward_send_share * static_cast<double>(c.message_bytes));

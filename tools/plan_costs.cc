@@ -112,6 +112,16 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
   return bytes;
 }
 
+double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                           Precision precision, const ActivationLayout& layout) {
+  const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
+  // The softmax runs in fp32 whatever the precision, and the loss too.
+  const double scores = layout.fused_attention ? 0 : 4 * T * c.num_attention_heads * seq_len;
+  const double layer = p.End(stage) > p.Begin(stage) ? scores + 2 * e * T * f : 0;
+  const double head = stage == p.NumStages() - 1 ? 2 * 4 * T * c.vocab_size : 0;
+  return std::max(layer, head);
+}
+
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision) {
   const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
@@ -157,8 +167,8 @@ double StageFixedUnits(const Partition& p, int stage) {
 CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaConfig& config) {
   if (profiles.empty()) throw Error("plan: no profile to fit");
   CostFit f;
-  std::vector<double> flops, units, act, wgrad, msg;
-  std::vector<double> time[4], act_y, wgrad_y, msg_y;
+  std::vector<double> flops, units, act, wgrad, msg, work;
+  std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y;
   std::vector<int> sizes, size_of;  // the sizes seen; each point's
   double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
   double sent = 0, held = 0, cast = 0, stage_params = 0;
@@ -188,6 +198,12 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
       act_y.push_back(static_cast<double>(c.activation_bytes));
       wgrad_y.push_back(static_cast<double>(c.weight_grad_bytes));
       msg_y.push_back(static_cast<double>(c.message_bytes));
+      // Profiles that did not measure it (before 2026-11) keep the formula's.
+      if (c.workspace_bytes > 0) {
+        work.push_back(StageWorkspaceBytes(shape, p, s, mb, meta->seq_len, meta->precision,
+                                           {positions, meta->attention == "sdpa"}));
+        work_y.push_back(static_cast<double>(c.workspace_bytes));
+      }
       for (int k = 0; k < 4; ++k) {
         const Action a{kFitKinds[k], s, 0};
         const TimeNs t = profiled->ComputeTime(a);
@@ -263,6 +279,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   f.activation_scale = Slope(act, act_y);
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);
+  if (!work.empty()) f.workspace_scale = Slope(work, work_y);
   // How the transport held its buffers: the same for every profile of one
   // device kind (the caller checks the devices agree).
   f.messages = profiles.front()->Messages();

@@ -32,6 +32,16 @@ struct ActivationLayout {
 };
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision, const ActivationLayout& layout = {});
+// The temporaries of the stage's largest action above what is held (its
+// workspace_bytes, docs/cost-model.md), for a microbatch of mb sequences of
+// seq_len tokens, T = mb seq_len: on a stage of decoder layers, one layer's
+// backward, 4 T (n seq_len) + 2 e T f (the fp32 gradients of every head's
+// scores, none with fused attention, and the MLP's two gradients side by
+// side); on the last stage at least the head's backward, 2 x 4 T V (the
+// fp32 logits' gradient and the log-softmax's). Measured on the CPU in fp32
+// with explicit attention: within 0.1 % (docs/planning.md, "Memory per rank").
+double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                           Precision precision, const ActivationLayout& layout = {});
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision);
 double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision);
@@ -72,7 +82,7 @@ struct CostFit {
   // holds mb (the lower one at a size two share), the first below the
   // smallest size, the last above the largest; without ranges, ns_per_flop.
   TimeCoefficients At(int mb) const;
-  double activation_scale = 1, weight_grad_scale = 1, message_scale = 1;
+  double activation_scale = 1, weight_grad_scale = 1, message_scale = 1, workspace_scale = 1;
   // The profile's spread of F, B, I and W relative to the median: a
   // candidate's stage of time t gets p10 = t (1 - spread_low), p90 = t (1 +
   // spread_high). has_spread[k]: the profile gave kind k a spread.

@@ -58,6 +58,12 @@ std::string ProfileJson(const LlamaConfig& c, const std::string& stages, const s
          extra_meta + "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
 }
 
+// Stage s's workspace for microbatches of one sequence (StageWorkspaceBytes).
+Bytes Work(const LlamaConfig& c, const Partition& p, int s, Precision precision = Precision::kFp32,
+           const ActivationLayout& layout = {}) {
+  return std::llround(StageWorkspaceBytes(c, p, s, 1, kSeqLen, precision, layout));
+}
+
 // The 1f1b candidate of M = 8 among those that fit.
 PlanCandidate OneFOneB8(const PlanSearchResult& r) {
   for (const PlanCandidate& p : r.fitting) {
@@ -108,7 +114,9 @@ TEST_CASE("plan: picks the fastest plan, whose step time is the hand formula", "
   const Bytes act = std::llround(StageActivationBytes(c, best.partition, 0, 1, kSeqLen, Precision::kFp32));
   const Bytes weights1 = 16 * StageParams(c, best.partition, 1);
   const Bytes act1 = std::llround(StageActivationBytes(c, best.partition, 1, 1, kSeqLen, Precision::kFp32));
-  CHECK(best.peak_memory == std::max(weights + 2 * act, weights1 + act1));
+  // And during an action, its stage's workspace.
+  const Bytes work = Work(c, best.partition, 0), work1 = Work(c, best.partition, 1);
+  CHECK(best.peak_memory == std::max(weights + 2 * act + work, weights1 + act1 + work1));
   CHECK(best.tokens_per_second == Approx(8.0 * kSeqLen / (best.step_time * 1e-9)));
 }
 
@@ -156,11 +164,11 @@ TEST_CASE("plan: recomputed candidates cost one F more per microbatch and fit wh
   for (const PlanCandidate& p : both.fitting) {
     if (!p.recompute) smallest_plain = std::min(smallest_plain, p.peak_memory);
   }
-  // Under that, 1f1b fits with a layer moved off rank 0 (the next test);
-  // just under the least memory of that too, only recomputation fits.
+  // Just under that no partition fits without recomputation: moving a
+  // layer off rank 0 would put it beside the head's workspace on rank 1.
   o.recompute = {false};
   o.memory_per_rank = smallest_plain - 1;
-  for (const PlanCandidate& p : SearchPlans(o).fitting) smallest_plain = std::min(smallest_plain, p.peak_memory);
+  CHECK_THROWS_WITH(SearchPlans(o), Catch::Contains("no plan fits"));
   o.recompute = {false, true};
   o.memory_per_rank = smallest_plain - 1;
   const PlanSearchResult r = SearchPlans(o);
@@ -182,22 +190,27 @@ TEST_CASE("plan: recomputed candidates cost one F more per microbatch and fit wh
   const Bytes input1 = std::llround(StageInputBytes(c, 1, 1, kSeqLen));
   CHECK(input1 == 16 * (4 * 32 + 8));
   CHECK(best.peak_memory ==
-        std::max(16 * StageParams(c, best.partition, 0) + act, 16 * StageParams(c, best.partition, 1) + input1 + act1));
+        std::max(16 * StageParams(c, best.partition, 0) + act + Work(c, best.partition, 0),
+                 16 * StageParams(c, best.partition, 1) + input1 + act1 + Work(c, best.partition, 1)));
   // Without recomputation the same limit fits nothing, and says what would.
   o.recompute = {false};
   CHECK_THROWS_WITH(SearchPlans(o), Catch::Contains("--recompute auto also costs every candidate"));
 }
 
 TEST_CASE("plan: a plan over memory is refitted with fewer layers on the rank over the limit", "[plan]") {
-  const LlamaConfig c = BalancedModel();
+  // Five layers: 3 + 2 with the head is balanced. (With three, 1 + 2 would put
+  // the head's workspace beside two layers: heavier than 2 + 1.)
+  LlamaConfig c = BalancedModel();
+  c.num_hidden_layers = 5;
   PlanSearchOptions o = Options(c, Bytes{1} << 40);
   o.schedules = {"1f1b"};
   const PlanCandidate named = OneFOneB8(SearchPlans(o));
-  REQUIRE(named.partition.ToString() == "2,1");  // every named partition: uniform, parameters, compute
+  REQUIRE(named.partition.ToString() == "3,2");  // the fastest named partition
   // 1F1B on 2 ranks: rank 0 holds 2 microbatches in flight, rank 1 one.
   const auto peak = [&c](const Partition& p) {
     const auto act = [&](int s) { return std::llround(StageActivationBytes(c, p, s, 1, kSeqLen, Precision::kFp32)); };
-    return std::max(16 * StageParams(c, p, 0) + 2 * act(0), 16 * StageParams(c, p, 1) + act(1));
+    return std::max(16 * StageParams(c, p, 0) + 2 * act(0) + Work(c, p, 0),
+                    16 * StageParams(c, p, 1) + act(1) + Work(c, p, 1));
   };
   CHECK(named.peak_memory == peak(named.partition));
   o.memory_per_rank = named.peak_memory - 1;
@@ -205,18 +218,18 @@ TEST_CASE("plan: a plan over memory is refitted with fewer layers on the rank ov
   CHECK(r.refit_starts >= 1);
   CHECK(r.refitted >= 1);
   const PlanCandidate fitted = OneFOneB8(r);
-  // Rank 0 keeps one layer, rank 1 takes the other two with the LM head.
+  // Rank 0 keeps two layers, rank 1 takes the other three with the LM head.
   CHECK(fitted.partition_method == "fitted");
-  CHECK(fitted.partition.ToString() == "1,2");
-  CHECK(TrainPartition(fitted) == "1,2");
+  CHECK(fitted.partition.ToString() == "2,3");
+  CHECK(TrainPartition(fitted) == "2,3");
   CHECK(TrainPartition(named) == named.partition_method);
   CHECK(fitted.peak_memory == peak(fitted.partition));
   CHECK(fitted.peak_memory <= o.memory_per_rank);
-  // Rank 1 (2 layers and the head, 3 layer-units F1) is now the bottleneck:
+  // Rank 1 (3 layers and the head, 4 layer-units F1) is now the bottleneck:
   // busy from stage 0's first F until its 8 F + B, then stage 0's last B.
   const TimeNs F0 = std::llround(StageForwardFlops(c, fitted.partition, 0, 1, kSeqLen));
   const TimeNs F1 = std::llround(StageForwardFlops(c, fitted.partition, 1, 1, kSeqLen));
-  CHECK(F1 == 3 * F0);
+  CHECK(F1 == 2 * F0);
   CHECK(fitted.step_time == F0 + 8 * (F1 + 2 * F1) + 2 * F0);
   CHECK(fitted.step_time > named.step_time);  // the price of the memory
 }
@@ -234,8 +247,9 @@ TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per p
   const Bytes act0 = std::llround(StageActivationBytes(c, p, 0, 1, kSeqLen, Precision::kFp32));
   const Bytes act1 = std::llround(StageActivationBytes(c, p, 1, 1, kSeqLen, Precision::kFp32));
   const Bytes p0 = StageParams(c, p, 0), p1 = StageParams(c, p, 1);
-  CHECK(plain.peak_memory == std::max(16 * p0 + 2 * act0, 16 * p1 + act1));
-  CHECK(sharded.peak_memory == std::max(12 * p0 + 2 * act0, 12 * p1 + act1));  // 8 + 8 / 2
+  const Bytes w0 = Work(c, p, 0), w1 = Work(c, p, 1);
+  CHECK(plain.peak_memory == std::max(16 * p0 + 2 * act0 + w0, 16 * p1 + act1 + w1));
+  CHECK(sharded.peak_memory == std::max(12 * p0 + 2 * act0 + w0, 12 * p1 + act1 + w1));  // 8 + 8 / 2
   // With the data-parallel traffic costed, the sharded step also sums the
   // updated parameters back after the optimizer: a ring all-reduce of the
   // largest rank's 4-byte parameters, here at 1 byte a ns, D = 2.
@@ -261,7 +275,7 @@ TEST_CASE("plan: in bf16 analytic costs hold each stage's Linear weights cast, 2
   const PlanCandidate bf16 = OneFOneB8(SearchPlans(o));
   const Partition& p = bf16.partition;
   CHECK(bf16.peak_parts.casts == 2 * StageLinearParams(c, p, bf16.peak_rank));  // stage r on rank r
-  CHECK(bf16.step_time == fp32.step_time);  // the casts cost memory, not time
+  CHECK(bf16.step_time == fp32.step_time);                                      // the casts cost memory, not time
 }
 
 TEST_CASE("plan: with replicas, each stage's REDUCE_GRAD is in the step at the ring all-reduce's time", "[plan]") {
@@ -537,6 +551,12 @@ TEST_CASE("plan: bf16 counts 2 bytes per activation value, the model state stays
         (2 * T * 416 + 16 * T) * 2);
   // W's stash: 6h + 2kv + 3f = 192 + 32 + 192 = 416 values per token and layer.
   CHECK(StageWeightGradBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == 2 * T * 416 * 2);
+  // Workspace: a layer's backward holds the fp32 score gradients of every head (n L = 64 a token) and
+  // the MLP's two gradients (2f = 128 values a token, e bytes each); the head's, 2 x 4 V bytes a token.
+  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kFp32) == T * (4 * 64 + 4 * 128));
+  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == T * (4 * 64 + 2 * 128));
+  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kBf16, {1, /*fused_attention=*/true}) == T * 2 * 128);
+  CHECK(StageWorkspaceBytes(c, p, 1, mb, kSeqLen, Precision::kFp32) == T * 8 * c.vocab_size);  // the head's is larger
   // A message is one (mb, L, h) tensor: 2 x 16 x 32 values, 4096 bytes in fp32, 2048 in bf16.
   CHECK(MessageBytes(c, mb, kSeqLen, Precision::kFp32) == 4096);
   CHECK(MessageBytes(c, mb, kSeqLen, Precision::kBf16) == 2048);
@@ -550,7 +570,8 @@ TEST_CASE("plan: bf16 counts 2 bytes per activation value, the model state stays
   const Bytes weights = 16 * StageParams(c, best.partition, 0), weights1 = 16 * StageParams(c, best.partition, 1);
   const Bytes act = std::llround(StageActivationBytes(c, best.partition, 0, 1, kSeqLen, Precision::kBf16));
   const Bytes act1 = std::llround(StageActivationBytes(c, best.partition, 1, 1, kSeqLen, Precision::kBf16));
-  CHECK(best.peak_memory == std::max(weights + 2 * act, weights1 + act1));
+  const Bytes work = Work(c, best.partition, 0, Precision::kBf16), work1 = Work(c, best.partition, 1, Precision::kBf16);
+  CHECK(best.peak_memory == std::max(weights + 2 * act + work, weights1 + act1 + work1));  // no casts: fp32's fit
   std::printf(
       "plan, balanced model, 1f1b M=8: peak memory per rank %lld B in bf16 (activations %lld B per microbatch)\n",
       static_cast<long long>(best.peak_memory), static_cast<long long>(act));
@@ -813,7 +834,8 @@ TEST_CASE("plan: fitted weight casts count 2 bytes a Linear weight from each sta
   const Bytes act1 = std::llround(StageActivationBytes(c, p, 1, 1, kSeqLen, Precision::kFp32));
   const Bytes p0 = StageParams(c, p, 0), p1 = StageParams(c, p, 1);
   const Bytes c0 = 2 * StageLinearParams(c, p, 0), c1 = 2 * StageLinearParams(c, p, 1);
-  CHECK(cast.peak_memory == std::max(16 * p0 + 2 * act0 + c0, 16 * p1 + act1 + c1));
+  const Bytes w0 = Work(c, p, 0), w1 = Work(c, p, 1);
+  CHECK(cast.peak_memory == std::max(16 * p0 + 2 * act0 + c0 + w0, 16 * p1 + act1 + c1 + w1));
   CHECK(cast.peak_memory > plain.peak_memory);
   // The peak rank's model state and the parts of the rest add up to the peak.
   CHECK(cast.model_state + cast.peak_parts.Total() == cast.peak_memory);
@@ -1005,7 +1027,7 @@ TEST_CASE("plan: tensor parallelism costs each rank's share and the layers' all-
   o.tp_link = Link{1000, 1.0};
   // Its model state is its share's parameters, the embedding's included.
   const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32));
-  CHECK(best.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act);
+  CHECK(best.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act + Work(share, whole, 0));
   CHECK(best.peak_memory < one.fitting[0].peak_memory);
   // On nodes of one GPU the group's two ranks are on two nodes: its ring
   // takes the network between them.
@@ -1077,7 +1099,8 @@ TEST_CASE("plan: sequence parallelism costs gathers and reduce-scatters, and 1/T
   CHECK(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32, {2}) ==
         Approx(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32) - saved));
   const Bytes act = std::llround(StageActivationBytes(share, whole, 0, 1, kSeqLen, Precision::kFp32, {2}));
-  CHECK(sp.peak_memory == 16 * TensorParallelStageParams(c, whole, 0, 2) + act);
+  CHECK(sp.peak_memory ==
+        16 * TensorParallelStageParams(c, whole, 0, 2) + act + Work(share, whole, 0, Precision::kFp32, {2}));
   CHECK(sp.peak_memory < plain.peak_memory);
   // Split backward: I reduce-scatters the input's gradient and gathers the
   // exit's (12), plus the head's reduce-scatter and the embedding's gather

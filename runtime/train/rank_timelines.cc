@@ -1,0 +1,109 @@
+#include "runtime/train/rank_timelines.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "runtime/comm/collectives.h"
+
+namespace pplab {
+namespace {
+
+// This boot of this host: the FNV-1a hash of /proc/sys/kernel/random/boot_id,
+// in 63 bits; 0 when it cannot be read.
+int64_t BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(in >> id)) return 0;
+  uint64_t h = 14695981039346656037ULL;
+  for (const unsigned char c : id) h = (h ^ c) * 1099511628211ULL;
+  return static_cast<int64_t>(h >> 1);
+}
+
+// Events travel to rank 0 as eight int64 per action: the action (with an
+// overlap's backward part) and its start and end.
+constexpr size_t kEventWords = 8;
+
+std::vector<int64_t> Encode(const std::vector<TimelineEvent>& events) {
+  std::vector<int64_t> out;
+  out.reserve(events.size() * kEventWords);
+  for (const TimelineEvent& e : events) {
+    const Action& a = e.action;
+    out.insert(out.end(), {static_cast<int64_t>(a.kind), a.stage, a.microbatch, static_cast<int64_t>(a.overlap_kind),
+                           a.overlap_stage, a.overlap_microbatch, e.start, e.end});
+  }
+  return out;
+}
+
+void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
+  for (size_t i = 0; i + kEventWords <= words.size(); i += kEventWords) {
+    TimelineEvent e;
+    e.rank = rank;
+    e.action.kind = static_cast<ActionKind>(words[i]);
+    e.action.stage = static_cast<StageId>(words[i + 1]);
+    e.action.microbatch = static_cast<MicrobatchId>(words[i + 2]);
+    e.action.overlap_kind = static_cast<ActionKind>(words[i + 3]);
+    e.action.overlap_stage = static_cast<StageId>(words[i + 4]);
+    e.action.overlap_microbatch = static_cast<MicrobatchId>(words[i + 5]);
+    e.start = words[i + 6];
+    e.end = words[i + 7];
+    into.events.push_back(e);
+  }
+}
+
+}  // namespace
+
+std::chrono::steady_clock::time_point SharedOrigin(ProcessGroupHandle& group,
+                                                   std::chrono::steady_clock::time_point mine,
+                                                   std::chrono::milliseconds timeout) {
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(mine.time_since_epoch()).count();
+  const std::vector<std::vector<int64_t>> all = AllGatherWords(group, {ns, BootId()}, timeout);
+  constexpr int64_t kSecond = 1000000000;
+  for (const std::vector<int64_t>& r : all) {
+    if (r.at(1) == 0 || r[1] != all[0].at(1) || std::llabs(r[0] - all[0][0]) > kSecond) return mine;
+  }
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(all[0][0])));
+}
+
+void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* group, const TrainerOptions& options,
+                    int tp_size, const std::vector<TimelineEvent>& events, Bytes peak, TrainSummary& summary) {
+  // World rank k T of the first pipeline is its pipeline rank k.
+  const int T = tp_size;
+  std::vector<std::vector<int64_t>> all;
+  if (group != nullptr) {
+    all = GatherToRank0(*group, Encode(events), options.comm_timeout);
+  } else {
+    all.push_back(Encode(events));
+  }
+  if (options.memory != nullptr) {
+    const std::vector<std::vector<int64_t>> peaks = group != nullptr
+                                                        ? GatherToRank0(*group, {peak}, options.comm_timeout)
+                                                        : std::vector<std::vector<int64_t>>{{peak}};
+    for (RankId r = 0; r * T < static_cast<RankId>(peaks.size()) && r < schedule.ranks; ++r) {
+      summary.peak_activation_bytes.push_back(peaks[r * T].at(0));
+    }
+  }
+  // A collective's result on one rank does not mean its own bytes reached
+  // the others: over NCCL's socket transport they may still be on their way
+  // when it returns and tears its communicators down (ProcessGroupNCCL's
+  // destructor aborts them). Every rank has read the gathers' results once
+  // all have passed this barrier, which runs through the store alone, so no
+  // collective is left in flight behind it.
+  if (group != nullptr) HostBarrier(*group, options.comm_timeout);
+  if (rank != 0) return;
+  Timeline& t = summary.last_step;
+  t.name = schedule.name;
+  t.source = "measured";
+  t.ranks = schedule.ranks;
+  for (RankId r = 0; r * T < static_cast<RankId>(all.size()) && r < schedule.ranks; ++r) Decode(r, all[r * T], t);
+  TimeNs first = t.events.empty() ? 0 : t.events.front().start;
+  for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
+  for (TimelineEvent& e : t.events) {
+    e.start -= first;
+    e.end -= first;
+  }
+}
+
+}  // namespace pplab

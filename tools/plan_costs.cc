@@ -115,9 +115,13 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
 double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                            Precision precision, const ActivationLayout& layout) {
   const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
-  // The softmax runs in fp32 whatever the precision, and the loss too.
-  const double scores = layout.fused_attention ? 0 : 4 * T * c.num_attention_heads * seq_len;
-  const double layer = p.End(stage) > p.Begin(stage) ? scores + 2 * e * T * f : 0;
+  // A layer's backward peaks in one of its halves: the attention's, with
+  // the fp32 gradients of every head's scores (the softmax runs in fp32
+  // whatever the precision; none with fused attention) beside the residual
+  // stream's fp32 gradient, or the MLP's, with SwiGLU's two gradients and
+  // one product of the same size. The head's: the loss is fp32 too.
+  const double scores = layout.fused_attention ? 0 : T * c.num_attention_heads * seq_len;
+  const double layer = p.End(stage) > p.Begin(stage) ? std::max(4 * (scores + T * h), 3 * e * T * f) : 0;
   const double head = stage == p.NumStages() - 1 ? 2 * 4 * T * c.vocab_size : 0;
   return std::max(layer, head);
 }

@@ -32,14 +32,16 @@ struct ActivationLayout {
 };
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision, const ActivationLayout& layout = {});
-// The temporaries of the stage's largest action above what is held (its
-// workspace_bytes, docs/cost-model.md), for a microbatch of mb sequences of
-// seq_len tokens, T = mb seq_len: on a stage of decoder layers, one layer's
-// backward, 4 T (n seq_len) + 2 e T f (the fp32 gradients of every head's
-// scores, none with fused attention, and the MLP's two gradients side by
-// side); on the last stage at least the head's backward, 2 x 4 T V (the
-// fp32 logits' gradient and the log-softmax's). Measured on the CPU in fp32
-// with explicit attention: within 0.1 % (docs/planning.md, "Memory per rank").
+// The temporaries of the stage's backward above what is held (the cost
+// model's workspace_bytes, docs/cost-model.md), for a microbatch of mb
+// sequences of seq_len tokens, T = mb seq_len: on a stage of decoder layers,
+// one layer's, max(4 T (n seq_len + h), 3 e T f) (the attention half: the
+// fp32 gradients of every head's scores, none with fused attention, and the
+// residual stream's; the MLP half: SwiGLU's two gradients and a product);
+// on the last stage at least the head's, 2 x 4 T V (the fp32 logits'
+// gradient and the log-softmax's). Measured on the CPU in fp32 with
+// explicit attention: exact for B on the tiny and small presets
+// (docs/planning.md, "Memory per rank"); a split backward's I holds more.
 double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                            Precision precision, const ActivationLayout& layout = {});
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,

@@ -551,11 +551,12 @@ TEST_CASE("plan: bf16 counts 2 bytes per activation value, the model state stays
         (2 * T * 416 + 16 * T) * 2);
   // W's stash: 6h + 2kv + 3f = 192 + 32 + 192 = 416 values per token and layer.
   CHECK(StageWeightGradBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == 2 * T * 416 * 2);
-  // Workspace: a layer's backward holds the fp32 score gradients of every head (n L = 64 a token) and
-  // the MLP's two gradients (2f = 128 values a token, e bytes each); the head's, 2 x 4 V bytes a token.
-  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kFp32) == T * (4 * 64 + 4 * 128));
-  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == T * (4 * 64 + 2 * 128));
-  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kBf16, {1, /*fused_attention=*/true}) == T * 2 * 128);
+  // Workspace: a layer's backward peaks in its attention half (the fp32 score gradients of every head,
+  // n L = 64 a token, beside the fp32 gradient of h = 32) or its MLP half (3f = 192 values a token, e
+  // bytes each); the head's, 2 x 4 V bytes a token.
+  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kFp32) == T * 4 * 192);        // the MLP's
+  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == T * 4 * (64 + 32));  // both: 384 a token
+  CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kBf16, {1, /*fused_attention=*/true}) == T * 2 * 192);
   CHECK(StageWorkspaceBytes(c, p, 1, mb, kSeqLen, Precision::kFp32) == T * 8 * c.vocab_size);  // the head's is larger
   // A message is one (mb, L, h) tensor: 2 x 16 x 32 values, 4096 bytes in fp32, 2048 in bf16.
   CHECK(MessageBytes(c, mb, kSeqLen, Precision::kFp32) == 4096);

@@ -92,18 +92,17 @@ TEST_CASE("a stage's measured activation bytes cover its output and grow linearl
                            (s == 0 ? T * C * 4 : 0);
     CHECK(static_cast<double>(one[s].weight_grad_bytes) == Approx(formula).margin(T * C * 4));
     CHECK(one[s].weight_grad_bytes < one[s].activation_bytes);
-    // The largest temporaries (the cost model's workspace_bytes) are the
-    // planner's StageWorkspaceBytes: one layer's backward (score gradients
-    // and the MLP's two), or on the last stage the head's (the logits'
-    // gradient and the log-softmax's), within one (B,T,f) float: how much
-    // more I holds than B varies with the allocation order.
+    // B's temporaries are the planner's StageWorkspaceBytes, exactly: one
+    // layer's backward in its larger half, or on the last stage the head's
+    // (the logits' gradient and the log-softmax's). I's (it also builds W's
+    // stash while it frees the activations) are at least as large, by an
+    // amount that differs between LibTorch versions.
     for (const auto& [p, B] : {std::pair<const StageProfile*, int>{&one[s], 1}, {&two[s], 2}}) {
-      const Bytes measured =
-          std::max({p->forward_transient_bytes, p->backward_transient_bytes, p->backward_input_transient_bytes});
       const double work = cli::StageWorkspaceBytes(config, PartitionUniform(config, 2), s, B, T, Precision::kFp32);
-      INFO("B=" << B << ": measured " << measured << " bytes (F " << p->forward_transient_bytes << ", B "
-                << p->backward_transient_bytes << ", I " << p->backward_input_transient_bytes << "), formula " << work);
-      CHECK(static_cast<double>(measured) == Approx(work).margin(B * T * config.intermediate_size * 4));
+      INFO("B=" << B << ": F " << p->forward_transient_bytes << ", B " << p->backward_transient_bytes << ", I "
+                << p->backward_input_transient_bytes << " bytes; formula " << work);
+      CHECK(static_cast<double>(p->backward_transient_bytes) == work);
+      CHECK(p->backward_input_transient_bytes >= p->backward_transient_bytes);
     }
   }
   // The messages: stage 0 sends hidden (B,T,C) float and mask (B,T) int64.

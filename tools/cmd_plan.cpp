@@ -24,8 +24,6 @@
 namespace pplab::cli {
 namespace {
 
-using nlohmann::json;
-
 // PREFIX-bandwidth (GB/s) and PREFIX-latency (ms) of a ring all-reduce.
 void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double& ms, const std::string& bandwidth_help,
                   const std::string& latency_help) {

@@ -65,10 +65,6 @@ void CheckSharedCheckpointDir(const std::string& dir, const std::string& run_id,
   }
 }
 
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 RunCheckpoints::RunCheckpoints(const Schedule& schedule, RankId rank, RankId world_rank, ProcessGroupHandle* group,

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <set>
 
 #include "runtime/comm/c10d_transport.h"
@@ -200,10 +199,6 @@ std::unique_ptr<HostWatch> WatchHost(const c10::Device& device, const TrainerOpt
   std::snprintf(name, sizeof name, "--comm-timeout (%g s) + 5 s",
                 std::chrono::duration<double>(options.comm_timeout).count());
   return std::make_unique<HostWatch>(bound, name, options.on_host_stuck);
-}
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 // A step's figures, the same on every rank.

@@ -134,6 +134,12 @@ struct TrainerOptions {
 using StageFactory = std::function<std::unique_ptr<Stage>(StageId stage)>;
 using BatchFn = std::function<StepBatch(int step)>;
 
+// Milliseconds on the steady clock since `start`, as TrainSummary's *_ms
+// fields are timed.
+inline double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 struct TrainSummary {
   int first_step = 0;                              // 0, or the step a resumed run started at
   double checkpoint_load_ms = 0;                   // time to verify and load the resumed checkpoint

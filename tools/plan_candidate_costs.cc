@@ -207,8 +207,8 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.backward = fitted(1) + tp.backward;
     c.backward_input = fitted(2) + tp.backward_input;
     c.backward_weight = weights + tp.backward_weight;
-    c.activation_bytes = Ns(f.activation_scale * StageActivationBytes(shape, p, s, mb, o.seq_len, o.precision,
-                                                                      {positions, o.fused_attention}));
+    c.activation_bytes = Ns(
+        f.Activations(StageActivationParts(shape, p, s, mb, o.seq_len, o.precision, {positions, o.fused_attention})));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
     c.workspace_bytes = Ns(f.workspace_scale * StageWorkspaceBytes(shape, p, s, mb, o.seq_len, o.precision,
                                                                    {positions, o.fused_attention}));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include "models/tensor_parallel.h"
@@ -34,12 +36,10 @@ double Slope(const std::vector<double>& x, const std::vector<double>& y) {
   return xx > 0 ? xy / xx : 0;
 }
 
-// Least squares of y against a x + b z (no intercept), with a and b at
-// least 0: where the unconstrained solution has a negative one (noise, or
-// x and z nearly proportional), that one is 0 and the other is fitted
-// alone.
-std::pair<double, double> NonNegativeFit(const std::vector<double>& x, const std::vector<double>& z,
-                                         const std::vector<double>& y) {
+// The least-squares (a, b) of y against a x + b z (no intercept), or none
+// where x and z are proportional, to `tolerance` of their terms.
+std::optional<std::pair<double, double>> TwoRegressors(const std::vector<double>& x, const std::vector<double>& z,
+                                                       const std::vector<double>& y, double tolerance) {
   double xx = 0, xz = 0, zz = 0, xy = 0, zy = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     xx += x[i] * x[i];
@@ -49,11 +49,18 @@ std::pair<double, double> NonNegativeFit(const std::vector<double>& x, const std
     zy += z[i] * y[i];
   }
   const double det = xx * zz - xz * xz;
-  // Proportional columns (det ~ 0 against its terms): one slope carries all.
-  if (det > 1e-12 * xx * zz) {
-    const double a = (xy * zz - zy * xz) / det, b = (zy * xx - xy * xz) / det;
-    if (a >= 0 && b >= 0) return {a, b};
-  }
+  if (!(det > tolerance * xx * zz)) return std::nullopt;
+  return std::pair<double, double>{(xy * zz - zy * xz) / det, (zy * xx - xy * xz) / det};
+}
+
+// Least squares of y against a x + b z (no intercept), with a and b at
+// least 0: where the unconstrained solution has a negative one (noise, or
+// x and z nearly proportional), that one is 0 and the other is fitted
+// alone.
+std::pair<double, double> NonNegativeFit(const std::vector<double>& x, const std::vector<double>& z,
+                                         const std::vector<double>& y) {
+  const auto both = TwoRegressors(x, z, y, 1e-12);
+  if (both && both->first >= 0 && both->second >= 0) return *both;
   const double a = Slope(x, y), b = Slope(z, y);
   // The one of the two single fits that leaves the smaller squared error.
   double ea = 0, eb = 0;
@@ -62,6 +69,20 @@ std::pair<double, double> NonNegativeFit(const std::vector<double>& x, const std
     eb += (y[i] - b * z[i]) * (y[i] - b * z[i]);
   }
   return eb <= ea ? std::pair<double, double>{0, b} : std::pair<double, double>{a, 0};
+}
+
+// Least squares of y against a x + b z (no intercept) for two parts of
+// one byte count, each scaled by its own factor; where the points cannot
+// tell the parts apart (one point, or x and z proportional) or a factor
+// comes out negative, one factor for both, fitted to x + z.
+std::pair<double, double> TwoScales(const std::vector<double>& x, const std::vector<double>& z,
+                                    const std::vector<double>& y) {
+  const auto both = TwoRegressors(x, z, y, 1e-9);
+  if (both && both->first > 0 && both->second > 0) return *both;
+  std::vector<double> sum(x.size());
+  for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + z[i];
+  const double one = Slope(sum, y);
+  return {one, one};
 }
 
 // What the byte formulas multiply: tokens T of the microbatch, the widths
@@ -83,33 +104,57 @@ double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, in
   return flops;
 }
 
+ActivationParts StageActivationParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                                     Precision precision, const ActivationLayout& layout) {
+  const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
+  // Bytes kept per token for the backward of one layer (docs/planning.md,
+  // "Memory per rank"). e is the compute dtype's bytes (4 in fp32, 2 in
+  // bf16); the residual stream, the norms, the rotary encoding and the
+  // softmax stay fp32 (4 bytes) in either precision. Weights, gradients and
+  // AdamW state are not here (16 B per parameter, counted by the caller).
+  // Under sequence parallelism over n ranks what lies outside the split
+  // regions holds 1 / n of the positions.
+  const double n = layout.sequence_share;
+  const bool half = e < 4;
+  const double heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
+  // Each RMSNorm (fused) keeps its fp32 input and its fp32 1 / rms a
+  // position, and the projections after it keep its output in the compute
+  // dtype.
+  const double norm = ((4 + e) * h + 4) / n;
+  // Attention. Explicit: the product q k^T keeps a copy of q, K and V
+  // repeated to the query heads (q each), the softmax its fp32
+  // probabilities, and in bf16 the product with V their bf16 copy too.
+  // Fused (sdpa): q, K, V and the output, and an fp32 log-sum-exp a head;
+  // in bf16 the kernel takes the KV heads unrepeated (flash, grouped-query),
+  // in fp32 they are repeated (q each, as the kernels that take fp32 need).
+  // Either way o_proj keeps its input (q).
+  const double attention = layout.fused_attention ? (half ? e * (2 * q + 2 * kv) : 4 * e * q) + 4 * heads : 4 * e * q;
+  const double probabilities = layout.fused_attention ? 0 : (4 + (half ? e : 0)) * heads * seq_len;
+  // Norms on q and k (Qwen3) run in fp32 on each head: in bf16 they keep
+  // their fp32 inputs (casts of the projections' output); in fp32 their
+  // inputs are views of the projections' one stacked output (q + 2 kv), all
+  // of which they keep alive. And a 1 / rms a head.
+  const double qk_norms = c.qk_norm ? (half ? 4 * (q + kv) : e * (q + 2 * kv)) + 4 * (heads + kv_heads) : 0;
+  // The MLP: gate, up and their product (SwiGLU's node computes the
+  // activation again in the backward, models/llama_ops.h).
+  const double mlp = 3 * e * f;
+  const double layers = p.End(stage) - p.Begin(stage);
+  ActivationParts parts;
+  parts.layers = layers * T * (2 * norm + attention + qk_norms + mlp);
+  parts.exact = layers * T * probabilities;
+  const bool last = stage == p.NumStages() - 1;
+  // The head: the final norm, and the loss's fp32 log-softmax of the logits.
+  if (last) parts.head = T * (norm + 4.0 * c.vocab_size);
+  // F's output, the fp32 residual stream, held until B sends its gradient
+  // back through it; and a later stage's received int64 mask.
+  if (!last) parts.exact += T * 4 * h / n;
+  if (stage > 0) parts.exact += T * 8;
+  return parts;
+}
+
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision, const ActivationLayout& layout) {
-  const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
-  // Values kept per token for the backward of one layer, e bytes each (4 in
-  // fp32, 2 in bf16): each RMSNorm's input and output (2 x 2h), q, k, v
-  // (q + 2kv; with norms on q and k, their inputs too: q + kv more), the
-  // attention output (q), the MLP's gate, up and product (3f: its SwiGLU
-  // node computes the activation again in the backward, models/llama_ops.h),
-  // and the softmax probabilities (heads x seq_len). Weights,
-  // gradients and AdamW state are not here: they are fp32 in either
-  // precision (16 B per parameter, counted by the caller). In bf16 the
-  // residual stream, the norms and the softmax stay fp32, so the measured
-  // bytes lie above this estimate; a profile's fit (FitProfile) carries the
-  // real ratio. Under sequence parallelism over n ranks the norms hold n
-  // times fewer positions (4h / n), and the projections that read their
-  // outputs keep those shares, not the gathered positions. Fused attention
-  // keeps 4 bytes (an fp32 log-sum-exp) a head a token in place of the
-  // probabilities.
-  const double n = layout.sequence_share;
-  const double heads = c.num_attention_heads;
-  const double qk_norms = c.qk_norm ? q + kv : 0;
-  const double layer = e * T * (4 * h / n + 2 * q + 2 * kv + qk_norms + 3 * f) +
-                       (layout.fused_attention ? 4 * T * heads : e * T * heads * seq_len);
-  double bytes = (p.End(stage) - p.Begin(stage)) * layer;
-  // The head: final norm input and output, logits and their softmax.
-  if (stage == p.NumStages() - 1) bytes += e * T * (2 * h / n + 2.0 * c.vocab_size);
-  return bytes;
+  return StageActivationParts(c, p, stage, mb, seq_len, precision, layout).Total();
 }
 
 double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
@@ -171,7 +216,7 @@ double StageFixedUnits(const Partition& p, int stage) {
 CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaConfig& config) {
   if (profiles.empty()) throw Error("plan: no profile to fit");
   CostFit f;
-  std::vector<double> flops, units, act, wgrad, msg, work;
+  std::vector<double> flops, units, act_layers, act_head, wgrad, msg, work;
   std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y;
   std::vector<int> sizes, size_of;  // the sizes seen; each point's
   double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
@@ -194,12 +239,14 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
       size_of.push_back(mb);
       flops.push_back(StageForwardFlops(shape, p, s, mb, meta->seq_len));
       units.push_back(StageFixedUnits(p, s));
-      act.push_back(StageActivationBytes(shape, p, s, mb, meta->seq_len, meta->precision,
-                                         {positions, meta->attention == "sdpa"}));
+      const ActivationParts parts =
+          StageActivationParts(shape, p, s, mb, meta->seq_len, meta->precision, {positions, meta->attention == "sdpa"});
+      act_layers.push_back(parts.layers);
+      act_head.push_back(parts.head);
       wgrad.push_back(StageWeightGradBytes(shape, p, s, mb, meta->seq_len, meta->precision));
       msg.push_back(MessageBytes(config, mb, meta->seq_len, meta->precision) / positions);
       const StageCost& c = profiled->Stage(s);
-      act_y.push_back(static_cast<double>(c.activation_bytes));
+      act_y.push_back(static_cast<double>(c.activation_bytes) - parts.exact);
       wgrad_y.push_back(static_cast<double>(c.weight_grad_bytes));
       msg_y.push_back(static_cast<double>(c.message_bytes));
       // Profiles that did not measure it (before 2026-11) keep the formula's.
@@ -280,7 +327,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
     f.loss_allreduce = std::llround(loss_allreduce / grouped);
     f.norm_allreduce = std::llround(norm_allreduce / grouped);
   }
-  f.activation_scale = Slope(act, act_y);
+  std::tie(f.activation_scale, f.head_activation_scale) = TwoScales(act_layers, act_head, act_y);
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);
   if (!work.empty()) f.workspace_scale = Slope(work, work_y);

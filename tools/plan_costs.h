@@ -30,6 +30,21 @@ struct ActivationLayout {
   // (heads x seq_len) softmax probabilities of the explicit path.
   bool fused_attention = false;
 };
+// What a stage's F keeps for its backward, per microbatch, in three parts:
+// its decoder layers' (less the explicit attention's probabilities), its
+// head's (the last stage: the final norm and the loss's log-softmax), and
+// what the runtime holds by construction, the same under any LibTorch: the
+// explicit attention's fp32 probabilities, F's output on a stage before the
+// last, the received mask after the first. A profile's fit (FitProfiles)
+// scales the first two, each by its own factor (a LibTorch's kernels keep
+// more than the formula, in proportion to the tokens), and takes the third
+// as it is.
+struct ActivationParts {
+  double layers = 0, head = 0, exact = 0;
+  double Total() const { return layers + head + exact; }
+};
+ActivationParts StageActivationParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                                     Precision precision, const ActivationLayout& layout = {});
 double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision, const ActivationLayout& layout = {});
 // The temporaries of the stage's backward above what is held (the cost
@@ -84,7 +99,14 @@ struct CostFit {
   // holds mb (the lower one at a size two share), the first below the
   // smallest size, the last above the largest; without ranges, ns_per_flop.
   TimeCoefficients At(int mb) const;
-  double activation_scale = 1, weight_grad_scale = 1, message_scale = 1, workspace_scale = 1;
+  // Scale factors of the byte formulas: the layers' and the head's parts
+  // of the activations (ActivationParts) and the others.
+  double activation_scale = 1, head_activation_scale = 1;
+  double weight_grad_scale = 1, message_scale = 1, workspace_scale = 1;
+  // The activation bytes of a stage's parts, scaled.
+  double Activations(const ActivationParts& parts) const {
+    return activation_scale * parts.layers + head_activation_scale * parts.head + parts.exact;
+  }
   // The profile's spread of F, B, I and W relative to the median: a
   // candidate's stage of time t gets p10 = t (1 - spread_low), p90 = t (1 +
   // spread_high). has_spread[k]: the profile gave kind k a spread.
@@ -138,6 +160,10 @@ CostFit AnalyticFit(double flops_per_second, Precision precision);
 // coefficient is set to 0 and the other fitted alone. With one size, the
 // time per FLOP alone (through the origin, ns_per_flop): the two cannot be
 // told apart there. Bytes are fitted through the origin over all points;
+// the activations in two factors, the layers' and the head's, fitted
+// together to what each stage measured beyond the held part (least
+// squares of two regressors; where the points cannot tell them apart, a
+// single stage or stages all alike, one factor for both);
 // the step's work is the profiles' mean (the loss and norm all-reduces over
 // the profiles of more than one process, which measured them).
 CostFit FitProfiles(const std::vector<const CostModel*>& profiled, const LlamaConfig& config);

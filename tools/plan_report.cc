@@ -84,6 +84,17 @@ nlohmann::json KindsJson(const double (&values)[4], double scale) {
           {"backward_weight", values[3] * scale}};
 }
 
+// How a profile's fit scales the byte formulas (docs/planning.md, "Costs
+// fitted to a profile"); null with analytic costs (all 1).
+nlohmann::json ByteScalesJson(const CostFit& f, bool profiled) {
+  if (!profiled) return nullptr;
+  return {{"activations_layers", f.activation_scale},
+          {"activations_head", f.head_activation_scale},
+          {"weight_grads", f.weight_grad_scale},
+          {"messages", f.message_scale},
+          {"workspace", f.workspace_scale}};
+}
+
 // The fit's ranges of microbatch sizes (CostFit::ranges), each with its
 // fixed time a layer (ms) and time per FLOP (ns); null with one size or
 // analytic costs.
@@ -147,6 +158,7 @@ void PrintPlanJson(const PlanCmdOptions& o, const PlanOutcome& out) {
       {"memory_per_rank", search.memory_per_rank},
       {"costs", o.cost_files},  // empty: analytic (out.costs_from)
       {"size_ranges", SizeRangesJson(search.fit)},
+      {"byte_scales", ByteScalesJson(search.fit, !out.profiled.empty())},
       {"costs_from", out.costs_from},
       {"simulated", result.simulated},
       {"skipped", result.skipped},
@@ -191,6 +203,16 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
                 Fixed(t.fixed_ns_per_unit[3] * 1e-6, 3).c_str(), Fixed(t.ns_per_flop[0], 4).c_str(),
                 Fixed(t.ns_per_flop[1], 4).c_str(), Fixed(t.ns_per_flop[2], 4).c_str(),
                 Fixed(t.ns_per_flop[3], 4).c_str());
+  }
+  // The byte formulas' factors, for a reader to see how far the profile's
+  // device keeps more (or less) than the formulas.
+  if (!out.profiled.empty()) {
+    const CostFit& f = search.fit;
+    std::printf(
+        "bytes fitted to the profile, x the formulas: activations %s (layers), %s (head); W's stash %s; "
+        "workspace %s; messages %s\n",
+        Fixed(f.activation_scale, 3).c_str(), Fixed(f.head_activation_scale, 3).c_str(),
+        Fixed(f.weight_grad_scale, 3).c_str(), Fixed(f.workspace_scale, 3).c_str(), Fixed(f.message_scale, 3).c_str());
   }
   if (result.refit_starts > 0) {
     std::printf("%d over memory refitted, fewer layers on the ranks over the limit: %d fit (%d more simulations)\n",

@@ -633,6 +633,11 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
   CHECK(fixed["backward"].get<double>() == Approx(0.2).epsilon(1e-4));
   CHECK(fixed["backward_input"].get<double>() == Approx(0.1).epsilon(1e-4));
   CHECK(fixed["backward_weight"].get<double>() == Approx(0.1).epsilon(1e-4));
+  // The bytes are the formulas': every factor 1 (to the bytes' rounding).
+  for (const char* k : {"activations_layers", "activations_head", "weight_grads", "messages", "workspace"}) {
+    INFO(k);
+    CHECK(j["byte_scales"][k].get<double>() == Approx(1.0).epsilon(1e-4));
+  }
   // Each profile's own configuration (M = 4 and M = 2 on K = 2, partition
   // 2,2) stands in verbatim, whatever the schedule.
   std::set<int> measured;
@@ -645,6 +650,8 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("\nfit between microbatches of 2 and 4, F/B/I/W: 0.100/0.200/0.100/0.100 ms a "
                                     "layer + 1.0000/2.0000/1.0000/1.0000 ns a FLOP\n"));
+  CHECK_THAT(r.out, Catch::Contains("\nbytes fitted to the profile, x the formulas: activations 1.000 (layers), "
+                                    "1.000 (head); W's stash 1.000; workspace 1.000; messages 1.000\n"));
   // One profile: no fixed time, and the text says so of a plan at another size.
   r = Pplab(plan + " --json --cost " + two);
   REQUIRE(r.code == 0);

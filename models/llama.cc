@@ -9,6 +9,7 @@
 #include "models/llama_ops.h"
 #include "models/pretrained.h"
 #include "models/projections.h"
+#include "runtime/exec/autocast.h"
 #include "schedules/error.h"
 
 // at::scaled_dot_product_attention came in LibTorch 2.0, its enable_gqa
@@ -334,10 +335,12 @@ class LlamaStageImpl : public torch::nn::Module {
       throw Error("llama stage: sequence length " + std::to_string(T) + " exceeds max_position_embeddings " +
                   std::to_string(config_.max_position_embeddings));
     }
-    torch::Tensor bias;  // undefined: causal only (SDPA, no padding)
+    torch::Tensor bias;  // undefined: causal only (SDPA, padding at most ending a row)
     if (sdpa_ && !padding_) {
-      if (mask.device().is_cpu() && !mask.all().item<bool>()) {
-        throw Error("llama stage: attention_mask has padding, but the stage was built for batches without padding");
+      if (mask.device().is_cpu() && T > 1 && mask.narrow(1, 1, T - 1).gt(mask.narrow(1, 0, T - 1)).any().item<bool>()) {
+        throw Error(
+            "llama stage: attention_mask has padding before a token, but the stage was built for batches whose "
+            "padding only ends a row");
       }
     } else {
       // Additive bias (B,1,T,T): causal, and padding keys hidden. A large finite
@@ -346,6 +349,10 @@ class LlamaStageImpl : public torch::nn::Module {
       auto causal = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).tril();
       auto allowed = causal.unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);  // (B,T,T)
       bias = torch::zeros(allowed.sizes(), x.options()).masked_fill(allowed.logical_not(), -1e9).unsqueeze(1);
+      // SDPA takes the mask in q, k and v's dtype (bf16 under autocast): one
+      // cast for the stage's layers, not one each (each layer's kernel keeps
+      // the mask it gets for its backward).
+      if (sdpa_) bias = bias.to(AutocastComputeDtype(x.device().type(), x.scalar_type()));
     }
     auto cos = cos_.narrow(0, 0, T), signed_sin = signed_sin_.narrow(0, 0, T);
     torch::Tensor h = x;

@@ -45,12 +45,17 @@ inline constexpr const char* kLmHeadWeight = "lm_head.weight";
 struct LlamaOptions {
   // Resolved with ResolveAttention when the stage is built.
   AttentionKind attention = AttentionKind::kAuto;
-  // Whether attention_mask may hold zeros. With false the caller guarantees
-  // it is all ones (e.g. synthetic tokens): the SDPA path then runs causal
-  // only (is_causal, which the flash kernel takes) and does not read the mask,
-  // since checking it on a GPU would cost a host sync per forward. Where the
-  // mask is on the CPU it is checked anyway (pplab::Error if it has a zero).
-  // The explicit path always applies the mask.
+  // Whether attention_mask may hold a zero before a one in a row (padding
+  // ahead of tokens). With false the caller guarantees that padding, if
+  // any, only ends a row (pplab's batches, runtime/train/batches.h): under
+  // causal attention no token sees a later position, so the tokens' outputs
+  // do not depend on it, and the SDPA path runs causal only (is_causal,
+  // which the flash kernel takes) without reading the mask, since checking
+  // it on a GPU would cost a host sync per forward. The padded positions'
+  // own outputs then see the padding before them; a loss ignores them (PAD
+  // targets). Where the mask is on the CPU it is checked anyway
+  // (pplab::Error for padding before a token). The explicit path always
+  // applies the mask.
   bool padding = true;
   // A published model's weights (models/pretrained.h), checked against the
   // config with CheckPretrained: each stage copies its parameters from them

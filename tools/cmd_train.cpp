@@ -118,7 +118,9 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
       MakePartition(config, schedule.ModelStages(), o.partition, {schedule.placement, o.seq_len});
   LlamaOptions llama;
   llama.attention = ResolveAttention(ParseAttentionKind(o.attention));
-  llama.padding = !o.synthetic;  // synthetic tokens are never padding (SyntheticBatch)
+  // A batch's padding only ever ends a row (BatchFromRows; synthetic
+  // tokens have none): SDPA runs causal only, the flash kernel's case.
+  llama.padding = false;
   if (!o.init_from.empty()) llama.weights = std::make_shared<const WeightFiles>(WeightFiles::Open(o.init_from));
   llama.tensor_parallel = {worker.tp_size, worker.tp_rank, o.sequence_parallel};
   llama.tp_comm = worker.tp_comm;

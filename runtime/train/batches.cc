@@ -27,8 +27,12 @@ StepBatch Split(const at::Tensor& rows, const at::Tensor& targets_all, int seq_l
   auto targets = targets_all.narrow(0, replica * share, share).chunk(microbatches);                // (b, L) each
   StepBatch batch;
   for (int m = 0; m < microbatches; ++m) {
-    auto x = inputs[m].contiguous();                                                           // (b, L)
-    batch.microbatches.push_back({{x, x.ne(pad).to(torch::kLong)}, targets[m].contiguous()});  // mask (b, L)
+    auto x = inputs[m].contiguous();  // (b, L)
+    // Padding is what follows a row's last token that is not `pad` (a PAD
+    // id before it is a token, its target ignored as any PAD target is):
+    // the mask (b, L) is 1 up to that token, 0 after.
+    const at::Tensor mask = x.ne(pad).to(torch::kLong).flip({1}).cumsum(1).gt(0).flip({1}).to(torch::kLong);
+    batch.microbatches.push_back({{x, mask}, targets[m].contiguous()});
   }
   // A batch of nothing but padding has no loss to average; 1 keeps it finite.
   batch.loss_scale = counted > 0 ? 1.0 / counted : 1.0;

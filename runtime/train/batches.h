@@ -15,7 +15,8 @@ using RowFn = std::function<void(int64_t row, int32_t* out)>;
 // The global batch of `batch_size` rows from `row_fn`. Replica `replica` of
 // `replicas` takes its contiguous share of the rows (as DistributedSampler
 // shards), split into `microbatches` equal parts: inputs {tokens (b,L),
-// attention_mask (b,L): 1 where the token is not `pad`}, targets the next
+// attention_mask (b,L): 1 up to a row's last token that is not `pad`, 0
+// after it, so padding only ever ends a row}, targets the next
 // tokens (b,L) (`pad` targets are ignored by the loss). loss_scale = 1 /
 // (non-pad targets of the whole global batch), so summing over replicas and
 // microbatches gives the batch's mean token loss. Throws pplab::Error unless

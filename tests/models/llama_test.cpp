@@ -41,13 +41,15 @@ struct Batch {
 
 // Random tokens; with `padded`, row 1 has leading padding (rows whose first
 // queries see no key at all), row 2 trailing padding.
-Batch MakeBatch(const LlamaConfig& c, int64_t B, int64_t T, bool padded) {
+// `padded`: row 2 ends in 5 padding positions, and unless `trailing_only`
+// row 1 starts with 3.
+Batch MakeBatch(const LlamaConfig& c, int64_t B, int64_t T, bool padded, bool trailing_only = false) {
   auto gen = at::detail::createCPUGenerator(11);
   Batch b;
   b.tokens = torch::randint(1, c.vocab_size, {B, T}, gen, torch::kLong);
   b.mask = torch::ones({B, T}, torch::kLong);
   if (padded) {
-    b.mask[1].narrow(0, 0, 3).fill_(0);
+    if (!trailing_only) b.mask[1].narrow(0, 0, 3).fill_(0);
     b.mask[2].narrow(0, T - 5, 5).fill_(0);
     b.tokens.masked_fill_(b.mask.eq(0), 0);
   }
@@ -111,20 +113,26 @@ TEST_CASE("llama sdpa attention equals the explicit path: logits and every gradi
   }
   struct Case {
     int heads, kv_heads;
-    bool padded_batch;  // the batch holds padding
-    bool padding;       // LlamaOptions::padding of the SDPA stage (false: causal only, the mask unread)
+    bool padded_batch;           // the batch holds padding
+    bool padding;                // LlamaOptions::padding of the SDPA stage (false: causal only, the mask unread)
+    bool trailing_only = false;  // the batch's padding only ends rows
   };
-  for (const Case& k :
-       {Case{4, 2, true, true}, Case{4, 2, false, false}, Case{4, 2, false, true}, Case{4, 4, true, true},
-        Case{4, 4, false, false}, Case{4, 1, true, true}, Case{4, 1, false, false}}) {
+  for (const Case& k : {Case{4, 2, true, true}, Case{4, 2, false, false}, Case{4, 2, false, true},
+                        Case{4, 4, true, true}, Case{4, 4, false, false}, Case{4, 1, true, true},
+                        Case{4, 1, false, false}, Case{4, 2, true, false, true}, Case{4, 1, true, false, true}}) {
     const LlamaConfig c = Config(k.heads, k.kv_heads);
-    const Batch batch = MakeBatch(c, 4, 24, k.padded_batch);
+    const Batch batch = MakeBatch(c, 4, 24, k.padded_batch, k.trailing_only);
     const Result expected = Run(c, batch, AttentionKind::kExplicit, /*padding=*/true);
     const Result got = Run(c, batch, AttentionKind::kSdpa, k.padding);
-    const std::string what = std::to_string(k.heads) + " heads, " + std::to_string(k.kv_heads) + " KV heads, " +
-                             (k.padded_batch ? "padded batch" : "no padding") +
-                             (k.padding ? ", mask applied" : ", causal only");
-    const double logits_error = RelativeError(got.logits, expected.logits);
+    const std::string what =
+        std::to_string(k.heads) + " heads, " + std::to_string(k.kv_heads) + " KV heads, " +
+        (k.padded_batch ? (k.trailing_only ? "padding ending rows" : "padded batch") : "no padding") +
+        (k.padding ? ", mask applied" : ", causal only");
+    // The tokens' logits (causal only, a padded position's own output sees
+    // the padding before it; the loss ignores it, and Run's upstream
+    // gradient is 0 there), and every gradient.
+    const at::Tensor kept = batch.mask.unsqueeze(-1).to(torch::kFloat);
+    const double logits_error = RelativeError(got.logits * kept, expected.logits * kept);
     INFO(what << ": logits relative error " << logits_error);
     CHECK(logits_error <= kFp32Tolerance);
     double worst = 0;
@@ -156,15 +164,18 @@ TEST_CASE("llama GQA: SDPA's enable_gqa pairs query heads with KV heads as the r
 #endif
 }
 
-TEST_CASE("a llama stage built for batches without padding refuses a padded mask on the CPU", "[llama]") {
+TEST_CASE("a llama stage built for padding that only ends rows refuses padding before a token on the CPU", "[llama]") {
   if (!SdpaAvailable()) return;  // the explicit path always applies the mask
   const LlamaConfig c = Config(4, 2);
   LlamaOptions options;
   options.attention = AttentionKind::kSdpa;
   options.padding = false;
   auto stage = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 1, torch::kCPU, options);
-  const Batch batch = MakeBatch(c, 4, 16, /*padded=*/true);
-  CHECK_THROWS_WITH(stage->Forward({batch.tokens, batch.mask}), Catch::Contains("attention_mask has padding"));
+  const Batch leading = MakeBatch(c, 4, 16, /*padded=*/true);
+  CHECK_THROWS_WITH(stage->Forward({leading.tokens, leading.mask}),
+                    Catch::Contains("attention_mask has padding before a token"));
+  const Batch trailing = MakeBatch(c, 4, 16, /*padded=*/true, /*trailing_only=*/true);
+  CHECK(stage->Forward({trailing.tokens, trailing.mask}).at(0).size(1) == 16);
 }
 
 }  // namespace

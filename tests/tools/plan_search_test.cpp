@@ -389,11 +389,12 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
   CHECK(r.fitting.front().step_time == Approx(static_cast<double>(9 * 3 * F)).margin(9 * 3));
 }
 
-TEST_CASE("plan: a profile's activations fit the layers and the head each its own factor, what is held as it is",
+TEST_CASE("plan: a profile's activations fit the layers and the head each its own factor, the exact part as it is",
           "[plan]") {
   const LlamaConfig c = BalancedModel();
-  // Measured: the layers' formula times 1.25, the head's times 1.05, the held bytes as they are (stage 0's
-  // output, stage 1's mask), as a LibTorch whose kernels keep more than the formula would measure.
+  // Measured: the layers' formula times 1.25, the head's times 1.05, the exact part as it is (the
+  // probabilities, stage 0's output, stage 1's mask), as a LibTorch whose kernels keep more than the
+  // formula would measure.
   const auto measured = [&](const Partition& p, int s) {
     const ActivationParts a = StageActivationParts(c, p, s, 2, kSeqLen, Precision::kFp32);
     return std::llround(1.25 * a.layers + 1.05 * a.head + a.exact);

@@ -57,4 +57,17 @@ TEST_CASE("without a no-loss bit, rows are tokens as they are and PAD targets al
   CHECK(b.loss_scale == 1.0 / 6);
 }
 
+TEST_CASE("the attention mask hides only what follows a row's last token, and a PAD id before it is a token",
+          "[batches]") {
+  // PAD is 0. Row 0 ends in two PADs; row 1 holds a PAD between tokens and one at its end.
+  const std::vector<std::vector<int32_t>> rows = {{5, 6, 7, 0, 0, 0}, {5, 0, 7, 8, 0, 9}};
+  const StepBatch b = BatchFromRows([&](int64_t r, int32_t* out) { std::copy(rows[r].begin(), rows[r].end(), out); }, 2,
+                                    5, 1, 0, 1, /*pad=*/0);
+  REQUIRE(b.microbatches.size() == 1);
+  CHECK(Values(b.microbatches[0].inputs[1]) == V{1, 1, 1, 0, 0, 1, 1, 1, 1, 0});
+  // The inner PAD's target (row 1's second) and every PAD target are skipped by the loss.
+  CHECK(Values(b.microbatches[0].targets) == V{6, 7, 0, 0, 0, 0, 7, 8, 0, 9});
+  CHECK(b.loss_scale == 1.0 / 5);  // 6, 7, 7, 8, 9
+}
+
 }  // namespace pplab

@@ -24,6 +24,14 @@
 namespace pplab::cli {
 namespace {
 
+// What `train --attention auto` runs with the LibTorch this build found
+// (CMakeLists.txt): plan's attention where neither --attention nor a
+// profile says.
+#ifndef PPLAB_TRAIN_ATTENTION
+#define PPLAB_TRAIN_ATTENTION "explicit"
+#endif
+constexpr const char* kTrainAttention = PPLAB_TRAIN_ATTENTION;
+
 // PREFIX-bandwidth (GB/s) and PREFIX-latency (ms) of a ring all-reduce.
 void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double& ms, const std::string& bandwidth_help,
                   const std::string& latency_help) {
@@ -66,7 +74,7 @@ int RunPlan(const PlanCmdOptions& o) {
   } else {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second, search.precision);
-    search.fused_attention = o.attention.value_or("explicit") == "sdpa";
+    search.fused_attention = o.attention.value_or(kTrainAttention) == "sdpa";
   }
   // (After the cost file, whose profile --tp sets T.)
   if (search.sequence_parallel && o.gpus == 0 && search.tp < 2) {
@@ -119,7 +127,9 @@ int RunPlan(const PlanCmdOptions& o) {
       std::to_string(chosen.ranks) + " --dp " + std::to_string(chosen.dp) +
       (chosen.tp > 1 ? " --tp " + std::to_string(chosen.tp) : "") +
       (chosen.sequence_parallel ? " --sequence-parallel" : "") + (chosen.recompute ? " --recompute all" : "") +
-      (search.fused_attention ? " --attention sdpa" : "") +
+      // The attention costed, where train's auto would run the other.
+      (search.fused_attention ? " --attention sdpa"
+                              : (std::string(kTrainAttention) == "sdpa" ? " --attention explicit" : "")) +
       (o.shard_optimizer && chosen.dp > 1 ? " --shard-optimizer" : "") +
       (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
                                             : std::string()) +
@@ -164,7 +174,9 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   sub->add_option("--attention", o->attention,
                   "the attention train runs, for the activations' bytes: explicit keeps each layer's softmax "
                   "probabilities (heads x seq-len a token), sdpa (fused: flash or memory-efficient) does not "
-                  "(default: the --cost profile's, else explicit)")
+                  "(default: the --cost profile's, else what train --attention auto runs with this build's "
+                  "LibTorch, sdpa from 2.0 on: " +
+                      std::string(kTrainAttention) + ")")
       ->check(CLI::IsMember({"explicit", "sdpa"}));
   sub->add_option("--sequence-parallel", o->sequence_parallel,
                   "with T > 1, sequence parallelism (train --sequence-parallel: the norms' activations and the "

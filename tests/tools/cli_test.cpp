@@ -428,12 +428,27 @@ TEST_CASE("cli: plan costs fused attention without the softmax probabilities, an
     }
     return std::make_pair(j, peak);
   };
-  const auto [explicit_plan, explicit_peak] = rows(Pplab(plan + " --top 400"));
+  const auto [explicit_plan, explicit_peak] = rows(Pplab(plan + " --top 400 --attention explicit"));
   const auto [fused_plan, fused_peak] = rows(Pplab(plan + " --top 400 --attention sdpa"));
   CHECK(explicit_plan["attention"] == "explicit");
   CHECK(fused_plan["attention"] == "sdpa");
-  CHECK_THAT(explicit_plan["train_command"].get<std::string>(), !Catch::Contains("--attention"));
+  // The train line names the attention where train's auto would run the
+  // other: sdpa always, explicit with a LibTorch 2.x build.
+  const bool auto_is_sdpa = std::string(PPLAB_TRAIN_ATTENTION) == "sdpa";
+  if (auto_is_sdpa) {
+    CHECK_THAT(explicit_plan["train_command"].get<std::string>(), Catch::Contains(" --attention explicit"));
+  } else {
+    CHECK_THAT(explicit_plan["train_command"].get<std::string>(), !Catch::Contains("--attention"));
+  }
   CHECK_THAT(fused_plan["train_command"].get<std::string>(), Catch::Contains(" --attention sdpa"));
+  // Without --attention (and no profile) plan costs what train --attention
+  // auto runs with this build's LibTorch, and says so in its help.
+  const auto [default_plan, default_peak] = rows(Pplab(plan + " --top 400"));
+  CHECK(default_plan["attention"] == PPLAB_TRAIN_ATTENTION);
+  CHECK(default_peak == (auto_is_sdpa ? fused_peak : explicit_peak));
+  CHECK_THAT(default_plan["train_command"].get<std::string>(), !Catch::Contains("--attention explicit"));
+  const PplabRun help = Pplab("plan --help");
+  CHECK_THAT(help.out, Catch::Contains(std::string("sdpa from 2.0 on: ") + PPLAB_TRAIN_ATTENTION + ")"));
   // Every candidate holds less: no (heads x 64) probabilities a token a layer.
   REQUIRE(fused_peak.size() == explicit_peak.size());
   for (const auto& [row, bytes] : fused_peak) {

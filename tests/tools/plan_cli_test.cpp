@@ -1,0 +1,649 @@
+// Runs `pplab plan` as a user would: its search over the GPUs, the profiles it
+// fits, the train line it prints, the plan it writes, and its refusals.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/llama_config.h"
+#include "models/partition.h"
+#include "schedules/file_io.h"
+#include "tests/run_pplab.h"
+#include "tests/tools/cli_test_support.h"
+#include "tools/plan_costs.h"
+#include "traces/chrome_trace.h"
+
+namespace pplab {
+
+TEST_CASE("cli: plan --gpus searches every K x D x T and prints the train line of the best", "[cli][plan]") {
+  const std::string out = TempPath("gpus-plan.json");
+  // The small preset splits over T = 1 or 2 (2 key/value heads).
+  PplabRun r = Pplab(
+      "plan --model small --gpus 4 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --top 400 "
+      "--json -o " +
+      out);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["gpus"] == 4);
+  std::set<int> ks, ts;
+  for (const auto& c : j["candidates"]) {
+    CHECK(c["ranks"].get<int>() * c["dp"].get<int>() * c["tp"].get<int>() == 4);
+    ks.insert(c["ranks"].get<int>());
+    ts.insert(c["tp"].get<int>());
+  }
+  CHECK(ks.size() >= 2);  // the rows span more than one K
+  CHECK(ts == std::set<int>{1, 2});
+  const int K = j["best"]["ranks"], D = j["best"]["dp"], T = j["best"]["tp"];
+  CHECK(j["ranks"] == K);
+  CHECK(j["tp"] == T);
+  const std::string line = j["train_command"];
+  CHECK_THAT(line, Catch::Contains("--ranks " + std::to_string(K) + " --dp " + std::to_string(D)));
+  CHECK((line.find(" --tp ") != std::string::npos) == (T > 1));
+  // A fixed T: every row has it, and the train line carries it.
+  r = Pplab("plan --model small --gpus 4 --tp 2 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --json -o " +
+            out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json fixed = nlohmann::json::parse(r.out);
+  for (const auto& c : fixed["candidates"]) CHECK(c["tp"] == 2);
+  CHECK_THAT(fixed["train_command"].get<std::string>(), Catch::Contains(" --tp 2"));
+  // Sequence parallelism: the rows with T > 1 carry it, and the train line.
+  r = Pplab(
+      "plan --model small --gpus 4 --sequence-parallel --global-batch 16 --seq-len 128 --memory-per-rank 8GiB "
+      "--top 400 --json -o " +
+      out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json sp = nlohmann::json::parse(r.out);
+  for (const auto& c : sp["candidates"]) CHECK(c["sequence_parallel"] == (c["tp"].get<int>() > 1));
+  CHECK((sp["train_command"].get<std::string>().find(" --sequence-parallel") != std::string::npos) ==
+        (sp["tp"].get<int>() > 1));
+  // By default (auto) both layouts of each T > 1 candidate are rows; off keeps the positions whole.
+  for (const std::string mode : {"", "--sequence-parallel off "}) {
+    r = Pplab("plan --model small --gpus 4 " + mode +
+              "--global-batch 16 --seq-len 128 --memory-per-rank 8GiB --top 4000 --json -o " + out);
+    REQUIRE(r.code == 0);
+    const nlohmann::json rows = nlohmann::json::parse(r.out)["candidates"];
+    std::set<std::pair<int, bool>> layouts;
+    for (const auto& c : rows) {
+      layouts.insert({c["tp"].get<int>(), c["sequence_parallel"].get<bool>()});
+    }
+    if (mode.empty()) {
+      CHECK(layouts == std::set<std::pair<int, bool>>{{1, false}, {2, false}, {2, true}});
+    } else {
+      CHECK(layouts == std::set<std::pair<int, bool>>{{1, false}, {2, false}});
+    }
+  }
+  // The grids searched on several threads: the same ranking, row for row.
+  std::string rankings[2];
+  for (int i = 0; i < 2; ++i) {
+    r = Pplab(
+        "plan --model small --gpus 8 --global-batch 16 --seq-len 128 --memory-per-rank 8GiB --top 100000 "
+        "--threads " +
+        std::to_string(1 + 2 * i) + " --json -o " + out);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    rankings[i] = j["candidates"].dump();
+    CHECK(j["candidates"].size() == j["fitting"].get<size_t>());
+  }
+  CHECK(rankings[0] == rankings[1]);
+  r = Pplab("plan --model small --gpus 4 --sequence-parallel sometimes --global-batch 16 --memory-per-rank 8GiB");
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --sequence-parallel: 'sometimes' is not auto, on or off\n");
+  r = Pplab("plan --model small --ranks 2 --sequence-parallel --global-batch 16 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "pplab: error: --sequence-parallel splits the positions over the tensor-parallel ranks: it needs --tp 2 or "
+        "more\n");
+  r = Pplab("plan --model small --ranks 2 --tp 4 --global-batch 16 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --tp 4: the model's num_key_value_heads 2 is not a multiple of 4\n");
+  r = Pplab("plan --model small --gpus 4 --ranks 2 --global-batch 16 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("--ranks excludes --gpus") || Catch::Contains("--gpus excludes --ranks"));
+  r = Pplab("plan --model small --global-batch 16 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("give --ranks K (and --dp D), or --gpus N"));
+}
+
+TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not fit one 80 GiB GPU", "[cli][plan]") {
+  const std::string out = TempPath("hf-plan.json");
+  // Meta-Llama-3-8B's config.json: 8 030 261 248 parameters, 16 bytes each of
+  // weights, gradients and AdamW moments (128.5 GB) before any activation.
+  PplabRun r = Pplab("plan --model " + Data("models/llama3-8b-config.json") +
+                     " --gpus 8 --global-batch 64 --seq-len 4096 --memory-per-rank 80GiB --precision bf16"
+                     " --flops-per-second 4e14 --top 200 --json -o " +
+                     out);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j["fitting"].get<int>() > 0);
+  for (const auto& c : j["candidates"]) {
+    CHECK(c["ranks"].get<int>() * c["dp"].get<int>() * c["tp"].get<int>() == 8);
+    CHECK(c["ranks"].get<int>() * c["tp"].get<int>() >= 2);  // the model is split somehow
+    CHECK(c["peak_memory_bytes"].get<double>() <= 80.0 * (1 << 30));
+  }
+  // Llama-3-70B's shape (70 553 706 496 parameters, 1.13 TB of state) on 8
+  // such GPUs: it says how many the state alone needs.
+  const std::string big = TempPath("llama-70b-config.json");
+  WriteTextFile(big, R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 8192,
+    "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+    "max_position_embeddings": 8192})");
+  r = Pplab("plan --model " + big + " --gpus 8 --global-batch 64 --seq-len 4096 --memory-per-rank 80GiB -o " + out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::EndsWith("need at least 14 GPUs of this memory\n"));
+  // A config of another architecture: one line naming the file and the field.
+  const std::string gemma = TempPath("gemma-config.json");
+  WriteTextFile(gemma, R"({"model_type": "gemma2", "vocab_size": 1000, "hidden_size": 64})");
+  r = Pplab("plan --model " + gemma + " --ranks 2 --global-batch 8 --memory-per-rank 8GiB -o " + out);
+  CHECK(r.code != 0);
+  CHECK(r.out == "pplab: error: " + gemma +
+                     ": model_type \"gemma2\" is not a Llama: pplab builds Llama decoder layers "
+                     "(model_type llama, mistral, qwen2 or qwen3)\n");
+}
+
+TEST_CASE("cli: plan's train line carries the precision and the device kind the plan was costed for", "[cli][plan]") {
+  const std::string cpu = WriteProfiledCost("profiled-cpu.json");
+  std::string text = ReadTextFile(cpu);
+  const std::string device = R"("device": "cpu")";
+  REQUIRE(text.find(device) != std::string::npos);
+  const std::string gpu = TempPath("profiled-gpu.json");
+  WriteTextFile(gpu, text.replace(text.find(device), device.size(), R"("device": "cuda:0", "precision": "bf16")"));
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o " +
+                           TempPath("train-line.json") + " --cost ";
+  PplabRun r = Pplab(plan + cpu);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::string line = nlohmann::json::parse(r.out)["train_command"];
+  CHECK_THAT(line, !Catch::Contains("--precision") && !Catch::Contains("--device"));
+  r = Pplab(plan + gpu);
+  REQUIRE(r.code == 0);
+  line = nlohmann::json::parse(r.out)["train_command"];
+  // Each rank its own GPU (cuda, not the profile's cuda:0), bf16 as costed.
+  CHECK_THAT(line, Catch::EndsWith(" --precision bf16 --device cuda"));
+  // Analytic costs in bf16: the precision, and no device to name.
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --precision bf16 --json -o " +
+            TempPath("train-line.json"));
+  REQUIRE(r.code == 0);
+  CHECK_THAT(nlohmann::json::parse(r.out)["train_command"].get<std::string>(), Catch::EndsWith(" --precision bf16"));
+}
+
+TEST_CASE("cli: plan costs fused attention without the softmax probabilities, and its train line asks for it",
+          "[cli][plan]") {
+  const std::string out = TempPath("attention-plan.json");
+  const std::string plan =
+      "plan --model tiny --ranks 2 --global-batch 8 --seq-len 64 --memory-per-rank 1GiB "
+      "--recompute none --json -o " +
+      out;
+  auto rows = [](const PplabRun& r) {
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    std::map<std::string, int64_t> peak;  // by schedule, M, v and partition
+    for (const auto& c : j["candidates"]) {
+      peak[c["schedule"].get<std::string>() + " " + c["microbatches"].dump() + " " + c["virtual_stages"].dump() + " " +
+           c["partition"].get<std::string>()] = c["peak_memory_bytes"].get<int64_t>();
+    }
+    return std::make_pair(j, peak);
+  };
+  const auto [explicit_plan, explicit_peak] = rows(Pplab(plan + " --top 400 --attention explicit"));
+  const auto [fused_plan, fused_peak] = rows(Pplab(plan + " --top 400 --attention sdpa"));
+  CHECK(explicit_plan["attention"] == "explicit");
+  CHECK(fused_plan["attention"] == "sdpa");
+  // The train line names the attention where train's auto would run the
+  // other: sdpa always, explicit with a LibTorch 2.x build.
+  const bool auto_is_sdpa = std::string(PPLAB_TRAIN_ATTENTION) == "sdpa";
+  if (auto_is_sdpa) {
+    CHECK_THAT(explicit_plan["train_command"].get<std::string>(), Catch::Contains(" --attention explicit"));
+  } else {
+    CHECK_THAT(explicit_plan["train_command"].get<std::string>(), !Catch::Contains("--attention"));
+  }
+  CHECK_THAT(fused_plan["train_command"].get<std::string>(), Catch::Contains(" --attention sdpa"));
+  // Without --attention (and no profile) plan costs what train --attention
+  // auto runs with this build's LibTorch, and says so in its help.
+  const auto [default_plan, default_peak] = rows(Pplab(plan + " --top 400"));
+  CHECK(default_plan["attention"] == PPLAB_TRAIN_ATTENTION);
+  CHECK(default_peak == (auto_is_sdpa ? fused_peak : explicit_peak));
+  CHECK_THAT(default_plan["train_command"].get<std::string>(), !Catch::Contains("--attention explicit"));
+  const PplabRun help = Pplab("plan --help");
+  CHECK_THAT(help.out, Catch::Contains(std::string("sdpa from 2.0 on: ") + PPLAB_TRAIN_ATTENTION + ")"));
+  // Every candidate holds less: no (heads x 64) probabilities a token a layer.
+  REQUIRE(fused_peak.size() == explicit_peak.size());
+  for (const auto& [row, bytes] : fused_peak) {
+    INFO(row);
+    CHECK(bytes < explicit_peak.at(row));
+  }
+  // A profile records the attention it ran; plan takes it, and refuses another.
+  const std::string cpu = WriteProfiledCost("profiled-attention.json");
+  std::string text = ReadTextFile(cpu);
+  const std::string device = R"("device": "cpu")";
+  const std::string sdpa = TempPath("profiled-sdpa.json");
+  WriteTextFile(sdpa, text.replace(text.find(device), device.size(), R"("device": "cpu", "attention": "sdpa")"));
+  const std::string fitted = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o " + out;
+  PplabRun r = Pplab(fitted + " --cost " + sdpa);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["attention"] == "sdpa");
+  r = Pplab(fitted + " --cost " + sdpa + " --attention explicit");
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --cost " + sdpa + " was measured with --attention sdpa, not explicit\n");
+  r = Pplab(fitted + " --attention flash");
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("--attention"));
+}
+
+namespace {
+
+// The profile of WriteProfiledCost with `from` replaced by `to`, as NAME.
+std::string ProfiledCostWith(const std::string& name, const std::string& from, const std::string& to) {
+  std::string text = ReadTextFile(WriteProfiledCost(name));
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  WriteTextFile(TempPath(name), text.replace(at, from.size(), to));
+  return TempPath(name);
+}
+
+// Each candidate row of a plan --json, as JSON text.
+std::vector<std::string> PlanRows(const PplabRun& r) {
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::vector<std::string> rows;
+  for (const auto& c : j["candidates"]) rows.push_back(c.dump());
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("cli: plan gives each rank its own device and one link, also for the candidate its profile measured",
+          "[cli][plan]") {
+  const std::string link = R"("link": {"latency_ms": 0.01, "bandwidth_gbps": 1},)";
+  const std::string plan =
+      "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --schedules 1f1b "
+      "--top 20 --json -o " +
+      TempPath("links.json") + " --cost ";
+  const std::string own = WriteProfiledCost("own-devices.json");
+  // Two ranks profiled on one device (in turns): the same plan as on two.
+  const std::string shared =
+      ProfiledCostWith("shared-device.json", link, link + R"( "devices": [0, 0], "device_slots": [1],)");
+  const std::vector<std::string> base = PlanRows(Pplab(plan + own));
+  CHECK(PlanRows(Pplab(plan + shared)) == base);
+  bool verbatim = false;  // the profile's own candidate is among them
+  for (const std::string& row : base) verbatim = verbatim || nlohmann::json::parse(row)["measured_costs"] == true;
+  CHECK(verbatim);
+  // --link-bandwidth and --link-latency replace the profile's link, for
+  // every candidate: free links by flag equal free links in the file.
+  const std::string free_file =
+      ProfiledCostWith("free-link.json", link, R"("link": {"latency_ms": 0, "bandwidth_gbps": 0},)");
+  const std::vector<std::string> free_rows = PlanRows(Pplab(plan + free_file));
+  CHECK(free_rows != base);
+  CHECK(PlanRows(Pplab(plan + own + " --link-bandwidth 0 --link-latency 0")) == free_rows);
+  CHECK(PlanRows(Pplab(plan + own + " --link-bandwidth 1 --link-latency 0.01")) == base);
+  PplabRun r = Pplab(plan + own + " --link-latency 0");
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["link"] ==
+        nlohmann::json::parse(R"({"latency_ms": 0.0, "bandwidth_gbps": 1.0, "from": "flags"})"));
+  r = Pplab(plan + own);
+  CHECK(nlohmann::json::parse(r.out)["link"]["from"] == "profile");
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o " + TempPath("links.json"));
+  CHECK(nlohmann::json::parse(r.out)["link"] ==
+        nlohmann::json::parse(R"({"latency_ms": 0.0, "bandwidth_gbps": 0.0, "from": "free"})"));
+}
+
+namespace {
+
+// A profile of `layers` layers of the tiny model on 2 ranks (partition of
+// the layers in halves), microbatch mb x 32, whose every figure is the
+// planner's formula: F, I and W take 1 ns a forward FLOP and B 2 ns (the
+// analytic pattern), plus `fixed_ms` a fixed unit (StageFixedUnits; twice
+// that in B), bytes are the shape estimates.
+std::string FormulaProfile(const std::string& name, int layers, int mb = 2, double fixed_ms = 0) {
+  LlamaConfig c = LoadLlamaConfig("tiny");
+  c.num_hidden_layers = layers;
+  const std::string halves = std::to_string(layers / 2) + "," + std::to_string(layers - layers / 2);
+  const Partition p = MakePartition(c, 2, halves);
+  nlohmann::json stages = nlohmann::json::array();
+  for (int s = 0; s < 2; ++s) {
+    const double ms = cli::StageForwardFlops(c, p, s, mb, 32) / 1e6 + fixed_ms * cli::StageFixedUnits(p, s);
+    stages.push_back({{"forward_ms", ms},
+                      {"backward_ms", 2 * ms},
+                      {"backward_input_ms", ms},
+                      {"backward_weight_ms", ms},
+                      {"activation_bytes", std::llround(cli::StageActivationBytes(c, p, s, mb, 32, Precision::kFp32))},
+                      {"weight_grad_bytes", std::llround(cli::StageWeightGradBytes(c, p, s, mb, 32, Precision::kFp32))},
+                      {"message_bytes", std::llround(cli::MessageBytes(c, mb, 32, Precision::kFp32))}});
+  }
+  const nlohmann::json doc = {{"format", "pplab.cost"},
+                              {"version", 1},
+                              {"stages", stages},
+                              {"link", {{"latency_ms", 0.01}, {"bandwidth_gbps", 1}}},
+                              {"meta",
+                               {{"source", "pplab profile"},
+                                {"model", "tiny"},
+                                {"config", nlohmann::json::parse(c.ToJson())},
+                                {"partition", halves},
+                                {"microbatch_size", mb},
+                                {"seq_len", 32},
+                                {"device", "cpu"},
+                                {"threads_per_rank", 1},
+                                {"ranks", 2}}}};
+  WriteTextFile(TempPath(name), doc.dump());
+  return TempPath(name);
+}
+
+}  // namespace
+
+TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers (profile --layers)", "[cli][plan]") {
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 --json -o " +
+                           TempPath("slice-plan.json") + " --cost ";
+  const std::string whole = FormulaProfile("whole-4.json", 4), slice = FormulaProfile("slice-2.json", 2);
+  PplabRun r = Pplab(plan + whole);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json from_whole = nlohmann::json::parse(r.out);
+  r = Pplab(plan + slice);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json from_slice = nlohmann::json::parse(r.out);
+  CHECK(from_slice["costs_from"] == "fitted to " + slice + " (a slice of 2 of the model's 4 layers)");
+  // Costs that follow the FLOPs and the shapes fit the same from 2 layers as
+  // from 4: every candidate fitted from the whole model's profile is costed
+  // the same from the slice's; only the whole's own stages stand in for a
+  // candidate (measured_costs) of their own.
+  std::map<std::string, nlohmann::json> by_key;
+  const auto key = [](const nlohmann::json& c) {
+    return c["schedule"].dump() + c["microbatches"].dump() + c["virtual_stages"].dump() + c["partition"].dump() +
+           c["layers_per_stage"].dump() + c["recompute"].dump();
+  };
+  for (const auto& c : from_slice["candidates"]) {
+    CHECK(c["measured_costs"] == false);
+    by_key[key(c)] = c;
+  }
+  int compared = 0;
+  for (const auto& c : from_whole["candidates"]) {
+    if (c["measured_costs"] == true) continue;
+    INFO(c.dump());
+    REQUIRE(by_key.count(key(c)) == 1);
+    const nlohmann::json& d = by_key[key(c)];
+    CHECK(d["step_time"].get<double>() == Approx(c["step_time"].get<double>()).epsilon(1e-6));
+    CHECK(d["peak_memory_bytes"].get<double>() == Approx(c["peak_memory_bytes"].get<double>()).epsilon(1e-6));
+    ++compared;
+  }
+  CHECK(compared > 20);
+  // More layers than the model, or another width: refused.
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("slice-plan.json") +
+            " --cost " + FormulaProfile("deeper-6.json", 6));
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured on 6 layers, more than the 4 of --model tiny"));
+  // simulate takes a profile's stages as they are: a slice's are not the model's.
+  r = Pplab("simulate -s 1f1b -k 2 -m 4 --model tiny --cost " + slice);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured with 2 of --model tiny's 4 layers (profile --layers)"));
+  r = Pplab("plan --model small --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("slice-plan.json") +
+            " --cost " + slice);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("(the model configs differ)"));
+}
+
+TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixed time a layer", "[cli][plan]") {
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 -o " +
+                           TempPath("two-sizes-plan.json");
+  const std::string two = FormulaProfile("fixed-mb2.json", 4, 2, 0.1),
+                    four = FormulaProfile("fixed-mb4.json", 4, 4, 0.1);
+  PplabRun r = Pplab(plan + " --json --cost " + two + " --cost " + four);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["costs"] == nlohmann::json::array({two, four}));
+  CHECK(j["costs_from"] == "fitted to " + two + ", " + four +
+                               " (2 microbatch sizes: between each two, a fixed time a layer besides the time per "
+                               "FLOP)");
+  REQUIRE(j["size_ranges"].size() == 1);
+  CHECK(j["size_ranges"][0]["microbatch_sizes"] == nlohmann::json::array({2, 4}));
+  CHECK(j["size_ranges"][0]["ns_per_flop"]["forward"].get<double>() == Approx(1.0).epsilon(1e-4));
+  const nlohmann::json& fixed = j["size_ranges"][0]["fixed_ms_per_layer"];
+  CHECK(fixed["forward"].get<double>() == Approx(0.1).epsilon(1e-4));
+  CHECK(fixed["backward"].get<double>() == Approx(0.2).epsilon(1e-4));
+  CHECK(fixed["backward_input"].get<double>() == Approx(0.1).epsilon(1e-4));
+  CHECK(fixed["backward_weight"].get<double>() == Approx(0.1).epsilon(1e-4));
+  // The bytes are the formulas': every factor 1 (to the bytes' rounding).
+  for (const char* k : {"activations_layers", "activations_head", "weight_grads", "messages", "workspace"}) {
+    INFO(k);
+    CHECK(j["byte_scales"][k].get<double>() == Approx(1.0).epsilon(1e-4));
+  }
+  // Each profile's own configuration (M = 4 and M = 2 on K = 2, partition
+  // 2,2) stands in verbatim, whatever the schedule.
+  std::set<int> measured;
+  for (const auto& c : j["candidates"]) {
+    if (c["measured_costs"] == true) measured.insert(c["microbatch_size"].get<int>());
+  }
+  CHECK(measured == std::set<int>{2, 4});
+  // The text names the fit: 0.1 ms a layer in F, I and W, 0.2 in B; 1 and 2 ns a FLOP.
+  r = Pplab(plan + " --cost " + two + " --cost " + four);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nfit between microbatches of 2 and 4, F/B/I/W: 0.100/0.200/0.100/0.100 ms a "
+                                    "layer + 1.0000/2.0000/1.0000/1.0000 ns a FLOP\n"));
+  CHECK_THAT(r.out, Catch::Contains("\nbytes fitted to the profile, x the formulas: activations 1.000 (layers), "
+                                    "1.000 (head); W's stash 1.000; workspace 1.000; messages 1.000\n"));
+  // One profile: no fixed time, and the text says so of a plan at another size.
+  r = Pplab(plan + " --json --cost " + two);
+  REQUIRE(r.code == 0);
+  const nlohmann::json single = nlohmann::json::parse(r.out);
+  CHECK(single["size_ranges"].is_null());
+  size_t other = 0;  // the first row at another size than the profile's 2
+  while (other < single["candidates"].size() && single["candidates"][other]["microbatch_size"] == 2) ++other;
+  REQUIRE(other < single["candidates"].size());
+  const std::string pick = " --pick " + std::to_string(other + 1);
+  r = Pplab(plan + pick + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("\nnote: its microbatches of " + single["candidates"][other]["microbatch_size"].dump() +
+                             " are costed from a profile at 2 in proportion to the FLOPs;"));
+  r = Pplab(plan + pick + " --cost " + two + " --cost " + four);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("note:"));
+  // Two profiles at one size fit no fixed time either: the note says so.
+  r = Pplab(plan + pick + " --cost " + two + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("\nnote: its microbatches of " + single["candidates"][other]["microbatch_size"].dump() +
+                             " are costed from profiles at 2 in proportion to the FLOPs;"));
+  // Each profile's link counts alike: the median of theirs, in either order.
+  nlohmann::json slow = nlohmann::json::parse(ReadTextFile(four));
+  slow["link"] = {{"latency_ms", 0.51}, {"bandwidth_gbps", 3.0}};
+  const std::string four_slow = TempPath("fixed-mb4-slow.json");
+  WriteTextFile(four_slow, slow.dump());
+  const std::vector<std::string> forward = PlanRows(Pplab(plan + " --json --cost " + two + " --cost " + four_slow));
+  CHECK(PlanRows(Pplab(plan + " --json --cost " + four_slow + " --cost " + two)) == forward);
+  r = Pplab(plan + " --json --cost " + four_slow + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["link"]["latency_ms"].get<double>() == Approx(0.26));
+  CHECK(nlohmann::json::parse(r.out)["link"]["bandwidth_gbps"].get<double>() == Approx(2.0));
+  // Profiles of different configurations are not fitted together.
+  const std::string base = WriteProfiledCost("together-a.json");
+  struct Case {
+    std::string file, says;
+  };
+  const Case cases[] = {
+      {ProfiledCostWith("together-seq.json", R"("seq_len": 32)", R"("seq_len": 64)"),
+       "--seq-len 64, --cost " + base + " with 32"},
+      {ProfiledCostWith("together-bf16.json", R"("device": "cpu")", R"("device": "cpu", "precision": "bf16")"),
+       "--precision bf16, --cost " + base + " with fp32"},
+      {ProfiledCostWith("together-gpu.json", R"("device": "cpu")", R"("device": "cuda:0")"),
+       "--device cuda, --cost " + base + " with cpu"},
+  };
+  for (const Case& c : cases) {
+    r = Pplab(plan + " --cost " + base + " --cost " + c.file);
+    CHECK(r.code == 2);
+    CHECK(r.out == "pplab: error: --cost " + c.file + " was measured with " + c.says +
+                       ": profiles fitted together must share it (only the microbatch size, partition and ranks may "
+                       "differ)\n");
+  }
+  // On a CPU, another number of threads a rank (another K) is another time per FLOP.
+  const std::string threads =
+      ProfiledCostWith("together-threads.json", R"("threads_per_rank": 1)", R"("threads_per_rank": 2)");
+  r = Pplab(plan + " --cost " + base + " --cost " + threads);
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --cost " + threads + " was measured with 2 threads a rank, --cost " + base +
+                     " with 1 (meta.threads_per_rank): CPU profiles fitted together must share it\n");
+  // One file a --cost.
+  r = Pplab(plan + " --cost " + two + " " + four);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains(four));
+}
+
+TEST_CASE("cli: plan says what its links were costed at, on nodes or not", "[cli][plan]") {
+  const std::string plan =
+      "plan --model tiny --gpus 4 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("links-line.json");
+  PplabRun r = Pplab(plan + " --link-bandwidth 400 --gpus-per-node 2");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nlinks: between stages 400.0 GB/s, 0.000 ms (flags); on nodes of 2 GPUs, "
+                                    "across nodes 25.0 GB/s, 0.010 ms; data-parallel rings inside a node as between "
+                                    "stages, across nodes as above\n"));
+  r = Pplab(plan + " --dp-bandwidth 0");
+  CHECK_THAT(r.out, Catch::Contains("\nlinks: between stages free; data-parallel rings not costed\n"));
+  r = Pplab(plan + " --gpus-per-node 2 --json");
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["gpus_per_node"] == 2);
+  CHECK(Pplab(plan + " --gpus-per-node 0").code != 0);
+}
+
+TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates", "[cli][plan]") {
+  const std::string plan = TempPath("best_plan.json");
+  const std::string base = "plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 -o " + plan;
+  PplabRun r = Pplab(base + " --memory-per-rank 2MiB --json --top 1000");
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(!j["candidates"].empty());
+  CHECK(j["over_memory"].get<int>() > 0);
+  for (const auto& c : j["candidates"]) CHECK(c["peak_memory_bytes"].get<long long>() <= 2 * 1024 * 1024);
+  CHECK(j["candidates"][0] == j["best"]);
+  CHECK_THAT(j["train_command"].get<std::string>(),
+             Catch::StartsWith(std::string(PPLAB_BINARY) + " train --plan " + plan + " --model tiny --partition ") &&
+                 Catch::Contains("--batch-size 8 --seq-len 32 --ranks 2 --dp 1"));
+  r = Pplab("validate " + plan);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("'" + j["best"]["schedule"].get<std::string>() + "' is valid"));
+  // --trace and --svg: the best candidate's simulated step, whose makespan is
+  // its ranked step time, and which explain reads.
+  const std::string trace = TempPath("best_plan_trace.json"), svg = TempPath("best_plan.svg");
+  r = Pplab(base + " --memory-per-rank 2MiB --json --trace " + trace + " --svg " + svg);
+  REQUIRE(r.code == 0);
+  const nlohmann::json traced = nlohmann::json::parse(r.out);
+  CHECK(traced["trace_file"] == trace);
+  const Timeline simulated = TimelineFromChromeTrace(ReadTextFile(trace), trace);
+  CHECK(static_cast<double>(Summarize(simulated).makespan) * 1e-6 ==
+        Approx(traced["best"]["step_time"].get<double>()).epsilon(1e-9));
+  CHECK(Pplab("explain " + trace).code == 0);
+  CHECK_THAT(ReadTextFile(svg),
+             Catch::Contains("<svg") && Catch::Contains(traced["best"]["schedule"].get<std::string>()));
+  r = Pplab(base + " --memory-per-rank 1kB");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("no plan fits in --memory-per-rank 1000 bytes"));
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --seq-len 129 --memory-per-rank 1GiB -o " + plan);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--seq-len 129 exceeds the model's max_position_embeddings 128"));
+  r = Pplab("plan --model tiny --ranks 2 --dp 3 --global-batch 8 --memory-per-rank 1GiB -o " + plan);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--global-batch 8 is not a multiple of --dp 3"));
+  r = Pplab(base + " --memory-per-rank 2 furlongs");
+  CHECK(r.code != 0);
+  const std::string cost = WriteProfiledCost("plan_profile.json");
+  r = Pplab("plan --model small --ranks 2 --global-batch 8 --memory-per-rank 1GiB --cost " + cost);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured with --model tiny, not small"));
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --seq-len 16 --cost " + cost);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured with --seq-len 32, not 16"));
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + plan + " --cost " + cost);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("fitted to " + cost));
+}
+
+TEST_CASE("cli: plan --pick N writes row N of the ranking: its plan, trace, picture and train line", "[cli][plan]") {
+  const std::string plan = TempPath("picked_plan.json"), trace = TempPath("picked_trace.json");
+  const std::string base =
+      "plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --top 5 -o " + plan +
+      " --trace " + trace;
+  PplabRun r = Pplab(base + " --json");
+  REQUIRE(r.code == 0);
+  const nlohmann::json best = nlohmann::json::parse(r.out);
+  CHECK(best["pick"] == 1);
+  CHECK(best["picked"] == best["best"]);
+  r = Pplab(base + " --json --pick 3");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json third = nlohmann::json::parse(r.out);
+  // The same ranking; the third row is written, and the best stays the best.
+  CHECK(third["candidates"] == best["candidates"]);
+  CHECK(third["best"] == best["best"]);
+  CHECK(third["pick"] == 3);
+  const nlohmann::json& row = third["candidates"][2];
+  CHECK(third["picked"] == row);
+  CHECK(row != third["best"]);
+  const nlohmann::json written = nlohmann::json::parse(ReadTextFile(plan));
+  CHECK(written["name"] == row["schedule"]);
+  CHECK(written["microbatches"] == row["microbatches"]);
+  // A named partition by its name, a fitted one by its layers.
+  const std::string partition = row["partition"] == "fitted" ? row["layers_per_stage"] : row["partition"];
+  CHECK_THAT(third["train_command"].get<std::string>(), Catch::Contains(" --partition " + partition + " "));
+  const Timeline simulated = TimelineFromChromeTrace(ReadTextFile(trace), trace);
+  CHECK(static_cast<double>(Summarize(simulated).makespan) * 1e-6 ==
+        Approx(row["step_time"].get<double>()).epsilon(1e-9));
+  r = Pplab(base + " --pick 3");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nplan #3 written to " + plan + " (" + row["schedule"].get<std::string>() +
+                                    ", M=" + row["microbatches"].dump() + ","));
+  // Past the rows that fit: one line, and nothing written.
+  std::remove(plan.c_str());
+  const size_t fitting = best["fitting"].get<size_t>();
+  r = Pplab(base + " --pick " + std::to_string(fitting + 1));
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --pick " + std::to_string(fitting + 1) + ": only " + std::to_string(fitting) +
+                     " candidates fit in --memory-per-rank 1GiB\n");
+  struct stat st;
+  CHECK(::stat(plan.c_str(), &st) != 0);
+  CHECK(Pplab(base + " --pick 0").code != 0);
+}
+
+TEST_CASE("cli: plan with a profile's spreads samples each row and marks ties in the table and --json",
+          "[cli][plan][samples]") {
+  // A profile of the tiny model (4 layers, partition 2,2, 2 x 16 tokens) whose F and B vary by -10 %..+20 %.
+  const std::string cost = TempPath("tiny_spread_profile.json");
+  WriteTextFile(cost, R"({"format": "pplab.cost", "version": 1, "stages": [
+      {"forward_ms": 1, "forward_p10_ms": 0.9, "forward_p90_ms": 1.2,
+       "backward_ms": 2, "backward_p10_ms": 1.8, "backward_p90_ms": 2.4},
+      {"forward_ms": 1.5, "forward_p10_ms": 1.35, "forward_p90_ms": 1.8,
+       "backward_ms": 3, "backward_p10_ms": 2.7, "backward_p90_ms": 3.6}],
+    "meta": {"source": "pplab profile", "model": "tiny", "config": )" +
+                          LoadLlamaConfig("tiny").ToJson() + R"(, "partition": "2,2", "microbatch_size": 2,
+      "seq_len": 16, "device": "cpu", "threads_per_rank": 1, "ranks": 2}})");
+  const std::string args = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 8GiB --cost " + cost +
+                           " --schedules gpipe,1f1b -o " + TempPath("tie_plan.json");
+  const PplabRun a = Pplab(args + " --json"), b = Pplab(args + " --json");
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  CHECK(a.out == b.out);  // the draws are seeded
+  const auto j = nlohmann::json::parse(a.out);
+  CHECK(j["ties"]["samples"] == 100);
+  CHECK(j["ties"]["seed"] == 1);
+  for (const auto& c : j["candidates"]) {
+    CHECK(c["samples"]["p10"].get<double>() <= c["samples"]["p50"].get<double>());
+    CHECK(c["samples"]["p50"].get<double>() <= c["samples"]["p90"].get<double>());
+  }
+  // gpipe and 1f1b at the best M cost the same: a tie; M = 1 is far behind.
+  CHECK(j["candidates"][0]["tie"] == true);
+  CHECK(j["candidates"][1]["tie"] == true);
+  CHECK(j["candidates"].back()["tie"] == false);
+  const PplabRun text = Pplab(args);
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("noise") && Catch::Contains("tie") && Catch::Contains("#1 ties with #2"));
+}
+
+}  // namespace pplab

@@ -1,6 +1,7 @@
-// What the CLI tests share (cli_test.cpp, plan_cli_test.cpp): the paths of
-// the test data and of the scratch folder, and a cost file as `pplab
-// profile` writes it for the tiny model, for commands run as a user would.
+// What the CLI tests share (cli_test.cpp, plan_cli_test.cpp,
+// plan_cli_profiles_test.cpp): the paths of the test data and of the scratch
+// folder, and a cost file as `pplab profile` writes it for the tiny model, for
+// commands run as a user would.
 #pragma once
 
 #include <string>

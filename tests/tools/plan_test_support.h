@@ -1,8 +1,8 @@
-// What the plan tests share (plan_costs_test.cpp, plan_search_test.cpp): a
-// model whose two stages cost the same, search options whose times are FLOP
-// counts, a cost file as `pplab profile` writes it, a stage's workspace, and
-// the lookup of a search's candidate, so that both files check the formulas
-// and the search on the same model.
+// What the plan tests share (plan_costs_test.cpp, plan_search_test.cpp,
+// plan_search_parallel_test.cpp): a model whose two stages cost the same,
+// search options whose times are FLOP counts, a cost file as `pplab profile`
+// writes it, a stage's workspace, and the lookup of a search's candidate, so
+// that these files check the formulas and the search on the same model.
 #pragma once
 
 #include <catch2/catch.hpp>

@@ -1,0 +1,314 @@
+// Runs `pplab plan --cost` as a user would: plans fitted to profiles (of a slice
+// of the layers, at two microbatch sizes), their links and devices, their spreads.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/llama_config.h"
+#include "models/partition.h"
+#include "schedules/file_io.h"
+#include "tests/run_pplab.h"
+#include "tests/tools/cli_test_support.h"
+#include "tools/plan_costs.h"
+
+namespace pplab {
+
+namespace {
+
+// The profile of WriteProfiledCost with `from` replaced by `to`, as NAME.
+std::string ProfiledCostWith(const std::string& name, const std::string& from, const std::string& to) {
+  std::string text = ReadTextFile(WriteProfiledCost(name));
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  WriteTextFile(TempPath(name), text.replace(at, from.size(), to));
+  return TempPath(name);
+}
+
+// Each candidate row of a plan --json, as JSON text.
+std::vector<std::string> PlanRows(const PplabRun& r) {
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::vector<std::string> rows;
+  for (const auto& c : j["candidates"]) rows.push_back(c.dump());
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("cli: plan gives each rank its own device and one link, also for the candidate its profile measured",
+          "[cli][plan]") {
+  const std::string link = R"("link": {"latency_ms": 0.01, "bandwidth_gbps": 1},)";
+  const std::string plan =
+      "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --schedules 1f1b "
+      "--top 20 --json -o " +
+      TempPath("links.json") + " --cost ";
+  const std::string own = WriteProfiledCost("own-devices.json");
+  // Two ranks profiled on one device (in turns): the same plan as on two.
+  const std::string shared =
+      ProfiledCostWith("shared-device.json", link, link + R"( "devices": [0, 0], "device_slots": [1],)");
+  const std::vector<std::string> base = PlanRows(Pplab(plan + own));
+  CHECK(PlanRows(Pplab(plan + shared)) == base);
+  bool verbatim = false;  // the profile's own candidate is among them
+  for (const std::string& row : base) verbatim = verbatim || nlohmann::json::parse(row)["measured_costs"] == true;
+  CHECK(verbatim);
+  // --link-bandwidth and --link-latency replace the profile's link, for
+  // every candidate: free links by flag equal free links in the file.
+  const std::string free_file =
+      ProfiledCostWith("free-link.json", link, R"("link": {"latency_ms": 0, "bandwidth_gbps": 0},)");
+  const std::vector<std::string> free_rows = PlanRows(Pplab(plan + free_file));
+  CHECK(free_rows != base);
+  CHECK(PlanRows(Pplab(plan + own + " --link-bandwidth 0 --link-latency 0")) == free_rows);
+  CHECK(PlanRows(Pplab(plan + own + " --link-bandwidth 1 --link-latency 0.01")) == base);
+  PplabRun r = Pplab(plan + own + " --link-latency 0");
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["link"] ==
+        nlohmann::json::parse(R"({"latency_ms": 0.0, "bandwidth_gbps": 1.0, "from": "flags"})"));
+  r = Pplab(plan + own);
+  CHECK(nlohmann::json::parse(r.out)["link"]["from"] == "profile");
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o " + TempPath("links.json"));
+  CHECK(nlohmann::json::parse(r.out)["link"] ==
+        nlohmann::json::parse(R"({"latency_ms": 0.0, "bandwidth_gbps": 0.0, "from": "free"})"));
+}
+
+namespace {
+
+// A profile of `layers` layers of the tiny model on 2 ranks (partition of
+// the layers in halves), microbatch mb x 32, whose every figure is the
+// planner's formula: F, I and W take 1 ns a forward FLOP and B 2 ns (the
+// analytic pattern), plus `fixed_ms` a fixed unit (StageFixedUnits; twice
+// that in B), bytes are the shape estimates.
+std::string FormulaProfile(const std::string& name, int layers, int mb = 2, double fixed_ms = 0) {
+  LlamaConfig c = LoadLlamaConfig("tiny");
+  c.num_hidden_layers = layers;
+  const std::string halves = std::to_string(layers / 2) + "," + std::to_string(layers - layers / 2);
+  const Partition p = MakePartition(c, 2, halves);
+  nlohmann::json stages = nlohmann::json::array();
+  for (int s = 0; s < 2; ++s) {
+    const double ms = cli::StageForwardFlops(c, p, s, mb, 32) / 1e6 + fixed_ms * cli::StageFixedUnits(p, s);
+    stages.push_back({{"forward_ms", ms},
+                      {"backward_ms", 2 * ms},
+                      {"backward_input_ms", ms},
+                      {"backward_weight_ms", ms},
+                      {"activation_bytes", std::llround(cli::StageActivationBytes(c, p, s, mb, 32, Precision::kFp32))},
+                      {"weight_grad_bytes", std::llround(cli::StageWeightGradBytes(c, p, s, mb, 32, Precision::kFp32))},
+                      {"message_bytes", std::llround(cli::MessageBytes(c, mb, 32, Precision::kFp32))}});
+  }
+  const nlohmann::json doc = {{"format", "pplab.cost"},
+                              {"version", 1},
+                              {"stages", stages},
+                              {"link", {{"latency_ms", 0.01}, {"bandwidth_gbps", 1}}},
+                              {"meta",
+                               {{"source", "pplab profile"},
+                                {"model", "tiny"},
+                                {"config", nlohmann::json::parse(c.ToJson())},
+                                {"partition", halves},
+                                {"microbatch_size", mb},
+                                {"seq_len", 32},
+                                {"device", "cpu"},
+                                {"threads_per_rank", 1},
+                                {"ranks", 2}}}};
+  WriteTextFile(TempPath(name), doc.dump());
+  return TempPath(name);
+}
+
+}  // namespace
+
+TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers (profile --layers)", "[cli][plan]") {
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 --json -o " +
+                           TempPath("slice-plan.json") + " --cost ";
+  const std::string whole = FormulaProfile("whole-4.json", 4), slice = FormulaProfile("slice-2.json", 2);
+  PplabRun r = Pplab(plan + whole);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json from_whole = nlohmann::json::parse(r.out);
+  r = Pplab(plan + slice);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json from_slice = nlohmann::json::parse(r.out);
+  CHECK(from_slice["costs_from"] == "fitted to " + slice + " (a slice of 2 of the model's 4 layers)");
+  // Costs that follow the FLOPs and the shapes fit the same from 2 layers as
+  // from 4: every candidate fitted from the whole model's profile is costed
+  // the same from the slice's; only the whole's own stages stand in for a
+  // candidate (measured_costs) of their own.
+  std::map<std::string, nlohmann::json> by_key;
+  const auto key = [](const nlohmann::json& c) {
+    return c["schedule"].dump() + c["microbatches"].dump() + c["virtual_stages"].dump() + c["partition"].dump() +
+           c["layers_per_stage"].dump() + c["recompute"].dump();
+  };
+  for (const auto& c : from_slice["candidates"]) {
+    CHECK(c["measured_costs"] == false);
+    by_key[key(c)] = c;
+  }
+  int compared = 0;
+  for (const auto& c : from_whole["candidates"]) {
+    if (c["measured_costs"] == true) continue;
+    INFO(c.dump());
+    REQUIRE(by_key.count(key(c)) == 1);
+    const nlohmann::json& d = by_key[key(c)];
+    CHECK(d["step_time"].get<double>() == Approx(c["step_time"].get<double>()).epsilon(1e-6));
+    CHECK(d["peak_memory_bytes"].get<double>() == Approx(c["peak_memory_bytes"].get<double>()).epsilon(1e-6));
+    ++compared;
+  }
+  CHECK(compared > 20);
+  // More layers than the model, or another width: refused.
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("slice-plan.json") +
+            " --cost " + FormulaProfile("deeper-6.json", 6));
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured on 6 layers, more than the 4 of --model tiny"));
+  // simulate takes a profile's stages as they are: a slice's are not the model's.
+  r = Pplab("simulate -s 1f1b -k 2 -m 4 --model tiny --cost " + slice);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("was measured with 2 of --model tiny's 4 layers (profile --layers)"));
+  r = Pplab("plan --model small --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " + TempPath("slice-plan.json") +
+            " --cost " + slice);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("(the model configs differ)"));
+}
+
+TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixed time a layer", "[cli][plan]") {
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 -o " +
+                           TempPath("two-sizes-plan.json");
+  const std::string two = FormulaProfile("fixed-mb2.json", 4, 2, 0.1),
+                    four = FormulaProfile("fixed-mb4.json", 4, 4, 0.1);
+  PplabRun r = Pplab(plan + " --json --cost " + two + " --cost " + four);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["costs"] == nlohmann::json::array({two, four}));
+  CHECK(j["costs_from"] == "fitted to " + two + ", " + four +
+                               " (2 microbatch sizes: between each two, a fixed time a layer besides the time per "
+                               "FLOP)");
+  REQUIRE(j["size_ranges"].size() == 1);
+  CHECK(j["size_ranges"][0]["microbatch_sizes"] == nlohmann::json::array({2, 4}));
+  CHECK(j["size_ranges"][0]["ns_per_flop"]["forward"].get<double>() == Approx(1.0).epsilon(1e-4));
+  const nlohmann::json& fixed = j["size_ranges"][0]["fixed_ms_per_layer"];
+  CHECK(fixed["forward"].get<double>() == Approx(0.1).epsilon(1e-4));
+  CHECK(fixed["backward"].get<double>() == Approx(0.2).epsilon(1e-4));
+  CHECK(fixed["backward_input"].get<double>() == Approx(0.1).epsilon(1e-4));
+  CHECK(fixed["backward_weight"].get<double>() == Approx(0.1).epsilon(1e-4));
+  // The bytes are the formulas': every factor 1 (to the bytes' rounding).
+  for (const char* k : {"activations_layers", "activations_head", "weight_grads", "messages", "workspace"}) {
+    INFO(k);
+    CHECK(j["byte_scales"][k].get<double>() == Approx(1.0).epsilon(1e-4));
+  }
+  // Each profile's own configuration (M = 4 and M = 2 on K = 2, partition
+  // 2,2) stands in verbatim, whatever the schedule.
+  std::set<int> measured;
+  for (const auto& c : j["candidates"]) {
+    if (c["measured_costs"] == true) measured.insert(c["microbatch_size"].get<int>());
+  }
+  CHECK(measured == std::set<int>{2, 4});
+  // The text names the fit: 0.1 ms a layer in F, I and W, 0.2 in B; 1 and 2 ns a FLOP.
+  r = Pplab(plan + " --cost " + two + " --cost " + four);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nfit between microbatches of 2 and 4, F/B/I/W: 0.100/0.200/0.100/0.100 ms a "
+                                    "layer + 1.0000/2.0000/1.0000/1.0000 ns a FLOP\n"));
+  CHECK_THAT(r.out, Catch::Contains("\nbytes fitted to the profile, x the formulas: activations 1.000 (layers), "
+                                    "1.000 (head); W's stash 1.000; workspace 1.000; messages 1.000\n"));
+  // One profile: no fixed time, and the text says so of a plan at another size.
+  r = Pplab(plan + " --json --cost " + two);
+  REQUIRE(r.code == 0);
+  const nlohmann::json single = nlohmann::json::parse(r.out);
+  CHECK(single["size_ranges"].is_null());
+  size_t other = 0;  // the first row at another size than the profile's 2
+  while (other < single["candidates"].size() && single["candidates"][other]["microbatch_size"] == 2) ++other;
+  REQUIRE(other < single["candidates"].size());
+  const std::string pick = " --pick " + std::to_string(other + 1);
+  r = Pplab(plan + pick + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("\nnote: its microbatches of " + single["candidates"][other]["microbatch_size"].dump() +
+                             " are costed from a profile at 2 in proportion to the FLOPs;"));
+  r = Pplab(plan + pick + " --cost " + two + " --cost " + four);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("note:"));
+  // Two profiles at one size fit no fixed time either: the note says so.
+  r = Pplab(plan + pick + " --cost " + two + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("\nnote: its microbatches of " + single["candidates"][other]["microbatch_size"].dump() +
+                             " are costed from profiles at 2 in proportion to the FLOPs;"));
+  // Each profile's link counts alike: the median of theirs, in either order.
+  nlohmann::json slow = nlohmann::json::parse(ReadTextFile(four));
+  slow["link"] = {{"latency_ms", 0.51}, {"bandwidth_gbps", 3.0}};
+  const std::string four_slow = TempPath("fixed-mb4-slow.json");
+  WriteTextFile(four_slow, slow.dump());
+  const std::vector<std::string> forward = PlanRows(Pplab(plan + " --json --cost " + two + " --cost " + four_slow));
+  CHECK(PlanRows(Pplab(plan + " --json --cost " + four_slow + " --cost " + two)) == forward);
+  r = Pplab(plan + " --json --cost " + four_slow + " --cost " + two);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["link"]["latency_ms"].get<double>() == Approx(0.26));
+  CHECK(nlohmann::json::parse(r.out)["link"]["bandwidth_gbps"].get<double>() == Approx(2.0));
+  // Profiles of different configurations are not fitted together.
+  const std::string base = WriteProfiledCost("together-a.json");
+  struct Case {
+    std::string file, says;
+  };
+  const Case cases[] = {
+      {ProfiledCostWith("together-seq.json", R"("seq_len": 32)", R"("seq_len": 64)"),
+       "--seq-len 64, --cost " + base + " with 32"},
+      {ProfiledCostWith("together-bf16.json", R"("device": "cpu")", R"("device": "cpu", "precision": "bf16")"),
+       "--precision bf16, --cost " + base + " with fp32"},
+      {ProfiledCostWith("together-gpu.json", R"("device": "cpu")", R"("device": "cuda:0")"),
+       "--device cuda, --cost " + base + " with cpu"},
+  };
+  for (const Case& c : cases) {
+    r = Pplab(plan + " --cost " + base + " --cost " + c.file);
+    CHECK(r.code == 2);
+    CHECK(r.out == "pplab: error: --cost " + c.file + " was measured with " + c.says +
+                       ": profiles fitted together must share it (only the microbatch size, partition and ranks may "
+                       "differ)\n");
+  }
+  // On a CPU, another number of threads a rank (another K) is another time per FLOP.
+  const std::string threads =
+      ProfiledCostWith("together-threads.json", R"("threads_per_rank": 1)", R"("threads_per_rank": 2)");
+  r = Pplab(plan + " --cost " + base + " --cost " + threads);
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --cost " + threads + " was measured with 2 threads a rank, --cost " + base +
+                     " with 1 (meta.threads_per_rank): CPU profiles fitted together must share it\n");
+  // One file a --cost.
+  r = Pplab(plan + " --cost " + two + " " + four);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains(four));
+}
+
+TEST_CASE("cli: plan with a profile's spreads samples each row and marks ties in the table and --json",
+          "[cli][plan][samples]") {
+  // A profile of the tiny model (4 layers, partition 2,2, 2 x 16 tokens) whose F and B vary by -10 %..+20 %.
+  const std::string cost = TempPath("tiny_spread_profile.json");
+  WriteTextFile(cost, R"({"format": "pplab.cost", "version": 1, "stages": [
+      {"forward_ms": 1, "forward_p10_ms": 0.9, "forward_p90_ms": 1.2,
+       "backward_ms": 2, "backward_p10_ms": 1.8, "backward_p90_ms": 2.4},
+      {"forward_ms": 1.5, "forward_p10_ms": 1.35, "forward_p90_ms": 1.8,
+       "backward_ms": 3, "backward_p10_ms": 2.7, "backward_p90_ms": 3.6}],
+    "meta": {"source": "pplab profile", "model": "tiny", "config": )" +
+                          LoadLlamaConfig("tiny").ToJson() + R"(, "partition": "2,2", "microbatch_size": 2,
+      "seq_len": 16, "device": "cpu", "threads_per_rank": 1, "ranks": 2}})");
+  const std::string args = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 8GiB --cost " + cost +
+                           " --schedules gpipe,1f1b -o " + TempPath("tie_plan.json");
+  const PplabRun a = Pplab(args + " --json"), b = Pplab(args + " --json");
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  CHECK(a.out == b.out);  // the draws are seeded
+  const auto j = nlohmann::json::parse(a.out);
+  CHECK(j["ties"]["samples"] == 100);
+  CHECK(j["ties"]["seed"] == 1);
+  for (const auto& c : j["candidates"]) {
+    CHECK(c["samples"]["p10"].get<double>() <= c["samples"]["p50"].get<double>());
+    CHECK(c["samples"]["p50"].get<double>() <= c["samples"]["p90"].get<double>());
+  }
+  // gpipe and 1f1b at the best M cost the same: a tie; M = 1 is far behind.
+  CHECK(j["candidates"][0]["tie"] == true);
+  CHECK(j["candidates"][1]["tie"] == true);
+  CHECK(j["candidates"].back()["tie"] == false);
+  const PplabRun text = Pplab(args);
+  REQUIRE(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("noise") && Catch::Contains("tie") && Catch::Contains("#1 ties with #2"));
+}
+
+}  // namespace pplab

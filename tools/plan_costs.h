@@ -1,6 +1,7 @@
 // The planner's cost estimates from a model's shapes (docs/planning.md):
-// FLOPs and bytes of a stage per microbatch, and how they turn into a cost
-// model, analytically or fitted to a profile. Used by the plan search
+// FLOPs of a stage per microbatch, and how they and the bytes
+// (tools/stage_bytes.h) turn into a cost model, analytically or fitted to a
+// profile. Used by the plan search
 // (tools/plan_search.h); no LibTorch.
 #pragma once
 
@@ -12,62 +13,14 @@
 #include "models/partition.h"
 #include "sim/cost_model.h"
 #include "sim/precision.h"
+#include "tools/stage_bytes.h"
 
 namespace pplab::cli {
 
-// Per-microbatch estimates of one stage from the model's shapes, for `mb`
-// sequences of `seq_len` tokens (see docs/planning.md). Bytes count
-// ActivationElementBytes(precision) per activation value: 4 in fp32, 2 in bf16.
+// A stage's forward FLOPs per microbatch of `mb` sequences of `seq_len`
+// tokens, from the model's shapes (docs/planning.md). Its bytes:
+// tools/stage_bytes.h.
 double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len);
-// How a stage's activations are laid out, beyond the model's shapes.
-struct ActivationLayout {
-  // The ranks the positions are split over outside the tensor-parallel
-  // regions (sequence parallelism), 1 for none: the norms' activations then
-  // count 1 / sequence_share of the positions.
-  int sequence_share = 1;
-  // Fused attention (train --attention sdpa: the flash or memory-efficient
-  // kernel) keeps each head's fp32 log-sum-exp a token instead of the
-  // (heads x seq_len) softmax probabilities of the explicit path.
-  bool fused_attention = false;
-};
-// What a stage's F keeps for its backward, per microbatch, in three parts:
-// its decoder layers' (less the explicit attention's probabilities), its
-// head's (the last stage: the final norm and the loss's log-softmax), and
-// what the runtime holds by construction, the same under any LibTorch: the
-// explicit attention's fp32 probabilities, F's output on a stage before the
-// last, the received mask after the first. A profile's fit (FitProfiles)
-// scales the first two, each by its own factor (a LibTorch's kernels keep
-// more than the formula, in proportion to the tokens), and takes the third
-// as it is.
-struct ActivationParts {
-  double layers = 0, head = 0, exact = 0;
-  double Total() const { return layers + head + exact; }
-};
-ActivationParts StageActivationParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                                     Precision precision, const ActivationLayout& layout = {});
-double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision, const ActivationLayout& layout = {});
-// The temporaries of the stage's backward above what is held (the cost
-// model's workspace_bytes, docs/cost-model.md), for a microbatch of mb
-// sequences of seq_len tokens, T = mb seq_len: on a stage of decoder layers,
-// one layer's, max(4 T (n seq_len + h), 3 e T f) (the attention half: the
-// fp32 gradients of every head's scores, none with fused attention, and the
-// residual stream's; the MLP half: SwiGLU's two gradients and a product);
-// on the last stage at least the head's, 2 x 4 T V (the fp32 logits'
-// gradient and the log-softmax's). Measured on the CPU in fp32 with
-// explicit attention: exact for B on the tiny and small presets
-// (docs/planning.md, "Memory per rank"); a split backward's I holds more.
-double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                           Precision precision, const ActivationLayout& layout = {});
-double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
-                            Precision precision);
-double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision);
-// What a stage after the first holds of its inputs when it is recomputed:
-// the fp32 hidden state (a bf16 message is cast back on receipt) and the
-// int64 attention mask beside it. 0 for the first stage (the batch's tokens).
-// Under sequence parallelism the hidden state is 1 / sequence_share of it.
-double StageInputBytes(const LlamaConfig& c, int stage, int mb, int seq_len, int sequence_share = 1);
-
 // The units of a stage's fixed time per microbatch (StageFixedUnits): its
 // decoder layers, and half a layer each for the embedding (first stage) and
 // the head (last stage). What an action costs whatever its microbatch size

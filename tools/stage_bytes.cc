@@ -22,7 +22,7 @@ ActivationParts StageActivationParts(const LlamaConfig& c, const Partition& p, i
                                      Precision precision, const ActivationLayout& layout) {
   const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
   // Bytes kept per token for the backward of one layer (docs/planning.md,
-  // "Memory per rank"). e is the compute dtype's bytes (4 in fp32, 2 in
+  // "Analytic costs", where each term's measurement is). e is the compute dtype's bytes (4 in fp32, 2 in
   // bf16); the residual stream, the norms, the rotary encoding and the
   // softmax stay fp32 (4 bytes) in either precision. Weights, gradients and
   // AdamW state are not here (16 B per parameter, counted by the caller).

@@ -77,9 +77,7 @@ CostModel FixedAndFlopsProfile(const LlamaConfig& c, int mb, double fixed_ms, do
   std::string stages;
   for (int s = 0; s < 2; ++s) {
     const double f = fixed_ms * StageFixedUnits(p, s) + ns_per_flop * StageForwardFlops(c, p, s, mb, kSeqLen) / 1e6;
-    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
-              ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
-              std::to_string(std::llround(StageActivationBytes(c, p, s, mb, kSeqLen, Precision::kFp32))) + "}";
+    stages += FormulaStage(c, p, s, mb, f);
   }
   return CostModel::FromJson(ProfileJson(c, stages, "", extra_top, mb), "cost-mb" + std::to_string(mb) + ".json");
 }
@@ -174,12 +172,9 @@ TEST_CASE(
   // Measured: F = 3 ns per FLOP of a rank's share (B = 2F), bytes = the share's formulas.
   std::string stages;
   for (int s = 0; s < 2; ++s) {
-    const double f = 3 * StageForwardFlops(share, p, s, 2, kSeqLen) / 1e6;  // ms
-    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
-              ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
-              std::to_string(std::llround(StageActivationBytes(share, p, s, 2, kSeqLen, Precision::kFp32))) +
-              // bf16 casts of a rank's share of the weights: 2 bytes a parameter.
-              ", \"cast_weight_bytes\": " + std::to_string(2 * StageLinearParams(share, p, s)) + "}";
+    // bf16 casts of a rank's share of the weights: 2 bytes a parameter.
+    stages += FormulaStage(share, p, s, 2, 3 * StageForwardFlops(share, p, s, 2, kSeqLen) / 1e6,
+                           ", \"cast_weight_bytes\": " + std::to_string(2 * StageLinearParams(share, p, s)));
   }
   const CostModel profile = CostModel::FromJson(ProfileJson(c, stages, "\"tensor_parallel\": 2, "), "cost.json");
   const CostFit fit = FitProfile(profile, c);

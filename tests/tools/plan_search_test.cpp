@@ -235,10 +235,7 @@ TEST_CASE("plan: a profile's own configuration uses its measured costs, others a
   // Measured at 2 sequences per microbatch: F = 3 ns per FLOP (B = 2F, I = W = F), bytes = the formulas.
   std::string stages;
   for (int s = 0; s < 2; ++s) {
-    const double f = 3 * StageForwardFlops(c, p, s, 2, kSeqLen) / 1e6;  // ms
-    stages += std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(f) +
-              ", \"backward_ms\": " + std::to_string(2 * f) + ", \"activation_bytes\": " +
-              std::to_string(std::llround(StageActivationBytes(c, p, s, 2, kSeqLen, Precision::kFp32))) + "}";
+    stages += FormulaStage(c, p, s, 2, 3 * StageForwardFlops(c, p, s, 2, kSeqLen) / 1e6);
   }
   const CostModel profile = CostModel::FromJson(ProfileJson(c, stages), "cost.json");
   const CostFit fit = FitProfile(profile, c);

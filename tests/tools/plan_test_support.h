@@ -1,7 +1,7 @@
 // What the plan tests share (plan_costs_test.cpp, plan_search_test.cpp,
 // plan_search_parallel_test.cpp): a model whose two stages cost the same,
 // search options whose times are FLOP counts, a cost file as `pplab profile`
-// writes it, a stage's workspace, and the lookup of a search's candidate, so
+// writes it and a stage of one from the formulas, a stage's workspace, and the lookup of a search's candidate, so
 // that these files check the formulas and the search on the same model.
 #pragma once
 
@@ -54,6 +54,17 @@ inline std::string ProfileJson(const LlamaConfig& c, const std::string& stages, 
          "\"meta\": {\"source\": \"pplab profile\", \"model\": \"balanced.json\", \"config\": " + c.ToJson() +
          ", \"partition\": \"2,1\", \"microbatch_size\": " + std::to_string(microbatch_size) + ", \"seq_len\": 16, " +
          extra_meta + "\"device\": \"cpu\", \"threads_per_rank\": 1, \"ranks\": 2}}";
+}
+
+// Stage s of a profile whose figures are the planner's own: F takes
+// `forward_ms`, B twice that, and the activations are the formula's for
+// `shape` at microbatches of `mb` (fp32); `extra` (", \"field\": value")
+// goes into the stage as it is.
+inline std::string FormulaStage(const LlamaConfig& shape, const Partition& p, int s, int mb, double forward_ms,
+                                const std::string& extra = "") {
+  return std::string(s ? "," : "") + "{\"forward_ms\": " + std::to_string(forward_ms) +
+         ", \"backward_ms\": " + std::to_string(2 * forward_ms) + ", \"activation_bytes\": " +
+         std::to_string(std::llround(StageActivationBytes(shape, p, s, mb, kSeqLen, Precision::kFp32))) + extra + "}";
 }
 
 // Stage s's workspace for microbatches of one sequence (StageWorkspaceBytes).

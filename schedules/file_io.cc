@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <tuple>
 
 #include "schedules/error.h"
 
@@ -89,6 +91,30 @@ void CheckWritable(const std::string& path) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     throw Error("cannot write " + path + ": " + dir + ": " + std::strerror(errno));
   }
+}
+
+namespace {
+
+// A file's identity: (device, inode, "") where it exists, (device, inode of
+// its folder, its name) where it does not; nullopt for a device, FIFO or
+// folder, or a folder that cannot be read.
+std::optional<std::tuple<dev_t, ino_t, std::string>> FileIdentity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) return std::nullopt;
+    return std::make_tuple(st.st_dev, st.st_ino, std::string());
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  return std::make_tuple(st.st_dev, st.st_ino, path.substr(slash == std::string::npos ? 0 : slash + 1));
+}
+
+}  // namespace
+
+bool SameFile(const std::string& a, const std::string& b) {
+  const auto x = FileIdentity(a);
+  return x && x == FileIdentity(b);
 }
 
 void WriteTextFile(const std::string& path, const std::string& contents) {

@@ -31,6 +31,13 @@ int SkipSpace(std::istream& in);
 // command that would otherwise fail only after its work.
 void CheckWritable(const std::string& path);
 
+// Whether `a` and `b` name the same regular file: the same file where one
+// exists (links followed), else the same name in the same folder. A device
+// or FIFO (/dev/stdout) is never the same as anything, as it is written
+// through in place. For a command's output flags, so that one output never
+// replaces another or an input.
+bool SameFile(const std::string& a, const std::string& b);
+
 // Writes a whole file. A regular (or new) file is written through a
 // temporary beside it and a rename, so a reader never sees half a file; a
 // device, FIFO or symlink (e.g. /dev/stdout) is written through in place.

@@ -39,8 +39,34 @@ void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double
   sub.add_option(prefix + "-latency", ms, latency_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
 }
 
+// The files plan writes, each writable and none the same as another or as
+// a --cost profile it reads, before the search (which may take seconds).
+void CheckOutputFiles(const PlanCmdOptions& o) {
+  std::vector<std::pair<std::string, std::string>> named;  // (flag, path)
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--output", o.out_path},
+                                   {"--trace", o.trace_path},
+                                   {"--svg", o.svg_path},
+                                   {"--cost-out", o.cost_out_path}}) {
+    if (path.empty()) continue;
+    CheckWritable(path);
+    named.emplace_back(flag, path);
+  }
+  const size_t outputs = named.size();
+  for (const std::string& cost : o.cost_files) named.emplace_back("--cost", cost);
+  for (size_t i = 0; i < outputs; ++i) {
+    for (size_t j = i + 1; j < named.size(); ++j) {
+      if (SameFile(named[i].second, named[j].second)) {
+        throw Error(named[i].first + " and " + named[j].first + " both name " + named[j].second +
+                    (named[j].first == "--cost" ? " (plan would write over a profile it reads)"
+                                                : " (one would write over the other)"));
+      }
+    }
+  }
+}
+
 int RunPlan(const PlanCmdOptions& o) {
   if (o.ranks == 0 && o.gpus == 0) throw Error("plan: give --ranks K (and --dp D), or --gpus N");
+  CheckOutputFiles(o);
   const std::string sequence_parallel = o.sequence_parallel.empty() ? "on" : o.sequence_parallel;  // the flag alone
   if (sequence_parallel != "auto" && sequence_parallel != "on" && sequence_parallel != "off") {
     throw Error("--sequence-parallel: '" + sequence_parallel + "' is not auto, on or off");
@@ -105,9 +131,10 @@ int RunPlan(const PlanCmdOptions& o) {
   // What is written out: the best, or the row --pick names.
   const PlanCandidate& chosen = result.fitting[o.pick - 1];
   WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(chosen)));
-  if (!o.trace_path.empty() || !o.svg_path.empty()) {
+  if (!o.trace_path.empty() || !o.svg_path.empty() || !o.cost_out_path.empty()) {
     // The candidate's simulated step, as it was ranked.
     const CandidateModel model = CandidateCostModel(search, chosen);
+    if (!o.cost_out_path.empty()) WriteTextFile(o.cost_out_path, model.costs.ToJson());
     const SimResult sim = Simulate(model.schedule, model.costs);
     if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(sim.timeline));
     if (!o.svg_path.empty()) {
@@ -235,8 +262,9 @@ void SetupPlan(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1024));
   sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate, or --pick's)")
       ->capture_default_str();
-  sub->add_option("--pick", o->pick,
-                  "write row N of the ranking instead of the best (1): its plan file, --trace, --svg and train line")
+  sub->add_option(
+         "--pick", o->pick,
+         "write row N of the ranking instead of the best (1): its plan file, --trace, --svg, --cost-out and train line")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   sub->add_option(
@@ -245,6 +273,10 @@ void SetupPlan(CLI::App& app, int& exit_code) {
       "pplab explain and diff read");
   sub->add_option("--svg", o->svg_path,
                   "also write the best (or --pick's) candidate's simulated timeline as an SVG picture");
+  sub->add_option("--cost-out", o->cost_out_path,
+                  "also write the best (or --pick's) candidate's costs as a cost file, as plan costed them (fitted "
+                  "to --cost, or analytic; recomputed stages included): pplab simulate --plan PLAN --cost FILE "
+                  "gives its step and each rank's memory again");
   sub->add_option("--flops-per-second", o->flops_per_second, "analytic costs: sustained FLOP/s of one rank")
       ->check(CLI::Range(1.0, 1e18))
       ->capture_default_str();

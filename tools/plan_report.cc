@@ -47,6 +47,7 @@ json CandidateJson(const PlanCandidate& c) {
           {"bubble_fraction", c.bubble_fraction},
           {"peak_memory_bytes", c.peak_memory},
           {"peak_memory_parts", PeakMemoryParts(c)},
+          {"rank_peak_memory_bytes", c.rank_peaks},
           {"tokens_per_second", c.tokens_per_second},
           {"measured_costs", c.measured_costs},
           {"recompute", c.recompute ? "all" : "none"},
@@ -179,6 +180,7 @@ void PrintPlanJson(const PlanCmdOptions& o, const PlanOutcome& out) {
       {"plan_file", o.out_path},
       {"trace_file", o.trace_path.empty() ? json(nullptr) : json(o.trace_path)},
       {"svg_file", o.svg_path.empty() ? json(nullptr) : json(o.svg_path)},
+      {"cost_file", o.cost_out_path.empty() ? json(nullptr) : json(o.cost_out_path)},
       {"train_command", out.train_command}};
   std::printf("%s\n", j.dump(2).c_str());
 }
@@ -329,6 +331,10 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
                 ProgramName().c_str(), o.trace_path.c_str());
   }
   if (!o.svg_path.empty()) std::printf("its timeline picture written to %s\n", o.svg_path.c_str());
+  if (!o.cost_out_path.empty()) {
+    std::printf("its costs written to %s (again: %s simulate --plan %s --cost %s)\n", o.cost_out_path.c_str(),
+                ProgramName().c_str(), o.out_path.c_str(), o.cost_out_path.c_str());
+  }
 }
 
 }  // namespace pplab::cli

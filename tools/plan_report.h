@@ -42,6 +42,7 @@ struct PlanCmdOptions {
   int pick = 1;            // the row of the ranking written out (1: the best)
   std::string trace_path;  // the picked candidate's simulated step, when given
   std::string svg_path;
+  std::string cost_out_path;  // the picked candidate's cost model, as costed, when given
   bool json = false;
   double flops_per_second = 5e10;
   std::string recompute = "auto";  // none, all or auto (both)

@@ -67,6 +67,29 @@ TEST_CASE("a streamed input starts after its byte-order mark", "[file_io]") {
   CHECK(SkipSpace(blank) == EOF);
 }
 
+TEST_CASE("SameFile: one file by any of its names, a new file by its folder and name, a device never", "[file_io]") {
+  const std::string dir = PPLAB_TEST_TMP_DIR;
+  const std::string file = dir + "/same.txt", link = dir + "/same-link.txt", other = dir + "/other.txt";
+  WriteTextFile(file, "a");
+  WriteTextFile(other, "a");
+  std::remove(link.c_str());
+  REQUIRE(::symlink(file.c_str(), link.c_str()) == 0);
+  CHECK(SameFile(file, file));
+  CHECK(SameFile(file, dir + "/./same.txt"));
+  CHECK(SameFile(file, link));
+  CHECK_FALSE(SameFile(file, other));  // the same contents, another file
+  // Files that do not exist yet: the same name in the same folder.
+  const std::string fresh = dir + "/not-yet.txt";
+  std::remove(fresh.c_str());
+  CHECK(SameFile(fresh, dir + "/./not-yet.txt"));
+  CHECK_FALSE(SameFile(fresh, dir + "/not-yet-either.txt"));
+  CHECK_FALSE(SameFile(fresh, file));
+  // No folder: nothing to compare (CheckWritable refuses such a path first).
+  CHECK_FALSE(SameFile(dir + "/no-such-folder/x", dir + "/no-such-folder/x"));
+  // A device is written through in place: two outputs may share it.
+  CHECK_FALSE(SameFile("/dev/null", "/dev/null"));
+}
+
 TEST_CASE("CheckWritable refuses what WriteTextFile would fail on, and creates nothing", "[file_io]") {
   const std::string dir = PPLAB_TEST_TMP_DIR;
   CHECK_NOTHROW(CheckWritable(dir + "/new-output.csv"));

@@ -1,5 +1,6 @@
 // Runs `pplab plan --cost` as a user would: plans fitted to profiles (of a slice
 // of the layers, at two microbatch sizes), their links and devices, their spreads.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
@@ -117,6 +118,51 @@ std::string FormulaProfile(const std::string& name, int layers, int mb = 2, doub
 }
 
 }  // namespace
+
+TEST_CASE("cli: plan --cost-out writes a candidate's costs: simulate gives its step time and its peak memory again",
+          "[cli][plan]") {
+  const std::string profile = WriteProfiledCost("cost-out-profile.json");
+  const std::string plan_file = TempPath("cost-out-plan.json"), costs = TempPath("cost-out-costs.json");
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 200 --json -o " +
+                           plan_file + " --cost-out " + costs + " --cost " + profile;
+  PplabRun r = Pplab(plan);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json ranking = nlohmann::json::parse(r.out);
+  CHECK(ranking["cost_file"] == costs);
+  // Rows of each kind: the profile's own candidate (its costs as measured),
+  // fitted ones, recomputed ones, two stages a rank.
+  std::set<std::string> kinds;
+  int checked = 0;
+  for (size_t i = 0; i < ranking["candidates"].size(); ++i) {
+    const nlohmann::json& row = ranking["candidates"][i];
+    const std::string kind = row["measured_costs"].dump() + row["recompute"].dump() + row["virtual_stages"].dump();
+    if (!kinds.insert(kind).second) continue;
+    INFO(row.dump());
+    r = Pplab(plan + " --pick " + std::to_string(i + 1));
+    REQUIRE(r.code == 0);
+    CHECK(nlohmann::json::parse(r.out)["picked"] == row);
+    r = Pplab("simulate --plan " + plan_file + " --cost " + costs + " --json");
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    const nlohmann::json sim = nlohmann::json::parse(r.out);
+    CHECK(sim["makespan"].get<double>() == Approx(row["step_time"].get<double>()).epsilon(1e-9));
+    // Each rank's peak is its model state plus the simulated activations;
+    // the peak rank's model state is in the row.
+    const int peak_rank = row["peak_memory_parts"]["rank"];
+    const nlohmann::json& ranks = row["rank_peak_memory_bytes"];
+    REQUIRE(ranks.size() == 2);
+    CHECK(ranks[peak_rank] == row["peak_memory_bytes"]);
+    CHECK(std::max(ranks[0].get<long long>(), ranks[1].get<long long>()) == row["peak_memory_bytes"]);
+    CHECK(sim["per_rank"][peak_rank]["peak_activation_bytes"].get<long long>() +
+              row["peak_memory_parts"]["model_state"].get<long long>() ==
+          row["peak_memory_bytes"].get<long long>());
+    ++checked;
+  }
+  CHECK(checked >= 4);
+  CHECK(kinds.count("true\"none\"1") == 1);  // the profile's own
+  CHECK(kinds.count("false\"all\"2") == 1);  // fitted, recomputed, v = 2
+}
 
 TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers (profile --layers)", "[cli][plan]") {
   const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 --json -o " +

@@ -348,4 +348,40 @@ TEST_CASE("cli: plan --pick N writes row N of the ranking: its plan, trace, pict
   CHECK(Pplab(base + " --pick 0").code != 0);
 }
 
+TEST_CASE("cli: plan refuses two outputs in one file or one over a profile it reads before it searches",
+          "[cli][plan]") {
+  const std::string profile = WriteProfiledCost("outputs-profile.json");
+  const std::string kept = ReadTextFile(profile);
+  const std::string plan_file = TempPath("outputs-plan.json");
+  std::remove(plan_file.c_str());
+  const std::string base = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --cost " + profile;
+  const std::pair<std::string, std::string> cases[] = {
+      {" -o " + plan_file + " --trace " + plan_file,
+       "pplab: error: --output and --trace both name " + plan_file + " (one would write over the other)\n"},
+      {" -o " + plan_file + " --svg " + TempPath(".") + "/outputs-plan.json",
+       "pplab: error: --output and --svg both name " + TempPath(".") +
+           "/outputs-plan.json (one would write over the "
+           "other)\n"},
+      {" -o " + plan_file + " --cost-out " + profile,
+       "pplab: error: --cost-out and --cost both name " + profile + " (plan would write over a profile it reads)\n"},
+      {" -o " + profile,
+       "pplab: error: --output and --cost both name " + profile + " (plan would write over a profile it reads)\n"},
+      {" -o " + plan_file + " --trace " + TempPath("no-such-folder/t.json"),
+       "pplab: error: cannot write " + TempPath("no-such-folder/t.json") + ": " + TempPath("no-such-folder") +
+           ": No such file or directory\n"},
+  };
+  for (const auto& [flags, says] : cases) {
+    const PplabRun r = Pplab(base + flags);
+    CHECK(r.code == 2);
+    CHECK(r.out == says);
+  }
+  // Nothing was written, and the profile is as it was.
+  struct stat st;
+  CHECK(::stat(plan_file.c_str(), &st) != 0);
+  CHECK(ReadTextFile(profile) == kept);
+  // Distinct files, and a device, are fine.
+  CHECK(Pplab(base + " -o " + plan_file + " --trace /dev/null --svg /dev/null").code == 0);
+  CHECK(::stat(plan_file.c_str(), &st) == 0);
+}
+
 }  // namespace pplab

@@ -1,43 +1,25 @@
+// The SVG picture of one timeline or a stack of them (traces/render_svg.h):
+// boxes, lanes, axis, legend, labels and shades, sends, the idle split, and
+// a well-formed document in every case.
+#include "traces/render_svg.h"
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedules/action_kinds.h"
 #include "schedules/generators.h"
 #include "sim/simulator.h"
-#include "traces/render_svg.h"
+#include "tests/traces/render_test_support.h"
 #include "traces/render_text.h"
 
 namespace pplab {
 namespace {
-
-TimelineEvent Event(RankId rank, ActionKind kind, StageId stage, MicrobatchId mb, double start_ms, double end_ms) {
-  return TimelineEvent{rank, Action{kind, stage, mb}, MsToNs(start_ms), MsToNs(end_ms)};
-}
-
-// 1F1B on 2 ranks with 2 microbatches, F = 1 ms and B = 2 ms, free comms.
-// Makespan 9 ms; busy 6 ms per rank, so bubble = 1 - 12 / (2 * 9) = 33.3%.
-Timeline Tiny1F1B() {
-  Timeline t;
-  t.name = "tiny";
-  t.source = "simulated";
-  t.ranks = 2;
-  const ActionKind F = ActionKind::kForward;
-  const ActionKind B = ActionKind::kBackward;
-  t.events = {Event(0, F, 0, 0, 0, 1), Event(0, F, 0, 1, 1, 2), Event(0, B, 0, 0, 4, 6), Event(0, B, 0, 1, 7, 9),
-              Event(1, F, 1, 0, 1, 2), Event(1, B, 1, 0, 2, 4), Event(1, F, 1, 1, 4, 5), Event(1, B, 1, 1, 5, 7)};
-  return t;
-}
-
-size_t CountOf(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
-  return n;
-}
 
 // Value of a numeric attribute in one tag, e.g. Attr("<rect x=\"3.00\" ...", "x") == 3.
 double Attr(const std::string& tag, const std::string& name) {
@@ -92,6 +74,16 @@ std::string XmlProblem(const std::string& xml) {
   }
   if (!open.empty()) return "unclosed <" + open.back() + ">";
   return roots == 1 ? "" : "no root element";
+}
+
+std::string FirstTag(const std::string& svg, const std::string& prefix, size_t from = 0) {
+  const size_t at = svg.find(prefix, from);
+  return at == std::string::npos ? std::string() : svg.substr(at, svg.find('>', at) - at);
+}
+
+std::string FillOf(const std::string& tag) {
+  const size_t at = tag.find(" fill=\"");
+  return at == std::string::npos ? std::string() : tag.substr(at + 7, 7);
 }
 
 }  // namespace
@@ -295,86 +287,6 @@ TEST_CASE("svg output is deterministic", "[render]") {
   CHECK(RenderSvgStack({&t, &t}, {"a", 900, true}) == RenderSvgStack({&t, &t}, {"a", 900, true}));
 }
 
-TEST_CASE("text render of 1F1B on 2 ranks matches the hand-drawn rows", "[render]") {
-  const Timeline t = Tiny1F1B();
-  // 0.5 ms cells: each F spans two cells ("<mb>F"), each B four ("<mb>BBB").
-  CHECK(RenderText(t, 18) ==
-        "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 0.500 ms\n"
-        "r0 |0F1F....0BBB..1BBB|\n"
-        "r1 |..0F0BBB1F1BBB....|\n"
-        "legend: F forward, B backward, . idle; a box starts with its microbatch\n");
-  // 9 columns would give a 1 ms F one cell, no room for its microbatch and
-  // letter: the picture keeps 0.5 ms cells and wraps into bands of 9, each
-  // under a scale line.
-  CHECK(RenderText(t, 9) ==
-        "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 0.500 ms\n"
-        "    0.000 ms to 4.500 ms\n"
-        "r0 |0F1F....0|\n"
-        "r1 |..0F0BBB1|\n"
-        "    4.500 ms to 9.000 ms\n"
-        "r0 |BBB..1BBB|\n"
-        "r1 |F1BBB....|\n"
-        "legend: F forward, B backward, . idle; a box starts with its microbatch\n");
-}
-
-TEST_CASE("text render scale lines fit between the bars when the band is wide enough", "[render]") {
-  Timeline t = Tiny1F1B();
-  for (TimelineEvent& e : t.events) e.end = e.start + (e.end - e.start) / 10;  // 0.1 ms F, 0.2 ms B
-  const std::string text = RenderText(t, 40);
-  // A 0.1 ms F needs 2 cells: 0.05 ms cells, 144 of them over 7.2 ms, in
-  // bands of 40 cells (2 ms).
-  CHECK(text.rfind("tiny [simulated]: makespan 7.200 ms, bubble 91.7%, 1 cell = 0.050 ms\n"
-                   "   |0.000 ms                        2.000 ms|\n"
-                   "r0 |0F..................1F..................|\n",
-                   0) == 0);
-  CHECK_THAT(text, Catch::Contains("\n   |6.000 ms        7.200 ms|\n"));
-}
-
-TEST_CASE("text render shows microbatches of two digits whole", "[render]") {
-  Timeline t;
-  t.name = "zb";
-  t.ranks = 1;
-  t.events = {Event(0, ActionKind::kForward, 0, 12, 0, 2), Event(0, ActionKind::kBackwardInput, 0, 12, 2, 4),
-              Event(0, ActionKind::kBackwardWeight, 0, 12, 4, 6)};
-  CHECK(RenderText(t, 9) ==
-        "zb: makespan 6.000 ms, bubble 0.0%, 1 cell = 0.667 ms\n"
-        "r0 |12F12I12W|\n"
-        "legend: F forward, I input grad, W weight grad, . idle; a box starts with its microbatch\n");
-  // Six columns leave two cells a box: it widens to nine and wraps.
-  CHECK(RenderText(t, 6) ==
-        "zb: makespan 6.000 ms, bubble 0.0%, 1 cell = 0.667 ms\n"
-        "    0.000 ms to 4.000 ms\n"
-        "r0 |12F12I|\n"
-        "    4.000 ms to 6.000 ms\n"
-        "r0 |12W|\n"
-        "legend: F forward, I input grad, W weight grad, . idle; a box starts with its microbatch\n");
-}
-
-TEST_CASE("text render handles no events, idle ranks and columns below 1", "[render]") {
-  Timeline empty;
-  CHECK(RenderText(empty, 10) == "(unnamed): makespan 0.000 ms, bubble 0.0%, 1 cell = 0.000 ms\n");
-  empty.ranks = 2;
-  CHECK(RenderText(empty, 4) ==
-        "(unnamed): makespan 0.000 ms, bubble 0.0%, 1 cell = 0.000 ms\n"
-        "r0 |....|\n"
-        "r1 |....|\n"
-        "legend: . idle; a box starts with its microbatch\n");
-  Timeline t = Tiny1F1B();
-  t.ranks = 11;  // ranks 2..10 compute nothing; labels pad to "r10"
-  const std::string text = RenderText(t, 0);
-  // One column per band: 18 bands of 0.5 ms.
-  CHECK(text.rfind("tiny [simulated]: makespan 9.000 ms, bubble 87.9%, 1 cell = 0.500 ms\n"
-                   "     0.000 ms to 0.500 ms\nr0  |0|\nr1  |.|\nr2  |.|\n",
-                   0) == 0);
-  CHECK_THAT(text,
-             Catch::EndsWith("r10 |.|\nlegend: F forward, B backward, . idle; a box starts with its microbatch\n"));
-  CHECK(RenderText(t, -5) == text);
-}
-
-}  // namespace pplab
-
-namespace pplab {
-
 TEST_CASE("svg: an overlapped F&B is one split box, in the legend", "[render]") {
   StageCost c;
   c.forward = 1000;
@@ -407,103 +319,6 @@ TEST_CASE("svg: an overlapped F&B is one split box, in the legend", "[render]") 
   CHECK_THAT(svg, Catch::Contains("fill=\"#56B4E9\"") && Catch::Contains("F&amp;B overlapped"));
   // The terminal picture shows it as X.
   CHECK_THAT(RenderText(t, 60), Catch::Contains("X"));
-}
-
-}  // namespace pplab
-
-namespace pplab {
-namespace {
-
-// The compute events of `rank` in timeline order.
-std::vector<Action> ComputeOf(const Timeline& t, RankId rank) {
-  std::vector<Action> out;
-  for (const TimelineEvent& e : t.events) {
-    if (e.rank == rank && IsCompute(e.action.kind)) out.push_back(e.action);
-  }
-  return out;
-}
-
-// Rank `rank`'s row of a RenderText picture, its bands joined.
-std::string RowOf(const std::string& text, RankId rank) {
-  const std::string head = "r" + std::to_string(rank) + " ";
-  std::string row;
-  size_t pos = 0;
-  while ((pos = text.find("\n" + head, pos)) != std::string::npos) {
-    const size_t open = text.find('|', pos);
-    const size_t close = text.find('|', open + 1);
-    row += text.substr(open + 1, close - open - 1);
-    pos = close;
-  }
-  return row;
-}
-
-Timeline Simulated(const Schedule& s) {
-  StageCost c;
-  c.forward = MsToNs(1);
-  c.backward = MsToNs(2);
-  c.backward_weight = MsToNs(0.8);
-  return Simulate(s, CostModel::Uniform(s.stages, c, {})).timeline;
-}
-
-std::string FirstTag(const std::string& svg, const std::string& prefix, size_t from = 0) {
-  const size_t at = svg.find(prefix, from);
-  return at == std::string::npos ? std::string() : svg.substr(at, svg.find('>', at) - at);
-}
-
-std::string FillOf(const std::string& tag) {
-  const size_t at = tag.find(" fill=\"");
-  return at == std::string::npos ? std::string() : tag.substr(at + 7, 7);
-}
-
-}  // namespace
-
-TEST_CASE("text render never drops a digit: M=16, v=2 shows every <stage><kind><microbatch> in order", "[render]") {
-  for (const char* name : {"interleaved-1f1b", "zb-v", "looped-bfs"}) {
-    const Timeline t = Simulated(Generate(name, {4, 16, 2}));
-    const std::string text = RenderText(t, 100);
-    INFO(name << "\n" << text);
-    CHECK(CountOf(text, "\nr0 ") > 1);  // it had to wrap: several bands
-    CHECK(CountOf(text, "|0.000 ms ") == 1);
-    CHECK_THAT(text, Catch::EndsWith("a box starts with <stage><kind><microbatch> (e.g. 3F12)\n"));
-    for (RankId r = 0; r < 4; ++r) {
-      // Every box's label, read back from the row, in order.
-      std::string expected, got;
-      for (const Action& a : ComputeOf(t, r)) {
-        expected += std::to_string(a.stage) + InfoOf(a.kind).letter + std::to_string(a.microbatch) + " ";
-      }
-      const std::string row = RowOf(text, r);
-      for (size_t i = 0; i < row.size();) {
-        if (!std::isdigit(static_cast<unsigned char>(row[i]))) {
-          ++i;
-          continue;
-        }
-        size_t j = i;
-        while (j < row.size() && std::isdigit(static_cast<unsigned char>(row[j]))) ++j;
-        const char kind = j < row.size() ? row[j] : '?';
-        size_t k = j + 1;
-        while (k < row.size() && std::isdigit(static_cast<unsigned char>(row[k]))) ++k;
-        got += row.substr(i, j - i) + kind + row.substr(j + 1, k - j - 1) + " ";
-        i = k;
-      }
-      CHECK(got == expected);
-    }
-  }
-}
-
-TEST_CASE("text render with one stage per rank shows each microbatch number whole (M=16)", "[render]") {
-  const Timeline t = Simulated(Generate("zb-h1", {4, 16, 0}));
-  const std::string text = RenderText(t, 100);
-  INFO(text);
-  for (RankId r = 0; r < 4; ++r) {
-    std::string expected, got;
-    for (const Action& a : ComputeOf(t, r)) expected += std::to_string(a.microbatch) + InfoOf(a.kind).letter;
-    const std::string row = RowOf(text, r);
-    for (size_t i = 0; i < row.size(); ++i) {
-      const bool digit = std::isdigit(static_cast<unsigned char>(row[i]));
-      if (digit || (i > 0 && std::isdigit(static_cast<unsigned char>(row[i - 1])))) got += row[i];
-    }
-    CHECK(got == expected);
-  }
 }
 
 TEST_CASE("svg gives each of a rank's stages its own shade of the kind's colour, with a legend row each", "[render]") {
@@ -546,32 +361,6 @@ TEST_CASE("svg gives each of a rank's stages its own shade of the kind's colour,
   CHECK(CountOf(svg, "stage of a rank") == 0);
   CHECK(CountOf(svg, "<rect class=\"swatch\"") == 3);
 }
-
-}  // namespace pplab
-
-namespace pplab {
-
-TEST_CASE("text render marks a label it cannot widen for with +, and says so", "[render]") {
-  Timeline t;
-  t.name = "tiny-w";
-  t.ranks = 1;
-  // A 10 us I and a 1 ns W in a 1 s step would need 3e9 cells; the picture
-  // stops at 65536 (15.26 us each): the I gets one cell, too few for "13",
-  // and the W none.
-  t.events = {Event(0, ActionKind::kForward, 0, 3, 0, 1000),
-              TimelineEvent{0, {ActionKind::kBackwardInput, 0, 13}, MsToNs(1000), MsToNs(1000.01)},
-              TimelineEvent{0, {ActionKind::kBackwardWeight, 0, 3}, MsToNs(1000.01), MsToNs(1000.01) + 1}};
-  const std::string text = RenderText(t, 100);
-  CHECK(CountOf(text, "\nr0 |") == kMaxTextCells / 100 + 1);
-  CHECK_THAT(text, Catch::EndsWith("FFF+|\nlegend: F forward, I input grad, W weight grad, . idle; a box starts "
-                                   "with its microbatch; + a label too long for its box; 1 action(s) too short to "
-                                   "show (use pplab render)\n"));
-  CHECK_THAT(text, Catch::StartsWith("tiny-w: makespan 1000.010 ms"));
-}
-
-}  // namespace pplab
-
-namespace pplab {
 
 TEST_CASE("svg: below the legend, one idle-split line per rank, the parts of pplab explain", "[render][explain]") {
   // Tiny1F1B has no messages: rank 0 waits [2,4) and [6,7) with no cause in

@@ -1,0 +1,118 @@
+// The traces of multi-process training: the measured trace holds the plan's
+// actions in order on one clock, and the rank-to-device mapping that explain
+// and simulate read.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/file_io.h"
+#include "schedules/schedule_io.h"
+#include "tests/run_pplab.h"
+#include "tests/tools/train_cli_test_support.h"
+#include "traces/chrome_trace.h"
+#include "traces/explain.h"
+
+namespace pplab {
+
+TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {
+  const std::string dir = PPLAB_TEST_TMP_DIR;
+  REQUIRE(Pplab("export -s zb-h1 -k 2 -m 4 -o " + dir + "/zb.json").code == 0);
+  const PplabRun r =
+      Train("--plan " + dir + "/zb.json --steps 2 --batch-size 4 --seq-len 8 --json --trace " + dir + "/measured.json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const Schedule plan = LoadScheduleFile(dir + "/zb.json");
+  const Timeline t = TimelineFromChromeTrace(ReadTextFile(dir + "/measured.json"), "measured.json");
+  CHECK(t.source == "measured");
+  for (RankId rank = 0; rank < plan.ranks; ++rank) {
+    std::vector<Action> got;
+    for (const TimelineEvent& e : t.events) {
+      if (e.rank == rank) got.push_back(e.action);
+    }
+    CHECK(got == plan.programs[rank]);
+  }
+  // The ranks' timelines share time 0 (one host, one steady clock): no
+  // action starts before the message it takes was sent.
+  std::map<MessageKey, TimeNs> sent;
+  for (const TimelineEvent& e : t.events) {
+    if (IsSend(e.action.kind)) sent[MessageOf(e.action)] = e.start;
+  }
+  int received = 0;
+  for (const TimelineEvent& e : t.events) {
+    for (const Action& part : PartsOf(e.action)) {
+      if (!IsCompute(e.action.kind) || (part.kind != ActionKind::kForward && !IsInputGrad(part.kind))) continue;
+      const auto it = sent.find(MessageKey{part.kind == ActionKind::kForward, part.stage, part.microbatch});
+      if (it == sent.end()) continue;
+      ++received;
+      INFO(FormatAction(e.action) << " on rank " << e.rank << " starts at " << e.start << " ns, sent at "
+                                  << it->second);
+      CHECK(e.start >= it->second);
+    }
+  }
+  CHECK(received == 2 * 4);  // each microbatch's activations and gradients
+  // --json's executor overhead is explain's "other" over the makespan, per rank, of that trace.
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  const IdleExplanation idle = ExplainIdle(t);
+  REQUIRE(j["executor_overhead"].size() == 2);
+  for (RankId rank = 0; rank < 2; ++rank) {
+    const double want = static_cast<double>(idle.per_rank[rank].other) / static_cast<double>(idle.makespan);
+    CHECK(j["executor_overhead"][rank].get<double>() == Approx(want).epsilon(1e-9));
+  }
+  // On the host clock the host issues each action as it runs it: the step
+  // took as long to issue as to run, and no device trailed it.
+  REQUIRE(j["host_issue_ms"].size() == 2);
+  REQUIRE(j["device_lag_ms"].size() == 2);
+  for (int step = 0; step < 2; ++step) {
+    CHECK(j["host_issue_ms"][step].get<double>() == j["step_clock_ms"][step].get<double>());
+    CHECK(j["host_issue_ms"][step].get<double>() > 0);
+    CHECK(j["device_lag_ms"][step].get<double>() == 0.0);
+  }
+}
+
+TEST_CASE(
+    "train writes its rank-to-device mapping into the measured and simulated traces, explain and simulate read it",
+    "[train][devices]") {
+  const std::string dir = PPLAB_TEST_TMP_DIR;
+  const std::string measured = dir + "/devices_measured.json", simulated = dir + "/devices_simulated.json";
+  const PplabRun r =
+      Train("-s 1f1b -k 2 --steps 2 --batch-size 4 --seq-len 8 --trace " + measured + " --sim-trace " + simulated);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  // On the CPU both local ranks share the host's cores: one device, with a
+  // slot per rank's threads (each worker takes cores / 2 threads).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, cores / 2);
+  for (const std::string& path : {measured, simulated}) {
+    const Timeline t = TimelineFromChromeTrace(ReadTextFile(path), path);
+    INFO(path);
+    CHECK(t.devices == std::vector<int>{0, 0});
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) CHECK(t.device_slots == std::vector<int>{cores / threads});
+    const PplabRun x = Pplab("explain --json " + path);
+    INFO(x.out);
+    REQUIRE(x.code == 0);
+    CHECK(nlohmann::json::parse(x.out)["devices"] == nlohmann::json::parse("[0, 0]"));
+  }
+  const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --devices-from " + measured + " --json");
+  INFO(sim.out);
+  CHECK(sim.code == 0);
+  // With 2 tensor-parallel ranks a pipeline rank, 4 processes share the
+  // cores: each pipeline rank stands for 2 of them, and gets half the slots.
+  const std::string tp = dir + "/devices_tp.json";
+  const PplabRun split = Train("-s 1f1b -k 2 --tp 2 --steps 2 --batch-size 4 --seq-len 8 --trace " + tp);
+  INFO(split.out);
+  REQUIRE(split.code == 0);
+  const Timeline t = TimelineFromChromeTrace(ReadTextFile(tp), tp);
+  CHECK(t.devices == std::vector<int>{0, 0});
+  const int threads4 = std::max(1, cores / 4);
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    CHECK(t.device_slots == std::vector<int>{std::max(1, cores / threads4 * 2 / 4)});
+  }
+}
+
+}  // namespace pplab

@@ -56,11 +56,13 @@ struct StageCost {
   // The same for F alone and for B, I and W alone, where they differ (the
   // last stage's B holds the logits' gradient, its F does not); unset:
   // workspace_bytes. An I, which keeps its weight products' tensors for W
-  // while it frees the activations, may have its own; unset: B's.
-  // WorkspaceOf resolves them.
-  std::optional<Bytes> forward_workspace_bytes, backward_workspace_bytes, backward_input_workspace_bytes;
+  // while it frees the activations, may have its own, and so may a W, which
+  // makes only the weights' products; unset: B's. WorkspaceOf resolves them.
+  std::optional<Bytes> forward_workspace_bytes, backward_workspace_bytes, backward_input_workspace_bytes,
+      backward_weight_workspace_bytes;
   Bytes WorkspaceOf(ActionKind kind) const {
     if (kind == ActionKind::kBackwardInput && backward_input_workspace_bytes) return *backward_input_workspace_bytes;
+    if (kind == ActionKind::kBackwardWeight && backward_weight_workspace_bytes) return *backward_weight_workspace_bytes;
     const std::optional<Bytes>& own = kind == ActionKind::kForward ? forward_workspace_bytes : backward_workspace_bytes;
     return own.value_or(workspace_bytes);
   }

@@ -73,6 +73,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
              "forward_workspace_bytes",
              "backward_workspace_bytes",
              "backward_input_workspace_bytes",
+             "backward_weight_workspace_bytes",
              "recomputed_bytes",
              "message_bytes",
              "input_bytes",
@@ -120,6 +121,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
        {std::pair<const char*, std::optional<Bytes>*>{"forward_workspace_bytes", &cost.forward_workspace_bytes},
         {"backward_workspace_bytes", &cost.backward_workspace_bytes},
         {"backward_input_workspace_bytes", &cost.backward_input_workspace_bytes},
+        {"backward_weight_workspace_bytes", &cost.backward_weight_workspace_bytes},
         {"input_grad_bytes", &cost.input_grad_bytes},
         {"input_bytes", &cost.input_bytes},
         {"forward_send_bytes", &cost.forward_send_bytes}}) {
@@ -291,6 +293,7 @@ json StageToJson(const StageCost& c) {
   if (c.forward_workspace_bytes) j["forward_workspace_bytes"] = *c.forward_workspace_bytes;
   if (c.backward_workspace_bytes) j["backward_workspace_bytes"] = *c.backward_workspace_bytes;
   if (c.backward_input_workspace_bytes) j["backward_input_workspace_bytes"] = *c.backward_input_workspace_bytes;
+  if (c.backward_weight_workspace_bytes) j["backward_weight_workspace_bytes"] = *c.backward_weight_workspace_bytes;
   if (c.recomputed_bytes != 0) j["recomputed_bytes"] = c.recomputed_bytes;
   j["message_bytes"] = c.message_bytes;
   if (c.input_bytes) j["input_bytes"] = *c.input_bytes;

@@ -212,6 +212,13 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
     c.workspace_bytes = Ns(f.workspace_scale * StageWorkspaceBytes(shape, p, s, mb, o.seq_len, o.precision,
                                                                    {positions, o.fused_attention}));
+    if (f.forward_workspace_fitted) {
+      const WorkspaceParts forward =
+          StageForwardWorkspaceParts(shape, p, s, mb, o.seq_len, o.precision, {positions, o.fused_attention});
+      c.forward_workspace_bytes = Ns(f.forward_workspace_scale * forward.layers + forward.head);
+    }
+    c.backward_weight_workspace_bytes =
+        Ns(f.weight_workspace_scale * StageWeightWorkspaceBytes(shape, p, s, o.precision));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision) / positions);
     if (f.messages) {
       c.forward_send_bytes = Ns(f.forward_send_share * static_cast<double>(c.message_bytes));

@@ -117,7 +117,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   if (profiles.empty()) throw Error("plan: no profile to fit");
   CostFit f;
   std::vector<double> flops, units, act_layers, act_head, wgrad, msg, work;
-  std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y;
+  std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y, wwork, wwork_y, fwork, fwork_y;
   std::vector<int> sizes, size_of;  // the sizes seen; each point's
   double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
   double sent = 0, held = 0, cast = 0, stage_params = 0;
@@ -154,6 +154,17 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
         work.push_back(StageWorkspaceBytes(shape, p, s, mb, meta->seq_len, meta->precision,
                                            {positions, meta->attention == "sdpa"}));
         work_y.push_back(static_cast<double>(c.workspace_bytes));
+      }
+      const WorkspaceParts forward_work = StageForwardWorkspaceParts(shape, p, s, mb, meta->seq_len, meta->precision,
+                                                                     {positions, meta->attention == "sdpa"});
+      if (c.forward_workspace_bytes && forward_work.layers > 0 && forward_work.head == 0) {
+        fwork.push_back(forward_work.layers);
+        fwork_y.push_back(static_cast<double>(*c.forward_workspace_bytes));
+      }
+      const double weight_work = StageWeightWorkspaceBytes(shape, p, s, meta->precision);
+      if (c.backward_weight_workspace_bytes && weight_work > 0) {
+        wwork.push_back(weight_work);
+        wwork_y.push_back(static_cast<double>(*c.backward_weight_workspace_bytes));
       }
       for (int k = 0; k < 4; ++k) {
         const Action a{kFitKinds[k], s, 0};
@@ -231,6 +242,14 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);
   if (!work.empty()) f.workspace_scale = Slope(work, work_y);
+  if (!fwork.empty()) {
+    f.forward_workspace_scale = Slope(fwork, fwork_y);
+    f.forward_workspace_fitted = true;
+  }
+  if (!wwork.empty()) {
+    f.weight_workspace_scale = Slope(wwork, wwork_y);
+    f.weight_workspace_fitted = true;
+  }
   // How the transport held its buffers: the same for every profile of one
   // device kind (the caller checks the devices agree).
   f.messages = profiles.front()->Messages();

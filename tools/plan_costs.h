@@ -56,6 +56,16 @@ struct CostFit {
   // of the activations (ActivationParts) and the others.
   double activation_scale = 1, head_activation_scale = 1;
   double weight_grad_scale = 1, message_scale = 1, workspace_scale = 1;
+  // F's layers' temporaries (StageForwardWorkspaceParts; the head's part is
+  // taken as it is), from profiles that measured them on a stage before the
+  // last; fitted: whether any did (else F is costed with B's temporaries,
+  // workspace_scale, as before).
+  double forward_workspace_scale = 1;
+  bool forward_workspace_fitted = false;
+  // W's temporaries (StageWeightWorkspaceBytes), from profiles that measured
+  // them in bf16 (the formula is 0 in fp32); fitted: whether any did.
+  double weight_workspace_scale = 1;
+  bool weight_workspace_fitted = false;
   // The activation bytes of a stage's parts, scaled.
   double Activations(const ActivationParts& parts) const {
     return activation_scale * parts.layers + head_activation_scale * parts.head + parts.exact;

@@ -93,7 +93,9 @@ nlohmann::json ByteScalesJson(const CostFit& f, bool profiled) {
           {"activations_head", f.head_activation_scale},
           {"weight_grads", f.weight_grad_scale},
           {"messages", f.message_scale},
-          {"workspace", f.workspace_scale}};
+          {"workspace", f.workspace_scale},
+          {"forward_workspace", f.forward_workspace_fitted ? json(f.forward_workspace_scale) : json(nullptr)},
+          {"weight_workspace", f.weight_workspace_fitted ? json(f.weight_workspace_scale) : json(nullptr)}};
 }
 
 // The fit's ranges of microbatch sizes (CostFit::ranges), each with its
@@ -212,9 +214,12 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
     const CostFit& f = search.fit;
     std::printf(
         "bytes fitted to the profile, x the formulas: activations %s (layers), %s (head); W's stash %s; "
-        "workspace %s; messages %s\n",
+        "workspace %s%s%s; messages %s\n",
         Fixed(f.activation_scale, 3).c_str(), Fixed(f.head_activation_scale, 3).c_str(),
-        Fixed(f.weight_grad_scale, 3).c_str(), Fixed(f.workspace_scale, 3).c_str(), Fixed(f.message_scale, 3).c_str());
+        Fixed(f.weight_grad_scale, 3).c_str(), Fixed(f.workspace_scale, 3).c_str(),
+        f.forward_workspace_fitted ? (", F's " + Fixed(f.forward_workspace_scale, 3)).c_str() : "",
+        f.weight_workspace_fitted ? (", W's " + Fixed(f.weight_workspace_scale, 3)).c_str() : "",
+        Fixed(f.message_scale, 3).c_str());
   }
   if (result.refit_starts > 0) {
     std::printf("%d over memory refitted, fewer layers on the ranks over the limit: %d fit (%d more simulations)\n",

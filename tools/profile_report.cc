@@ -70,10 +70,11 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                       // The largest of F's, B's and I's temporaries.
                       {"workspace_bytes", std::max({p.forward_transient_bytes, p.backward_transient_bytes,
                                                     p.backward_input_transient_bytes})},
-                      // Each kind's own: F's, B's (for B and W) and I's.
+                      // Each kind's own: F's, B's, I's and W's.
                       {"forward_workspace_bytes", p.forward_transient_bytes},
                       {"backward_workspace_bytes", p.backward_transient_bytes},
                       {"backward_input_workspace_bytes", p.backward_input_transient_bytes},
+                      {"backward_weight_workspace_bytes", p.backward_weight_transient_bytes},
                       // What the stage sends: its outputs, or on the last stage its input gradient.
                       {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes},
                       // What the stage keeps from F to B when it is recomputed.
@@ -103,7 +104,8 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                             {"output_bytes", p.output_bytes},
                             {"forward_transient_bytes", p.forward_transient_bytes},
                             {"backward_transient_bytes", p.backward_transient_bytes},
-                            {"backward_input_transient_bytes", p.backward_input_transient_bytes}});
+                            {"backward_input_transient_bytes", p.backward_input_transient_bytes},
+                            {"backward_weight_transient_bytes", p.backward_weight_transient_bytes}});
   }
   json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"step", StepJson(r.step)}};
   // How the transport that carried the messages holds their buffers

@@ -71,18 +71,41 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
   return StageActivationParts(c, p, stage, mb, seq_len, precision, layout).Total();
 }
 
-double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+namespace {
+
+// A layer's backward peaks in one of its halves: the attention's, with the
+// fp32 gradients of every head's scores (the softmax runs in fp32 whatever
+// the precision; none with fused attention) beside the residual stream's
+// fp32 gradient, or the MLP's, with SwiGLU's two gradients and one product
+// of the same size. 0 on a stage without layers.
+double LayerWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                            Precision precision, const ActivationLayout& layout) {
   const auto [T, h, f, q, kv, e] = Widths(c, mb, seq_len, precision);
-  // A layer's backward peaks in one of its halves: the attention's, with
-  // the fp32 gradients of every head's scores (the softmax runs in fp32
-  // whatever the precision; none with fused attention) beside the residual
-  // stream's fp32 gradient, or the MLP's, with SwiGLU's two gradients and
-  // one product of the same size. The head's: the loss is fp32 too.
   const double scores = layout.fused_attention ? 0 : T * c.num_attention_heads * seq_len;
-  const double layer = p.End(stage) > p.Begin(stage) ? std::max(4 * (scores + T * h), 3 * e * T * f) : 0;
-  const double head = stage == p.NumStages() - 1 ? 2 * 4 * T * c.vocab_size : 0;
-  return std::max(layer, head);
+  return p.End(stage) > p.Begin(stage) ? std::max(4 * (scores + T * h), 3 * e * T * f) : 0;
+}
+
+}  // namespace
+
+double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                           Precision precision, const ActivationLayout& layout) {
+  // The head's: the logits' gradient and the log-softmax's, fp32 as the loss.
+  const double head = stage == p.NumStages() - 1 ? 2 * 4.0 * mb * seq_len * c.vocab_size : 0;
+  return std::max(LayerWorkspaceBytes(c, p, stage, mb, seq_len, precision, layout), head);
+}
+
+WorkspaceParts StageForwardWorkspaceParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                                          Precision precision, const ActivationLayout& layout) {
+  if (stage == p.NumStages() - 1) return {0, 4.0 * mb * seq_len * c.vocab_size};
+  return {LayerWorkspaceBytes(c, p, stage, mb, seq_len, precision, layout), 0};
+}
+
+double StageWeightWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, Precision precision) {
+  if (precision == Precision::kFp32) return 0;
+  const double e = ActivationElementBytes(precision);
+  const double layer = p.End(stage) > p.Begin(stage) ? 2.0 * c.intermediate_size * c.hidden_size : 0;
+  const double head = stage == p.NumStages() - 1 ? static_cast<double>(c.vocab_size) * c.hidden_size : 0;
+  return e * std::max(layer, head);
 }
 
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,

@@ -53,6 +53,30 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
 // (docs/planning.md, "Memory per rank"); a split backward's I holds more.
 double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                            Precision precision, const ActivationLayout& layout = {});
+
+// Temporaries of a stage's F, bytes, in two parts. On the last stage the
+// head's: the fp32 logits, 4 T V, freed once the loss's log-softmax is made
+// (exact on the CPU in fp32 and bf16, 2026-11-28), and larger than what a
+// layer leaves, as the head's activations come after the layers'. On the
+// others the layers': F's peak above what it keeps is the last layer's
+// temporaries less what that layer keeps after them, so it scales with the
+// layer's backward temporaries (StageWorkspaceBytes) by a factor of the
+// model and its kernels, which a profile fits (0.53 on the small preset in
+// fp32 at 2 x 128 tokens with explicit attention).
+struct WorkspaceParts {
+  double layers = 0, head = 0;
+};
+WorkspaceParts StageForwardWorkspaceParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                                          Precision precision, const ActivationLayout& layout = {});
+
+// Temporaries of a stage's W (zero-bubble's weight pass), bytes: each
+// deferred product's output before it is added to its fp32 gradient. In
+// fp32 none: the product is summed into the gradient in place (addmm_). In
+// bf16 the product is made in bf16, e bytes a weight, then added: the
+// largest of a layer's gate and up projections, 2 f h, and on the last
+// stage the head's V h. A W needs none of B's larger temporaries (the
+// logits' gradient); the simulator charged it those before 2026-11-28.
+double StageWeightWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, Precision precision);
 double StageWeightGradBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                             Precision precision);
 double MessageBytes(const LlamaConfig& c, int mb, int seq_len, Precision precision);

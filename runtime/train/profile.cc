@@ -185,7 +185,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
   std::map<StageId, std::vector<double>> b_ms, w_ms;
   // Each kind's CPU shares (F, B or I, W), measured runs only.
   std::map<StageId, std::array<std::vector<double>, 3>> shares;
-  std::map<StageId, std::vector<Bytes>> held, f_transient, b_transient;
+  std::map<StageId, std::vector<Bytes>> held, f_transient, b_transient, w_transient;
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     const bool measured = i >= options.warmup;
     for (auto& [s, stage] : stages) {
@@ -231,7 +231,10 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
             held[s].push_back(meter.Live() - before);
             b_transient[s].push_back(meter.Peak() - before_backward);
           }
+          const Bytes before_weight = meter.Live();
+          meter.ResetPeak();
           const Timed w = TimeAction(clock, options, [&] { RunBackwardWeightAction(slot); });
+          if (measured) w_transient[s].push_back(meter.Peak() - before_weight);
           w_ms[s].push_back(w.ms);
           if (measured) shares[s][2].push_back(w.cpu_share);
         }
@@ -267,6 +270,7 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
       p.backward_weight = tail(w_ms[s]);
       p.weight_grad_bytes = MedianBytes(held[s]);
       p.backward_input_transient_bytes = MedianBytes(b_transient[s]);
+      p.backward_weight_transient_bytes = MedianBytes(w_transient[s]);
     }
   }
 }

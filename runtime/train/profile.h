@@ -107,8 +107,10 @@ struct StageProfile {
   // during F above what F leaves allocated, and during B and during I above
   // what was live when it started (temporaries freed before the action
   // ends; an I also keeps its weight products' tensors while it frees the
-  // activations).
-  Bytes forward_transient_bytes = 0, backward_transient_bytes = 0, backward_input_transient_bytes = 0;
+  // activations), and during W above what was live when it started (its
+  // products' outputs before they are added to the gradients).
+  Bytes forward_transient_bytes = 0, backward_transient_bytes = 0, backward_input_transient_bytes = 0,
+        backward_weight_transient_bytes = 0;
   // Bytes the transport's Send of the forward message added to what was
   // live (a copy of the outputs, as bf16 on the wire makes, or nothing when
   // it sends them as they are); unset when the next stage is on this rank.

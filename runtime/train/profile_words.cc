@@ -24,7 +24,7 @@ void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
 SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
   return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
 }
-constexpr size_t kStageWords = 34;
+constexpr size_t kStageWords = 35;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   out.insert(out.end(), {p.stage, p.rank});
   for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
@@ -33,7 +33,7 @@ void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   out.insert(out.end(), {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
                          p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
                          p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0, p.input_grad_bytes,
-                         p.cast_weight_bytes, p.backward_input_transient_bytes});
+                         p.cast_weight_bytes, p.backward_input_transient_bytes, p.backward_weight_transient_bytes});
   for (const double share : p.cpu_share) out.push_back(Bits(share));
 }
 StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
@@ -58,7 +58,8 @@ StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   p.input_grad_bytes = w.at(i + 10);
   p.cast_weight_bytes = w.at(i + 11);
   p.backward_input_transient_bytes = w.at(i + 12);
-  for (size_t k = 0; k < p.cpu_share.size(); ++k) p.cpu_share[k] = FromBits(w.at(i + 13 + k));
+  p.backward_weight_transient_bytes = w.at(i + 13);
+  for (size_t k = 0; k < p.cpu_share.size(); ++k) p.cpu_share[k] = FromBits(w.at(i + 14 + k));
   return p;
 }
 

@@ -251,6 +251,34 @@ TEST_CASE("F and B count their own workspace where the stage gives each", "[sim]
   CHECK(back.Stage(1).forward_workspace_bytes == Bytes{100});
   CHECK(back.Stage(1).backward_workspace_bytes == Bytes{300});
   CHECK(back.Stage(1).backward_input_workspace_bytes == Bytes{400});
+  CHECK_FALSE(back.Stage(1).backward_weight_workspace_bytes);
+}
+
+TEST_CASE("a W counts its own workspace, not the backward's that it does not run", "[sim]") {
+  // zb-h1 on one rank, M=1: F0 holds 1000 + 100 while it runs, I0 1000 +
+  // 200, then W0 its 500-byte stash + 50. Without a W workspace W0 falls
+  // back to B's, 3000 (the last stage's logits' gradient, say): 3500.
+  StageCost c = StageOfThousand();
+  c.weight_grad_bytes = 500;
+  c.forward_workspace_bytes = 100;
+  c.backward_workspace_bytes = 3000;
+  c.backward_input_workspace_bytes = 200;
+  const Schedule zb = Lower(GenerateZeroBubbleH1(1, 1));
+  CHECK(Simulate(zb, CostModel::Uniform(1, c, {})).per_rank[0].peak_activation_bytes == 3500);
+  c.backward_weight_workspace_bytes = 50;
+  CHECK(c.WorkspaceOf(ActionKind::kBackwardWeight) == 50);
+  CHECK(c.WorkspaceOf(ActionKind::kBackward) == 3000);
+  const SimResult sim = Simulate(zb, CostModel::Uniform(1, c, {}));
+  CHECK(sim.per_rank[0].peak_activation_bytes == 1200);
+  CHECK(sim.per_rank[0].peak_parts.workspace == 200);
+  c.backward_weight_workspace_bytes = 800;  // 500 + 800 = 1300, W's own peak
+  CHECK(Simulate(zb, CostModel::Uniform(1, c, {})).per_rank[0].peak_activation_bytes == 1300);
+  const CostModel back = CostModel::FromJson(CostModel::Uniform(1, c, {}).ToJson(), "t");
+  CHECK(back.Stage(0).backward_weight_workspace_bytes == Bytes{800});
+  CHECK_THROWS_WITH(CostModel::FromJson(R"({"format": "pplab.cost", "version": 1, "stages": [{"forward_ms": 1, )"
+                                        R"("backward_ms": 2, "backward_weight_workspace_bytes": -1}]})",
+                                        "c.json"),
+                    Catch::Contains("c.json: stages[0].backward_weight_workspace_bytes must be finite and >= 0"));
 }
 
 TEST_CASE("an I keeps the output gradients it used until its W, as the executor does", "[sim]") {

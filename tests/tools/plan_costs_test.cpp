@@ -66,6 +66,30 @@ TEST_CASE("plan: a profile's activations fit the layers and the head each its ow
   CHECK(single.activation_scale == Approx((1.25 * a.layers + 1.05 * a.head) / (a.layers + a.head)).epsilon(1e-5));
 }
 
+TEST_CASE("plan: a profile's F and W temporaries fit their own factors, and the head's F is taken as it is", "[plan]") {
+  const LlamaConfig c = BalancedModel();
+  const Partition two = PartitionUniform(c, 2);
+  // Measured in bf16: F's on stage 0 at 0.5 x the layers' formula, on the last stage the head's
+  // logits exactly; W's at 3 x its formula (a CPU's bf16 products go through fp32).
+  const auto stage = [&](int s) {
+    const WorkspaceParts f = StageForwardWorkspaceParts(c, two, s, 2, kSeqLen, Precision::kBf16);
+    return "{\"forward_ms\": 1, \"backward_ms\": 2, \"activation_bytes\": 1000, \"forward_workspace_bytes\": " +
+           std::to_string(std::llround(0.5 * f.layers + f.head)) + ", \"backward_weight_workspace_bytes\": " +
+           std::to_string(std::llround(3 * StageWeightWorkspaceBytes(c, two, s, Precision::kBf16))) + "}";
+  };
+  const std::string bf16 = "\"precision\": \"bf16\", ";
+  const CostFit fit = FitProfile(CostModel::FromJson(ProfileJson(c, stage(0) + "," + stage(1), bf16), "bf16.json"), c);
+  REQUIRE(fit.forward_workspace_fitted);
+  REQUIRE(fit.weight_workspace_fitted);
+  CHECK(fit.forward_workspace_scale == Approx(0.5).epsilon(1e-6));
+  CHECK(fit.weight_workspace_scale == Approx(3.0).epsilon(1e-6));
+  // A profile without them (files from before 2026-11-28) fits neither.
+  const std::string plain = R"({"forward_ms": 1, "backward_ms": 2, "activation_bytes": 1000})";
+  const CostFit old = FitProfile(CostModel::FromJson(ProfileJson(c, plain + "," + plain, bf16), "old.json"), c);
+  CHECK_FALSE(old.forward_workspace_fitted);
+  CHECK_FALSE(old.weight_workspace_fitted);
+}
+
 namespace {
 
 // A profile of BalancedModel at `mb` sequences a microbatch whose F takes
@@ -251,6 +275,17 @@ TEST_CASE("plan: bf16 counts 2 bytes per activation value, the model state stays
   CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kBf16) == T * 4 * (64 + 32));  // both: 384 a token
   CHECK(StageWorkspaceBytes(c, p, 0, mb, kSeqLen, Precision::kBf16, {1, /*fused_attention=*/true}) == T * 2 * 192);
   CHECK(StageWorkspaceBytes(c, p, 1, mb, kSeqLen, Precision::kFp32) == T * 8 * c.vocab_size);  // the head's is larger
+  // F's: on the last stage the fp32 logits, 4 V bytes a token; elsewhere the layers' part, B's layer formula.
+  CHECK(StageForwardWorkspaceParts(c, p, 1, mb, kSeqLen, Precision::kBf16).head == T * 4 * c.vocab_size);
+  CHECK(StageForwardWorkspaceParts(c, p, 1, mb, kSeqLen, Precision::kBf16).layers == 0);
+  CHECK(StageForwardWorkspaceParts(c, p, 0, mb, kSeqLen, Precision::kBf16).layers == T * 4 * (64 + 32));
+  CHECK(StageForwardWorkspaceParts(c, p, 0, mb, kSeqLen, Precision::kBf16).head == 0);
+  // W's: none in fp32 (summed into the gradients in place); in bf16 the largest product, gate and up
+  // (2 f h = 4096 values) on a stage of layers, the head's V h where that is larger.
+  CHECK(StageWeightWorkspaceBytes(c, p, 0, Precision::kFp32) == 0);
+  CHECK(StageWeightWorkspaceBytes(c, p, 1, Precision::kFp32) == 0);
+  CHECK(StageWeightWorkspaceBytes(c, p, 0, Precision::kBf16) == 2 * 2 * 64 * 32);
+  CHECK(StageWeightWorkspaceBytes(c, p, 1, Precision::kBf16) == 2.0 * std::max(2 * 64 * 32, c.vocab_size * 32));
   // A message is one (mb, L, h) tensor: 2 x 16 x 32 values, 4096 bytes in fp32, 2048 in bf16.
   CHECK(MessageBytes(c, mb, kSeqLen, Precision::kFp32) == 4096);
   CHECK(MessageBytes(c, mb, kSeqLen, Precision::kBf16) == 2048);

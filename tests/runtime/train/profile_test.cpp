@@ -108,6 +108,12 @@ TEST_CASE("a stage's measured activation bytes cover its output and grow linearl
                 << p->backward_input_transient_bytes << " bytes; formula " << work);
       CHECK(static_cast<double>(p->backward_transient_bytes) == work);
       CHECK(p->backward_input_transient_bytes >= p->backward_transient_bytes);
+      // W's none in fp32: each product is summed into its gradient in place.
+      CHECK(p->backward_weight_transient_bytes == 0);
+      // F's on the last stage: the head's fp32 logits (StageForwardWorkspaceParts).
+      const cli::WorkspaceParts f =
+          cli::StageForwardWorkspaceParts(config, PartitionUniform(config, 2), s, B, T, Precision::kFp32);
+      if (s == 1) CHECK(static_cast<double>(p->forward_transient_bytes) == Approx(f.head).margin(64));
     }
   }
   // The messages: stage 0 sends hidden (B,T,C) float and mask (B,T) int64.
@@ -260,6 +266,7 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
   a.input_received = true;
   a.cast_weight_bytes = 7;
   a.backward_input_transient_bytes = 9;
+  a.backward_weight_transient_bytes = 11;
   StageProfile b = a;
   b.stage = 4;
   b.forward_send_bytes.reset();
@@ -286,6 +293,7 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
   CHECK(got.input_received);
   CHECK(got.cast_weight_bytes == 7);
   CHECK(got.backward_input_transient_bytes == 9);
+  CHECK(got.backward_weight_transient_bytes == 11);
   CHECK_FALSE(stages.at(4).forward_send_bytes.has_value());
   REQUIRE(r.links.size() == 1);
   CHECK(r.links[0].bandwidth_gbps == 3.25);

@@ -56,11 +56,9 @@ RopeScaling ReadRopeScaling(const json& r, const std::string& origin, bool stric
   s.type = r[type_key].get<std::string>();
   if (s.type == "default" || s.type == "dynamic") return RopeScaling();  // none within max_position_embeddings
   if (strict) {
-    for (auto it = r.begin(); it != r.end(); ++it) {
-      if (it.key() != "rope_type" && it.key() != "factor" && it.key() != "low_freq_factor" &&
-          it.key() != "high_freq_factor" && it.key() != "original_max_position_embeddings") {
-        throw Error(where + ": unknown field '" + it.key() + "'");
-      }
+    if (const auto unknown = FirstUnknownField(
+            r, {"rope_type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})) {
+      throw Error(where + ": unknown field '" + *unknown + "'");
     }
   }
   if (s.type != "linear" && s.type != "llama3") return s;  // kept as read; RotaryFrequencies refuses it
@@ -191,27 +189,24 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
     }
   }
   const bool qwen = qwen2 || qwen3;
-  static const char* kKnown[] = {
-      // the shape, required:
-      "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-      // read when given:
-      "num_key_value_heads", "max_position_embeddings", "rope_theta", "rms_norm_eps", "rope_parameters",
-      // held to pplab's model (checked below):
-      "hidden_act", "attention_bias", "mlp_bias", "tie_word_embeddings", "head_dim", "sliding_window",
-      "attention_dropout", "use_sliding_window", "layer_types",
-      // ignored: bookkeeping
-      "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "bos_token_id",
-      "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "pretraining_tp", "max_window_layers",
-      // read (RopeScaling):
-      "rope_scaling"};
-  for (auto it = doc.begin(); it != doc.end(); ++it) {
-    bool known = false;
-    for (const char* k : kKnown) known = known || it.key() == k;
-    if (!known) {
-      fail("unknown field '" + it.key() +
-           "' for a Hugging Face Llama config (pplab reads the shape and refuses what would change the model; "
-           "remove the field if it does not)");
-    }
+  const auto unknown = FirstUnknownField(
+      doc,
+      {// the shape, required:
+       "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+       // read when given:
+       "num_key_value_heads", "max_position_embeddings", "rope_theta", "rms_norm_eps", "rope_parameters",
+       // held to pplab's model (checked below):
+       "hidden_act", "attention_bias", "mlp_bias", "tie_word_embeddings", "head_dim", "sliding_window",
+       "attention_dropout", "use_sliding_window", "layer_types",
+       // ignored: bookkeeping
+       "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "bos_token_id",
+       "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "pretraining_tp", "max_window_layers",
+       // read (RopeScaling):
+       "rope_scaling"});
+  if (unknown) {
+    fail("unknown field '" + *unknown +
+         "' for a Hugging Face Llama config (pplab reads the shape and refuses what would change the model; "
+         "remove the field if it does not)");
   }
   for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}) {
     if (!given(k)) fail("field '" + std::string(k) + "' is missing; a Hugging Face Llama config gives it");
@@ -292,27 +287,11 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   if (!doc.is_object()) throw Error(origin + ": expected a JSON object");
   if (doc.contains("model_type") || doc.contains("architectures")) return FromHuggingFace(doc, origin);
-  static const char* kKnown[] = {"vocab_size",
-                                 "hidden_size",
-                                 "intermediate_size",
-                                 "num_hidden_layers",
-                                 "num_attention_heads",
-                                 "num_key_value_heads",
-                                 "max_position_embeddings",
-                                 "rope_theta",
-                                 "rms_norm_eps",
-                                 "attention_bias",
-                                 "qkv_bias",
-                                 "mlp_bias",
-                                 "head_dim",
-                                 "qk_norm",
-                                 "tie_word_embeddings",
-                                 "rope_scaling"};
-  for (auto it = doc.begin(); it != doc.end(); ++it) {
-    bool known = false;
-    for (const char* k : kKnown) known = known || it.key() == k;
-    if (!known) throw Error(origin + ": unknown field '" + it.key() + "'");
-  }
+  const auto unknown = FirstUnknownField(
+      doc, {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads", "max_position_embeddings", "rope_theta", "rms_norm_eps", "attention_bias",
+            "qkv_bias", "mlp_bias", "head_dim", "qk_norm", "tie_word_embeddings", "rope_scaling"});
+  if (unknown) throw Error(origin + ": unknown field '" + *unknown + "'");
   const LlamaConfig d;
   LlamaConfig c;
   ReadShape(doc, d, origin, c);

@@ -1,5 +1,6 @@
 #include "schedules/json_reader.h"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -71,6 +72,14 @@ json ParseJsonStrict(const std::string& text, const std::string& origin, const J
 
 json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter) {
   return Parse(in, origin, filter);
+}
+
+std::optional<std::string> FirstUnknownField(const json& obj, const std::vector<std::string>& known) {
+  if (!obj.is_object()) return std::nullopt;
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (std::find(known.begin(), known.end(), it.key()) == known.end()) return it.key();
+  }
+  return std::nullopt;
 }
 
 }  // namespace pplab

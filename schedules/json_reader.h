@@ -5,7 +5,9 @@
 #include <functional>
 #include <istream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace pplab {
 
@@ -23,5 +25,12 @@ using JsonValueFilter = std::function<bool(int depth, const std::string& top_key
 nlohmann::json ParseJsonStrict(const std::string& text, const std::string& origin, const JsonValueFilter& filter = {});
 // The same, reading from a stream, so the text need not be in memory.
 nlohmann::json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter = {});
+
+// The first key of the object `obj` that is not in `known`, in the order
+// the object keeps its keys (sorted: nlohmann::json's objects are maps);
+// std::nullopt when every key is known, or when `obj` is not an object (the
+// caller checks the type). Each reader words its own error ("ORIGIN:
+// unknown field 'k'"), so that it names where it was.
+std::optional<std::string> FirstUnknownField(const nlohmann::json& obj, const std::vector<std::string>& known);
 
 }  // namespace pplab

@@ -131,13 +131,10 @@ Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
     throw Error(origin + ": unsupported 'version' " + version.dump() + " (this pplab reads version " +
                 std::to_string(kScheduleFormatVersion) + ")");
   }
-  static const char* kKnown[] = {"format",       "version",   "name",     "ranks",           "stages",
-                                 "microbatches", "placement", "programs", "pipeline_starts", "microbatch_pipeline"};
-  for (auto it = doc.begin(); it != doc.end(); ++it) {
-    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
-        std::end(kKnown)) {
-      throw Error(origin + ": unknown field '" + it.key() + "'");
-    }
+  if (const auto unknown =
+          FirstUnknownField(doc, {"format", "version", "name", "ranks", "stages", "microbatches", "placement",
+                                  "programs", "pipeline_starts", "microbatch_pipeline"})) {
+    throw Error(origin + ": unknown field '" + *unknown + "'");
   }
   Schedule s;
   const json& name = Field(doc, "name", origin);

@@ -7,6 +7,7 @@ set(PPLAB_SIM_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/measured_costs.cc
   ${CMAKE_CURRENT_LIST_DIR}/percentiles.cc
   ${CMAKE_CURRENT_LIST_DIR}/precision.cc
+  ${CMAKE_CURRENT_LIST_DIR}/profile_meta.cc
   ${CMAKE_CURRENT_LIST_DIR}/recompute.cc
   ${CMAKE_CURRENT_LIST_DIR}/simulator_engine.cc
   ${CMAKE_CURRENT_LIST_DIR}/simulator_finish.cc

@@ -1,6 +1,7 @@
 #include "schedules/json_reader.h"
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <sstream>
 
 #include "models/llama_config.h"
@@ -21,6 +22,17 @@ TEST_CASE("a key given twice in one object is refused, naming the file and the k
   CHECK(j[1]["k"] == 2);
   CHECK(j[2]["o"]["k"] == 3);
   CHECK_THROWS_WITH(ParseJsonStrict("{\"a\": ", "x.json"), Catch::StartsWith("x.json: not valid JSON"));
+}
+
+TEST_CASE("the first unknown field is the first key, in sorted order, that the reader does not know", "[json_reader]") {
+  const nlohmann::json doc = ParseJsonStrict(R"({"a": 1, "zz": 2, "b": 3, "yy": 4})", "x.json");
+  CHECK(FirstUnknownField(doc, {"a", "b"}) == std::optional<std::string>("yy"));  // a JSON object's keys sort
+  CHECK(FirstUnknownField(doc, {"a", "b", "yy"}) == std::optional<std::string>("zz"));
+  CHECK_FALSE(FirstUnknownField(doc, {"yy", "b", "zz", "a"}));
+  CHECK_FALSE(FirstUnknownField(nlohmann::json::array({"zz"}), {}));  // not an object: the caller checks the type
+  // Every reader words the refusal with the file and where in it.
+  CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "hiden_size": 64})", "m.json"),
+                    Catch::Equals("m.json: unknown field 'hiden_size'"));
 }
 
 TEST_CASE("a number beyond a double's range is invalid JSON naming the file, in every reader", "[json_reader]") {

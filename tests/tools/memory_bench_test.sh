@@ -15,15 +15,7 @@ echo "$out"
 [ "$(grep -c '^| 2 x 4 | ' <<< "$out")" -eq 4 ] || fail "expected 4 rows"
 grep -qx 'Ranks within 10 %: 8 of 8; within 1 %: [0-8]\.' <<< "$out" || fail "every rank within 10 %"
 
-for args in "--configs 2:4:maybe" "--device tpu" "--ranks 0" "--frobnicate"; do
-  # shellcheck disable=SC2086
-  if err=$(bash "$src/tools/bench/memory_bench.sh" --pplab "$pplab" $args 2>&1 >/dev/null); then
-    fail "$args was accepted"
-  else
-    code=$?
-  fi
-  [ "$code" -eq 2 ] || fail "$args: exit $code, expected 2"
-  [ "$(wc -l <<< "$err")" -eq 1 ] || fail "$args: expected one line, got: $err"
-  echo "refused $args: $err"
-done
+# shellcheck source=tests/tools/bench_refusals.sh
+source "$src/tests/tools/bench_refusals.sh"
+refusals "$src/tools/bench/memory_bench.sh" "$pplab" "--configs 2:4:maybe" "--device tpu" "--ranks 0" "--frobnicate"
 echo "memory_bench_test: ok"

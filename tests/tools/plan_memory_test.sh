@@ -20,15 +20,7 @@ rows=$(grep -c '^| [a-z0-9-]* | [12] | [0-9,]* | 4 | [a-z]* | [0-9,]* | [-+]' <<
 ranks=$((2 * rows))
 grep -qx "[0-9]* of $ranks ranks within 1 %, $ranks within 10 %\." <<< "$out" || fail "every rank within 10 %"
 
-for args in "--shape 8" "--device tpu" "--precision fp16" "--microbatches x" "--profile-mb 0" "--frobnicate"; do
-  # shellcheck disable=SC2086
-  if err=$(bash "$src/tools/bench/plan_memory.sh" --pplab "$pplab" $args 2>&1 >/dev/null); then
-    fail "$args was accepted"
-  else
-    code=$?
-  fi
-  [ "$code" -eq 2 ] || fail "$args: exit $code, expected 2"
-  [ "$(wc -l <<< "$err")" -eq 1 ] || fail "$args: expected one line, got: $err"
-  echo "refused $args: $err"
-done
+# shellcheck source=tests/tools/bench_refusals.sh
+source "$src/tests/tools/bench_refusals.sh"
+refusals "$src/tools/bench/plan_memory.sh" "$pplab" "--shape 8" "--device tpu" "--precision fp16" "--microbatches x" "--profile-mb 0" "--frobnicate"
 echo "plan_memory_test: ok"

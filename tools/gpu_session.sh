@@ -26,6 +26,9 @@
 #     transfer    issue 12: tools/bench/plan_transfer.sh, the default preset at 16x128 on
 #                 K=1 (M = 1, 4, 16): plan's step from one profile and from three microbatch
 #                 sizes (a fixed time a layer: the launches) against train's
+#     memory      issue 12: tools/bench/plan_memory.sh, one bf16 profile of the default preset
+#                 at 16x128 (K=2 sharing the GPU), then every schedule's peak per rank as plan
+#                 costs it from that profile against train --measure-memory (M=8)
 #   --deadline S  seconds from the start by which the command has ended (default 480).
 #                 A part starts only when at least its minimum is left; its runs are
 #                 bounded by what is left, and each bench starts no run past its share
@@ -69,13 +72,13 @@ while [ $# -gt 0 ]; do
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_session: unknown option '$1' (see --help)" >&2; exit 2 ;;
-    tests|bench|fidelity|fidelity64|slice|transfer) parts+=("$1"); shift ;;
-    *) echo "gpu_session: unknown part '$1': tests, bench, fidelity, fidelity64, slice or transfer" >&2; exit 2 ;;
+    tests|bench|fidelity|fidelity64|slice|transfer|memory) parts+=("$1"); shift ;;
+    *) echo "gpu_session: unknown part '$1': tests, bench, fidelity, fidelity64, slice, transfer or memory" >&2; exit 2 ;;
   esac
 done
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || { echo "gpu_session: --deadline must be a positive number of seconds, got '$deadline'" >&2; exit 2; }
 [ -n "$out" ] || { echo "gpu_session: --out needs a folder" >&2; exit 2; }
-[ ${#parts[@]} -gt 0 ] || { echo "gpu_session: name at least one part: tests, bench, fidelity, fidelity64, slice or transfer" >&2; exit 2; }
+[ ${#parts[@]} -gt 0 ] || { echo "gpu_session: name at least one part: tests, bench, fidelity, fidelity64, slice, transfer or memory" >&2; exit 2; }
 
 # Seconds, from the H100 session of 2026-11-23 and the H200 one of
 # 2026-11-27 (docs/gpu.md, "Figures") and
@@ -92,8 +95,8 @@ elif [ -n "$gpu_tests" ]; then
 else
   build_estimate=170
 fi
-estimate() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 180; else echo 260; fi ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; transfer) echo 120 ;; esac; }
-minimum() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 60; else echo 150; fi ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; transfer) echo 90 ;; esac; }
+estimate() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 180; else echo 260; fi ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; transfer) echo 120 ;; memory) echo 240 ;; esac; }
+minimum() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 60; else echo 150; fi ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; transfer) echo 90 ;; memory) echo 120 ;; esac; }
 [ "$deadline" -gt "$build_estimate" ] ||
   { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s)" >&2; exit 2; }
 
@@ -289,6 +292,15 @@ part_transfer() {
   reap
 }
 
+part_memory() {
+  local r
+  r=$(left)
+  step "memory: plan's peaks from one profile" $((r - 5)) "$(estimate memory)" - \
+    bash tools/bench/plan_memory.sh --pplab "$pplab" --device cuda --model default --shape 16x128 --precision bf16 \
+      --microbatches 8 --run-timeout "$(smaller 120 $((r - 30)))" --out "$work/memory"
+  reap
+}
+
 session() {
   echo "# GPU session: ${parts[*]} (deadline ${deadline} s)"
   echo
@@ -335,6 +347,7 @@ session() {
       fidelity64) part_fidelity 64x512 fidelity64 ;;
       slice) part_slice ;;
       transfer) part_transfer ;;
+      memory) part_memory ;;
     esac
   done
   echo

@@ -66,8 +66,9 @@ check_plan() {
     [[ $build == *BUILD_TESTING=OFF* ]] || fail "$*: the tests built for nothing"
   fi
 }
-orders=("tests" "bench" "fidelity" "fidelity64" "slice" "transfer" "tests bench" "bench tests" "fidelity fidelity64"
-        "tests bench fidelity fidelity64 slice transfer" "fidelity64 fidelity bench tests" "slice tests" "transfer slice")
+orders=("tests" "bench" "fidelity" "fidelity64" "slice" "transfer" "memory" "tests bench" "bench tests"
+        "fidelity fidelity64" "tests bench fidelity fidelity64 slice transfer memory" "fidelity64 fidelity bench tests"
+        "slice tests" "transfer slice" "memory transfer")
 for deadline in 200 300 480 600 1500; do
   for parts in "${orders[@]}"; do
     # shellcheck disable=SC2086
@@ -98,7 +99,7 @@ echo "ok: plans"
 
 # 3. The benches accept what the plan hands them (their own dry runs).
 bash "$session" --dry-run --deadline 1700 --bench-rows 'K=2' --bench-pplab-args '--attention explicit' \
-  --fidelity-configs 2:8,1:4 bench fidelity fidelity64 transfer > "$tmp/plan.txt"
+  --fidelity-configs 2:8,1:4 bench fidelity fidelity64 transfer memory > "$tmp/plan.txt"
 n=0
 while IFS= read -r line; do
   cmd=$(sed -E 's/^    \[at [0-9]+ s, bound [0-9]+ s\] //' <<< "$line")
@@ -108,10 +109,11 @@ while IFS= read -r line; do
       [ -f "$src/../shared/gpu/torch_anchor.py" ] || [ -f "$src/.gpu/torch_anchor.py" ] || continue ;;
     tools/bench/fidelity.sh) ;;
     tools/bench/plan_transfer.sh) ;;
+    tools/bench/plan_memory.sh) ;;
     *) continue ;;
   esac
-  # plan_transfer.sh bounds each of its runs (--run-timeout) instead.
-  [[ " $cmd " == *" --deadline "* ]] || [[ ${words[1]} == *plan_transfer.sh ]] ||
+  # plan_transfer.sh and plan_memory.sh bound each of their runs (--run-timeout) instead.
+  [[ " $cmd " == *" --deadline "* ]] || [[ ${words[1]} == *plan_transfer.sh ]] || [[ ${words[1]} == *plan_memory.sh ]] ||
     fail "no --deadline handed to ${words[1]}: $cmd"
   (cd "$src" && "${words[@]}" --dry-run > "$tmp/child.txt" 2>&1) || fail "${words[1]} refuses the plan's flags: $(cat "$tmp/child.txt")"
   case "${words[1]}" in
@@ -123,8 +125,8 @@ while IFS= read -r line; do
                     fail "--fidelity-configs did not reach the loop: $(cat "$tmp/child.txt")" ;;
   esac
   n=$((n + 1))
-done < <(grep -E "^    \[at .*tools/bench/(gpu_bench|fidelity|plan_transfer).sh" "$tmp/plan.txt")
-[ "$n" -ge 3 ] || fail "expected the benches' commands in the plan, checked $n: $(cat "$tmp/plan.txt")"
+done < <(grep -E "^    \[at .*tools/bench/(gpu_bench|fidelity|plan_transfer|plan_memory).sh" "$tmp/plan.txt")
+[ "$n" -ge 4 ] || fail "expected the benches' commands in the plan, checked $n: $(cat "$tmp/plan.txt")"
 echo "ok: $n planned bench commands accepted"
 
 # 4. A whole session on stand-ins, in a copy of the scripts: a GPU that

@@ -20,11 +20,14 @@
 #   --precision P     fp32 (default) or bf16, for the profile and the runs
 #   --attention A     auto (default), explicit or sdpa (train --attention)
 #   --microbatches L  microbatch counts M, comma-separated (default 8)
+#   --run-timeout S   bound each profile, plan, simulate and train (default 300 s); a row
+#                     whose command passes it says so, and the bench goes on
 #   --out DIR         keep the profile, plans and costs there (default: a temporary folder)
+#   --dry-run         print the profile's command and the rows, run nothing
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 pplab=build/pplab device=cpu model=small shape=16x128 profile_mb=2 precision=fp32 attention=auto
-microbatches=8 out=
+microbatches=8 out= run_timeout=300 dry_run=0
 while [ $# -gt 0 ]; do
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
@@ -36,19 +39,29 @@ while [ $# -gt 0 ]; do
     --attention) attention=$2; shift 2 ;;
     --microbatches) microbatches=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --run-timeout) run_timeout=$2; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "plan_memory: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 case $shape in *x*) ;; *) echo "plan_memory: --shape '$shape' must be BxL, e.g. 16x128" >&2; exit 2 ;; esac
 batch=${shape%x*} seq_len=${shape#*x}
-for n in "$batch" "$seq_len" "$profile_mb"; do
-  case $n in ''|*[!0-9]*|0) echo "plan_memory: '$n' is not a positive whole number (--shape, --profile-mb)" >&2; exit 2 ;; esac
+for n in "$batch" "$seq_len" "$profile_mb" "$run_timeout"; do
+  case $n in ''|*[!0-9]*|0) echo "plan_memory: '$n' is not a positive whole number (--shape, --profile-mb, --run-timeout)" >&2; exit 2 ;; esac
 done
 case $device in cpu|cuda) ;; *) echo "plan_memory: --device '$device' must be cpu or cuda" >&2; exit 2 ;; esac
 case $precision in fp32|bf16) ;; *) echo "plan_memory: --precision '$precision' must be fp32 or bf16" >&2; exit 2 ;; esac
 case $attention in auto|explicit|sdpa) ;; *) echo "plan_memory: --attention '$attention' must be auto, explicit or sdpa" >&2; exit 2 ;; esac
 case $microbatches in ''|*[!0-9,]*) echo "plan_memory: --microbatches '$microbatches' must be counts like 4,8,16" >&2; exit 2 ;; esac
+profile=("$pplab" profile --device "$device" --model "$model" -k 2 --microbatch-size "$profile_mb" --seq-len "$seq_len"
+  --precision "$precision" --attention "$attention")
+if [ "$dry_run" = 1 ]; then
+  echo "$(printf '%q ' "${profile[@]}")-o OUT/profile.json"
+  echo "then per row: plan --cost OUT/profile.json --pick N --cost-out, simulate --plan --cost, train --measure-memory;"
+  echo "M = $microbatches, each command bounded by $run_timeout s"
+  exit 0
+fi
 [ -x "$pplab" ] || { echo "plan_memory: $pplab is not built (cmake --build build)" >&2; exit 2; }
 if [ -z "$out" ]; then
   out=$(mktemp -d)
@@ -58,10 +71,13 @@ mkdir -p "$out"
 
 # The profile: K = 2 ranks, the uniform partition, the train flags that the
 # plans' train lines carry over.
-"$pplab" profile --device "$device" --model "$model" -k 2 --microbatch-size "$profile_mb" --seq-len "$seq_len" \
-  --precision "$precision" --attention "$attention" -o "$out/profile.json" > "$out/profile.txt"
+if ! timeout -k 10 "$run_timeout" "${profile[@]}" -o "$out/profile.json" > "$out/profile.txt" 2>&1; then
+  tail -n 5 "$out/profile.txt" >&2
+  echo "plan_memory: the profile failed or passed --run-timeout $run_timeout s; no rows" >&2
+  exit 1
+fi
 
-PPLAB="$pplab" OUT="$out" MODEL="$model" BATCH="$batch" SEQ_LEN="$seq_len" DEVICE="$device" \
+PPLAB="$pplab" OUT="$out" RUN_TIMEOUT="$run_timeout" MODEL="$model" BATCH="$batch" SEQ_LEN="$seq_len" DEVICE="$device" \
   MICROBATCHES="$microbatches" python3 - <<'EOF'
 import json, os, shlex, subprocess, sys
 
@@ -79,8 +95,18 @@ rows = [("gpipe", 1, "uniform", "none"), ("1f1b", 1, "uniform", "none"), ("1f1b"
         ("1f1b", 1, "uniform", "all"), ("zb-h1", 1, "uniform", "all")]
 
 
+timeout = int(os.environ["RUN_TIMEOUT"])
+
+
+class Stopped(Exception):
+    pass
+
+
 def run(args, what):
-    r = subprocess.run(args, capture_output=True, text=True)
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Stopped(f"{what} passed --run-timeout {timeout} s")
     if r.returncode != 0:
         sys.exit(f"plan_memory: {what} failed ({r.returncode}): {shlex.join(args)}\n{(r.stdout + r.stderr)[-2000:]}")
     return r.stdout
@@ -98,18 +124,22 @@ for M in counts:
         if not picks:
             print(f"| {schedule} | {v} | {partition} | {M} | {recompute} | (not a candidate) | | | |")
             continue
-        row = json.loads(run(plan + ["--pick", str(picks[0] + 1)], "plan --pick"))
-        picked = row["picked"]
-        sim = json.loads(run([pplab, "simulate", "--plan", f"{out}/plan.json", "--cost", f"{out}/costs.json",
-                              "--json"], "simulate"))
-        predicted = {r["rank"]: r["peak_activation_bytes"] for r in sim["per_rank"]}
-        # The train line carries the profile's attention and precision (and
-        # its device kind, when not the CPU).
-        train = shlex.split(row["train_command"])
-        if "--device" not in train:
-            train += ["--device", os.environ["DEVICE"]]
-        train += ["--synthetic", "--steps", "2", "--measure-memory", "--out", "", "--json"]
-        measured = json.loads(run(train, f"train {schedule}"))["measured_peak_activation_bytes"]
+        try:
+            row = json.loads(run(plan + ["--pick", str(picks[0] + 1)], "plan --pick"))
+            picked = row["picked"]
+            sim = json.loads(run([pplab, "simulate", "--plan", f"{out}/plan.json", "--cost", f"{out}/costs.json",
+                                  "--json"], "simulate"))
+            predicted = {r["rank"]: r["peak_activation_bytes"] for r in sim["per_rank"]}
+            # The train line carries the profile's attention and precision
+            # (and its device kind, when not the CPU).
+            train = shlex.split(row["train_command"])
+            if "--device" not in train:
+                train += ["--device", os.environ["DEVICE"]]
+            train += ["--synthetic", "--steps", "2", "--measure-memory", "--out", "", "--json"]
+            measured = json.loads(run(train, f"train {schedule}"))["measured_peak_activation_bytes"]
+        except Stopped as e:
+            print(f"| {schedule} | {v} | {partition} | {M} | {recompute} | ({e}) | | | |", flush=True)
+            continue
         cells = []
         for r, m in enumerate(measured):
             error = (predicted[r] - m) / m

@@ -117,8 +117,9 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   if (profiles.empty()) throw Error("plan: no profile to fit");
   CostFit f;
   std::vector<double> flops, units, act_layers, act_head, wgrad, msg, work;
-  std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y, wwork, wwork_y, fwork, fwork_y;
-  std::vector<int> sizes, size_of;  // the sizes seen; each point's
+  std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y, wwork, wwork_y;
+  std::vector<double> kind_work[3], kind_work_y[3];  // F, B, I: the layers' formula and the measure
+  std::vector<int> sizes, size_of;                   // the sizes seen; each point's
   double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
   double sent = 0, held = 0, cast = 0, stage_params = 0;
   double optimizer = 0, clip = 0, loss_allreduce = 0, norm_allreduce = 0;
@@ -155,11 +156,23 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
                                            {positions, meta->attention == "sdpa"}));
         work_y.push_back(static_cast<double>(c.workspace_bytes));
       }
-      const WorkspaceParts forward_work = StageForwardWorkspaceParts(shape, p, s, mb, meta->seq_len, meta->precision,
-                                                                     {positions, meta->attention == "sdpa"});
-      if (c.forward_workspace_bytes && forward_work.layers > 0 && forward_work.head == 0) {
-        fwork.push_back(forward_work.layers);
-        fwork_y.push_back(static_cast<double>(*c.forward_workspace_bytes));
+      // Each kind's temporaries on the stages without the head, whose
+      // layers' part alone makes the peak.
+      const ActivationLayout layout{positions, meta->attention == "sdpa"};
+      const WorkspaceParts forward_work =
+          StageForwardWorkspaceParts(shape, p, s, mb, meta->seq_len, meta->precision, layout);
+      const WorkspaceParts backward_work =
+          StageBackwardWorkspaceParts(shape, p, s, mb, meta->seq_len, meta->precision, layout);
+      const std::pair<const WorkspaceParts*, const std::optional<Bytes>*> kinds[3] = {
+          {&forward_work, &c.forward_workspace_bytes},
+          {&backward_work, &c.backward_workspace_bytes},
+          {&backward_work, &c.backward_input_workspace_bytes}};
+      for (int k = 0; k < 3; ++k) {
+        const auto& [parts, measured] = kinds[k];
+        if (*measured && parts->layers > 0 && parts->head == 0) {
+          kind_work[k].push_back(parts->layers);
+          kind_work_y[k].push_back(static_cast<double>(**measured));
+        }
       }
       const double weight_work = StageWeightWorkspaceBytes(shape, p, s, meta->precision);
       if (c.backward_weight_workspace_bytes && weight_work > 0) {
@@ -242,9 +255,10 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
   f.message_scale = Slope(msg, msg_y);
   if (!work.empty()) f.workspace_scale = Slope(work, work_y);
-  if (!fwork.empty()) {
-    f.forward_workspace_scale = Slope(fwork, fwork_y);
-    f.forward_workspace_fitted = true;
+  for (int k = 0; k < 3; ++k) {
+    if (kind_work[k].empty()) continue;
+    f.kind_workspace_scale[k] = Slope(kind_work[k], kind_work_y[k]);
+    f.kind_workspace_fitted[k] = true;
   }
   if (!wwork.empty()) {
     f.weight_workspace_scale = Slope(wwork, wwork_y);

@@ -5,6 +5,7 @@
 // (tools/plan_search.h); no LibTorch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -56,12 +57,12 @@ struct CostFit {
   // of the activations (ActivationParts) and the others.
   double activation_scale = 1, head_activation_scale = 1;
   double weight_grad_scale = 1, message_scale = 1, workspace_scale = 1;
-  // F's layers' temporaries (StageForwardWorkspaceParts; the head's part is
-  // taken as it is), from profiles that measured them on a stage before the
-  // last; fitted: whether any did (else F is costed with B's temporaries,
-  // workspace_scale, as before).
-  double forward_workspace_scale = 1;
-  bool forward_workspace_fitted = false;
+  // The layers' part of each kind's temporaries (WorkspaceParts: F, B and
+  // I, in that order; the head's part is taken as it is), from profiles
+  // that measured them on a stage before the last; fitted: whether any did
+  // (else the kind is costed with the one workspace_scale, as before).
+  std::array<double, 3> kind_workspace_scale = {1, 1, 1};
+  std::array<bool, 3> kind_workspace_fitted = {false, false, false};
   // W's temporaries (StageWeightWorkspaceBytes), from profiles that measured
   // them in bf16 (the formula is 0 in fp32); fitted: whether any did.
   double weight_workspace_scale = 1;

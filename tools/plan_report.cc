@@ -94,7 +94,9 @@ nlohmann::json ByteScalesJson(const CostFit& f, bool profiled) {
           {"weight_grads", f.weight_grad_scale},
           {"messages", f.message_scale},
           {"workspace", f.workspace_scale},
-          {"forward_workspace", f.forward_workspace_fitted ? json(f.forward_workspace_scale) : json(nullptr)},
+          {"forward_workspace", f.kind_workspace_fitted[0] ? json(f.kind_workspace_scale[0]) : json(nullptr)},
+          {"backward_workspace", f.kind_workspace_fitted[1] ? json(f.kind_workspace_scale[1]) : json(nullptr)},
+          {"backward_input_workspace", f.kind_workspace_fitted[2] ? json(f.kind_workspace_scale[2]) : json(nullptr)},
           {"weight_workspace", f.weight_workspace_fitted ? json(f.weight_workspace_scale) : json(nullptr)}};
 }
 
@@ -212,13 +214,18 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
   // device keeps more (or less) than the formulas.
   if (!out.profiled.empty()) {
     const CostFit& f = search.fit;
+    // Each kind's own temporaries, where the profile measured them.
+    std::string kinds;
+    for (int k = 0; k < 3; ++k) {
+      if (f.kind_workspace_fitted[k])
+        kinds += std::string(", ") + "FBI"[k] + "'s " + Fixed(f.kind_workspace_scale[k], 3);
+    }
+    if (f.weight_workspace_fitted) kinds += ", W's " + Fixed(f.weight_workspace_scale, 3);
     std::printf(
         "bytes fitted to the profile, x the formulas: activations %s (layers), %s (head); W's stash %s; "
-        "workspace %s%s%s; messages %s\n",
+        "workspace %s%s; messages %s\n",
         Fixed(f.activation_scale, 3).c_str(), Fixed(f.head_activation_scale, 3).c_str(),
-        Fixed(f.weight_grad_scale, 3).c_str(), Fixed(f.workspace_scale, 3).c_str(),
-        f.forward_workspace_fitted ? (", F's " + Fixed(f.forward_workspace_scale, 3)).c_str() : "",
-        f.weight_workspace_fitted ? (", W's " + Fixed(f.weight_workspace_scale, 3)).c_str() : "",
+        Fixed(f.weight_grad_scale, 3).c_str(), Fixed(f.workspace_scale, 3).c_str(), kinds.c_str(),
         Fixed(f.message_scale, 3).c_str());
   }
   if (result.refit_starts > 0) {

@@ -89,9 +89,14 @@ double LayerWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, 
 
 double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                            Precision precision, const ActivationLayout& layout) {
+  return StageBackwardWorkspaceParts(c, p, stage, mb, seq_len, precision, layout).Scaled(1);
+}
+
+WorkspaceParts StageBackwardWorkspaceParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                                           Precision precision, const ActivationLayout& layout) {
   // The head's: the logits' gradient and the log-softmax's, fp32 as the loss.
   const double head = stage == p.NumStages() - 1 ? 2 * 4.0 * mb * seq_len * c.vocab_size : 0;
-  return std::max(LayerWorkspaceBytes(c, p, stage, mb, seq_len, precision, layout), head);
+  return {LayerWorkspaceBytes(c, p, stage, mb, seq_len, precision, layout), head};
 }
 
 WorkspaceParts StageForwardWorkspaceParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,

@@ -7,6 +7,8 @@
 // cost fit (tools/plan_costs.h); no LibTorch.
 #pragma once
 
+#include <algorithm>
+
 #include "models/llama_config.h"
 #include "models/partition.h"
 #include "sim/precision.h"
@@ -54,20 +56,27 @@ double StageActivationBytes(const LlamaConfig& c, const Partition& p, int stage,
 double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                            Precision precision, const ActivationLayout& layout = {});
 
-// Temporaries of a stage's F, bytes, in two parts. On the last stage the
-// head's: the fp32 logits, 4 T V, freed once the loss's log-softmax is made
-// (exact on the CPU in fp32 and bf16, 2026-11-28), and larger than what a
-// layer leaves, as the head's activations come after the layers'. On the
-// others the layers': F's peak above what it keeps is the last layer's
-// temporaries less what that layer keeps after them, so it scales with the
-// layer's backward temporaries (StageWorkspaceBytes) by a factor of the
-// model and its kernels, which a profile fits (0.53 on the small preset in
-// fp32 at 2 x 128 tokens with explicit attention).
+// Temporaries of a stage's actions in two parts: the layers' and the
+// head's, the larger of which is the action's peak above what it held.
+// The head's are exact: the fp32 logits in F, 4 T V; the logits' gradient
+// and the log-softmax's in B and I, 8 T V. The layers' are one layer's
+// backward temporaries (StageWorkspaceBytes' layer term), which a profile
+// scales for each kind: F's peak is the last layer's temporaries less what
+// that layer keeps after them (0.53 of the formula on the small preset in
+// fp32 at 2 x 128 tokens, explicit attention), I's also builds W's stash
+// while it frees the activations (1.55). On the last stage F's are the
+// head's alone: the head's activations, made after the layers', offset
+// the layers' temporaries (measured on the CPU, 2026-11-28).
 struct WorkspaceParts {
   double layers = 0, head = 0;
+  // The peak with the layers' part scaled by `scale`.
+  double Scaled(double scale) const { return std::max(scale * layers, head); }
 };
 WorkspaceParts StageForwardWorkspaceParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                                           Precision precision, const ActivationLayout& layout = {});
+// B's and I's (StageWorkspaceBytes is their Scaled(1)).
+WorkspaceParts StageBackwardWorkspaceParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
+                                           Precision precision, const ActivationLayout& layout = {});
 
 // Temporaries of a stage's W (zero-bubble's weight pass), bytes: each
 // deferred product's output before it is added to its fp32 gradient. In

@@ -66,27 +66,34 @@ TEST_CASE("plan: a profile's activations fit the layers and the head each its ow
   CHECK(single.activation_scale == Approx((1.25 * a.layers + 1.05 * a.head) / (a.layers + a.head)).epsilon(1e-5));
 }
 
-TEST_CASE("plan: a profile's F and W temporaries fit their own factors, and the head's F is taken as it is", "[plan]") {
+TEST_CASE("plan: a profile's F, B, I and W temporaries fit their own factors, the head's taken as they are", "[plan]") {
   const LlamaConfig c = BalancedModel();
   const Partition two = PartitionUniform(c, 2);
-  // Measured in bf16: F's on stage 0 at 0.5 x the layers' formula, on the last stage the head's
-  // logits exactly; W's at 3 x its formula (a CPU's bf16 products go through fp32).
+  // Measured in bf16: on stage 0 F's at 0.5 x the layers' formula, B's at 1.2 x and I's at 1.5 x (it
+  // builds W's stash while it frees the activations); on the last stage the head's exactly (the logits,
+  // their gradient); W's at 3 x its formula (a CPU's bf16 products go through fp32).
   const auto stage = [&](int s) {
     const WorkspaceParts f = StageForwardWorkspaceParts(c, two, s, 2, kSeqLen, Precision::kBf16);
+    const WorkspaceParts b = StageBackwardWorkspaceParts(c, two, s, 2, kSeqLen, Precision::kBf16);
     return "{\"forward_ms\": 1, \"backward_ms\": 2, \"activation_bytes\": 1000, \"forward_workspace_bytes\": " +
-           std::to_string(std::llround(0.5 * f.layers + f.head)) + ", \"backward_weight_workspace_bytes\": " +
+           std::to_string(std::llround(f.Scaled(0.5))) +
+           ", \"backward_workspace_bytes\": " + std::to_string(std::llround(b.Scaled(1.2))) +
+           ", \"backward_input_workspace_bytes\": " + std::to_string(std::llround(b.Scaled(1.5))) +
+           ", \"backward_weight_workspace_bytes\": " +
            std::to_string(std::llround(3 * StageWeightWorkspaceBytes(c, two, s, Precision::kBf16))) + "}";
   };
   const std::string bf16 = "\"precision\": \"bf16\", ";
   const CostFit fit = FitProfile(CostModel::FromJson(ProfileJson(c, stage(0) + "," + stage(1), bf16), "bf16.json"), c);
-  REQUIRE(fit.forward_workspace_fitted);
+  for (int k = 0; k < 3; ++k) REQUIRE(fit.kind_workspace_fitted[k]);
   REQUIRE(fit.weight_workspace_fitted);
-  CHECK(fit.forward_workspace_scale == Approx(0.5).epsilon(1e-6));
-  CHECK(fit.weight_workspace_scale == Approx(3.0).epsilon(1e-6));
+  CHECK(fit.kind_workspace_scale[0] == Approx(0.5).epsilon(1e-4));
+  CHECK(fit.kind_workspace_scale[1] == Approx(1.2).epsilon(1e-4));
+  CHECK(fit.kind_workspace_scale[2] == Approx(1.5).epsilon(1e-4));
+  CHECK(fit.weight_workspace_scale == Approx(3.0).epsilon(1e-4));
   // A profile without them (files from before 2026-11-28) fits neither.
   const std::string plain = R"({"forward_ms": 1, "backward_ms": 2, "activation_bytes": 1000})";
   const CostFit old = FitProfile(CostModel::FromJson(ProfileJson(c, plain + "," + plain, bf16), "old.json"), c);
-  CHECK_FALSE(old.forward_workspace_fitted);
+  for (int k = 0; k < 3; ++k) CHECK_FALSE(old.kind_workspace_fitted[k]);
   CHECK_FALSE(old.weight_workspace_fitted);
 }
 

@@ -56,6 +56,41 @@ json DeviationJson(const ActionDeviation& a, bool duration) {
   return j;
 }
 
+// Each rank's largest held bytes on both sides (null where a side has no
+// counter for it), with the error where the prediction is positive; null
+// when neither side has a counter.
+json HeldJson(const TimelineDiff& d) {
+  bool any = false;
+  json rows = json::array();
+  for (int r = 0; r < d.ranks; ++r) {
+    const std::optional<Bytes> p = d.predicted_held[r], m = d.measured_held[r];
+    any = any || p || m;
+    rows.push_back({{"rank", r},
+                    {"predicted", p ? json(*p) : json(nullptr)},
+                    {"measured", m ? json(*m) : json(nullptr)},
+                    {"error", p && m && *p > 0 ? json(static_cast<double>(*m - *p) / *p) : json(nullptr)}});
+  }
+  return any ? rows : json(nullptr);
+}
+
+void PrintHeld(const json& rows) {
+  if (rows.is_null()) return;
+  std::printf(
+      "bytes held between actions, largest by rank (the traces' activation bytes; temporaries not "
+      "included):\n");
+  const auto mb = [](const json& v) {
+    return v.is_null() ? std::string("-") : Fixed(v.get<double>() / 1e6, 3) + " MB";
+  };
+  for (const json& r : rows) {
+    char error[64] = "";
+    if (!r["error"].is_null()) {
+      std::snprintf(error, sizeof error, "  (measured / predicted - 1: %+.2f %%)", 100 * r["error"].get<double>());
+    }
+    std::printf("  rank %3d  predicted %12s  measured %12s%s\n", r["rank"].get<int>(), mb(r["predicted"]).c_str(),
+                mb(r["measured"]).c_str(), error);
+  }
+}
+
 void PrintDeviations(const char* what, const json& rows) {
   std::printf("largest %s deviations (ms):\n", what);
   if (rows.empty()) std::printf("  none\n");
@@ -89,6 +124,7 @@ int RunDiff(const DiffCmdOptions& o) {
       {"top_start_deviations", top_start},
       {"top_duration_deviations", top_duration},
       {"first_drift", d.first_drift ? DeviationJson(*d.first_drift, false) : json(nullptr)},
+      {"held_bytes", HeldJson(d)},
   };
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
@@ -112,6 +148,7 @@ int RunDiff(const DiffCmdOptions& o) {
                 pr[r]["idle"].get<double>(), 100 * pr[r]["bubble_fraction"].get<double>(), mr[r]["busy"].get<double>(),
                 mr[r]["idle"].get<double>(), 100 * mr[r]["bubble_fraction"].get<double>());
   }
+  PrintHeld(j["held_bytes"]);
   PrintDeviations("start", top_start);
   PrintDeviations("duration", top_duration);
   if (d.first_drift) {

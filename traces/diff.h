@@ -50,7 +50,16 @@ struct TimelineDiff {
   // In order of predicted start (ties: lower rank, then program order), the
   // first compute action whose |StartDelta()| exceeds the threshold.
   std::optional<ActionDeviation> first_drift;
+  // Each rank's largest "activation bytes" counter sample (Timeline::
+  // memory: the bytes held between actions, temporaries not included), on
+  // each side; none where that side has no sample for the rank (a measured
+  // trace has them with train --measure-memory).
+  std::vector<std::optional<Bytes>> predicted_held, measured_held;
 };
+
+// Each rank's largest memory sample of `timeline` (none for a rank
+// without samples), for ranks 0 .. timeline.ranks - 1.
+std::vector<std::optional<Bytes>> LargestHeldBytes(const Timeline& timeline);
 
 // Returns `timeline` with every event and memory sample moved so that the
 // earliest compute start is 0 (unchanged if it has no compute event).

@@ -314,6 +314,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         ev.start = ev.end = post_marks.at(index);  // the end becomes the arrival, in receive()
         posted[MessageTag(schedule_, a)] = result.events.size();
         result.events.push_back(ev);
+        if (options_.memory != nullptr) result.live_after.push_back(std::nullopt);
         continue;
       }
       case ActionKind::kSendF:
@@ -365,6 +366,7 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
         throw Error("executor: " + FormatAction(a) + ": pplab has no FSDP yet, so it cannot run UNSHARD/RESHARD");
     }
     result.events.push_back(ev);
+    if (options_.memory != nullptr) result.live_after.push_back(options_.memory->Live() - memory_base);
   }
   if (watch != nullptr) watch->Leave();
   try {

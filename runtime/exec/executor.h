@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -101,6 +102,13 @@ struct StepResult {
   // With ExecutorOptions::memory: the most bytes allocated during the step
   // and alive at once (weights, and gradients that existed before, excluded).
   Bytes peak_activation_bytes = 0;
+  // With ExecutorOptions::memory, parallel to `events`: the bytes alive, as
+  // peak_activation_bytes counts them, when each event ended (what the
+  // simulator's "activation bytes" counter holds between actions; an
+  // action's temporaries are gone by then; below 0 where the step freed
+  // more than it made). None for a RECV, whose buffer arrives while other
+  // work runs. Empty without a meter.
+  std::vector<std::optional<Bytes>> live_after;
   // The whole step on the step clock: from before the first action to after
   // the last send left (on a GPU: CUDA events around the step's stream work).
   TimeNs clock_span_ns = 0;

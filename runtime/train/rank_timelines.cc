@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "runtime/comm/collectives.h"
@@ -21,17 +23,22 @@ int64_t BootId() {
   return static_cast<int64_t>(h >> 1);
 }
 
-// Events travel to rank 0 as eight int64 per action: the action (with an
-// overlap's backward part) and its start and end.
-constexpr size_t kEventWords = 8;
+// Events travel to rank 0 as nine int64 per action: the action (with an
+// overlap's backward part), its start and end, and the live bytes at its
+// end (kNoBytes: none measured).
+constexpr size_t kEventWords = 9;
+constexpr int64_t kNoBytes = std::numeric_limits<int64_t>::min();
 
-std::vector<int64_t> Encode(const std::vector<TimelineEvent>& events) {
+std::vector<int64_t> Encode(const std::vector<TimelineEvent>& events,
+                            const std::vector<std::optional<Bytes>>& live_after) {
   std::vector<int64_t> out;
   out.reserve(events.size() * kEventWords);
-  for (const TimelineEvent& e : events) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TimelineEvent& e = events[i];
     const Action& a = e.action;
+    const std::optional<Bytes> live = i < live_after.size() ? live_after[i] : std::nullopt;
     out.insert(out.end(), {static_cast<int64_t>(a.kind), a.stage, a.microbatch, static_cast<int64_t>(a.overlap_kind),
-                           a.overlap_stage, a.overlap_microbatch, e.start, e.end});
+                           a.overlap_stage, a.overlap_microbatch, e.start, e.end, live.value_or(kNoBytes)});
   }
   return out;
 }
@@ -49,6 +56,7 @@ void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
     e.start = words[i + 6];
     e.end = words[i + 7];
     into.events.push_back(e);
+    if (words[i + 8] != kNoBytes) into.memory.push_back({rank, e.end, words[i + 8]});
   }
 }
 
@@ -68,14 +76,15 @@ std::chrono::steady_clock::time_point SharedOrigin(ProcessGroupHandle& group,
 }
 
 void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* group, const TrainerOptions& options,
-                    int tp_size, const std::vector<TimelineEvent>& events, Bytes peak, TrainSummary& summary) {
+                    int tp_size, const std::vector<TimelineEvent>& events,
+                    const std::vector<std::optional<Bytes>>& live_after, Bytes peak, TrainSummary& summary) {
   // World rank k T of the first pipeline is its pipeline rank k.
   const int T = tp_size;
   std::vector<std::vector<int64_t>> all;
   if (group != nullptr) {
-    all = GatherToRank0(*group, Encode(events), options.comm_timeout);
+    all = GatherToRank0(*group, Encode(events, live_after), options.comm_timeout);
   } else {
-    all.push_back(Encode(events));
+    all.push_back(Encode(events, live_after));
   }
   if (options.memory != nullptr) {
     const std::vector<std::vector<int64_t>> peaks = group != nullptr
@@ -104,6 +113,12 @@ void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* g
     e.start -= first;
     e.end -= first;
   }
+  // Each rank's samples in time order (a send may end after the compute
+  // that follows it), as the simulator's are.
+  for (MemorySample& m : t.memory) m.time -= first;
+  std::stable_sort(t.memory.begin(), t.memory.end(), [](const MemorySample& a, const MemorySample& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.time < b.time;
+  });
 }
 
 }  // namespace pplab

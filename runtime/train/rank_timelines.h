@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <vector>
 
 #include "runtime/train/trainer.h"
@@ -29,10 +30,14 @@ std::chrono::steady_clock::time_point SharedOrigin(ProcessGroupHandle& group,
 // first pipeline's ranks stand for all), the timeline shifted to start at 0.
 // `group` is the world's (null for one process), `tp_size` the ranks of a
 // tensor-parallel group (world rank k T of the first pipeline is its
-// pipeline rank k); the peaks are gathered only with options.memory. Ends
-// in a barrier through the store, so that no rank tears its communicators
-// down while another still reads the gathers' results.
+// pipeline rank k); the peaks are gathered only with options.memory, and
+// with them `live_after` (StepResult::live_after, parallel to `events`)
+// becomes the timeline's memory samples: each rank's live bytes at its
+// events' ends, the measured "activation bytes" counter. Ends in a barrier
+// through the store, so that no rank tears its communicators down while
+// another still reads the gathers' results.
 void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* group, const TrainerOptions& options,
-                    int tp_size, const std::vector<TimelineEvent>& events, Bytes peak, TrainSummary& summary);
+                    int tp_size, const std::vector<TimelineEvent>& events,
+                    const std::vector<std::optional<Bytes>>& live_after, Bytes peak, TrainSummary& summary);
 
 }  // namespace pplab

@@ -358,6 +358,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   // The steps: the plan, the gradients' sums, the norm, the update.
   std::vector<TimelineEvent> last_events;
   Bytes last_peak = 0;
+  std::vector<std::optional<Bytes>> last_live;
   for (int step = first_step; step < options.steps; ++step) {
     if (options.on_step) options.on_step(step);
     if (watch) watch->SetStep(step + 1);
@@ -403,6 +404,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     summary.device_lag_ms.push_back(MedianDeviceLagMs(result));
     last_events = std::move(result.events);
     last_peak = result.peak_activation_bytes;
+    last_live = std::move(result.live_after);
     const int done = step + 1;
     StepReport report;
     report.step = step;
@@ -422,7 +424,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   // The end: what rank 0 reports.
   summary.optimizer_state_bytes = optimizer.StateBytes();
   if (options.after_last_step) options.after_last_step(model.stages);
-  GatherLastStep(schedule, rank, group, options, split ? options.tp_size : 1, last_events, last_peak, summary);
+  GatherLastStep(schedule, rank, group, options, split ? options.tp_size : 1, last_events, last_live, last_peak,
+                 summary);
   return summary;
 }
 

@@ -117,4 +117,23 @@ TEST_CASE("diff refuses timelines of different plans", "[diff]") {
                     Catch::Contains("real.json has no compute action"));
 }
 
+TEST_CASE("diff takes each rank's largest held bytes on each side, none where a side has no sample", "[diff]") {
+  Timeline predicted = Simulated("1f1b", 2, 4);
+  Timeline measured = predicted;
+  measured.source = "measured";
+  predicted.memory = {{0, 0, 100}, {0, 10, 300}, {0, 20, 0}, {1, 5, 50}};
+  measured.memory = {{0, 3, 330}, {0, 9, 10}};
+  const TimelineDiff d = DiffTimelines(predicted, measured, {});
+  REQUIRE(d.predicted_held.size() == 2);
+  REQUIRE(d.measured_held.size() == 2);
+  CHECK(d.predicted_held[0] == std::optional<Bytes>(300));
+  CHECK(d.predicted_held[1] == std::optional<Bytes>(50));
+  CHECK(d.measured_held[0] == std::optional<Bytes>(330));
+  CHECK_FALSE(d.measured_held[1].has_value());
+  // A sample below 0 (a step that freed more than it made) is still the largest when it is the only one.
+  measured.memory = {{1, 0, -20}};
+  CHECK(LargestHeldBytes(measured)[1] == std::optional<Bytes>(-20));
+  CHECK_FALSE(LargestHeldBytes(measured)[0].has_value());
+}
+
 }  // namespace pplab

@@ -92,4 +92,41 @@ TEST_CASE("a recomputed stage holds its inputs, not its activations, between F a
   CHECK(one_f_one_b_recomputed <= one_f_one_b + one_f_one_b / 20);
 }
 
+TEST_CASE("the executor reports the bytes held after each action, as the simulator's counter holds them",
+          "[executor][memory]") {
+  at::set_num_threads(1);
+  LlamaConfig c = Tiny(4);
+  const Batch batch = MakeBatch(c, 8, 32, 5);
+  const Schedule schedule = Lower(Generate("gpipe", {1, 4, 1}));
+  ExecutorOptions options;
+  options.memory = &MemoryMeter::Cpu();
+  const PipelineRun run = RunPipeline(c, schedule, PartitionUniform(c, 1), batch, 1234, options);
+  const std::vector<std::optional<Bytes>>& live = run.live_after.at(0);
+  const std::vector<TimelineEvent>& events = run.events.at(0);
+  REQUIRE(live.size() == events.size());
+  // GPipe on one rank: F0..F3, then B0..B3. Each F keeps one microbatch's
+  // activations, the same for each; each B frees one. What the step's end
+  // holds beyond its start is the parameters' gradients, which this first
+  // step makes, and the microbatches' losses, kept for the step.
+  std::vector<Bytes> held;
+  for (size_t i = 0; i < events.size(); ++i) {
+    INFO(FormatAction(events[i].action));
+    REQUIRE(live[i].has_value());
+    held.push_back(*live[i]);
+    CHECK(*live[i] <= run.peak_activation_bytes.at(0));
+  }
+  REQUIRE(held.size() == 8);
+  const Bytes one = held[0];
+  CHECK(one > 0);
+  for (int m = 1; m < 4; ++m) CHECK(held[m] - held[m - 1] == one);
+  for (int m = 4; m < 8; ++m) CHECK(held[m] < held[m - 1]);
+  Bytes grads = 0;
+  for (const auto& [name, g] : run.grads) grads += g.numel() * static_cast<Bytes>(g.element_size());
+  INFO("held after the last B " << held[7] << ", gradients " << grads);
+  CHECK(held[7] >= grads);
+  CHECK(held[7] <= grads + 4 * 64);
+  // Without a meter there are none.
+  CHECK(RunPipeline(c, schedule, PartitionUniform(c, 1), batch, 1234, {}).live_after.at(0).empty());
+}
+
 }  // namespace pplab

@@ -54,8 +54,9 @@ using Grads = std::map<std::string, at::Tensor>;
 struct PipelineRun {
   double loss = 0;
   Grads grads;
-  std::vector<std::vector<TimelineEvent>> events;  // per rank
-  std::vector<Bytes> peak_activation_bytes;        // per rank, with ExecutorOptions::memory
+  std::vector<std::vector<TimelineEvent>> events;             // per rank
+  std::vector<Bytes> peak_activation_bytes;                   // per rank, with ExecutorOptions::memory
+  std::vector<std::vector<std::optional<Bytes>>> live_after;  // per rank, likewise (StepResult::live_after)
 };
 
 inline PipelineRun RunPipeline(const LlamaConfig& c, const Schedule& schedule, const Partition& partition,
@@ -105,6 +106,7 @@ inline PipelineRun RunPipeline(const LlamaConfig& c, const Schedule& schedule, c
     for (const auto& [m, loss] : r.losses) run.loss += loss;
     run.events.push_back(r.events);
     run.peak_activation_bytes.push_back(r.peak_activation_bytes);
+    run.live_after.push_back(r.live_after);
   }
   for (auto& stage : stages) {
     for (auto& [name, p] : stage->NamedParameters()) {

@@ -22,7 +22,7 @@ TEST_CASE("the last step's events come back on rank 0, every field, shifted to s
   };
   TrainerOptions options;
   TrainSummary summary;
-  GatherLastStep(schedule, 0, nullptr, options, 1, events, 4096, summary);
+  GatherLastStep(schedule, 0, nullptr, options, 1, events, {}, 4096, summary);
   const Timeline& t = summary.last_step;
   CHECK(t.name == schedule.name);
   CHECK(t.source == "measured");
@@ -38,6 +38,26 @@ TEST_CASE("the last step's events come back on rank 0, every field, shifted to s
   CHECK(t.events[1].action.overlap_kind == ActionKind::kBackwardInput);
   CHECK(t.events[1].action.overlap_microbatch == 0);
   CHECK(summary.peak_activation_bytes.empty());  // peaks only with a memory meter
+  CHECK(t.memory.empty());
+}
+
+TEST_CASE("the bytes held after each action come back as the rank's memory samples, at the actions' ends",
+          "[trainer]") {
+  const Schedule schedule = GenerateGPipe(1, 2);
+  const std::vector<TimelineEvent> events = {
+      {0, Action{ActionKind::kForward, 0, 0}, 5000, 7000},
+      {0, Action{ActionKind::kRecvB, 0, 0}, 6000, 6000},  // none measured: its buffer arrives meanwhile
+      {0, Action{ActionKind::kForward, 0, 1}, 7000, 9000},
+      {0, Action{ActionKind::kBackward, 0, 0}, 9000, 12000},
+  };
+  TrainerOptions options;
+  TrainSummary summary;
+  GatherLastStep(schedule, 0, nullptr, options, 1, events, {100, std::nullopt, 200, -20}, 4096, summary);
+  const std::vector<MemorySample>& m = summary.last_step.memory;
+  REQUIRE(m.size() == 3);
+  CHECK((m[0].rank == 0 && m[0].time == 2000 && m[0].bytes == 100));
+  CHECK((m[1].time == 4000 && m[1].bytes == 200));
+  CHECK((m[2].time == 7000 && m[2].bytes == -20));  // the step freed more than it made
 }
 
 }  // namespace pplab

@@ -39,6 +39,12 @@ long long CheckInputFile(const std::string& path) {
   return st.st_size;
 }
 
+// The folder a file of `path` lies in: "." for a bare name, "/" at the root.
+std::string Folder(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 }  // namespace
 
 std::ifstream OpenInputFile(const std::string& path) {
@@ -82,8 +88,7 @@ void CheckWritable(const std::string& path) {
     if (::access(path.c_str(), W_OK) != 0) throw Error("cannot write " + path + ": " + std::strerror(errno));
     if (!S_ISREG(st.st_mode)) return;  // a device or FIFO is written through in place
   }
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = Folder(path);
   struct stat dst {};
   if (::stat(dir.c_str(), &dst) != 0) throw Error("cannot write " + path + ": " + dir + ": " + std::strerror(errno));
   if (!S_ISDIR(dst.st_mode)) throw Error("cannot write " + path + ": " + dir + " is not a directory");
@@ -104,9 +109,8 @@ std::optional<std::tuple<dev_t, ino_t, std::string>> FileIdentity(const std::str
     if (!S_ISREG(st.st_mode)) return std::nullopt;
     return std::make_tuple(st.st_dev, st.st_ino, std::string());
   }
+  if (::stat(Folder(path).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
   const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
   return std::make_tuple(st.st_dev, st.st_ino, path.substr(slash == std::string::npos ? 0 : slash + 1));
 }
 

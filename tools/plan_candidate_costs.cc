@@ -210,13 +210,16 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.activation_bytes = Ns(
         f.Activations(StageActivationParts(shape, p, s, mb, o.seq_len, o.precision, {positions, o.fused_attention})));
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
-    c.workspace_bytes = Ns(f.workspace_scale * StageWorkspaceBytes(shape, p, s, mb, o.seq_len, o.precision,
-                                                                   {positions, o.fused_attention}));
-    // Each kind's own temporaries where the profile measured them.
+    // The temporaries: one factor for every kind (StageWorkspaceBytes is
+    // the backward's parts at 1), and each kind's own where the profile
+    // measured them.
     const ActivationLayout layout{positions, o.fused_attention};
-    const WorkspaceParts forward = StageForwardWorkspaceParts(shape, p, s, mb, o.seq_len, o.precision, layout);
     const WorkspaceParts backward = StageBackwardWorkspaceParts(shape, p, s, mb, o.seq_len, o.precision, layout);
-    if (f.kind_workspace_fitted[0]) c.forward_workspace_bytes = Ns(forward.Scaled(f.kind_workspace_scale[0]));
+    c.workspace_bytes = Ns(f.workspace_scale * backward.Scaled(1));
+    if (f.kind_workspace_fitted[0]) {
+      const WorkspaceParts forward = StageForwardWorkspaceParts(shape, p, s, mb, o.seq_len, o.precision, layout);
+      c.forward_workspace_bytes = Ns(forward.Scaled(f.kind_workspace_scale[0]));
+    }
     if (f.kind_workspace_fitted[1]) c.backward_workspace_bytes = Ns(backward.Scaled(f.kind_workspace_scale[1]));
     if (f.kind_workspace_fitted[2]) c.backward_input_workspace_bytes = Ns(backward.Scaled(f.kind_workspace_scale[2]));
     c.backward_weight_workspace_bytes =

@@ -150,19 +150,19 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
       act_y.push_back(static_cast<double>(c.activation_bytes) - parts.exact);
       wgrad_y.push_back(static_cast<double>(c.weight_grad_bytes));
       msg_y.push_back(static_cast<double>(c.message_bytes));
-      // Profiles that did not measure it (before 2026-11) keep the formula's.
-      if (c.workspace_bytes > 0) {
-        work.push_back(StageWorkspaceBytes(shape, p, s, mb, meta->seq_len, meta->precision,
-                                           {positions, meta->attention == "sdpa"}));
-        work_y.push_back(static_cast<double>(c.workspace_bytes));
-      }
-      // Each kind's temporaries on the stages without the head, whose
-      // layers' part alone makes the peak.
       const ActivationLayout layout{positions, meta->attention == "sdpa"};
       const WorkspaceParts forward_work =
           StageForwardWorkspaceParts(shape, p, s, mb, meta->seq_len, meta->precision, layout);
       const WorkspaceParts backward_work =
           StageBackwardWorkspaceParts(shape, p, s, mb, meta->seq_len, meta->precision, layout);
+      // Profiles that did not measure it (before 2026-11) keep the formula's
+      // (StageWorkspaceBytes: the backward's parts at 1).
+      if (c.workspace_bytes > 0) {
+        work.push_back(backward_work.Scaled(1));
+        work_y.push_back(static_cast<double>(c.workspace_bytes));
+      }
+      // Each kind's temporaries on the stages without the head, whose
+      // layers' part alone makes the peak.
       const std::pair<const WorkspaceParts*, const std::optional<Bytes>*> kinds[3] = {
           {&forward_work, &c.forward_workspace_bytes},
           {&backward_work, &c.backward_workspace_bytes},

@@ -21,6 +21,7 @@ struct RenderOptions {
   std::vector<std::string> labels;  // one per trace; default: file name (source)
   int width = 1200;
   bool show_comm = false;
+  bool no_memory = false;
 };
 
 // "runs/sim.json" -> "sim.json (simulated)".
@@ -41,6 +42,7 @@ int RunRender(const RenderOptions& o) {
   svg.title = o.title.empty() ? timelines.front().name : o.title;
   svg.width_px = o.width;
   svg.show_comm = o.show_comm;
+  svg.show_memory = !o.no_memory;
   std::string text;
   if (timelines.size() == 1 && o.labels.empty()) {
     text = RenderSvg(timelines.front(), svg);
@@ -70,6 +72,7 @@ void SetupRender(CLI::App& app, int& exit_code) {
       ->delimiter(',');
   sub->add_option("--width", o->width, "width in pixels")->check(CLI::Range(200, 100000))->capture_default_str();
   sub->add_flag("--comm", o->show_comm, "also draw SEND/RECV");
+  sub->add_flag("--no-memory", o->no_memory, "leave out the memory rows (drawn where a trace has activation bytes)");
   sub->callback([o, &exit_code] { exit_code = RunRender(*o); });
 }
 

@@ -8,8 +8,8 @@
 #include <tuple>
 
 #include "schedules/action_kinds.h"
-#include "traces/local_stages.h"
 #include "traces/explain.h"
+#include "traces/local_stages.h"
 
 namespace pplab {
 namespace {
@@ -26,6 +26,7 @@ constexpr int kBlockGap = 10;
 constexpr int kAxisHeight = 26;
 constexpr int kLegendHeight = 22;
 constexpr int kIdleLineHeight = 14;
+constexpr int kMemoryHeight = 16;
 constexpr double kCharPx = 6;  // approximate advance of one character at font-size 10
 
 struct KindStyle {
@@ -255,6 +256,60 @@ std::string DrawLanes(const Timeline& timeline, const Scale& scale, const std::v
   return out;
 }
 
+bool DrawsMemory(const Timeline& timeline, const SvgOptions& options) {
+  return options.show_memory && timeline.ranks > 0 && !timeline.memory.empty();
+}
+
+// The top of every memory row: the largest sample of the timelines drawn
+// with one, at least 1 byte so that an all-zero curve stays on the baseline.
+Bytes MemoryScale(const std::vector<const Timeline*>& timelines, const SvgOptions& options) {
+  Bytes top = 1;
+  for (const Timeline* t : timelines) {
+    if (!DrawsMemory(*t, options)) continue;
+    for (const MemorySample& m : t->memory) top = std::max(top, m.bytes);
+  }
+  return top;
+}
+
+std::string Megabytes(Bytes bytes) { return Fixed(static_cast<double>(bytes) / 1e6, 2) + " MB"; }
+
+// One row per rank under the lanes that start at `top`: the bytes the rank
+// holds as a filled step curve, 0 at the row's bottom and `scale_bytes` at
+// its top, with the rank's peak (the first time it is reached) in the row.
+std::string DrawMemory(const Timeline& timeline, const Scale& scale, Bytes scale_bytes, int top) {
+  std::vector<std::vector<MemorySample>> by_rank(timeline.ranks);
+  for (const MemorySample& m : timeline.memory) {
+    if (m.rank >= 0 && m.rank < timeline.ranks) by_rank[m.rank].push_back(m);
+  }
+  std::string out;
+  for (RankId r = 0; r < timeline.ranks; ++r) {
+    std::vector<MemorySample>& samples = by_rank[r];
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
+    const double y = top + r * (kMemoryHeight + kLaneGap);
+    const double bottom = y + kMemoryHeight;
+    const auto height_of = [&](Bytes b) {
+      return bottom - kMemoryHeight * std::clamp(static_cast<double>(b) / static_cast<double>(scale_bytes), 0.0, 1.0);
+    };
+    out += TextAt(kLeft - 6, y + kMemoryHeight / 2.0 + 3.5, "text-anchor=\"end\" font-size=\"9\"",
+                  "mem " + std::to_string(r));
+    out += Rect("memory-lane", scale.left, y, scale.width, kMemoryHeight, "#f4f4f4") + "/>\n";
+    if (samples.empty()) continue;
+    const MemorySample* peak = &samples.front();
+    std::string d = "M" + Fixed(scale.left, 2) + " " + Fixed(bottom, 2);
+    for (const MemorySample& m : samples) {
+      if (m.bytes > peak->bytes) peak = &m;
+      d += " H" + Fixed(scale.X(m.time), 2) + " V" + Fixed(height_of(m.bytes), 2);
+    }
+    d += " H" + Fixed(scale.left + scale.width, 2) + " V" + Fixed(bottom, 2) + " Z";
+    const std::string peak_text = "peak " + Megabytes(peak->bytes) + " at " + Fixed(NsToMs(peak->time), 3) + " ms";
+    out += "<g><title>rank " + std::to_string(r) + " " + peak_text + "</title><path class=\"memory\" d=\"" + d +
+           "\" fill=\"#9b7fc8\" fill-opacity=\"0.5\" stroke=\"#5b3f8c\" stroke-width=\"0.8\"/></g>\n";
+    out += TextAt(scale.left + 3, y + 10, "class=\"memory-peak\" font-size=\"9\" fill=\"#333333\"", peak_text);
+  }
+  return out;
+}
+
 std::string DrawAxis(const Scale& scale, const std::vector<TimeNs>& ticks, int y) {
   std::string out = Line("axis", scale.left, y, scale.left + scale.width, y, "stroke=\"#000000\" stroke-width=\"1\"");
   const int decimals = TickDecimals(ticks);
@@ -286,7 +341,7 @@ std::string Ordinal(int n) {
 // One row of kinds; with several stages per rank, one row per local stage,
 // headed "1st stage of a rank:", "2nd stage of a rank:", ..., each swatch in
 // that stage's shade (class "swatch-<local index>").
-std::string DrawLegend(const std::vector<const Timeline*>& timelines, bool show_comm, int y) {
+std::string DrawLegend(const std::vector<const Timeline*>& timelines, const SvgOptions& options, int y) {
   bool present[kNumActionKinds] = {};
   for (const Timeline* t : timelines) {
     for (const TimelineEvent& e : t->events) {
@@ -318,12 +373,17 @@ std::string DrawLegend(const std::vector<const Timeline*>& timelines, bool show_
       entry(Rect(cls, x, y, 12, 12, ShadeOf(info.fill, row, shades)) + "/>\n", info.legend);
     }
   }
-  if (!show_comm) return out;
-  if (present[static_cast<int>(ActionKind::kSendF)] || present[static_cast<int>(ActionKind::kSendB)]) {
-    entry(Line("swatch", x, y + 6, x + 12, y + 6, "stroke=\"#333333\" stroke-width=\"0.8\""), "SEND transfer");
+  if (options.show_comm) {
+    if (present[static_cast<int>(ActionKind::kSendF)] || present[static_cast<int>(ActionKind::kSendB)]) {
+      entry(Line("swatch", x, y + 6, x + 12, y + 6, "stroke=\"#333333\" stroke-width=\"0.8\""), "SEND transfer");
+    }
+    if (present[static_cast<int>(ActionKind::kRecvF)] || present[static_cast<int>(ActionKind::kRecvB)]) {
+      entry(Rect("swatch", x, y + 9, 12, 3, "#777777") + "/>\n", "RECV posted to arrival");
+    }
   }
-  if (present[static_cast<int>(ActionKind::kRecvF)] || present[static_cast<int>(ActionKind::kRecvB)]) {
-    entry(Rect("swatch", x, y + 9, 12, 3, "#777777") + "/>\n", "RECV posted to arrival");
+  if (std::any_of(timelines.begin(), timelines.end(), [&](const Timeline* t) { return DrawsMemory(*t, options); })) {
+    entry(Rect("swatch memory", x, y, 12, 12, "#9b7fc8") + "/>\n",
+          "activation bytes, row height = " + Megabytes(MemoryScale(timelines, options)));
   }
   return out;
 }
@@ -376,6 +436,7 @@ std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& op
   const int plot_width = std::max(1, options.width_px - kLeft - kRight);
   const Scale scale{static_cast<double>(kLeft), static_cast<double>(plot_width), end};
   const std::vector<TimeNs> ticks = Ticks(end);
+  const Bytes memory_scale = MemoryScale(timelines, options);
 
   std::string body;
   int y = kTop;
@@ -388,11 +449,16 @@ std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& op
     body += TextAt(8, y + 13, "font-size=\"12\"", stacked ? BlockLabel(*t, labels[i]) : Summary(*t));
     y += kHeaderHeight;
     body += DrawLanes(*t, scale, ticks, y, options.show_comm);
-    y += std::max(0, t->ranks) * (kLaneHeight + kLaneGap) + kBlockGap;
+    y += std::max(0, t->ranks) * (kLaneHeight + kLaneGap);
+    if (DrawsMemory(*t, options)) {
+      body += DrawMemory(*t, scale, memory_scale, y);
+      y += t->ranks * (kMemoryHeight + kLaneGap);
+    }
+    y += kBlockGap;
   }
   body += DrawAxis(scale, ticks, y);
   y += kAxisHeight;
-  body += DrawLegend(timelines, options.show_comm, y);
+  body += DrawLegend(timelines, options, y);
   y += kLegendHeight * std::max(1, ShadesOf(timelines));
   for (size_t i = 0; i < timelines.size(); ++i) {
     const std::string heading = stacked ? BlockLabel(*timelines[i], labels[i]) + ": " : "";

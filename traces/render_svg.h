@@ -26,6 +26,17 @@
 //     idle X: warm-up .., cool-down .., imbalance .. (sS ..), comm ..,
 //     shared device .."), ms with 3 decimals; left out for a timeline
 //     where a rank runs two compute actions at once.
+//   - Where a timeline holds memory samples (Timeline::memory, the
+//     "activation bytes" counter of simulate and of train --measure-memory)
+//     and show_memory is set, its block has one memory row per rank under
+//     the lanes, labelled "mem r": the bytes held as a step curve, one
+//     `<path class="memory">` each, 0 at the row's bottom and the largest
+//     sample of every timeline drawn at its top, so stacked blocks compare
+//     by height. Before a rank's first sample it holds 0; after its last, the
+//     last value up to the plot's end. A negative sample draws as 0. The
+//     row's `<title>` and a `<text class="memory-peak">` give the rank's
+//     peak in MB (10^6 bytes, 2 decimals) and when it is first reached; the
+//     legend adds the scale ("activation bytes, row height = X MB").
 //   - Text is XML-escaped; numbers use fixed precision and are formatted
 //     without the C locale, so the same input gives the same bytes.
 #pragma once
@@ -38,9 +49,10 @@
 namespace pplab {
 
 struct SvgOptions {
-  std::string title;       // first line of the title, e.g. "1f1b  K=4  M=8"; may be empty
-  int width_px = 1200;     // total width of the picture in px (at least the rank labels plus 1 px of plot)
-  bool show_comm = false;  // also draw SEND as a thin line to the receiving lane, RECV as a thin wait bar
+  std::string title;        // first line of the title, e.g. "1f1b  K=4  M=8"; may be empty
+  int width_px = 1200;      // total width of the picture in px (at least the rank labels plus 1 px of plot)
+  bool show_comm = false;   // also draw SEND as a thin line to the receiving lane, RECV as a thin wait bar
+  bool show_memory = true;  // draw each rank's memory row where the timeline has memory samples
 };
 
 // One timeline: the title line, then the summary line, lanes, a time axis in

@@ -122,18 +122,6 @@ TEST_CASE("cli: compare lists every schedule, sweep writes one row per plan", "[
   CHECK_THAT(r.out, Catch::Contains("7 plans simulated"));
 }
 
-TEST_CASE("cli: simulate writes a trace that render and show read back", "[cli]") {
-  const std::string trace = TempPath("t.json"), svg = TempPath("t.svg");
-  REQUIRE(Pplab("simulate -s interleaved-1f1b -k 2 -m 4 --trace " + trace).code == 0);
-  const PplabRun r = Pplab("render " + trace + " " + trace + " -o " + svg);
-  REQUIRE(r.code == 0);
-  const std::string picture = ReadTextFile(svg);
-  CHECK(picture.rfind("<svg", 0) == 0);
-  const PplabRun shown = Pplab("show --trace " + trace + " --columns 40");
-  CHECK(shown.code == 0);
-  CHECK_THAT(shown.out, Catch::Contains("interleaved-1f1b"));
-}
-
 }  // namespace pplab
 
 namespace pplab {
@@ -185,21 +173,6 @@ TEST_CASE("cli: diff refuses traces of different schedules", "[cli][diff]") {
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("do not run the same compute actions"));
   CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
-}
-
-TEST_CASE("cli: render labels the stacked panels with file names or --labels", "[cli][render]") {
-  const std::string a = TempPath("lab_sim.json"), svg = TempPath("lab.svg");
-  REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --trace " + a).code == 0);
-  REQUIRE(Pplab("render " + a + " " + a + " -o " + svg + " --labels predicted,measured").code == 0);
-  std::string picture = ReadTextFile(svg);
-  CHECK_THAT(picture, Catch::Contains(">predicted: 1f1b  (makespan 15.000 ms") &&
-                          Catch::Contains(">measured: 1f1b  (makespan 15.000 ms"));
-  REQUIRE(Pplab("render " + a + " " + a + " -o " + svg).code == 0);
-  picture = ReadTextFile(svg);
-  CHECK_THAT(picture, Catch::Contains(">lab_sim.json (simulated): 1f1b"));
-  const PplabRun r = Pplab("render " + a + " " + a + " -o " + svg + " --labels one");
-  CHECK(r.code == 2);
-  CHECK_THAT(r.out, Catch::Contains("--labels: 1 labels for 2 traces"));
 }
 
 TEST_CASE("cli: --recompute costs a plan recomputed, and refuses costs read off a recomputed run", "[cli][recompute]") {

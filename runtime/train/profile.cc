@@ -7,76 +7,23 @@
 
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/collectives.h"
-#include "runtime/comm/device_wait.h"
-#include "runtime/comm/fake_transport.h"
 #include "runtime/comm/wire_cast_transport.h"
 #include "runtime/exec/autocast.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/exec/weight_grads.h"
-#include "runtime/train/adamw.h"
 #include "runtime/train/flat_params.h"
 #include "runtime/train/model_copies.h"
+#include "runtime/train/profile_steps.h"
+#include "runtime/train/profile_timing.h"
 #include "runtime/train/profile_words.h"
-#include "runtime/train/step_work.h"
 #include "runtime/train/trainer.h"
 #include "schedules/error.h"
-#include "schedules/generators.h"
-#include "schedules/lowering.h"
 
 namespace pplab {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// The time `body` takes on `clock`: the host clock on the CPU; CUDA events
-// on a GPU, so the time is the GPU's work, not its launch.
-template <typename F>
-double TimeMs(StepClock& clock, std::chrono::milliseconds timeout, F body) {
-  clock.BeginStep(Clock::now());
-  const int begin = clock.Mark();
-  body();
-  const int end = clock.Mark();
-  const std::vector<TimeNs> marks = clock.Resolve(timeout);
-  return NsToMs(marks[end] - marks[begin]);
-}
-
-// The CPU time of every thread of this process so far, ms.
-double ProcessCpuMs() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
-}
-
-// One timed action's time, ms, and on a CPU device the share of the rank's
-// cores it kept busy (StageProfile::cpu_share).
-struct Timed {
-  double ms = 0;
-  double cpu_share = -1;
-};
-template <typename F>
-Timed TimeAction(StepClock& clock, const ProfileOptions& options, F body) {
-  const double cpu_before = ProcessCpuMs();
-  Timed t;
-  t.ms = TimeMs(clock, options.comm_timeout, body);
-  if (options.device.is_cpu() && t.ms > 0) {
-    const double cores = std::max(1, at::get_num_threads());
-    t.cpu_share = std::min(1.0, (ProcessCpuMs() - cpu_before) / (t.ms * cores));
-  }
-  return t;
-}
-
-double Median(std::vector<double> xs) {
-  if (xs.empty()) return 0;
-  std::sort(xs.begin(), xs.end());
-  const size_t n = xs.size();
-  return n % 2 == 1 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
-}
-
-Bytes MedianBytes(const std::vector<Bytes>& xs) {
-  std::vector<double> d(xs.begin(), xs.end());
-  return static_cast<Bytes>(Median(d));
-}
+using namespace profile_detail;
 
 Bytes FloatBytes(const TensorList& list) {
   Bytes total = 0;
@@ -92,20 +39,6 @@ Bytes AllBytes(const TensorList& list) {
     if (t.defined()) total += t.numel() * t.element_size();
   }
   return total;
-}
-
-// Every rank together, before a collective is timed: ranks leave within
-// the poll's spin of each other, so the collective's time is its own.
-void Sync(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
-  if (group != nullptr) Barrier(*group, timeout);
-}
-
-// Every rank together, before one rank (or pair) times its work while the
-// others wait: through the store, so that no waiting rank's barrier kernel
-// spins on a GPU the ranks share (an NCCL barrier would, and the timed
-// rank's kernels would share the GPU with it).
-void Turn(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
-  if (group != nullptr) HostBarrier(*group, timeout);
 }
 
 // What the measuring phases need of one stage: its input (as the forward
@@ -275,144 +208,6 @@ void MeasureStages(const std::map<StageId, Stage*>& stages, std::map<StageId, St
   }
 }
 
-// The executor's own time per action outside F and B: the real Executor runs
-// a one-rank 1F1B plan of this rank's first stage (its loss, when it is not
-// the last stage, is the dot product with the output gradient, so B does the
-// same work as in training). 1F1B on one rank holds one microbatch's
-// activations at a time: a 64 x 512 microbatch of the default preset holds
-// about 36 GB, so four at once (GPipe) would not fit an 80 GB GPU.
-double MeasureActionOverhead(Stage& stage, const StageInput& in, bool last, const MicrobatchData& data,
-                             const LossFn& loss, double loss_scale, const ProfileOptions& options) {
-  const int M = options.overhead_microbatches;
-  const Schedule schedule = Lower(Generate("1f1b", {1, M, 1}));
-  const TensorList grads = in.output_grads;
-  LossFn surrogate = [grads](const TensorList& outputs, const at::Tensor&) {
-    at::Tensor sum = torch::zeros({}, outputs.at(0).options().dtype(torch::kFloat32));
-    size_t g = 0;
-    for (const at::Tensor& t : outputs) {
-      if (t.defined() && at::isFloatingType(t.scalar_type())) sum = sum + (t * grads.at(g++)).sum();
-    }
-    return sum;
-  };
-  FakeTransport transport(0, std::make_shared<FakeNetwork>());
-  ExecutorOptions exec_options;
-  exec_options.comm_timeout = options.comm_timeout;
-  exec_options.clock = options.clock;
-  Executor executor(schedule, 0, {{0, &stage}}, transport, last ? loss : surrogate, exec_options);
-  std::vector<MicrobatchData> microbatches(M, MicrobatchData{in.inputs, data.targets});
-  std::vector<double> per_action;
-  for (int i = 0; i < 1 + options.repeats; ++i) {
-    // The step's span and its actions' times on one clock: on a GPU both are
-    // CUDA events, so the overhead is the time the GPU waited for the host.
-    const StepResult r = executor.RunStep(microbatches, last ? loss_scale : 1.0, Clock::now());
-    const double wall = NsToMs(r.clock_span_ns);
-    double busy = 0;
-    int actions = 0;
-    for (const TimelineEvent& e : r.events) {
-      if (!IsCompute(e.action.kind)) continue;
-      busy += NsToMs(e.end - e.start);
-      ++actions;
-    }
-    if (i >= 1 && actions > 0) per_action.push_back(std::max(0.0, wall - busy) / actions);
-  }
-  for (auto& [name, p] : stage.NamedParameters()) {
-    if (p.grad().defined()) p.mutable_grad().zero_();
-  }
-  return Median(per_action);
-}
-
-// Ping-pong between `a` (which times) and `b`; every other rank returns at once.
-void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const ProfileOptions& options, int64_t& tag,
-              LinkProfile& link, StepClock& clock, const c10::Device& device) {
-  std::vector<Bytes> sizes = {1};
-  sizes.insert(sizes.end(), options.link_payload_bytes.begin(), options.link_payload_bytes.end());
-  link.from = a;
-  link.to = b;
-  for (const Bytes size : sizes) {
-    const int64_t n = std::max<Bytes>(size, 1);
-    const TensorList message = {torch::zeros({n}, torch::TensorOptions(torch::kUInt8).device(device))};
-    const MessageSpec spec = {{c10::ScalarType::Byte, {n}}};
-    std::vector<double> one_way;
-    for (int i = 0; i < options.warmup + options.repeats; ++i, tag += 2) {
-      if (rank == a) {
-        transport.PostRecv(b, tag + 1, spec);
-        const double round_trip = TimeMs(clock, options.comm_timeout, [&] {
-          transport.Send(b, tag, message);
-          transport.WaitRecv(b, tag + 1, options.comm_timeout);
-        });
-        if (i >= options.warmup) one_way.push_back(round_trip / 2);
-      } else if (rank == b) {
-        transport.PostRecv(a, tag, spec);
-        transport.WaitRecv(a, tag, options.comm_timeout);
-        transport.Send(a, tag + 1, message);
-      }
-      transport.WaitSends(options.comm_timeout);
-    }
-    if (rank == a) link.samples.push_back({WireBytes(message), Median(one_way)});
-  }
-  if (rank == a) FitLink(link);
-}
-
-// `warmup + repeats` runs of `body`, each after a barrier so that every rank
-// starts it together (a collective's time is then its own, not the wait for
-// a late peer); the spread of the timed runs.
-template <typename F>
-SampleSpread Repeat(StepClock& clock, ProcessGroupHandle* group, const ProfileOptions& options, F body) {
-  std::vector<double> ms;
-  for (int i = 0; i < options.warmup + options.repeats; ++i) {
-    Sync(group, options.comm_timeout);
-    const double t = TimeMs(clock, options.comm_timeout, body);
-    if (i >= options.warmup) ms.push_back(t);
-  }
-  return SpreadOfSamples(ms);
-}
-
-// The work of a training step after the executor's actions, as the trainer
-// does it (runtime/train/trainer.cc, with runtime/train/step_work.h): the
-// step's one all-reduce and host read (loss, busy time and squared norm,
-// three doubles), each stage's REDUCE_GRAD with replicas (StageBucket), the
-// squared gradient norm (GradSquares), clipping (ScaleGradients) and the
-// AdamW step. The gradients are those the F/B phases left.
-StepProfile MeasureStepWork(const std::map<StageId, Stage*>& stages, const std::map<StageId, FlatBuffer>& flats,
-                            ProcessGroupHandle* group, const ProfileOptions& options, StepClock& clock,
-                            std::map<StageId, StageProfile>& profiles) {
-  std::vector<at::Tensor> grads;
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  std::vector<FlatBuffer> buffers;
-  for (auto& [s, stage] : stages) {
-    for (const at::Tensor& g : GradientsOf(flats.at(s), stage->NamedParameters())) grads.push_back(g);
-    for (auto& [name, p] : stage->NamedParameters()) named.emplace_back(name, p);
-    buffers.push_back(flats.at(s));
-  }
-  StepProfile step;
-  if (group != nullptr) {
-    step.loss_allreduce = Repeat(clock, group, options, [&] {
-      // Made on the group's device, as the trainer stacks its sums there (a
-      // host tensor's copy would add a synchronisation the step does not have).
-      at::Tensor sums = torch::full({3}, 1.0, torch::TensorOptions(torch::kFloat64).device(GroupDevice(*group)));
-      AllReduceSumInPlace(*group, sums, options.comm_timeout);
-      (void)HostCopy(sums, options.comm_timeout, "the loss all-reduce")[0].item<double>();
-    });
-  }
-  if (options.dp_group != nullptr && options.dp > 1) {
-    for (auto& [s, stage] : stages) {
-      // Every rank takes part in each barrier of Repeat, so a stage without
-      // gradients (its replicas have none either) still takes its turns.
-      const std::vector<at::Tensor> stage_grads = GradientsOf(flats.at(s), stage->NamedParameters());
-      profiles[s].reduce_grad = Repeat(
-          clock, group, options, [&] { StageBucket(stage_grads, *options.dp_group).Finish(options.comm_timeout); });
-    }
-  }
-  // The norm's squares; their sum rides on the loss's all-reduce above, and
-  // their read on its host read, so they are timed (by the step clock: CUDA
-  // events on a GPU) without a read of their own.
-  step.norm_allreduce = Repeat(clock, group, options, [&] { (void)GradSquares(grads); });
-  step.clip = Repeat(clock, group, options, [&] { ScaleGradients(grads, 1.0); });
-  AdamW optimizer(named, AdamWConfig{}, buffers);
-  step.optimizer = Repeat(clock, group, options, [&] { optimizer.Step(1e-6); });
-  return step;
-}
-
 }  // namespace
 
 ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const std::map<StageId, Stage*>& stages,
@@ -485,8 +280,9 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
       in_turn([&] {
         if (stages.empty()) return;
         const StageId first = stages.begin()->first;
-        overhead = MeasureActionOverhead(*stages.begin()->second, inputs.at(first), first == S - 1, data, loss,
-                                         loss_scale, options);
+        const StageInput& in = inputs.at(first);
+        overhead = MeasureActionOverhead(*stages.begin()->second, in.inputs, in.output_grads, first == S - 1, data,
+                                         loss, loss_scale, options);
       });
     });
   }

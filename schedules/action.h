@@ -58,8 +58,9 @@ struct Action {
 
   friend bool operator==(const Action& a, const Action& b) {
     if (a.kind != b.kind || a.stage != b.stage || a.microbatch != b.microbatch) return false;
-    return a.kind != ActionKind::kOverlapFB || (a.overlap_kind == b.overlap_kind && a.overlap_stage == b.overlap_stage &&
-                                                a.overlap_microbatch == b.overlap_microbatch);
+    return a.kind != ActionKind::kOverlapFB ||
+           (a.overlap_kind == b.overlap_kind && a.overlap_stage == b.overlap_stage &&
+            a.overlap_microbatch == b.overlap_microbatch);
   }
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
 };

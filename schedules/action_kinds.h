@@ -49,13 +49,13 @@ enum class KindCost {
 // Memory an action holds or releases on its rank.
 enum class KindMemory {
   kNone,
-  kHoldActivations,         // F: activation_bytes from its start until its B or I
-  kReleaseActivations,      // B: frees the stage's activations at its end
-  kSwapActivationsForStash, // I: frees the activations, holds weight_grad_bytes until W
-  kReleaseStash,            // W: frees weight_grad_bytes
-  kParts,                   // OVERLAP_F_B: what its parts hold and release
-  kHoldParams,              // UNSHARD: (D-1)/D param_bytes of gathered shards
-  kReleaseParams,           // RESHARD: frees them
+  kHoldActivations,          // F: activation_bytes from its start until its B or I
+  kReleaseActivations,       // B: frees the stage's activations at its end
+  kSwapActivationsForStash,  // I: frees the activations, holds weight_grad_bytes until W
+  kReleaseStash,             // W: frees weight_grad_bytes
+  kParts,                    // OVERLAP_F_B: what its parts hold and release
+  kHoldParams,               // UNSHARD: (D-1)/D param_bytes of gathered shards
+  kReleaseParams,            // RESHARD: frees them
 };
 
 struct KindInfo {

@@ -98,7 +98,7 @@ void CheckCompleteness(const Schedule& s, ValidationReport& out) {
 void CheckPerStage(const Schedule& s, ValidationReport& out) {
   const int S = s.stages;
   std::vector<ActionRef> reduce_at(S, {-1, -1});
-  std::vector<bool> sharded_fsdp(S, false);       // has any UNSHARD
+  std::vector<bool> sharded_fsdp(S, false);  // has any UNSHARD
   for (RankId r = 0; r < s.ranks; ++r) {
     for (const Action& a : s.programs[r]) {
       if (a.kind == ActionKind::kUnshard) sharded_fsdp[a.stage] = true;
@@ -114,8 +114,8 @@ void CheckPerStage(const Schedule& s, ValidationReport& out) {
       switch (a.kind) {
         case ActionKind::kReduceGrad:
           if (reduce_at[st].rank >= 0) {
-            out.Add({"duplicate REDUCE_GRAD for stage " + std::to_string(st) + " at " + Cell(s, here) +
-                         " (first at " + Cell(s, reduce_at[st]) + ")",
+            out.Add({"duplicate REDUCE_GRAD for stage " + std::to_string(st) + " at " + Cell(s, here) + " (first at " +
+                         Cell(s, reduce_at[st]) + ")",
                      {reduce_at[st], here}});
           } else {
             reduce_at[st] = here;
@@ -123,16 +123,17 @@ void CheckPerStage(const Schedule& s, ValidationReport& out) {
           break;
         case ActionKind::kUnshard:
           if (unsharded_at[st] >= 0) {
-            out.Add({"UNSHARD of stage " + std::to_string(st) + " at " + Cell(s, here) + " while it is unsharded since " +
-                         Cell(s, {r, unsharded_at[st]}) + " (no RESHARD between)",
+            out.Add({"UNSHARD of stage " + std::to_string(st) + " at " + Cell(s, here) +
+                         " while it is unsharded since " + Cell(s, {r, unsharded_at[st]}) + " (no RESHARD between)",
                      {{r, unsharded_at[st]}, here}});
           }
           unsharded_at[st] = i;
           break;
         case ActionKind::kReshard:
           if (unsharded_at[st] < 0) {
-            out.Add({"RESHARD of stage " + std::to_string(st) + " at " + Cell(s, here) + " without an UNSHARD before it",
-                     {here}});
+            out.Add(
+                {"RESHARD of stage " + std::to_string(st) + " at " + Cell(s, here) + " without an UNSHARD before it",
+                 {here}});
           }
           unsharded_at[st] = -1;
           break;
@@ -145,8 +146,9 @@ void CheckPerStage(const Schedule& s, ValidationReport& out) {
             }
             if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardWeight) {
               if (reduce_at[part.stage].rank >= 0) {
-                out.Add({"REDUCE_GRAD for stage " + std::to_string(part.stage) + " at " + Cell(s, reduce_at[part.stage]) +
-                             " comes before " + Cell(s, here) + ": it must follow every B and W of its stage",
+                out.Add({"REDUCE_GRAD for stage " + std::to_string(part.stage) + " at " +
+                             Cell(s, reduce_at[part.stage]) + " comes before " + Cell(s, here) +
+                             ": it must follow every B and W of its stage",
                          {reduce_at[part.stage], here}});
               }
             }

@@ -47,8 +47,8 @@ struct Timeline {
   // The stages a measured run recomputed (train --recompute): "all" or ids
   // like "0,1"; empty when none. Their B and I hold the recomputed forward.
   std::string recompute;
-  std::vector<TimelineEvent> events;  // per rank in program order
-  std::vector<MemorySample> memory;   // per rank in time order
+  std::vector<TimelineEvent> events;   // per rank in program order
+  std::vector<MemorySample> memory;    // per rank in time order
   std::vector<StepEvent> step_events;  // per rank in time order
 
   // Latest end over events that occupy a rank: compute, per-stage

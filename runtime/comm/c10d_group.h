@@ -3,12 +3,12 @@
 // Includes c10d headers: keep it out of headers other layers include.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/version.h>
 
 #include <chrono>
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "runtime/comm/process_group.h"
 #include "schedules/error.h"

@@ -5,9 +5,8 @@
 // few seconds more), so a dead peer never leaves a rank hanging.
 #define USE_C10D_NCCL 1
 #include <c10/cuda/CUDAFunctions.h>
-#include <torch/torch.h>
-
 #include <dlfcn.h>
+#include <torch/torch.h>
 
 #include <cstdio>
 #include <cstdlib>

@@ -109,7 +109,8 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
     handle->store = c10::make_intrusive<c10d::TCPStore>(o.host, options);
     if (use_agent_store) {
       const int attempt = EnvInt("TORCHELASTIC_RESTART_COUNT", 0);
-      handle->store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(attempt), handle->store);
+      handle->store =
+          c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(attempt), handle->store);
     }
     handle->group = MakeBackend(handle->store, o.rank, o.world_size, o.backend, o.device, o.timeout, o.host);
   });

@@ -1,7 +1,7 @@
 // The GPU MemoryMeter (compiled only in CUDA builds): the CUDA caching
 // allocator's statistics of one device, aggregated over its pools.
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/core/Device.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 
 #include <map>
 #include <memory>

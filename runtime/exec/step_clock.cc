@@ -18,7 +18,8 @@ int HostClock::Mark() {
 std::vector<TimeNs> HostClock::Resolve(std::chrono::milliseconds) { return marks_; }
 
 #ifdef PPLAB_WITH_CUDA
-std::unique_ptr<StepClock> MakeCudaClock(const c10::Device& device, std::chrono::milliseconds timeout);  // cuda_clock.cc
+std::unique_ptr<StepClock> MakeCudaClock(const c10::Device& device,
+                                         std::chrono::milliseconds timeout);  // cuda_clock.cc
 #endif
 
 std::unique_ptr<StepClock> MakeStepClock(const c10::Device& device, std::chrono::milliseconds timeout) {

@@ -29,16 +29,16 @@ std::pair<int64_t, int64_t> ShardRange(int64_t size, const OptimizerShard& shard
   return {begin, std::min(size, begin + share)};
 }
 
-AdamW::AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWConfig config,
-             std::vector<FlatBuffer> flats, OptimizerShard shard)
+AdamW::AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWConfig config, std::vector<FlatBuffer> flats,
+             OptimizerShard shard)
     : params_(std::move(params)), config_(config) {
   std::map<std::string, at::Tensor> by_name(params_.begin(), params_.end());
   for (FlatBuffer& buffer : flats) {
     if (!buffer.defined()) continue;
     Flat f;
     f.sharded = shard.count > 1;
-    std::tie(f.begin, f.end) = f.sharded ? ShardRange(buffer.values.numel(), shard)
-                                         : std::pair<int64_t, int64_t>{0, buffer.values.numel()};
+    std::tie(f.begin, f.end) =
+        f.sharded ? ShardRange(buffer.values.numel(), shard) : std::pair<int64_t, int64_t>{0, buffer.values.numel()};
     f.exp_avg = torch::zeros({f.end - f.begin}, buffer.values.options());
     f.exp_avg_sq = torch::zeros({f.end - f.begin}, buffer.values.options());
     for (const std::string& name : buffer.names) {
@@ -89,7 +89,8 @@ std::vector<int64_t> AdamW::SyncFlatState() {
           // is the memory the sharding saves. Undefined: the share is current.
           if (!mine->defined()) continue;
           const int64_t lo = std::max(offset, f.begin), hi = std::min(offset + n, f.end);
-          if (lo < hi) flat->narrow(0, lo - f.begin, hi - lo).copy_(mine->reshape({-1}).narrow(0, lo - offset, hi - lo));
+          if (lo < hi)
+            flat->narrow(0, lo - f.begin, hi - lo).copy_(mine->reshape({-1}).narrow(0, lo - offset, hi - lo));
           *mine = at::Tensor();
           continue;
         }

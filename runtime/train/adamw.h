@@ -108,7 +108,7 @@ class AdamW {
     FlatBuffer buffer;
     // Sharded: of [begin, end) of the buffer only; else of all of it.
     at::Tensor exp_avg, exp_avg_sq;
-    int64_t begin = 0, end = 0;       // the elements this replica updates
+    int64_t begin = 0, end = 0;  // the elements this replica updates
     bool sharded = false;
     std::vector<at::Tensor> params;  // the parameters, in buffer order
   };

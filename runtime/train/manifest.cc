@@ -86,7 +86,8 @@ void CheckManifest(const std::string& file, const json& m) {
                 "2026-11-22); this pplab reads only version 2 shards, which carry their run, step and rank. Export "
                 "it with the pplab that wrote it, or start a new run");
   }
-  if (version != kCheckpointVersion) c.Fail("version", "is " + std::to_string(version) + "; this pplab reads version 2");
+  if (version != kCheckpointVersion)
+    c.Fail("version", "is " + std::to_string(version) + "; this pplab reads version 2");
   const int64_t step = c.Int("step", 1, kMaxCheckpointStep);
   (void)step;
   const std::string run_id = c.String("run_id");

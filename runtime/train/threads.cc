@@ -31,7 +31,7 @@ bool BlasHasOwnPool() {
 int ShareCores(int processes) {
   int threads = 0;
   if (std::getenv("OMP_NUM_THREADS") != nullptr) {
-    threads = at::get_num_threads();  // LibTorch took the user's figure
+    threads = at::get_num_threads();                                     // LibTorch took the user's figure
     if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return threads;  // both pools are the user's
   } else {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());

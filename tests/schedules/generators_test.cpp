@@ -1,12 +1,11 @@
 #include "schedules/generators.h"
 
 #include <catch2/catch.hpp>
-
 #include <cctype>
 
 #include "schedules/error.h"
-#include "schedules/schedule_io.h"
 #include "schedules/lowering.h"
+#include "schedules/schedule_io.h"
 #include "schedules/validate.h"
 #include "sim/simulator.h"
 #include "tests/generator_rules.h"
@@ -96,11 +95,13 @@ TEST_CASE("lowering inserts no messages between stages on one rank", "[lowering]
 namespace pplab {
 
 TEST_CASE("PyTorch's schedule class names are aliases, case-insensitive", "[generators]") {
-  const std::vector<std::pair<std::string, std::string>> aliases = {
-      {"GPipe", "gpipe"},           {"1F1B", "1f1b"},
-      {"Interleaved1F1B", "interleaved-1f1b"}, {"LoopedBFS", "looped-bfs"},
-      {"InterleavedZeroBubble", "interleaved-zb"}, {"ZBVZeroBubble", "zb-v"},
-      {"DualPipeV", "dualpipev"}};
+  const std::vector<std::pair<std::string, std::string>> aliases = {{"GPipe", "gpipe"},
+                                                                    {"1F1B", "1f1b"},
+                                                                    {"Interleaved1F1B", "interleaved-1f1b"},
+                                                                    {"LoopedBFS", "looped-bfs"},
+                                                                    {"InterleavedZeroBubble", "interleaved-zb"},
+                                                                    {"ZBVZeroBubble", "zb-v"},
+                                                                    {"DualPipeV", "dualpipev"}};
   for (const auto& [alias, name] : aliases) {
     INFO(alias);
     CHECK(FindGenerator(alias).name == name);

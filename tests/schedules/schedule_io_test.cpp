@@ -107,8 +107,9 @@ TEST_CASE("loading a missing or empty file is an error naming it", "[schedule_io
 namespace pplab {
 
 TEST_CASE("PyTorch's compute-only GPipe and 1F1B files, with REDUCE_GRAD, import as our programs", "[schedule_io]") {
-  for (const auto& [file, generated] : {std::pair<std::string, Schedule>{"gpipe_k2_m2_compute_only.csv", GenerateGPipe(2, 2)},
-                                        {"1f1b_k2_m2_compute_only.csv", Generate1F1B(2, 2)}}) {
+  for (const auto& [file, generated] :
+       {std::pair<std::string, Schedule>{"gpipe_k2_m2_compute_only.csv", GenerateGPipe(2, 2)},
+        {"1f1b_k2_m2_compute_only.csv", Generate1F1B(2, 2)}}) {
     INFO(file);
     const Schedule s = LoadScheduleFile(PPLAB_TEST_DATA_DIR "/pytorch/" + file);
     CHECK(s.microbatches == 2);
@@ -119,7 +120,8 @@ TEST_CASE("PyTorch's compute-only GPipe and 1F1B files, with REDUCE_GRAD, import
   }
 }
 
-TEST_CASE("PyTorch's with-comms form, with UNSHARD, RESHARD and REDUCE_GRAD, validates and simulates", "[schedule_io]") {
+TEST_CASE("PyTorch's with-comms form, with UNSHARD, RESHARD and REDUCE_GRAD, validates and simulates",
+          "[schedule_io]") {
   const Schedule s = LoadScheduleFile(PPLAB_TEST_DATA_DIR "/pytorch/1f1b_k2_m2_compute_comms.csv");
   REQUIRE(s.HasComm());
   const ValidationReport report = Validate(s);
@@ -213,8 +215,9 @@ TEST_CASE("bad PyTorch CSV cells get one line with file, row and column", "[sche
   // Malformed composite.
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,(0F1;1B0\n", "k.csv", "k"),
                     Catch::Contains("k.csv:1: column 2: bad action '(0F1;1B0': composite without a closing ')'"));
-  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,(1B0;0F1)OVERLAP_F_B\n", "k.csv", "k"),
-                    Catch::Contains("k.csv:1: column 2: bad action '(1B0;0F1)OVERLAP_F_B': OVERLAP_F_B's parts must be"));
+  CHECK_THROWS_WITH(
+      ScheduleFromPytorchCsv("0F0,(1B0;0F1)OVERLAP_F_B\n", "k.csv", "k"),
+      Catch::Contains("k.csv:1: column 2: bad action '(1B0;0F1)OVERLAP_F_B': OVERLAP_F_B's parts must be"));
   // A composite whose parts live on different ranks.
   CHECK_THROWS_WITH(
       ScheduleFromPytorchCsv("0F0,0F1,(0F2;1B0)OVERLAP_F_B,0B1,0B2\n1F0,1F1,1B1,1F2,1B2\n", "k.csv", "k"),
@@ -226,7 +229,8 @@ TEST_CASE("bad PyTorch CSV cells get one line with file, row and column", "[sche
                                     "lives on rank 1, row 2)"));
 }
 
-TEST_CASE("an overlapped F&B imports, lowers and simulates as max(F, B) + penalty or its measured time", "[schedule_io]") {
+TEST_CASE("an overlapped F&B imports, lowers and simulates as max(F, B) + penalty or its measured time",
+          "[schedule_io]") {
   // Two stages on one rank: the forward of mb 1 runs with the backward of mb 0.
   const Schedule s = ScheduleFromPytorchCsv("0F0,1F0,1B0,(0F1;0B0)OVERLAP_F_B,1F1,1B1,0B1\n", "o.csv", "o");
   REQUIRE(s.placement == std::vector<RankId>{0, 0});
@@ -246,8 +250,8 @@ TEST_CASE("an overlapped F&B imports, lowers and simulates as max(F, B) + penalt
   c.forward_backward = 2500;
   CHECK(Simulate(s, CostModel::Uniform(2, c, {})).makespan == 11500);
   // Across two ranks, lowering puts both parts' receives before it and sends after it.
-  const Schedule two = ScheduleFromPytorchCsv(
-      "0F0,0F1,0B0,(0F2;0B1)OVERLAP_F_B,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n", "t.csv", "t");
+  const Schedule two =
+      ScheduleFromPytorchCsv("0F0,0F1,0B0,(0F2;0B1)OVERLAP_F_B,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n", "t.csv", "t");
   const Schedule lowered = Lower(two);
   std::vector<std::string> got;
   for (const Action& a : lowered.programs[0]) got.push_back(FormatAction(a));

@@ -92,7 +92,8 @@ TEST_CASE("1F1B on two ranks: (M + K - 1)(F + B + F), and the last stage holds i
   CHECK(with_inputs.per_rank[0].peak_activation_bytes == 2 * 300 + 1000 + 50);
 }
 
-TEST_CASE("zb-h1 recomputed: I rebuilds the activations and keeps them for W, and W and F hold no more", "[recompute]") {
+TEST_CASE("zb-h1 recomputed: I rebuilds the activations and keeps them for W, and W and F hold no more",
+          "[recompute]") {
   // F = I = W = 1 ms; 1000 bytes of activations, 1200 kept from I to W.
   StageCost c = Uniform();
   c.backward.reset();

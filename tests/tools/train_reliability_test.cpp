@@ -230,7 +230,7 @@ TEST_CASE("a worker of another run is refused when it joins", "[train][reliabili
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
   const std::string out =
       ShellStdout("(" + env + "RANK=0 PPLAB_RUN_ID=00000000000000aa " + worker + " 2>&1; echo rc=$?) & " + "(" + env +
-            "RANK=1 PPLAB_RUN_ID=00000000000000bb " + worker + " 2>&1; echo rc=$?); wait");
+                  "RANK=1 PPLAB_RUN_ID=00000000000000bb " + worker + " 2>&1; echo rc=$?); wait");
   INFO(out);
   CHECK_THAT(out,
              Catch::Contains("rank 1 belongs to another run (run id 00000000000000bb, this run's 00000000000000aa)"));
@@ -260,7 +260,7 @@ TEST_CASE("checkpoints need one shared directory: ranks on separate folders are 
                              "--comm-timeout 10 --out ";
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
   const std::string out = ShellStdout("(" + env + "RANK=0 " + worker + a + " 2>&1; echo rc=$?) & (" + env + "RANK=1 " +
-                                worker + b + " 2>&1; echo rc=$?); wait");
+                                      worker + b + " 2>&1; echo rc=$?); wait");
   INFO(out);
   CHECK_THAT(out, Catch::Contains("--checkpoint-dir " + a + "/checkpoints is not shared: 1 rank(s) do not see"));
   CHECK_THAT(out, !Catch::Contains("rc=0"));

@@ -12,8 +12,7 @@ namespace pplab {
 
 constexpr std::chrono::milliseconds kWait{2000};
 
-TEST_CASE("a channel's receives pair with its sends in the order both were issued, whatever the tags",
-          "[comm][fake]") {
+TEST_CASE("a channel's receives pair with its sends in the order both were issued, whatever the tags", "[comm][fake]") {
   auto network = std::make_shared<FakeNetwork>();
   FakeTransport zero(0, network), one(1, network);
   SECTION("the same order: each receive gets its message") {

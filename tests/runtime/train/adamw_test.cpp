@@ -1,10 +1,11 @@
 #include "runtime/train/adamw.h"
-#include "tests/runtime/train/adamw_reference.h"
 
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <memory>
+
+#include "tests/runtime/train/adamw_reference.h"
 
 namespace pplab {
 
@@ -83,8 +84,8 @@ struct ShardedReplicas {
     reference = std::make_unique<AdamW>(whole.Named(), AdamWConfig{}, std::vector<FlatBuffer>{whole_flat});
     for (int d = 0; d < count; ++d) {
       flats.push_back(FlattenParameters(replicas[d].Named()));
-      sharded.push_back(std::make_unique<AdamW>(replicas[d].Named(), AdamWConfig{},
-                                                std::vector<FlatBuffer>{flats[d]}, OptimizerShard{d, count}));
+      sharded.push_back(std::make_unique<AdamW>(replicas[d].Named(), AdamWConfig{}, std::vector<FlatBuffer>{flats[d]},
+                                                OptimizerShard{d, count}));
     }
   }
   // One step of every optimizer with the same gradients (320). Each replica

@@ -15,8 +15,7 @@ namespace pplab {
 namespace {
 
 std::string TmpDir(const std::string& name) {
-  const std::string dir =
-      std::string(PPLAB_TEST_TMP_DIR) + "/metrics_file_" + name + "_" + std::to_string(::getpid());
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/metrics_file_" + name + "_" + std::to_string(::getpid());
   RemoveTree(dir);
   return dir;
 }

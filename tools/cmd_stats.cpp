@@ -10,6 +10,7 @@
 #include "tools/commands.h"
 #include "tools/report.h"
 #include "traces/chrome_trace.h"
+#include "traces/diff.h"
 
 namespace pplab::cli {
 namespace {
@@ -34,6 +35,10 @@ int RunStats(const StatsOptions& o) {
     if (it == means.end()) return std::nullopt;
     return it->second;
   };
+  // Each rank's largest bytes held between actions, where the trace has the
+  // activation bytes counter (simulate with bytes, train --measure-memory).
+  const std::vector<std::optional<Bytes>> held = LargestHeldBytes(t);
+  const bool has_memory = !t.memory.empty();
   nlohmann::json per_rank = nlohmann::json::array();
   for (RankId r = 0; r < t.ranks; ++r) {
     const RankSummary& rs = summary.per_rank[r];
@@ -45,6 +50,7 @@ int RunStats(const StatsOptions& o) {
                         {"span", NsToMs(span)},
                         // Time inside the rank's span not spent computing: waits and executor overhead.
                         {"gaps_per_action", actions[r] > 0 ? NsToMs(span - rs.busy) / actions[r] : 0.0}});
+    if (has_memory) per_rank.back()["peak_held_bytes"] = held[r] ? nlohmann::json(*held[r]) : nlohmann::json(nullptr);
   }
   nlohmann::json stages = nlohmann::json::array();
   static const std::pair<ActionKind, const char*> kKinds[] = {{ActionKind::kForward, "forward_ms"},
@@ -85,10 +91,15 @@ int RunStats(const StatsOptions& o) {
               Fixed(100 * summary.span_bubble_fraction, 2).c_str());
   std::vector<std::vector<std::string>> ranks = {
       {"rank", "actions", "busy_ms", "idle_ms", "span_ms", "gaps_per_action_ms"}};
+  if (has_memory) ranks[0].push_back("peak_held_MB");
   for (const auto& r : per_rank) {
     ranks.push_back({r["rank"].dump(), r["actions"].dump(), Fixed(r["busy"].get<double>(), 3),
                      Fixed(r["idle"].get<double>(), 3), Fixed(r["span"].get<double>(), 3),
                      Fixed(r["gaps_per_action"].get<double>(), 4)});
+    if (has_memory) {
+      const nlohmann::json& b = r["peak_held_bytes"];
+      ranks.back().push_back(b.is_null() ? "-" : Fixed(b.get<double>() / 1e6, 3));
+    }
   }
   PrintTable(ranks, 0);
   if (!stages.empty()) {

@@ -287,6 +287,20 @@ TEST_CASE("cli: stats prints tables, not JSON", "[cli]") {
              Catch::Contains("rank  actions  busy_ms  idle_ms  span_ms  gaps_per_action_ms\n   0       12   12.000"));
 }
 
+TEST_CASE("cli: stats gives each rank's peak bytes held where the trace has the activation bytes counter", "[cli]") {
+  const std::string trace = TempPath("stats-memory.json");
+  // 1F1B on K = 4 holds K - r stashes of 1 MB at rank r's peak.
+  REQUIRE(Pplab("simulate -s 1f1b -k 4 -m 8 --activation-bytes 1e6 --trace " + trace).code == 0);
+  PplabRun r = Pplab("stats " + trace);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("gaps_per_action_ms  peak_held_MB\n"));
+  CHECK_THAT(r.out, Catch::Contains("4.000\n") && Catch::Contains("1.000\n"));
+  r = Pplab("stats " + trace + " --json");
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (int k = 0; k < 4; ++k) CHECK(j["per_rank"][k]["peak_held_bytes"] == 1000000 * (4 - k));
+}
+
 }  // namespace pplab
 
 namespace pplab {

@@ -22,24 +22,25 @@ struct ShowOptions {
   std::string trace_path;
   int columns = 100;
   bool steps = false;
+  bool no_memory = false;
 };
 
 // The picture is ranks x columns characters; past this it is no longer a
 // terminal picture and would only exhaust memory.
 constexpr long long kMaxCells = 1LL << 26;
 
-void PrintTimeline(const Timeline& timeline, int columns) {
+void PrintTimeline(const Timeline& timeline, int columns, bool memory) {
   if (static_cast<long long>(timeline.ranks) * columns > kMaxCells) {
     throw Error("show: " + std::to_string(timeline.ranks) + " ranks x --columns " + std::to_string(columns) +
                 " is too large a picture for a terminal; use `" + ProgramName() + " render` for an SVG");
   }
-  const std::string text = RenderText(timeline, columns);
+  const std::string text = RenderText(timeline, columns, memory);
   std::fwrite(text.data(), 1, text.size(), stdout);
 }
 
 int RunShow(const ShowOptions& o) {
   if (!o.trace_path.empty()) {
-    PrintTimeline(TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path), o.columns);
+    PrintTimeline(TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path), o.columns, !o.no_memory);
     return 0;
   }
   const Schedule schedule = BuildSchedule(o.plan);
@@ -49,7 +50,7 @@ int RunShow(const ShowOptions& o) {
     std::printf("%s", FormatStepGrid(schedule, 0, static_cast<int>(longest)).c_str());
     return 0;
   }
-  PrintTimeline(Simulate(schedule, BuildCostModel(o.plan, schedule)).timeline, o.columns);
+  PrintTimeline(Simulate(schedule, BuildCostModel(o.plan, schedule)).timeline, o.columns, !o.no_memory);
   return 0;
 }
 
@@ -65,6 +66,8 @@ void SetupShow(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(10, 10000))
       ->capture_default_str();
   sub->add_flag("--steps", o->steps, "print the rank x step grid of the lowered programs");
+  sub->add_flag("--no-memory", o->no_memory,
+                "leave out the memory rows (drawn where the costs or the trace have activation bytes)");
   sub->callback([o, &exit_code] { exit_code = RunShow(*o); });
 }
 

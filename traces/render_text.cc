@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <vector>
 
 #include "schedules/action_kinds.h"
@@ -43,9 +44,55 @@ std::vector<std::vector<int>> Owners(const Timeline& timeline, TimeNs makespan, 
   return owner;
 }
 
+// The cell of a time: floor(t cells / makespan), clamped to the picture (a
+// 128-bit product: a time of up to 2^63 ns times 2^16 cells fits).
+TimeNs CellOf(TimeNs t, TimeNs makespan, TimeNs cells) {
+  const __int128 c = static_cast<__int128>(std::max<TimeNs>(0, t)) * cells / makespan;
+  return static_cast<TimeNs>(std::min<__int128>(c, cells - 1));
+}
+
+// Each rank's memory row (render_text.h): per cell, the most bytes held
+// during it, as '.' or a digit 1-9 in ninths of `top`, the largest over all
+// ranks' cells, which it also returns. `makespan` > 0.
+std::vector<std::string> MemoryRows(const Timeline& timeline, TimeNs makespan, TimeNs cells, Bytes& top) {
+  const int ranks = std::max(0, timeline.ranks);
+  std::vector<std::vector<MemorySample>> by_rank(ranks);
+  for (const MemorySample& m : timeline.memory) {
+    if (m.rank >= 0 && m.rank < ranks) by_rank[m.rank].push_back(m);
+  }
+  std::vector<std::vector<Bytes>> most(ranks, std::vector<Bytes>(cells, 0));
+  top = 0;
+  for (RankId r = 0; r < ranks; ++r) {
+    std::vector<MemorySample>& samples = by_rank[r];
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
+    Bytes held = 0;
+    size_t i = 0;
+    for (TimeNs c = 0; c < cells; ++c) {
+      Bytes v = held;
+      for (; i < samples.size() && CellOf(samples[i].time, makespan, cells) <= c; ++i) {
+        held = samples[i].bytes;
+        v = std::max(v, held);
+      }
+      most[r][c] = std::max<Bytes>(0, v);
+      top = std::max(top, most[r][c]);
+    }
+  }
+  std::vector<std::string> rows(ranks, std::string(cells, '.'));
+  for (RankId r = 0; r < ranks; ++r) {
+    for (TimeNs c = 0; c < cells; ++c) {
+      const Bytes v = most[r][c];
+      if (v <= 0) continue;
+      const long double ninths = 9.0L * static_cast<long double>(v) / static_cast<long double>(top);
+      rows[r][c] = static_cast<char>('0' + std::clamp(static_cast<int>(std::ceil(ninths - 1e-12L)), 1, 9));
+    }
+  }
+  return rows;
+}
+
 }  // namespace
 
-std::string RenderText(const Timeline& timeline, int columns) {
+std::string RenderText(const Timeline& timeline, int columns, bool show_memory) {
   columns = std::max(1, columns);
   const TimelineSummary summary = Summarize(timeline);
   const TimeNs makespan = summary.makespan;
@@ -133,6 +180,11 @@ std::string RenderText(const Timeline& timeline, int columns) {
     }
   }
 
+  Bytes memory_top = 0;
+  const std::vector<std::string> memory_rows = show_memory && !timeline.memory.empty() && makespan > 0
+                                                   ? MemoryRows(timeline, makespan, cells, memory_top)
+                                                   : std::vector<std::string>();
+
   const size_t label_width = 1 + std::to_string(std::max(0, ranks - 1)).size();
   const bool wrapped = cells > columns;
   for (TimeNs band = 0; band < cells; band += columns) {
@@ -154,6 +206,11 @@ std::string RenderText(const Timeline& timeline, int columns) {
       name.resize(label_width, ' ');
       out += name + " |" + rows[r].substr(band, width) + "|\n";
     }
+    for (RankId r = 0; r < static_cast<RankId>(memory_rows.size()); ++r) {
+      std::string name = "m" + std::to_string(r);
+      name.resize(label_width, ' ');
+      out += name + " |" + memory_rows[r].substr(band, width) + "|\n";
+    }
   }
 
   std::string legend = "legend:";
@@ -167,7 +224,12 @@ std::string RenderText(const Timeline& timeline, int columns) {
   if (cut) legend += "; + a label too long for its box";
   if (hidden > 0) legend += "; " + std::to_string(hidden) + " action(s) too short to show";
   if (cut || hidden > 0) legend += " (use pplab render)";
-  return out + legend + "\n";
+  out += legend + "\n";
+  if (!memory_rows.empty()) {
+    out += "memory: m<r> rows hold each cell's most bytes held by rank r, in ninths of the largest rounded up, 9 = " +
+           Fixed(static_cast<double>(memory_top) / 1e6, 3) + " MB, . none\n";
+  }
+  return out;
 }
 
 }  // namespace pplab

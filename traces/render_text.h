@@ -30,7 +30,15 @@
 //     the picture stops widening; a label that then does not fit is replaced
 //     by '+', and the legend says so and counts the actions too short to own
 //     a cell at all.
-//   - The last line is a legend of the kinds present and of the labels.
+//   - Where the timeline holds memory samples (Timeline::memory, the
+//     "activation bytes" counter) and show_memory is set, each band has one
+//     more row per rank under the ranks' rows, "m<r> |...|": each cell the
+//     most bytes the rank held during it (what it held coming in, and every
+//     sample inside), as a digit 1-9, the ninths of the largest such value
+//     over all ranks rounded up, or '.' for none (0 or less). A sample at
+//     or past the makespan counts in the last cell. A last line names the
+//     scale: "memory: m<r> rows ..., 9 = X MB" (10^6 bytes, 3 decimals).
+//   - The legend line follows the rows.
 // Communication events are not drawn. Events whose rank lies outside
 // [0, timeline.ranks) are ignored; ranks with no events give all-idle rows.
 // A timeline with no ranks has no rows and no legend.
@@ -47,7 +55,8 @@ namespace pplab {
 constexpr int kMaxTextCells = 1 << 16;
 constexpr long long kMaxTextPictureCells = 1LL << 22;
 
-// `columns` < 1 is treated as 1. With a zero makespan every cell is idle.
-std::string RenderText(const Timeline& timeline, int columns);
+// `columns` < 1 is treated as 1. With a zero makespan every cell is idle
+// (and no memory row is drawn).
+std::string RenderText(const Timeline& timeline, int columns, bool show_memory = true);
 
 }  // namespace pplab

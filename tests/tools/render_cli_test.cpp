@@ -55,4 +55,18 @@ TEST_CASE("cli: simulate --svg draws each rank's memory row where the costs have
   CHECK(CountOf(ReadTextFile(bare), "<path class=\"memory\"") == 4);
 }
 
+TEST_CASE("cli: show adds a memory row per rank where the costs have bytes, --no-memory none", "[cli][render]") {
+  // 1F1B, K = 2, M = 3, F 1 ms and B 2 ms, 1 MB a stash: rank 0 holds two
+  // (9) until its second B ends at 9 ms, rank 1 one (ninths of 2 MB: 5).
+  PplabRun r = Pplab("show -s 1f1b -k 2 -m 3 --activation-bytes 1e6 --columns 40");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nm0 |5559999999999999999999999999999555555555|\n"));
+  CHECK_THAT(r.out, Catch::Contains("\nm1 |...5555555555555555555555555555555......|\n"));
+  CHECK_THAT(r.out, Catch::Contains("9 = 2.000 MB, . none\n"));
+  r = Pplab("show -s 1f1b -k 2 -m 3 --activation-bytes 1e6 --columns 40 --no-memory");
+  REQUIRE(r.code == 0);
+  CHECK(r.out == Pplab("show -s 1f1b -k 2 -m 3 --columns 40").out);
+  CHECK(r.out.find("\nm0 ") == std::string::npos);
+}
+
 }  // namespace pplab

@@ -14,15 +14,6 @@
 namespace pplab {
 namespace {
 
-// Tiny1F1B with the bytes each rank holds: rank 0 peaks at 2 MB (at 2 ms),
-// rank 1 at 1 MB (first at 2 ms, again at 5 ms).
-Timeline TinyWithMemory() {
-  Timeline t = Tiny1F1B();
-  t.memory = {{0, MsToNs(1), 1000000}, {0, MsToNs(2), 2000000}, {1, MsToNs(2), 1000000}, {1, MsToNs(4), 0},
-              {0, MsToNs(6), 1000000}, {1, MsToNs(5), 1000000}, {1, MsToNs(7), 0},       {0, MsToNs(9), 0}};
-  return t;
-}
-
 std::string PathD(const std::string& tag) {
   const size_t at = tag.find(" d=\"");
   REQUIRE(at != std::string::npos);

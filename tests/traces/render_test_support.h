@@ -1,5 +1,6 @@
-// What the render tests share (render_svg_test.cpp, render_text_test.cpp):
-// a hand-made 1F1B timeline, a simulated one, and a substring count.
+// What the render tests share (render_svg_test.cpp, render_memory_test.cpp,
+// render_text_test.cpp): a hand-made 1F1B timeline, with and without the
+// bytes it holds, a simulated one, and a substring count.
 #pragma once
 
 #include <string>
@@ -26,6 +27,15 @@ inline Timeline Tiny1F1B() {
   const ActionKind B = ActionKind::kBackward;
   t.events = {Event(0, F, 0, 0, 0, 1), Event(0, F, 0, 1, 1, 2), Event(0, B, 0, 0, 4, 6), Event(0, B, 0, 1, 7, 9),
               Event(1, F, 1, 0, 1, 2), Event(1, B, 1, 0, 2, 4), Event(1, F, 1, 1, 4, 5), Event(1, B, 1, 1, 5, 7)};
+  return t;
+}
+
+// Tiny1F1B with the bytes each rank holds: rank 0 peaks at 2 MB (at 2 ms),
+// rank 1 at 1 MB (first at 2 ms, again at 5 ms).
+inline Timeline TinyWithMemory() {
+  Timeline t = Tiny1F1B();
+  t.memory = {{0, MsToNs(1), 1000000}, {0, MsToNs(2), 2000000}, {1, MsToNs(2), 1000000}, {1, MsToNs(4), 0},
+              {0, MsToNs(6), 1000000}, {1, MsToNs(5), 1000000}, {1, MsToNs(7), 0},       {0, MsToNs(9), 0}};
   return t;
 }
 

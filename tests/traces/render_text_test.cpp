@@ -182,4 +182,42 @@ TEST_CASE("text render marks a label it cannot widen for with +, and says so", "
   CHECK_THAT(text, Catch::StartsWith("tiny-w: makespan 1000.010 ms"));
 }
 
+TEST_CASE("text render: under each band a memory row per rank, each cell the most bytes held in ninths", "[render]") {
+  // 0.5 ms cells. Rank 0 holds 1 MB from 1 ms, 2 MB from 2 ms, 1 MB from 6
+  // ms, 0 at 9 ms (the makespan: the last cell); rank 1 1 MB over [2, 4)
+  // and [5, 7) ms. 2 MB is 9, 1 MB 4.5 ninths, rounded up to 5; a cell
+  // shows the most held in it (cell 12, where rank 0 drops to 1 MB, is 9).
+  const std::string rows =
+      "r0 |0F1F....0BBB..1BBB|\n"
+      "r1 |..0F0BBB1F1BBB....|\n"
+      "m0 |..5599999999955555|\n"
+      "m1 |....55555.55555...|\n";
+  const std::string scale =
+      "memory: m<r> rows hold each cell's most bytes held by rank r, in ninths of the largest "
+      "rounded up, 9 = 2.000 MB, . none\n";
+  const std::string legend = "legend: F forward, B backward, . idle; a box starts with its microbatch\n";
+  const std::string head = "tiny [simulated]: makespan 9.000 ms, bubble 33.3%, 1 cell = 0.500 ms\n";
+  CHECK(RenderText(TinyWithMemory(), 18) == head + rows + legend + scale);
+  // Wrapped into bands of 9 cells: the memory rows follow each band's ranks.
+  CHECK(RenderText(TinyWithMemory(), 9) ==
+        head + "    0.000 ms to 4.500 ms\n" + "r0 |0F1F....0|\nr1 |..0F0BBB1|\nm0 |..5599999|\nm1 |....55555|\n" +
+            "    4.500 ms to 9.000 ms\n" + "r0 |BBB..1BBB|\nr1 |F1BBB....|\nm0 |999955555|\nm1 |.55555...|\n" + legend +
+            scale);
+  // Turned off, or without samples: the picture of old.
+  CHECK(RenderText(TinyWithMemory(), 18, false) == RenderText(Tiny1F1B(), 18));
+  CHECK(RenderText(Tiny1F1B(), 18).find("m0") == std::string::npos);
+}
+
+TEST_CASE("text render memory rows: any bytes show at least 1, none or negative '.', late samples in the last cell",
+          "[render]") {
+  Timeline t = Tiny1F1B();
+  // Rank 0: 9 MB from 0.5 ms to 1 ms, then -5 bytes; rank 1: 1 byte from
+  // 2 ms, then 9 MB well past the makespan.
+  t.memory = {{0, MsToNs(0.5), 9000000}, {0, MsToNs(1), -5}, {1, MsToNs(2), 1}, {1, MsToNs(50), 9000000}};
+  const std::string text = RenderText(t, 18);
+  CHECK_THAT(text, Catch::Contains("m0 |.99...............|\n"));
+  CHECK_THAT(text, Catch::Contains("m1 |....11111111111119|\n"));
+  CHECK_THAT(text, Catch::Contains("9 = 9.000 MB"));
+}
+
 }  // namespace pplab

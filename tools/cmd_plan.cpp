@@ -160,7 +160,9 @@ int RunPlan(const PlanCmdOptions& o) {
       (o.shard_optimizer && chosen.dp > 1 ? " --shard-optimizer" : "") +
       (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
                                             : std::string()) +
-      (train_device.empty() ? "" : " --device " + train_device);
+      (train_device.empty() ? "" : " --device " + train_device) +
+      // The run then sets this plan's prediction against what it measures.
+      (o.cost_out_path.empty() ? "" : " --sim-cost " + o.cost_out_path);
   const PlanOutcome outcome{search,
                             result,
                             profiled,

@@ -245,7 +245,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   measured.devices = device_map.devices;
   if (!options.recompute.empty()) measured.recompute = FormatRecomputeStages(options.recompute, schedule.stages);
   measured.device_slots = device_map.device_slots;
-  const std::string svg_path = WriteRunTraces(o, schedule, measured);
+  const RunPrediction prediction = WriteRunTraces(o, schedule, measured);
   RunFacts facts;
   facts.schedule = &schedule;
   facts.vocab_size = config.vocab_size;
@@ -260,7 +260,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   facts.attention = AttentionKindName(llama.attention);
   facts.recompute = FormatRecomputeStages(options.recompute, schedule.stages);
   facts.flops = flops;
-  PrintRunSummary(o, facts, summary, measured, svg_path);
+  PrintRunSummary(o, facts, summary, measured, prediction);
   return 0;
 }
 
@@ -303,6 +303,7 @@ int RunTrain(const TrainOptions& given) {
   const Partition partition =
       MakePartition(config, schedule.ModelStages(), o.partition, {schedule.placement, o.seq_len});
   ResolveAttention(ParseAttentionKind(o.attention));  // sdpa on a LibTorch without it: refused here, once
+  CheckSimCost(o, config, partition, schedule);
   if (o.seq_len > config.max_position_embeddings) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(config.max_position_embeddings));

@@ -10,6 +10,9 @@
 #include "models/tensor_parallel.h"
 #include "runtime/train/checkpoint.h"
 #include "schedules/error.h"
+#include "schedules/file_io.h"
+#include "sim/cost_model.h"
+#include "sim/precision.h"
 
 namespace fs = std::filesystem;
 
@@ -84,6 +87,48 @@ void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule) {
   const int v = schedule.stages / std::max(1, schedule.ranks);
   if (o.given_virtual && o.virtual_stages != v) {
     conflict("--virtual", std::to_string(o.virtual_stages), "v " + std::to_string(v));
+  }
+}
+
+void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partition& partition,
+                  const Schedule& schedule) {
+  if (o.sim_cost_path.empty()) return;
+  const std::string flag = "--sim-cost " + o.sim_cost_path;
+  const std::vector<std::pair<const char*, std::string>> outputs = {
+      {"--trace", o.trace_path},
+      {"--sim-trace", o.sim_trace_path},
+      {"--metrics", o.metrics_path},
+      {"--out's picture", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}};
+  for (const auto& [what, path] : outputs) {
+    if (!path.empty() && SameFile(o.sim_cost_path, path)) {
+      throw Error(flag + " is also " + what + " (" + path + "), which the run writes: give the costs another file");
+    }
+  }
+  const CostModel costs = CostModel::FromJson(ReadTextFile(o.sim_cost_path), o.sim_cost_path);
+  costs.CheckStages(schedule.stages, schedule.name);
+  const std::optional<ProfileMeta> profile = costs.Profile();
+  if (!profile) return;  // plan --cost-out, stats --cost-out or by hand: the user's costs
+  const std::string measured = flag + " was measured with ";
+  const int sequences = schedule.microbatches > 0 ? o.batch_size / (o.dp * schedule.microbatches) : 0;
+  if (profile->microbatch_size != sequences) {
+    throw Error(measured + "microbatches of " + std::to_string(profile->microbatch_size) +
+                " sequences, this run's are of " + std::to_string(sequences) +
+                " (profile at this size, or cost it with pplab plan --cost-out)");
+  }
+  if (profile->seq_len != o.seq_len) {
+    throw Error(measured + "--seq-len " + std::to_string(profile->seq_len) + ", not " + std::to_string(o.seq_len));
+  }
+  if (profile->precision != ParsePrecision(o.precision)) {
+    throw Error(measured + "--precision " + PrecisionName(profile->precision) + ", not " + o.precision);
+  }
+  if (profile->partition != partition.ToString()) {
+    throw Error(measured + "the layers " + profile->partition + " a stage, this run's are " + partition.ToString());
+  }
+  const LlamaConfig recorded = LlamaConfigFromJson(profile->config_json, o.sim_cost_path + ": meta.config");
+  if (recorded.hidden_size != config.hidden_size || recorded.intermediate_size != config.intermediate_size ||
+      recorded.num_attention_heads != config.num_attention_heads ||
+      recorded.num_key_value_heads != config.num_key_value_heads) {
+    throw Error(measured + "--model " + profile->model + ", whose layers differ from --model " + o.model + "'s");
   }
 }
 

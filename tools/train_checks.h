@@ -30,6 +30,14 @@ void CheckTensorParallelFlags(const LlamaConfig& config, int tp, bool sequence_p
 // otherwise is refused.
 void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule);
 
+// --sim-cost, before any worker starts: the file loads as a cost model of
+// the schedule's stages and, where it is a profile (meta from `pplab
+// profile`), was measured with the run's microbatch size, sequence length,
+// precision, partition and the model's shape; it is none of the run's
+// outputs. Throws pplab::Error naming the file and what differs.
+void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partition& partition,
+                  const Schedule& schedule);
+
 // A new run never mixes into an earlier one's run folder or checkpoints: it
 // continues it (--resume), replaces it (--overwrite: the run folder's files
 // and the checkpoints are removed here) or is refused. `given`: the options

@@ -144,7 +144,13 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
       ->check(CLI::Range(0.0, 1e9));
   sub.add_option("--trace", o.trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub.add_option("--sim-trace", o.sim_trace_path,
-                 "write the plan simulated with the compute costs measured in the last step (Chrome trace)");
+                 "write the plan simulated with the compute costs measured in the last step, or with --sim-cost's "
+                 "(Chrome trace)");
+  sub.add_option("--sim-cost", o.sim_cost_path,
+                 "simulate the plan with this cost file (pplab profile at the run's microbatch size, or plan "
+                 "--cost-out) instead of the costs measured in the last step: the picture then stacks that prediction "
+                 "above the measured step, memory included, and the summary gives the predicted step time (and with "
+                 "--measure-memory each rank's peak) against the measured");
   sub.add_flag("--quiet,-q", o.quiet, "no progress line");
   sub.add_flag("--json", o.json, "print one summary object at the end");
   sub.add_option("--kill-rank-at", o.kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")

@@ -58,6 +58,10 @@ struct TrainOptions {
   double comm_timeout_s = 60;
   std::string trace_path;
   std::string sim_trace_path;
+  // A cost file (a profile, `plan --cost-out`) the plan is simulated with
+  // for --sim-trace, the picture and the summary's prediction, instead of
+  // the compute costs measured in the last step; "" for those.
+  std::string sim_cost_path;
   bool json = false;
   bool quiet = false;
   std::string kill_rank_at;  // "RANK:STEP", a testing aid

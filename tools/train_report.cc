@@ -89,27 +89,62 @@ void StepReporter::Finish() {
   if (progress_ != nullptr) progress_->Finish();
 }
 
-std::string WriteRunTraces(const TrainOptions& o, const Schedule& schedule, const Timeline& measured) {
+RunPrediction WriteRunTraces(const TrainOptions& o, const Schedule& schedule, const Timeline& measured) {
+  RunPrediction out;
   if (!o.trace_path.empty()) WriteTextFile(o.trace_path, TimelineToChromeTrace(measured));
-  if (o.sim_trace_path.empty()) return "";
-  CostModel costs = MeasuredCostModel(measured, o.trace_path.empty() ? "the measured step" : o.trace_path);
-  costs.SetDevices(measured.devices);
-  costs.SetDeviceSlots(measured.device_slots);
+  out.from_cost_file = !o.sim_cost_path.empty();
+  if (o.sim_trace_path.empty() && !out.from_cost_file) return out;
+  CostModel costs = out.from_cost_file
+                        ? CostModel::FromJson(ReadTextFile(o.sim_cost_path), o.sim_cost_path)
+                        : MeasuredCostModel(measured, o.trace_path.empty() ? "the measured step" : o.trace_path);
+  // The devices the run used, where the file does not name its own.
+  if (costs.Devices().empty()) {
+    costs.SetDevices(measured.devices);
+    costs.SetDeviceSlots(measured.device_slots);
+  }
   SimResult predicted = Simulate(schedule, costs);
   predicted.timeline.name = schedule.name;
-  predicted.timeline.recompute = measured.recompute;  // its costs hold the recomputation too
-  WriteTextFile(o.sim_trace_path, TimelineToChromeTrace(predicted.timeline));
-  if (o.out_dir.empty()) return "";
-  const std::string svg_path = (fs::path(o.out_dir) / "timeline.svg").string();
+  // Measured costs hold the recomputation too; a cost file's stages are
+  // costed as the file says.
+  if (!out.from_cost_file) predicted.timeline.recompute = measured.recompute;
+  out.makespan = predicted.makespan;
+  for (const RankMetrics& m : predicted.per_rank) out.peak_activation_bytes.push_back(m.peak_activation_bytes);
+  if (!o.sim_trace_path.empty()) WriteTextFile(o.sim_trace_path, TimelineToChromeTrace(predicted.timeline));
+  if (o.out_dir.empty()) return out;
+  out.svg_path = (fs::path(o.out_dir) / "timeline.svg").string();
   SvgOptions svg;
   svg.title = schedule.name + "  K=" + std::to_string(schedule.ranks) + "  M=" + std::to_string(schedule.microbatches) +
-              ": simulated (measured compute costs) above measured";
-  WriteTextFile(svg_path, RenderSvgStack({&predicted.timeline, &measured}, svg));
-  return svg_path;
+              (out.from_cost_file ? ": simulated with " + o.sim_cost_path : ": simulated (measured compute costs)") +
+              " above measured";
+  WriteTextFile(out.svg_path, RenderSvgStack({&predicted.timeline, &measured}, svg));
+  return out;
 }
 
+namespace {
+
+// The measured step time a prediction is set against: the median of the
+// steps after the first two (their warm-up), or of all with three or fewer.
+double MeasuredStepMs(const std::vector<double>& step_times_ms) {
+  if (step_times_ms.empty()) return 0;
+  const size_t skip = step_times_ms.size() > 3 ? 2 : 0;
+  std::vector<double> ms(step_times_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_times_ms.end());
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  return n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+}
+
+double RelativeError(double predicted, double measured) { return measured > 0 ? predicted / measured - 1 : 0; }
+
+}  // namespace
+
 void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSummary& summary,
-                     const Timeline& measured, const std::string& svg_path) {
+                     const Timeline& measured, const RunPrediction& prediction) {
+  const std::string& svg_path = prediction.svg_path;
+  const double measured_step_ms = MeasuredStepMs(summary.step_times_ms);
+  const double predicted_step_ms = NsToMs(prediction.makespan);
+  // Each rank's peak, predicted and measured, where both are known.
+  const bool memory = prediction.from_cost_file && o.measure_memory &&
+                      summary.peak_activation_bytes.size() == prediction.peak_activation_bytes.size();
   const Schedule& schedule = *facts.schedule;
   const double tokens = static_cast<double>(o.batch_size) * o.seq_len;
   double total_ms = 0;
@@ -176,6 +211,22 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     for (double m : mfu) mfu_sum += m;
     out["mfu_per_rank"] = mfu.empty() ? nlohmann::json(nullptr) : nlohmann::json(mfu);
     out["mfu"] = mfu.empty() ? nlohmann::json(nullptr) : nlohmann::json(mfu_sum / mfu.size());
+    if (prediction.from_cost_file) {
+      nlohmann::json p = {{"cost_file", o.sim_cost_path},
+                          {"step_ms", predicted_step_ms},
+                          {"measured_step_ms", measured_step_ms},
+                          {"step_error", RelativeError(predicted_step_ms, measured_step_ms)}};
+      if (memory) {
+        p["peak_activation_bytes"] = prediction.peak_activation_bytes;
+        nlohmann::json errors = nlohmann::json::array();
+        for (size_t r = 0; r < prediction.peak_activation_bytes.size(); ++r) {
+          errors.push_back(RelativeError(static_cast<double>(prediction.peak_activation_bytes[r]),
+                                         static_cast<double>(summary.peak_activation_bytes[r])));
+        }
+        p["peak_activation_errors"] = errors;
+      }
+      out["prediction"] = p;
+    }
     std::printf("%s\n", out.dump().c_str());
     std::fflush(stdout);
     return;
@@ -193,6 +244,19 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
   if (!o.trace_path.empty()) std::printf("measured trace of the last step: %s\n", o.trace_path.c_str());
   if (!o.sim_trace_path.empty()) std::printf("simulated trace of the same plan: %s\n", o.sim_trace_path.c_str());
   if (!svg_path.empty()) std::printf("both, stacked: %s\n", svg_path.c_str());
+  if (prediction.from_cost_file) {
+    std::printf("predicted by %s: step %.3f ms against %.3f ms measured (%+.1f %%)\n", o.sim_cost_path.c_str(),
+                predicted_step_ms, measured_step_ms, 100 * RelativeError(predicted_step_ms, measured_step_ms));
+    if (memory) {
+      std::printf("peak activation bytes, predicted against measured:");
+      for (size_t r = 0; r < prediction.peak_activation_bytes.size(); ++r) {
+        const double p = static_cast<double>(prediction.peak_activation_bytes[r]);
+        const double m = static_cast<double>(summary.peak_activation_bytes[r]);
+        std::printf("%s rank %zu %.0f against %.0f (%+.1f %%)", r == 0 ? "" : ",", r, p, m, 100 * RelativeError(p, m));
+      }
+      std::printf("\n");
+    }
+  }
   if (facts.text && !o.checkpoint_dir.empty()) {
     std::printf("sample from it: %s generate --checkpoint %s %s\n", ProgramName().c_str(), o.checkpoint_dir.c_str(),
                 facts.chats ? "--chat --prompt \"Hello\"" : "--prompt \"The meaning of life\"");

@@ -77,16 +77,30 @@ struct RunFacts {
   StepFlops flops;
 };
 
+// What WriteRunTraces simulated: the picture it wrote and, with --sim-cost,
+// the prediction the summary sets against the measured run.
+struct RunPrediction {
+  std::string svg_path;                      // --out's timeline.svg, or "" when none was written
+  bool from_cost_file = false;               // simulated with --sim-cost (else the step's own costs, or not at all)
+  TimeNs makespan = 0;                       // the simulated step, per-step work included
+  std::vector<Bytes> peak_activation_bytes;  // per rank, as the simulator counts them
+};
+
 // Writes `measured`, the last step's timeline with the ranks' devices
-// (--trace), and with --sim-trace the same plan simulated with the compute
-// costs measured in it on the same devices, and both stacked in --out's
-// timeline.svg. Returns the picture's path, or "" when none was written.
-std::string WriteRunTraces(const TrainOptions& o, const Schedule& schedule, const Timeline& measured);
+// (--trace), and with --sim-trace or --sim-cost the same plan simulated on
+// the same devices: with --sim-cost's costs, else with the compute costs
+// measured in the step (--sim-trace only). Both stacked go into --out's
+// timeline.svg, the simulated block above.
+RunPrediction WriteRunTraces(const TrainOptions& o, const Schedule& schedule, const Timeline& measured);
 
 // Prints the run's summary on stdout: with --json one object (losses, step
 // times, clocks, MFU, executor overhead, ...), else a few lines saying what
 // was trained and where its outputs are.
+// With a --sim-cost prediction it also sets the predicted step time against
+// the median of the measured steps after the first two (all, with three or
+// fewer), and with --measure-memory each rank's predicted peak against the
+// measured one (`prediction` in --json).
 void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSummary& summary,
-                     const Timeline& measured, const std::string& svg_path);
+                     const Timeline& measured, const RunPrediction& prediction);
 
 }  // namespace pplab::cli

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -60,6 +61,30 @@ void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
   }
 }
 
+// Step events travel as three int64 each: the name's index in kStepNames,
+// start and end.
+constexpr const char* kStepNames[] = {"loss_allreduce", "norm_allreduce", "clip", "optimizer", "tied_exchange"};
+constexpr size_t kStepWords = 3;
+
+std::vector<int64_t> EncodeSteps(const std::vector<StepEvent>& steps) {
+  std::vector<int64_t> out;
+  for (const StepEvent& e : steps) {
+    const auto* it =
+        std::find_if(std::begin(kStepNames), std::end(kStepNames), [&](const char* name) { return e.name == name; });
+    if (it == std::end(kStepNames)) continue;  // a name the trace format does not know
+    out.insert(out.end(), {static_cast<int64_t>(it - std::begin(kStepNames)), e.start, e.end});
+  }
+  return out;
+}
+
+void DecodeSteps(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
+  constexpr int64_t kNames = static_cast<int64_t>(std::size(kStepNames));
+  for (size_t i = 0; i + kStepWords <= words.size(); i += kStepWords) {
+    if (words[i] < 0 || words[i] >= kNames) continue;
+    into.step_events.push_back({rank, kStepNames[words[i]], words[i + 1], words[i + 2]});
+  }
+}
+
 }  // namespace
 
 std::chrono::steady_clock::time_point SharedOrigin(ProcessGroupHandle& group,
@@ -77,14 +102,17 @@ std::chrono::steady_clock::time_point SharedOrigin(ProcessGroupHandle& group,
 
 void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* group, const TrainerOptions& options,
                     int tp_size, const std::vector<TimelineEvent>& events,
-                    const std::vector<std::optional<Bytes>>& live_after, Bytes peak, TrainSummary& summary) {
+                    const std::vector<std::optional<Bytes>>& live_after, const std::vector<StepEvent>& step_events,
+                    Bytes peak, TrainSummary& summary) {
   // World rank k T of the first pipeline is its pipeline rank k.
   const int T = tp_size;
-  std::vector<std::vector<int64_t>> all;
+  std::vector<std::vector<int64_t>> all, all_steps;
   if (group != nullptr) {
     all = GatherToRank0(*group, Encode(events, live_after), options.comm_timeout);
+    all_steps = GatherToRank0(*group, EncodeSteps(step_events), options.comm_timeout);
   } else {
     all.push_back(Encode(events, live_after));
+    all_steps.push_back(EncodeSteps(step_events));
   }
   if (options.memory != nullptr) {
     const std::vector<std::vector<int64_t>> peaks = group != nullptr
@@ -107,9 +135,16 @@ void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* g
   t.source = "measured";
   t.ranks = schedule.ranks;
   for (RankId r = 0; r * T < static_cast<RankId>(all.size()) && r < schedule.ranks; ++r) Decode(r, all[r * T], t);
+  for (RankId r = 0; r * T < static_cast<RankId>(all_steps.size()) && r < schedule.ranks; ++r) {
+    DecodeSteps(r, all_steps[r * T], t);
+  }
   TimeNs first = t.events.empty() ? 0 : t.events.front().start;
   for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
   for (TimelineEvent& e : t.events) {
+    e.start -= first;
+    e.end -= first;
+  }
+  for (StepEvent& e : t.step_events) {
     e.start -= first;
     e.end -= first;
   }

@@ -33,11 +33,14 @@ std::chrono::steady_clock::time_point SharedOrigin(ProcessGroupHandle& group,
 // pipeline rank k); the peaks are gathered only with options.memory, and
 // with them `live_after` (StepResult::live_after, parallel to `events`)
 // becomes the timeline's memory samples: each rank's live bytes at its
-// events' ends, the measured "activation bytes" counter. Ends in a barrier
-// through the store, so that no rank tears its communicators down while
-// another still reads the gathers' results.
+// events' ends, the measured "activation bytes" counter. `step_events`
+// (this rank's step work after its actions, on the actions' clock; empty
+// where it was not timed) become the timeline's step events, each with its
+// pipeline rank. Ends in a barrier through the store, so that no rank tears
+// its communicators down while another still reads the gathers' results.
 void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* group, const TrainerOptions& options,
                     int tp_size, const std::vector<TimelineEvent>& events,
-                    const std::vector<std::optional<Bytes>>& live_after, Bytes peak, TrainSummary& summary);
+                    const std::vector<std::optional<Bytes>>& live_after, const std::vector<StepEvent>& step_events,
+                    Bytes peak, TrainSummary& summary);
 
 }  // namespace pplab

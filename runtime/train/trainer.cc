@@ -10,6 +10,7 @@
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/device_wait.h"
 #include "runtime/exec/host_watch.h"
+#include "runtime/exec/step_clock.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/flat_params.h"
 #include "runtime/train/lr_schedule.h"
@@ -359,6 +360,20 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   std::vector<TimelineEvent> last_events;
   Bytes last_peak = 0;
   std::vector<std::optional<Bytes>> last_live;
+  // The step's work after the actions, on the host clock the actions' times
+  // are on (none on a CUDA clock, whose times are the device's): the trace's
+  // step events, as the simulator's (traces/timeline.h).
+  const bool host_clock = options.clock == nullptr || std::string(options.clock->Name()) == "host";
+  std::vector<StepEvent> step_events, last_step_events;
+  const auto since_origin = [&origin]() -> TimeNs {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
+  };
+  // Runs `work` and, on the host clock, records it as the step event `name`.
+  const auto timed = [&](const char* name, auto work) {
+    const TimeNs begin = host_clock ? since_origin() : 0;
+    work();
+    if (host_clock) step_events.push_back({rank, name, begin, since_origin()});
+  };
   for (int step = first_step; step < options.steps; ++step) {
     if (options.on_step) options.on_step(step);
     if (watch) watch->SetStep(step + 1);
@@ -369,16 +384,22 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     // drops before it returns (ExecutorOptions::share_weight_casts): the
     // update below is what the next step casts.
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
+    step_events.clear();
     for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
     buckets.clear();
     SumCopyGradients(schedule, rank, model.stages, transport, options.comm_timeout);
     if (tied) {
-      SumTiedGradients(schedule, rank, model.stages, transport, options.comm_timeout, options.tied_parameters.first,
-                       options.tied_parameters.second);
+      timed("tied_exchange", [&] {
+        SumTiedGradients(schedule, rank, model.stages, transport, options.comm_timeout, options.tied_parameters.first,
+                         options.tied_parameters.second);
+      });
     }
     // Whole weights inside a split region (qk_norm's) get the group's sum.
     if (split) SumPartialGradients(share.partial_params, *options.tp_group, options.comm_timeout);
-    const StepFigures f = SumStepFigures(schedule, rank, step, result, model, share, group, options);
+    // The loss's all-reduce carries the norm's squares too, and its host
+    // read waits for both (step_work.h): one event.
+    StepFigures f;
+    timed("loss_allreduce", [&] { f = SumStepFigures(schedule, rank, step, result, model, share, group, options); });
     // Every rank sees the same reduced loss, so all stop together, before an
     // update that would spoil the weights; the last checkpoint stays valid.
     if (!std::isfinite(f.loss)) {
@@ -388,12 +409,16 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
                                           : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
     }
     if (options.clip_norm > 0 && f.norm > options.clip_norm) {
-      torch::NoGradGuard no_grad;
-      ScaleGradients(model.Gradients(schedule, false), options.clip_norm / (f.norm + 1e-6));
+      timed("clip", [&] {
+        torch::NoGradGuard no_grad;
+        ScaleGradients(model.Gradients(schedule, false), options.clip_norm / (f.norm + 1e-6));
+      });
     }
     const double lr = lr_schedule.At(step);
-    optimizer.Step(lr);
-    if (sharded) GatherShares(optimizer, *options.dp_group, options.comm_timeout);
+    timed("optimizer", [&] {
+      optimizer.Step(lr);
+      if (sharded) GatherShares(optimizer, *options.dp_group, options.comm_timeout);
+    });
     summary.lrs.push_back(lr);
     summary.grad_norms.push_back(f.norm);
     summary.losses.push_back(f.loss);
@@ -405,6 +430,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     last_events = std::move(result.events);
     last_peak = result.peak_activation_bytes;
     last_live = std::move(result.live_after);
+    last_step_events = step_events;
     const int done = step + 1;
     StepReport report;
     report.step = step;
@@ -424,8 +450,8 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   // The end: what rank 0 reports.
   summary.optimizer_state_bytes = optimizer.StateBytes();
   if (options.after_last_step) options.after_last_step(model.stages);
-  GatherLastStep(schedule, rank, group, options, split ? options.tp_size : 1, last_events, last_live, last_peak,
-                 summary);
+  GatherLastStep(schedule, rank, group, options, split ? options.tp_size : 1, last_events, last_live, last_step_events,
+                 last_peak, summary);
   return summary;
 }
 

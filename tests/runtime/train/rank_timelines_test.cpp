@@ -22,7 +22,7 @@ TEST_CASE("the last step's events come back on rank 0, every field, shifted to s
   };
   TrainerOptions options;
   TrainSummary summary;
-  GatherLastStep(schedule, 0, nullptr, options, 1, events, {}, 4096, summary);
+  GatherLastStep(schedule, 0, nullptr, options, 1, events, {}, {}, 4096, summary);
   const Timeline& t = summary.last_step;
   CHECK(t.name == schedule.name);
   CHECK(t.source == "measured");
@@ -39,6 +39,7 @@ TEST_CASE("the last step's events come back on rank 0, every field, shifted to s
   CHECK(t.events[1].action.overlap_microbatch == 0);
   CHECK(summary.peak_activation_bytes.empty());  // peaks only with a memory meter
   CHECK(t.memory.empty());
+  CHECK(t.step_events.empty());  // none timed
 }
 
 TEST_CASE("the bytes held after each action come back as the rank's memory samples, at the actions' ends",
@@ -52,12 +53,39 @@ TEST_CASE("the bytes held after each action come back as the rank's memory sampl
   };
   TrainerOptions options;
   TrainSummary summary;
-  GatherLastStep(schedule, 0, nullptr, options, 1, events, {100, std::nullopt, 200, -20}, 4096, summary);
+  GatherLastStep(schedule, 0, nullptr, options, 1, events, {100, std::nullopt, 200, -20}, {}, 4096, summary);
   const std::vector<MemorySample>& m = summary.last_step.memory;
   REQUIRE(m.size() == 3);
   CHECK((m[0].rank == 0 && m[0].time == 2000 && m[0].bytes == 100));
   CHECK((m[1].time == 4000 && m[1].bytes == 200));
   CHECK((m[2].time == 7000 && m[2].bytes == -20));  // the step freed more than it made
+}
+
+TEST_CASE("the step's work after the actions comes back as the rank's step events, shifted with the actions",
+          "[trainer]") {
+  const Schedule schedule = GenerateGPipe(1, 1);
+  const std::vector<TimelineEvent> events = {{0, Action{ActionKind::kForward, 0, 0}, 5000, 7000},
+                                             {0, Action{ActionKind::kBackward, 0, 0}, 7000, 11000}};
+  const std::vector<StepEvent> steps = {{0, "tied_exchange", 11000, 11500},
+                                        {0, "loss_allreduce", 11500, 13000},
+                                        {0, "no_such_work", 13000, 13100},  // not in the trace format: dropped
+                                        {0, "clip", 13100, 13200},
+                                        {0, "optimizer", 13200, 16000}};
+  TrainerOptions options;
+  TrainSummary summary;
+  GatherLastStep(schedule, 0, nullptr, options, 1, events, {}, steps, 0, summary);
+  const Timeline& t = summary.last_step;
+  REQUIRE(t.step_events.size() == 4);
+  const char* names[] = {"tied_exchange", "loss_allreduce", "clip", "optimizer"};
+  const TimeNs starts[] = {6000, 6500, 8100, 8200}, ends[] = {6500, 8000, 8200, 11000};
+  for (size_t i = 0; i < 4; ++i) {
+    INFO("step event " << i);
+    CHECK(t.step_events[i].rank == 0);
+    CHECK(t.step_events[i].name == names[i]);
+    CHECK(t.step_events[i].start == starts[i]);
+    CHECK(t.step_events[i].end == ends[i]);
+  }
+  CHECK(t.Makespan() == 11000);  // the step's time: its work after the actions included
 }
 
 }  // namespace pplab

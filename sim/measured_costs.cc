@@ -58,6 +58,30 @@ std::vector<double> WaitedMessageMs(const Timeline& timeline) {
   return waited;
 }
 
+namespace {
+
+// The step's work as the cost model's "step" (sim/cost_model.h, StepCosts),
+// from the timeline's step events. The simulator starts the all-reduces
+// when the last rank is done and runs the rest on every rank after them
+// (sim/simulator_finish.cc), so: a collective's time is the shortest any
+// rank spent in it (the last to arrive waited for no one), and each rank's
+// own work the longest (the step ends with the slowest). Empty without
+// step events.
+nlohmann::json StepCostsOf(const Timeline& timeline) {
+  std::map<std::string, std::vector<TimeNs>> by_name;
+  for (const StepEvent& e : timeline.step_events) by_name[e.name].push_back(e.end - e.start);
+  nlohmann::json step = nlohmann::json::object();
+  for (const auto& [name, durations] : by_name) {
+    const bool collective = name == "loss_allreduce" || name == "norm_allreduce" || name == "tied_exchange";
+    const TimeNs ns = collective ? *std::min_element(durations.begin(), durations.end())
+                                 : *std::max_element(durations.begin(), durations.end());
+    step[name + "_ms"] = NsToMs(std::max<TimeNs>(0, ns));
+  }
+  return step;
+}
+
+}  // namespace
+
 std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin) {
   const auto means = MeanComputeMs(timeline);
   const StageId max_stage = means.empty() ? -1 : means.rbegin()->first.first;
@@ -77,9 +101,11 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
     stages.push_back(cost);
   }
   nlohmann::json meta = {{"estimated_from", origin}, {"source", timeline.source}};
+  const nlohmann::json step = StepCostsOf(timeline);
   // Their B and I already hold the recomputed forward (sim/recompute.h).
   if (!timeline.recompute.empty()) meta["recomputed"] = timeline.recompute;
   nlohmann::json cost = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"meta", meta}};
+  if (!step.empty()) cost["step"] = step;
   // The messages as the run's receivers saw them, latency and all (the
   // file gives no bytes, so no bandwidth term adds to it). On two ranks
   // sharing one GPU that is mostly the other rank's time slices.

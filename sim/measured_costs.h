@@ -1,6 +1,7 @@
 // A cost model estimated from a timeline (usually a measured one): each
-// stage's F/B/I/W time is the mean of that action's durations in it, and the
-// link's latency the median time a waiting receiver saw a message take.
+// stage's F/B/I/W time is the mean of that action's durations in it, the
+// link's latency the median time a waiting receiver saw a message take, and
+// the step's work (all-reduces, clipping, the optimizer) its step events'.
 #pragma once
 
 #include <map>
@@ -28,7 +29,11 @@ std::vector<double> WaitedMessageMs(const Timeline& timeline);
 
 // The mean duration of each compute kind per stage of `timeline` as the cost
 // model's JSON (format "pplab.cost", `meta` naming `origin`), with the
-// median of WaitedMessageMs as the link's latency (none: 0). Throws
+// median of WaitedMessageMs as the link's latency (none: 0) and, where the
+// timeline has step events, the step's work as the simulator runs it: each
+// all-reduce and the tied embeddings' swap the shortest any rank spent in
+// it (the last to arrive waited for no one), clipping and the optimizer
+// the longest. Throws
 // pplab::Error when a stage lacks F or any backward.
 std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin);
 

@@ -10,7 +10,6 @@
 #include "tools/commands.h"
 #include "tools/report.h"
 #include "traces/chrome_trace.h"
-#include "traces/diff.h"
 
 namespace pplab::cli {
 namespace {

@@ -18,7 +18,6 @@
 
 #include "models/llama.h"
 #include "models/pretrained.h"
-#include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
 #include "runtime/data/run_text.h"
 #include "runtime/data/token_cache.h"

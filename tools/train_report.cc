@@ -11,6 +11,7 @@
 #include "runtime/exec/device_info.h"
 #include "schedules/file_io.h"
 #include "sim/measured_costs.h"
+#include "sim/percentiles.h"
 #include "sim/simulator.h"
 #include "tools/cli_main.h"
 #include "traces/chrome_trace.h"
@@ -127,10 +128,7 @@ namespace {
 double MeasuredStepMs(const std::vector<double>& step_times_ms) {
   if (step_times_ms.empty()) return 0;
   const size_t skip = step_times_ms.size() > 3 ? 2 : 0;
-  std::vector<double> ms(step_times_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_times_ms.end());
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  return n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  return Percentile({step_times_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_times_ms.end()}, 0.5);
 }
 
 double RelativeError(double predicted, double measured) { return measured > 0 ? predicted / measured - 1 : 0; }

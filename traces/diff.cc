@@ -67,16 +67,6 @@ Timeline ShiftToZero(const Timeline& timeline) {
   return out;
 }
 
-std::vector<std::optional<Bytes>> LargestHeldBytes(const Timeline& timeline) {
-  std::vector<std::optional<Bytes>> largest(static_cast<size_t>(std::max(0, timeline.ranks)));
-  for (const MemorySample& m : timeline.memory) {
-    if (m.rank < 0 || m.rank >= timeline.ranks) continue;
-    std::optional<Bytes>& l = largest[static_cast<size_t>(m.rank)];
-    if (!l || m.bytes > *l) l = m.bytes;
-  }
-  return largest;
-}
-
 TimelineDiff DiffTimelines(const Timeline& predicted_in, const Timeline& measured_in, const DiffOptions& options,
                            const std::string& predicted_origin, const std::string& measured_origin) {
   if (predicted_in.ranks != measured_in.ranks) {

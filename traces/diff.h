@@ -57,10 +57,6 @@ struct TimelineDiff {
   std::vector<std::optional<Bytes>> predicted_held, measured_held;
 };
 
-// Each rank's largest memory sample of `timeline` (none for a rank
-// without samples), for ranks 0 .. timeline.ranks - 1.
-std::vector<std::optional<Bytes>> LargestHeldBytes(const Timeline& timeline);
-
 // Returns `timeline` with every event and memory sample moved so that the
 // earliest compute start is 0 (unchanged if it has no compute event).
 Timeline ShiftToZero(const Timeline& timeline);

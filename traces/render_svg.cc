@@ -277,15 +277,10 @@ std::string Megabytes(Bytes bytes) { return Fixed(static_cast<double>(bytes) / 1
 // holds as a filled step curve, 0 at the row's bottom and `scale_bytes` at
 // its top, with the rank's peak (the first time it is reached) in the row.
 std::string DrawMemory(const Timeline& timeline, const Scale& scale, Bytes scale_bytes, int top) {
-  std::vector<std::vector<MemorySample>> by_rank(timeline.ranks);
-  for (const MemorySample& m : timeline.memory) {
-    if (m.rank >= 0 && m.rank < timeline.ranks) by_rank[m.rank].push_back(m);
-  }
+  const std::vector<std::vector<MemorySample>> by_rank = MemoryByRank(timeline);
   std::string out;
   for (RankId r = 0; r < timeline.ranks; ++r) {
-    std::vector<MemorySample>& samples = by_rank[r];
-    std::stable_sort(samples.begin(), samples.end(),
-                     [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
+    const std::vector<MemorySample>& samples = by_rank[r];
     const double y = top + r * (kMemoryHeight + kLaneGap);
     const double bottom = y + kMemoryHeight;
     const auto height_of = [&](Bytes b) {

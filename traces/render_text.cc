@@ -56,16 +56,11 @@ TimeNs CellOf(TimeNs t, TimeNs makespan, TimeNs cells) {
 // ranks' cells, which it also returns. `makespan` > 0.
 std::vector<std::string> MemoryRows(const Timeline& timeline, TimeNs makespan, TimeNs cells, Bytes& top) {
   const int ranks = std::max(0, timeline.ranks);
-  std::vector<std::vector<MemorySample>> by_rank(ranks);
-  for (const MemorySample& m : timeline.memory) {
-    if (m.rank >= 0 && m.rank < ranks) by_rank[m.rank].push_back(m);
-  }
+  const std::vector<std::vector<MemorySample>> by_rank = MemoryByRank(timeline);
   std::vector<std::vector<Bytes>> most(ranks, std::vector<Bytes>(cells, 0));
   top = 0;
   for (RankId r = 0; r < ranks; ++r) {
-    std::vector<MemorySample>& samples = by_rank[r];
-    std::stable_sort(samples.begin(), samples.end(),
-                     [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
+    const std::vector<MemorySample>& samples = by_rank[r];
     Bytes held = 0;
     size_t i = 0;
     for (TimeNs c = 0; c < cells; ++c) {

@@ -43,4 +43,26 @@ TimelineSummary Summarize(const Timeline& timeline) {
   return out;
 }
 
+std::vector<std::vector<MemorySample>> MemoryByRank(const Timeline& timeline) {
+  std::vector<std::vector<MemorySample>> by_rank(static_cast<size_t>(std::max(0, timeline.ranks)));
+  for (const MemorySample& m : timeline.memory) {
+    if (m.rank >= 0 && m.rank < timeline.ranks) by_rank[static_cast<size_t>(m.rank)].push_back(m);
+  }
+  for (std::vector<MemorySample>& samples : by_rank) {
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const MemorySample& a, const MemorySample& b) { return a.time < b.time; });
+  }
+  return by_rank;
+}
+
+std::vector<std::optional<Bytes>> LargestHeldBytes(const Timeline& timeline) {
+  std::vector<std::optional<Bytes>> largest(static_cast<size_t>(std::max(0, timeline.ranks)));
+  for (const MemorySample& m : timeline.memory) {
+    if (m.rank < 0 || m.rank >= timeline.ranks) continue;
+    std::optional<Bytes>& l = largest[static_cast<size_t>(m.rank)];
+    if (!l || m.bytes > *l) l = m.bytes;
+  }
+  return largest;
+}
+
 }  // namespace pplab

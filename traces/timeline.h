@@ -3,6 +3,7 @@
 // (chrome_trace.h) with the same event names.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,5 +76,13 @@ struct TimelineSummary {
 };
 
 TimelineSummary Summarize(const Timeline& timeline);
+
+// Each rank's memory samples (Timeline::memory) in time order, samples[r]
+// for ranks 0 .. timeline.ranks - 1; samples of other ranks are dropped.
+std::vector<std::vector<MemorySample>> MemoryByRank(const Timeline& timeline);
+
+// Each rank's largest memory sample of `timeline` (none for a rank
+// without samples), for ranks 0 .. timeline.ranks - 1.
+std::vector<std::optional<Bytes>> LargestHeldBytes(const Timeline& timeline);
 
 }  // namespace pplab

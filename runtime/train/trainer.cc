@@ -430,7 +430,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     last_events = std::move(result.events);
     last_peak = result.peak_activation_bytes;
     last_live = std::move(result.live_after);
-    last_step_events = step_events;
+    last_step_events = std::move(step_events);
     const int done = step + 1;
     StepReport report;
     report.step = step;

@@ -287,7 +287,11 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   ExecutorOptions exec_options;
   exec_options.comm_timeout = options.comm_timeout;
   exec_options.memory = options.memory;
-  exec_options.clock = options.clock;
+  // The clock the executor times the actions on; the trainer marks the
+  // step's work after them on the same one.
+  HostClock host_clock;
+  StepClock& clock = options.clock != nullptr ? *options.clock : host_clock;
+  exec_options.clock = &clock;
   exec_options.recompute = options.recompute;
   exec_options.microbatch_losses = false;  // the step reads its loss once (SumStepFigures)
   const bool tied = !options.tied_parameters.first.empty();
@@ -360,19 +364,23 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   std::vector<TimelineEvent> last_events;
   Bytes last_peak = 0;
   std::vector<std::optional<Bytes>> last_live;
-  // The step's work after the actions, on the host clock the actions' times
-  // are on (none on a CUDA clock, whose times are the device's): the trace's
-  // step events, as the simulator's (traces/timeline.h).
-  const bool host_clock = options.clock == nullptr || std::string(options.clock->Name()) == "host";
-  std::vector<StepEvent> step_events, last_step_events;
-  const auto since_origin = [&origin]() -> TimeNs {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
+  // The last step's work after the actions (the trace's step events, as the
+  // simulator's: traces/timeline.h), marked on the actions' clock: on a GPU
+  // its marks are CUDA events, resolved once after the update. Earlier
+  // steps take no marks, and the next step's start would reuse them.
+  struct StepMarks {
+    const char* name;
+    int begin, end;
   };
-  // Runs `work` and, on the host clock, records it as the step event `name`.
+  std::vector<StepMarks> step_marks;
+  std::vector<StepEvent> last_step_events;
+  bool mark_step = false;
+  // Runs `work` and, in the last step, marks it as the step event `name`.
   const auto timed = [&](const char* name, auto work) {
-    const TimeNs begin = host_clock ? since_origin() : 0;
+    if (!mark_step) return work();
+    const int begin = clock.Mark();
     work();
-    if (host_clock) step_events.push_back({rank, name, begin, since_origin()});
+    step_marks.push_back({name, begin, clock.Mark()});
   };
   for (int step = first_step; step < options.steps; ++step) {
     if (options.on_step) options.on_step(step);
@@ -384,7 +392,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     // drops before it returns (ExecutorOptions::share_weight_casts): the
     // update below is what the next step casts.
     StepResult result = executor.RunStep(b.microbatches, b.loss_scale, origin);
-    step_events.clear();
+    mark_step = step + 1 == options.steps;
     for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
     buckets.clear();
     SumCopyGradients(schedule, rank, model.stages, transport, options.comm_timeout);
@@ -419,6 +427,13 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       optimizer.Step(lr);
       if (sharded) GatherShares(optimizer, *options.dp_group, options.comm_timeout);
     });
+    if (mark_step) {
+      // Waits (bounded) for the device to finish the update, which the next
+      // step's start or the end of training would wait for anyway.
+      const std::vector<TimeNs> marks = clock.Resolve(options.comm_timeout);
+      for (const StepMarks& m : step_marks)
+        last_step_events.push_back({rank, m.name, marks.at(m.begin), marks.at(m.end)});
+    }
     summary.lrs.push_back(lr);
     summary.grad_norms.push_back(f.norm);
     summary.losses.push_back(f.loss);
@@ -430,7 +445,6 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     last_events = std::move(result.events);
     last_peak = result.peak_activation_bytes;
     last_live = std::move(result.live_after);
-    last_step_events = std::move(step_events);
     const int done = step + 1;
     StepReport report;
     report.step = step;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "schedules/file_io.h"
 #include "sim/measured_costs.h"
@@ -72,15 +73,28 @@ int RunStats(const StatsOptions& o) {
           ? nlohmann::json(nullptr)
           : nlohmann::json{
                 {"count", waited.size()}, {"median", waited_median}, {"min", waited.front()}, {"max", waited.back()}};
-  const nlohmann::json j = {{"name", t.name},
-                            {"source", t.source},
-                            {"ranks", t.ranks},
-                            {"makespan", NsToMs(summary.makespan)},
-                            {"bubble_fraction", summary.bubble_fraction},
-                            {"span_bubble_fraction", summary.span_bubble_fraction},
-                            {"per_rank", per_rank},
-                            {"stages", stages},
-                            {"waited_message_ms", waited_json}};
+  // Devices that ranks share: how much of the step some rank computed on
+  // each, and how much more of them at once than its slots.
+  const std::vector<DeviceUse> shared = SharedDeviceUse(t);
+  nlohmann::json shared_json = nlohmann::json::array();
+  for (const DeviceUse& d : shared) {
+    shared_json.push_back({{"device", d.device},
+                           {"ranks", d.ranks},
+                           {"slots", d.slots},
+                           {"busy", NsToMs(d.busy)},
+                           {"over_slots", NsToMs(d.over_slots)},
+                           {"compute", NsToMs(d.compute)}});
+  }
+  nlohmann::json j = {{"name", t.name},
+                      {"source", t.source},
+                      {"ranks", t.ranks},
+                      {"makespan", NsToMs(summary.makespan)},
+                      {"bubble_fraction", summary.bubble_fraction},
+                      {"span_bubble_fraction", summary.span_bubble_fraction},
+                      {"per_rank", per_rank},
+                      {"stages", stages},
+                      {"waited_message_ms", waited_json}};
+  if (!shared.empty()) j["shared_devices"] = shared_json;
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -121,6 +135,18 @@ int RunStats(const StatsOptions& o) {
         "(min %s, max %s)\n",
         waited.size(), Fixed(waited_median, 4).c_str(), Fixed(waited.front(), 4).c_str(),
         Fixed(waited.back(), 4).c_str());
+  }
+  for (const DeviceUse& d : shared) {
+    std::string ranks_text;
+    for (const RankId r : d.ranks) ranks_text += (ranks_text.empty() ? "" : ",") + std::to_string(r);
+    const double makespan = static_cast<double>(summary.makespan);
+    std::printf(
+        "device %d (ranks %s, %d slot%s): some rank computing %s ms (%s %% of the makespan), more ranks than slots at "
+        "once %s ms; their compute %s ms, %sx the time the device was busy\n",
+        d.device, ranks_text.c_str(), d.slots, d.slots == 1 ? "" : "s", Fixed(NsToMs(d.busy), 3).c_str(),
+        Fixed(makespan > 0 ? 100.0 * static_cast<double>(d.busy) / makespan : 0.0, 1).c_str(),
+        Fixed(NsToMs(d.over_slots), 3).c_str(), Fixed(NsToMs(d.compute), 3).c_str(),
+        Fixed(d.busy > 0 ? static_cast<double>(d.compute) / static_cast<double>(d.busy) : 0.0, 2).c_str());
   }
   if (!o.cost_out.empty()) std::printf("cost model estimated from the trace written to %s\n", o.cost_out.c_str());
   return 0;

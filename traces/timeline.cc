@@ -1,6 +1,8 @@
 #include "traces/timeline.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 namespace pplab {
 
@@ -63,6 +65,42 @@ std::vector<std::optional<Bytes>> LargestHeldBytes(const Timeline& timeline) {
     if (!l || m.bytes > *l) l = m.bytes;
   }
   return largest;
+}
+
+std::vector<DeviceUse> SharedDeviceUse(const Timeline& timeline) {
+  std::map<int, DeviceUse> by_device;
+  for (RankId r = 0; r < timeline.ranks && static_cast<size_t>(r) < timeline.devices.size(); ++r) {
+    DeviceUse& d = by_device[timeline.devices[r]];
+    d.device = timeline.devices[r];
+    d.ranks.push_back(r);
+  }
+  std::vector<DeviceUse> out;
+  for (auto& [device, use] : by_device) {
+    if (use.ranks.size() < 2) continue;
+    if (device >= 0 && static_cast<size_t>(device) < timeline.device_slots.size()) {
+      use.slots = timeline.device_slots[device];
+    }
+    // A sweep over the starts (+1) and ends (-1) of the ranks' compute
+    // actions, ends first at a tie: back-to-back actions never overlap.
+    std::vector<std::pair<TimeNs, int>> edges;
+    for (const TimelineEvent& e : timeline.events) {
+      if (!IsCompute(e.action.kind) || e.end <= e.start) continue;
+      if (!std::binary_search(use.ranks.begin(), use.ranks.end(), e.rank)) continue;
+      edges.push_back({e.start, +1});
+      edges.push_back({e.end, -1});
+      use.compute += e.end - e.start;
+    }
+    std::sort(edges.begin(), edges.end());
+    int running = 0;
+    for (size_t i = 0; i < edges.size(); ++i) {
+      running += edges[i].second;
+      const TimeNs next = i + 1 < edges.size() ? edges[i + 1].first : edges[i].first;
+      if (running > 0) use.busy += next - edges[i].first;
+      if (running > use.slots) use.over_slots += next - edges[i].first;
+    }
+    out.push_back(std::move(use));
+  }
+  return out;
 }
 
 }  // namespace pplab

@@ -85,4 +85,22 @@ std::vector<std::vector<MemorySample>> MemoryByRank(const Timeline& timeline);
 // without samples), for ranks 0 .. timeline.ranks - 1.
 std::vector<std::optional<Bytes>> LargestHeldBytes(const Timeline& timeline);
 
+// How ranks that share a device used it (Timeline::devices), over the
+// trace's compute actions. On a measured trace, more of its ranks computing
+// at once than it has slots means the device was time-sliced between them,
+// each action stretched by the others' (two processes on one GPU); a
+// simulated device with one slot runs one at a time, so that time is 0.
+struct DeviceUse {
+  int device = 0;
+  std::vector<RankId> ranks;  // in order
+  int slots = 1;
+  TimeNs busy = 0;        // some rank of it computing
+  TimeNs over_slots = 0;  // more of its ranks computing at once than its slots
+  TimeNs compute = 0;     // the sum of its ranks' compute durations
+};
+
+// One entry per device that two or more ranks share, by device id; empty
+// when the timeline names no devices or none is shared.
+std::vector<DeviceUse> SharedDeviceUse(const Timeline& timeline);
+
 }  // namespace pplab

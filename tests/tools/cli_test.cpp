@@ -473,4 +473,40 @@ TEST_CASE("cli: simulate --devices-from takes the devices and slots a trace reco
   CHECK_THAT(wrong.out, Catch::Contains("the trace has 2 ranks, the plan 4"));
 }
 
+TEST_CASE("cli: stats says how ranks sharing a device used it", "[cli][devices]") {
+  // Two ranks of a run on one GPU (1 slot): rank 0 computes [0,10] ms, rank
+  // 1 [4,12] ms, time-sliced while both run.
+  Timeline run;
+  run.name = "1f1b";
+  run.source = "measured";
+  run.ranks = 2;
+  run.devices = {0, 0};
+  run.device_slots = {1};
+  run.events = {{0, ParseAction("0F0"), 0, 10 * kNsPerMs}, {1, ParseAction("1F0"), 4 * kNsPerMs, 12 * kNsPerMs}};
+  const std::string trace = TempPath("stats_shared.json");
+  WriteTextFile(trace, TimelineToChromeTrace(run));
+  PplabRun r = Pplab("stats " + trace);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("device 0 (ranks 0,1, 1 slot): some rank computing 12.000 ms (100.0 % of the "
+                                    "makespan), more ranks than slots at once 6.000 ms; their compute 18.000 ms, "
+                                    "1.50x the time the device was busy\n"));
+  r = Pplab("stats --json " + trace);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["shared_devices"] ==
+        nlohmann::json::parse(R"([{"device": 0, "ranks": [0, 1], "slots": 1, "busy": 12.0, "over_slots": 6.0,
+                                   "compute": 18.0}])"));
+  // The simulator runs a shared device's actions one at a time.
+  const std::string sim = TempPath("stats_shared_sim.json");
+  REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --devices 0,0 --trace " + sim).code == 0);
+  r = Pplab("stats --json " + sim);
+  REQUIRE(r.code == 0);
+  const nlohmann::json d = nlohmann::json::parse(r.out)["shared_devices"].at(0);
+  CHECK(d["over_slots"] == 0.0);
+  CHECK(d["busy"] == d["compute"]);
+  // Ranks on devices of their own: no such line.
+  REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --trace " + sim).code == 0);
+  r = Pplab("stats --json " + sim);
+  CHECK(!nlohmann::json::parse(r.out).contains("shared_devices"));
+}
+
 }  // namespace pplab

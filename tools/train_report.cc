@@ -110,6 +110,9 @@ RunPrediction WriteRunTraces(const TrainOptions& o, const Schedule& schedule, co
   if (!out.from_cost_file) predicted.timeline.recompute = measured.recompute;
   out.makespan = predicted.makespan;
   for (const RankMetrics& m : predicted.per_rank) out.peak_activation_bytes.push_back(m.peak_activation_bytes);
+  if (out.from_cost_file && costs.HasSpread()) {
+    out.sampled = SampleStepTime(schedule, costs, kPredictionSamples, kPredictionSeed);
+  }
   if (!o.sim_trace_path.empty()) WriteTextFile(o.sim_trace_path, TimelineToChromeTrace(predicted.timeline));
   if (o.out_dir.empty()) return out;
   out.svg_path = (fs::path(o.out_dir) / "timeline.svg").string();
@@ -123,12 +126,18 @@ RunPrediction WriteRunTraces(const TrainOptions& o, const Schedule& schedule, co
 
 namespace {
 
-// The measured step time a prediction is set against: the median of the
-// steps after the first two (their warm-up), or of all with three or fewer.
-double MeasuredStepMs(const std::vector<double>& step_times_ms) {
-  if (step_times_ms.empty()) return 0;
+// The measured steps a prediction is set against: those after the first
+// two (their warm-up), or all with three or fewer; their p10, median and p90.
+SampleSpread MeasuredSteps(const std::vector<double>& step_times_ms) {
+  if (step_times_ms.empty()) return {};
   const size_t skip = step_times_ms.size() > 3 ? 2 : 0;
-  return Percentile({step_times_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_times_ms.end()}, 0.5);
+  return SpreadOfSamples({step_times_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_times_ms.end()});
+}
+
+// Whether the predicted and the measured steps' p10..p90 overlap (touching
+// counts), the rule `plan` ties two plans by (StepTimesTie).
+bool SpreadsOverlap(const StepTimeSamples& predicted, const SampleSpread& measured) {
+  return NsToMs(predicted.p10) <= measured.p90 && measured.p10 <= NsToMs(predicted.p90);
 }
 
 double RelativeError(double predicted, double measured) { return measured > 0 ? predicted / measured - 1 : 0; }
@@ -138,7 +147,8 @@ double RelativeError(double predicted, double measured) { return measured > 0 ? 
 void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSummary& summary,
                      const Timeline& measured, const RunPrediction& prediction) {
   const std::string& svg_path = prediction.svg_path;
-  const double measured_step_ms = MeasuredStepMs(summary.step_times_ms);
+  const SampleSpread measured_steps = MeasuredSteps(summary.step_times_ms);
+  const double measured_step_ms = measured_steps.median;
   const double predicted_step_ms = NsToMs(prediction.makespan);
   // Each rank's peak, predicted and measured, where both are known.
   const bool memory = prediction.from_cost_file && o.measure_memory &&
@@ -210,10 +220,18 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     out["mfu_per_rank"] = mfu.empty() ? nlohmann::json(nullptr) : nlohmann::json(mfu);
     out["mfu"] = mfu.empty() ? nlohmann::json(nullptr) : nlohmann::json(mfu_sum / mfu.size());
     if (prediction.from_cost_file) {
-      nlohmann::json p = {{"cost_file", o.sim_cost_path},
-                          {"step_ms", predicted_step_ms},
-                          {"measured_step_ms", measured_step_ms},
-                          {"step_error", RelativeError(predicted_step_ms, measured_step_ms)}};
+      nlohmann::json p = {
+          {"cost_file", o.sim_cost_path},          {"step_ms", predicted_step_ms},
+          {"measured_step_ms", measured_step_ms},  {"step_error", RelativeError(predicted_step_ms, measured_step_ms)},
+          {"measured_p10_ms", measured_steps.p10}, {"measured_p90_ms", measured_steps.p90}};
+      if (const auto& s = prediction.sampled) {
+        p["sampled"] = {{"count", s->samples},
+                        {"seed", s->seed},
+                        {"p10_ms", NsToMs(s->p10)},
+                        {"p50_ms", NsToMs(s->p50)},
+                        {"p90_ms", NsToMs(s->p90)}};
+        p["spreads_overlap"] = SpreadsOverlap(*s, measured_steps);
+      }
       if (memory) {
         p["peak_activation_bytes"] = prediction.peak_activation_bytes;
         nlohmann::json errors = nlohmann::json::array();
@@ -245,6 +263,15 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
   if (prediction.from_cost_file) {
     std::printf("predicted by %s: step %.3f ms against %.3f ms measured (%+.1f %%)\n", o.sim_cost_path.c_str(),
                 predicted_step_ms, measured_step_ms, 100 * RelativeError(predicted_step_ms, measured_step_ms));
+    if (const auto& s = prediction.sampled) {
+      std::printf(
+          "  p10..p90: predicted %.3f..%.3f ms (%d draws from the file's spreads, seed %llu), measured %.3f..%.3f "
+          "ms: %s\n",
+          NsToMs(s->p10), NsToMs(s->p90), s->samples, static_cast<unsigned long long>(s->seed), measured_steps.p10,
+          measured_steps.p90,
+          SpreadsOverlap(*s, measured_steps) ? "they overlap, the difference is within the noise"
+                                             : "apart, the difference is larger than the noise");
+    }
     if (memory) {
       std::printf("peak activation bytes, predicted against measured:");
       for (size_t r = 0; r < prediction.peak_activation_bytes.size(); ++r) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "runtime/train/mfu.h"
 #include "runtime/train/trainer.h"
 #include "schedules/schedule.h"
+#include "sim/step_samples.h"
 #include "tools/progress.h"
 #include "tools/train_options.h"
 #include "traces/timeline.h"
@@ -84,7 +86,12 @@ struct RunPrediction {
   bool from_cost_file = false;               // simulated with --sim-cost (else the step's own costs, or not at all)
   TimeNs makespan = 0;                       // the simulated step, per-step work included
   std::vector<Bytes> peak_activation_bytes;  // per rank, as the simulator counts them
+  // Where the cost file gives spreads (a profile's p10 and p90): the step
+  // sampled from them (kPredictionSamples draws, seed kPredictionSeed).
+  std::optional<StepTimeSamples> sampled;
 };
+constexpr int kPredictionSamples = 200;
+constexpr std::uint64_t kPredictionSeed = 1;
 
 // Writes `measured`, the last step's timeline with the ranks' devices
 // (--trace), and with --sim-trace or --sim-cost the same plan simulated on
@@ -98,8 +105,9 @@ RunPrediction WriteRunTraces(const TrainOptions& o, const Schedule& schedule, co
 // was trained and where its outputs are.
 // With a --sim-cost prediction it also sets the predicted step time against
 // the median of the measured steps after the first two (all, with three or
-// fewer), and with --measure-memory each rank's predicted peak against the
-// measured one (`prediction` in --json).
+// fewer), its sampled p10..p90 (where the file has spreads) against the
+// measured steps' p10..p90, and with --measure-memory each rank's predicted
+// peak against the measured one (`prediction` in --json).
 void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSummary& summary,
                      const Timeline& measured, const RunPrediction& prediction);
 

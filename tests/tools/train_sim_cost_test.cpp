@@ -64,6 +64,23 @@ TEST_CASE("train --sim-cost predicts the run with the file's costs: simulate's s
   std::sort(steps.begin() + 2, steps.end());
   CHECK(p["measured_step_ms"].get<double>() == steps[3]);
   CHECK(p["step_error"].get<double>() == Approx(p["step_ms"].get<double>() / steps[3] - 1).epsilon(1e-12));
+  // Their p10 and p90 (between order statistics: of three, 1/5 and 4/5 of
+  // the way along), against the step sampled from the profile's spreads as
+  // simulate --samples draws it.
+  CHECK(p["measured_p10_ms"].get<double>() == Approx(steps[2] + 0.2 * (steps[3] - steps[2])).epsilon(1e-12));
+  CHECK(p["measured_p90_ms"].get<double>() == Approx(steps[3] + 0.8 * (steps[4] - steps[3])).epsilon(1e-12));
+  r = Pplab("simulate -s zb-h1 -k 2 -m 4 --cost " + cost + " --devices-from " + real +
+            " --samples 200 --seed 1 --json");
+  REQUIRE(r.code == 0);
+  const nlohmann::json sampled = nlohmann::json::parse(r.out)["samples"];
+  REQUIRE(p.contains("sampled"));
+  CHECK(p["sampled"]["count"] == 200);
+  CHECK(p["sampled"]["seed"] == 1);
+  for (const char* q : {"p10", "p50", "p90"}) {
+    CHECK(p["sampled"][std::string(q) + "_ms"].get<double>() == Approx(sampled[q].get<double>()).epsilon(1e-9));
+  }
+  CHECK(p["spreads_overlap"] == (p["sampled"]["p10_ms"].get<double>() <= p["measured_p90_ms"].get<double>() &&
+                                 p["measured_p10_ms"].get<double>() <= p["sampled"]["p90_ms"].get<double>()));
   // A cost file without profile meta (stats --cost-out of the run) is the
   // user's to give; the text summary names the prediction.
   const std::string estimated = Tmp("sim-cost-estimated.json");
@@ -72,6 +89,12 @@ TEST_CASE("train --sim-cost predicts the run with the file's costs: simulate's s
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("predicted by " + estimated + ": step "));
+  // It has no spreads to sample; the profile has.
+  CHECK_THAT(r.out, !Catch::Contains("p10..p90"));
+  r = Train("-s zb-h1 -k 2 --steps 2 --sim-cost " + cost);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("  p10..p90: predicted ") &&
+                        Catch::Contains(" ms (200 draws from the file's spreads, seed 1), measured "));
 }
 
 TEST_CASE("train --sim-cost refuses a file that is not this run's costs, in one line, before any worker", "[train]") {

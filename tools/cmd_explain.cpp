@@ -53,6 +53,9 @@ std::string Joined(const std::vector<int>& xs) {
 int RunExplain(const ExplainOptions& o) {
   const Timeline t = TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path);
   const IdleExplanation x = ExplainIdle(t);
+  // Busy time on a shared device: what sharing costs inside the actions,
+  // beside the waits the table splits.
+  const std::vector<DeviceUse> shared = SharedDeviceUse(t);
   if (o.json) {
     nlohmann::json per_rank = nlohmann::json::array();
     for (const RankIdle& r : x.per_rank) per_rank.push_back(RankJson(r));
@@ -65,6 +68,7 @@ int RunExplain(const ExplainOptions& o) {
     // The rank-to-device mapping the trace records (train writes the one it used).
     if (!t.devices.empty()) out["devices"] = t.devices;
     if (!t.device_slots.empty()) out["device_slots"] = t.device_slots;
+    if (!shared.empty()) out["shared_devices"] = SharedDevicesJson(shared);
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -86,6 +90,7 @@ int RunExplain(const ExplainOptions& o) {
                 Joined(t.devices).c_str(),
                 t.device_slots.empty() ? " (1 slot each)" : (", slots by device id " + Joined(t.device_slots)).c_str());
   }
+  std::printf("%s", SharedDevicesText(shared, x.makespan).c_str());
   return 0;
 }
 

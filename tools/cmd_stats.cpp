@@ -76,15 +76,6 @@ int RunStats(const StatsOptions& o) {
   // Devices that ranks share: how much of the step some rank computed on
   // each, and how much more of them at once than its slots.
   const std::vector<DeviceUse> shared = SharedDeviceUse(t);
-  nlohmann::json shared_json = nlohmann::json::array();
-  for (const DeviceUse& d : shared) {
-    shared_json.push_back({{"device", d.device},
-                           {"ranks", d.ranks},
-                           {"slots", d.slots},
-                           {"busy", NsToMs(d.busy)},
-                           {"over_slots", NsToMs(d.over_slots)},
-                           {"compute", NsToMs(d.compute)}});
-  }
   nlohmann::json j = {{"name", t.name},
                       {"source", t.source},
                       {"ranks", t.ranks},
@@ -94,7 +85,7 @@ int RunStats(const StatsOptions& o) {
                       {"per_rank", per_rank},
                       {"stages", stages},
                       {"waited_message_ms", waited_json}};
-  if (!shared.empty()) j["shared_devices"] = shared_json;
+  if (!shared.empty()) j["shared_devices"] = SharedDevicesJson(shared);
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -136,18 +127,7 @@ int RunStats(const StatsOptions& o) {
         waited.size(), Fixed(waited_median, 4).c_str(), Fixed(waited.front(), 4).c_str(),
         Fixed(waited.back(), 4).c_str());
   }
-  for (const DeviceUse& d : shared) {
-    std::string ranks_text;
-    for (const RankId r : d.ranks) ranks_text += (ranks_text.empty() ? "" : ",") + std::to_string(r);
-    const double makespan = static_cast<double>(summary.makespan);
-    std::printf(
-        "device %d (ranks %s, %d slot%s): some rank computing %s ms (%s %% of the makespan), more ranks than slots at "
-        "once %s ms; their compute %s ms, %sx the time the device was busy\n",
-        d.device, ranks_text.c_str(), d.slots, d.slots == 1 ? "" : "s", Fixed(NsToMs(d.busy), 3).c_str(),
-        Fixed(makespan > 0 ? 100.0 * static_cast<double>(d.busy) / makespan : 0.0, 1).c_str(),
-        Fixed(NsToMs(d.over_slots), 3).c_str(), Fixed(NsToMs(d.compute), 3).c_str(),
-        Fixed(d.busy > 0 ? static_cast<double>(d.compute) / static_cast<double>(d.busy) : 0.0, 2).c_str());
-  }
+  std::printf("%s", SharedDevicesText(shared, summary.makespan).c_str());
   if (!o.cost_out.empty()) std::printf("cost model estimated from the trace written to %s\n", o.cost_out.c_str());
   return 0;
 }

@@ -153,4 +153,33 @@ std::string SimulationText(const nlohmann::json& j) {
   return out.str();
 }
 
+nlohmann::json SharedDevicesJson(const std::vector<DeviceUse>& shared) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const DeviceUse& d : shared) {
+    out.push_back({{"device", d.device},
+                   {"ranks", d.ranks},
+                   {"slots", d.slots},
+                   {"busy", NsToMs(d.busy)},
+                   {"over_slots", NsToMs(d.over_slots)},
+                   {"compute", NsToMs(d.compute)}});
+  }
+  return out;
+}
+
+std::string SharedDevicesText(const std::vector<DeviceUse>& shared, TimeNs makespan) {
+  std::string out;
+  for (const DeviceUse& d : shared) {
+    std::string ranks;
+    for (const RankId r : d.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    const double busy_share = makespan > 0 ? 100.0 * static_cast<double>(d.busy) / static_cast<double>(makespan) : 0;
+    const double stretch = d.busy > 0 ? static_cast<double>(d.compute) / static_cast<double>(d.busy) : 0;
+    out += "device " + std::to_string(d.device) + " (ranks " + ranks + ", " + std::to_string(d.slots) + " slot" +
+           (d.slots == 1 ? "" : "s") + "): some rank computing " + Fixed(NsToMs(d.busy), 3) + " ms (" +
+           Fixed(busy_share, 1) + " % of the makespan), more ranks than slots at once " +
+           Fixed(NsToMs(d.over_slots), 3) + " ms; their compute " + Fixed(NsToMs(d.compute), 3) + " ms, " +
+           Fixed(stretch, 2) + "x the time the device was busy\n";
+  }
+  return out;
+}
+
 }  // namespace pplab::cli

@@ -8,6 +8,7 @@
 #include "schedules/schedule.h"
 #include "sim/cost_model.h"
 #include "sim/simulator.h"
+#include "traces/timeline.h"
 
 namespace pplab::cli {
 
@@ -41,5 +42,12 @@ std::string SimulationCsvRow(const nlohmann::json& summary);
 // two spaces apart: the first `left_columns` left-aligned (names), the others
 // right-aligned (numbers).
 void PrintTable(const std::vector<std::vector<std::string>>& rows, size_t left_columns = 1);
+
+// How the ranks of each shared device used it (SharedDeviceUse): as
+// `shared_devices` in stats and explain --json ({device, ranks, slots, busy,
+// over_slots, compute}, ms), and as one line each for people, the busy time
+// also as a share of `makespan`.
+nlohmann::json SharedDevicesJson(const std::vector<DeviceUse>& shared);
+std::string SharedDevicesText(const std::vector<DeviceUse>& shared, TimeNs makespan);
 
 }  // namespace pplab::cli

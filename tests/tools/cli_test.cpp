@@ -473,7 +473,7 @@ TEST_CASE("cli: simulate --devices-from takes the devices and slots a trace reco
   CHECK_THAT(wrong.out, Catch::Contains("the trace has 2 ranks, the plan 4"));
 }
 
-TEST_CASE("cli: stats says how ranks sharing a device used it", "[cli][devices]") {
+TEST_CASE("cli: stats and explain say how ranks sharing a device used it", "[cli][devices]") {
   // Two ranks of a run on one GPU (1 slot): rank 0 computes [0,10] ms, rank
   // 1 [4,12] ms, time-sliced while both run.
   Timeline run;
@@ -495,6 +495,14 @@ TEST_CASE("cli: stats says how ranks sharing a device used it", "[cli][devices]"
   CHECK(nlohmann::json::parse(r.out)["shared_devices"] ==
         nlohmann::json::parse(R"([{"device": 0, "ranks": [0, 1], "slots": 1, "busy": 12.0, "over_slots": 6.0,
                                    "compute": 18.0}])"));
+  // explain prints the same line under its table, and the same JSON.
+  r = Pplab("explain " + trace);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::EndsWith("more ranks than slots at once 6.000 ms; their compute 18.000 ms, 1.50x the "
+                                    "time the device was busy\n"));
+  r = Pplab("explain --json " + trace);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["shared_devices"][0]["over_slots"] == 6.0);
   // The simulator runs a shared device's actions one at a time.
   const std::string sim = TempPath("stats_shared_sim.json");
   REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --devices 0,0 --trace " + sim).code == 0);

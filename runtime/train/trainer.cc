@@ -430,7 +430,12 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     if (mark_step) {
       // Waits (bounded) for the device to finish the update, which the next
       // step's start or the end of training would wait for anyway.
-      const std::vector<TimeNs> marks = clock.Resolve(options.comm_timeout);
+      std::vector<TimeNs> marks;
+      try {
+        marks = clock.Resolve(options.comm_timeout);
+      } catch (const Error& e) {
+        throw Error("rank " + std::to_string(world_rank) + " after the last step's update: " + e.what());
+      }
       for (const StepMarks& m : step_marks)
         last_step_events.push_back({rank, m.name, marks.at(m.begin), marks.at(m.end)});
     }

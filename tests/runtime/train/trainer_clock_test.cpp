@@ -14,6 +14,7 @@
 #include "runtime/comm/fake_transport.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/train/trainer.h"
+#include "schedules/error.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 
@@ -28,13 +29,19 @@ class CountingClock : public StepClock {
  public:
   void BeginStep(std::chrono::steady_clock::time_point) override { marks_ = 0; }
   int Mark() override { return marks_++; }
-  std::vector<TimeNs> Resolve(std::chrono::milliseconds) override {
+  std::vector<TimeNs> Resolve(std::chrono::milliseconds timeout) override {
     ++resolves;
+    if (resolves == fail_at) {
+      bound = timeout;
+      throw Error("the GPU has not reached this mark");
+    }
     return Times();
   }
   std::vector<TimeNs> HostMarks() const override { return Times(); }
   const char* Name() const override { return "counting"; }
   int resolves = 0;
+  int fail_at = 0;  // the resolve (1, 2, ...) that times out; 0: none
+  std::chrono::milliseconds bound{0};
 
  private:
   std::vector<TimeNs> Times() const {
@@ -45,9 +52,9 @@ class CountingClock : public StepClock {
   int marks_ = 0;
 };
 
-}  // namespace
-
-TEST_CASE("the last step's work after the actions is marked on the actions' clock", "[trainer]") {
+// `steps` steps of a one-rank plan of two stages with tied embeddings, every
+// step clipping, timed on `clock`.
+TrainSummary TrainOnClock(StepClock& clock, int steps) {
   at::set_num_threads(1);
   LlamaConfig c = LlamaPreset("tiny");
   c.tie_word_embeddings = true;
@@ -55,10 +62,9 @@ TEST_CASE("the last step's work after the actions is marked on the actions' cloc
   const Schedule schedule = Lower(Generate("interleaved-1f1b", {1, 2, 2}));
   const Partition partition = PartitionUniform(c, 2);
   TrainerOptions options;
-  options.steps = 3;
+  options.steps = steps;
   options.clip_norm = 1e-6;  // every step clips
   options.tied_parameters = {kEmbeddingWeight, kLmHeadWeight};
-  CountingClock clock;
   options.clock = &clock;
   FakeTransport transport(0, std::make_shared<FakeNetwork>());
   const StageFactory make_stage = [&](StageId s) { return BuildLlamaStage(c, partition, s, 3, torch::kCPU); };
@@ -75,10 +81,17 @@ TEST_CASE("the last step's work after the actions is marked on the actions' cloc
   const LossFn loss = [](const TensorList& outputs, const at::Tensor& targets) {
     return TokenCrossEntropySum(outputs.at(0), targets, 0);
   };
-  const TrainSummary summary = Train(schedule, 0, transport, nullptr, make_stage, batch, loss, options);
+  return Train(schedule, 0, transport, nullptr, make_stage, batch, loss, options);
+}
+
+}  // namespace
+
+TEST_CASE("the last step's work after the actions is marked on the actions' clock", "[trainer]") {
+  CountingClock clock;
+  const TrainSummary summary = TrainOnClock(clock, 3);
 
   // One resolve a step by the executor, one more after the last update.
-  CHECK(clock.resolves == options.steps + 1);
+  CHECK(clock.resolves == 3 + 1);
   const Timeline& t = summary.last_step;
   REQUIRE(!t.events.empty());
   TimeNs actions_end = 0;
@@ -98,6 +111,14 @@ TEST_CASE("the last step's work after the actions is marked on the actions' cloc
     // begin mark right after the previous one's end.
     CHECK(e.start == (i == 0 ? actions_end + 2 * kMs : t.step_events[i - 1].end + kMs));
   }
+}
+
+TEST_CASE("a device that never finishes the last update is an error naming the rank, within the comm timeout",
+          "[trainer]") {
+  CountingClock clock;
+  clock.fail_at = 3;  // two steps' resolves by the executor, then the trainer's
+  CHECK_THROWS_WITH(TrainOnClock(clock, 2), "rank 0 after the last step's update: the GPU has not reached this mark");
+  CHECK(clock.bound == std::chrono::milliseconds(60000));  // TrainerOptions' comm_timeout
 }
 
 }  // namespace pplab

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedules/file_io.h"
@@ -443,16 +444,26 @@ TEST_CASE("cli: simulate --devices shares a device, explain books the wait as sh
 
 namespace pplab {
 
-TEST_CASE("cli: simulate --devices-from takes the devices and slots a trace recorded, explain prints them",
-          "[cli][devices]") {
-  // A run's trace on one CPU host of 2 slots (what train writes for 2 ranks of 1 thread on 2 cores).
+namespace {
+
+// A measured trace of `schedule` on 2 ranks sharing device 0 of `slots` slots.
+Timeline TwoRanksOnOneDevice(const std::string& schedule, int slots, std::vector<TimelineEvent> events) {
   Timeline run;
-  run.name = "gpipe";
+  run.name = schedule;
   run.source = "measured";
   run.ranks = 2;
   run.devices = {0, 0};
-  run.device_slots = {2};
-  run.events = {{0, ParseAction("0F0"), 0, 1000}};
+  run.device_slots = {slots};
+  run.events = std::move(events);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("cli: simulate --devices-from takes the devices and slots a trace recorded, explain prints them",
+          "[cli][devices]") {
+  // A run's trace on one CPU host of 2 slots (what train writes for 2 ranks of 1 thread on 2 cores).
+  const Timeline run = TwoRanksOnOneDevice("gpipe", 2, {{0, ParseAction("0F0"), 0, 1000}});
   const std::string trace = TempPath("run_devices.json");
   WriteTextFile(trace, TimelineToChromeTrace(run));
   const std::string sim = TempPath("sim_devices.json");
@@ -476,13 +487,8 @@ TEST_CASE("cli: simulate --devices-from takes the devices and slots a trace reco
 TEST_CASE("cli: stats and explain say how ranks sharing a device used it", "[cli][devices]") {
   // Two ranks of a run on one GPU (1 slot): rank 0 computes [0,10] ms, rank
   // 1 [4,12] ms, time-sliced while both run.
-  Timeline run;
-  run.name = "1f1b";
-  run.source = "measured";
-  run.ranks = 2;
-  run.devices = {0, 0};
-  run.device_slots = {1};
-  run.events = {{0, ParseAction("0F0"), 0, 10 * kNsPerMs}, {1, ParseAction("1F0"), 4 * kNsPerMs, 12 * kNsPerMs}};
+  const Timeline run = TwoRanksOnOneDevice(
+      "1f1b", 1, {{0, ParseAction("0F0"), 0, 10 * kNsPerMs}, {1, ParseAction("1F0"), 4 * kNsPerMs, 12 * kNsPerMs}});
   const std::string trace = TempPath("stats_shared.json");
   WriteTextFile(trace, TimelineToChromeTrace(run));
   PplabRun r = Pplab("stats " + trace);

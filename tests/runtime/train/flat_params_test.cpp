@@ -19,6 +19,7 @@
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 #include "tests/runtime/train/adamw_reference.h"
+#include "tests/runtime/train/trainer_test_support.h"
 
 namespace pplab {
 namespace {
@@ -27,12 +28,6 @@ LlamaConfig Tiny() {
   LlamaConfig c = LlamaPreset("tiny");
   c.max_position_embeddings = 16;
   return c;
-}
-
-std::pair<at::Tensor, at::Tensor> Tokens(const LlamaConfig& c, int64_t B, int64_t T, uint64_t seed) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  const at::Tensor tokens = torch::randint(1, c.vocab_size, {B, T + 1}, gen, torch::kLong);
-  return {tokens.narrow(1, 0, T).clone(), tokens.narrow(1, 1, T).clone()};
 }
 
 at::Tensor LossOf(Stage& stage, const at::Tensor& inputs, const at::Tensor& targets) {
@@ -95,7 +90,7 @@ TEST_CASE("a flattened stage keeps its values and accumulates its gradients into
   CHECK(flat.grads.abs().sum().item<double>() == 0);
   // Two microbatches accumulate, as the executor's backwards do.
   for (uint64_t seed : {1, 2}) {
-    const auto [inputs, targets] = Tokens(c, 2, 8, seed);
+    const auto [inputs, targets] = RandomTokens(c, 2, 8, seed);
     LossOf(*flat_stage, inputs, targets).backward();
     LossOf(*reference, inputs, targets).backward();
   }
@@ -114,7 +109,7 @@ TEST_CASE("a flat buffer's q/k/v and gate/up are one matrix each: 9 fewer produc
   auto reference = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 7, torch::kCPU);
   const FlatBuffer flat = FlattenParameters(flat_stage->NamedParameters());
   REQUIRE(flat.defined());
-  const auto [inputs, targets] = Tokens(c, 2, 8, 3);
+  const auto [inputs, targets] = RandomTokens(c, 2, 8, 3);
   int64_t joins = 0;  // tensors put side by side (aten::cat) in the flat stage's forward and backward
   auto products = [&](Stage& stage) {
     OpCount count;
@@ -154,7 +149,7 @@ TEST_CASE("in bf16 a flat buffer's q/k/v and gate/up are cast as one matrix once
     AutocastCacheScope step;
     std::vector<int64_t> out;
     for (uint64_t seed : {4, 5}) {
-      const auto [inputs, targets] = Tokens(c, 2, 8, seed);
+      const auto [inputs, targets] = RandomTokens(c, 2, 8, seed);
       at::Tensor loss;
       {
         OpCount count;
@@ -200,7 +195,7 @@ TEST_CASE("stacked q/k/v hold no more activations than apart, with either attent
     for (const AttentionKind kind : kinds) {
       LlamaConfig c = Tiny();
       if (!grouped) c.num_key_value_heads = c.num_attention_heads;
-      const auto [inputs, targets] = Tokens(c, 2, 8, 6);
+      const auto [inputs, targets] = RandomTokens(c, 2, 8, 6);
       INFO(AttentionKindName(kind) << ", " << c.num_key_value_heads << " key/value heads");
       LlamaOptions options;
       options.attention = kind;
@@ -339,18 +334,8 @@ TEST_CASE("training with flat buffers is training with separate parameters", "[f
     auto network = std::make_shared<FakeNetwork>();
     FakeTransport transport(0, network);
     const StageFactory make_stage = [&](StageId s) { return BuildLlamaStage(c, partition, s, 3, torch::kCPU); };
-    const BatchFn batch = [&](int step) {
-      const auto [inputs, targets] = Tokens(c, 4, 8, 100 + step);
-      StepBatch b;
-      const auto in = inputs.chunk(2), tg = targets.chunk(2);
-      for (int m = 0; m < 2; ++m) b.microbatches.push_back({{in[m], torch::ones_like(in[m])}, tg[m]});
-      b.loss_scale = 1.0 / static_cast<double>(inputs.numel());
-      return b;
-    };
-    const LossFn loss = [](const TensorList& outputs, const at::Tensor& targets) {
-      return TokenCrossEntropySum(outputs.at(0), targets, 0);
-    };
-    TrainSummary summary = Train(schedule, 0, transport, nullptr, make_stage, batch, loss, options);
+    const BatchFn batch = [&](int step) { return RandomTokenBatch(c, 4, 8, 2, 100 + step); };
+    TrainSummary summary = Train(schedule, 0, transport, nullptr, make_stage, batch, SummedTokenLoss(), options);
     return std::make_pair(summary, final_params);
   };
   const auto [flat, flat_params] = run(true);

@@ -3,7 +3,6 @@
 // equal bit for bit through updates, and the global norm counts the weight
 // once. The gradients themselves are held to a single process's in
 // tests/runtime/exec/executor_test.cpp.
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -16,6 +15,7 @@
 #include "runtime/train/trainer.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
+#include "tests/runtime/train/trainer_test_support.h"
 
 namespace pplab {
 namespace {
@@ -49,20 +49,8 @@ Finished TrainTied(int steps, int stages, double lr) {
   };
   FakeTransport transport(0, std::make_shared<FakeNetwork>());
   const StageFactory make_stage = [&](StageId s) { return BuildLlamaStage(c, partition, s, 3, torch::kCPU); };
-  const BatchFn batch = [&](int step) {
-    auto gen = at::detail::createCPUGenerator(100 + step);
-    const at::Tensor tokens = torch::randint(1, c.vocab_size, {4, 9}, gen, torch::kLong);
-    const at::Tensor inputs = tokens.narrow(1, 0, 8).clone(), targets = tokens.narrow(1, 1, 8).clone();
-    StepBatch b;
-    const auto in = inputs.chunk(2), tg = targets.chunk(2);
-    for (int m = 0; m < 2; ++m) b.microbatches.push_back({{in[m], torch::ones_like(in[m])}, tg[m]});
-    b.loss_scale = 1.0 / static_cast<double>(inputs.numel());
-    return b;
-  };
-  const LossFn loss = [](const TensorList& outputs, const at::Tensor& targets) {
-    return TokenCrossEntropySum(outputs.at(0), targets, 0);
-  };
-  out.summary = Train(schedule, 0, transport, nullptr, make_stage, batch, loss, options);
+  const BatchFn batch = [&](int step) { return RandomTokenBatch(c, 4, 8, 2, 100 + step); };
+  out.summary = Train(schedule, 0, transport, nullptr, make_stage, batch, SummedTokenLoss(), options);
   return out;
 }
 

@@ -2,9 +2,6 @@
 // after its actions (the tied weights' swap, the loss's all-reduce, the clip
 // and the update) is marked on the clock the executor times the actions on,
 // so on a GPU it is on CUDA events like them, resolved once after the update.
-#include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
-
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
@@ -17,6 +14,7 @@
 #include "schedules/error.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
+#include "tests/runtime/train/trainer_test_support.h"
 
 namespace pplab {
 namespace {
@@ -68,20 +66,8 @@ TrainSummary TrainOnClock(StepClock& clock, int steps) {
   options.clock = &clock;
   FakeTransport transport(0, std::make_shared<FakeNetwork>());
   const StageFactory make_stage = [&](StageId s) { return BuildLlamaStage(c, partition, s, 3, torch::kCPU); };
-  const BatchFn batch = [&](int step) {
-    auto gen = at::detail::createCPUGenerator(7 + step);
-    const at::Tensor tokens = torch::randint(1, c.vocab_size, {4, 9}, gen, torch::kLong);
-    const at::Tensor inputs = tokens.narrow(1, 0, 8).clone(), targets = tokens.narrow(1, 1, 8).clone();
-    StepBatch b;
-    const auto in = inputs.chunk(2), tg = targets.chunk(2);
-    for (int m = 0; m < 2; ++m) b.microbatches.push_back({{in[m], torch::ones_like(in[m])}, tg[m]});
-    b.loss_scale = 1.0 / static_cast<double>(inputs.numel());
-    return b;
-  };
-  const LossFn loss = [](const TensorList& outputs, const at::Tensor& targets) {
-    return TokenCrossEntropySum(outputs.at(0), targets, 0);
-  };
-  return Train(schedule, 0, transport, nullptr, make_stage, batch, loss, options);
+  const BatchFn batch = [&](int step) { return RandomTokenBatch(c, 4, 8, 2, 7 + step); };
+  return Train(schedule, 0, transport, nullptr, make_stage, batch, SummedTokenLoss(), options);
 }
 
 }  // namespace

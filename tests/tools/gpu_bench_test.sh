@@ -123,6 +123,15 @@ cat > "$tmp/pplab" <<'SH'
 case " $* " in
   *" --help "*) echo "  --precision TEXT"; exit 0 ;;
 esac
+# stats of a trace: rank 0 computed 5.5 ms; on the K=2 rows (4 to 7) the
+# shared GPU computed 7.25 ms, 1.5 ms of it for both ranks at once.
+if [ "$1" = stats ]; then
+  case "$3" in
+    */row-[4-7]-*) echo '{"per_rank": [{"busy": 5.5}], "shared_devices": [{"busy": 7.25, "over_slots": 1.5}]}' ;;
+    *) echo '{"per_rank": [{"busy": 5.5}]}' ;;
+  esac
+  exit 0
+fi
 if [[ " $* " == *" -k 1 -m 8 "* && " $* " != *" --precision "* ]]; then
   echo "pplab: error: CUDA out of memory" >&2
   exit 2
@@ -169,8 +178,11 @@ expect "| K=2 GPipe, default, 16×128, M=8 | fp32 | pipelining | n/a (TimeoutErr
 # Where pplab's step goes, from the steps after the 3 warm-up ones: the wall
 # step 8 ms, the executor's 6 ms on the GPU, issued in 2 ms, the median lag of
 # 1.5, 0.5, 1 and 2 ms, the worse rank's overhead, the mean bubble, and the
-# matrix products' 4 ms alone, half the step. The OOM run has no such row.
-expect "| K=1, small, 16×128, M=1 | fp32 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 | 4.00 (50 %) |"
+# matrix products' 4 ms alone, half the step, and the GPU's computing time
+# from the trace (pplab stats; both ranks at once on K=2 rows). The OOM run
+# has no such row.
+expect "| K=1, small, 16×128, M=1 | fp32 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 | 4.00 (50 %) | 5.50 |"
+expect "| K=2 GPipe, default, 16×128, M=8 | bf16 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 | 4.00 (50 %) | 7.25 (1.50) |"
 [ "$(grep -c '^| K=' "$tmp/table.md")" -eq $((14 + 13)) ] || fail "expected 14 rows and 13 rows of where the step goes"
 # --traces: one trace per pplab run that finished (the OOM run wrote none),
 # named by row (1..7) and precision.

@@ -18,7 +18,8 @@
 #               feature, e.g. --no-flat-params), split at spaces
 #   --traces DIR  keep each pplab run's measured trace of its last step (CUDA
 #               events) in DIR, as row-R-PRECISION.json, R the row's place in
-#               the table from 1 (pplab stats and explain read them)
+#               the table from 1 (pplab stats and explain read them; the
+#               second table's last column is pplab stats' of each)
 #   --run-timeout S  bound each run, the reference's and pplab's (default 240 s;
 #               a run past it shows as n/a with the reason)
 #   --deadline S  start no row's pair of runs S seconds or more after the bench
@@ -255,10 +256,16 @@ for row in "${rows[@]}"; do
     # K=2 rows of a K=1 row's shapes, GPipe's of 1F1B's): timed once.
     gemm_base="$work/gemm-$model-$((batch * seq / micro))-$micro-$precision"
     [ -e "$gemm_base.out" ] || bounded "$gemm_base" "${floor[@]}"
+    # The GPU's busy time in the run's last step, from its trace (pplab
+    # stats): with two ranks on the GPU, also how long both computed at once.
+    trace="$traces/row-$r-$precision.json"
+    if [ -n "$traces" ] && [ -s "$trace" ]; then
+      bounded "$work/stats-$n" "$pplab" stats --json "$trace"
+    fi
     python3 - "$label" "$precision" "$mode" "$warmup" $((batch * seq)) "$work/ref-$n" "$work/pplab-$n" \
-      "$work/peaks" "$work/where.md" "$gemm_base" >> "$work/table.md" <<'PY'
+      "$work/peaks" "$work/where.md" "$gemm_base" "$work/stats-$n.out" >> "$work/table.md" <<'PY'
 import json, statistics, sys
-label, precision, mode, warmup, tokens, ref_base, got_base, peaks, where, gemm_base = sys.argv[1:11]
+label, precision, mode, warmup, tokens, ref_base, got_base, peaks, where, gemm_base, stats_path = sys.argv[1:12]
 warmup, tokens = int(warmup), int(tokens)
 def last_json(path):
     try:
@@ -297,11 +304,21 @@ if got is not None:
         floor = "%.2f (%.0f %%)" % (gemm["ms_per_step"], 100 * gemm["ms_per_step"] / (got_s * 1e3))
     else:
         floor = "n/a (%s)" % last_line(gemm_base + ".err")
+    try:
+        stats = json.load(open(stats_path))
+    except (OSError, ValueError):
+        stats = None
+    busy = "n/a"
+    if stats and stats.get("shared_devices"):
+        d = stats["shared_devices"][0]
+        busy = "%.2f (%.2f)" % (d["busy"], d["over_slots"])
+    elif stats and stats.get("per_rank"):
+        busy = "%.2f" % stats["per_rank"][0]["busy"]
     with open(where, "a") as f:
-        f.write("| %s | %s | %.2f | %s | %s | %s | %s | %s | %s |\n" % (
+        f.write("| %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s |\n" % (
             label, precision, got_s * 1e3, mean_of("step_clock_ms"), mean_of("host_issue_ms"),
             "%.3f" % statistics.median(lags) if lags else "n/a",
-            "%.2f %%" % (100 * max(overhead)) if overhead else "n/a", mean_of("bubbles"), floor))
+            "%.2f %%" % (100 * max(overhead)) if overhead else "n/a", mean_of("bubbles"), floor, busy))
 def tok_s(s, why):
     return "{:,.0f}".format(tokens / s).replace(",", " ") if s else "n/a (%s)" % why
 def mfu(s):
@@ -331,8 +348,8 @@ if [ "$dry_run" = 0 ]; then
   if [ -s "$work/where.md" ]; then
     echo "Where pplab's step goes (rank 0, mean over the measured steps):"
     echo
-    echo "| run | precision | step ms | executor step on the GPU ms | host's issue of it ms | device lag ms (median) | executor overhead (worst rank) | bubble | matrix products alone ms (of the step) |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| run | precision | step ms | executor step on the GPU ms | host's issue of it ms | device lag ms (median) | executor overhead (worst rank) | bubble | matrix products alone ms (of the step) | GPU computing ms (both ranks at once) |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
     cat "$work/where.md"
     echo
     echo "The step is wall time (what tokens/s uses); the executor's step is its actions on CUDA events; the host's"
@@ -341,7 +358,8 @@ if [ "$dry_run" = 0 ]; then
     echo "fewer launches would pay), large the host runs ahead. Executor overhead: idle time with the data there, over"
     echo "the last step's makespan (pplab explain's \"other\"). The matrix products alone: the step's Linear layers'"
     echo "forward and backward products at the row's shapes, timed by themselves (tools/bench/gemm_floor.py): the floor"
-    echo "under a step the GPU's arithmetic bounds."
+    echo "under a step the GPU's arithmetic bounds. GPU computing: in the last step's trace (--traces, pplab stats), the"
+    echo "time some rank computed; with two ranks on the GPU, in brackets the time both did at once, time-sliced."
     echo
   fi
   peaks=$(sort -u "$work/peaks" 2> /dev/null | paste -sd ';' - | sed 's/;/; /g' || true)

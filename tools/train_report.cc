@@ -14,6 +14,7 @@
 #include "sim/percentiles.h"
 #include "sim/simulator.h"
 #include "tools/cli_main.h"
+#include "tools/report.h"
 #include "traces/chrome_trace.h"
 #include "traces/explain.h"
 #include "traces/render_svg.h"
@@ -154,6 +155,7 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
   const bool memory = prediction.from_cost_file && o.measure_memory &&
                       summary.peak_activation_bytes.size() == prediction.peak_activation_bytes.size();
   const Schedule& schedule = *facts.schedule;
+  const std::vector<DeviceUse> shared = SharedDeviceUse(measured);
   const double tokens = static_cast<double>(o.batch_size) * o.seq_len;
   double total_ms = 0;
   for (double ms : summary.step_times_ms) total_ms += ms;
@@ -204,6 +206,8 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
       }
       out["executor_overhead"] = overhead;
     }
+    // Ranks that shared a device in the last step: how they used it.
+    if (!shared.empty()) out["shared_devices"] = SharedDevicesJson(shared);
     out["attention"] = facts.attention;
     out["recompute"] = facts.recompute;
     out["shard_optimizer"] = o.shard_optimizer && o.dp > 1;
@@ -257,6 +261,16 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
   }
   if (!o.checkpoint_dir.empty()) std::printf("checkpoint: %s\n", o.checkpoint_dir.c_str());
   if (!o.metrics_path.empty()) std::printf("metrics: %s\n", o.metrics_path.c_str());
+  // A device time-sliced between its ranks (more of them computing at once
+  // than its slots: two ranks on one GPU) stretched their actions; said,
+  // since the step time holds it.
+  std::vector<DeviceUse> sliced;
+  for (const DeviceUse& d : shared) {
+    if (d.over_slots > 0) sliced.push_back(d);
+  }
+  if (!sliced.empty()) {
+    std::printf("in the last step, %s", SharedDevicesText(sliced, measured.Makespan()).c_str());
+  }
   if (!o.trace_path.empty()) std::printf("measured trace of the last step: %s\n", o.trace_path.c_str());
   if (!o.sim_trace_path.empty()) std::printf("simulated trace of the same plan: %s\n", o.sim_trace_path.c_str());
   if (!svg_path.empty()) std::printf("both, stacked: %s\n", svg_path.c_str());

@@ -190,3 +190,37 @@ TEST_CASE("the measured trace holds each rank's step work after its actions, as 
 }
 
 }  // namespace pplab
+
+namespace pplab {
+
+TEST_CASE("train --json says how ranks sharing a device used it in the last step, as stats of its trace", "[train]") {
+  // OMP_NUM_THREADS of all the cores for each of 2 ranks: one slot, which
+  // the two time-slice, as two ranks do one GPU.
+  const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string trace = std::string(PPLAB_TEST_TMP_DIR) + "/shared-device-trace.json";
+  const PplabRun r = Pplab(
+      "train --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 --steps 3 -m 4 -k 2 -s 1f1b --json "
+      "--trace " +
+          trace,
+      "OMP_NUM_THREADS=" + threads + " ");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json run = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  REQUIRE(run.contains("shared_devices"));
+  const nlohmann::json& d = run["shared_devices"].at(0);
+  CHECK(d["ranks"] == std::vector<int>{0, 1});
+  CHECK(d["slots"] == 1);
+  // Two ranks on one slot: their compute is the busy time plus the time
+  // both computed at once.
+  CHECK(d["compute"].get<double>() == Approx(d["busy"].get<double>() + d["over_slots"].get<double>()).margin(1e-6));
+  // The figures pplab stats reads off the run's trace.
+  const PplabRun stats = Pplab("stats --json " + trace);
+  REQUIRE(stats.code == 0);
+  const nlohmann::json from_trace = nlohmann::json::parse(stats.out)["shared_devices"].at(0);
+  CHECK(from_trace["ranks"] == d["ranks"]);
+  for (const char* key : {"busy", "over_slots", "compute"}) {
+    CHECK(from_trace[key].get<double>() == Approx(d[key].get<double>()).margin(1e-6));
+  }
+}
+
+}  // namespace pplab

@@ -14,7 +14,6 @@
 #include "models/llama.h"
 #include "models/llama_ops.h"
 #include "models/projections.h"
-#include "runtime/exec/autocast.h"
 #include "schedules/error.h"
 
 // at::scaled_dot_product_attention came in LibTorch 2.0, its enable_gqa

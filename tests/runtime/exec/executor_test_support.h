@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,14 +60,20 @@ struct PipelineRun {
   std::vector<std::vector<std::optional<Bytes>>> live_after;  // per rank, likewise (StepResult::live_after)
 };
 
+// What the executor runs of stage s, given the Llama stage built for it (the
+// stage itself when unset).
+using StageWrap = std::function<std::unique_ptr<Stage>(StageId, std::unique_ptr<Stage>)>;
+
 inline PipelineRun RunPipeline(const LlamaConfig& c, const Schedule& schedule, const Partition& partition,
-                               const Batch& batch, uint64_t seed, ExecutorOptions options = {}) {
+                               const Batch& batch, uint64_t seed, ExecutorOptions options = {},
+                               const StageWrap& wrap = {}) {
   const int K = schedule.ranks, M = schedule.microbatches;
   std::vector<std::unique_ptr<Stage>> stages;
   // Stage s runs part ModelStage(s) of the model: s itself, except in
   // DualPipe's second copy.
   for (int s = 0; s < schedule.stages; ++s) {
     stages.push_back(BuildLlamaStage(c, partition, schedule.ModelStage(s), seed, torch::kCPU));
+    if (wrap) stages.back() = wrap(s, std::move(stages.back()));
   }
   std::vector<MicrobatchData> microbatches;
   const auto inputs = batch.inputs.chunk(M), masks = batch.mask.chunk(M), targets = batch.targets.chunk(M);

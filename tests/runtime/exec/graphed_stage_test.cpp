@@ -1,0 +1,167 @@
+// Graphed stages (runtime/exec/graphed_stage.h) over the stand-in backend,
+// whose replay runs the captured work again: the same loss and gradients as
+// eager stages in every schedule, one slot per microbatch in flight, slots
+// reused from step to step, and eager forwards where no graph may run.
+#include "runtime/exec/graphed_stage.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "models/partition.h"
+#include "runtime/comm/fake_transport.h"
+#include "runtime/exec/executor.h"
+#include "schedules/generators.h"
+#include "schedules/lowering.h"
+#include "sim/zb_auto.h"
+#include "tests/runtime/exec/executor_test_support.h"
+
+namespace pplab {
+namespace {
+
+// A stage that runs another, shared: the test keeps the graphed stages of a
+// run past RunPipeline, which owns what the executor ran.
+class Shared final : public Stage {
+ public:
+  explicit Shared(std::shared_ptr<Stage> stage) : stage_(std::move(stage)) {}
+  TensorList Forward(const TensorList& inputs) override { return stage_->Forward(inputs); }
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() override { return stage_->NamedParameters(); }
+
+ private:
+  std::shared_ptr<Stage> stage_;
+};
+
+// The stages of a run, graphed over one stand-in backend, kept to read
+// their statistics after it.
+struct Graphed {
+  std::shared_ptr<GraphBackend> backend = MakeRerunGraphBackend();
+  std::map<StageId, std::shared_ptr<GraphedStage>> stages;
+  StageWrap Wrap() {
+    return [this](StageId s, std::unique_ptr<Stage> inner) -> std::unique_ptr<Stage> {
+      stages[s] = MakeGraphedStage(std::move(inner), backend);
+      return std::make_unique<Shared>(stages[s]);
+    };
+  }
+};
+
+void CheckGraphedExact(const std::string& name, int K, int M, int v, int layers = 4) {
+  torch::manual_seed(0);
+  const LlamaConfig c = Tiny(layers);
+  const Batch batch = MakeBatch(c, 8, 12, 99);
+  StageCost cost;
+  cost.forward = 1000000, cost.backward_input = 1500000, cost.backward_weight = 500000;
+  const Schedule schedule =
+      Lower(GenerateWithCosts(name, {K, M, v}, CostModel::Uniform(K * std::max(v, 1), cost, Link{})));
+  const Partition partition = MakePartition(c, schedule.ModelStages(), "uniform");
+  const PipelineRun plain = RunPipeline(c, schedule, partition, batch, 1234);
+  Graphed graphed;
+  const PipelineRun again = RunPipeline(c, schedule, partition, batch, 1234, {}, graphed.Wrap());
+  INFO(name << " K=" << K << " M=" << M << " S=" << schedule.stages);
+  CHECK(again.loss == plain.loss);
+  REQUIRE(again.grads.size() == plain.grads.size());
+  for (const auto& [param, grad] : plain.grads) {
+    INFO(param);
+    CHECK(torch::equal(again.grads.at(param), grad));
+  }
+  // Every forward is replayed, except those whose weight products a W
+  // computes (I and W split the backward), which run eagerly; every
+  // replayed forward's backward is replayed.
+  for (StageId s = 0; s < schedule.stages; ++s) {
+    // The microbatches stage s runs (half of them, on each copy of
+    // DualPipe's model), and how many of them split B.
+    int forwards = 0, split = 0;
+    for (const Action& a : schedule.programs[schedule.placement[s]]) {
+      const ComputeParts parts = PartsOf(a);
+      for (int i = 0; i < parts.count; ++i) {
+        if (parts.part[i].stage != s) continue;
+        if (parts.part[i].kind == ActionKind::kForward) ++forwards;
+        if (parts.part[i].kind == ActionKind::kBackwardInput) ++split;
+      }
+    }
+    const GraphStats st = graphed.stages.at(s)->Stats();
+    INFO("stage " << s);
+    CHECK(st.eager_forwards == split);
+    CHECK(st.forward_replays == forwards - split);
+    CHECK(st.backward_replays == forwards - split);
+    CHECK(st.slots <= forwards - split);
+    if (split < forwards) CHECK(st.slots >= 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("graphed stages give every schedule's loss and gradients bit for bit", "[graphed]") {
+  at::set_num_threads(1);
+  for (const GeneratorInfo& g : Generators()) {
+    SECTION(g.name) { CheckGraphedExact(g.name, 2, 4, g.default_virtual); }
+  }
+  SECTION("interleaved-1f1b K=1 v=2") { CheckGraphedExact("interleaved-1f1b", 1, 4, 2); }
+  SECTION("dualpipev K=4 M=8") { CheckGraphedExact("dualpipev", 4, 8, 2, 8); }
+}
+
+TEST_CASE("a graphed stage captures one slot per microbatch in flight and reuses them in the next step", "[graphed]") {
+  at::set_num_threads(1);
+  const LlamaConfig c = Tiny(2);
+  const Batch batch = MakeBatch(c, 4, 8, 7);
+  const int M = 4;
+  std::vector<MicrobatchData> microbatches;
+  const auto inputs = batch.inputs.chunk(M), masks = batch.mask.chunk(M), targets = batch.targets.chunk(M);
+  for (int m = 0; m < M; ++m) microbatches.push_back({{inputs[m], masks[m]}, targets[m]});
+  // GPipe at K=1 holds all M microbatches between their F and B; 1F1B one.
+  for (const auto& [name, in_flight] : {std::pair<std::string, int>{"gpipe", M}, {"1f1b", 1}}) {
+    INFO(name);
+    const Schedule schedule = Lower(Generate(name, {1, M, 1}));
+    std::unique_ptr<GraphedStage> stage =
+        MakeGraphedStage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU), MakeRerunGraphBackend());
+    auto network = std::make_shared<FakeNetwork>();
+    FakeTransport transport(0, network);
+    Executor executor(schedule, 0, {{0, stage.get()}}, transport, CrossEntropy(), {});
+    const double scale = 1.0 / static_cast<double>(batch.valid_tokens);
+    const StepResult first = executor.RunStep(microbatches, scale, std::chrono::steady_clock::now());
+    CHECK(stage->Stats().slots == in_flight);
+    CHECK(stage->Stats().forward_replays == M);
+    for (auto& [n, p] : stage->NamedParameters()) p.mutable_grad() = at::Tensor();
+    const StepResult second = executor.RunStep(microbatches, scale, std::chrono::steady_clock::now());
+    CHECK(stage->Stats().slots == in_flight);
+    CHECK(stage->Stats().forward_replays == 2 * M);
+    CHECK(stage->Stats().backward_replays == 2 * M);
+    // The same step twice, the weights unchanged: the same losses.
+    for (int m = 0; m < M; ++m) CHECK(second.losses.at(m) == first.losses.at(m));
+    // A forward without autograd (evaluation) runs eagerly, capturing nothing.
+    {
+      torch::NoGradGuard no_grad;
+      const TensorList out = stage->Forward({inputs[0], masks[0]});
+      CHECK(out.at(0).size(-1) == c.vocab_size);
+    }
+    CHECK(stage->Stats().eager_forwards == 1);
+    CHECK(stage->Stats().slots == in_flight);
+  }
+}
+
+TEST_CASE("a graphed stage captures again for inputs of another shape", "[graphed]") {
+  at::set_num_threads(1);
+  const LlamaConfig c = Tiny(2);
+  std::unique_ptr<GraphedStage> stage =
+      MakeGraphedStage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU), MakeRerunGraphBackend());
+  std::unique_ptr<Stage> eager = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU);
+  for (const int64_t T : {8, 6, 8}) {
+    const Batch batch = MakeBatch(c, 2, T, 11);
+    const at::Tensor loss = CrossEntropy()(stage->Forward({batch.inputs, batch.mask}), batch.targets);
+    const at::Tensor want = CrossEntropy()(eager->Forward({batch.inputs, batch.mask}), batch.targets);
+    CHECK(loss.item<double>() == want.item<double>());
+    loss.backward();
+    want.backward();
+  }
+  CHECK(stage->Stats().slots == 2);  // T = 8 and T = 6; the third reuses the first
+  const auto graphed_params = stage->NamedParameters(), eager_params = eager->NamedParameters();
+  for (size_t i = 0; i < graphed_params.size(); ++i) {
+    INFO(graphed_params[i].first);
+    CHECK(torch::equal(graphed_params[i].second.grad(), eager_params[i].second.grad()));
+  }
+}
+
+}  // namespace pplab

@@ -22,6 +22,7 @@
 #include "runtime/data/run_text.h"
 #include "runtime/data/token_cache.h"
 #include "runtime/exec/device_info.h"
+#include "runtime/exec/graphed_stage.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/train/batches.h"
 #include "runtime/train/checkpoint.h"
@@ -203,10 +204,18 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
       return out;
     };
   }
+  // With --cuda-graphs each stage's F and B are captured and replayed
+  // (runtime/exec/graphed_stage.h); the stages share one backend.
+  const std::shared_ptr<GraphBackend> graphs =
+      o.cuda_graphs ? std::shared_ptr<GraphBackend>(MakeCudaGraphBackend(device.has_index() ? device.index() : 0))
+                    : nullptr;
   const TrainSummary summary = Train(
       schedule, worker.rank, *worker.transport, worker.group.get(),
-      [&](StageId s) {
-        return WorkerStage(worker, BuildLlamaStage(config, partition, schedule.ModelStage(s), o.seed, device, llama));
+      [&](StageId s) -> std::unique_ptr<Stage> {
+        std::unique_ptr<Stage> stage =
+            WorkerStage(worker, BuildLlamaStage(config, partition, schedule.ModelStage(s), o.seed, device, llama));
+        if (graphs == nullptr) return stage;
+        return MakeGraphedStage(std::move(stage), graphs);
       },
       [&](int step) {
         StepBatch b =
@@ -294,6 +303,7 @@ int RunTrain(const TrainOptions& given) {
   const Schedule schedule = LoadPlan(o);
   CheckPlanFlags(o, schedule);
   ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
+  CheckCudaGraphs(o, schedule);
   ParseWarmUp(o.warm_up, c10::Device(c10::kCPU));
   CheckTensorParallelFlags(config, o.tp, o.sequence_parallel, o.seq_len);
   if (o.shard_optimizer && o.dp < 2) {

@@ -8,6 +8,7 @@
 
 #include "models/pretrained.h"
 #include "models/tensor_parallel.h"
+#include "runtime/exec/graphed_stage.h"
 #include "runtime/train/checkpoint.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
@@ -88,6 +89,42 @@ void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule) {
   if (o.given_virtual && o.virtual_stages != v) {
     conflict("--virtual", std::to_string(o.virtual_stages), "v " + std::to_string(v));
   }
+}
+
+void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule) {
+  if (!o.cuda_graphs) return;
+  if (o.tp > 1) {
+    throw Error("--cuda-graphs with --tp " + std::to_string(o.tp) +
+                ": a tensor-parallel stage's forward runs collectives between its products, which pplab does not "
+                "capture; drop one of the two");
+  }
+  if (o.recompute != "none") {
+    throw Error("--cuda-graphs with --recompute " + o.recompute +
+                ": a graph keeps each microbatch's activations in its own memory from its capture on, so "
+                "recomputing saves nothing; drop one of the two");
+  }
+  if (o.measure_memory) {
+    throw Error(
+        "--cuda-graphs with --measure-memory: the meter counts bytes allocated during a step, and the graphs "
+        "allocate theirs once, at capture; drop one of the two");
+  }
+  for (const Program& program : schedule.programs) {
+    for (const Action& a : program) {
+      const ComputeParts parts = PartsOf(a);
+      for (int i = 0; i < parts.count; ++i) {
+        if (parts.part[i].kind == ActionKind::kBackwardInput || parts.part[i].kind == ActionKind::kBackwardWeight) {
+          throw Error("--cuda-graphs: schedule " + schedule.name +
+                      " splits B into I and W, and a captured backward computes both; use a schedule with whole "
+                      "B's (gpipe, 1f1b, interleaved-1f1b, ...)");
+        }
+      }
+    }
+  }
+  // After the plan's checks, which hold on any build: then the device.
+  if (o.device.rfind("cuda", 0) != 0) {
+    throw Error("--cuda-graphs captures a GPU's work: it needs --device cuda, got --device " + o.device);
+  }
+  if (!CudaGraphsBuilt()) throw Error("--cuda-graphs: this pplab was built against a LibTorch without CUDA");
 }
 
 void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partition& partition,

@@ -30,6 +30,11 @@ void CheckTensorParallelFlags(const LlamaConfig& config, int tp, bool sequence_p
 // otherwise is refused.
 void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule);
 
+// --cuda-graphs, before any worker starts: a CUDA device and a build with
+// CUDA, a plan whose backwards are whole (no I and W), and none of --tp,
+// --recompute and --measure-memory (runtime/exec/graphed_stage.h says why).
+void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule);
+
 // --sim-cost, before any worker starts: the file loads as a cost model of
 // the schedule's stages and, where it is a profile (meta from `pplab
 // profile`), was measured with the run's microbatch size, sequence length,

@@ -103,6 +103,11 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
                "with --dp D: each replica keeps and updates 1/D of the AdamW moments (ZeRO stage 1), and the "
                "replicas then put the updated parameters together; same parameters bit for bit")
       ->excludes(no_flat);
+  sub.add_flag("--cuda-graphs", o.cuda_graphs,
+               "on a GPU, capture each stage's forward and backward as CUDA graphs, one pair per microbatch in "
+               "flight, and replay them: one launch where eager runs launch every kernel (pays where the GPU waits "
+               "for the host: short sequences, small models). Plans with whole B's; not with --tp, --recompute or "
+               "--measure-memory");
   sub.add_option("--recompute", o.recompute,
                  "stages whose activations are recomputed: none, all, or stage ids like 0,1. Their F keeps only its "
                  "inputs, and their B or I runs the forward again first: less memory for one more forward per "

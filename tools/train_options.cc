@@ -48,6 +48,7 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
   options.warmup_steps = o.warmup_steps;
   options.clip_norm = o.clip_norm;
   options.flat_parameters = !o.no_flat_params;
+  options.share_weight_casts = !o.cuda_graphs;
   options.warm_up = ParseWarmUp(o.warm_up, worker.device);
   options.shard_optimizer = o.shard_optimizer;
   options.dp_group = worker.dp_group.get();

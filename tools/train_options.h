@@ -78,6 +78,7 @@ struct TrainOptions {
   bool given_schedule = false, given_ranks = false, given_microbatches = false, given_virtual = false;
   bool oversubscribe = false;
   bool measure_memory = false;
+  bool cuda_graphs = false;  // each stage's F and B as CUDA graphs (runtime/exec/graphed_stage.h)
   std::string attention = "auto";
   std::string recompute = "none";  // stages whose activations are recomputed (sim/recompute.h)
   std::string warm_up = "auto";    // auto (on a CUDA device), on or off: ParseWarmUp

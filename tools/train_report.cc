@@ -209,6 +209,7 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     // Ranks that shared a device in the last step: how they used it.
     if (!shared.empty()) out["shared_devices"] = SharedDevicesJson(shared);
     out["attention"] = facts.attention;
+    out["cuda_graphs"] = o.cuda_graphs;
     out["recompute"] = facts.recompute;
     out["shard_optimizer"] = o.shard_optimizer && o.dp > 1;
     out["optimizer_state_bytes"] = summary.optimizer_state_bytes;

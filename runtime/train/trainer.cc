@@ -293,6 +293,7 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   StepClock& clock = options.clock != nullptr ? *options.clock : host_clock;
   exec_options.clock = &clock;
   exec_options.recompute = options.recompute;
+  exec_options.share_weight_casts = options.share_weight_casts;
   exec_options.microbatch_losses = false;  // the step reads its loss once (SumStepFigures)
   const bool tied = !options.tied_parameters.first.empty();
   if (tied) exec_options.extra_peers = TiedPeers(schedule, rank);

@@ -108,6 +108,10 @@ struct TrainerOptions {
   // Stages of this rank whose activations are recomputed in B or I
   // (ExecutorOptions::recompute); the gradients do not change.
   std::set<StageId> recompute;
+  // Whether a step's forwards share one bf16 cast of each weight
+  // (ExecutorOptions::share_weight_casts); off for graphed stages, whose
+  // captures each cast their own.
+  bool share_weight_casts = true;
   // When set, each step's peak activation bytes are measured (Executor) and
   // rank 0 gathers the last step's from every pipeline rank.
   MemoryMeter* memory = nullptr;

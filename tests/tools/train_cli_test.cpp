@@ -72,7 +72,14 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
              "--shard-optimizer shards the AdamW moments over the data-parallel "
              "replicas: it needs --dp 2 or more"},
         Case{"-k 2 --dp 2 --shard-optimizer --no-flat-params --steps 1", "--no-flat-params excludes --shard-optimizer"},
-        Case{"-k 2 --warm-up maybe --steps 1", "--warm-up: expected auto, on or off, got 'maybe'"}}) {
+        Case{"-k 2 --warm-up maybe --steps 1", "--warm-up: expected auto, on or off, got 'maybe'"},
+        Case{"-k 2 --cuda-graphs --steps 1",
+             "--cuda-graphs captures a GPU's work: it needs --device cuda, got --device cpu"},
+        Case{"-k 2 -s zb-h1 --cuda-graphs --device cuda --steps 1",
+             "--cuda-graphs: schedule zb-h1 splits B into I and W, and a captured backward computes both"},
+        Case{"-k 2 --cuda-graphs --tp 2 --device cuda --steps 1", "--cuda-graphs with --tp 2: a tensor-parallel"},
+        Case{"-k 2 --cuda-graphs --recompute all --device cuda --steps 1", "--cuda-graphs with --recompute all"},
+        Case{"-k 2 --cuda-graphs --measure-memory --device cuda --steps 1", "--cuda-graphs with --measure-memory"}}) {
     const PplabRun r = Train(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);

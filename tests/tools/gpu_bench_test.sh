@@ -80,12 +80,13 @@ grep -E '^# [a-z]+ model for pplab: ' "$tmp/dry.txt" | while IFS= read -r line; 
     --json > "$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; fail "pplab refuses the $name config"; }
   echo "pplab trains the $name config: $(cat "$tmp/$name.json")"
 done
-# Each row times its matrix products alone, in its precision; gemm_floor.py
-# counts their FLOPs as pplab does, less attention's: pplab's model FLOPs of
-# batch 1 x 8 tokens minus 6 x hidden x 8 x 9 x layers.
-[ "$(grep -c -- '^python3 .*gemm_floor\.py .* --dtype fp32$' "$tmp/dry.txt")" -eq 7 ] &&
-  [ "$(grep -c -- '^python3 .*gemm_floor\.py .* --dtype bf16$' "$tmp/dry.txt")" -eq 7 ] ||
-  fail "expected 7 fp32 and 7 bf16 lines of gemm_floor.py"
+# Each row times its matrix products alone, in its precision, and its
+# attention at its sequence length; gemm_floor.py counts the products' FLOPs
+# as pplab does, less attention's: pplab's model FLOPs of batch 1 x 8 tokens
+# minus 6 x hidden x 8 x 9 x layers.
+[ "$(grep -c -- '^python3 .*gemm_floor\.py .* --dtype fp32 --seq-len \(128\|512\)$' "$tmp/dry.txt")" -eq 7 ] &&
+  [ "$(grep -c -- '^python3 .*gemm_floor\.py .* --dtype bf16 --seq-len \(128\|512\)$' "$tmp/dry.txt")" -eq 7 ] ||
+  fail "expected 7 fp32 and 7 bf16 lines of gemm_floor.py, each with its row's --seq-len"
 for f in "$tmp"/*.json; do
   name=$(basename "$f" .json)
   [ -f "$tmp/$name.out" ] || continue
@@ -149,10 +150,10 @@ printf '"bubbles": [0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25], '
 printf '"peak_tflops": %s, "peak_source": "%s"}\n' "$peak" "$source"
 SH
 chmod +x "$tmp/pplab"
-# The matrix products alone take 4 ms a step (gemm_floor.py's stand-in).
+# The matrix products alone take 4 ms a step, attention 1 ms (gemm_floor.py's stand-in).
 cat > "$tmp/gemm.py" <<'PY'
 import json
-print(json.dumps({"ms_per_step": 4.0, "tflop_per_step": 1e-1, "tflops": 25.0}))
+print(json.dumps({"ms_per_step": 4.0, "tflop_per_step": 1e-1, "tflops": 25.0, "attention_ms_per_step": 1.0}))
 PY
 # (Twice, under ctest -j2, this run exited non-zero with nothing on stderr:
 # gpu_session_test's session, running beside it, killed every process
@@ -181,8 +182,8 @@ expect "| K=2 GPipe, default, 16×128, M=8 | fp32 | pipelining | n/a (TimeoutErr
 # matrix products' 4 ms alone, half the step, and the GPU's computing time
 # from the trace (pplab stats; both ranks at once on K=2 rows). The OOM run
 # has no such row.
-expect "| K=1, small, 16×128, M=1 | fp32 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 | 4.00 (50 %) | 5.50 |"
-expect "| K=2 GPipe, default, 16×128, M=8 | bf16 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 | 4.00 (50 %) | 7.25 (1.50) |"
+expect "| K=1, small, 16×128, M=1 | fp32 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 | 4.00 (50 %); 5.00 (62 %) | 5.50 |"
+expect "| K=2 GPipe, default, 16×128, M=8 | bf16 | 8.00 | 6.00 | 2.00 | 1.250 | 2.00 % | 0.25 | 4.00 (50 %); 5.00 (62 %) | 7.25 (1.50) |"
 [ "$(grep -c '^| K=' "$tmp/table.md")" -eq $((14 + 13)) ] || fail "expected 14 rows and 13 rows of where the step goes"
 # --traces: one trace per pplab run that finished (the OOM run wrote none),
 # named by row (1..7) and precision.

@@ -234,7 +234,7 @@ for row in "${rows[@]}"; do
     [ -n "$traces" ] && run+=(--trace "$traces/row-$r-$precision.json")
     run+=(${pplab_args[@]+"${pplab_args[@]}"})
     floor=(python3 "$gemm" "$work/model-$model.json" --tokens $((batch * seq / micro)) --microbatches "$micro"
-           --dtype "$precision")
+           --dtype "$precision" --seq-len "$seq")
     if [ "$dry_run" = 1 ]; then
       echo "# $label, $precision"
       show "${ref[@]}"
@@ -302,6 +302,9 @@ if got is not None:
     gemm = last_json(gemm_base + ".out")
     if gemm and "ms_per_step" in gemm:
         floor = "%.2f (%.0f %%)" % (gemm["ms_per_step"], 100 * gemm["ms_per_step"] / (got_s * 1e3))
+        if "attention_ms_per_step" in gemm:
+            both = gemm["ms_per_step"] + gemm["attention_ms_per_step"]
+            floor += "; %.2f (%.0f %%)" % (both, 100 * both / (got_s * 1e3))
     else:
         floor = "n/a (%s)" % last_line(gemm_base + ".err")
     try:
@@ -348,7 +351,7 @@ if [ "$dry_run" = 0 ]; then
   if [ -s "$work/where.md" ]; then
     echo "Where pplab's step goes (rank 0, mean over the measured steps):"
     echo
-    echo "| run | precision | step ms | executor step on the GPU ms | host's issue of it ms | device lag ms (median) | executor overhead (worst rank) | bubble | matrix products alone ms (of the step) | GPU computing ms (both ranks at once) |"
+    echo "| run | precision | step ms | executor step on the GPU ms | host's issue of it ms | device lag ms (median) | executor overhead (worst rank) | bubble | matrix products alone ms (of the step); with attention | GPU computing ms (both ranks at once) |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
     cat "$work/where.md"
     echo
@@ -358,7 +361,8 @@ if [ "$dry_run" = 0 ]; then
     echo "fewer launches would pay), large the host runs ahead. Executor overhead: idle time with the data there, over"
     echo "the last step's makespan (pplab explain's \"other\"). The matrix products alone: the step's Linear layers'"
     echo "forward and backward products at the row's shapes, timed by themselves (tools/bench/gemm_floor.py): the floor"
-    echo "under a step the GPU's arithmetic bounds. GPU computing: in the last step's trace (--traces, pplab stats), the"
+    echo "under a step the GPU's arithmetic bounds; after the semicolon, with each layer's attention (SDPA, forward and"
+    echo "backward) timed alone added. GPU computing: in the last step's trace (--traces, pplab stats), the"
     echo "time some rank computed; with two ranks on the GPU, in brackets the time both did at once, time-sliced."
     echo
   fi

@@ -24,10 +24,7 @@ void CheckRecomputeExact(const std::string& name, int K, int M, int v, int layer
   torch::manual_seed(0);
   const LlamaConfig c = Tiny(layers);
   const Batch batch = MakeBatch(c, 8, 12, 99);
-  StageCost cost;
-  cost.forward = 1000000, cost.backward_input = 1500000, cost.backward_weight = 500000;
-  const Schedule schedule =
-      Lower(GenerateWithCosts(name, {K, M, v}, CostModel::Uniform(K * std::max(v, 1), cost, Link{})));
+  const Schedule schedule = LoweredPlan(name, K, M, v);
   if (recompute.empty()) {
     for (StageId s = 0; s < schedule.stages; ++s) recompute.insert(s);
   }

@@ -71,11 +71,7 @@ void CheckParity(const std::string& name, const LlamaConfig& c, int K, int M, in
   const uint64_t seed = 1234;
   const Batch batch = MakeBatch(c, batch_size, 12, 99);
   const auto [ref_loss, ref_grads] = Reference(c, batch, seed);
-  // zb-auto searches its order with costs: F 1 ms, I 1.5 ms, W 0.5 ms here.
-  StageCost cost;
-  cost.forward = 1000000, cost.backward_input = 1500000, cost.backward_weight = 500000;
-  const Schedule schedule =
-      Lower(GenerateWithCosts(name, {K, M, v}, CostModel::Uniform(K * std::max(v, 1), cost, Link{})));
+  const Schedule schedule = LoweredPlan(name, K, M, v);
   const Partition partition = MakePartition(c, schedule.ModelStages(), partition_method);
   const PipelineRun run = RunPipeline(c, schedule, partition, batch, seed);
   std::string worst;

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <functional>
@@ -20,7 +21,9 @@
 #include "runtime/comm/fake_transport.h"
 #include "runtime/exec/executor.h"
 #include "runtime/train/model_copies.h"
+#include "schedules/lowering.h"
 #include "schedules/schedule.h"
+#include "sim/zb_auto.h"
 
 namespace pplab {
 
@@ -126,6 +129,14 @@ inline PipelineRun RunPipeline(const LlamaConfig& c, const Schedule& schedule, c
   // And so do the two halves of tied embeddings.
   if (c.tie_word_embeddings) CHECK(torch::equal(run.grads.at(kEmbeddingWeight), run.grads.at(kLmHeadWeight)));
   return run;
+}
+
+// Generator `name`'s plan for K ranks, M microbatches and v stages a rank,
+// lowered; zb-auto searches its order with costs F 1 ms, I 1.5 ms, W 0.5 ms.
+inline Schedule LoweredPlan(const std::string& name, int K, int M, int v) {
+  StageCost cost;
+  cost.forward = 1000000, cost.backward_input = 1500000, cost.backward_weight = 500000;
+  return Lower(GenerateWithCosts(name, {K, M, v}, CostModel::Uniform(K * std::max(v, 1), cost, Link{})));
 }
 
 // The tiny preset with `layers` decoder layers.

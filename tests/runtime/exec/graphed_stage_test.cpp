@@ -52,10 +52,7 @@ void CheckGraphedExact(const std::string& name, int K, int M, int v, int layers 
   torch::manual_seed(0);
   const LlamaConfig c = Tiny(layers);
   const Batch batch = MakeBatch(c, 8, 12, 99);
-  StageCost cost;
-  cost.forward = 1000000, cost.backward_input = 1500000, cost.backward_weight = 500000;
-  const Schedule schedule =
-      Lower(GenerateWithCosts(name, {K, M, v}, CostModel::Uniform(K * std::max(v, 1), cost, Link{})));
+  const Schedule schedule = LoweredPlan(name, K, M, v);
   const Partition partition = MakePartition(c, schedule.ModelStages(), "uniform");
   const PipelineRun plain = RunPipeline(c, schedule, partition, batch, 1234);
   Graphed graphed;

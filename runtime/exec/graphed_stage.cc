@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -175,13 +176,23 @@ class GraphedStageImpl final : public GraphedStage {
       }
       if (s->output_grads.empty()) throw Error("graphed stage: no output of the forward carries a gradient");
     };
-    backend_->WarmUp([&] {
-      forward();
-      set_output_grads();
-      backward();
-    });
-    slot->forward = backend_->Capture(forward, nullptr);
-    slot->backward = backend_->Capture(backward, slot->forward.get());
+    const char* doing = "running it once before the capture";
+    try {
+      backend_->WarmUp([&] {
+        forward();
+        set_output_grads();
+        backward();
+      });
+      doing = "capturing the forward";
+      slot->forward = backend_->Capture(forward, nullptr);
+      doing = "capturing the backward";
+      slot->backward = backend_->Capture(backward, slot->forward.get());
+    } catch (const std::exception& e) {
+      // LibTorch's messages carry a stack after their first line.
+      std::string what = e.what();
+      what = what.substr(0, what.find('\n'));
+      throw Error(std::string("graphed stage: ") + doing + " failed: " + what);
+    }
     return slot;
   }
 

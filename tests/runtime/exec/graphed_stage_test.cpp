@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "models/partition.h"
@@ -159,6 +161,23 @@ TEST_CASE("a graphed stage captures again for inputs of another shape", "[graphe
     INFO(graphed_params[i].first);
     CHECK(torch::equal(graphed_params[i].second.grad(), eager_params[i].second.grad()));
   }
+}
+
+TEST_CASE("a capture that fails says which part failed, in one line", "[graphed]") {
+  // A backend whose captures fail as a CUDA capture does on a host read.
+  class Failing final : public GraphBackend {
+   public:
+    void WarmUp(const std::function<void()>& work) override { work(); }
+    std::unique_ptr<GraphCapture> Capture(const std::function<void()>&, const GraphCapture*) override {
+      throw std::runtime_error("operation not permitted when stream is capturing\n(a stack follows)");
+    }
+  };
+  const LlamaConfig c = Tiny(2);
+  std::unique_ptr<GraphedStage> stage =
+      MakeGraphedStage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU), std::make_shared<Failing>());
+  const Batch batch = MakeBatch(c, 2, 8, 11);
+  CHECK_THROWS_WITH(stage->Forward({batch.inputs, batch.mask}),
+                    "graphed stage: capturing the forward failed: operation not permitted when stream is capturing");
 }
 
 }  // namespace pplab

@@ -22,6 +22,7 @@ class CudaCapture final : public GraphCapture {
  public:
   void Replay() override { graph.replay(); }
   at::cuda::CUDAGraph graph;
+  c10::MempoolId_t pool{0, 0};  // the graph's memory pool, once captured
 };
 
 class CudaGraphBackend final : public GraphBackend {
@@ -34,9 +35,8 @@ class CudaGraphBackend final : public GraphBackend {
 
   std::unique_ptr<GraphCapture> Capture(const std::function<void()>& work, const GraphCapture* share_pool) override {
     auto capture = std::make_unique<CudaCapture>();
-    c10::MempoolId_t pool{0, 0};
-    if (share_pool != nullptr)
-      pool = const_cast<CudaCapture*>(static_cast<const CudaCapture*>(share_pool))->graph.pool();
+    const c10::MempoolId_t pool =
+        share_pool != nullptr ? static_cast<const CudaCapture*>(share_pool)->pool : c10::MempoolId_t{0, 0};
     OnSideStream([&](const c10::cuda::CUDAStream&) {
       capture->graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
       try {
@@ -50,6 +50,7 @@ class CudaGraphBackend final : public GraphBackend {
       }
       capture->graph.capture_end();
     });
+    capture->pool = capture->graph.pool();
     return capture;
   }
 

@@ -138,8 +138,6 @@ class GraphedStageImpl final : public GraphedStage {
     return out;
   }
 
-  size_t NumParams() const { return params_.size(); }
-
  private:
   std::unique_ptr<Slot> Capture(const TensorList& inputs) {
     auto slot = std::make_unique<Slot>();

@@ -66,13 +66,23 @@ int RunStats(const StatsOptions& o) {
   }
   if (!o.cost_out.empty()) WriteTextFile(o.cost_out, MeasuredCostJson(t, o.trace_path));
   // The messages' time as receivers that waited for them saw it.
-  const std::vector<double> waited = WaitedMessageMs(t);
+  const std::vector<WaitedMessage> messages = WaitedMessages(t);
+  const std::vector<double> waited = SortedMs(messages);
   const double waited_median = waited.empty() ? 0 : waited[waited.size() / 2];
-  const nlohmann::json waited_json =
-      waited.empty()
-          ? nlohmann::json(nullptr)
-          : nlohmann::json{
-                {"count", waited.size()}, {"median", waited_median}, {"min", waited.front()}, {"max", waited.back()}};
+  // And each direction with samples enough (the links --cost-out writes).
+  const std::vector<LinkWaits> by_link = WaitedByLink(messages);
+  nlohmann::json waited_json = nullptr;
+  if (!waited.empty()) {
+    nlohmann::json links = nlohmann::json::array();
+    for (const LinkWaits& l : by_link) {
+      links.push_back({{"from", l.from}, {"to", l.to}, {"count", l.count}, {"median", l.median_ms}});
+    }
+    waited_json = {{"count", waited.size()},
+                   {"median", waited_median},
+                   {"min", waited.front()},
+                   {"max", waited.back()},
+                   {"by_link", links}};
+  }
   // Devices that ranks share: how much of the step some rank computed on
   // each, and how much more of them at once than its slots.
   const std::vector<DeviceUse> shared = SharedDeviceUse(t);
@@ -126,6 +136,14 @@ int RunStats(const StatsOptions& o) {
         "(min %s, max %s)\n",
         waited.size(), Fixed(waited_median, 4).c_str(), Fixed(waited.front(), 4).c_str(),
         Fixed(waited.back(), 4).c_str());
+    if (!by_link.empty()) {
+      std::printf("  by direction (%zu or more each):", kMinLinkSamples);
+      for (size_t i = 0; i < by_link.size(); ++i) {
+        std::printf("%s rank %d -> %d median %s ms (%zu)", i == 0 ? "" : ";", by_link[i].from, by_link[i].to,
+                    Fixed(by_link[i].median_ms, 4).c_str(), by_link[i].count);
+      }
+      std::printf("\n");
+    }
   }
   std::printf("%s", SharedDevicesText(shared, summary.makespan).c_str());
   if (!o.cost_out.empty()) std::printf("cost model estimated from the trace written to %s\n", o.cost_out.c_str());

@@ -89,6 +89,8 @@ TEST_CASE("measured costs: a message counts only when its receiver had run out o
       Event(1, ActionKind::kForward, 1, 0, 1300000, 2200000),
       Event(1, ActionKind::kBackward, 1, 0, 2200000, 4200000),
       Event(1, ActionKind::kSendB, 1, 0, 4200000, 4200000),
+      // (F1's RECV ends as B0 does: the message was there already.)
+      Event(1, ActionKind::kRecvF, 1, 1, 2200000, 4200000),
       Event(1, ActionKind::kForward, 1, 1, 4200000, 5200000),
       Event(1, ActionKind::kBackward, 1, 1, 5200000, 7 * kMs),
       Event(1, ActionKind::kSendB, 1, 1, 7 * kMs, 7 * kMs),
@@ -105,6 +107,62 @@ TEST_CASE("measured costs: a message counts only when its receiver had run out o
   CHECK(back.TransferTime(1, 0, 0) == 300000);  // the median of three
   CHECK(back.ComputeTime({ActionKind::kForward, 0, 0}) == 1 * kMs);
   CHECK(back.ComputeTime({ActionKind::kBackward, 1, 0}) == 1900000);  // (2 + 1.8) / 2
+}
+
+TEST_CASE("measured costs: a message sent while its receiver worked counts when it arrived after the work",
+          "[measured_costs]") {
+  // Rank 1 runs B0 from 2.2 to 4.2 while F1's activations are on their way
+  // (sent at 2). They arrive at 4.7, and F1 starts at 4.72: rank 1 waited
+  // for them, and their time is 2.72 ms.
+  std::vector<TimelineEvent> events = {
+      Event(0, ActionKind::kForward, 0, 1, 1 * kMs, 2 * kMs),  Event(0, ActionKind::kSendF, 0, 1, 2 * kMs, 2 * kMs),
+      Event(1, ActionKind::kBackward, 1, 0, 2200000, 4200000), Event(1, ActionKind::kRecvF, 1, 1, 2200000, 4700000),
+      Event(1, ActionKind::kForward, 1, 1, 4720000, 5720000),
+  };
+  std::vector<WaitedMessage> waited = WaitedMessages(TwoRanks("late", events));
+  REQUIRE(waited.size() == 1);
+  CHECK(waited[0].from == 0);
+  CHECK(waited[0].to == 1);
+  CHECK(waited[0].ms == Approx(2.72));
+  // Arriving 0.05 ms after the work, less than kArrivalAfterWorkNs: the
+  // gap may be the host's own step to the next action. Not counted.
+  events[3].end = 4250000;
+  CHECK(WaitedMessages(TwoRanks("on time", events)).empty());
+}
+
+TEST_CASE("measured costs: each direction between two ranks gets its own latency when it has samples enough",
+          "[measured_costs]") {
+  // 1F1B, K=2, M=8: F 1 ms, B 2 ms; activations take 1 ms to rank 1, the
+  // gradients 0.3 ms back.
+  StageCost c;
+  c.forward = 1 * kMs;
+  c.backward = 2 * kMs;
+  CostModel costs = CostModel::Uniform(2, c, Link{kMs, 0});
+  costs.SetLinkOverride(1, 0, Link{300000, 0});
+  const Schedule plan = Lower(Generate1F1B(2, 8));
+  const SimResult run = Simulate(plan, costs);
+  const std::vector<WaitedMessage> waited = WaitedMessages(run.timeline);
+  const std::vector<LinkWaits> links = WaitedByLink(waited);
+  REQUIRE(links.size() == 2);
+  CHECK(links[0].from == 0);
+  CHECK(links[0].median_ms == Approx(1.0));
+  CHECK(links[1].from == 1);
+  CHECK(links[1].median_ms == Approx(0.3));
+  for (const LinkWaits& l : links) CHECK(l.count >= kMinLinkSamples);
+  // The cost model read off the run holds both, and gives its step back.
+  const CostModel back = MeasuredCostModel(run.timeline, "run.json");
+  CHECK(back.TransferTime(0, 1, 0) == kMs);
+  CHECK(back.TransferTime(1, 0, 0) == 300000);
+  CHECK(Simulate(plan, back).makespan == run.makespan);
+  // A direction with fewer samples than kMinLinkSamples keeps the link.
+  std::vector<WaitedMessage> few;
+  size_t back_samples = 0;
+  for (const WaitedMessage& w : waited) {
+    if (w.from == 1 && ++back_samples >= kMinLinkSamples) continue;
+    few.push_back(w);
+  }
+  REQUIRE(WaitedByLink(few).size() == 1);
+  CHECK(WaitedByLink(few)[0].from == 0);
 }
 
 TEST_CASE("measured costs: clocks that disagree across ranks give no negative latency", "[measured_costs]") {

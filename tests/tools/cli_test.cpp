@@ -288,6 +288,36 @@ TEST_CASE("cli: stats prints tables, not JSON", "[cli]") {
              Catch::Contains("rank  actions  busy_ms  idle_ms  span_ms  gaps_per_action_ms\n   0       12   12.000"));
 }
 
+TEST_CASE("cli: stats gives the messages' time in each direction, and --cost-out a link for each", "[cli]") {
+  // Activations take 1 ms to rank 1, gradients 0.3 ms back.
+  const std::string cost = TempPath("stats-links-cost.json"), trace = TempPath("stats-links.json"),
+                    back = TempPath("stats-links-back.json");
+  WriteTextFile(cost, R"({"format": "pplab.cost", "version": 1,
+    "default": {"forward_ms": 1.0, "backward_ms": 2.0},
+    "stages": [{}, {}], "link": {"latency_ms": 1.0}, "links": [{"from": 1, "to": 0, "latency_ms": 0.3}]})");
+  REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 8 --cost " + cost + " --trace " + trace).code == 0);
+  PplabRun r = Pplab("stats " + trace + " --cost-out " + back);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("  by direction (3 or more each): rank 0 -> 1 median 1.0000 ms (") &&
+                        Catch::Contains("; rank 1 -> 0 median 0.3000 ms ("));
+  const nlohmann::json links = nlohmann::json::parse(ReadTextFile(back))["links"];
+  REQUIRE(links.size() == 2);
+  CHECK(links[0]["from"] == 0);
+  CHECK(links[0]["latency_ms"].get<double>() == Approx(1.0));
+  CHECK(links[1]["from"] == 1);
+  CHECK(links[1]["latency_ms"].get<double>() == Approx(0.3));
+  r = Pplab("stats " + trace + " --json");
+  REQUIRE(r.code == 0);
+  const nlohmann::json by_link = nlohmann::json::parse(r.out)["waited_message_ms"]["by_link"];
+  REQUIRE(by_link.size() == 2);
+  CHECK(by_link[1]["to"] == 0);
+  CHECK(by_link[1]["median"].get<double>() == Approx(0.3));
+  // The run's own costs give its step back.
+  const nlohmann::json a = nlohmann::json::parse(Pplab("simulate -s 1f1b -k 2 -m 8 --cost " + cost + " --json").out);
+  const nlohmann::json b = nlohmann::json::parse(Pplab("simulate -s 1f1b -k 2 -m 8 --cost " + back + " --json").out);
+  CHECK(b["makespan"].get<double>() == Approx(a["makespan"].get<double>()));
+}
+
 TEST_CASE("cli: stats gives each rank's peak bytes held where the trace has the activation bytes counter", "[cli]") {
   const std::string trace = TempPath("stats-memory.json");
   // 1F1B on K = 4 holds K - r stashes of 1 MB at rank r's peak.

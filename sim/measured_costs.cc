@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 
 namespace pplab {
 
@@ -22,13 +21,10 @@ std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& t
 }
 
 std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
-  // Each message: its SEND's start and rank, and its RECV's end (its
-  // arrival, where the receiver waited for it).
+  // Each message: its SEND's start and rank.
   std::map<MessageKey, std::pair<TimeNs, RankId>> sent;
-  std::map<MessageKey, TimeNs> arrived;
   for (const TimelineEvent& e : timeline.events) {
     if (IsSend(e.action.kind)) sent[MessageOf(e.action)] = {e.start, e.rank};
-    if (IsRecv(e.action.kind)) arrived[MessageOf(e.action)] = e.end;
   }
   // Each rank's compute actions in time order.
   std::vector<std::vector<const TimelineEvent*>> computes(timeline.ranks);
@@ -46,7 +42,6 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
       int messages = 0;
       TimeNs last_sent = 0;
       RankId sender = 0;
-      std::optional<TimeNs> arrival;
       for (const Action& part : PartsOf(e.action)) {
         const bool forward = part.kind == ActionKind::kForward;
         if (!forward && !IsInputGrad(part.kind)) continue;
@@ -58,21 +53,12 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
           sender = it->second.second;
         }
         ++messages;
-        const auto a = arrived.find(key);
-        if (a != arrived.end()) arrival = a->second;
       }
-      if (messages == 0) continue;
       // Sent after the rank had run out of work: the rank waited for all of
-      // it. Or, one message, sent while the rank still worked, that arrived
-      // kArrivalAfterWorkNs or more after the rank's work ended: the rank
-      // waited for its arrival, and the SEND's start to the action's start
-      // is again the message's whole time. (One that came as the work
-      // ended, or before, shows the work's end, not its own time.)
-      const bool first = i == 0;
-      const bool sent_idle = first || last_sent >= rank[i - 1]->end;
-      const bool arrived_idle =
-          !first && messages == 1 && arrival && *arrival - rank[i - 1]->end >= kArrivalAfterWorkNs;
-      if (!sent_idle && !arrived_idle) continue;
+      // it. (A message sent while the rank still worked shows its own time
+      // only when it came after the work ended: counting those would count
+      // the slow ones alone.)
+      if (messages == 0 || (i > 0 && last_sent < rank[i - 1]->end)) continue;
       waited.push_back({sender, e.rank, NsToMs(e.start - last_sent)});
     }
   }

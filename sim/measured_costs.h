@@ -20,14 +20,11 @@ std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& t
 // How long messages took as a receiver that waited for them saw it: for
 // each compute action that takes a message from another rank whose SEND
 // started no earlier than the end of the rank's previous compute action (or
-// that is the rank's first), or whose RECV ended (the message arrived)
-// kArrivalAfterWorkNs or more after that action's end, the action's start
-// less the SEND's start, in ms; sorted. Empty when no action waited so. An
-// action that takes two messages (an OVERLAP_F_B) counts the one sent last,
-// and only by the first rule. Only compute actions count as the rank's
-// work: a collective of its own between two of them (REDUCE_GRAD, UNSHARD)
-// would add its time to the next one's sample.
-constexpr TimeNs kArrivalAfterWorkNs = 100000;  // 0.1 ms: more than the host's step from one action to the next
+// that is the rank's first), the action's start less the SEND's start, in
+// ms; sorted. Empty when no action waited so. An action that takes two
+// messages (an OVERLAP_F_B) counts the one sent last. Only compute actions
+// count as the rank's work: a collective of its own between two of them
+// (REDUCE_GRAD, UNSHARD) would add its time to the next one's sample.
 std::vector<double> WaitedMessageMs(const Timeline& timeline);
 
 // The same messages one by one, with the ranks of their SEND and of the

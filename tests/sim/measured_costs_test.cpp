@@ -109,25 +109,19 @@ TEST_CASE("measured costs: a message counts only when its receiver had run out o
   CHECK(back.ComputeTime({ActionKind::kBackward, 1, 0}) == 1900000);  // (2 + 1.8) / 2
 }
 
-TEST_CASE("measured costs: a message sent while its receiver worked counts when it arrived after the work",
+TEST_CASE("measured costs: a message sent while its receiver worked does not count, however late it came",
           "[measured_costs]") {
   // Rank 1 runs B0 from 2.2 to 4.2 while F1's activations are on their way
-  // (sent at 2). They arrive at 4.7, and F1 starts at 4.72: rank 1 waited
-  // for them, and their time is 2.72 ms.
-  std::vector<TimelineEvent> events = {
-      Event(0, ActionKind::kForward, 0, 1, 1 * kMs, 2 * kMs),  Event(0, ActionKind::kSendF, 0, 1, 2 * kMs, 2 * kMs),
-      Event(1, ActionKind::kBackward, 1, 0, 2200000, 4200000), Event(1, ActionKind::kRecvF, 1, 1, 2200000, 4700000),
-      Event(1, ActionKind::kForward, 1, 1, 4720000, 5720000),
+  // (sent at 2). They arrive at 4.7, and F1 starts at 4.72. Only a message
+  // slower than the work it overlapped shows its time so: counting these
+  // would count the slow ones alone (on the CPU's interleaved-1f1b, Gloo
+  // messages sent early gave 7.5-27.7 ms where the unbiased ones gave 0.2).
+  const std::vector<TimelineEvent> events = {
+      Event(0, ActionKind::kForward, 0, 1, 1 * kMs, 2 * kMs), Event(0, ActionKind::kSendF, 0, 1, 2 * kMs, 2 * kMs),
+      Event(1, ActionKind::kForward, 1, 0, 0, 2200000),       Event(1, ActionKind::kBackward, 1, 0, 2200000, 4200000),
+      Event(1, ActionKind::kRecvF, 1, 1, 2200000, 4700000),   Event(1, ActionKind::kForward, 1, 1, 4720000, 5720000),
   };
-  std::vector<WaitedMessage> waited = WaitedMessages(TwoRanks("late", events));
-  REQUIRE(waited.size() == 1);
-  CHECK(waited[0].from == 0);
-  CHECK(waited[0].to == 1);
-  CHECK(waited[0].ms == Approx(2.72));
-  // Arriving 0.05 ms after the work, less than kArrivalAfterWorkNs: the
-  // gap may be the host's own step to the next action. Not counted.
-  events[3].end = 4250000;
-  CHECK(WaitedMessages(TwoRanks("on time", events)).empty());
+  CHECK(WaitedMessages(TwoRanks("late", events)).empty());
 }
 
 TEST_CASE("measured costs: each direction between two ranks gets its own latency when it has samples enough",

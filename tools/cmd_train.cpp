@@ -209,6 +209,16 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   const std::shared_ptr<GraphBackend> graphs =
       o.cuda_graphs ? std::shared_ptr<GraphBackend>(MakeCudaGraphBackend(device.has_index() ? device.index() : 0))
                     : nullptr;
+  // Rank 0 reports the slots its graphed stages captured.
+  std::map<StageId, int> graph_slots;
+  if (graphs != nullptr) {
+    options.after_last_step = [then = options.after_last_step, &graph_slots](const std::map<StageId, Stage*>& stages) {
+      if (then) then(stages);
+      for (const auto& [s, stage] : stages) {
+        if (const auto* g = dynamic_cast<const GraphedStage*>(stage)) graph_slots[s] = g->Stats().slots;
+      }
+    };
+  }
   const TrainSummary summary = Train(
       schedule, worker.rank, *worker.transport, worker.group.get(),
       [&](StageId s) -> std::unique_ptr<Stage> {
@@ -268,6 +278,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   facts.attention = AttentionKindName(llama.attention);
   facts.recompute = FormatRecomputeStages(options.recompute, schedule.stages);
   facts.flops = flops;
+  facts.cuda_graph_slots = graph_slots;
   PrintRunSummary(o, facts, summary, measured, prediction);
   return 0;
 }

@@ -210,6 +210,11 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     if (!shared.empty()) out["shared_devices"] = SharedDevicesJson(shared);
     out["attention"] = facts.attention;
     out["cuda_graphs"] = o.cuda_graphs;
+    if (o.cuda_graphs) {
+      nlohmann::json slots = nlohmann::json::object();
+      for (const auto& [s, n] : facts.cuda_graph_slots) slots[std::to_string(s)] = n;
+      out["cuda_graph_slots"] = slots;
+    }
     out["recompute"] = facts.recompute;
     out["shard_optimizer"] = o.shard_optimizer && o.dp > 1;
     out["optimizer_state_bytes"] = summary.optimizer_state_bytes;
@@ -262,6 +267,16 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
   }
   if (!o.checkpoint_dir.empty()) std::printf("checkpoint: %s\n", o.checkpoint_dir.c_str());
   if (!o.metrics_path.empty()) std::printf("metrics: %s\n", o.metrics_path.c_str());
+  if (o.cuda_graphs) {
+    // One slot per microbatch in flight: a forward graph and a backward one.
+    std::printf("CUDA graphs: rank 0 captured");
+    const char* sep = " ";
+    for (const auto& [s, n] : facts.cuda_graph_slots) {
+      std::printf("%s%d slot%s for stage %d", sep, n, n == 1 ? "" : "s", s);
+      sep = ", ";
+    }
+    std::printf(" (a forward and a backward graph each, one slot a microbatch in flight)\n");
+  }
   // A device time-sliced between its ranks (more of them computing at once
   // than its slots: two ranks on one GPU) stretched their actions; said,
   // since the step time holds it.

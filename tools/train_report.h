@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,9 @@ struct RunFacts {
   std::string device_name;  // DeviceName
   std::string backend, precision, clock, attention;
   std::string recompute;  // the recomputed stages: none, all, or ids (sim/recompute.h)
+  // With --cuda-graphs: the slots (graph pairs) each of rank 0's stages
+  // captured (runtime/exec/graphed_stage.h).
+  std::map<StageId, int> cuda_graph_slots;
   StepFlops flops;
 };
 

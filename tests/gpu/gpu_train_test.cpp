@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
@@ -166,8 +167,13 @@ TEST_CASE("gpu: CUDA graphs train the gradients and losses of eager stages, over
   // four, 1F1B one; over NCCL the graphs' outputs are what the sends read.
   const std::string ref = std::string(PPLAB_TEST_TMP_DIR) + "/gpu_graphs_ref";
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/gpu_graphs";
-  for (const char* plan :
-       {"-s gpipe -k 1 -m 4", "-s 1f1b -k 1 -m 4", "-s 1f1b -k 2 -m 4", "-s interleaved-1f1b -k 2 -v 2 -m 4"}) {
+  // Each plan with the slots rank 0's first stage holds: the most
+  // microbatches between their F and their B (0: not checked).
+  const std::pair<const char*, int> plans[] = {{"-s gpipe -k 1 -m 4", 4},
+                                               {"-s 1f1b -k 1 -m 4", 1},
+                                               {"-s 1f1b -k 2 -m 4", 2},
+                                               {"-s interleaved-1f1b -k 2 -v 2 -m 4", 0}};
+  for (const auto& [plan, slots] : plans) {
     INFO(plan);
     DumpGrads(plan, ref);
     DumpGrads(std::string(plan) + " --cuda-graphs", dir);
@@ -181,6 +187,7 @@ TEST_CASE("gpu: CUDA graphs train the gradients and losses of eager stages, over
       const nlohmann::json eager = TrainJson(args), graphed = TrainJson(args + " --cuda-graphs");
       CHECK(graphed["cuda_graphs"] == true);
       CHECK(eager["cuda_graphs"] == false);
+      if (slots > 0) CHECK(graphed["cuda_graph_slots"]["0"] == slots);
       for (size_t i = 0; i < 3; ++i) {
         std::printf("gpu cuda graphs %-36s %s step %zu: loss %.9f, eager %.9f\n", plan, precision, i,
                     graphed["losses"][i].get<double>(), eager["losses"][i].get<double>());

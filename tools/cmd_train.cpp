@@ -206,9 +206,11 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   }
   // With --cuda-graphs each stage's F and B are captured and replayed
   // (runtime/exec/graphed_stage.h); the stages share one backend.
-  const std::shared_ptr<GraphBackend> graphs =
-      o.cuda_graphs ? std::shared_ptr<GraphBackend>(MakeCudaGraphBackend(device.has_index() ? device.index() : 0))
-                    : nullptr;
+  std::shared_ptr<GraphBackend> graphs;
+  if (o.cuda_graphs) {
+    graphs = GraphStandInRequested() ? MakeRerunGraphBackend()
+                                     : MakeCudaGraphBackend(device.has_index() ? device.index() : 0);
+  }
   // Rank 0 reports the slots its graphed stages captured.
   std::map<StageId, int> graph_slots;
   if (graphs != nullptr) {

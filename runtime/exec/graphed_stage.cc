@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -258,6 +259,11 @@ class RerunBackend final : public GraphBackend {
 }  // namespace
 
 std::unique_ptr<GraphBackend> MakeRerunGraphBackend() { return std::make_unique<RerunBackend>(); }
+
+bool GraphStandInRequested() {
+  const char* v = std::getenv("PPLAB_TEST_GRAPHS");
+  return v != nullptr && std::string(v) == "rerun";
+}
 
 std::unique_ptr<GraphedStage> MakeGraphedStage(std::unique_ptr<Stage> inner, std::shared_ptr<GraphBackend> backend) {
   return std::make_unique<GraphedStageImpl>(std::move(inner), std::move(backend));

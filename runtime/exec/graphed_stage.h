@@ -70,6 +70,11 @@ bool CudaGraphsBuilt();
 // over CUDA graphs; the tests use it on the CPU.
 std::unique_ptr<GraphBackend> MakeRerunGraphBackend();
 
+// Whether PPLAB_TEST_GRAPHS=rerun is set: then `train --cuda-graphs` runs
+// its graphed stages over the stand-in on any device (a test aid, so that
+// the CPU suite runs the flag end to end).
+bool GraphStandInRequested();
+
 // What a graphed stage has done, for the tests and the report.
 struct GraphStats {
   int slots = 0;             // slots captured (two graphs each)

@@ -108,17 +108,10 @@ void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule) {
         "--cuda-graphs with --measure-memory: the meter counts bytes allocated during a step, and the graphs "
         "allocate theirs once, at capture; drop one of the two");
   }
-  for (const Program& program : schedule.programs) {
-    for (const Action& a : program) {
-      const ComputeParts parts = PartsOf(a);
-      for (int i = 0; i < parts.count; ++i) {
-        if (parts.part[i].kind == ActionKind::kBackwardInput || parts.part[i].kind == ActionKind::kBackwardWeight) {
-          throw Error("--cuda-graphs: schedule " + schedule.name +
-                      " splits B into I and W, and a captured backward computes both; use a schedule with whole "
-                      "B's (gpipe, 1f1b, interleaved-1f1b, ...)");
-        }
-      }
-    }
+  if (schedule.HasSplitBackward()) {
+    throw Error("--cuda-graphs: schedule " + schedule.name +
+                " splits B into I and W, and a captured backward computes both; use a schedule with whole B's "
+                "(gpipe, 1f1b, interleaved-1f1b, ...)");
   }
   // After the plan's checks, which hold on any build: then the device
   // (any, under the tests' stand-in).

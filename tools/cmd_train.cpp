@@ -212,12 +212,15 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
                                      : MakeCudaGraphBackend(device.has_index() ? device.index() : 0);
   }
   // Rank 0 reports the slots its graphed stages captured.
-  std::map<StageId, int> graph_slots;
+  std::map<StageId, RunFacts::GraphSlots> graph_slots;
   if (graphs != nullptr) {
     options.after_last_step = [then = options.after_last_step, &graph_slots](const std::map<StageId, Stage*>& stages) {
       if (then) then(stages);
       for (const auto& [s, stage] : stages) {
-        if (const auto* g = dynamic_cast<const GraphedStage*>(stage)) graph_slots[s] = g->Stats().slots;
+        if (const auto* g = dynamic_cast<const GraphedStage*>(stage)) {
+          const GraphStats stats = g->Stats();
+          graph_slots[s] = {stats.slots, stats.slot_bytes};
+        }
       }
     };
   }

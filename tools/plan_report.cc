@@ -12,17 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string HumanBytes(Bytes b) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double x = static_cast<double>(b);
-  int u = 0;
-  while (x >= 1024 && u < 4) {
-    x /= 1024;
-    ++u;
-  }
-  return Fixed(x, u == 0 ? 0 : 2) + " " + kUnits[u];
-}
-
 // The peak rank, its model state and the kinds of the rest of its peak.
 nlohmann::json PeakMemoryParts(const PlanCandidate& c) {
   nlohmann::json parts = MemoryPartsJson(c.peak_parts);

@@ -15,6 +15,17 @@ std::string Fixed(double x, int digits) {
   return buf;
 }
 
+std::string HumanBytes(Bytes b) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double x = static_cast<double>(b);
+  int u = 0;
+  while (x >= 1024 && u < 4) {
+    x /= 1024;
+    ++u;
+  }
+  return Fixed(x, u == 0 ? 0 : 2) + " " + kUnits[u];
+}
+
 std::string SimulationCsvHeader() {
   return "schedule,ranks,virtual,stages,microbatches,makespan_ms,bubble_fraction,span_bubble_fraction,"
          "analytic_bubble_fraction,analytic_convention,peak_inflight,peak_activation_bytes,p2p_messages,p2p_bytes\n";

@@ -27,6 +27,8 @@ std::string SimulationText(const nlohmann::json& summary);
 
 // Formats a double with `digits` decimals, locale-independent.
 std::string Fixed(double x, int digits);
+// `b` in binary units for people: "512 B", "1.50 KiB", "2.00 GiB".
+std::string HumanBytes(Bytes b);
 
 // One simulated plan as a CSV row, the same columns in `compare --csv` and
 // `sweep` and the same names as SimulationJson: schedule, ranks, virtual

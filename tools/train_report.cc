@@ -211,9 +211,13 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     out["attention"] = facts.attention;
     out["cuda_graphs"] = o.cuda_graphs;
     if (o.cuda_graphs) {
-      nlohmann::json slots = nlohmann::json::object();
-      for (const auto& [s, n] : facts.cuda_graph_slots) slots[std::to_string(s)] = n;
+      nlohmann::json slots = nlohmann::json::object(), bytes = nlohmann::json::object();
+      for (const auto& [s, g] : facts.cuda_graph_slots) {
+        slots[std::to_string(s)] = g.slots;
+        bytes[std::to_string(s)] = g.bytes;
+      }
       out["cuda_graph_slots"] = slots;
+      out["cuda_graph_slot_bytes"] = bytes;
     }
     out["recompute"] = facts.recompute;
     out["shard_optimizer"] = o.shard_optimizer && o.dp > 1;
@@ -271,8 +275,9 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     // One slot per microbatch in flight: a forward graph and a backward one.
     std::printf("CUDA graphs: rank 0 captured");
     const char* sep = " ";
-    for (const auto& [s, n] : facts.cuda_graph_slots) {
-      std::printf("%s%d slot%s for stage %d", sep, n, n == 1 ? "" : "s", s);
+    for (const auto& [s, g] : facts.cuda_graph_slots) {
+      std::printf("%s%d slot%s for stage %d holding %s", sep, g.slots, g.slots == 1 ? "" : "s", s,
+                  HumanBytes(g.bytes).c_str());
       sep = ", ";
     }
     std::printf(" (a forward and a backward graph each, one slot a microbatch in flight)\n");

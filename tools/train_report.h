@@ -78,8 +78,13 @@ struct RunFacts {
   std::string backend, precision, clock, attention;
   std::string recompute;  // the recomputed stages: none, all, or ids (sim/recompute.h)
   // With --cuda-graphs: the slots (graph pairs) each of rank 0's stages
-  // captured (runtime/exec/graphed_stage.h).
-  std::map<StageId, int> cuda_graph_slots;
+  // captured, and the memory they hold (GraphStats,
+  // runtime/exec/graphed_stage.h).
+  struct GraphSlots {
+    int slots = 0;
+    Bytes bytes = 0;
+  };
+  std::map<StageId, GraphSlots> cuda_graph_slots;
   StepFlops flops;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,19 @@ namespace pplab {
 namespace {
 
 bool IsFloat(const at::Tensor& t) { return t.defined() && at::isFloatingType(t.scalar_type()); }
+
+// The bytes of the storages of `lists`' tensors not yet in `seen`, which
+// takes them.
+Bytes NewStorageBytes(std::initializer_list<const TensorList*> lists, std::set<const void*>& seen) {
+  Bytes total = 0;
+  for (const TensorList* list : lists) {
+    for (const at::Tensor& t : *list) {
+      if (!t.defined() || !t.has_storage()) continue;
+      if (seen.insert(t.storage().unsafeGetStorageImpl()).second) total += static_cast<Bytes>(t.storage().nbytes());
+    }
+  }
+  return total;
+}
 
 // A microbatch in flight: the static tensors its two graphs read and write.
 struct Slot {
@@ -59,7 +73,9 @@ class GraphedStageImpl final : public GraphedStage {
       : inner_(std::move(inner)), backend_(std::move(backend)) {
     if (backend_ == nullptr) throw Error("graphed stage: no graph backend");
     for (auto& [name, p] : inner_->NamedParameters()) {
-      if (p.requires_grad()) params_.push_back(p);
+      if (!p.requires_grad()) continue;
+      params_.push_back(p);
+      names_.push_back(name);
     }
   }
 
@@ -100,6 +116,7 @@ class GraphedStageImpl final : public GraphedStage {
       slots.push_back(Capture(list));
       slot = slots.back().get();
       ++stats_.slots;
+      stats_.slot_bytes += HeldBytes(*slot);
     }
     slot->busy = true;
     for (size_t i = 0; i < list.size(); ++i) slot->inputs[i].detach().copy_(list[i]);
@@ -113,6 +130,7 @@ class GraphedStageImpl final : public GraphedStage {
   // floating-point inputs' (copies), then the parameters'.
   TensorList ReplayBackward(Slot& slot, const TensorList& grad_outputs) {
     std::lock_guard<std::mutex> lock(mu_);
+    CheckGradsInPlace();
     size_t k = 0;
     for (size_t i = 0; i < slot.outputs.size(); ++i) {
       if (!slot.diff[i]) continue;
@@ -140,7 +158,41 @@ class GraphedStageImpl final : public GraphedStage {
   }
 
  private:
+  // What `slot` holds: its inputs and output gradients, made outside its
+  // graphs, and its graphs' pool, or where they have none the outputs and
+  // gradients the capture left.
+  static Bytes HeldBytes(const Slot& slot) {
+    std::set<const void*> seen;
+    Bytes held = NewStorageBytes({&slot.inputs, &slot.output_grads}, seen);
+    const std::optional<Bytes> forward = slot.forward->PoolBytes(), backward = slot.backward->PoolBytes();
+    if (forward && backward) return held + *forward + *backward;
+    return held + NewStorageBytes({&slot.outputs, &slot.grads}, seen);
+  }
+
+  // The Llama stages' projections sum their weights' products into .grad
+  // themselves (models/projections.h), inside the captured backward, so a
+  // replay writes where each .grad was at the capture. Every trained
+  // parameter gets its .grad before the first capture, and it must stay
+  // there, zeroed in place (as flat buffers and AdamW::ZeroGrad do).
+  void PlaceGrads() {
+    if (!grad_places_.empty()) return;
+    for (at::Tensor& p : params_) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grad_places_.push_back(p.grad().data_ptr());
+    }
+  }
+  void CheckGradsInPlace() const {
+    for (size_t i = 0; i < params_.size() && i < grad_places_.size(); ++i) {
+      if (!params_[i].grad().defined() || params_[i].grad().data_ptr() != grad_places_[i]) {
+        throw Error("graphed stage: the gradient of " + names_[i] +
+                    " is no longer where the backward graph was captured to write it (zero gradients in place, "
+                    "not by resetting them)");
+      }
+    }
+  }
+
   std::unique_ptr<Slot> Capture(const TensorList& inputs) {
+    PlaceGrads();
     auto slot = std::make_unique<Slot>();
     for (const at::Tensor& t : inputs) {
       slot->inputs.push_back(IsFloat(t) ? t.detach().clone().requires_grad_(true) : t.clone());
@@ -198,6 +250,8 @@ class GraphedStageImpl final : public GraphedStage {
   std::unique_ptr<Stage> inner_;
   std::shared_ptr<GraphBackend> backend_;
   std::vector<at::Tensor> params_;  // the trained ones
+  std::vector<std::string> names_;  // theirs
+  std::vector<const void*> grad_places_;  // where their .grad was at the first capture
   std::map<ShapeKey, std::vector<std::unique_ptr<Slot>>> slots_;
   mutable std::mutex mu_;
   GraphStats stats_;

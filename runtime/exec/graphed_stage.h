@@ -22,6 +22,13 @@
 // captured backward cannot). `pplab train` refuses those plans with
 // --cuda-graphs rather than run them half graphed.
 //
+// The parameters' gradients: a stage may sum some of them into .grad
+// inside its backward (the Llama stages' projections do), which a replay
+// then writes where .grad was at the capture. So every trained parameter
+// has its .grad from the first capture on, and it must stay there, zeroed
+// in place (flat buffers, AdamW::ZeroGrad); a backward whose parameter's
+// .grad has moved throws rather than write elsewhere.
+//
 // The stage's forward must issue the same device work for every microbatch
 // of a shape, with no host read and no host-to-device copy (a capture
 // fails on those), and under bf16 each capture casts its own weights (the
@@ -30,8 +37,10 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "runtime/exec/stage.h"
+#include "schedules/units.h"
 
 namespace pplab {
 
@@ -41,6 +50,12 @@ class GraphCapture {
   virtual ~GraphCapture() = default;
   // Runs the captured work again on the current stream.
   virtual void Replay() = 0;
+  // The device memory the capture's pool took while the work was captured
+  // (CUDA graphs: the growth of the caching allocator's reserved bytes),
+  // which the graph keeps for its lifetime: the tensors the work left and
+  // its temporaries. Unset where a capture has no pool (the stand-in): the
+  // graphed stage then counts the tensors the work left.
+  virtual std::optional<Bytes> PoolBytes() const { return std::nullopt; }
 };
 
 // How work is captured: CUDA graphs on a GPU (MakeCudaGraphBackend), or a
@@ -78,6 +93,11 @@ bool GraphStandInRequested();
 // What a graphed stage has done, for the tests and the report.
 struct GraphStats {
   int slots = 0;             // slots captured (two graphs each)
+  // The memory the slots hold for the stage's lifetime, summed: each
+  // slot's copies of the inputs and of the output gradients, and its
+  // graphs' pool (PoolBytes; over the stand-in, the outputs and gradients
+  // the capture left), storages counted once.
+  Bytes slot_bytes = 0;
   long forward_replays = 0;  // forwards run from a graph
   long backward_replays = 0;
   long eager_forwards = 0;  // forwards run eagerly (no autograd, or deferred weights)

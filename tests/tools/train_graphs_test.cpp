@@ -1,7 +1,8 @@
 // `pplab train --cuda-graphs` end to end on the CPU, its graphed stages over
 // the tests' stand-in (PPLAB_TEST_GRAPHS=rerun, runtime/exec/graphed_stage.h),
 // whose replay runs the captured work again: the flag's wiring through the
-// workers, the trainer's per-capture weight casts and the summary's slots.
+// workers, the trainer's per-capture weight casts and the summary's slots
+// and their bytes.
 // The CUDA graphs themselves are the gpu test's (tests/gpu/gpu_train_test.cpp).
 #include <torch/torch.h>
 
@@ -66,6 +67,13 @@ TEST_CASE("train --cuda-graphs over the stand-in trains the eager run's losses a
     CHECK(graphed["losses"] == eager["losses"]);  // the same work, bit for bit
     CHECK(graphed["cuda_graph_slots"]["0"] == slots);
     CHECK_FALSE(eager.contains("cuda_graph_slots"));
+    // Every slot of a stage holds the same: at least its outputs and their
+    // gradient (fp32 hidden states, or logits at K=1: 2 rows x 32 positions
+    // x 32 or 256 values) and the embedding's gradient (256 x 32).
+    const Bytes bytes = graphed["cuda_graph_slot_bytes"]["0"].get<Bytes>();
+    const Bytes outputs = 2 * 32 * (K == 1 ? 256 : 32) * 4;
+    CHECK(bytes % slots == 0);
+    CHECK(bytes / slots >= 2 * outputs + 256 * 32 * 4);
   }
   // bf16: each capture casts its weights itself, where the eager step
   // shares one cast a weight; the casts are the same values.

@@ -1,7 +1,8 @@
 // Graphed stages (runtime/exec/graphed_stage.h) over the stand-in backend,
 // whose replay runs the captured work again: the same loss and gradients as
 // eager stages in every schedule, one slot per microbatch in flight, slots
-// reused from step to step, and eager forwards where no graph may run.
+// reused from step to step, what the slots hold, and eager forwards where
+// no graph may run.
 #include "runtime/exec/graphed_stage.h"
 
 #include <torch/torch.h>
@@ -102,7 +103,10 @@ TEST_CASE("graphed stages give every schedule's loss and gradients bit for bit",
   SECTION("dualpipev K=4 M=8") { CheckGraphedExact("dualpipev", 4, 8, 2, 8); }
 }
 
-TEST_CASE("a graphed stage captures one slot per microbatch in flight and reuses them in the next step", "[graphed]") {
+TEST_CASE(
+    "a graphed stage captures one slot per microbatch in flight, counts what they hold, and reuses them in the next "
+    "step",
+    "[graphed]") {
   at::set_num_threads(1);
   const LlamaConfig c = Tiny(2);
   const Batch batch = MakeBatch(c, 4, 8, 7);
@@ -123,9 +127,31 @@ TEST_CASE("a graphed stage captures one slot per microbatch in flight and reuses
     const StepResult first = executor.RunStep(microbatches, scale, std::chrono::steady_clock::now());
     CHECK(stage->Stats().slots == in_flight);
     CHECK(stage->Stats().forward_replays == M);
-    for (auto& [n, p] : stage->NamedParameters()) p.mutable_grad() = at::Tensor();
+    // Each slot holds its copy of the inputs (tokens and mask, int64), the
+    // logits and their gradient (fp32), and the gradients autograd hands
+    // back for the parameters (the stand-in has no pool; the capture leaves
+    // these). The projections sum their weights' products into .grad
+    // themselves (models/projections.h), so they hand back none: counted
+    // from an eager stage's autograd.
+    const int64_t rows = inputs[0].size(0), T = inputs[0].size(1);
+    Bytes param_bytes = 0;
+    {
+      std::unique_ptr<Stage> eager = BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU);
+      TensorList params;
+      for (auto& [n, p] : eager->NamedParameters()) params.push_back(p);
+      const at::Tensor logits = eager->Forward({inputs[0], masks[0]}).at(0);
+      for (const at::Tensor& g : torch::autograd::grad({logits}, params, {torch::ones_like(logits)}, false, false,
+                                                       /*allow_unused=*/true)) {
+        if (g.defined()) param_bytes += g.numel() * 4;
+      }
+      CHECK(param_bytes > 0);
+    }
+    const Bytes per_slot = 2 * rows * T * 8 + 2 * rows * T * c.vocab_size * 4 + param_bytes;
+    CHECK(stage->Stats().slot_bytes == in_flight * per_slot);
+    for (auto& [n, p] : stage->NamedParameters()) p.mutable_grad().zero_();
     const StepResult second = executor.RunStep(microbatches, scale, std::chrono::steady_clock::now());
     CHECK(stage->Stats().slots == in_flight);
+    CHECK(stage->Stats().slot_bytes == in_flight * per_slot);
     CHECK(stage->Stats().forward_replays == 2 * M);
     CHECK(stage->Stats().backward_replays == 2 * M);
     // The same step twice, the weights unchanged: the same losses.
@@ -161,6 +187,32 @@ TEST_CASE("a graphed stage captures again for inputs of another shape", "[graphe
     INFO(graphed_params[i].first);
     CHECK(torch::equal(graphed_params[i].second.grad(), eager_params[i].second.grad()));
   }
+}
+
+TEST_CASE("a graphed stage's parameters keep their gradients where its backward was captured", "[graphed]") {
+  at::set_num_threads(1);
+  const LlamaConfig c = Tiny(2);
+  std::unique_ptr<GraphedStage> stage =
+      MakeGraphedStage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU), MakeRerunGraphBackend());
+  const Batch batch = MakeBatch(c, 2, 8, 11);
+  auto step = [&] { CrossEntropy()(stage->Forward({batch.inputs, batch.mask}), batch.targets).backward(); };
+  step();
+  // Each gradient was placed before the capture and summed into there.
+  for (auto& [name, p] : stage->NamedParameters()) {
+    INFO(name);
+    REQUIRE(p.grad().defined());
+    CHECK(p.grad().abs().sum().item<double>() > 0);
+  }
+  // Zeroed in place, the next backward replays.
+  for (auto& [name, p] : stage->NamedParameters()) p.mutable_grad().zero_();
+  step();
+  CHECK(stage->Stats().backward_replays == 2);
+  // A gradient put elsewhere would miss what the graph writes: refused.
+  auto params = stage->NamedParameters();
+  params.at(1).second.mutable_grad() = torch::zeros_like(params.at(1).second);
+  const at::Tensor loss = CrossEntropy()(stage->Forward({batch.inputs, batch.mask}), batch.targets);
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("graphed stage: the gradient of " + params.at(1).first +
+                                                     " is no longer where the backward graph was captured"));
 }
 
 TEST_CASE("a capture that fails says which part failed, in one line", "[graphed]") {

@@ -109,6 +109,10 @@ bool CostModel::HasSpread() const {
          step_.tied_exchange_spread;
 }
 
+bool CostModel::Graphed() const {
+  return std::any_of(stages_.begin(), stages_.end(), [](const StageCost& c) { return c.graph_slot_bytes.has_value(); });
+}
+
 TimeNs DrawFromSpread(TimeNs median, const Spread& sp, double u) {
   // Each half is uniform: 0.4 of the mass lies between the median and p10
   // (or p90), so the half spans 1.25 times that distance.

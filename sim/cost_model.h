@@ -94,6 +94,15 @@ struct StageCost {
   // made (bf16 autocast's cache of cast weights on a GPU), held from the
   // stage's first compute action until the step's actions end.
   Bytes cast_weight_bytes = 0;
+  // With CUDA graphs (a profile taken with --cuda-graphs): what one slot of
+  // the stage holds, its graphs' pool and its static tensors
+  // (runtime/exec/graphed_stage.h). A graphed stage keeps one slot per
+  // microbatch in flight, the most it has held at once, each from the F
+  // that first needs it to the end of the run; activation_bytes and the
+  // workspaces are then what a replay allocates outside the pools. Unset:
+  // the stage runs eagerly. A graphed stage runs whole backwards only (no I
+  // and W) and is not recomputed.
+  std::optional<Bytes> graph_slot_bytes;
   // What one SEND_F of this stage holds on its rank beyond the rank's own
   // activations, while the transport keeps the message (MessageMemory): a
   // copy of the outputs (bf16 on the wire; Gloo before 2026-11-27), or
@@ -223,6 +232,8 @@ class CostModel {
   const Spread* SpreadOf(const Action& action) const;
   // Whether any stage or per-step cost carries a spread.
   bool HasSpread() const;
+  // Whether any stage ran as CUDA graphs (StageCost::graph_slot_bytes).
+  bool Graphed() const;
   const StageCost& Stage(StageId stage) const;
   // Replaces stage `stage`'s costs; throws pplab::Error for a stage the
   // model does not have.

@@ -77,6 +77,7 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
              "input_grad_bytes",
              "cast_weight_bytes",
              "forward_send_bytes",
+             "graph_slot_bytes",
              "forward_backward_ms",
              "overlap_penalty_ms",
              "param_bytes",
@@ -120,7 +121,8 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
         {"backward_weight_workspace_bytes", &cost.backward_weight_workspace_bytes},
         {"input_grad_bytes", &cost.input_grad_bytes},
         {"input_bytes", &cost.input_bytes},
-        {"forward_send_bytes", &cost.forward_send_bytes}}) {
+        {"forward_send_bytes", &cost.forward_send_bytes},
+        {"graph_slot_bytes", &cost.graph_slot_bytes}}) {
     if (obj.contains(key)) *out = static_cast<Bytes>(std::llround(NonNegative(obj, key, at, kMaxBytes)));
   }
   if (obj.contains("activation_includes_input")) {
@@ -129,6 +131,9 @@ void ReadStage(const json& obj, StageCost& cost, const std::string& at) {
                   obj["activation_includes_input"].dump());
     }
     cost.activation_includes_input = obj["activation_includes_input"].get<bool>();
+  }
+  if (cost.graph_slot_bytes && cost.recomputed_bytes > 0) {
+    throw Error(at + ": graph_slot_bytes and recomputed_bytes: a stage that runs as CUDA graphs is not recomputed");
   }
   time("forward_backward_ms", cost.forward_backward);
   if (obj.contains("overlap_penalty_ms")) {
@@ -297,6 +302,7 @@ json StageToJson(const StageCost& c) {
   if (c.forward_send_bytes) j["forward_send_bytes"] = *c.forward_send_bytes;
   if (c.input_grad_bytes) j["input_grad_bytes"] = *c.input_grad_bytes;
   if (c.cast_weight_bytes != 0) j["cast_weight_bytes"] = c.cast_weight_bytes;
+  if (c.graph_slot_bytes) j["graph_slot_bytes"] = *c.graph_slot_bytes;
   if (c.forward_backward) j["forward_backward_ms"] = NsToMs(*c.forward_backward);
   if (c.overlap_penalty != 0) j["overlap_penalty_ms"] = NsToMs(c.overlap_penalty);
   if (c.param_bytes != 0) j["param_bytes"] = c.param_bytes;

@@ -59,6 +59,10 @@ CostModel WithRecompute(const CostModel& costs, const std::set<StageId>& stages,
       if (!c.forward) {
         throw Error(costs.Origin() + ": stage " + std::to_string(s) + " has no forward_ms, which recomputing it needs");
       }
+      if (c.graph_slot_bytes) {
+        throw Error(costs.Origin() + ": stage " + std::to_string(s) +
+                    " ran as CUDA graphs (graph_slot_bytes), whose slots keep the activations: it is not recomputed");
+      }
       const TimeNs f = *c.forward;
       if (c.backward || (c.backward_input && c.backward_weight)) {
         // B, I and W all follow from what is given (CostModel::ComputeTime).

@@ -34,7 +34,8 @@ struct MemoryParts {
   Bytes casts = 0;         // weight copies kept for the step (cast_weight_bytes)
   Bytes params = 0;        // parameters an UNSHARD gathered
   Bytes workspace = 0;     // the running action's temporaries
-  Bytes Total() const { return activations + weight_grads + messages + casts + params + workspace; }
+  Bytes graphs = 0;        // CUDA graphs' slots (graph_slot_bytes), held from their first F to the end of the run
+  Bytes Total() const { return activations + weight_grads + messages + casts + params + workspace + graphs; }
 };
 
 struct RankMetrics {

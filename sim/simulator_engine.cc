@@ -38,6 +38,8 @@ Engine::Engine(const Schedule& s, const CostModel& costs, std::mt19937_64* rng) 
   computed_.assign(s.ranks, false);
   casts_held_.assign(S_, false);
   for (StageId st = 0; st < S_; ++st) any_casts_ = any_casts_ || costs.Stage(st).cast_weight_bytes > 0;
+  graph_busy_.assign(S_, 0);
+  graph_slots_.assign(S_, 0);
   metrics_.resize(s.ranks);
   grads_done_.assign(S_, 0);
   gathered_.assign(S_, 0);
@@ -272,6 +274,16 @@ bool Engine::RunCompute(RankId r, long ev, const Action& a) {
       Sample(r, e.start, costs_.Stage(part.stage).cast_weight_bytes, &MemoryParts::casts);
     }
   }
+  // A graphed stage's F takes a free slot, or captures a new one, which
+  // its rank then holds to the end of the run.
+  for (const Action& part : parts) {
+    const std::optional<Bytes>& slot = costs_.Stage(part.stage).graph_slot_bytes;
+    if (!slot || part.kind != ActionKind::kForward) continue;
+    if (graph_busy_[part.stage]++ == graph_slots_[part.stage]) {
+      ++graph_slots_[part.stage];
+      Sample(r, e.start, *slot, &MemoryParts::graphs);
+    }
+  }
   // While it runs, the action also holds its temporaries: on top of what
   // is held before it (and, for a forward, its own activations).
   Bytes activations = 0, workspace = 0;
@@ -317,6 +329,7 @@ void Engine::FinishPart(RankId r, const Action& a, const Action& part, const Tim
       const bool split = part.kind == ActionKind::kBackwardInput;
       if (split) i_end_[Key(st, m)] = e.end;
       if (!split) ++grads_done_[st];
+      if (sc.graph_slot_bytes) --graph_busy_[st];  // its slot is free again
       --inflight_[r];
       Sample(r, e.end,
              {{&MemoryParts::activations, -ActivationOf(r, st, m, sc)},
@@ -416,6 +429,10 @@ SimResult Simulate(const Schedule& schedule, const CostModel& costs, std::mt1993
   CheckShape(schedule);
   costs.CheckStages(schedule.stages, schedule.name);
   costs.CheckDevices(schedule.ranks, schedule.name);
+  if (costs.Graphed() && schedule.HasSplitBackward()) {
+    throw Error(costs.Origin() + ": its stages ran as CUDA graphs (graph_slot_bytes), which run whole backwards; " +
+                schedule.name + " splits B into I and W");
+  }
   CheckTotals(schedule, costs, rng != nullptr);
   if (!schedule.HasComm() && schedule.ranks > 1) {
     const Schedule lowered = Lower(schedule);

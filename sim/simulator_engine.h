@@ -241,6 +241,9 @@ class Engine {
   std::vector<bool> computed_;    // per rank: whether a compute action has started
   std::vector<bool> casts_held_;  // per stage: whether its weight casts are made
   bool any_casts_ = false;        // whether any stage keeps weight casts
+  // Per graphed stage (StageCost::graph_slot_bytes): its slots in use (F
+  // run, B not yet), and its slots captured so far, which its rank holds.
+  std::vector<int> graph_busy_, graph_slots_;
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;
   long messages_ = 0;

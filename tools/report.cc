@@ -62,9 +62,13 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows, size_t left_c
 }
 
 nlohmann::json MemoryPartsJson(const MemoryParts& parts) {
-  return {{"activations", parts.activations}, {"weight_grads", parts.weight_grads},
-          {"messages", parts.messages},       {"casts", parts.casts},
-          {"params", parts.params},           {"workspace", parts.workspace}};
+  return {{"activations", parts.activations},
+          {"weight_grads", parts.weight_grads},
+          {"messages", parts.messages},
+          {"casts", parts.casts},
+          {"params", parts.params},
+          {"workspace", parts.workspace},
+          {"graphs", parts.graphs}};
 }
 
 nlohmann::json SimulationJson(const Schedule& schedule, const CostModel& costs, const SimResult& r) {
@@ -154,11 +158,17 @@ std::string SimulationText(const nlohmann::json& j) {
   bool parts = false;
   for (const auto& r : j["per_rank"]) parts = parts || r["peak_parts"]["activations"] != r["peak_activation_bytes"];
   if (parts) {
-    out << "  peak bytes by kind: activations + weight grads + messages + casts + params + workspace\n";
+    // The graphs' slots only where a stage ran as CUDA graphs.
+    bool graphs = false;
+    for (const auto& r : j["per_rank"]) graphs = graphs || r["peak_parts"].value("graphs", Bytes{0}) != 0;
+    out << "  peak bytes by kind: activations + weight grads + messages + casts + params + workspace"
+        << (graphs ? " + CUDA graphs' slots" : "") << "\n";
     for (const auto& r : j["per_rank"]) {
       const auto& p = r["peak_parts"];
       out << "  " << std::setw(4) << r["rank"].get<int>() << "  " << p["activations"] << " + " << p["weight_grads"]
-          << " + " << p["messages"] << " + " << p["casts"] << " + " << p["params"] << " + " << p["workspace"] << "\n";
+          << " + " << p["messages"] << " + " << p["casts"] << " + " << p["params"] << " + " << p["workspace"];
+      if (graphs) out << " + " << p["graphs"];
+      out << "\n";
     }
   }
   return out.str();

@@ -249,8 +249,8 @@ class GraphedStageImpl final : public GraphedStage {
 
   std::unique_ptr<Stage> inner_;
   std::shared_ptr<GraphBackend> backend_;
-  std::vector<at::Tensor> params_;  // the trained ones
-  std::vector<std::string> names_;  // theirs
+  std::vector<at::Tensor> params_;        // the trained ones
+  std::vector<std::string> names_;        // theirs
   std::vector<const void*> grad_places_;  // where their .grad was at the first capture
   std::map<ShapeKey, std::vector<std::unique_ptr<Slot>>> slots_;
   mutable std::mutex mu_;

@@ -92,7 +92,7 @@ bool GraphStandInRequested();
 
 // What a graphed stage has done, for the tests and the report.
 struct GraphStats {
-  int slots = 0;             // slots captured (two graphs each)
+  int slots = 0;  // slots captured (two graphs each)
   // The memory the slots hold for the stage's lifetime, summed: each
   // slot's copies of the inputs and of the output gradients, and its
   // graphs' pool (PoolBytes; over the stand-in, the outputs and gradients

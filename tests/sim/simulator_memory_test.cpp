@@ -10,6 +10,7 @@
 
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
+#include "sim/recompute.h"
 #include "sim/simulator.h"
 #include "tests/generator_rules.h"
 
@@ -417,6 +418,68 @@ TEST_CASE("the kinds of a rank's peak add up to it, for every generator", "[sim]
     }
   }
   CHECK(checked > 20);
+}
+
+TEST_CASE("a graphed stage holds one slot per microbatch in flight, from its first F to the end of the run", "[sim]") {
+  // F 1000 ns, B 2000 ns, 1000 activation bytes, and a slot of 5000 bytes:
+  // the graphs' pool and static tensors of one microbatch.
+  StageCost c = StageOfThousand();
+  c.graph_slot_bytes = 5000;
+  SECTION("GPipe at K=1, M=4: four slots, taken at the starts of the four F's") {
+    const SimResult r = Simulate(Lower(GenerateGPipe(1, 4)), CostModel::Uniform(1, c, {}));
+    CHECK(r.per_rank[0].peak_activation_bytes == 4 * (5000 + 1000));
+    CHECK(r.per_rank[0].peak_parts.graphs == 4 * 5000);
+    CHECK(r.per_rank[0].peak_parts.activations == 4 * 1000);
+    CHECK(HeldAt(r, 0, 0) == 5000 + 1000);
+    CHECK(HeldAt(r, 0, 3000) == 4 * 6000);
+    // Each B frees its activations, not its slot: the four stay held.
+    CHECK(HeldAt(r, 0, r.makespan) == 4 * 5000);
+  }
+  SECTION("1F1B at K=1: one slot, freed by each B and taken again by the next F") {
+    const SimResult r = Simulate(Lower(Generate1F1B(1, 4)), CostModel::Uniform(1, c, {}));
+    CHECK(r.per_rank[0].peak_activation_bytes == 5000 + 1000);
+    CHECK(HeldAt(r, 0, r.makespan) == 5000);
+  }
+  SECTION("1F1B at K=2, M=4: rank 0 holds two microbatches at once, rank 1 one") {
+    const SimResult r = Simulate(Lower(Generate1F1B(2, 4)), CostModel::Uniform(2, c, {}));
+    CHECK(r.per_rank[0].peak_parts.graphs == 2 * 5000);
+    CHECK(r.per_rank[1].peak_parts.graphs == 5000);
+    CHECK(r.per_rank[0].peak_activation_bytes == 2 * 6000);
+  }
+  SECTION("an eager stage beside a graphed one holds its activations only") {
+    StageCost eager = StageOfThousand();
+    CostModel costs = CostModel::FromStages({c, eager}, {});
+    const SimResult r = Simulate(Lower(GenerateGPipe(2, 2)), costs);
+    CHECK(r.per_rank[0].peak_activation_bytes == 2 * 6000);
+    CHECK(r.per_rank[1].peak_activation_bytes == 2 * 1000);
+    CHECK(r.per_rank[1].peak_parts.graphs == 0);
+  }
+}
+
+TEST_CASE("graphed stages refuse plans that split B, and recomputation", "[sim]") {
+  StageCost c = StageOfThousand();
+  c.graph_slot_bytes = 5000;
+  CostModel costs = CostModel::Uniform(2, c, {});
+  costs.SetOrigin("graphs.json");
+  CHECK_THROWS_WITH(Simulate(Lower(Generate("zb-h1", {2, 4, 1})), costs),
+                    "graphs.json: its stages ran as CUDA graphs (graph_slot_bytes), which run whole backwards; zb-h1 "
+                    "splits B into I and W");
+  CHECK_THROWS_WITH(WithRecompute(costs, {1}, {0}),
+                    "graphs.json: stage 1 ran as CUDA graphs (graph_slot_bytes), whose slots keep the activations: it "
+                    "is not recomputed");
+  CHECK_THROWS_WITH(
+      CostModel::FromJson(
+          R"({"format": "pplab.cost", "version": 1, "stages": [{"forward_ms": 1, "backward_ms": 2, "graph_slot_bytes": 10,
+                              "recomputed_bytes": 5}]})",
+          "g.json"),
+      Catch::Contains("graph_slot_bytes and recomputed_bytes: a stage that runs as CUDA graphs is not recomputed"));
+  // The field round-trips, and a stage without it stays eager.
+  CostModel two = CostModel::FromStages({c, StageOfThousand()}, {});
+  const CostModel back = CostModel::FromJson(two.ToJson(), "back");
+  CHECK(back.Stage(0).graph_slot_bytes == 5000);
+  CHECK_FALSE(back.Stage(1).graph_slot_bytes.has_value());
+  CHECK(back.Graphed());
+  CHECK_FALSE(CostModel::Uniform(1, StageOfThousand(), {}).Graphed());
 }
 
 }  // namespace pplab

@@ -22,7 +22,7 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   if (const auto unknown =
           FirstUnknownField(meta, {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device",
                                    "threads_per_rank", "ranks", "precision", "attention", "tensor_parallel",
-                                   "sequence_parallel", "shared_device", "extra"})) {
+                                   "sequence_parallel", "shared_device", "cuda_graphs", "extra"})) {
     throw Error(at + " (source \"pplab profile\"): unknown field '" + *unknown + "'");
   }
   auto need = [&](const char* key) -> const json& {
@@ -81,6 +81,11 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
     }
     p.shared_device = v.get<std::string>();
   }
+  if (meta.contains("cuda_graphs")) {
+    const json& v = meta["cuda_graphs"];
+    if (!v.is_boolean()) throw Error(at + ".cuda_graphs must be true or false, got " + v.dump());
+    p.cuda_graphs = v.get<bool>();
+  }
   // The partition is layers per stage, one positive count per stage of the file.
   int entries = 0;
   size_t begin = 0;
@@ -120,6 +125,7 @@ std::string ProfileMetaToJson(const ProfileMeta& p) {
            {"tensor_parallel", p.tensor_parallel},
            {"sequence_parallel", p.sequence_parallel}};
   if (p.shared_device != "none") doc["shared_device"] = p.shared_device;
+  if (p.cuda_graphs) doc["cuda_graphs"] = true;
   return doc.dump();
 }
 

@@ -42,6 +42,11 @@ struct ProfileMeta {
   // costs) or "together" (at once: each time holds the others' time slices
   // of the device, as a run on it does; plan refuses such a file).
   std::string shared_device = "none";
+  // Whether the stages ran as CUDA graphs (`cuda_graphs`, optional: false
+  // before it was recorded; `pplab profile --cuda-graphs`): their F and B
+  // are graph replays, each stage has graph_slot_bytes, and I and W were
+  // not timed.
+  bool cuda_graphs = false;
 };
 
 constexpr const char* kProfileSource = "pplab profile";

@@ -14,6 +14,7 @@
 
 #include "models/llama.h"
 #include "models/llama_config.h"
+#include "runtime/exec/graphed_stage.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/train/batches.h"
 #include "runtime/train/launcher.h"
@@ -103,6 +104,10 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   }
   MakePartition(config, o.ranks * o.virtual_stages, o.partition,
                 {LoopPlacement(o.ranks, o.ranks * o.virtual_stages), o.seq_len});
+  if (o.cuda_graphs) {
+    CheckCudaGraphsTensorParallel(o.tp);
+    CheckCudaGraphsDevice(o.device);
+  }
   for (const int mb : o.microbatch_sizes) {
     const std::string output = OutputFor(o, mb);
     if (output.empty()) continue;
@@ -150,6 +155,13 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   const std::vector<int> turns = o.shared_device == "together" ? std::vector<int>(world_devices.size(), 0)
                                                                : MeasureTurns(MapRankDevices(world_devices), T);
   MemoryMeter& meter = MemoryMeter::For(worker.device);
+  // --cuda-graphs: each stage's F and B replay graphs, as in pplab train
+  // --cuda-graphs (one backend for the rank's stages).
+  std::shared_ptr<GraphBackend> graphs;
+  if (o.cuda_graphs) {
+    graphs = GraphStandInRequested() ? MakeRerunGraphBackend()
+                                     : MakeCudaGraphBackend(worker.device.has_index() ? worker.device.index() : 0);
+  }
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
   for (int s = 0; s < S; ++s) {
@@ -164,6 +176,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
     LlamaConfig built = config;
     built.rope_scaling = {};
     owned.push_back(WorkerStage(worker, BuildLlamaStage(built, partition, s, o.seed, worker.device, llama)));
+    if (graphs != nullptr) owned.back() = MakeGraphedStage(std::move(owned.back()), graphs);
     stages[s] = owned.back().get();
   }
   ProfileOptions options;
@@ -176,6 +189,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   options.dp = o.dp;
   options.tp = T;
   options.wire_dtype = worker.wire_dtype;
+  options.graphed = o.cuda_graphs;
   if (config.tie_word_embeddings) options.tied_parameters = {kEmbeddingWeight, kLmHeadWeight};
   options.turn = turns.at(world_rank);
   options.turns = *std::max_element(turns.begin(), turns.end()) + 1;
@@ -302,6 +316,9 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
                   "costs for plan; simulate queues them) or together (timed at once, each time holds the others' "
                   "time slices: to predict a run on the shared device; plan refuses such a file)")
       ->capture_default_str();
+  sub->add_flag("--cuda-graphs", o->cuda_graphs,
+                "time each stage's F and B replayed as CUDA graphs, as pplab train --cuda-graphs runs them, and "
+                "measure what a graph slot holds (graph_slot_bytes); whole backwards only: no I and W");
   sub->add_option("-o,--output", o->output, "write the cost model JSON here (pplab simulate --cost reads it)");
   sub->add_flag("--json", o->json,
                 "print the cost model as one JSON object instead of the table (one line a microbatch size)");

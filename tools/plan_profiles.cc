@@ -33,6 +33,11 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
                   "time holds the others' time slices; plan gives each rank a device of its own: profile with "
                   "--shared-device turns");
     }
+    if (meta->cuda_graphs) {
+      throw Error("--cost " + file +
+                  ": its stages ran as CUDA graphs (meta.cuda_graphs), and plan fits and searches eager runs; profile "
+                  "without --cuda-graphs to plan, then simulate the chosen plan with this file");
+    }
     const LlamaConfig config = LlamaConfigFromJson(meta->config_json, file + ": meta.config");
     const std::string measured = "--cost " + file + " was measured with ";
     if (first) {

@@ -42,6 +42,12 @@ nlohmann::json StepJson(const std::vector<StepProfile>& ranks) {
   return step;
 }
 
+// A stage's time in ms, or "-" where it was not timed (I and W of graphed
+// stages).
+std::string Ms(const nlohmann::json& stage, const char* key) {
+  return stage.contains(key) ? Fixed(stage[key].get<double>(), 3) : "-";
+}
+
 }  // namespace
 
 nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, const Partition& partition,
@@ -62,19 +68,20 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
     json stage = json::object();
     PutSpread(stage, "forward", p.forward);
     PutSpread(stage, "backward", p.backward);
-    PutSpread(stage, "backward_input", p.backward_input);
-    PutSpread(stage, "backward_weight", p.backward_weight);
+    // Graphed stages run whole backwards: no I and W were timed.
+    if (!o.cuda_graphs) {
+      PutSpread(stage, "backward_input", p.backward_input);
+      PutSpread(stage, "backward_weight", p.backward_weight);
+    }
     if (o.dp > 1) PutSpread(stage, "reduce_grad", p.reduce_grad);
     stage.update(json{{"activation_bytes", p.activation_bytes},
                       {"weight_grad_bytes", p.weight_grad_bytes},
                       // The largest of F's, B's and I's temporaries.
                       {"workspace_bytes", std::max({p.forward_transient_bytes, p.backward_transient_bytes,
                                                     p.backward_input_transient_bytes})},
-                      // Each kind's own: F's, B's, I's and W's.
+                      // Each kind's own: F's and B's (I's and W's below).
                       {"forward_workspace_bytes", p.forward_transient_bytes},
                       {"backward_workspace_bytes", p.backward_transient_bytes},
-                      {"backward_input_workspace_bytes", p.backward_input_transient_bytes},
-                      {"backward_weight_workspace_bytes", p.backward_weight_transient_bytes},
                       // What the stage sends: its outputs, or on the last stage its input gradient.
                       {"message_bytes", last ? p.backward_message_bytes : p.forward_message_bytes},
                       // What the stage keeps from F to B when it is recomputed.
@@ -84,6 +91,11 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
     } else if (!last && sent > 0) {
       stage["forward_send_bytes"] = std::llround(held / sent * static_cast<double>(p.forward_message_bytes));
     }
+    if (!o.cuda_graphs) {
+      stage["backward_input_workspace_bytes"] = p.backward_input_transient_bytes;
+      stage["backward_weight_workspace_bytes"] = p.backward_weight_transient_bytes;
+    }
+    if (p.graph_slot_bytes) stage["graph_slot_bytes"] = *p.graph_slot_bytes;
     if (p.stage > 0) stage["input_grad_bytes"] = p.input_grad_bytes;
     stage["cast_weight_bytes"] = p.cast_weight_bytes;
     // On a CPU: how much of its cores each kind keeps busy (StageProfile::
@@ -180,6 +192,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                  {"tensor_parallel", o.tp},
                  {"sequence_parallel", o.sequence_parallel},
                  {"shared_device", shared ? o.shared_device : "none"},
+                 {"cuda_graphs", o.cuda_graphs},
                  {"extra",
                   {{"virtual_stages", o.virtual_stages},
                    {"dp", o.dp},
@@ -226,11 +239,17 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
     const auto& st = doc["stages"][s];
     std::printf("%5zu %4d %10s %10s %10s %10s %13s %13s %11s\n", s, meta["extra"]["stages"][s]["rank"].get<int>(),
                 Fixed(st["forward_ms"].get<double>(), 3).c_str(), Fixed(st["backward_ms"].get<double>(), 3).c_str(),
-                Fixed(st["backward_input_ms"].get<double>(), 3).c_str(),
-                Fixed(st["backward_weight_ms"].get<double>(), 3).c_str(),
+                Ms(st, "backward_input_ms").c_str(), Ms(st, "backward_weight_ms").c_str(),
                 Fixed(st["activation_bytes"].get<double>() / 1e6, 3).c_str(),
                 Fixed(st["weight_grad_bytes"].get<double>() / 1e6, 3).c_str(),
                 Fixed(st["message_bytes"].get<double>() / 1e3, 1).c_str());
+  }
+  if (meta.value("cuda_graphs", false)) {
+    std::printf("the stages ran as CUDA graphs (whole backwards, so no I and W); what one slot holds, by stage:");
+    for (size_t s = 0; s < doc["stages"].size(); ++s) {
+      std::printf("%s %s", s == 0 ? "" : ",", HumanBytes(doc["stages"][s]["graph_slot_bytes"].get<Bytes>()).c_str());
+    }
+    std::printf("\n");
   }
   for (const auto& l : meta["extra"]["links"]) {
     std::printf("link %d <-> %d: latency %s ms, bandwidth %s GB/s (one way:", l["from"].get<int>(), l["to"].get<int>(),

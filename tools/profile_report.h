@@ -42,6 +42,9 @@ struct ProfileCliOptions {
   // Ranks that share a device past its slots: "turns" times each alone,
   // "together" all at once (docs/profile.md, "Ranks that share a GPU").
   std::string shared_device = "turns";
+  // --cuda-graphs: the stages' F and B as CUDA graphs, as `pplab train
+  // --cuda-graphs` runs them (runtime/exec/graphed_stage.h).
+  bool cuda_graphs = false;
   std::vector<std::string> raw_args;
 };
 

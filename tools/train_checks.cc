@@ -91,13 +91,25 @@ void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule) {
   }
 }
 
-void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule) {
-  if (!o.cuda_graphs) return;
-  if (o.tp > 1) {
-    throw Error("--cuda-graphs with --tp " + std::to_string(o.tp) +
+void CheckCudaGraphsTensorParallel(int tp) {
+  if (tp > 1) {
+    throw Error("--cuda-graphs with --tp " + std::to_string(tp) +
                 ": a tensor-parallel stage's forward runs collectives between its products, which pplab does not "
                 "capture; drop one of the two");
   }
+}
+
+void CheckCudaGraphsDevice(const std::string& device) {
+  if (GraphStandInRequested()) return;
+  if (device.rfind("cuda", 0) != 0) {
+    throw Error("--cuda-graphs captures a GPU's work: it needs --device cuda, got --device " + device);
+  }
+  if (!CudaGraphsBuilt()) throw Error("--cuda-graphs: this pplab was built against a LibTorch without CUDA");
+}
+
+void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule) {
+  if (!o.cuda_graphs) return;
+  CheckCudaGraphsTensorParallel(o.tp);
   if (o.recompute != "none") {
     throw Error("--cuda-graphs with --recompute " + o.recompute +
                 ": a graph keeps each microbatch's activations in its own memory from its capture on, so "
@@ -113,13 +125,8 @@ void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule) {
                 " splits B into I and W, and a captured backward computes both; use a schedule with whole B's "
                 "(gpipe, 1f1b, interleaved-1f1b, ...)");
   }
-  // After the plan's checks, which hold on any build: then the device
-  // (any, under the tests' stand-in).
-  if (GraphStandInRequested()) return;
-  if (o.device.rfind("cuda", 0) != 0) {
-    throw Error("--cuda-graphs captures a GPU's work: it needs --device cuda, got --device " + o.device);
-  }
-  if (!CudaGraphsBuilt()) throw Error("--cuda-graphs: this pplab was built against a LibTorch without CUDA");
+  // After the plan's checks, which hold on any build: then the device.
+  CheckCudaGraphsDevice(o.device);
 }
 
 void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partition& partition,
@@ -155,6 +162,12 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
   }
   if (profile->partition != partition.ToString()) {
     throw Error(measured + "the layers " + profile->partition + " a stage, this run's are " + partition.ToString());
+  }
+  if (profile->cuda_graphs != o.cuda_graphs) {
+    throw Error(
+        measured +
+        (profile->cuda_graphs ? "--cuda-graphs, this run is eager" : "eager stages, this run has --cuda-graphs") +
+        " (profile the way the run goes)");
   }
   const LlamaConfig recorded = LlamaConfigFromJson(profile->config_json, o.sim_cost_path + ": meta.config");
   if (recorded.hidden_size != config.hidden_size || recorded.intermediate_size != config.intermediate_size ||

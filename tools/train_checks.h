@@ -34,6 +34,11 @@ void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule);
 // CUDA, a plan whose backwards are whole (no I and W), and none of --tp,
 // --recompute and --measure-memory (runtime/exec/graphed_stage.h says why).
 void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule);
+// The parts `pplab profile --cuda-graphs` shares: no --tp (T > 1), and a
+// CUDA `device` on a build with CUDA (any device under the tests'
+// stand-in, PPLAB_TEST_GRAPHS=rerun).
+void CheckCudaGraphsTensorParallel(int tp);
+void CheckCudaGraphsDevice(const std::string& device);
 
 // --sim-cost, before any worker starts: the file loads as a cost model of
 // the schedule's stages and, where it is a profile (meta from `pplab

@@ -9,6 +9,7 @@
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/wire_cast_transport.h"
 #include "runtime/exec/autocast.h"
+#include "runtime/exec/graphed_stage.h"
 #include "runtime/exec/memory_meter.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/exec/weight_grads.h"
@@ -263,13 +264,25 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
                     forward_shares, clock);
     });
   });
-  phase("F, I and W", [&] {
-    in_turn([&] {
-      AutocastCacheScope weight_casts;
-      MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms,
-                    forward_shares, clock);
+  if (!options.graphed) {
+    phase("F, I and W", [&] {
+      in_turn([&] {
+        AutocastCacheScope weight_casts;
+        MeasureStages(stages, inputs, S, data, loss, loss_scale, meter, options, true, profiles, forward_ms,
+                      forward_shares, clock);
+      });
     });
-  });
+  } else {
+    // What each slot holds; F and B ran one microbatch at a time, so each
+    // stage captured one slot of the shape.
+    for (auto& [s, stage] : stages) {
+      const auto* graphed = dynamic_cast<const GraphedStage*>(stage);
+      if (graphed == nullptr) throw Error(who + ": stage " + std::to_string(s) + " is not graphed");
+      const GraphStats stats = graphed->Stats();
+      if (stats.slots < 1) throw Error(who + ": stage " + std::to_string(s) + " captured no graph");
+      profiles[s].graph_slot_bytes = stats.slot_bytes / stats.slots;
+    }
+  }
   for (auto& [s, p] : profiles) {
     p.forward = SpreadOfSamples(forward_ms[s]);
     p.cpu_share[0] = Median(forward_shares[s]);

@@ -69,6 +69,12 @@ struct ProfileOptions {
   // One turn: all ranks at once, contending as in training.
   int turn = 0;
   int turns = 1;
+  // The stages are graphed (runtime/exec/graphed_stage.h, `pplab profile
+  // --cuda-graphs`): their F and B replay CUDA graphs, captured in the
+  // forward through the pipeline, and each stage's graph_slot_bytes is
+  // read off it. Graphed stages run whole backwards, so I and W are not
+  // timed.
+  bool graphed = false;
   // Tied embeddings: the parameter names on the first and the last stage
   // (TrainerOptions::tied_parameters); both empty when the model has none.
   // The profile then times their gradients' swap (SumTiedGradients).
@@ -127,6 +133,10 @@ struct StageProfile {
   // action waits (a tensor-parallel group's collectives: Gloo's waits sleep
   // and leave the cores to other processes). -1: not measured (a GPU).
   std::array<double, 4> cpu_share = {-1, -1, -1, -1};
+  // A graphed stage's (ProfileOptions::graphed): what one slot holds, its
+  // graphs' pool and static tensors (GraphStats::slot_bytes over its
+  // slots); unset for an eager stage.
+  std::optional<Bytes> graph_slot_bytes;
   // The bf16 weight casts autocast keeps from the stage's first forward of
   // a step to its end (CUDA autocast caches nn::Linear's weights; on the
   // CPU it caches none of a Llama stage's); 0 in fp32.

@@ -40,6 +40,8 @@ double MeasureActionOverhead(Stage& stage, const TensorList& inputs, const Tenso
   ExecutorOptions exec_options;
   exec_options.comm_timeout = options.comm_timeout;
   exec_options.clock = options.clock;
+  // Graphed stages cast their weights in each capture (as pplab train).
+  exec_options.share_weight_casts = !options.graphed;
   Executor executor(schedule, 0, {{0, &stage}}, transport, last ? loss : surrogate, exec_options);
   std::vector<MicrobatchData> microbatches(M, MicrobatchData{inputs, data.targets});
   std::vector<double> per_action;

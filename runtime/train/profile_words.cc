@@ -24,16 +24,17 @@ void EncodeSpread(const SampleSpread& x, std::vector<int64_t>& out) {
 SampleSpread DecodeSpread(const std::vector<int64_t>& w, size_t i) {
   return {FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))};
 }
-constexpr size_t kStageWords = 35;
+constexpr size_t kStageWords = 36;
 void Encode(const StageProfile& p, std::vector<int64_t>& out) {
   out.insert(out.end(), {p.stage, p.rank});
   for (const SampleSpread* x : {&p.forward, &p.backward, &p.backward_input, &p.backward_weight, &p.reduce_grad}) {
     EncodeSpread(*x, out);
   }
-  out.insert(out.end(), {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
-                         p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
-                         p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0, p.input_grad_bytes,
-                         p.cast_weight_bytes, p.backward_input_transient_bytes, p.backward_weight_transient_bytes});
+  out.insert(out.end(),
+             {p.activation_bytes, p.weight_grad_bytes, p.forward_message_bytes, p.backward_message_bytes,
+              p.output_bytes, p.forward_transient_bytes, p.backward_transient_bytes, p.input_bytes,
+              p.forward_send_bytes.value_or(-1), p.input_received ? 1 : 0, p.input_grad_bytes, p.cast_weight_bytes,
+              p.backward_input_transient_bytes, p.backward_weight_transient_bytes, p.graph_slot_bytes.value_or(-1)});
   for (const double share : p.cpu_share) out.push_back(Bits(share));
 }
 StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
@@ -59,7 +60,8 @@ StageProfile DecodeStage(const std::vector<int64_t>& w, size_t i) {
   p.cast_weight_bytes = w.at(i + 11);
   p.backward_input_transient_bytes = w.at(i + 12);
   p.backward_weight_transient_bytes = w.at(i + 13);
-  for (size_t k = 0; k < p.cpu_share.size(); ++k) p.cpu_share[k] = FromBits(w.at(i + 14 + k));
+  if (w.at(i + 14) >= 0) p.graph_slot_bytes = w.at(i + 14);
+  for (size_t k = 0; k < p.cpu_share.size(); ++k) p.cpu_share[k] = FromBits(w.at(i + 15 + k));
   return p;
 }
 

@@ -104,8 +104,9 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   CHECK(meta["extra"]["stages"][1]["backward_transient_bytes"].get<int64_t>() > 0);
   CHECK(meta["tensor_parallel"] == 1);
   CHECK(meta["sequence_parallel"] == false);
+  CHECK(meta["cuda_graphs"] == false);
   // Exactly these fields; anything else goes under extra.
-  CHECK(meta.size() == 15);
+  CHECK(meta.size() == 16);
   // 2 ranks of cores / 2 threads fit the cores (one slot each): timed at once,
   // and no mapping for the simulator to queue.
   const bool fits = std::thread::hardware_concurrency() >= 2;

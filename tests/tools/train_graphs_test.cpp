@@ -1,9 +1,10 @@
-// `pplab train --cuda-graphs` end to end on the CPU, its graphed stages over
-// the tests' stand-in (PPLAB_TEST_GRAPHS=rerun, runtime/exec/graphed_stage.h),
-// whose replay runs the captured work again: the flag's wiring through the
-// workers, the trainer's per-capture weight casts and the summary's slots
-// and their bytes.
-// The CUDA graphs themselves are the gpu test's (tests/gpu/gpu_train_test.cpp).
+// `pplab train --cuda-graphs` and `pplab profile --cuda-graphs` end to end
+// on the CPU, their graphed stages over the tests' stand-in
+// (PPLAB_TEST_GRAPHS=rerun, runtime/exec/graphed_stage.h), whose replay runs
+// the captured work again: the flags' wiring through the workers, the
+// trainer's per-capture weight casts, the summary's slots and their bytes,
+// and the profile's slots as simulate holds them. The CUDA graphs
+// themselves are the gpu test's (tests/gpu/gpu_train_test.cpp).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -92,6 +93,74 @@ TEST_CASE("train --cuda-graphs over the stand-in gives the eager run's gradients
   const GradError e = CompareGrads(ref, dir);
   CHECK(e.compared == 39);  // the tiny preset's parameters
   CHECK(e.max_abs == 0);
+}
+
+TEST_CASE(
+    "profile --cuda-graphs over the stand-in measures each stage's slot, which simulate holds per microbatch in "
+    "flight",
+    "[profile][graphs]") {
+  const std::string path = Dir("profile") + "/cost.json";
+  const PplabRun r = Pplab(
+      "profile --model tiny -k 2 --microbatch-size 2 --seq-len 32 --warmup 1 --repeats 2 --cuda-graphs -o " + path,
+      kStandIn);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("the stages ran as CUDA graphs"));
+  const nlohmann::json doc = nlohmann::json::parse(ReadTextFile(path));
+  CHECK(doc["meta"]["cuda_graphs"] == true);
+  // Graphed stages run whole backwards: B is timed, I and W are not.
+  for (const auto& stage : doc["stages"]) {
+    CHECK(stage.contains("backward_ms"));
+    CHECK_FALSE(stage.contains("backward_input_ms"));
+    CHECK_FALSE(stage.contains("backward_weight_ms"));
+  }
+  // A slot of the first stage holds what one of train's holds at the same
+  // microbatch (batch 8 in 4 microbatches: 2 sequences of 32): two
+  // measurements by two paths.
+  const Bytes first = doc["stages"][0]["graph_slot_bytes"].get<Bytes>();
+  const Bytes last = doc["stages"][1]["graph_slot_bytes"].get<Bytes>();
+  const nlohmann::json run = Train("-s 1f1b -k 2 -m 4 --cuda-graphs", kStandIn);
+  CHECK(first * run["cuda_graph_slots"]["0"].get<Bytes>() == run["cuda_graph_slot_bytes"]["0"].get<Bytes>());
+  // The last stage's slot holds the logits and their gradient at least.
+  CHECK(last >= 2 * (2 * 32 * 256 * 4));
+  // simulate: 1F1B at K=2 keeps two microbatches in flight on rank 0, one
+  // on rank 1, and each rank keeps that many slots.
+  const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --json --cost " + path);
+  INFO(sim.out);
+  REQUIRE(sim.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(sim.out);
+  CHECK(j["per_rank"][0]["peak_parts"]["graphs"] == 2 * first);
+  CHECK(j["per_rank"][1]["peak_parts"]["graphs"] == last);
+  // What graphed stages cannot run, and what does not plan them, is refused
+  // in one line.
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {"simulate -s zb-h1 -k 2 -m 4 --cost " + path, "zb-h1 splits B into I and W"},
+      {"simulate -s 1f1b -k 2 -m 4 --recompute all --cost " + path, "it is not recomputed"},
+      {"plan --model tiny --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --ranks 2 --cost " + path,
+       "plan fits and searches eager runs"},
+      {"train --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 --steps 1 -s 1f1b -k 2 -m 4 "
+       "--sim-cost " +
+           path,
+       "was measured with --cuda-graphs, this run is eager"}};
+  for (const auto& [args, why] : refusals) {
+    const PplabRun refused = Pplab(args);
+    INFO(args << "\n" << refused.out);
+    CHECK(refused.code != 0);
+    CHECK(refused.out.find("pplab: error: ") == 0);
+    CHECK_THAT(refused.out, Catch::Contains(why));
+    CHECK(std::count(refused.out.begin(), refused.out.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("profile --cuda-graphs refuses --tp and a device other than CUDA, before any worker starts",
+          "[profile][graphs]") {
+  const std::string ok = " --model tiny -k 2 --microbatch-size 1 --seq-len 8 --repeats 1 --cuda-graphs";
+  const PplabRun cpu = Pplab("profile" + ok);
+  CHECK(cpu.code != 0);
+  CHECK(cpu.out == "pplab: error: --cuda-graphs captures a GPU's work: it needs --device cuda, got --device cpu\n");
+  const PplabRun tp = Pplab("profile" + ok + " --tp 2", kStandIn);
+  CHECK(tp.code != 0);
+  CHECK_THAT(tp.out, Catch::StartsWith("pplab: error: --cuda-graphs with --tp 2: "));
 }
 
 }  // namespace pplab

@@ -20,6 +20,13 @@ std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& t
   return means;
 }
 
+double LateGapMs(const std::vector<TimeNs>& gaps_ns) {
+  if (gaps_ns.empty()) return kMinLateGapMs;
+  std::vector<TimeNs> sorted = gaps_ns;
+  std::sort(sorted.begin(), sorted.end());
+  return std::max(kMinLateGapMs, 3 * NsToMs(sorted[sorted.size() / 2]));
+}
+
 std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
   // Each message: its SEND's start and rank.
   std::map<MessageKey, std::pair<TimeNs, RankId>> sent;
@@ -35,6 +42,9 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
   for (auto& rank : computes) {
     std::stable_sort(rank.begin(), rank.end(),
                      [](const TimelineEvent* a, const TimelineEvent* b) { return a->start < b->start; });
+    std::vector<TimeNs> gaps;
+    for (size_t i = 1; i < rank.size(); ++i) gaps.push_back(rank[i]->start - rank[i - 1]->end);
+    const double late_gap = LateGapMs(gaps);
     for (size_t i = 0; i < rank.size(); ++i) {
       const TimelineEvent& e = *rank[i];
       // The action waited, if at all, for the last-sent of its messages (an
@@ -54,12 +64,13 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
         }
         ++messages;
       }
-      // Sent after the rank had run out of work: the rank waited for all of
-      // it. (A message sent while the rank still worked shows its own time
-      // only when it came after the work ended: counting those would count
-      // the slow ones alone.)
-      if (messages == 0 || (i > 0 && last_sent < rank[i - 1]->end)) continue;
-      waited.push_back({sender, e.rank, NsToMs(e.start - last_sent)});
+      if (messages == 0) continue;
+      WaitedMessage w{sender, e.rank, NsToMs(e.start - last_sent), WaitedMessage::Seen::kIdle};
+      if (i > 0 && last_sent < rank[i - 1]->end) {
+        w.seen =
+            NsToMs(e.start - rank[i - 1]->end) > late_gap ? WaitedMessage::Seen::kLate : WaitedMessage::Seen::kEarly;
+      }
+      waited.push_back(w);
     }
   }
   return waited;
@@ -67,21 +78,44 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
 
 std::vector<double> SortedMs(const std::vector<WaitedMessage>& waited) {
   std::vector<double> ms;
-  for (const WaitedMessage& w : waited) ms.push_back(w.ms);
+  for (const WaitedMessage& w : waited) {
+    if (w.Exact()) ms.push_back(w.ms);
+  }
   std::sort(ms.begin(), ms.end());
   return ms;
 }
 
 std::vector<double> WaitedMessageMs(const Timeline& timeline) { return SortedMs(WaitedMessages(timeline)); }
 
+std::optional<double> CensoredMedian(const std::vector<WaitedMessage>& messages) {
+  const std::vector<double> exact = SortedMs(messages);
+  if (exact.empty()) return std::nullopt;
+  // From the longest exact time down: the share of messages that took at
+  // most the current time, before its own factor (1 at the longest).
+  double share = 1;
+  double median = exact.front();
+  for (size_t k = exact.size(); k-- > 0;) {
+    const double t = exact[k];
+    if (k + 1 < exact.size() && exact[k + 1] == t) continue;  // a tie, counted once
+    size_t d = 0, n = 0;
+    for (const WaitedMessage& w : messages) {
+      if (w.ms <= t) ++n;
+      if (w.Exact() && w.ms == t) ++d;
+    }
+    if (share > 0.5) median = t;
+    share *= 1.0 - static_cast<double>(d) / static_cast<double>(n);
+  }
+  return median;
+}
+
 std::vector<LinkWaits> WaitedByLink(const std::vector<WaitedMessage>& waited) {
-  std::map<std::pair<RankId, RankId>, std::vector<double>> by_pair;
-  for (const WaitedMessage& w : waited) by_pair[{w.from, w.to}].push_back(w.ms);
+  std::map<std::pair<RankId, RankId>, std::vector<WaitedMessage>> by_pair;
+  for (const WaitedMessage& w : waited) by_pair[{w.from, w.to}].push_back(w);
   std::vector<LinkWaits> out;
-  for (auto& [pair, ms] : by_pair) {
-    if (ms.size() < kMinLinkSamples) continue;
-    std::sort(ms.begin(), ms.end());
-    out.push_back({pair.first, pair.second, ms.size(), ms[ms.size() / 2]});
+  for (auto& [pair, messages] : by_pair) {
+    const size_t exact = SortedMs(messages).size();
+    if (exact < kMinLinkSamples) continue;
+    out.push_back({pair.first, pair.second, exact, messages.size() - exact, *CensoredMedian(messages)});
   }
   return out;
 }
@@ -138,10 +172,9 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
   // file gives no bytes, so no bandwidth term adds to it). On two ranks
   // sharing one GPU that is mostly the other rank's time slices.
   const std::vector<WaitedMessage> messages = WaitedMessages(timeline);
-  const std::vector<double> waited = SortedMs(messages);
-  if (!waited.empty()) {
-    cost["link"] = {{"latency_ms", std::max(0.0, waited[waited.size() / 2])}};
-    meta["waited_messages"] = waited.size();
+  if (const std::optional<double> median = CensoredMedian(messages)) {
+    cost["link"] = {{"latency_ms", std::max(0.0, *median)}};
+    meta["waited_messages"] = SortedMs(messages).size();
     cost["meta"] = meta;
   }
   // Each direction that has samples enough, its own: between two ranks on

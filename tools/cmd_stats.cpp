@@ -65,23 +65,25 @@ int RunStats(const StatsOptions& o) {
     stages.push_back(st);
   }
   if (!o.cost_out.empty()) WriteTextFile(o.cost_out, MeasuredCostJson(t, o.trace_path));
-  // The messages' time as receivers that waited for them saw it.
+  // The messages' time as their receivers saw it: exact where they waited
+  // for it, a bound where it came while they worked (sim/measured_costs.h).
   const std::vector<WaitedMessage> messages = WaitedMessages(t);
   const std::vector<double> waited = SortedMs(messages);
-  const double waited_median = waited.empty() ? 0 : waited[waited.size() / 2];
+  const double waited_median = CensoredMedian(messages).value_or(0);
+  size_t late = 0;
+  for (const WaitedMessage& m : messages) late += m.seen == WaitedMessage::Seen::kLate ? 1 : 0;
+  const size_t early = messages.size() - waited.size();
   // And each direction with samples enough (the links --cost-out writes).
   const std::vector<LinkWaits> by_link = WaitedByLink(messages);
   nlohmann::json waited_json = nullptr;
   if (!waited.empty()) {
     nlohmann::json links = nlohmann::json::array();
     for (const LinkWaits& l : by_link) {
-      links.push_back({{"from", l.from}, {"to", l.to}, {"count", l.count}, {"median", l.median_ms}});
+      links.push_back(
+          {{"from", l.from}, {"to", l.to}, {"count", l.count}, {"early", l.early}, {"median", l.median_ms}});
     }
-    waited_json = {{"count", waited.size()},
-                   {"median", waited_median},
-                   {"min", waited.front()},
-                   {"max", waited.back()},
-                   {"by_link", links}};
+    waited_json = {{"count", waited.size()}, {"late", late},         {"early", early},  {"median", waited_median},
+                   {"min", waited.front()},  {"max", waited.back()}, {"by_link", links}};
   }
   // Devices that ranks share: how much of the step some rank computed on
   // each, and how much more of them at once than its slots.
@@ -132,15 +134,15 @@ int RunStats(const StatsOptions& o) {
   }
   if (!waited.empty()) {
     std::printf(
-        "\nmessages a receiver waited for: %zu, from the SEND's start to the receiver's start median %s ms "
-        "(min %s, max %s)\n",
-        waited.size(), Fixed(waited_median, 4).c_str(), Fixed(waited.front(), 4).c_str(),
-        Fixed(waited.back(), 4).c_str());
+        "\nmessages a receiver waited for: %zu (%zu of them after its work ended), from the SEND's start to the "
+        "receiver's start %s to %s ms; with the %zu that came while it worked as bounds, median %s ms\n",
+        waited.size(), late, Fixed(waited.front(), 4).c_str(), Fixed(waited.back(), 4).c_str(), early,
+        Fixed(waited_median, 4).c_str());
     if (!by_link.empty()) {
-      std::printf("  by direction (%zu or more each):", kMinLinkSamples);
+      std::printf("  by direction (%zu or more waited for each):", kMinLinkSamples);
       for (size_t i = 0; i < by_link.size(); ++i) {
-        std::printf("%s rank %d -> %d median %s ms (%zu)", i == 0 ? "" : ";", by_link[i].from, by_link[i].to,
-                    Fixed(by_link[i].median_ms, 4).c_str(), by_link[i].count);
+        std::printf("%s rank %d -> %d median %s ms (%zu, %zu bounds)", i == 0 ? "" : ";", by_link[i].from,
+                    by_link[i].to, Fixed(by_link[i].median_ms, 4).c_str(), by_link[i].count, by_link[i].early);
       }
       std::printf("\n");
     }
@@ -157,8 +159,8 @@ void SetupStats(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand("stats", "figures of a trace; --cost-out estimates a cost model from it");
   sub->add_option("trace", o->trace_path, "trace file (from simulate --trace or train --trace)")->required();
   sub->add_option("--cost-out", o->cost_out,
-                  "write the mean F/B/I/W time per stage, and as the link's latency the median time a waiting "
-                  "receiver saw a message take, as a cost-model JSON");
+                  "write the mean F/B/I/W time per stage, and as the link's latency the median time receivers saw "
+                  "messages take (those that came while the receiver worked as bounds), as a cost-model JSON");
   sub->add_flag("--json", o->json, "print one JSON object");
   sub->callback([o, &exit_code] { exit_code = RunStats(*o); });
 }

@@ -1,5 +1,6 @@
 // A cost model read off a timeline: the mean time of each compute kind per
-// stage, and the link's latency from the messages receivers waited for.
+// stage, and the link's latency from the messages receivers waited for,
+// with those that came before they were needed as bounds.
 #include "sim/measured_costs.h"
 
 #include <catch2/catch.hpp>
@@ -109,19 +110,66 @@ TEST_CASE("measured costs: a message counts only when its receiver had run out o
   CHECK(back.ComputeTime({ActionKind::kBackward, 1, 0}) == 1900000);  // (2 + 1.8) / 2
 }
 
-TEST_CASE("measured costs: a message sent while its receiver worked does not count, however late it came",
-          "[measured_costs]") {
-  // Rank 1 runs B0 from 2.2 to 4.2 while F1's activations are on their way
-  // (sent at 2). They arrive at 4.7, and F1 starts at 4.72. Only a message
-  // slower than the work it overlapped shows its time so: counting these
-  // would count the slow ones alone (on the CPU's interleaved-1f1b, Gloo
-  // messages sent early gave 7.5-27.7 ms where the unbiased ones gave 0.2).
-  const std::vector<TimelineEvent> events = {
-      Event(0, ActionKind::kForward, 0, 1, 1 * kMs, 2 * kMs), Event(0, ActionKind::kSendF, 0, 1, 2 * kMs, 2 * kMs),
-      Event(1, ActionKind::kForward, 1, 0, 0, 2200000),       Event(1, ActionKind::kBackward, 1, 0, 2200000, 4200000),
-      Event(1, ActionKind::kRecvF, 1, 1, 2200000, 4700000),   Event(1, ActionKind::kForward, 1, 1, 4720000, 5720000),
+TEST_CASE(
+    "measured costs: a message that came while its receiver worked is a bound, or exact if the receiver "
+    "waited for it after",
+    "[measured_costs]") {
+  // Rank 1 runs F0 (0-2.2) and B0 (2.2-4.2) while F1's activations are on
+  // their way (sent at 2). Its usual gap between actions is 0.02 ms (F0 to
+  // B0, F1 to B1), so a start 0.52 ms after B0's end waited for the
+  // message: exact, 2.72 ms. Started at once, the message was there: it
+  // took at most 2.22 ms.
+  auto run = [](TimeNs f1_start) {
+    return TwoRanks("late", {
+                                Event(0, ActionKind::kForward, 0, 1, 1 * kMs, 2 * kMs),
+                                Event(0, ActionKind::kSendF, 0, 1, 2 * kMs, 2 * kMs),
+                                Event(1, ActionKind::kForward, 1, 0, 0, 2200000),
+                                Event(1, ActionKind::kBackward, 1, 0, 2220000, 4200000),
+                                Event(1, ActionKind::kForward, 1, 1, f1_start, f1_start + kMs),
+                                Event(1, ActionKind::kBackward, 1, 1, f1_start + kMs + 20000, f1_start + 3 * kMs),
+                            });
   };
-  CHECK(WaitedMessages(TwoRanks("late", events)).empty());
+  const std::vector<WaitedMessage> late = WaitedMessages(run(4720000));
+  REQUIRE(late.size() == 1);
+  CHECK(late[0].seen == WaitedMessage::Seen::kLate);
+  CHECK(late[0].ms == Approx(2.72));
+  const std::vector<WaitedMessage> early = WaitedMessages(run(4220000));
+  REQUIRE(early.size() == 1);
+  CHECK(early[0].seen == WaitedMessage::Seen::kEarly);
+  CHECK(early[0].ms == Approx(2.22));
+  CHECK(WaitedMessageMs(run(4220000)).empty());  // no exact time
+  CHECK_FALSE(CensoredMedian(early).has_value());
+  // A start within 3 times the rank's usual gap (0.06 ms) is the
+  // executor's, not a wait.
+  CHECK(WaitedMessages(run(4240000))[0].seen == WaitedMessage::Seen::kEarly);
+  CHECK(LateGapMs({10000, 10000, 400000}) == Approx(kMinLateGapMs));
+  CHECK(LateGapMs({100000, 200000, 300000}) == Approx(0.6));
+}
+
+TEST_CASE("measured costs: the median weighs in the bounds of messages that came before they were needed",
+          "[measured_costs]") {
+  using Seen = WaitedMessage::Seen;
+  auto exact = [](double ms) { return WaitedMessage{0, 1, ms, Seen::kIdle}; };
+  auto bound = [](double ms) { return WaitedMessage{0, 1, ms, Seen::kEarly}; };
+  // Exact times alone: the upper median.
+  CHECK(*CensoredMedian({exact(3), exact(1), exact(2)}) == 2);
+  CHECK(*CensoredMedian({exact(4), exact(1), exact(3), exact(2)}) == 3);
+  // Bounds above every exact time change nothing.
+  CHECK(*CensoredMedian({exact(1), exact(2), exact(3), bound(10)}) == 2);
+  // Two messages known to have taken at most 1.5 ms: from 3 ms down, the
+  // share at most 3 is 1, at most 2 is 1 - 1/5 = 0.8, at most 1 is 0.8 (1 -
+  // 1/4) = 0.6, above one half: the median is 1 ms.
+  CHECK(*CensoredMedian({exact(1), exact(2), exact(3), bound(1.5), bound(1.5)}) == 1);
+  // A late arrival is exact, as an idle receiver's is.
+  CHECK(*CensoredMedian({WaitedMessage{0, 1, 5, Seen::kLate}, bound(6)}) == 5);
+  // Per direction: 3 exact times at least, and the bounds beside them.
+  const std::vector<WaitedMessage> both = {exact(1),   exact(2),   exact(3),
+                                           bound(1.5), bound(1.5), WaitedMessage{1, 0, 9, Seen::kIdle}};
+  const std::vector<LinkWaits> links = WaitedByLink(both);
+  REQUIRE(links.size() == 1);
+  CHECK(links[0].count == 3);
+  CHECK(links[0].early == 2);
+  CHECK(links[0].median_ms == 1);
 }
 
 TEST_CASE("measured costs: each direction between two ranks gets its own latency when it has samples enough",

@@ -298,7 +298,7 @@ TEST_CASE("cli: stats gives the messages' time in each direction, and --cost-out
   REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 8 --cost " + cost + " --trace " + trace).code == 0);
   PplabRun r = Pplab("stats " + trace + " --cost-out " + back);
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("  by direction (3 or more each): rank 0 -> 1 median 1.0000 ms (") &&
+  CHECK_THAT(r.out, Catch::Contains("  by direction (3 or more waited for each): rank 0 -> 1 median 1.0000 ms (") &&
                         Catch::Contains("; rank 1 -> 0 median 0.3000 ms ("));
   const nlohmann::json links = nlohmann::json::parse(ReadTextFile(back))["links"];
   REQUIRE(links.size() == 2);

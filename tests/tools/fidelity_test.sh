@@ -20,8 +20,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 # 1. Hand-made rows: two plans of one group 10 % apart, predicted in the wrong
 #    order; a third within 5 % of the first (its order is noise's).
 cat > "$tmp/rows.jsonl" << 'EOF'
-{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "gpipe", "predicted": 105.0, "p10": 100.0, "p90": 110.0, "step": 100.0, "steps": 10, "predicted_peak": [110e6, 90e6], "measured_peak": [100e6, 100e6], "drift": "none", "trace_makespan": 96.0, "own_predicted": 96.96}
-{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "1f1b", "predicted": 99.0, "p10": 95.0, "p90": 103.0, "step": 110.0, "steps": 10, "predicted_peak": [50e6, 50e6], "measured_peak": [50e6, 56e6], "drift": "0B3 on rank 0", "trace_makespan": 100.0, "own_predicted": 90.0}
+{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "gpipe", "predicted": 105.0, "p10": 100.0, "p90": 110.0, "step": 100.0, "steps": 10, "predicted_peak": [110e6, 90e6], "measured_peak": [100e6, 100e6], "drift": "none", "trace_makespan": 96.0, "own_predicted": 96.96, "links_predicted": 102.0}
+{"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "1f1b", "predicted": 99.0, "p10": 95.0, "p90": 103.0, "step": 110.0, "steps": 10, "predicted_peak": [50e6, 50e6], "measured_peak": [50e6, 56e6], "drift": "0B3 on rank 0", "trace_makespan": 100.0, "own_predicted": 90.0, "links_predicted": 99.0}
 {"run": 1, "shape": "16x128", "K": 2, "M": 8, "plan": "zb-h1", "predicted": 95.0, "p10": 90.0, "p90": 100.0, "step": 103.0, "steps": 10, "predicted_peak": [70e6, 70e6], "measured_peak": null, "drift": "none"}
 EOF
 table=$(python3 "$src/tools/bench/fidelity_table.py" table "$tmp/rows.jsonl")
@@ -33,6 +33,9 @@ grep -qF '| 0B3 on rank 0 | 90.00 / 100.00 (-10.0 %) |' <<< "$table" || fail "1f
 grep -qF -- '- From the run'"'"'s own costs (pplab stats --cost-out of its trace), the simulated makespan is within 5 % of the trace'"'"'s in 1 of 2 rows (errors -10.0 % to +1.0 %).' <<< "$table" ||
   fail "own-costs count"
 grep -qF '| -10.0 % | 50.0/50.0 | 50.0/56.0 | -10.7 % |' <<< "$table" || fail "1f1b row: -10 % step, worst rank memory -10.7 %"
+# The profile's stage times with the run's links: against the measured step.
+grep -qF -- "- With the profile's stage times and the run's own message times (its links in place of the profile's), the step is within 5 % in 1 of 2 rows (errors -10.0 % to +2.0 %; 16x128 K=2 gpipe +2.0 %, 16x128 K=2 1f1b -10.0 %)." <<< "$table" ||
+  fail "the run's links count"
 grep -qF '| 70.0/70.0 | n/a | n/a | none | n/a |' <<< "$table" || fail "zb-h1 row without measured memory or own costs"
 grep -qF -- '- Step time within 5 %: 1 of 3 rows.' <<< "$table" || fail "step count (5.0 % is within)"
 grep -qF -- '- Peak activation memory within 10 % (worst rank): 1 of 2 rows.' <<< "$table" || fail "memory count"
@@ -56,6 +59,16 @@ for r in rows:
     assert r["predicted"] > 0 and r["step"] > 0 and r["steps"] == 1, r
     assert len(r["predicted_peak"]) == r["K"], r
     assert r["own_predicted"] > 0 and r["trace_makespan"] > 0, r
+    # The profile with the run's links, where there are links (K > 1).
+    assert (r["links_predicted"] or 0) > 0 if r["K"] > 1 else r["links_predicted"] is None, r
+PY
+python3 - "$tmp/run/cost-r1-8x16-k2-m4.json" "$tmp/run/own-r1-8x16-k2-m4-1f1b.json" \
+  "$tmp/run/mixed-r1-8x16-k2-m4-1f1b.json" << 'PY' || fail "the mixed cost file"
+import json, sys
+profile, own, mixed = (json.load(open(p)) for p in sys.argv[1:])
+assert mixed["stages"] == profile["stages"], "the profile's stages"
+assert mixed["link"]["latency_ms"] == own["link"]["latency_ms"], "the run's link"
+assert mixed.get("links") == own.get("links"), "the run's links each way"
 PY
 for f in cost-r1-8x16-k2-m4.json cost-r1-8x16-k2-m4-v2.json real-r1-8x16-k1-m2-zb-v.json; do
   [ -s "$tmp/run/$f" ] || fail "no $f kept in --out"
@@ -79,7 +92,8 @@ grep -qF -- '- train, run 1, 8x16, K=1, M=2, zb-v: exit 3: pplab: injected failu
 dry=$(bash "$bench" --device cuda --pplab "$pplab" --dry-run)
 [ "$(echo "$dry" | grep -c ' profile ')" -eq 16 ] || fail "16 profiles: 2 shapes x 4 configurations x v = 1, 2"
 [ "$(echo "$dry" | grep -c ' train ')" -eq 40 ] || fail "40 trains: 2 shapes x 4 configurations x 5 plans"
-[ "$(echo "$dry" | grep -c ' simulate ')" -eq 80 ] || fail "80 simulations: the profile's costs and the run's own"
+[ "$(echo "$dry" | grep -c ' simulate ')" -eq 90 ] ||
+  fail "90 simulations: the profile's costs and the run's own, and at K=2 the profile with the run's links"
 [ "$(echo "$dry" | grep -c ' stats .*--cost-out')" -eq 40 ] || fail "40 runs' own costs"
 [ "$(echo "$dry" | grep ' train ' | grep -c -- '--device cuda .*--measure-memory')" -eq 40 ] || fail "memory on cuda"
 grep ' train ' <<< "$dry" | grep -c -- '-s zb-v -k 2 -m 8 --model default --device cuda --batch-size 64 --seq-len 512' > /dev/null ||

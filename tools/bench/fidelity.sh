@@ -203,12 +203,16 @@ for run in $(seq 1 "$runs"); do
         # trace's makespan, the simulator's error alone, without the profile's.
         own=("$pplab" stats "$work/real-$tag-$plan.json" --cost-out "$work/own-$tag-$plan.json" --json)
         own_sim=("$pplab" simulate "${flags[@]}" -k "$K" -m "$M" --cost "$work/own-$tag-$plan.json" --json)
+        # With more than one rank: the profile's stage times with the run's
+        # own message times, to tell the link's error from the stages'.
+        mixed_sim=("$pplab" simulate "${flags[@]}" -k "$K" -m "$M" --cost "$work/mixed-$tag-$plan.json" --json)
         if [ "$dry_run" = 1 ]; then
           show "${sim[@]}"
           show "${train[@]}"
           show "${diff[@]}"
           show "${own[@]}"
           show "${own_sim[@]}"
+          [ "$K" -gt 1 ] && show "${mixed_sim[@]}"
           continue
         fi
         what="run $run, $shape, K=$K, M=$M, $plan"
@@ -216,12 +220,20 @@ for run in $(seq 1 "$runs"); do
         bounded "$work/train-$tag-$plan.out" "train, $what" "${train[@]}" || continue
         bounded "$work/diff-$tag-$plan.out" "diff, $what" "${diff[@]}" || continue
         # Without them the row stands, its own-costs column n/a.
-        rm -f "$work/own-$tag-$plan.out" "$work/own-sim-$tag-$plan.out"
+        rm -f "$work/own-$tag-$plan.out" "$work/own-sim-$tag-$plan.out" "$work/mixed-sim-$tag-$plan.out"
         bounded "$work/own-$tag-$plan.out" "stats --cost-out, $what" "${own[@]}" &&
           bounded "$work/own-sim-$tag-$plan.out" "simulate of the run's own costs, $what" "${own_sim[@]}" || true
+        mixed=()
+        if [ "$K" -gt 1 ] && [ -s "$work/own-$tag-$plan.json" ] &&
+          python3 tools/bench/fidelity_table.py mix "$cost" "$work/own-$tag-$plan.json" \
+            > "$work/mixed-$tag-$plan.json" &&
+          bounded "$work/mixed-sim-$tag-$plan.out" "simulate of the profile with the run's links, $what" \
+            "${mixed_sim[@]}"; then
+          mixed=("$work/mixed-sim-$tag-$plan.out")
+        fi
         python3 tools/bench/fidelity_table.py row "$run" "$shape" "$K" "$M" "$plan" "$work/sim-$tag-$plan.out" \
           "$work/train-$tag-$plan.out" "$work/diff-$tag-$plan.out" "$work/own-$tag-$plan.out" \
-          "$work/own-sim-$tag-$plan.out" >> "$work/rows.jsonl"
+          "$work/own-sim-$tag-$plan.out" "${mixed[@]}" >> "$work/rows.jsonl"
       done
     done
   done

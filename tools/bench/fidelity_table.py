@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """The rows and the table of tools/bench/fidelity.sh.
 
-  fidelity_table.py row RUN SHAPE K M PLAN SIM.json TRAIN.json DIFF.json [STATS.json OWN.json]
+  fidelity_table.py row RUN SHAPE K M PLAN SIM.json TRAIN.json DIFF.json [STATS.json OWN.json [MIXED.json]]
       one JSON line: the prediction (simulate --json), the measurement
       (train --json: the median step after the first 2), the first drift,
-      and with the last two the measured trace's makespan (stats --json)
+      and with the next two the measured trace's makespan (stats --json)
       and the simulated one from the run's own costs (simulate --json of
-      stats --cost-out; either file missing or empty: n/a)
+      stats --cost-out; either file missing or empty: n/a); MIXED.json is
+      simulate --json of the profile with the run's own message times
+      (below)
+  fidelity_table.py mix PROFILE.json OWN.json
+      prints the profile's cost model with its link and links replaced by
+      those the run's own costs give (stats --cost-out): the profile's
+      stage times with the messages' times as the run saw them, so that a
+      step error that this removes is the link's
   fidelity_table.py table ROWS.jsonl
       the Markdown table, the plan order of each group, and the counts
       against issue 12's targets (step time within 5 %, memory within 10 %,
@@ -29,7 +36,16 @@ def makespan_of(path):
         return None
 
 
-def row(run, shape, K, M, plan, sim_path, train_path, diff_path, stats_path=None, own_path=None):
+def mix(profile_path, own_path):
+    profile, own = json.load(open(profile_path)), json.load(open(own_path))
+    profile.pop("links", None)
+    profile["link"] = own.get("link", {"latency_ms": 0.0})
+    if "links" in own:
+        profile["links"] = own["links"]
+    return profile
+
+
+def row(run, shape, K, M, plan, sim_path, train_path, diff_path, stats_path=None, own_path=None, mixed_path=None):
     sim, train, diff = (json.load(open(p)) for p in (sim_path, train_path, diff_path))
     times = train["step_times_ms"]
     step = statistics.median(times[WARMUP_STEPS:] if len(times) > WARMUP_STEPS else times)
@@ -44,6 +60,7 @@ def row(run, shape, K, M, plan, sim_path, train_path, diff_path, stats_path=None
         "drift": "%s on rank %d" % (drift["action"], drift["rank"]) if drift else "none",
         "trace_makespan": makespan_of(stats_path) if stats_path else None,
         "own_predicted": makespan_of(own_path) if own_path else None,
+        "links_predicted": makespan_of(mixed_path) if mixed_path else None,
     }
 
 
@@ -96,6 +113,15 @@ def table(rows_path):
         print("- From the run's own costs (pplab stats --cost-out of its trace), the simulated makespan is within"
               " 5 %% of the trace's in %d of %d rows (errors %+.1f %% to %+.1f %%)." % (
                   sum(abs(e) <= STEP_TOLERANCE for e in owns), len(owns), 100 * min(owns), 100 * max(owns)))
+    mixed = [(r, error(r["links_predicted"], r["step"])) for r in rows if r.get("links_predicted")]
+    if mixed:
+        # The profile's stage times with the run's message times: what the
+        # link alone costs the prediction.
+        errors = [e for _, e in mixed]
+        print("- With the profile's stage times and the run's own message times (its links in place of the"
+              " profile's), the step is within 5 %% in %d of %d rows (errors %+.1f %% to %+.1f %%; %s)." % (
+                  sum(abs(e) <= STEP_TOLERANCE for e in errors), len(errors), 100 * min(errors), 100 * max(errors),
+                  ", ".join("%s K=%d %s %+.1f %%" % (r["shape"], r["K"], r["plan"], 100 * e) for r, e in mixed)))
     mems = [m for m in (memory_error(r) for r in rows) if m is not None]
     if mems:
         print("- Peak activation memory within 10 %% (worst rank): %d of %d rows." % (
@@ -127,8 +153,10 @@ def table(rows_path):
 
 
 def main(argv):
-    if len(argv) in (10, 12) and argv[1] == "row":
+    if len(argv) in (10, 12, 13) and argv[1] == "row":
         print(json.dumps(row(*argv[2:])))
+    elif len(argv) == 4 and argv[1] == "mix":
+        print(json.dumps(mix(argv[2], argv[3])))
     elif len(argv) == 3 and argv[1] == "table":
         table(argv[2])
     else:

@@ -117,10 +117,12 @@ int RunPlan(const PlanCmdOptions& o) {
   search.gpus_per_node = o.gpus_per_node;
   search.cost_data_parallel = o.dp_bandwidth_gbps > 0;
   search.dp_link = Link{MsToNs(o.dp_latency_ms), o.dp_bandwidth_gbps};
+  // Graphed stages run without tensor parallelism (train --cuda-graphs).
   const std::vector<int> tps =
-      o.gpus > 0 ? TensorParallelSizes(search.config, o.gpus, o.gpus_per_node,
-                                       search.fit.tensor_parallel > 1 ? std::optional<int>(search.tp) : o.tp)
-                 : std::vector<int>{search.tp};
+      o.gpus > 0 && !search.cuda_graphs
+          ? TensorParallelSizes(search.config, o.gpus, o.gpus_per_node,
+                                search.fit.tensor_parallel > 1 ? std::optional<int>(search.tp) : o.tp)
+          : std::vector<int>{search.tp};
   const bool tensor_parallel = *std::max_element(tps.begin(), tps.end()) > 1;
   const PlanSearchResult result =
       o.gpus > 0 ? SearchGpus(search, o.gpus, tps, SearchThreads(o.threads)) : SearchPlans(search);
@@ -160,7 +162,7 @@ int RunPlan(const PlanCmdOptions& o) {
       (o.shard_optimizer && chosen.dp > 1 ? " --shard-optimizer" : "") +
       (search.precision != Precision::kFp32 ? std::string(" --precision ") + PrecisionName(search.precision)
                                             : std::string()) +
-      (train_device.empty() ? "" : " --device " + train_device) +
+      (train_device.empty() ? "" : " --device " + train_device) + (search.cuda_graphs ? " --cuda-graphs" : "") +
       // The run then sets this plan's prediction against what it measures.
       (o.cost_out_path.empty() ? "" : " --sim-cost " + o.cost_out_path);
   const PlanOutcome outcome{search,

@@ -207,8 +207,12 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.backward = fitted(1) + tp.backward;
     c.backward_input = fitted(2) + tp.backward_input;
     c.backward_weight = weights + tp.backward_weight;
-    c.activation_bytes = Ns(
-        f.Activations(StageActivationParts(shape, p, s, mb, o.seq_len, o.precision, {positions, o.fused_attention})));
+    const ActivationParts activations =
+        StageActivationParts(shape, p, s, mb, o.seq_len, o.precision, {positions, o.fused_attention});
+    c.activation_bytes = Ns(f.Activations(activations));
+    if (f.graph_slot_scale) {
+      c.graph_slot_bytes = Ns(*f.graph_slot_scale * (activations.layers + activations.head + activations.exact));
+    }
     c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
     // The temporaries: one factor for every kind (StageWorkspaceBytes is
     // the backward's parts at 1), and each kind's own where the profile

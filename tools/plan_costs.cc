@@ -117,7 +117,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   if (profiles.empty()) throw Error("plan: no profile to fit");
   CostFit f;
   std::vector<double> flops, units, act_layers, act_head, wgrad, msg, work;
-  std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y, wwork, wwork_y;
+  std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y, wwork, wwork_y, slot, slot_y;
   std::vector<double> kind_work[3], kind_work_y[3];  // F, B, I: the layers' formula and the measure
   std::vector<int> sizes, size_of;                   // the sizes seen; each point's
   double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
@@ -148,6 +148,10 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
       msg.push_back(MessageBytes(config, mb, meta->seq_len, meta->precision) / positions);
       const StageCost& c = profiled->Stage(s);
       act_y.push_back(static_cast<double>(c.activation_bytes) - parts.exact);
+      if (c.graph_slot_bytes) {
+        slot.push_back(parts.layers + parts.head + parts.exact);
+        slot_y.push_back(static_cast<double>(*c.graph_slot_bytes));
+      }
       wgrad_y.push_back(static_cast<double>(c.weight_grad_bytes));
       msg_y.push_back(static_cast<double>(c.message_bytes));
       const ActivationLayout layout{positions, meta->attention == "sdpa"};
@@ -253,6 +257,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   }
   std::tie(f.activation_scale, f.head_activation_scale) = TwoScales(act_layers, act_head, act_y);
   f.weight_grad_scale = Slope(wgrad, wgrad_y);
+  if (!slot.empty()) f.graph_slot_scale = Slope(slot, slot_y);
   f.message_scale = Slope(msg, msg_y);
   if (!work.empty()) f.workspace_scale = Slope(work, work_y);
   for (int k = 0; k < 3; ++k) {

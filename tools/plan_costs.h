@@ -91,6 +91,12 @@ struct CostFit {
   // (StageLinearParams): a profile's measure (bf16: 2, on the CPU as on a
   // GPU), or analytic costs' 2 in bf16; 0 in fp32.
   double cast_bytes_per_param = 0;
+  // Profiles taken with --cuda-graphs: what a stage's graph slot holds
+  // (StageCost::graph_slot_bytes) as a share of its activations' formula,
+  // the layers', the head's and the exact parts at 1 (a slot's pool holds
+  // the activations, the temporaries and the static tensors); unset for
+  // eager profiles.
+  std::optional<double> graph_slot_scale;
   // The tensor-parallel ranks whose collectives the fitted times hold: a
   // profile --tp T is fitted to one rank's share of each stage, its
   // collectives included, and plan then costs that T (and its sequence

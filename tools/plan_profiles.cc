@@ -33,11 +33,6 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
                   "time holds the others' time slices; plan gives each rank a device of its own: profile with "
                   "--shared-device turns");
     }
-    if (meta->cuda_graphs) {
-      throw Error("--cost " + file +
-                  ": its stages ran as CUDA graphs (meta.cuda_graphs), and plan fits and searches eager runs; profile "
-                  "without --cuda-graphs to plan, then simulate the chosen plan with this file");
-    }
     const LlamaConfig config = LlamaConfigFromJson(meta->config_json, file + ": meta.config");
     const std::string measured = "--cost " + file + " was measured with ";
     if (first) {
@@ -60,6 +55,7 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
       differ("--attention", meta->attention, first->attention);
       differ("--tp", std::to_string(meta->tensor_parallel), std::to_string(first->tensor_parallel));
       differ("--sequence-parallel", meta->sequence_parallel ? "on" : "off", first->sequence_parallel ? "on" : "off");
+      differ("--cuda-graphs", meta->cuda_graphs ? "on" : "off", first->cuda_graphs ? "on" : "off");
       const auto kind = [](const std::string& device) { return device.substr(0, device.find(':')); };
       differ("--device", kind(meta->device), kind(first->device));
       // On a CPU a rank's threads are the cores over the processes: a time
@@ -98,6 +94,10 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
     }
   }
   search.fused_attention = first->attention == "sdpa";
+  // Graphed stages (profile --cuda-graphs): plan costs the runs train
+  // --cuda-graphs makes, and only those (PlanSearchOptions::cuda_graphs).
+  search.cuda_graphs = first->cuda_graphs;
+  if (search.cuda_graphs) costs_from += " (stages as CUDA graphs)";
   search.precision = first->precision;  // its bytes per activation value
   // The plan holds on the device kind it was measured on (a GPU profile's
   // "cuda" or "cuda:N": each rank its own GPU, as train's --device cuda).

@@ -86,7 +86,8 @@ nlohmann::json ByteScalesJson(const CostFit& f, bool profiled) {
           {"forward_workspace", f.kind_workspace_fitted[0] ? json(f.kind_workspace_scale[0]) : json(nullptr)},
           {"backward_workspace", f.kind_workspace_fitted[1] ? json(f.kind_workspace_scale[1]) : json(nullptr)},
           {"backward_input_workspace", f.kind_workspace_fitted[2] ? json(f.kind_workspace_scale[2]) : json(nullptr)},
-          {"weight_workspace", f.weight_workspace_fitted ? json(f.weight_workspace_scale) : json(nullptr)}};
+          {"weight_workspace", f.weight_workspace_fitted ? json(f.weight_workspace_scale) : json(nullptr)},
+          {"graph_slot", f.graph_slot_scale ? json(*f.graph_slot_scale) : json(nullptr)}};
 }
 
 // The fit's ranges of microbatch sizes (CostFit::ranges), each with its
@@ -147,6 +148,7 @@ void PrintPlanJson(const PlanCmdOptions& o, const PlanOutcome& out) {
       {"global_batch", o.global_batch},
       {"seq_len", search.seq_len},
       {"precision", PrecisionName(search.precision)},
+      {"cuda_graphs", search.cuda_graphs},
       {"attention", search.fused_attention ? "sdpa" : "explicit"},
       {"shard_optimizer", o.shard_optimizer},
       {"memory_per_rank", search.memory_per_rank},
@@ -210,12 +212,15 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
         kinds += std::string(", ") + "FBI"[k] + "'s " + Fixed(f.kind_workspace_scale[k], 3);
     }
     if (f.weight_workspace_fitted) kinds += ", W's " + Fixed(f.weight_workspace_scale, 3);
+    // A graph slot against the whole activations' formula.
+    const std::string slots =
+        f.graph_slot_scale ? "; a CUDA graph slot " + Fixed(*f.graph_slot_scale, 3) + " (all activations)" : "";
     std::printf(
         "bytes fitted to the profile, x the formulas: activations %s (layers), %s (head); W's stash %s; "
-        "workspace %s%s; messages %s\n",
+        "workspace %s%s; messages %s%s\n",
         Fixed(f.activation_scale, 3).c_str(), Fixed(f.head_activation_scale, 3).c_str(),
         Fixed(f.weight_grad_scale, 3).c_str(), Fixed(f.workspace_scale, 3).c_str(), kinds.c_str(),
-        Fixed(f.message_scale, 3).c_str());
+        Fixed(f.message_scale, 3).c_str(), slots.c_str());
   }
   if (result.refit_starts > 0) {
     std::printf("%d over memory refitted, fewer layers on the ranks over the limit: %d fit (%d more simulations)\n",

@@ -339,7 +339,30 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   }
   std::vector<std::string> names = o.schedules;
   if (names.empty()) {
-    for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
+    for (const GeneratorInfo& g : Generators()) {
+      // Graphed stages run whole backwards: no plan that splits them.
+      if (!(o.cuda_graphs && g.split_backward)) names.push_back(g.name);
+    }
+  }
+  if (o.cuda_graphs) {
+    for (const std::string& name : names) {
+      if (FindGenerator(name).split_backward) {
+        throw Error("--schedules " + name +
+                    ": the profiles ran as CUDA graphs (--cuda-graphs), which run whole "
+                    "backwards, and " +
+                    name + " splits B into I and W");
+      }
+    }
+    if (o.recompute == std::vector<bool>{true}) {
+      throw Error(
+          "--recompute all: the profiles ran as CUDA graphs (--cuda-graphs), whose slots keep each "
+          "microbatch's activations: recomputing saves nothing");
+    }
+    if (o.tp > 1) {
+      throw Error("--tp " + std::to_string(o.tp) +
+                  ": the profiles ran as CUDA graphs (--cuda-graphs), which train "
+                  "runs without tensor parallelism");
+    }
   }
   for (const CostModel* profile : o.profiles) {
     const std::optional<ProfileMeta> meta = profile->Profile();
@@ -361,6 +384,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   for (const bool sequence_parallel : layouts) {
     PlanSearchOptions layout = o;
     layout.sequence_parallel = sequence_parallel;
+    if (o.cuda_graphs) layout.recompute = {false};  // --recompute auto: the graphs keep the activations
     SearchLayout(layout, names, result, seen_memory);
   }
   const int L = o.config.num_hidden_layers;
@@ -379,7 +403,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     throw Error("no plan fits in --memory-per-rank " + std::to_string(o.memory_per_rank) +
                 " bytes: the smallest peak memory per rank of " + std::to_string(result.simulated) + " candidates is " +
                 std::to_string(result.smallest_memory) + " bytes" + state +
-                (state.empty() && o.recompute == std::vector<bool>{false}
+                (state.empty() && o.recompute == std::vector<bool>{false} && !o.cuda_graphs
                      ? " (--recompute auto also costs every candidate with its activations recomputed)"
                      : ""));
   }

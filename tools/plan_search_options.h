@@ -55,6 +55,11 @@ struct PlanSearchOptions {
   // candidates of the ranking are simulated kTieSamples times each with
   // kTieSeed, and those within the noise of the best are marked as ties.
   size_t sample_top = 10;
+  // The stages run as CUDA graphs (fitted to profiles taken with
+  // --cuda-graphs; train --cuda-graphs): only schedules with whole
+  // backwards are searched, without recomputation or tensor parallelism,
+  // and each stage holds its graph slots (CostFit::graph_slot_scale).
+  bool cuda_graphs = false;
   // Whether candidates are costed without recomputation (false) and with
   // every stage recomputed (true, sim/recompute.h): {false}, {true} or both.
   std::vector<bool> recompute = {false};

@@ -492,4 +492,60 @@ TEST_CASE("plan costs the compute partition, which evens out the V's ranks where
   CHECK(r.fitting.front().partition_method == "compute");
 }
 
+TEST_CASE("plan: graphed profiles cost each stage's graph slots and search whole backwards only", "[plan][graphs]") {
+  const LlamaConfig c = BalancedModel();
+  const Partition p = PartitionUniform(c, 2);
+  // A profile --cuda-graphs: each stage's slot 1.5 times its whole
+  // activations' formula (its pool holds them with the temporaries).
+  const auto slot = [&](const Partition& part, int s, int mb) {
+    const ActivationParts a = StageActivationParts(c, part, s, mb, kSeqLen, Precision::kFp32);
+    return 1.5 * (a.layers + a.head + a.exact);
+  };
+  std::string stages;
+  for (int s = 0; s < 2; ++s) {
+    stages += FormulaStage(c, p, s, 2, 3 * StageForwardFlops(c, p, s, 2, kSeqLen) / 1e6,
+                           ", \"graph_slot_bytes\": " + std::to_string(std::llround(slot(p, s, 2))));
+  }
+  const CostModel profile = CostModel::FromJson(ProfileJson(c, stages, "\"cuda_graphs\": true, "), "graphs.json");
+  const CostFit fit = FitProfile(profile, c);
+  REQUIRE(fit.graph_slot_scale.has_value());
+  CHECK(*fit.graph_slot_scale == Approx(1.5).epsilon(1e-5));
+  CHECK_FALSE(FitProfile(CostModel::FromJson(ProfileJson(c, FormulaStage(c, p, 0, 2, 1) + FormulaStage(c, p, 1, 2, 1)),
+                                             "eager.json"),
+                         c)
+                  .graph_slot_scale.has_value());
+  PlanSearchOptions o = Options(c, Bytes{1} << 40);
+  o.fit = fit;
+  o.cuda_graphs = true;
+  o.schedules.clear();  // every family the graphs allow
+  o.recompute = {false, true};
+  const PlanSearchResult r = SearchPlans(o);
+  REQUIRE_FALSE(r.fitting.empty());
+  for (const PlanCandidate& cand : r.fitting) {
+    INFO(cand.schedule << " M=" << cand.microbatches);
+    CHECK_FALSE(FindGenerator(cand.schedule).split_backward);
+    CHECK_FALSE(cand.recompute);
+    // Every stage of the candidate holds slots of its fitted size, one per
+    // microbatch its rank holds at once.
+    const CandidateModel m = CandidateCostModel(o, cand);
+    for (StageId s = 0; s < m.costs.NumStages(); ++s) {
+      const Partition& part = cand.partition;
+      REQUIRE(m.costs.Stage(s).graph_slot_bytes.has_value());
+      CHECK(static_cast<double>(*m.costs.Stage(s).graph_slot_bytes) ==
+            Approx(slot(part, s % part.NumStages(), cand.microbatch_size)).margin(1));
+    }
+    CHECK(cand.peak_parts.graphs > 0);
+  }
+  // What graphed stages cannot run is refused, in one line.
+  PlanSearchOptions split = o;
+  split.schedules = {"zb-h1"};
+  CHECK_THROWS_WITH(SearchPlans(split), Catch::Contains("--schedules zb-h1: the profiles ran as CUDA graphs"));
+  PlanSearchOptions recompute = o;
+  recompute.recompute = {true};
+  CHECK_THROWS_WITH(SearchPlans(recompute), Catch::StartsWith("--recompute all: the profiles ran as CUDA graphs"));
+  PlanSearchOptions tp = o;
+  tp.tp = 2;
+  CHECK_THROWS_WITH(SearchPlans(tp), Catch::StartsWith("--tp 2: the profiles ran as CUDA graphs"));
+}
+
 }  // namespace pplab::cli

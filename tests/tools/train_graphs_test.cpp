@@ -131,13 +131,27 @@ TEST_CASE(
   const nlohmann::json j = nlohmann::json::parse(sim.out);
   CHECK(j["per_rank"][0]["peak_parts"]["graphs"] == 2 * first);
   CHECK(j["per_rank"][1]["peak_parts"]["graphs"] == last);
-  // What graphed stages cannot run, and what does not plan them, is refused
-  // in one line.
+  // plan fitted to it plans graphed runs, and says to train them so.
+  const std::string out = Dir("plan") + "/plan.json";
+  const PplabRun plan =
+      Pplab("plan --model tiny --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --ranks 2 --json -o " + out +
+            " --cost " + path);
+  INFO(plan.out);
+  REQUIRE(plan.code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(plan.out);
+  CHECK(planned["byte_scales"]["graph_slot"].get<double>() > 0);
+  CHECK(planned["cuda_graphs"] == true);
+  CHECK_THAT(planned["train_command"].get<std::string>(), Catch::EndsWith(" --cuda-graphs"));
+  for (const auto& cand : planned["candidates"]) {
+    CHECK_FALSE(FindGenerator(cand["schedule"].get<std::string>()).split_backward);
+  }
+  // What graphed stages cannot run is refused in one line.
   const std::vector<std::pair<std::string, std::string>> refusals = {
       {"simulate -s zb-h1 -k 2 -m 4 --cost " + path, "zb-h1 splits B into I and W"},
       {"simulate -s 1f1b -k 2 -m 4 --recompute all --cost " + path, "it is not recomputed"},
-      {"plan --model tiny --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --ranks 2 --cost " + path,
-       "plan fits and searches eager runs"},
+      {"plan --model tiny --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --ranks 2 --schedules zb-h1 --cost " +
+           path,
+       "--schedules zb-h1: the profiles ran as CUDA graphs"},
       {"train --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 --steps 1 -s 1f1b -k 2 -m 4 "
        "--sim-cost " +
            path,

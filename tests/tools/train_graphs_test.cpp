@@ -85,6 +85,21 @@ TEST_CASE("train --cuda-graphs over the stand-in trains the eager run's losses a
   for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-6));
 }
 
+TEST_CASE("train --cuda-graphs over the stand-in keeps the eager losses with replicas and without flat buffers",
+          "[train][graphs]") {
+  // Replicas all-reduce the flat gradients the graphs sum into, sharded
+  // or not; without flat buffers the graphed stage places every .grad
+  // before its first capture (runtime/exec/graphed_stage.h).
+  for (const std::string& args :
+       {"-s 1f1b -k 2 -m 2 --dp 2", "-s 1f1b -k 2 -m 2 --dp 2 --shard-optimizer", "-s 1f1b -k 2 -m 4 --no-flat-params",
+        "-s gpipe -k 1 -m 4 --no-flat-params --precision bf16"}) {
+    INFO(args);
+    const nlohmann::json eager = Train(args), graphed = Train(args + " --cuda-graphs", kStandIn);
+    CHECK(graphed["losses"] == eager["losses"]);
+    CHECK(graphed["cuda_graph_slots"]["0"].get<int>() >= 1);
+  }
+}
+
 TEST_CASE("train --cuda-graphs over the stand-in gives the eager run's gradients", "[train][graphs]") {
   const std::string ref = Dir("ref"), dir = Dir("graphed");
   const std::string plan = "-s 1f1b -k 2 -m 4 --steps 1 --dump-grads ";

@@ -347,21 +347,17 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   if (o.cuda_graphs) {
     for (const std::string& name : names) {
       if (FindGenerator(name).split_backward) {
-        throw Error("--schedules " + name +
-                    ": the profiles ran as CUDA graphs (--cuda-graphs), which run whole "
-                    "backwards, and " +
-                    name + " splits B into I and W");
+        throw Error("--schedules " + name + ": the profiles ran as CUDA graphs (--cuda-graphs), which run " +
+                    "whole backwards, and " + name + " splits B into I and W");
       }
     }
     if (o.recompute == std::vector<bool>{true}) {
-      throw Error(
-          "--recompute all: the profiles ran as CUDA graphs (--cuda-graphs), whose slots keep each "
-          "microbatch's activations: recomputing saves nothing");
+      throw Error(std::string("--recompute all: the profiles ran as CUDA graphs (--cuda-graphs), whose slots ") +
+                  "keep each microbatch's activations: recomputing saves nothing");
     }
     if (o.tp > 1) {
-      throw Error("--tp " + std::to_string(o.tp) +
-                  ": the profiles ran as CUDA graphs (--cuda-graphs), which train "
-                  "runs without tensor parallelism");
+      throw Error("--tp " + std::to_string(o.tp) + ": the profiles ran as CUDA graphs (--cuda-graphs), " +
+                  "which train runs without tensor parallelism");
     }
   }
   for (const CostModel* profile : o.profiles) {

@@ -164,10 +164,9 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
     throw Error(measured + "the layers " + profile->partition + " a stage, this run's are " + partition.ToString());
   }
   if (profile->cuda_graphs != o.cuda_graphs) {
-    throw Error(
-        measured +
-        (profile->cuda_graphs ? "--cuda-graphs, this run is eager" : "eager stages, this run has --cuda-graphs") +
-        " (profile the way the run goes)");
+    const std::string how =
+        profile->cuda_graphs ? "--cuda-graphs, this run is eager" : "eager stages, this run has --cuda-graphs";
+    throw Error(measured + how + " (profile the way the run goes)");
   }
   const LlamaConfig recorded = LlamaConfigFromJson(profile->config_json, o.sim_cost_path + ": meta.config");
   if (recorded.hidden_size != config.hidden_size || recorded.intermediate_size != config.intermediate_size ||

@@ -157,11 +157,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   MemoryMeter& meter = MemoryMeter::For(worker.device);
   // --cuda-graphs: each stage's F and B replay graphs, as in pplab train
   // --cuda-graphs (one backend for the rank's stages).
-  std::shared_ptr<GraphBackend> graphs;
-  if (o.cuda_graphs) {
-    graphs = GraphStandInRequested() ? MakeRerunGraphBackend()
-                                     : MakeCudaGraphBackend(worker.device.has_index() ? worker.device.index() : 0);
-  }
+  const std::shared_ptr<GraphBackend> graphs = o.cuda_graphs ? MakeGraphBackend(worker.device) : nullptr;
   std::vector<std::unique_ptr<Stage>> owned;
   std::map<StageId, Stage*> stages;
   for (int s = 0; s < S; ++s) {

@@ -206,11 +206,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   }
   // With --cuda-graphs each stage's F and B are captured and replayed
   // (runtime/exec/graphed_stage.h); the stages share one backend.
-  std::shared_ptr<GraphBackend> graphs;
-  if (o.cuda_graphs) {
-    graphs = GraphStandInRequested() ? MakeRerunGraphBackend()
-                                     : MakeCudaGraphBackend(device.has_index() ? device.index() : 0);
-  }
+  const std::shared_ptr<GraphBackend> graphs = o.cuda_graphs ? MakeGraphBackend(device) : nullptr;
   // Rank 0 reports the slots its graphed stages captured.
   std::map<StageId, RunFacts::GraphSlots> graph_slots;
   if (graphs != nullptr) {

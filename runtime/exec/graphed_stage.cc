@@ -319,6 +319,11 @@ bool GraphStandInRequested() {
   return v != nullptr && std::string(v) == "rerun";
 }
 
+std::unique_ptr<GraphBackend> MakeGraphBackend(const c10::Device& device) {
+  if (GraphStandInRequested()) return MakeRerunGraphBackend();
+  return MakeCudaGraphBackend(device.has_index() ? device.index() : 0);
+}
+
 std::unique_ptr<GraphedStage> MakeGraphedStage(std::unique_ptr<Stage> inner, std::shared_ptr<GraphBackend> backend) {
   return std::make_unique<GraphedStageImpl>(std::move(inner), std::move(backend));
 }

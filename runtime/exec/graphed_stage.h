@@ -90,6 +90,11 @@ std::unique_ptr<GraphBackend> MakeRerunGraphBackend();
 // the CPU suite runs the flag end to end).
 bool GraphStandInRequested();
 
+// The backend of `pplab train --cuda-graphs` and `pplab profile
+// --cuda-graphs`: the stand-in where GraphStandInRequested(), else CUDA
+// graphs on `device` (index 0 where it names none).
+std::unique_ptr<GraphBackend> MakeGraphBackend(const c10::Device& device);
+
 // What a graphed stage has done, for the tests and the report.
 struct GraphStats {
   int slots = 0;  // slots captured (two graphs each)

@@ -68,18 +68,13 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
     json stage = json::object();
     PutSpread(stage, "forward", p.forward);
     PutSpread(stage, "backward", p.backward);
-    // Graphed stages run whole backwards: no I and W were timed.
-    if (!o.cuda_graphs) {
-      PutSpread(stage, "backward_input", p.backward_input);
-      PutSpread(stage, "backward_weight", p.backward_weight);
-    }
     if (o.dp > 1) PutSpread(stage, "reduce_grad", p.reduce_grad);
     stage.update(json{{"activation_bytes", p.activation_bytes},
                       {"weight_grad_bytes", p.weight_grad_bytes},
                       // The largest of F's, B's and I's temporaries.
                       {"workspace_bytes", std::max({p.forward_transient_bytes, p.backward_transient_bytes,
                                                     p.backward_input_transient_bytes})},
-                      // Each kind's own: F's and B's (I's and W's below).
+                      // F's and B's own (I's and W's below).
                       {"forward_workspace_bytes", p.forward_transient_bytes},
                       {"backward_workspace_bytes", p.backward_transient_bytes},
                       // What the stage sends: its outputs, or on the last stage its input gradient.
@@ -91,7 +86,11 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
     } else if (!last && sent > 0) {
       stage["forward_send_bytes"] = std::llround(held / sent * static_cast<double>(p.forward_message_bytes));
     }
+    // I and W, timed where the stages were eager (graphed ones run whole
+    // backwards).
     if (!o.cuda_graphs) {
+      PutSpread(stage, "backward_input", p.backward_input);
+      PutSpread(stage, "backward_weight", p.backward_weight);
       stage["backward_input_workspace_bytes"] = p.backward_input_transient_bytes;
       stage["backward_weight_workspace_bytes"] = p.backward_weight_transient_bytes;
     }

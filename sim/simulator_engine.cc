@@ -38,8 +38,6 @@ Engine::Engine(const Schedule& s, const CostModel& costs, std::mt19937_64* rng) 
   computed_.assign(s.ranks, false);
   casts_held_.assign(S_, false);
   for (StageId st = 0; st < S_; ++st) any_casts_ = any_casts_ || costs.Stage(st).cast_weight_bytes > 0;
-  graph_busy_.assign(S_, 0);
-  graph_slots_.assign(S_, 0);
   metrics_.resize(s.ranks);
   grads_done_.assign(S_, 0);
   gathered_.assign(S_, 0);
@@ -51,6 +49,31 @@ Engine::Engine(const Schedule& s, const CostModel& costs, std::mt19937_64* rng) 
     metrics_[r].start = kUnknown;
   }
   MapDevices();
+  HoldGraphSlots();
+}
+
+void Engine::HoldGraphSlots() {
+  // A graphed stage keeps a slot per microbatch it has in flight at most:
+  // an F takes a free one (captured in the run's first step when none is
+  // free) and its B frees it. The slots outlive the step, so a step of a
+  // run holds them all from its start, as pplab train --measure-memory
+  // counts them (Stage::HeldBytes).
+  for (RankId r = 0; r < s_.ranks; ++r) {
+    std::vector<int> busy(S_, 0), slots(S_, 0);
+    for (const Action& a : s_.programs[r]) {
+      const ComputeParts parts = PartsOf(a);
+      for (const Action& part : parts) {
+        if (part.kind == ActionKind::kForward) slots[part.stage] = std::max(slots[part.stage], ++busy[part.stage]);
+      }
+      for (const Action& part : parts) {
+        if (part.kind == ActionKind::kBackward) --busy[part.stage];
+      }
+    }
+    for (StageId st = 0; st < S_; ++st) {
+      const std::optional<Bytes>& slot = costs_.Stage(st).graph_slot_bytes;
+      if (slot && slots[st] > 0) Sample(r, 0, slots[st] * *slot, &MemoryParts::graphs);
+    }
+  }
 }
 
 SimResult Engine::Run() {
@@ -274,16 +297,6 @@ bool Engine::RunCompute(RankId r, long ev, const Action& a) {
       Sample(r, e.start, costs_.Stage(part.stage).cast_weight_bytes, &MemoryParts::casts);
     }
   }
-  // A graphed stage's F takes a free slot, or captures a new one, which
-  // its rank then holds to the end of the run.
-  for (const Action& part : parts) {
-    const std::optional<Bytes>& slot = costs_.Stage(part.stage).graph_slot_bytes;
-    if (!slot || part.kind != ActionKind::kForward) continue;
-    if (graph_busy_[part.stage]++ == graph_slots_[part.stage]) {
-      ++graph_slots_[part.stage];
-      Sample(r, e.start, *slot, &MemoryParts::graphs);
-    }
-  }
   // While it runs, the action also holds its temporaries: on top of what
   // is held before it (and, for a forward, its own activations).
   Bytes activations = 0, workspace = 0;
@@ -329,7 +342,6 @@ void Engine::FinishPart(RankId r, const Action& a, const Action& part, const Tim
       const bool split = part.kind == ActionKind::kBackwardInput;
       if (split) i_end_[Key(st, m)] = e.end;
       if (!split) ++grads_done_[st];
-      if (sc.graph_slot_bytes) --graph_busy_[st];  // its slot is free again
       --inflight_[r];
       Sample(r, e.end,
              {{&MemoryParts::activations, -ActivationOf(r, st, m, sc)},

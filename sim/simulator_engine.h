@@ -81,6 +81,9 @@ class Engine {
   // Dense device ids, their slots (CostModel::Devices(), DeviceSlots()),
   // and which ranks share theirs: more ranks on it than it has slots.
   void MapDevices();
+  // Each rank's graphed stages' slots (StageCost::graph_slot_bytes), held
+  // from the step's start.
+  void HoldGraphSlots();
 
   // The slot of device d that frees first (the lowest on ties).
   int FirstFreeSlot(int d) const {
@@ -241,9 +244,6 @@ class Engine {
   std::vector<bool> computed_;    // per rank: whether a compute action has started
   std::vector<bool> casts_held_;  // per stage: whether its weight casts are made
   bool any_casts_ = false;        // whether any stage keeps weight casts
-  // Per graphed stage (StageCost::graph_slot_bytes): its slots in use (F
-  // run, B not yet), and its slots captured so far, which its rank holds.
-  std::vector<int> graph_busy_, graph_slots_;
   std::vector<RankMetrics> metrics_;
   std::vector<MemorySample> memory_;
   long messages_ = 0;

@@ -115,11 +115,6 @@ void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule) {
                 ": a graph keeps each microbatch's activations in its own memory from its capture on, so "
                 "recomputing saves nothing; drop one of the two");
   }
-  if (o.measure_memory) {
-    throw Error(
-        "--cuda-graphs with --measure-memory: the meter counts bytes allocated during a step, and the graphs "
-        "allocate theirs once, at capture; drop one of the two");
-  }
   if (schedule.HasSplitBackward()) {
     throw Error("--cuda-graphs: schedule " + schedule.name +
                 " splits B into I and W, and a captured backward computes both; use a schedule with whole B's "

@@ -31,8 +31,8 @@ void CheckTensorParallelFlags(const LlamaConfig& config, int tp, bool sequence_p
 void CheckPlanFlags(const TrainOptions& o, const Schedule& schedule);
 
 // --cuda-graphs, before any worker starts: a CUDA device and a build with
-// CUDA, a plan whose backwards are whole (no I and W), and none of --tp,
-// --recompute and --measure-memory (runtime/exec/graphed_stage.h says why).
+// CUDA, a plan whose backwards are whole (no I and W), and neither --tp
+// nor --recompute (runtime/exec/graphed_stage.h says why).
 void CheckCudaGraphs(const TrainOptions& o, const Schedule& schedule);
 // The parts `pplab profile --cuda-graphs` shares: no --tp (T > 1), and a
 // CUDA `device` on a build with CUDA (any device under the tests'

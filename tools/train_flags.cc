@@ -106,8 +106,7 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
   sub.add_flag("--cuda-graphs", o.cuda_graphs,
                "on a GPU, capture each stage's forward and backward as CUDA graphs, one pair per microbatch in "
                "flight, and replay them: one launch where eager runs launch every kernel (pays where the GPU waits "
-               "for the host: short sequences, small models). Plans with whole B's; not with --tp, --recompute or "
-               "--measure-memory");
+               "for the host: short sequences, small models). Plans with whole B's; not with --tp or --recompute");
   sub.add_option("--recompute", o.recompute,
                  "stages whose activations are recomputed: none, all, or stage ids like 0,1. Their F keeps only its "
                  "inputs, and their B or I runs the forward again first: less memory for one more forward per "

@@ -107,6 +107,7 @@ class MixedPrecision : public Stage {
   MessageSpec ReceivedSpec(bool forward, int64_t rows, int64_t seq_len) const override {
     return inner_->ReceivedSpec(forward, rows, seq_len);
   }
+  Bytes HeldBytes() const override { return inner_->HeldBytes(); }
 
  private:
   std::unique_ptr<Stage> inner_;

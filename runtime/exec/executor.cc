@@ -155,7 +155,12 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   const bool copy_sent_grads = rules.sends_view_tensors && !rules.sends_freed_after_delivery;
   // The losses this rank computes, left on the device until the step ends.
   std::map<MicrobatchId, at::Tensor> losses;
-  const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() : 0;
+  // What the stages hold from earlier steps for their activations counts
+  // as the step's own (the allocator may hold it outside its live bytes,
+  // as CUDA graphs' pools do).
+  Bytes held = 0;
+  for (const auto& [s, stage] : stages_) held += stage->HeldBytes();
+  const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() - held : 0;
   if (options_.memory != nullptr) options_.memory->ResetPeak();
   // Receives posted and not yet waited for: their event index, by tag.
   std::map<int64_t, size_t> posted;

@@ -97,6 +97,7 @@ class GraphedStageImpl final : public GraphedStage {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
+  Bytes HeldBytes() const override { return Stats().slot_bytes; }
 
   // The forward of one microbatch: a free slot for inputs like these (a new
   // capture when there is none), its inputs copied in, its forward

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "schedules/units.h"
+
 namespace pplab {
 
 using TensorList = std::vector<at::Tensor>;
@@ -40,6 +42,11 @@ class Stage {
     (void)forward, (void)rows, (void)seq_len;
     return {};
   }
+  // Memory the stage keeps from one step to the next for its activations,
+  // beyond its parameters and gradients: graphed stages' slots
+  // (GraphStats::slot_bytes). A step's measured peak activation bytes
+  // include it, as the simulator holds graphs' slots for the whole step.
+  virtual Bytes HeldBytes() const { return 0; }
 };
 
 }  // namespace pplab

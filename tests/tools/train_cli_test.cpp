@@ -78,8 +78,7 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
         Case{"-k 2 -s zb-h1 --cuda-graphs --device cuda --steps 1",
              "--cuda-graphs: schedule zb-h1 splits B into I and W, and a captured backward computes both"},
         Case{"-k 2 --cuda-graphs --tp 2 --device cuda --steps 1", "--cuda-graphs with --tp 2: a tensor-parallel"},
-        Case{"-k 2 --cuda-graphs --recompute all --device cuda --steps 1", "--cuda-graphs with --recompute all"},
-        Case{"-k 2 --cuda-graphs --measure-memory --device cuda --steps 1", "--cuda-graphs with --measure-memory"}}) {
+        Case{"-k 2 --cuda-graphs --recompute all --device cuda --steps 1", "--cuda-graphs with --recompute all"}}) {
     const PplabRun r = Train(c.args);
     INFO(c.args << "\n" << r.out);
     CHECK(r.code != 0);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -134,7 +135,7 @@ TEST_CASE(
   // measurements by two paths.
   const Bytes first = doc["stages"][0]["graph_slot_bytes"].get<Bytes>();
   const Bytes last = doc["stages"][1]["graph_slot_bytes"].get<Bytes>();
-  const nlohmann::json run = Train("-s 1f1b -k 2 -m 4 --cuda-graphs", kStandIn);
+  const nlohmann::json run = Train("-s 1f1b -k 2 -m 4 --cuda-graphs --measure-memory", kStandIn);
   CHECK(first * run["cuda_graph_slots"]["0"].get<Bytes>() == run["cuda_graph_slot_bytes"]["0"].get<Bytes>());
   // The last stage's slot holds the logits and their gradient at least.
   CHECK(last >= 2 * (2 * 32 * 256 * 4));
@@ -146,6 +147,24 @@ TEST_CASE(
   const nlohmann::json j = nlohmann::json::parse(sim.out);
   CHECK(j["per_rank"][0]["peak_parts"]["graphs"] == 2 * first);
   CHECK(j["per_rank"][1]["peak_parts"]["graphs"] == last);
+  // Each rank's peak, slots included, predicted from the profile against
+  // the one train --measure-memory measured in its last step, which held
+  // every slot from the steps before it (Stage::HeldBytes): 1F1B's, and
+  // GPipe's four slots a rank.
+  for (const std::string schedule : {"1f1b", "gpipe"}) {
+    const nlohmann::json measured =
+        schedule == "1f1b" ? run : Train("-s gpipe -k 2 -m 4 --cuda-graphs --measure-memory", kStandIn);
+    const PplabRun predicted = Pplab("simulate -s " + schedule + " -k 2 -m 4 --json --cost " + path);
+    REQUIRE(predicted.code == 0);
+    for (int r = 0; r < 2; ++r) {
+      const double want = nlohmann::json::parse(predicted.out)["per_rank"][r]["peak_activation_bytes"].get<double>();
+      const double got = measured["measured_peak_activation_bytes"][r].get<double>();
+      std::printf("graphed %s rank %d: peak activation bytes predicted %.0f, measured %.0f (%+.2f %%)\n",
+                  schedule.c_str(), r, want, got, 100 * (want - got) / got);
+      CHECK(want <= 1.005 * got);
+      CHECK(want >= 0.995 * got);
+    }
+  }
   // plan fitted to it plans graphed runs, and says to train them so.
   const std::string out = Dir("plan") + "/plan.json";
   const PplabRun plan =

@@ -135,6 +135,12 @@ SampleSpread MeasuredSteps(const std::vector<double>& step_times_ms) {
   return SpreadOfSamples({step_times_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_times_ms.end()});
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 // Whether the predicted and the measured steps' p10..p90 overlap (touching
 // counts), the rule `plan` ties two plans by (StepTimesTie).
 bool SpreadsOverlap(const StepTimeSamples& predicted, const SampleSpread& measured) {
@@ -144,6 +150,40 @@ bool SpreadsOverlap(const StepTimeSamples& predicted, const SampleSpread& measur
 double RelativeError(double predicted, double measured) { return measured > 0 ? predicted / measured - 1 : 0; }
 
 }  // namespace
+
+std::optional<LaunchBound> LaunchBoundOf(const std::string& clock, const std::vector<double>& device_lag_ms,
+                                         const Timeline& measured) {
+  if (clock != "cuda-events" || device_lag_ms.empty()) return std::nullopt;
+  std::vector<double> actions;
+  for (const TimelineEvent& e : measured.events) {
+    if (e.rank == 0 && IsCompute(e.action.kind)) actions.push_back(NsToMs(e.end - e.start));
+  }
+  if (actions.empty()) return std::nullopt;
+  LaunchBound l;
+  l.lag_ms = MeasuredSteps(device_lag_ms).median;
+  l.action_ms = Median(actions);
+  l.bound = l.lag_ms < kLaunchBoundShare * l.action_ms;
+  return l;
+}
+
+std::string LaunchBoundHint(const TrainOptions& o, const Schedule& schedule, const std::optional<LaunchBound>& l) {
+  if (!l || !l->bound || o.cuda_graphs) return "";
+  char figures[160];
+  std::snprintf(figures, sizeof figures,
+                "the GPU waited for the host to launch its kernels (rank 0's device lag %.3f ms, against %.3f ms a "
+                "compute action)",
+                l->lag_ms, l->action_ms);
+  std::string why_not;
+  if (schedule.HasSplitBackward()) {
+    why_not = "with a schedule whose B is whole (" + schedule.name + " splits it into I and W)";
+  } else if (o.tp > 1) {
+    why_not = "without --tp";
+  } else if (o.recompute != "none") {
+    why_not = "without --recompute";
+  }
+  return std::string(figures) + ": --cuda-graphs, which launches each stage's forward and backward as one graph, " +
+         (why_not.empty() ? "may raise tokens/s" : "may raise tokens/s " + why_not);
+}
 
 void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSummary& summary,
                      const Timeline& measured, const RunPrediction& prediction) {
@@ -162,6 +202,7 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
   const double tokens_per_s = total_ms > 0 ? tokens * summary.step_times_ms.size() / (total_ms / 1000) : 0;
   const size_t steps = std::max<size_t>(1, summary.step_times_ms.size());
   const std::vector<double> mfu = facts.flops.Mfu(total_ms / 1000 / steps);  // over the mean step
+  const std::optional<LaunchBound> launch = LaunchBoundOf(facts.clock, summary.device_lag_ms, measured);
   if (o.json) {
     nlohmann::json val = nlohmann::json::array();
     for (const auto& [step, loss] : summary.val_losses) val.push_back({{"step", step}, {"loss", loss}});
@@ -209,6 +250,7 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     // Ranks that shared a device in the last step: how they used it.
     if (!shared.empty()) out["shared_devices"] = SharedDevicesJson(shared);
     out["attention"] = facts.attention;
+    out["launch_bound"] = launch ? nlohmann::json(launch->bound) : nlohmann::json(nullptr);
     out["cuda_graphs"] = o.cuda_graphs;
     if (o.cuda_graphs) {
       nlohmann::json slots = nlohmann::json::object(), bytes = nlohmann::json::object();
@@ -282,6 +324,8 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     }
     std::printf(" (a forward and a backward graph each, one slot a microbatch in flight)\n");
   }
+  const std::string hint = LaunchBoundHint(o, schedule, launch);
+  if (!hint.empty()) std::printf("%s\n", hint.c_str());
   // A device time-sliced between its ranks (more of them computing at once
   // than its slots: two ranks on one GPU) stretched their actions; said,
   // since the step time holds it.

@@ -109,6 +109,25 @@ constexpr std::uint64_t kPredictionSeed = 1;
 // timeline.svg, the simulated block above.
 RunPrediction WriteRunTraces(const TrainOptions& o, const Schedule& schedule, const Timeline& measured);
 
+// Whether the GPU waited for the host to launch its kernels: on the CUDA-event
+// clock, rank 0's device lag (the median over the steps a prediction is set
+// against, of each step's median, StepResult::host_times) is under
+// kLaunchBoundShare of its median compute action in `measured`. The host
+// then decides the step, and fewer launches (--cuda-graphs) may pay. Unset
+// on the host clock, which has no lag, and without a compute action.
+struct LaunchBound {
+  bool bound = false;
+  double lag_ms = 0;     // rank 0's device lag
+  double action_ms = 0;  // rank 0's median compute action
+};
+constexpr double kLaunchBoundShare = 0.1;
+std::optional<LaunchBound> LaunchBoundOf(const std::string& clock, const std::vector<double>& device_lag_ms,
+                                         const Timeline& measured);
+// The summary's line for a run the host bound that did not use
+// --cuda-graphs: what to try, or what keeps this plan from it. Empty
+// otherwise.
+std::string LaunchBoundHint(const TrainOptions& o, const Schedule& schedule, const std::optional<LaunchBound>& l);
+
 // Prints the run's summary on stdout: with --json one object (losses, step
 // times, clocks, MFU, executor overhead, ...), else a few lines saying what
 // was trained and where its outputs are.

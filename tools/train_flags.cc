@@ -132,7 +132,7 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
   sub.add_flag(
       "--measure-memory", o.measure_memory,
       "count tensor memory (CPU: a counting allocator; CUDA: the caching allocator's statistics); --json reports each "
-      "rank's peak activation bytes of the last step");
+      "rank's peak activation bytes of the last step (with --cuda-graphs, the graphs' slots included)");
   sub.add_option("--warm-up", o.warm_up,
                  "run each stage once, forward and backward, with no message, before the first step: auto (on a "
                  "CUDA device, where it sets up kernels, libraries and memory before any receive is posted), on or "

@@ -135,12 +135,6 @@ SampleSpread MeasuredSteps(const std::vector<double>& step_times_ms) {
   return SpreadOfSamples({step_times_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_times_ms.end()});
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Whether the predicted and the measured steps' p10..p90 overlap (touching
 // counts), the rule `plan` ties two plans by (StepTimesTie).
 bool SpreadsOverlap(const StepTimeSamples& predicted, const SampleSpread& measured) {
@@ -161,7 +155,7 @@ std::optional<LaunchBound> LaunchBoundOf(const std::string& clock, const std::ve
   if (actions.empty()) return std::nullopt;
   LaunchBound l;
   l.lag_ms = MeasuredSteps(device_lag_ms).median;
-  l.action_ms = Median(actions);
+  l.action_ms = Percentile(actions, 0.5);
   l.bound = l.lag_ms < kLaunchBoundShare * l.action_ms;
   return l;
 }

@@ -158,9 +158,11 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   // What the stages hold from earlier steps for their activations counts
   // as the step's own (the allocator may hold it outside its live bytes,
   // as CUDA graphs' pools do).
-  Bytes held = 0;
-  for (const auto& [s, stage] : stages_) held += stage->HeldBytes();
-  const Bytes memory_base = options_.memory != nullptr ? options_.memory->Live() - held : 0;
+  Bytes memory_base = 0;
+  if (options_.memory != nullptr) {
+    memory_base = options_.memory->Live();
+    for (const auto& [s, stage] : stages_) memory_base -= stage->HeldBytes();
+  }
   if (options_.memory != nullptr) options_.memory->ResetPeak();
   // Receives posted and not yet waited for: their event index, by tag.
   std::map<int64_t, size_t> posted;

@@ -2,6 +2,7 @@
 #include "tools/profile_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "models/llama.h"
@@ -174,9 +175,20 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
   };
   if (!r.links.empty()) doc["link"] = {{"latency_ms", median(latencies)}, {"bandwidth_gbps", median(bandwidths)}};
   if (!links.empty()) doc["links"] = links;
+  // Per rank: the executor's overhead, and whether the device waited for
+  // the host's launches (null on the host clock, which has no lag).
   double overhead = 0;
-  for (double x : r.action_overhead_ms) overhead += x;
-  if (!r.action_overhead_ms.empty()) overhead /= static_cast<double>(r.action_overhead_ms.size());
+  json overhead_per_rank = json::array(), lag_per_rank = json::array(), action_per_rank = json::array(),
+       bound_per_rank = json::array();
+  for (const ActionOverhead& x : r.action_overhead) {
+    overhead += x.overhead_ms;
+    overhead_per_rank.push_back(x.overhead_ms);
+    const bool lag = std::isfinite(x.device_lag_ms);
+    lag_per_rank.push_back(lag ? json(x.device_lag_ms) : json(nullptr));
+    action_per_rank.push_back(x.action_ms);
+    bound_per_rank.push_back(lag ? json(LaunchBoundLag(x.device_lag_ms, x.action_ms)) : json(nullptr));
+  }
+  if (!r.action_overhead.empty()) overhead /= static_cast<double>(r.action_overhead.size());
   doc["meta"] = {{"source", "pplab profile"},
                  {"model", o.model},
                  {"config", json::parse(config.ToJson())},
@@ -202,11 +214,31 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                    {"devices", devices.devices},
                    {"device_slots", devices.device_slots},
                    {"measure_turns", turns},
-                   {"action_overhead_ms_per_rank", r.action_overhead_ms},
+                   {"action_overhead_ms_per_rank", overhead_per_rank},
+                   {"device_lag_ms_per_rank", lag_per_rank},
+                   {"action_ms_per_rank", action_per_rank},
+                   {"launch_bound_per_rank", bound_per_rank},
                    {"step_per_world_rank", step_per_rank},
                    {"stages", extra_stages},
                    {"links", extra_links}}}};
   return doc;
+}
+
+std::string LaunchBoundLine(const nlohmann::json& meta) {
+  const nlohmann::json& extra = meta["extra"];
+  if (meta.value("cuda_graphs", false) || !extra.contains("launch_bound_per_rank")) return "";
+  std::string ranks, figures;
+  for (size_t r = 0; r < extra["launch_bound_per_rank"].size(); ++r) {
+    if (extra["launch_bound_per_rank"][r] != true) continue;
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    figures += (figures.empty() ? "" : "; ") + Fixed(extra["device_lag_ms_per_rank"][r].get<double>(), 3) +
+               " ms against " + Fixed(extra["action_ms_per_rank"][r].get<double>(), 3) + " ms";
+  }
+  if (ranks.empty()) return "";
+  return "the GPU waited for the host to launch its kernels on rank" +
+         std::string(ranks.find(',') == std::string::npos ? " " : "s ") + ranks +
+         " (device lag against a compute action: " + figures +
+         "): profile --cuda-graphs may time faster stages, for train --cuda-graphs";
 }
 
 void PrintTable(const nlohmann::json& doc, const std::string& output) {
@@ -260,6 +292,8 @@ void PrintTable(const nlohmann::json& doc, const std::string& output) {
   }
   std::printf("executor overhead: %s ms per action\n",
               Fixed(meta["extra"]["action_overhead_ms"].get<double>(), 4).c_str());
+  const std::string launch = LaunchBoundLine(meta);
+  if (!launch.empty()) std::printf("%s\n", launch.c_str());
   // Medians with [p10, p90]; the slowest rank's.
   auto spread = [](const nlohmann::json& at, const std::string& kind) {
     return Fixed(at[kind + "_ms"].get<double>(), 3) + " [" + Fixed(at[kind + "_p10_ms"].get<double>(), 3) + ", " +

@@ -56,6 +56,12 @@ struct ProfileCliOptions {
 nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, const Partition& partition,
                         const ProfileResult& r, int threads, const DeviceMap& devices, int turns);
 
+// The line that says which ranks' GPU waited for the host to launch its
+// kernels in the executor-overhead run (meta.extra.launch_bound_per_rank),
+// so that --cuda-graphs may make their stages faster; empty where none did,
+// on the host clock, and for a profile taken with --cuda-graphs.
+std::string LaunchBoundLine(const nlohmann::json& meta);
+
 // Prints the profile's table from CostJson's document, and where it was
 // written (`output`, none when empty).
 void PrintTable(const nlohmann::json& doc, const std::string& output);

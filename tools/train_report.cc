@@ -156,7 +156,7 @@ std::optional<LaunchBound> LaunchBoundOf(const std::string& clock, const std::ve
   LaunchBound l;
   l.lag_ms = MeasuredSteps(device_lag_ms).median;
   l.action_ms = Percentile(actions, 0.5);
-  l.bound = l.lag_ms < kLaunchBoundShare * l.action_ms;
+  l.bound = LaunchBoundLag(l.lag_ms, l.action_ms);
   return l;
 }
 

@@ -112,7 +112,8 @@ RunPrediction WriteRunTraces(const TrainOptions& o, const Schedule& schedule, co
 // Whether the GPU waited for the host to launch its kernels: on the CUDA-event
 // clock, rank 0's device lag (the median over the steps a prediction is set
 // against, of each step's median, StepResult::host_times) is under
-// kLaunchBoundShare of its median compute action in `measured`. The host
+// kLaunchBoundShare of its median compute action in `measured`
+// (LaunchBoundLag, runtime/exec/executor.h). The host
 // then decides the step, and fewer launches (--cuda-graphs) may pay. Unset
 // on the host clock, which has no lag, and without a compute action.
 struct LaunchBound {
@@ -120,7 +121,6 @@ struct LaunchBound {
   double lag_ms = 0;     // rank 0's device lag
   double action_ms = 0;  // rank 0's median compute action
 };
-constexpr double kLaunchBoundShare = 0.1;
 std::optional<LaunchBound> LaunchBoundOf(const std::string& clock, const std::vector<double>& device_lag_ms,
                                          const Timeline& measured);
 // The summary's line for a run the host bound that did not use

@@ -146,6 +146,14 @@ void WarmUpStages(const Schedule& schedule, RankId rank, const std::map<StageId,
 // the host to queue work (launch-bound); a large lag means the host runs
 // ahead and the device is busy (or waits for a message).
 double MedianDeviceLagMs(const StepResult& result);
+// Whether a device lag of `lag_ms` against a median compute action of
+// `action_ms` says the device waited for the host to launch its kernels:
+// the lag is under kLaunchBoundShare of the action (pplab train's
+// launch_bound, pplab profile's launch_bound_per_rank). A judgement: the
+// H200's rows that waited for the host had lags of 0.000-0.257 ms against
+// actions of milliseconds, the GPU-bound ones 107 ms and more.
+constexpr double kLaunchBoundShare = 0.1;
+inline bool LaunchBoundLag(double lag_ms, double action_ms) { return lag_ms < kLaunchBoundShare * action_ms; }
 
 // What one (stage, microbatch) keeps between its actions.
 struct StageSlot {

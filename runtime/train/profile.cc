@@ -287,7 +287,7 @@ ProfileResult Profile(const std::vector<RankId>& placement, RankId rank, const s
     p.forward = SpreadOfSamples(forward_ms[s]);
     p.cpu_share[0] = Median(forward_shares[s]);
   }
-  double overhead = 0;
+  ActionOverhead overhead;
   if (options.overhead_microbatches > 0) {
     phase("executor overhead", [&] {
       in_turn([&] {

@@ -154,12 +154,22 @@ struct StepProfile {
   SampleSpread tied_exchange;
 };
 
+// One rank's executor-overhead run (a one-rank 1F1B of its first stage):
+// medians over its timed steps.
+struct ActionOverhead {
+  double overhead_ms = 0;  // the executor's time per action outside F and B
+  // How long after the host issued a compute action the device started it
+  // (MedianDeviceLagMs); NaN on the host clock, which has no lag.
+  double device_lag_ms = 0;
+  double action_ms = 0;  // a compute action's time
+};
+
 struct ProfileResult {
-  std::vector<StageProfile> stages;        // rank 0: every stage, by stage; elsewhere: this rank's
-  std::vector<LinkProfile> links;          // rank 0: one per pair of neighbouring ranks
-  std::vector<double> action_overhead_ms;  // rank 0: per pipeline rank, executor time per action outside F/B
-  std::vector<StepProfile> step;           // rank 0: per world rank; elsewhere: this rank's
-  Transport::BufferRules buffers;          // how the transport holds message buffers
+  std::vector<StageProfile> stages;             // rank 0: every stage, by stage; elsewhere: this rank's
+  std::vector<LinkProfile> links;               // rank 0: one per pair of neighbouring ranks
+  std::vector<ActionOverhead> action_overhead;  // rank 0: per pipeline rank
+  std::vector<StepProfile> step;                // rank 0: per world rank; elsewhere: this rank's
+  Transport::BufferRules buffers;               // how the transport holds message buffers
 };
 
 // Profiles pipeline rank `rank`'s `stages` (placement[s] = rank of stage s).

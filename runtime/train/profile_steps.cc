@@ -3,11 +3,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <string>
 
 #include "runtime/comm/collectives.h"
 #include "runtime/comm/device_wait.h"
 #include "runtime/comm/fake_transport.h"
+#include "runtime/exec/step_clock.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/profile_timing.h"
 #include "runtime/train/step_work.h"
@@ -22,9 +25,9 @@ namespace pplab::profile_detail {
 // same work as in training). 1F1B on one rank holds one microbatch's
 // activations at a time: a 64 x 512 microbatch of the default preset holds
 // about 36 GB, so four at once (GPipe) would not fit an 80 GB GPU.
-double MeasureActionOverhead(Stage& stage, const TensorList& inputs, const TensorList& output_grads, bool last,
-                             const MicrobatchData& data, const LossFn& loss, double loss_scale,
-                             const ProfileOptions& options) {
+ActionOverhead MeasureActionOverhead(Stage& stage, const TensorList& inputs, const TensorList& output_grads, bool last,
+                                     const MicrobatchData& data, const LossFn& loss, double loss_scale,
+                                     const ProfileOptions& options) {
   const int M = options.overhead_microbatches;
   const Schedule schedule = Lower(Generate("1f1b", {1, M, 1}));
   const TensorList grads = output_grads;
@@ -44,7 +47,7 @@ double MeasureActionOverhead(Stage& stage, const TensorList& inputs, const Tenso
   exec_options.share_weight_casts = !options.graphed;
   Executor executor(schedule, 0, {{0, &stage}}, transport, last ? loss : surrogate, exec_options);
   std::vector<MicrobatchData> microbatches(M, MicrobatchData{inputs, data.targets});
-  std::vector<double> per_action;
+  std::vector<double> per_action, lags, action_ms;
   for (int i = 0; i < 1 + options.repeats; ++i) {
     // The step's span and its actions' times on one clock: on a GPU both are
     // CUDA events, so the overhead is the time the GPU waited for the host.
@@ -56,13 +59,18 @@ double MeasureActionOverhead(Stage& stage, const TensorList& inputs, const Tenso
       if (!IsCompute(e.action.kind)) continue;
       busy += NsToMs(e.end - e.start);
       ++actions;
+      if (i >= 1) action_ms.push_back(NsToMs(e.end - e.start));
     }
-    if (i >= 1 && actions > 0) per_action.push_back(std::max(0.0, wall - busy) / actions);
+    if (i >= 1 && actions > 0) {
+      per_action.push_back(std::max(0.0, wall - busy) / actions);
+      lags.push_back(MedianDeviceLagMs(r));
+    }
   }
   for (auto& [name, p] : stage.NamedParameters()) {
     if (p.grad().defined()) p.mutable_grad().zero_();
   }
-  return Median(per_action);
+  const bool host_clock = options.clock == nullptr || std::string(options.clock->Name()) == "host";
+  return {Median(per_action), host_clock ? std::nan("") : Median(lags), Median(action_ms)};
 }
 
 void PingPong(RankId rank, RankId a, RankId b, Transport& transport, const ProfileOptions& options, int64_t& tag,

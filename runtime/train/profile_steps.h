@@ -17,15 +17,16 @@ class StepClock;
 
 namespace profile_detail {
 
-// The executor's time per action outside F and B, ms (the median of
-// `options.repeats` steps): a one-rank 1F1B plan of `stage` run by the real
-// Executor on `options.overhead_microbatches` copies of `inputs`. Unless the
-// stage is the last, its loss is the dot product of the outputs with
+// The executor's time per action outside F and B, the device's lag behind
+// the host and a compute action's time, ms (medians of `options.repeats`
+// steps): a one-rank 1F1B plan of `stage` run by the real Executor on
+// `options.overhead_microbatches` copies of `inputs`. Unless the stage is
+// the last, its loss is the dot product of the outputs with
 // `output_grads`, so B does the work of training. Leaves the stage's
 // gradients zero.
-double MeasureActionOverhead(Stage& stage, const TensorList& inputs, const TensorList& output_grads, bool last,
-                             const MicrobatchData& data, const LossFn& loss, double loss_scale,
-                             const ProfileOptions& options);
+ActionOverhead MeasureActionOverhead(Stage& stage, const TensorList& inputs, const TensorList& output_grads, bool last,
+                                     const MicrobatchData& data, const LossFn& loss, double loss_scale,
+                                     const ProfileOptions& options);
 
 // Ping-pong between ranks `a` (which times and fits `link`) and `b`: a
 // one-byte message and each of options.link_payload_bytes, made on

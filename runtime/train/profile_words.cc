@@ -74,7 +74,7 @@ auto StepSpreads(Step& s) {
 }  // namespace
 
 std::vector<int64_t> PackRankProfile(const std::map<StageId, StageProfile>& stages,
-                                     const std::vector<LinkProfile>& links, double overhead_ms,
+                                     const std::vector<LinkProfile>& links, const ActionOverhead& overhead,
                                      const StepProfile& step) {
   std::vector<int64_t> words;
   words.push_back(static_cast<int64_t>(stages.size()));
@@ -85,7 +85,7 @@ std::vector<int64_t> PackRankProfile(const std::map<StageId, StageProfile>& stag
                  {l.from, l.to, Bits(l.latency_ms), Bits(l.bandwidth_gbps), static_cast<int64_t>(l.samples.size())});
     for (const LinkSample& x : l.samples) words.insert(words.end(), {x.bytes, Bits(x.one_way_ms)});
   }
-  words.push_back(Bits(overhead_ms));
+  words.insert(words.end(), {Bits(overhead.overhead_ms), Bits(overhead.device_lag_ms), Bits(overhead.action_ms)});
   for (const SampleSpread* x : StepSpreads(step)) EncodeSpread(*x, words);
   return words;
 }
@@ -110,8 +110,9 @@ void UnpackRankProfile(const std::vector<int64_t>& w, bool stands_for_all, std::
     for (int64_t j = 0; j < ns; ++j, i += 2) l.samples.push_back({w.at(i), FromBits(w.at(i + 1))});
     if (stands_for_all) result.links.push_back(l);
   }
-  if (stands_for_all) result.action_overhead_ms.push_back(FromBits(w.at(i)));
-  ++i;
+  if (stands_for_all)
+    result.action_overhead.push_back({FromBits(w.at(i)), FromBits(w.at(i + 1)), FromBits(w.at(i + 2))});
+  i += 3;
   StepProfile st;
   for (SampleSpread* x : StepSpreads(st)) {
     *x = DecodeSpread(w, i);

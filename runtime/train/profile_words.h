@@ -12,7 +12,7 @@
 namespace pplab {
 
 std::vector<int64_t> PackRankProfile(const std::map<StageId, StageProfile>& stages,
-                                     const std::vector<LinkProfile>& links, double overhead_ms,
+                                     const std::vector<LinkProfile>& links, const ActionOverhead& overhead,
                                      const StepProfile& step);
 
 // Reads what PackRankProfile wrote: the stages into `stages` and the links

@@ -14,6 +14,7 @@
 #include "sim/cost_model.h"
 #include "sim/simulator.h"
 #include "tests/run_pplab.h"
+#include "tools/profile_report.h"
 
 namespace pplab {
 
@@ -101,6 +102,9 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   // --attention auto: sdpa where this LibTorch has it (2.x), else explicit.
   CHECK(meta["attention"] == (SdpaAvailable() ? "sdpa" : "explicit"));
   CHECK(meta["extra"]["action_overhead_ms"].get<double>() >= 0);
+  // On the host clock no rank has a device lag, so none is launch-bound.
+  CHECK(meta["extra"]["launch_bound_per_rank"] == nlohmann::json::array({nullptr, nullptr}));
+  CHECK(meta["extra"]["action_ms_per_rank"][1].get<double>() > 0);
   CHECK(meta["extra"]["stages"][1]["backward_transient_bytes"].get<int64_t>() > 0);
   CHECK(meta["tensor_parallel"] == 1);
   CHECK(meta["sequence_parallel"] == false);
@@ -194,6 +198,32 @@ TEST_CASE("the profile's activation bytes predict the executor's measured peak",
       }
     }
   }
+}
+
+TEST_CASE("profile names the ranks whose GPU waited for the host's launches, from its overhead run", "[profile]") {
+  // Rank 0 lagged 0.05 ms behind its host against 2.5 ms actions (under a
+  // tenth: launch-bound), rank 1 ran 30 ms behind (the GPU the bound).
+  nlohmann::json meta = {{"cuda_graphs", false},
+                         {"extra",
+                          {{"launch_bound_per_rank", {true, false}},
+                           {"device_lag_ms_per_rank", {0.05, 30.0}},
+                           {"action_ms_per_rank", {2.5, 2.5}}}}};
+  CHECK(cli::LaunchBoundLine(meta) ==
+        "the GPU waited for the host to launch its kernels on rank 0 (device lag against a compute action: 0.050 ms "
+        "against 2.500 ms): profile --cuda-graphs may time faster stages, for train --cuda-graphs");
+  meta["extra"]["launch_bound_per_rank"] = {true, true};
+  CHECK_THAT(cli::LaunchBoundLine(meta), Catch::Contains("on ranks 0, 1 (") &&
+                                             Catch::Contains("0.050 ms against 2.500 ms; 30.000 ms against 2.500 ms"));
+  // Nothing to say on the host clock (no lag: null), with graphs already,
+  // or where no rank waited for its host.
+  meta["extra"]["launch_bound_per_rank"] = {nullptr, nullptr};
+  CHECK(cli::LaunchBoundLine(meta).empty());
+  meta["extra"]["launch_bound_per_rank"] = {true, false};
+  meta["cuda_graphs"] = true;
+  CHECK(cli::LaunchBoundLine(meta).empty());
+  meta["cuda_graphs"] = false;
+  meta["extra"]["launch_bound_per_rank"] = {false, false};
+  CHECK(cli::LaunchBoundLine(meta).empty());
 }
 
 TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profile]") {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <set>
 
 #include "models/llama.h"
@@ -54,8 +55,11 @@ std::vector<StageProfile> ProfileTiny(int B, int T, bool padding = true) {
   REQUIRE(r.stages.size() == 2);
   // fp32: no weight casts to keep.
   for (const StageProfile& p : r.stages) CHECK(p.cast_weight_bytes == 0);
-  REQUIRE(r.action_overhead_ms.size() == 1);
-  CHECK(r.action_overhead_ms[0] >= 0);
+  REQUIRE(r.action_overhead.size() == 1);
+  CHECK(r.action_overhead[0].overhead_ms >= 0);
+  CHECK(r.action_overhead[0].action_ms > 0);
+  // The host clock has no device lag to read.
+  CHECK(std::isnan(r.action_overhead[0].device_lag_ms));
   CHECK(r.links.empty());  // one rank: no link
   // The step's work after the actions: no group, so no loss all-reduce; the
   // norm (its local sum of squares), clipping and the optimizer take time.
@@ -279,7 +283,7 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
   StepProfile step;
   step.optimizer = {1, 2, 3};
   step.tied_exchange = {0.25, 0.5, 0.75};
-  const std::vector<int64_t> words = PackRankProfile({{3, a}, {4, b}}, {link}, 0.004, step);
+  const std::vector<int64_t> words = PackRankProfile({{3, a}, {4, b}}, {link}, {0.004, 0.125, 2.5}, step);
   std::map<StageId, StageProfile> stages;
   ProfileResult r;
   UnpackRankProfile(words, true, stages, r);
@@ -299,7 +303,10 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
   CHECK(r.links[0].bandwidth_gbps == 3.25);
   CHECK(r.links[0].samples.size() == 2);
   CHECK(r.links[0].samples[1].one_way_ms == 5.5);
-  CHECK(r.action_overhead_ms == std::vector<double>{0.004});
+  REQUIRE(r.action_overhead.size() == 1);
+  CHECK(r.action_overhead[0].overhead_ms == 0.004);
+  CHECK(r.action_overhead[0].device_lag_ms == 0.125);
+  CHECK(r.action_overhead[0].action_ms == 2.5);
   REQUIRE(r.step.size() == 1);
   CHECK(r.step[0].optimizer.p90 == 3);
   CHECK(r.step[0].tied_exchange.median == 0.5);

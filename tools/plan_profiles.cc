@@ -1,6 +1,8 @@
 #include "tools/plan_profiles.h"
 
+#include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "models/llama_config.h"
 #include "schedules/error.h"
@@ -10,6 +12,22 @@
 #include "tools/plan_costs.h"
 
 namespace pplab::cli {
+namespace {
+
+// Whether the profile's executor-overhead run found a rank whose GPU waited
+// for the host to launch its kernels (meta.extra.launch_bound_per_rank,
+// written by pplab profile; advice only, so any other value reads as no).
+bool AnyLaunchBound(const CostModel& profile) {
+  const nlohmann::json meta = nlohmann::json::parse(profile.meta_json);
+  const nlohmann::json* ranks = nullptr;
+  if (meta.contains("extra") && meta["extra"].is_object() && meta["extra"].contains("launch_bound_per_rank")) {
+    ranks = &meta["extra"]["launch_bound_per_rank"];
+  }
+  if (ranks == nullptr || !ranks->is_array()) return false;
+  return std::any_of(ranks->begin(), ranks->end(), [](const nlohmann::json& r) { return r == true; });
+}
+
+}  // namespace
 
 std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, std::vector<CostModel>& profiled,
                          std::string& train_device) {
@@ -98,6 +116,11 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
   // --cuda-graphs makes, and only those (PlanSearchOptions::cuda_graphs).
   search.cuda_graphs = first->cuda_graphs;
   if (search.cuda_graphs) costs_from += " (stages as CUDA graphs)";
+  if (!search.cuda_graphs && std::any_of(profiled.begin(), profiled.end(), AnyLaunchBound)) {
+    costs_from +=
+        " (their GPU waited for the host to launch its kernels: profiles taken with --cuda-graphs may plan faster "
+        "runs)";
+  }
   search.precision = first->precision;  // its bytes per activation value
   // The plan holds on the device kind it was measured on (a GPU profile's
   // "cuda" or "cuda:N": each rank its own GPU, as train's --device cuda).

@@ -41,6 +41,26 @@ std::vector<std::string> PlanRows(const PplabRun& r) {
 
 }  // namespace
 
+TEST_CASE("cli: plan says when its eager profiles' GPU waited for the host's launches", "[cli][plan]") {
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json --cost ";
+  const std::string says = "their GPU waited for the host to launch its kernels";
+  const std::string ranks = R"("ranks": 2)";
+  const std::string bound =
+      ProfiledCostWith("launch-bound.json", ranks, ranks + R"(, "extra": {"launch_bound_per_rank": [false, true]})");
+  PplabRun r = Pplab(plan + bound + " -o " + TempPath("launch-bound-plan.json"));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(nlohmann::json::parse(r.out)["costs_from"].get<std::string>(), Catch::Contains(says));
+  // Not where no rank was bound, nor where the host clock gave no lag.
+  for (const std::string ranks_bound : {"[false, false]", "[null, null]"}) {
+    const std::string file = ProfiledCostWith("launch-free.json", ranks,
+                                              ranks + R"(, "extra": {"launch_bound_per_rank": )" + ranks_bound + "}");
+    r = Pplab(plan + file + " -o " + TempPath("launch-free-plan.json"));
+    REQUIRE(r.code == 0);
+    CHECK_THAT(nlohmann::json::parse(r.out)["costs_from"].get<std::string>(), !Catch::Contains(says));
+  }
+}
+
 TEST_CASE("cli: plan gives each rank its own device and one link, also for the candidate its profile measured",
           "[cli][plan]") {
   const std::string link = R"("link": {"latency_ms": 0.01, "bandwidth_gbps": 1},)";

@@ -23,6 +23,7 @@
 
 #include <array>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <optional>
 #include <vector>
@@ -159,8 +160,9 @@ struct StepProfile {
 struct ActionOverhead {
   double overhead_ms = 0;  // the executor's time per action outside F and B
   // How long after the host issued a compute action the device started it
-  // (MedianDeviceLagMs); NaN on the host clock, which has no lag.
-  double device_lag_ms = 0;
+  // (MedianDeviceLagMs); NaN on the host clock, which has no lag, and where
+  // the run was skipped (ProfileOptions::overhead_microbatches 0).
+  double device_lag_ms = std::numeric_limits<double>::quiet_NaN();
   double action_ms = 0;  // a compute action's time
 };
 

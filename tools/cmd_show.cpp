@@ -29,11 +29,17 @@ struct ShowOptions {
 // terminal picture and would only exhaust memory.
 constexpr long long kMaxCells = 1LL << 26;
 
-void PrintTimeline(const Timeline& timeline, int columns, bool memory) {
-  if (static_cast<long long>(timeline.ranks) * columns > kMaxCells) {
-    throw Error("show: " + std::to_string(timeline.ranks) + " ranks x --columns " + std::to_string(columns) +
+// Checked before a plan is simulated, so that a picture too large is refused
+// at once, not after simulating a hundred thousand ranks.
+void CheckPictureSize(int ranks, int columns) {
+  if (static_cast<long long>(ranks) * columns > kMaxCells) {
+    throw Error("show: " + std::to_string(ranks) + " ranks x --columns " + std::to_string(columns) +
                 " is too large a picture for a terminal; use `" + ProgramName() + " render` for an SVG");
   }
+}
+
+void PrintTimeline(const Timeline& timeline, int columns, bool memory) {
+  CheckPictureSize(timeline.ranks, columns);
   const std::string text = RenderText(timeline, columns, memory);
   std::fwrite(text.data(), 1, text.size(), stdout);
 }
@@ -43,6 +49,9 @@ int RunShow(const ShowOptions& o) {
     PrintTimeline(TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path), o.columns, !o.no_memory);
     return 0;
   }
+  // A generated plan has --ranks ranks: refuse a picture too large before
+  // generating it, as a plan from a file is refused before it is simulated.
+  if (!o.steps && o.plan.plan_file.empty()) CheckPictureSize(o.plan.ranks, o.columns);
   const Schedule schedule = BuildSchedule(o.plan);
   if (o.steps) {
     size_t longest = 0;
@@ -50,6 +59,7 @@ int RunShow(const ShowOptions& o) {
     std::printf("%s", FormatStepGrid(schedule, 0, static_cast<int>(longest)).c_str());
     return 0;
   }
+  CheckPictureSize(schedule.ranks, o.columns);
   PrintTimeline(Simulate(schedule, BuildCostModel(o.plan, schedule)).timeline, o.columns, !o.no_memory);
   return 0;
 }

@@ -1,12 +1,12 @@
 // Main of the GPU tests (ctest label `gpu`). Without a CUDA device it prints
 // why and exits 77, which ctest reports as skipped (SKIP_RETURN_CODE): a GPU
 // test never passes on a machine that could not run it.
-#define CATCH_CONFIG_RUNNER
-#include <torch/torch.h>
+#include <torch/cuda.h>
 
-#include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
+
+#include "tests/catch_main.h"
 
 int main(int argc, char** argv) {
   bool listing = false;
@@ -16,5 +16,5 @@ int main(int argc, char** argv) {
                 torch::cuda::is_available() ? "has" : "has no usable");
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return pplab::RunCatchTests(argc, argv);
 }

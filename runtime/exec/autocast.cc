@@ -84,6 +84,8 @@ struct StackedCast {
   at::Tensor cast;
 };
 thread_local std::vector<StackedCast> stacked_casts;
+// How many AutocastCacheOffs are alive in this thread.
+thread_local int caches_off = 0;
 
 class MixedPrecision : public Stage {
  public:
@@ -151,8 +153,18 @@ AutocastCacheScope::~AutocastCacheScope() {
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
 }
 
+AutocastCacheOff::AutocastCacheOff() : was_cache_enabled_(at::autocast::is_autocast_cache_enabled()) {
+  at::autocast::set_autocast_cache_enabled(false);
+  ++caches_off;
+}
+
+AutocastCacheOff::~AutocastCacheOff() {
+  --caches_off;
+  at::autocast::set_autocast_cache_enabled(was_cache_enabled_);
+}
+
 at::Tensor CachedStackedCast(const at::Tensor& stacked, c10::ScalarType dtype) {
-  if (cache_scopes == 0) return stacked.to(dtype);
+  if (cache_scopes == 0 || caches_off > 0) return stacked.to(dtype);
   const void* storage = stacked.storage().unsafeGetStorageImpl();
   for (const StackedCast& c : stacked_casts) {
     if (c.storage == storage && c.offset == stacked.storage_offset() && c.dtype == dtype &&

@@ -76,6 +76,24 @@ class AutocastCacheScope {
 // lives.
 at::Tensor CachedStackedCast(const at::Tensor& stacked, c10::ScalarType dtype);
 
+// While alive, no cast in this thread is taken from a cache or put in one:
+// neither autocast's cache nor CachedStackedCast's, whatever guards and
+// scopes are alive around it; destruction restores both. For work a CUDA
+// graph captures (runtime/exec/graphed_stage.h): a replay runs only the
+// kernels its capture saw, so the capture must cast the weights itself. A
+// cast taken from a cache would leave the graph reading that copy: stale
+// after the optimizer's update, and freed when its scope ends.
+class AutocastCacheOff {
+ public:
+  AutocastCacheOff();
+  ~AutocastCacheOff();
+  AutocastCacheOff(const AutocastCacheOff&) = delete;
+  AutocastCacheOff& operator=(const AutocastCacheOff&) = delete;
+
+ private:
+  bool was_cache_enabled_ = true;
+};
+
 // Whether autocast is on for `device` in this thread.
 bool AutocastEnabled(c10::DeviceType device);
 // The dtype autocast runs matmuls in on `device` in this thread when it is

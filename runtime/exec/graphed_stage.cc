@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/exec/autocast.h"
 #include "runtime/exec/weight_grads.h"
 #include "schedules/error.h"
 
@@ -229,6 +230,9 @@ class GraphedStageImpl final : public GraphedStage {
       if (s->output_grads.empty()) throw Error("graphed stage: no output of the forward carries a gradient");
     };
     const char* doing = "running it once before the capture";
+    // Under bf16 the captures cast the weights themselves, whatever cache of
+    // casts is alive around this forward (AutocastCacheOff says why).
+    AutocastCacheOff no_cached_casts;
     try {
       backend_->WarmUp([&] {
         forward();

@@ -31,8 +31,10 @@
 //
 // The stage's forward must issue the same device work for every microbatch
 // of a shape, with no host read and no host-to-device copy (a capture
-// fails on those), and under bf16 each capture casts its own weights (the
-// executor's shared casts are off: ExecutorOptions::share_weight_casts).
+// fails on those). Under bf16 each capture casts its own weights: the
+// warm-up and the captures run with every cache of casts off
+// (AutocastCacheOff), and a training run's executor does not share casts
+// across microbatches (ExecutorOptions::share_weight_casts).
 #pragma once
 
 #include <functional>

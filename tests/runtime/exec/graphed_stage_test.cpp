@@ -5,6 +5,7 @@
 // no graph may run.
 #include "runtime/exec/graphed_stage.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "models/partition.h"
 #include "runtime/comm/fake_transport.h"
+#include "runtime/exec/autocast.h"
 #include "runtime/exec/executor.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
@@ -230,6 +232,59 @@ TEST_CASE("a capture that fails says which part failed, in one line", "[graphed]
   const Batch batch = MakeBatch(c, 2, 8, 11);
   CHECK_THROWS_WITH(stage->Forward({batch.inputs, batch.mask}),
                     "graphed stage: capturing the forward failed: operation not permitted when stream is capturing");
+}
+
+TEST_CASE("under bf16 a graphed stage's captures cast the weights themselves inside a cache of casts", "[graphed]") {
+  // Whether a weight's bf16 cast would come from a cache here: autocast's
+  // (a single weight) and CachedStackedCast's (weights seen as one matrix).
+  const at::Tensor weight = torch::randn({4, 4}, torch::requires_grad());
+  const at::Tensor stacked = torch::randn({8, 4});
+  auto casts_cached = [&] {
+    const auto cast = [&] { return at::autocast::cached_cast(at::kBFloat16, weight, c10::DeviceType::CPU); };
+    return std::make_pair(cast().is_same(cast()),
+                          CachedStackedCast(stacked, at::kBFloat16).is_same(CachedStackedCast(stacked, at::kBFloat16)));
+  };
+  // A backend that checks, as the work it is handed runs, whether the casts
+  // it would capture come from a cache: a CUDA graph would then read a copy
+  // made outside it, stale after the update and freed when its scope ends.
+  class Watching final : public GraphBackend {
+   public:
+    explicit Watching(std::function<std::pair<bool, bool>()> check) : check_(std::move(check)) {}
+    void WarmUp(const std::function<void()>& work) override {
+      seen.push_back(check_());
+      work();
+    }
+    std::unique_ptr<GraphCapture> Capture(const std::function<void()>& work, const GraphCapture* pool) override {
+      seen.push_back(check_());
+      return rerun_->Capture(work, pool);
+    }
+    std::vector<std::pair<bool, bool>> seen;
+
+   private:
+    std::function<std::pair<bool, bool>()> check_;
+    std::unique_ptr<GraphBackend> rerun_ = MakeRerunGraphBackend();
+  };
+  auto watching = std::make_shared<Watching>(casts_cached);
+  const LlamaConfig c = Tiny(2);
+  const std::unique_ptr<Stage> stage = MixedPrecisionStage(
+      MakeGraphedStage(BuildLlamaStage(c, PartitionUniform(c, 1), 0, 5, torch::kCPU), watching), torch::kCPU);
+  const Batch batch = MakeBatch(c, 2, 8, 11);
+  // As profile's F and B phase runs its stages, and a step whose executor
+  // shares casts: inside a scope that keeps them.
+  AutocastCacheScope scope;
+  AutocastGuard autocast(c10::DeviceType::CPU);
+  CHECK(casts_cached() == std::make_pair(true, true));  // what the check sees of a live cache
+  const TensorList logits = stage->Forward({batch.inputs, batch.mask});
+  REQUIRE(logits.size() == 1);
+  CHECK(logits[0].scalar_type() == at::kFloat);
+  REQUIRE(watching->seen.size() == 3);  // the warm-up, the forward's capture, the backward's
+  for (const auto& [single, stacked_one] : watching->seen) {
+    CHECK_FALSE(single);
+    CHECK_FALSE(stacked_one);
+  }
+  // Both caches are back once the capture is over.
+  CHECK(at::autocast::is_autocast_cache_enabled());
+  CHECK(casts_cached() == std::make_pair(true, true));
 }
 
 }  // namespace pplab

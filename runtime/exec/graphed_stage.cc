@@ -300,7 +300,12 @@ TensorList GraphedFunction::backward(torch::autograd::AutogradContext* ctx, Tens
 class RerunCapture final : public GraphCapture {
  public:
   explicit RerunCapture(std::function<void()> work) : work_(std::move(work)) {}
-  void Replay() override { work_(); }
+  // As a CUDA graph's replay, which runs the casts its capture made: none
+  // taken from a cache.
+  void Replay() override {
+    AutocastCacheOff no_cached_casts;
+    work_();
+  }
 
  private:
   std::function<void()> work_;

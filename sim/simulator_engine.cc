@@ -3,6 +3,7 @@
 #include "sim/simulator_engine.h"
 
 #include <algorithm>
+#include <map>
 
 #include "schedules/error.h"
 #include "schedules/lowering.h"
@@ -58,20 +59,29 @@ void Engine::HoldGraphSlots() {
   // free) and its B frees it. The slots outlive the step, so a step of a
   // run holds them all from its start, as pplab train --measure-memory
   // counts them (Stage::HeldBytes).
+  // Costs without graphs (eager profiles, analytic costs) hold none: one
+  // pass over the stages, not one over the ranks' programs.
+  bool graphed = false;
+  for (StageId st = 0; st < S_ && !graphed; ++st) graphed = costs_.Stage(st).graph_slot_bytes.has_value();
+  if (!graphed) return;
   for (RankId r = 0; r < s_.ranks; ++r) {
-    std::vector<int> busy(S_, 0), slots(S_, 0);
+    // By stage this rank runs: its microbatches in flight, now and at most
+    // (a map, not a vector over every stage: a rank runs few of them).
+    std::map<StageId, std::pair<int, int>> flight;
     for (const Action& a : s_.programs[r]) {
       const ComputeParts parts = PartsOf(a);
       for (const Action& part : parts) {
-        if (part.kind == ActionKind::kForward) slots[part.stage] = std::max(slots[part.stage], ++busy[part.stage]);
+        if (part.kind != ActionKind::kForward) continue;
+        auto& [now, most] = flight[part.stage];
+        most = std::max(most, ++now);
       }
       for (const Action& part : parts) {
-        if (part.kind == ActionKind::kBackward) --busy[part.stage];
+        if (part.kind == ActionKind::kBackward) --flight[part.stage].first;
       }
     }
-    for (StageId st = 0; st < S_; ++st) {
+    for (const auto& [st, f] : flight) {
       const std::optional<Bytes>& slot = costs_.Stage(st).graph_slot_bytes;
-      if (slot && slots[st] > 0) Sample(r, 0, slots[st] * *slot, &MemoryParts::graphs);
+      if (slot && f.second > 0) Sample(r, 0, f.second * *slot, &MemoryParts::graphs);
     }
   }
 }

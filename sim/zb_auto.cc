@@ -172,16 +172,24 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy,
 // zb-h1's and zb-h2's and a little beyond, times W backlogs, times the gap
 // rules.
 std::vector<Policy> Policies(int K, int M) {
-  std::vector<std::vector<int>> limits;
+  std::vector<std::vector<int>> limits;  // distinct, in the order first made
+  std::set<std::vector<int>> made;
   const auto add = [&](const std::function<int(RankId)>& limit_of) {
     std::vector<int> l(K);
     for (RankId r = 0; r < K; ++r) l[r] = std::clamp(limit_of(r), 1, M);
-    if (std::find(limits.begin(), limits.end(), l) == limits.end()) limits.push_back(l);
+    if (made.insert(l).second) limits.push_back(std::move(l));
   };
-  for (int c = 1; c < K; ++c) add([&](RankId r) { return std::min(K - r, c); });              // below 1F1B's memory
-  for (int e = 0; e < K; ++e) add([&](RankId r) { return K - r + std::min(e, K - 1 - r); });  // zb-h1 .. zb-h2 shape
-  for (int e = 1; e <= K; ++e) add([&](RankId r) { return K - r + e; });  // 1F1B's slope, e more in flight
-  for (int c = K; c < 2 * K; ++c) add([&](RankId) { return c; });         // the same limit on every rank
+  // Each family's limits are clamped to M, so past a parameter of M each
+  // gives the vector it gave at M, already made: its loop stops there
+  // (O(min(K, M) K) work, not O(K^2); the same limits, in the same order).
+  for (int c = 1; c < K && c <= M; ++c) add([&](RankId r) { return std::min(K - r, c); });  // below 1F1B's memory
+  for (int e = 0; e < K && e <= M; ++e) {
+    add([&](RankId r) { return K - r + std::min(e, K - 1 - r); });  // zb-h1 .. zb-h2 shape
+  }
+  for (int e = 1; e <= K && e <= M; ++e) add([&](RankId r) { return K - r + e; });  // 1F1B's slope, e more in flight
+  for (int c = K; c < 2 * K && c <= std::max(K, M); ++c) {
+    add([&](RankId) { return c; });  // the same limit on every rank
+  }
   std::vector<Policy> out;
   for (const std::vector<int>& l : limits) {
     for (int backlog : {0, K - 1, 2 * K - 2, std::numeric_limits<int>::max()}) {

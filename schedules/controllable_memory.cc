@@ -31,6 +31,7 @@
 // passes in slot order. The order is valid for any costs; its bubble and
 // memory are tuned to equal ones.
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <numeric>
 
@@ -66,16 +67,34 @@ Block VHalfBlock(int K, int r) {
 
 constexpr int kPeriod = 6;
 
+// The slot grids FromBlock keeps: a cell for each slot of each rank, 5 bytes
+// a cell (about 0.7 GB at this bound). A rank's slots span about 6(K + M),
+// so the grids grow as K(K + M): past the bound a plan is refused in one
+// line rather than exhaust the machine's memory (K = 10 000 at M = 1 took
+// 3 GB).
+constexpr int64_t kMaxSlotCells = int64_t{1} << 27;
+
 Schedule FromBlock(const std::string& name, int K, int M, Block (*block)(int, int)) {
   if (K < 1) throw Error(name + ": --ranks must be >= 1, got " + std::to_string(K));
   if (M < 1) throw Error(name + ": --microbatches must be >= 1, got " + std::to_string(M));
+  // The slots: microbatch m's block starts at 6m, and rank r's last pass
+  // of it is its I of its first stage, so every F and I lies below the
+  // horizon.
+  int64_t horizon64 = 0;
+  for (RankId r = 0; r < K; ++r) horizon64 = std::max<int64_t>(horizon64, block(K, r).i_first + 1);
+  horizon64 += static_cast<int64_t>(kPeriod) * (M - 1);
+  if (static_cast<int64_t>(K) * (horizon64 + 1) > kMaxSlotCells) {
+    throw Error(name + ": --ranks " + std::to_string(K) + " x --microbatches " + std::to_string(M) + " needs " +
+                std::to_string(K) + " x " + std::to_string(horizon64) + " slots, more than pplab plans (" +
+                std::to_string(kMaxSlotCells) + ")");
+  }
+  const int horizon = static_cast<int>(horizon64);
   const std::vector<RankId> placement = VPlacement(K);
   const int S = 2 * K;
   // The block's slots for every F and I, all below the horizon (the W
   // passes are placed after, without it).
   std::vector<Slotted> passes;
   passes.reserve(static_cast<size_t>(4) * K * M);
-  int horizon = 0;
   for (RankId r = 0; r < K; ++r) {
     const Block b = block(K, r);
     for (MicrobatchId m = 0; m < M; ++m) {
@@ -84,7 +103,6 @@ Schedule FromBlock(const std::string& name, int K, int M, Block (*block)(int, in
       passes.push_back({ActionKind::kForward, S - 1 - r, m, base + b.f_second});
       passes.push_back({ActionKind::kBackwardInput, S - 1 - r, m, base + b.i_second});
       passes.push_back({ActionKind::kBackwardInput, r, m, base + b.i_first});
-      horizon = std::max(horizon, base + b.i_first + 1);
     }
   }
   // occupant[r][t]: whether rank r runs something at slot t; held[r][t]: the

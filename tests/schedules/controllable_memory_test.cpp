@@ -122,4 +122,20 @@ TEST_CASE("between zb-v and 1f1b: less memory than both, bubbles from zb-v's up 
   }
 }
 
+TEST_CASE("v-min and v-half refuse in one line a plan whose slot grid would exhaust memory", "[schedules]") {
+  // V-Half at K = 4800 (d = 3): rank 0's I of stage 0 is at slot 6K + 1 =
+  // 28801, so the grid is 4800 ranks x 28803 slots, past 2^27 cells.
+  CHECK_THROWS_WITH(Generate("v-half", {4800, 1, 0}),
+                    "v-half: --ranks 4800 x --microbatches 1 needs 4800 x 28802 slots, more than pplab plans "
+                    "(134217728)");
+  // V-Min at K = 9000 (d = 2), M = 2: 4K + 1 = 36001, plus a period of 6.
+  CHECK_THROWS_WITH(Generate("v-min", {9000, 2, 0}),
+                    "v-min: --ranks 9000 x --microbatches 2 needs 9000 x 36008 slots, more than pplab plans "
+                    "(134217728)");
+  // Within the bound a large plan is still made, and valid.
+  const Schedule s = Lower(Generate("v-half", {500, 4, 0}));
+  CHECK(s.ranks == 500);
+  CHECK(Validate(s).ok());
+}
+
 }  // namespace pplab

@@ -73,6 +73,7 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
       {"simulate --plan " PPLAB_TEST_DATA_DIR "/pytorch_1f1b_k2_m2.csv -k 4", 108, "--ranks excludes --plan"},
       {"show -k 100000 -m 1 --columns 10000", 2, "too large a picture"},
       {"simulate -k 100000 -m 100000", 2, "more than pplab plans"},
+      {"simulate -s v-half -k 100000 -m 1", 2, "needs 100000 x 600002 slots, more than pplab plans"},
       {"simulate --f-time 1e13", 105, "--f-time"},
       {"simulate --comm-bandwidth 1e-300 --message-bytes 1e6", 105, "--comm-bandwidth"},
   };

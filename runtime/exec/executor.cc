@@ -162,8 +162,8 @@ StepResult Executor::RunStep(const std::vector<MicrobatchData>& microbatches, do
   if (options_.memory != nullptr) {
     memory_base = options_.memory->Live();
     for (const auto& [s, stage] : stages_) memory_base -= stage->HeldBytes();
+    options_.memory->ResetPeak();
   }
-  if (options_.memory != nullptr) options_.memory->ResetPeak();
   // Receives posted and not yet waited for: their event index, by tag.
   std::map<int64_t, size_t> posted;
   StepResult result;

@@ -244,6 +244,10 @@ int RunProfile(const ProfileCliOptions& o) {
       return RunWorker(o, rank, world);
     });
   }
+  // Before anything starts CUDA in this process (which profiles a one-rank
+  // run itself); printed after the checks.
+  const std::vector<std::string> cuda_warnings =
+      o.device.rfind("cuda", 0) == 0 ? PrepareCudaEnvironment() : std::vector<std::string>();
   const LlamaConfig config = ProfiledConfig(o);
   Check(o, config);
   ResolveAttention(ParseAttentionKind(o.attention));  // refused here, before any worker starts
@@ -254,6 +258,7 @@ int RunProfile(const ProfileCliOptions& o) {
     CheckLocalCapacity(LocalLoad{o.ranks * o.dp * o.tp, params * o.dp, o.device.rfind("cpu", 0) == 0},
                        "--oversubscribe");
   }
+  for (const std::string& w : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", w.c_str());
   const int processes = o.ranks * o.dp * o.tp;
   if (processes == 1) return RunWorker(o, 0, 1);
   return LaunchWorkers(processes, o.raw_args, o.comm_timeout_s);

@@ -305,6 +305,10 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
 int RunTrain(const TrainOptions& given) {
   const TrainOptions o = WithDefaults(given);
   if (IsWorker()) return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
+  // Before the checks below start CUDA in this process, which trains a
+  // one-rank run itself; printed after them.
+  const std::vector<std::string> cuda_warnings =
+      o.device.rfind("cuda", 0) == 0 ? PrepareCudaEnvironment() : std::vector<std::string>();
   // Fail here, once, with one line, before any worker starts: the plan, the
   // model against it, the batch, the device, the machine's capacity, the
   // outputs and the checkpoint to resume.
@@ -337,6 +341,7 @@ int RunTrain(const TrainOptions& given) {
   }
   ClaimOutputs(given, o);
   const std::string latest = o.checkpoint_dir.empty() ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
+  for (const std::string& w : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", w.c_str());
   if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
   std::optional<PreparedText> prepared;
   if (!o.synthetic) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "runtime/comm/collectives.h"
+#include "runtime/comm/device_wait.h"
 #include "runtime/train/adamw.h"
 #include "runtime/train/tensor_parallel_step.h"
 #include "schedules/error.h"
@@ -124,6 +125,12 @@ double RunCheckpoints::Save(int done, AdamW& optimizer, const std::set<std::stri
     const auto tensors =
         ShardTensors(optimizer, first_copy_names,
                      split_ ? GatherShares(*options_.tp_group, options_.tp_split_dim, options_.comm_timeout) : nullptr);
+    // On a GPU the gathers above are only queued; the write's host copies
+    // would wait for them without a bound where a peer never came.
+    if ((sharded_ || split_) && !tensors.empty()) {
+      WaitForDevice(tensors.front().second.device(), options_.comm_timeout,
+                    "rank " + std::to_string(world_rank_) + " gathering its checkpoint's tensors");
+    }
     if (writes_shards_) WriteShardTensors(tmp, rank_, done, identity_, tensors);
   }
   if (sharded_) optimizer.KeepShares();                            // the whole moments, gathered for the save, go

@@ -211,6 +211,17 @@ std::string LoadCudaKernelsEagerly() {
          "receiving (dualpipe) can hang in their first step; unset it to load CUDA's kernels at start-up";
 }
 
+std::vector<std::string> PrepareCudaEnvironment() {
+  static bool prepared = false;
+  if (prepared) return {};
+  prepared = true;
+  std::vector<std::string> warnings;
+  for (std::string warning : {KeepSeparateStreamQueues(), LoadCudaKernelsEagerly()}) {
+    if (!warning.empty()) warnings.push_back(std::move(warning));
+  }
+  return warnings;
+}
+
 namespace {
 
 // This process's run id as a number (0: none given).
@@ -279,9 +290,10 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   w.local_ranks = local_ranks;
   bool shared = false;
   if (o.device.rfind("cuda", 0) == 0) {
-    // Before CUDA makes its context.
-    for (const std::string& warning : {KeepSeparateStreamQueues(), LoadCudaKernelsEagerly()}) {
-      if (!warning.empty() && world_rank == 0) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
+    // Before CUDA starts here. A launching pplab has printed the warnings.
+    const std::vector<std::string> warnings = PrepareCudaEnvironment();
+    if (world_rank == 0 && std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
+      for (const std::string& warning : warnings) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
     }
   }
   w.device = ResolveDevice(o.device, local_rank, local_ranks, &shared);

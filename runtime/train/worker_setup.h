@@ -76,6 +76,15 @@ std::string KeepSeparateStreamQueues();
 // CUDA context.
 std::string LoadCudaKernelsEagerly();
 
+// KeepSeparateStreamQueues and LoadCudaKernelsEagerly, the first time it is
+// called in this process: their warnings then (those not ""), none after.
+// CUDA reads both variables when it starts in a process, so this comes
+// before anything in the process touches CUDA: the launcher calls it before
+// its checks resolve the device (a one-rank run then trains in the
+// launcher's process; workers inherit what it set), SetUpWorker in every
+// worker.
+std::vector<std::string> PrepareCudaEnvironment();
+
 // The device of local rank `local_rank` among `local_ranks` for --device
 // `text`: "cuda" alone maps local rank r to GPU r mod (GPUs on this machine),
 // as torchrun does, so ranks share GPUs round-robin when there are fewer GPUs

@@ -69,6 +69,36 @@ TEST_CASE("CUDA kernels load at start-up unless the user chose otherwise, with a
   }
 }
 
+TEST_CASE("CUDA's environment is prepared once a process, its warnings returned the first time only", "[worker]") {
+  const char* names[] = {"CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING"};
+  std::string saved[2];
+  bool had[2];
+  for (int i = 0; i < 2; ++i) {
+    const char* v = std::getenv(names[i]);
+    had[i] = v != nullptr;
+    saved[i] = had[i] ? v : "";
+  }
+  // Nothing else in this test process prepares it (ctest runs each case alone).
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  ::setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+  const std::vector<std::string> first = PrepareCudaEnvironment();
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].rfind("CUDA_DEVICE_MAX_CONNECTIONS=1 replaced by 8", 0) == 0);
+  CHECK(first[1].rfind("CUDA_MODULE_LOADING=LAZY kept", 0) == 0);
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "8");
+  // Later calls (SetUpWorker in the launcher's own process) change nothing and say nothing.
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  CHECK(PrepareCudaEnvironment().empty());
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "1");
+  for (int i = 0; i < 2; ++i) {
+    if (had[i]) {
+      ::setenv(names[i], saved[i].c_str(), 1);
+    } else {
+      ::unsetenv(names[i]);
+    }
+  }
+}
+
 TEST_CASE("the device and backend flags are checked in one line each", "[worker]") {
   CHECK(ResolveDevice("cpu", 0, 2).is_cpu());
   CHECK_THROWS_WITH(ResolveDevice("tpu", 0, 1), Catch::StartsWith("--device 'tpu'"));

@@ -60,22 +60,26 @@ inline long PeakRssKib(const std::vector<std::string>& args) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? usage.ru_maxrss : -1;
 }
 
-// The floating-point flags of `pplab COMMAND`, read from its --help (CLI11
-// shows their type as FLOAT), e.g. {"--f-time", "--b-time", ...}.
-inline std::vector<std::string> FloatFlags(const std::string& command) {
+// The flags of `pplab COMMAND` whose type its --help shows as `type`
+// (CLI11: FLOAT for floating-point, UINT for unsigned integers), e.g.
+// {"--f-time", "--b-time", ...} for FLOAT.
+inline std::vector<std::string> TypedFlags(const std::string& command, const std::string& type) {
   const PplabRun help = Pplab(command + " --help");
   REQUIRE(help.code == 0);
   std::vector<std::string> flags;
+  const std::string shown = " " + type;
   size_t pos = 0;
-  while ((pos = help.out.find(" FLOAT", pos)) != std::string::npos) {
+  while ((pos = help.out.find(shown, pos)) != std::string::npos) {
     const size_t line = help.out.rfind('\n', pos) + 1;
     const size_t dash = help.out.rfind("--", pos);
     if (dash != std::string::npos && dash >= line) {
       flags.push_back(help.out.substr(dash, help.out.find_first_of(" ,", dash) - dash));
     }
-    pos += 6;
+    pos += shown.size();
   }
   return flags;
 }
+
+inline std::vector<std::string> FloatFlags(const std::string& command) { return TypedFlags(command, "FLOAT"); }
 
 }  // namespace pplab

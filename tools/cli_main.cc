@@ -27,14 +27,25 @@ const CLI::Validator kFinite(
     },
     "");
 
+// An unsigned option's value must not be negative: CLI11 parses "-1" into
+// an unsigned integer as 2^64 - 1.
+const CLI::Validator kNotNegative(
+    [](std::string& value) -> std::string {
+      const size_t first = value.find_first_not_of(" \t");
+      if (first != std::string::npos && value[first] == '-') return "must be a non-negative integer, got " + value;
+      return "";
+    },
+    "");
+
 }  // namespace
 
-void RefuseNonFiniteNumbers(CLI::App& app) {
+void RefuseBadNumbers(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     const std::string type = opt->get_type_name();
     if (type.compare(0, 5, "FLOAT") == 0) opt->check(kFinite);
+    if (type.compare(0, 4, "UINT") == 0) opt->check(kNotNegative);
   }
-  for (CLI::App* sub : app.get_subcommands({})) RefuseNonFiniteNumbers(*sub);
+  for (CLI::App* sub : app.get_subcommands({})) RefuseBadNumbers(*sub);
 }
 
 const std::string& ProgramName() { return StoredProgramName(); }
@@ -46,7 +57,7 @@ int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
   } else if (argc > 0 && argv[0] != nullptr && argv[0][0] != '\0') {
     StoredProgramName() = argv[0];
   }
-  RefuseNonFiniteNumbers(app);
+  RefuseBadNumbers(app);
   std::string known;
   bool found = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

@@ -10,12 +10,13 @@ class App;
 
 namespace pplab::cli {
 
-// Adds a check to every floating-point option of `app` and its subcommands
-// (CLI11 type FLOAT, scalars and lists alike) that refuses NaN and
-// infinities; CLI11 then names the flag ("--lr: ... must be a finite
-// number"). CLI11 reads "nan" and "inf" as numbers and a range check lets
-// NaN through, so every command needs this; main() applies it once.
-void RefuseNonFiniteNumbers(CLI::App& app);
+// Adds checks to every numeric option of `app` and its subcommands (scalars
+// and lists alike): a floating-point one (CLI11 type FLOAT) refuses NaN and
+// infinities, an unsigned one (UINT) a negative value; CLI11 then names the
+// flag ("--lr: ... must be a finite number"). CLI11 reads "nan" and "inf" as
+// numbers, a range check lets NaN through, and "-1" parses into an unsigned
+// integer as 2^64 - 1, so every command needs this; RunCli applies it once.
+void RefuseBadNumbers(CLI::App& app);
 
 // Parses and runs the chosen subcommand: refuses an unknown command with the
 // list of known ones, catches every error and prints it as one line

@@ -40,6 +40,24 @@ TEST_CASE("cli: every floating-point flag of every offline command refuses NaN a
   CHECK(checked >= 25);
 }
 
+TEST_CASE("cli: every unsigned flag of every command refuses a negative value by name", "[cli]") {
+  // CLI11 reads "-1" into an unsigned integer as 2^64 - 1; simulate --seed
+  // -1 drew its samples with seed 18446744073709551615 before the check.
+  std::string seen;
+  for (const char* command : kOfflineCommands) {
+    for (const std::string& flag : TypedFlags(command, "UINT")) {
+      for (const char* value : {"-1", "-3"}) {
+        const PplabRun r = Pplab(std::string(command) + " " + flag + " " + value);
+        INFO(command << " " << flag << " " << value << ": " << r.out);
+        CHECK(r.code == 105);
+        CHECK_THAT(r.out, Catch::StartsWith(flag + ": must be a non-negative integer, got " + value + "\n"));
+      }
+      seen += std::string(" ") + command + " " + flag;
+    }
+  }
+  CHECK_THAT(seen, Catch::Contains(" simulate --seed"));
+}
+
 TEST_CASE("cli: pplab loads no LibTorch: the offline commands stay under 30 MB", "[cli]") {
   const std::string plan = TempPath("rss-plan.json"), trace = TempPath("rss-trace.json");
   REQUIRE(Pplab("export -s zb-h1 -k 4 -m 8 -o " + plan).code == 0);

@@ -45,4 +45,19 @@ TEST_CASE("every floating-point flag of train, profile and generate refuses NaN 
   }
 }
 
+TEST_CASE("every unsigned flag of train, profile and generate refuses a negative value by name", "[train][cli]") {
+  std::string seen;
+  for (const char* command : {"train", "profile", "generate", "export-model"}) {
+    for (const std::string& flag : TypedFlags(command, "UINT")) {
+      const PplabRun r = Pplab(std::string(command) + " " + flag + " -5");
+      INFO(command << " " << flag << ": " << r.out);
+      CHECK(r.code == 105);
+      CHECK_THAT(r.out, Catch::StartsWith(flag + ": must be a non-negative integer, got -5\n"));
+      seen += std::string(" ") + command + " " + flag;
+    }
+  }
+  for (const char* flag : {" train --seed", " profile --seed", " generate --seed"})
+    CHECK_THAT(seen, Catch::Contains(flag));
+}
+
 }  // namespace pplab

@@ -246,8 +246,7 @@ int RunProfile(const ProfileCliOptions& o) {
   }
   // Before anything starts CUDA in this process (which profiles a one-rank
   // run itself); printed after the checks.
-  const std::vector<std::string> cuda_warnings =
-      o.device.rfind("cuda", 0) == 0 ? PrepareCudaEnvironment() : std::vector<std::string>();
+  const std::vector<std::string> cuda_warnings = PrepareCudaEnvironment(o.device);
   const LlamaConfig config = ProfiledConfig(o);
   Check(o, config);
   ResolveAttention(ParseAttentionKind(o.attention));  // refused here, before any worker starts

@@ -307,8 +307,7 @@ int RunTrain(const TrainOptions& given) {
   if (IsWorker()) return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
   // Before the checks below start CUDA in this process, which trains a
   // one-rank run itself; printed after them.
-  const std::vector<std::string> cuda_warnings =
-      o.device.rfind("cuda", 0) == 0 ? PrepareCudaEnvironment() : std::vector<std::string>();
+  const std::vector<std::string> cuda_warnings = PrepareCudaEnvironment(o.device);
   // Fail here, once, with one line, before any worker starts: the plan, the
   // model against it, the batch, the device, the machine's capacity, the
   // outputs and the checkpoint to resume.

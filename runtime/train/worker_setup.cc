@@ -211,9 +211,9 @@ std::string LoadCudaKernelsEagerly() {
          "receiving (dualpipe) can hang in their first step; unset it to load CUDA's kernels at start-up";
 }
 
-std::vector<std::string> PrepareCudaEnvironment() {
+std::vector<std::string> PrepareCudaEnvironment(const std::string& device) {
   static bool prepared = false;
-  if (prepared) return {};
+  if (prepared || device.rfind("cuda", 0) != 0) return {};
   prepared = true;
   std::vector<std::string> warnings;
   for (std::string warning : {KeepSeparateStreamQueues(), LoadCudaKernelsEagerly()}) {
@@ -289,12 +289,10 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   w.local_rank = local_rank;
   w.local_ranks = local_ranks;
   bool shared = false;
-  if (o.device.rfind("cuda", 0) == 0) {
-    // Before CUDA starts here. A launching pplab has printed the warnings.
-    const std::vector<std::string> warnings = PrepareCudaEnvironment();
-    if (world_rank == 0 && std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
-      for (const std::string& warning : warnings) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
-    }
+  // Before CUDA starts here. A launching pplab has printed the warnings.
+  const std::vector<std::string> cuda_warnings = PrepareCudaEnvironment(o.device);
+  if (world_rank == 0 && std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
+    for (const std::string& warning : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
   }
   w.device = ResolveDevice(o.device, local_rank, local_ranks, &shared);
   w.backend = ParseBackend(o.backend, w.device);

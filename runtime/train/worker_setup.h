@@ -76,6 +76,7 @@ std::string KeepSeparateStreamQueues();
 // CUDA context.
 std::string LoadCudaKernelsEagerly();
 
+// For a CUDA `device` (--device cuda or cuda:N; nothing for another):
 // KeepSeparateStreamQueues and LoadCudaKernelsEagerly, the first time it is
 // called in this process: their warnings then (those not ""), none after.
 // CUDA reads both variables when it starts in a process, so this comes
@@ -83,7 +84,7 @@ std::string LoadCudaKernelsEagerly();
 // its checks resolve the device (a one-rank run then trains in the
 // launcher's process; workers inherit what it set), SetUpWorker in every
 // worker.
-std::vector<std::string> PrepareCudaEnvironment();
+std::vector<std::string> PrepareCudaEnvironment(const std::string& device);
 
 // The device of local rank `local_rank` among `local_ranks` for --device
 // `text`: "cuda" alone maps local rank r to GPU r mod (GPUs on this machine),

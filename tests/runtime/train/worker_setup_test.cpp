@@ -81,14 +81,14 @@ TEST_CASE("CUDA's environment is prepared once a process, its warnings returned 
   // Nothing else in this test process prepares it (ctest runs each case alone).
   ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
   ::setenv("CUDA_MODULE_LOADING", "LAZY", 1);
-  const std::vector<std::string> first = PrepareCudaEnvironment();
+  const std::vector<std::string> first = PrepareCudaEnvironment("cuda");
   REQUIRE(first.size() == 2);
   CHECK(first[0].rfind("CUDA_DEVICE_MAX_CONNECTIONS=1 replaced by 8", 0) == 0);
   CHECK(first[1].rfind("CUDA_MODULE_LOADING=LAZY kept", 0) == 0);
   CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "8");
   // Later calls (SetUpWorker in the launcher's own process) change nothing and say nothing.
   ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
-  CHECK(PrepareCudaEnvironment().empty());
+  CHECK(PrepareCudaEnvironment("cuda").empty());
   CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "1");
   for (int i = 0; i < 2; ++i) {
     if (had[i]) {

@@ -39,6 +39,14 @@ bash "$bench" --dry-run --pplab "$pplab" --pplab-args "--no-flat-params" > "$tmp
 help=$("$pplab" train --help)
 has_precision=0
 grep -q -- '--precision' <<< "$help" && has_precision=1
+# The words of the help between spaces, commas, '=' and line ends: each
+# flag it names (one lookup a word below, not one grep a word).
+declare -A known=()
+while read -r -a help_words; do
+  for h in "${help_words[@]}"; do known[$h]=1; done
+done <<< "$(tr ',=' '  ' <<< "$help")"
+anchor_text=$(< "$anchor")
+[[ $anchor_text == *'choices=["eager", "pipe"]'* ]] || fail "torch_anchor.py's modes changed"
 pplab_lines=0
 anchor_lines=0
 while IFS= read -r line; do
@@ -49,20 +57,19 @@ while IFS= read -r line; do
       for w in "${words[@]}"; do
         [[ $w == -* && ! $w =~ ^-[0-9] ]] || continue
         if [ "$w" = --precision ] && [ "$has_precision" = 0 ]; then continue; fi
-        grep -qE -- "(^|[ ,])$w([ ,=]|$)" <<< "$help" || fail "pplab train has no $w: $line"
+        [ -n "${known[$w]:-}" ] || fail "pplab train has no $w: $line"
       done
       ;;
     "python3 "*torch_anchor.py*)
       anchor_lines=$((anchor_lines + 1))
-      grep -qF "choices=[\"eager\", \"pipe\"]" "$anchor" || fail "torch_anchor.py's modes changed"
       [[ ${words[2]} == eager || ${words[2]} == pipe ]] || fail "mode ${words[2]}: $line"
       for ((i = 3; i < ${#words[@]}; i++)); do
         w=${words[i]}
         if [[ $w == --* ]]; then
-          grep -qF "add_argument(\"$w\"" "$anchor" || fail "torch_anchor.py has no $w: $line"
+          [[ $anchor_text == *"add_argument(\"$w\""* ]] || fail "torch_anchor.py has no $w: $line"
           v=${words[i + 1]}
           case $w in
-            --schedule|--dtype) grep -qF "\"$v\"" "$anchor" || fail "torch_anchor.py knows no $w $v: $line" ;;
+            --schedule|--dtype) [[ $anchor_text == *"\"$v\""* ]] || fail "torch_anchor.py knows no $w $v: $line" ;;
           esac
         fi
       done

@@ -16,7 +16,7 @@
 #include "schedules/validate.h"
 #include "sim/cost_model.h"
 
-namespace pplab {
+namespace pplab::seeds_test {
 namespace {
 
 // Runs `parse` on every file of tests/data/fuzz/HARNESS/; returns how many.
@@ -70,4 +70,4 @@ TEST_CASE("every kept fuzz input is accepted or refused with pplab::Error", "[fu
         }) > 0);
 }
 
-}  // namespace pplab
+}  // namespace pplab::seeds_test

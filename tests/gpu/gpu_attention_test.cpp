@@ -16,7 +16,7 @@
 #include "models/partition.h"
 #include "tests/tensor_error.h"
 
-namespace pplab {
+namespace pplab::gpu_attention_test {
 namespace {
 
 // Logits and every parameter gradient of the whole model as one stage on the
@@ -87,4 +87,4 @@ TEST_CASE("gpu: in bf16 SDPA takes GQA KV heads unrepeated and groups them as re
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::gpu_attention_test

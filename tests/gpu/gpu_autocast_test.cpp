@@ -25,7 +25,7 @@
 #include "runtime/exec/memory_meter.h"
 #include "tests/runtime/exec/cast_node.h"
 
-namespace pplab {
+namespace pplab::gpu_autocast_test {
 namespace {
 
 bool IsLinearWeight(const std::string& name) {
@@ -128,4 +128,4 @@ TEST_CASE("gpu: in a cache scope a bf16 Llama stage casts each linear weight onc
       M, static_cast<long long>(B), static_cast<long long>(T), ms[0], ms[1]);
 }
 
-}  // namespace pplab
+}  // namespace pplab::gpu_autocast_test

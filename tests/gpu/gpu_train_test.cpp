@@ -19,7 +19,7 @@
 #include "tests/tools/grad_files.h"
 #include "traces/chrome_trace.h"
 
-namespace pplab {
+namespace pplab::gpu_train_test {
 namespace {
 
 const std::string kCommon =
@@ -239,4 +239,4 @@ TEST_CASE("gpu: CUDA graphs train the gradients and losses of eager stages, over
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::gpu_train_test

@@ -5,7 +5,7 @@
 
 #include "schedules/error.h"
 
-namespace pplab {
+namespace pplab::flops_test {
 namespace {
 
 TEST_CASE("model FLOPs of the default preset on 2 stages equal the formula by hand", "[flops][model]") {
@@ -58,4 +58,4 @@ TEST_CASE("model FLOPs follow the placement: looped stages add up on their rank"
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::flops_test

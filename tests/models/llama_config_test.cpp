@@ -9,7 +9,7 @@
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
-namespace pplab {
+namespace pplab::llama_config_test {
 namespace {
 
 // Meta-Llama-3-8B's config.json as published (field for field).
@@ -346,4 +346,4 @@ TEST_CASE("a model's folder as --model: its config.json is read", "[llama_config
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::llama_config_test

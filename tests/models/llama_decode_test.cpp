@@ -11,7 +11,7 @@
 #include "models/partition.h"
 #include "schedules/error.h"
 
-namespace pplab {
+namespace pplab::llama_decode_test {
 namespace {
 
 LlamaConfig Variant(const std::string& which) {
@@ -70,4 +70,4 @@ TEST_CASE("decoding with cached keys and values gives a full forward's logits, t
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::llama_decode_test

@@ -13,7 +13,7 @@
 
 #include "tests/tensor_error.h"
 
-namespace pplab {
+namespace pplab::llama_ops_test {
 namespace {
 
 constexpr double kFp32Tolerance = 1e-5;
@@ -136,4 +136,4 @@ TEST_CASE("the token cross-entropy sum is the sum of -log softmax at each kept t
   CHECK(TokenCrossEntropySum(logits, targets, -100).item<double>() == Approx(by_hand).epsilon(1e-6));
 }
 
-}  // namespace pplab
+}  // namespace pplab::llama_ops_test

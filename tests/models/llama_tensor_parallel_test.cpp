@@ -20,7 +20,7 @@
 #include "tests/runtime/comm/two_ranks.h"
 #include "tests/tensor_error.h"
 
-namespace pplab {
+namespace pplab::llama_tensor_parallel_test {
 namespace {
 
 // The tiny preset (4 query heads, 2 key/value heads) with every optional
@@ -291,4 +291,4 @@ TEST_CASE("the backward starts each region's collectives before the matmuls that
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::llama_tensor_parallel_test

@@ -23,7 +23,7 @@
 #include "schedules/error.h"
 #include "tests/tensor_error.h"
 
-namespace pplab {
+namespace pplab::llama_test {
 namespace {
 
 // The tiny preset with `heads` query heads and `kv_heads` key/value heads.
@@ -179,9 +179,9 @@ TEST_CASE("a llama stage built for padding that only ends rows refuses padding b
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::llama_test
 
-namespace pplab {
+namespace pplab::llama_test {
 
 namespace {
 // A name's ending, e.g. ".bias".
@@ -350,4 +350,4 @@ TEST_CASE("llama with norms on q and k runs under bf16 autocast, in fp32 norms, 
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::llama_test

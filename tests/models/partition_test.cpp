@@ -6,7 +6,7 @@
 #include "models/flops.h"
 #include "schedules/error.h"
 
-namespace pplab {
+namespace pplab::partition_test {
 
 TEST_CASE("uniform partition gives the first L mod S stages one layer more", "[partition]") {
   LlamaConfig c = LlamaPreset("tiny");
@@ -126,4 +126,4 @@ TEST_CASE("model config JSON: defaults, unknown fields and inconsistent shapes",
   CHECK(d.max_position_embeddings == 2048);
 }
 
-}  // namespace pplab
+}  // namespace pplab::partition_test

@@ -18,7 +18,7 @@
 #include "models/pretrained.h"
 #include "models/safetensors.h"
 
-namespace pplab {
+namespace pplab::pretrained_load_test {
 namespace {
 
 std::vector<std::pair<std::string, at::Tensor>> AllParameters(const LlamaConfig& c, int stages, uint64_t seed,
@@ -243,4 +243,4 @@ TEST_CASE("llama3 rotary scaling changes the logits of the same weights, and lin
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::pretrained_load_test

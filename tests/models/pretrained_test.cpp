@@ -14,7 +14,7 @@
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
-namespace pplab {
+namespace pplab::pretrained_test {
 namespace {
 
 std::string TmpPath(const std::string& name) {
@@ -242,4 +242,4 @@ TEST_CASE("a model's files are checked against its config before anything runs",
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::pretrained_test

@@ -14,7 +14,7 @@
 #include "runtime/exec/weight_grads.h"
 #include "tests/tensor_error.h"
 
-namespace pplab {
+namespace pplab::projections_test {
 namespace {
 
 // A linear layer (in -> out) whose weight and gradient are views at rows
@@ -131,4 +131,4 @@ TEST_CASE("a projection run under a DeferWeightGradsScope leaves its weight's pr
   CHECK(RelativeError(x.grad(), upstream.mm(w0)) <= 1e-6);
 }
 
-}  // namespace pplab
+}  // namespace pplab::projections_test

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace pplab {
+namespace pplab::tensor_parallel_test {
 
 TEST_CASE(
     "tensor parallelism splits q/k/v, gate/up, the embedding and the head by rows, o and down by columns, and keeps "
@@ -107,4 +107,4 @@ TEST_CASE("sequence parallelism needs the sequence length to be a multiple of T"
   CHECK(WhyNoSequenceParallel(130, 4) == "the sequence length 130 is not a multiple of 4");
 }
 
-}  // namespace pplab
+}  // namespace pplab::tensor_parallel_test

@@ -6,7 +6,7 @@
 #include "schedules/action_kinds.h"
 #include "schedules/error.h"
 
-namespace pplab {
+namespace pplab::action_test {
 
 TEST_CASE("action text form round-trips for every kind", "[action]") {
   for (int k = 0; k < kNumActionKinds; ++k) {
@@ -77,4 +77,4 @@ TEST_CASE("malformed composites are rejected, each with what is wrong", "[action
   CHECK_THROWS_WITH(ParseAction("(0F7;7Q3)OVERLAP_F_B"), Catch::Contains("unknown action kind 'Q'"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::action_test

@@ -10,7 +10,7 @@
 #include "schedules/validate.h"
 #include "sim/simulator.h"
 
-namespace pplab {
+namespace pplab::controllable_memory_test {
 namespace {
 
 constexpr TimeNs kT = 1000;
@@ -138,4 +138,4 @@ TEST_CASE("v-min and v-half refuse in one line a plan whose slot grid would exha
   CHECK(Validate(s).ok());
 }
 
-}  // namespace pplab
+}  // namespace pplab::controllable_memory_test

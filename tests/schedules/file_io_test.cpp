@@ -9,7 +9,7 @@
 #include "schedules/error.h"
 #include "schedules/schedule_io.h"
 
-namespace pplab {
+namespace pplab::file_io_test {
 
 TEST_CASE("a written file reads back, and a leading byte-order mark is dropped", "[file_io]") {
   const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/round.txt";
@@ -133,4 +133,4 @@ TEST_CASE("ListDirectory names a folder's entries sorted, and RemoveTree removes
   CHECK(::lstat(dir.c_str(), &st) != 0);
 }
 
-}  // namespace pplab
+}  // namespace pplab::file_io_test

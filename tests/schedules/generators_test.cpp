@@ -10,7 +10,7 @@
 #include "sim/simulator.h"
 #include "tests/generator_rules.h"
 
-namespace pplab {
+namespace pplab::generators_test {
 TEST_CASE("every generator is valid after lowering over K 1..8, M 1..16, v 1..3", "[generators]") {
   int checked = 0;
   for (const GeneratorInfo& g : Generators()) {
@@ -90,9 +90,9 @@ TEST_CASE("lowering inserts no messages between stages on one rank", "[lowering]
   CHECK(got == std::vector<std::string>{"0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0", "0RECV_B1", "0B1"});
 }
 
-}  // namespace pplab
+}  // namespace pplab::generators_test
 
-namespace pplab {
+namespace pplab::generators_test {
 
 TEST_CASE("PyTorch's schedule class names are aliases, case-insensitive", "[generators]") {
   const std::vector<std::pair<std::string, std::string>> aliases = {{"GPipe", "gpipe"},
@@ -158,9 +158,9 @@ TEST_CASE("interleaved-zb defers r weight passes on rank r before its first W", 
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::generators_test
 
-namespace pplab {
+namespace pplab::generators_test {
 
 TEST_CASE("dualpipe states its rules: K even, M even and M >= 2K", "[generators][dualpipe]") {
   CHECK_THROWS_WITH(Generate("dualpipe", {3, 12, 0}), Catch::Contains("even number of ranks"));
@@ -241,4 +241,4 @@ TEST_CASE("dualpipe overlaps F and B in its steady phase like DualPipe's step 4 
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::generators_test

@@ -11,7 +11,7 @@
 #include "schedules/schedule_io.h"
 #include "sim/cost_model.h"
 
-namespace pplab {
+namespace pplab::json_reader_test {
 
 TEST_CASE("a key given twice in one object is refused, naming the file and the key", "[json_reader]") {
   CHECK_THROWS_WITH(ParseJsonStrict(R"({"a": 1, "b": 2, "a": 3})", "x.json"),
@@ -99,4 +99,4 @@ TEST_CASE("a schedule read from a stream equals the one read from its text, erro
   CHECK_THROWS_WITH(ScheduleFromJson(text, "p.json"), Catch::Contains("p.json: programs[0] must be an array"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::json_reader_test

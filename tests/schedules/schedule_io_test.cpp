@@ -9,7 +9,7 @@
 #include "sim/simulator.h"
 #include "tests/generator_rules.h"
 
-namespace pplab {
+namespace pplab::schedule_io_test {
 
 TEST_CASE("schedule JSON round-trips for every generator", "[schedule_io]") {
   for (const GeneratorInfo& g : Generators()) {
@@ -102,9 +102,9 @@ TEST_CASE("loading a missing or empty file is an error naming it", "[schedule_io
   CHECK_THROWS_WITH(LoadScheduleFile(PPLAB_TEST_DATA_DIR "/empty.csv"), Catch::Contains("empty.csv: file is empty"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::schedule_io_test
 
-namespace pplab {
+namespace pplab::schedule_io_test {
 
 TEST_CASE("PyTorch's compute-only GPipe and 1F1B files, with REDUCE_GRAD, import as our programs", "[schedule_io]") {
   for (const auto& [file, generated] :
@@ -279,9 +279,9 @@ TEST_CASE("validation checks per-stage actions and composites", "[validate]") {
   CHECK_THAT(problems("(0F0;0B0)OVERLAP_F_B\n"), Catch::Contains("deadlock"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::schedule_io_test
 
-namespace pplab {
+namespace pplab::schedule_io_test {
 
 TEST_CASE("schedule JSON carries dualpipe's pipelines and checks them", "[schedule_io][dualpipe]") {
   const Schedule s = Lower(GenerateDualPipe(2, 4));
@@ -308,4 +308,4 @@ TEST_CASE("schedule JSON carries dualpipe's pipelines and checks them", "[schedu
                     Catch::Contains("field 'pipeline_starts' must be an array of integers"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::schedule_io_test

@@ -6,7 +6,7 @@
 #include "schedules/lowering.h"
 #include "schedules/schedule_io.h"
 
-namespace pplab {
+namespace pplab::validate_test {
 namespace {
 
 Schedule FromCsv(const std::string& csv) { return ScheduleFromPytorchCsv(csv, "test.csv", "hand-written"); }
@@ -88,4 +88,4 @@ TEST_CASE("a split backward needs both I and W", "[validate]") {
   CHECK(AnyProblemContains(Validate(Lower(s)), "I without W"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::validate_test

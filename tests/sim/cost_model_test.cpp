@@ -5,7 +5,7 @@
 
 #include "schedules/error.h"
 
-namespace pplab {
+namespace pplab::cost_model_test {
 
 TEST_CASE("cost model JSON round-trips", "[cost_model]") {
   const std::string text = R"({
@@ -83,9 +83,9 @@ TEST_CASE("bad cost files are rejected naming the field", "[cost_model]") {
                     Catch::Contains("c.json: stage 0 has no backward_weight_ms, which 0B0 needs"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cost_model_test
 
-namespace pplab {
+namespace pplab::cost_model_test {
 namespace {
 
 // A cost file as `pplab profile` writes it: tiny model, 2 stages of 2 layers.
@@ -206,9 +206,9 @@ TEST_CASE("a bad profile meta is refused naming the field", "[cost_model]") {
   CHECK_THROWS_WITH(CostModel::FromJson(missing, "cost.json"), Catch::Contains("cost.json: meta.seq_len is missing"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cost_model_test
 
-namespace pplab {
+namespace pplab::cost_model_test {
 
 TEST_CASE("cost model devices: one id per rank, round-trips, bad entries named", "[cost_model][devices]") {
   const std::string head = R"({"format": "pplab.cost", "version": 1, "default": {"forward_ms": 1, "backward_ms": 2},
@@ -225,9 +225,9 @@ TEST_CASE("cost model devices: one id per rank, round-trips, bad entries named",
   CHECK_NOTHROW(m.CheckDevices(2, "p"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cost_model_test
 
-namespace pplab {
+namespace pplab::cost_model_test {
 
 TEST_CASE("cost model step: optional per-step costs in ms, round-trip, unknown fields named", "[cost_model][step]") {
   const std::string head = R"({"format": "pplab.cost", "version": 1, "default": {"forward_ms": 1, "backward_ms": 2},
@@ -248,9 +248,9 @@ TEST_CASE("cost model step: optional per-step costs in ms, round-trip, unknown f
                     Catch::Contains("neg.json: step.clip_ms must be finite and >= 0"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cost_model_test
 
-namespace pplab {
+namespace pplab::cost_model_test {
 
 TEST_CASE("cost model spread: p10, median and p90 are the 10th, 50th and 90th percentiles of the draws",
           "[cost_model][samples]") {
@@ -370,4 +370,4 @@ TEST_CASE("cost model device_slots: one count per device id, round-trips, bad en
                     Catch::Contains("field 'device_slots' has 1 entries, but rank 1 is on device 3"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cost_model_test

@@ -13,7 +13,7 @@
 #include "schedules/lowering.h"
 #include "sim/simulator.h"
 
-namespace pplab {
+namespace pplab::measured_costs_test {
 namespace {
 
 constexpr TimeNs kMs = 1000000;
@@ -281,4 +281,4 @@ TEST_CASE("measured costs: a collective's time is the rank that waited least, a 
   CHECK(none.loss_allreduce + none.norm_allreduce + none.clip + none.optimizer + none.tied_exchange == 0);
 }
 
-}  // namespace pplab
+}  // namespace pplab::measured_costs_test

@@ -4,7 +4,7 @@
 
 #include "schedules/error.h"
 
-namespace pplab {
+namespace pplab::percentiles_test {
 
 TEST_CASE("percentiles of a known sample set are exact (linear interpolation, type 7)", "[sim][percentiles]") {
   // 1..11 in shuffled order: h = 10 q lands on a sample for q = 0.1, 0.5, 0.9.
@@ -34,4 +34,4 @@ TEST_CASE("percentiles of a known sample set are exact (linear interpolation, ty
   CHECK_THROWS_AS(Percentile({1}, 1.5), Error);
 }
 
-}  // namespace pplab
+}  // namespace pplab::percentiles_test

@@ -9,7 +9,7 @@
 #include "schedules/lowering.h"
 #include "sim/simulator.h"
 
-namespace pplab {
+namespace pplab::recompute_test {
 namespace {
 
 constexpr TimeNs kMs = 1000000;
@@ -146,4 +146,4 @@ TEST_CASE("input_bytes round-trips through the cost file", "[recompute][cost_mod
       Catch::Contains("input_bytes"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::recompute_test

@@ -15,7 +15,7 @@
 #include "tests/generator_rules.h"
 #include "tests/sim/simulator_test_support.h"
 
-namespace pplab {
+namespace pplab::simulator_engine_test {
 namespace {
 
 // The [start, end) of each event of `kind` on `rank`, in program order.
@@ -243,4 +243,4 @@ TEST_CASE("a stage's measured reduce_grad_ms replaces the ring formula of REDUCE
   CHECK(Simulate(s, costs).makespan == 3000);
 }
 
-}  // namespace pplab
+}  // namespace pplab::simulator_engine_test

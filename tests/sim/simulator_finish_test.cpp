@@ -7,7 +7,7 @@
 #include "schedules/lowering.h"
 #include "sim/simulator.h"
 
-namespace pplab {
+namespace pplab::simulator_finish_test {
 
 TEST_CASE("per-step costs: clip and optimizer follow each rank's last action, all-reduces wait for every rank",
           "[sim][step]") {
@@ -92,4 +92,4 @@ TEST_CASE("tied embeddings: the halves' ranks swap gradients once both are done,
   CHECK(CostModel::Uniform(2, c, Link{}).ToJson().find("tied_exchange") == std::string::npos);
 }
 
-}  // namespace pplab
+}  // namespace pplab::simulator_finish_test

@@ -14,7 +14,7 @@
 #include "sim/simulator.h"
 #include "tests/generator_rules.h"
 
-namespace pplab {
+namespace pplab::simulator_memory_test {
 namespace {
 
 // A stage of F 1000 ns and B 2000 ns that holds 1000 activation bytes.
@@ -484,4 +484,4 @@ TEST_CASE("graphed stages refuse plans that split B, and recomputation", "[sim]"
   CHECK_FALSE(CostModel::Uniform(1, StageOfThousand(), {}).Graphed());
 }
 
-}  // namespace pplab
+}  // namespace pplab::simulator_memory_test

@@ -17,7 +17,7 @@
 #include "tests/generator_rules.h"
 #include "tests/sim/simulator_test_support.h"
 
-namespace pplab {
+namespace pplab::simulator_test {
 
 TEST_CASE("simulated bubble equals the analytic one for uniform costs and free communication", "[sim]") {
   int compared = 0;
@@ -179,4 +179,4 @@ TEST_CASE("dualpipe's bubble is the README's (K/2-1)(F&B+B-3W) and it holds K+1 
   CHECK(worst_idle == 8500);  // the formula would say 3 x 2500 = 7500
 }
 
-}  // namespace pplab
+}  // namespace pplab::simulator_test

@@ -7,7 +7,7 @@
 #include "schedules/lowering.h"
 #include "sim/simulator.h"
 
-namespace pplab {
+namespace pplab::step_samples_test {
 namespace {
 
 CostModel Uniform(int stages, TimeNs f, TimeNs b) {
@@ -111,4 +111,4 @@ TEST_CASE("sim tie rule: overlapping sampled [p10, p90] intervals tie, separated
   CHECK(StepTimesTie(x, y));
 }
 
-}  // namespace pplab
+}  // namespace pplab::step_samples_test

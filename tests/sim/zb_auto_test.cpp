@@ -10,7 +10,7 @@
 #include "sim/recompute.h"
 #include "sim/simulator.h"
 
-namespace pplab {
+namespace pplab::zb_auto_test {
 namespace {
 
 // Uniform stage costs in ns: F, full B, W (so I = B - W), message latency;
@@ -230,4 +230,4 @@ TEST_CASE("zb-auto needs a cost model: Generate refuses it, GenerateWithCosts ru
   CHECK_THROWS_WITH(GenerateAuto({4, 8, 0}, Costs(3, 1000, 2000, 500, 0)), Catch::Contains("3"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::zb_auto_test

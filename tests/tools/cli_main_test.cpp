@@ -11,7 +11,7 @@
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
 
-namespace pplab {
+namespace pplab::cli_main_test {
 namespace {
 
 const char* const kOfflineCommands[] = {"schedules", "simulate", "compare", "sweep", "export", "validate",
@@ -141,4 +141,4 @@ TEST_CASE("cli: a FIFO or a device as a schedule file is one line", "[cli]") {
   CHECK_THAT(r.out, Catch::Equals("pplab: error: cannot read /dev/zero: is a device, not a regular file\n"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cli_main_test

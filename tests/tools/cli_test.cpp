@@ -14,7 +14,7 @@
 #include "tests/tools/cli_test_support.h"
 #include "traces/chrome_trace.h"
 
-namespace pplab {
+namespace pplab::cli_test {
 
 TEST_CASE("cli: validate exits 0 valid, 1 invalid, 2 unusable", "[cli]") {
   PplabRun r = Pplab("validate " + Data("pytorch_1f1b_k2_m2.csv"));
@@ -124,9 +124,9 @@ TEST_CASE("cli: compare lists every schedule, sweep writes one row per plan", "[
   CHECK_THAT(r.out, Catch::Contains("7 plans simulated"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cli_test
 
-namespace pplab {
+namespace pplab::cli_test {
 
 TEST_CASE("cli: diff of a trace with itself shows no drift, a delayed action is the first drift", "[cli][diff]") {
   const std::string sim = TempPath("diff_sim.json"), late = TempPath("diff_late.json");
@@ -333,9 +333,9 @@ TEST_CASE("cli: stats gives each rank's peak bytes held where the trace has the 
   for (int k = 0; k < 4; ++k) CHECK(j["per_rank"][k]["peak_held_bytes"] == 1000000 * (4 - k));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cli_test
 
-namespace pplab {
+namespace pplab::cli_test {
 
 TEST_CASE("cli: PyTorch's schedule names work with -s and appear in pplab schedules", "[cli]") {
   PplabRun r = Pplab("schedules");
@@ -363,9 +363,9 @@ TEST_CASE("cli: export --format csv-compute writes what PyTorch's _load_csv read
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::cli_test
 
-namespace pplab {
+namespace pplab::cli_test {
 
 TEST_CASE("cli: -s zb-auto searches with the flags' costs and keeps to --memory-limit / --inflight-limit",
           "[cli][zb-auto]") {
@@ -429,9 +429,9 @@ TEST_CASE("cli: explain --json splits each rank's idle time, the text form is a 
   CHECK_THAT(missing.out, Catch::Contains("pplab: error: cannot read /nonexistent/trace.json"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cli_test
 
-namespace pplab {
+namespace pplab::cli_test {
 
 TEST_CASE("cli: simulate --samples reports p50 and p99 of the step time, the same for a seed", "[cli][samples]") {
   const std::string cost = TempPath("spread_cost.json");
@@ -452,9 +452,9 @@ TEST_CASE("cli: simulate --samples reports p50 and p99 of the step time, the sam
   CHECK(Pplab("simulate -s 1f1b --seed 3").code != 0);  // --seed needs --samples
 }
 
-}  // namespace pplab
+}  // namespace pplab::cli_test
 
-namespace pplab {
+namespace pplab::cli_test {
 
 TEST_CASE("cli: simulate --devices shares a device, explain books the wait as shared_device", "[cli][devices]") {
   // GPipe K=2 M=2, F=1, B=2 on one device: makespan 12, rank 1 waits [6,8)
@@ -471,9 +471,9 @@ TEST_CASE("cli: simulate --devices shares a device, explain books the wait as sh
   CHECK_THAT(bad.out, Catch::Contains("--devices: 3 devices for 2 ranks"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cli_test
 
-namespace pplab {
+namespace pplab::cli_test {
 
 namespace {
 
@@ -554,4 +554,4 @@ TEST_CASE("cli: stats and explain say how ranks sharing a device used it", "[cli
   CHECK(!nlohmann::json::parse(r.out).contains("shared_devices"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::cli_test

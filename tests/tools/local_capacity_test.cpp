@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-namespace pplab::cli {
+namespace pplab::cli::local_capacity_test {
 namespace {
 
 TEST_CASE("local capacity: model state counts on the host for a CPU device only", "[capacity]") {
@@ -35,4 +35,4 @@ TEST_CASE("local capacity: the reason names the need, what is available and the 
 }
 
 }  // namespace
-}  // namespace pplab::cli
+}  // namespace pplab::cli::local_capacity_test

@@ -16,7 +16,7 @@
 #include "tests/tools/cli_test_support.h"
 #include "tools/plan_costs.h"
 
-namespace pplab {
+namespace pplab::plan_cli_profiles_test {
 
 namespace {
 
@@ -377,4 +377,4 @@ TEST_CASE("cli: plan with a profile's spreads samples each row and marks ties in
   CHECK_THAT(text.out, Catch::Contains("noise") && Catch::Contains("tie") && Catch::Contains("#1 ties with #2"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::plan_cli_profiles_test

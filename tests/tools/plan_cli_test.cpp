@@ -15,7 +15,7 @@
 #include "tests/tools/cli_test_support.h"
 #include "traces/chrome_trace.h"
 
-namespace pplab {
+namespace pplab::plan_cli_test {
 
 TEST_CASE("cli: plan --gpus searches every K x D x T and prints the train line of the best", "[cli][plan]") {
   const std::string out = TempPath("gpus-plan.json");
@@ -384,4 +384,4 @@ TEST_CASE("cli: plan refuses two outputs in one file or one over a profile it re
   CHECK(::stat(plan_file.c_str(), &st) == 0);
 }
 
-}  // namespace pplab
+}  // namespace pplab::plan_cli_test

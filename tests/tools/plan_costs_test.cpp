@@ -13,7 +13,7 @@
 #include "tests/tools/plan_test_support.h"
 #include "tools/plan_search.h"
 
-namespace pplab::cli {
+namespace pplab::cli::plan_costs_test {
 
 TEST_CASE("plan: the balanced model's stages cost the same", "[plan]") {
   const LlamaConfig c = BalancedModel();
@@ -389,4 +389,4 @@ TEST_CASE("plan: a profile's message rules and send share carry into fitted cand
   CHECK_FALSE(AnalyticFit(1e9, Precision::kFp32).messages);
 }
 
-}  // namespace pplab::cli
+}  // namespace pplab::cli::plan_costs_test

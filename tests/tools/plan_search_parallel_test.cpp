@@ -11,7 +11,7 @@
 #include "tests/tools/plan_test_support.h"
 #include "tools/plan_search.h"
 
-namespace pplab::cli {
+namespace pplab::cli::plan_search_parallel_test {
 
 TEST_CASE("plan: a sharded optimizer counts 8 + 8 / D bytes of model state per parameter", "[plan]") {
   const LlamaConfig c = BalancedModel();
@@ -356,4 +356,4 @@ TEST_CASE("plan: searching both layouts ranks the candidates without and with se
   for (const PlanCandidate& p : odd.fitting) CHECK_FALSE(p.sequence_parallel);
 }
 
-}  // namespace pplab::cli
+}  // namespace pplab::cli::plan_search_parallel_test

@@ -16,7 +16,7 @@
 #include "sim/simulator.h"
 #include "tests/tools/plan_test_support.h"
 
-namespace pplab::cli {
+namespace pplab::cli::plan_search_test {
 
 TEST_CASE("plan: picks the fastest plan, whose step time is the hand formula", "[plan]") {
   const LlamaConfig c = BalancedModel();
@@ -548,4 +548,4 @@ TEST_CASE("plan: graphed profiles cost each stage's graph slots and search whole
   CHECK_THROWS_WITH(SearchPlans(tp), Catch::StartsWith("--tp 2: the profiles ran as CUDA graphs"));
 }
 
-}  // namespace pplab::cli
+}  // namespace pplab::cli::plan_search_test

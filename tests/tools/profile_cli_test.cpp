@@ -16,7 +16,7 @@
 #include "tests/run_pplab.h"
 #include "tools/profile_report.h"
 
-namespace pplab {
+namespace pplab::profile_cli_test {
 
 TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulator reads, with step costs and spreads",
           "[profile]") {
@@ -535,4 +535,4 @@ TEST_CASE("profile --tp 2 times each pipeline rank's stages with its tensor-para
   CHECK(samples[1]["bytes"].get<int64_t>() == B * (L / T) * C * 4);
 }
 
-}  // namespace pplab
+}  // namespace pplab::profile_cli_test

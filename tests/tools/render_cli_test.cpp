@@ -8,7 +8,7 @@
 #include "tests/tools/cli_test_support.h"
 #include "tests/traces/render_test_support.h"
 
-namespace pplab {
+namespace pplab::render_cli_test {
 
 TEST_CASE("cli: simulate writes a trace that render and show read back", "[cli]") {
   const std::string trace = TempPath("t.json"), svg = TempPath("t.svg");
@@ -69,4 +69,4 @@ TEST_CASE("cli: show adds a memory row per rank where the costs have bytes, --no
   CHECK(r.out.find("\nm0 ") == std::string::npos);
 }
 
-}  // namespace pplab
+}  // namespace pplab::render_cli_test

@@ -9,7 +9,7 @@
 #include "tests/byte_level_json.h"
 #include "tests/run_pplab.h"
 
-namespace pplab {
+namespace pplab::tokenize_cli_test {
 
 TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text back", "[cli][bpe]") {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/tokenize_cli";
@@ -110,4 +110,4 @@ TEST_CASE("cli: tokenize --records shows a record as training reads it, in read 
   RemoveTree(dir);
 }
 
-}  // namespace pplab
+}  // namespace pplab::tokenize_cli_test

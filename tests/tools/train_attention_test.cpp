@@ -9,7 +9,7 @@
 
 #include "tests/run_pplab.h"
 
-namespace pplab {
+namespace pplab::train_attention_test {
 namespace {
 
 const char kTinyRun[] = "train --model tiny --synthetic --steps 2 --batch-size 4 --seq-len 16 --out '' ";
@@ -42,4 +42,4 @@ TEST_CASE("train --attention: auto runs sdpa on LibTorch 2.x and explicit on 1.x
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::train_attention_test

@@ -18,7 +18,7 @@
 #include "tests/run_pplab.h"
 #include "tests/tools/train_cli_test_support.h"
 
-namespace pplab {
+namespace pplab::train_checkpoint_test {
 namespace {
 
 // Every tensor of a checkpoint's shards, by key.
@@ -179,4 +179,4 @@ TEST_CASE("a checkpoint that cannot be written (full disk) is one error and the 
   CHECK(ReadTextFile(dir + "/latest") == "step-000004\n");
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_checkpoint_test

@@ -17,7 +17,7 @@
 #include "tests/run_pplab.h"
 #include "tests/tools/train_cli_test_support.h"
 
-namespace pplab {
+namespace pplab::train_cli_test {
 
 TEST_CASE("a compute partition takes the plan's placement and --seq-len, and is refused for two copies", "[train]") {
   // The small preset (8 layers) in a V on 2 ranks: the layers the workers
@@ -211,4 +211,4 @@ TEST_CASE("a killed worker makes the others exit with the rank and action they w
   CHECK_THAT(r.out, !Catch::Contains("pplab: error: rank 0"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_cli_test

@@ -7,7 +7,7 @@
 
 #include "tests/run_pplab.h"
 
-namespace pplab {
+namespace pplab::train_forward_test {
 
 TEST_CASE("pplab train works through pplab, workers included", "[train][cli]") {
   for (const char* ranks : {"-k 1 -m 1", "-k 2 -m 2"}) {
@@ -60,4 +60,4 @@ TEST_CASE("every unsigned flag of train, profile and generate refuses a negative
     CHECK_THAT(seen, Catch::Contains(flag));
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_forward_test

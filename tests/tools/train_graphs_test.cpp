@@ -22,7 +22,7 @@
 #include "tests/run_pplab.h"
 #include "tests/tools/grad_files.h"
 
-namespace pplab {
+namespace pplab::train_graphs_test {
 namespace {
 
 const char kStandIn[] = "PPLAB_TEST_GRAPHS=rerun ";
@@ -91,7 +91,7 @@ TEST_CASE("train --cuda-graphs over the stand-in keeps the eager losses with rep
   // Replicas all-reduce the flat gradients the graphs sum into, sharded
   // or not; without flat buffers the graphed stage places every .grad
   // before its first capture (runtime/exec/graphed_stage.h).
-  for (const std::string& args :
+  for (const std::string args :
        {"-s 1f1b -k 2 -m 2 --dp 2", "-s 1f1b -k 2 -m 2 --dp 2 --shard-optimizer", "-s 1f1b -k 2 -m 4 --no-flat-params",
         "-s gpipe -k 1 -m 4 --no-flat-params --precision bf16"}) {
     INFO(args);
@@ -211,4 +211,4 @@ TEST_CASE("profile --cuda-graphs refuses --tp and a device other than CUDA, befo
   CHECK_THAT(tp.out, Catch::StartsWith("pplab: error: --cuda-graphs with --tp 2: "));
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_graphs_test

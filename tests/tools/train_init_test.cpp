@@ -18,7 +18,7 @@
 #include "tests/byte_level_json.h"
 #include "tests/run_pplab.h"
 
-namespace pplab {
+namespace pplab::train_init_test {
 namespace {
 
 // The tiny preset with a tied head and Llama 3.1's rotary scaling: the two
@@ -289,4 +289,4 @@ TEST_CASE("a rotary scaling pplab does not compute: train refuses it by name bef
   CHECK_THAT(ReadTextFile(dir + "/cost.json"), Catch::Contains("yarn"));  // the config as given
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_init_test

@@ -9,7 +9,7 @@
 #include "schedules/generators.h"
 #include "tools/train_checks.h"
 
-namespace pplab::cli {
+namespace pplab::cli::train_manifest_test {
 
 TEST_CASE("a resume must match the model, seed, batch and data, and names the field that differs", "[train]") {
   TrainOptions o;
@@ -94,4 +94,4 @@ TEST_CASE("a flag that contradicts the plan file is refused by name, one that ag
   CHECK_THROWS_WITH(CheckPlanFlags(o, schedule), Catch::Contains("--virtual 1") && Catch::Contains("(v 2)"));
 }
 
-}  // namespace pplab::cli
+}  // namespace pplab::cli::train_manifest_test

@@ -9,7 +9,7 @@
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
 
-namespace pplab {
+namespace pplab::train_mfu_test {
 namespace {
 
 const char kTinyRun[] = "train --model tiny --synthetic --steps 2 --batch-size 4 --seq-len 16 --out '' ";
@@ -82,4 +82,4 @@ TEST_CASE("train on the CPU reports no MFU without --peak-tflops, and shows it w
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::train_mfu_test

@@ -16,7 +16,7 @@
 #include "tests/tools/grad_files.h"
 #include "tests/tools/train_cli_test_support.h"
 
-namespace pplab {
+namespace pplab::train_parity_test {
 namespace {
 
 std::vector<double> Losses(const std::string& args) {
@@ -152,4 +152,4 @@ TEST_CASE("in bf16 the two dualpipe copies add their gradients in full precision
   CHECK(e.max_rel <= 1e-5);
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_parity_test

@@ -17,7 +17,7 @@
 
 namespace fs = std::filesystem;
 
-namespace pplab {
+namespace pplab::train_precision_test {
 namespace {
 
 const std::string kCorpus = std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.txt";
@@ -251,4 +251,4 @@ TEST_CASE("a bf16 profile sends 2 bytes per activation value and makes plan coun
   CHECK(bf16_peak > fp32_peak / 2);  // the model state does not shrink
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_precision_test

@@ -18,7 +18,7 @@
 
 namespace fs = std::filesystem;
 
-namespace pplab {
+namespace pplab::train_reliability_test {
 namespace {
 
 PplabRun Train(const std::string& args) {
@@ -266,4 +266,4 @@ TEST_CASE("checkpoints need one shared directory: ranks on separate folders are 
   CHECK_THAT(out, !Catch::Contains("rc=0"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_reliability_test

@@ -7,7 +7,7 @@
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 
-namespace pplab::cli {
+namespace pplab::cli::train_report_test {
 namespace {
 
 // Rank 0 of a K=2 run: F's of 2 ms and B's of 4 ms (median 3 ms over
@@ -76,4 +76,4 @@ TEST_CASE("a launch-bound run is told to try --cuda-graphs, or what its plan mus
   CHECK(LaunchBoundHint(o, one_f_one_b, std::nullopt).empty());
 }
 
-}  // namespace pplab::cli
+}  // namespace pplab::cli::train_report_test

@@ -13,7 +13,7 @@
 #include "tests/tools/train_cli_test_support.h"
 #include "traces/chrome_trace.h"
 
-namespace pplab {
+namespace pplab::train_sim_cost_test {
 namespace {
 
 std::string Tmp(const std::string& name) { return std::string(PPLAB_TEST_TMP_DIR) + "/" + name; }
@@ -140,4 +140,4 @@ TEST_CASE("plan --cost-out's train line runs the plan with --sim-cost: the run p
   CHECK(run["prediction"]["step_ms"].get<double>() == Approx(plan["picked"]["step_time"].get<double>()).epsilon(1e-9));
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_sim_cost_test

@@ -15,7 +15,7 @@
 #include "tests/run_pplab.h"
 #include "tests/tools/grad_files.h"
 
-namespace pplab {
+namespace pplab::train_tensor_parallel_test {
 namespace {
 
 std::string Tmp(const std::string& name) {
@@ -189,4 +189,4 @@ TEST_CASE("a killed tensor-parallel rank ends the run with a message naming it",
   CHECK_THAT(r.out, Catch::Contains("rank 1 was killed by signal"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_tensor_parallel_test

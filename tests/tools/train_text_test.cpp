@@ -13,7 +13,7 @@
 
 namespace fs = std::filesystem;
 
-namespace pplab {
+namespace pplab::train_text_test {
 namespace {
 
 const std::string kCorpus = std::string(PPLAB_TEST_DATA_DIR) + "/text/fortunes.txt";
@@ -283,4 +283,4 @@ TEST_CASE("bad data is one clear line", "[train][data]") {
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_text_test

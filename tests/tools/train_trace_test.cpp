@@ -19,7 +19,7 @@
 #include "traces/chrome_trace.h"
 #include "traces/explain.h"
 
-namespace pplab {
+namespace pplab::train_trace_test {
 
 TEST_CASE("the measured trace lists exactly the plan's actions, per rank, in program order", "[train]") {
   const std::string dir = PPLAB_TEST_TMP_DIR;
@@ -189,9 +189,9 @@ TEST_CASE("the measured trace holds each rank's step work after its actions, as 
   CHECK(t.Makespan() == latest);  // the step's time ends with its work, as a simulated step's does
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_trace_test
 
-namespace pplab {
+namespace pplab::train_trace_test {
 
 TEST_CASE("train --json says how ranks sharing a device used it in the last step, as stats of its trace", "[train]") {
   // OMP_NUM_THREADS of all the cores for each of 2 ranks: one slot, which
@@ -223,4 +223,4 @@ TEST_CASE("train --json says how ranks sharing a device used it in the last step
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::train_trace_test

@@ -9,7 +9,7 @@
 #include "schedules/lowering.h"
 #include "sim/simulator.h"
 
-namespace pplab {
+namespace pplab::chrome_trace_test {
 namespace {
 
 // The costs tests/data/golden/regenerate.sh passes as flags: --f-time 1
@@ -133,4 +133,4 @@ TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
       Catch::Contains("t.json: "));
 }
 
-}  // namespace pplab
+}  // namespace pplab::chrome_trace_test

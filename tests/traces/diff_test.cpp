@@ -7,7 +7,7 @@
 #include "schedules/lowering.h"
 #include "sim/simulator.h"
 
-namespace pplab {
+namespace pplab::diff_test {
 namespace {
 
 // Simulated timeline of `name` with F = 1 ms and B = 2 ms per stage, free comms.
@@ -136,4 +136,4 @@ TEST_CASE("diff takes each rank's largest held bytes on each side, none where a 
   CHECK_FALSE(LargestHeldBytes(measured)[0].has_value());
 }
 
-}  // namespace pplab
+}  // namespace pplab::diff_test

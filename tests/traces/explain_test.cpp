@@ -10,7 +10,7 @@
 #include "tests/generator_rules.h"
 #include "traces/chrome_trace.h"
 
-namespace pplab {
+namespace pplab::explain_test {
 namespace {
 
 constexpr TimeNs kMs = kNsPerMs;
@@ -218,9 +218,9 @@ TEST_CASE("trace: devices round-trip through otherData, a wrong length is refuse
   CHECK(TimelineToChromeTrace(t).find("devices") == std::string::npos);
 }
 
-}  // namespace pplab
+}  // namespace pplab::explain_test
 
-namespace pplab {
+namespace pplab::explain_test {
 
 TEST_CASE("explain: per-step work after the last compute is cool-down, step events round-trip", "[explain][step]") {
   CostModel costs = CostModel::Uniform(2, Stage(1000, 2000), Link{});
@@ -240,9 +240,9 @@ TEST_CASE("explain: per-step work after the last compute is cool-down, step even
   for (const RankIdle& r : x.per_rank) CHECK(PartsSum(r) == r.idle);
 }
 
-}  // namespace pplab
+}  // namespace pplab::explain_test
 
-namespace pplab {
+namespace pplab::explain_test {
 
 TEST_CASE("explain: a measured-style trace: slow producer, transfer, then executor overhead", "[explain]") {
   // As the executor writes it: the RECV spans from the step's start to when
@@ -266,9 +266,9 @@ TEST_CASE("explain: a measured-style trace: slow producer, transfer, then execut
   CHECK(x.per_rank[0].cool_down == 5200 - 3500);
 }
 
-}  // namespace pplab
+}  // namespace pplab::explain_test
 
-namespace pplab {
+namespace pplab::explain_test {
 
 TEST_CASE("explain: a device with two slots books no shared_device while only one other rank computes",
           "[explain][devices]") {
@@ -313,4 +313,4 @@ TEST_CASE("trace: device_slots round-trip through otherData, bad entries are ref
   CHECK(TimelineToChromeTrace(t).find("device_slots") == std::string::npos);
 }
 
-}  // namespace pplab
+}  // namespace pplab::explain_test

@@ -11,7 +11,7 @@
 #include "tests/traces/render_test_support.h"
 #include "traces/render_svg.h"
 
-namespace pplab {
+namespace pplab::render_memory_test {
 namespace {
 
 std::string PathD(const std::string& tag) {
@@ -117,4 +117,4 @@ TEST_CASE("svg memory rows of a simulated run name each rank's simulated peak", 
   CHECK(CountOf(svg, ">activation bytes, row height = 12.00 MB</text>") == 1);
 }
 
-}  // namespace pplab
+}  // namespace pplab::render_memory_test

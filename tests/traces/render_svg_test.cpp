@@ -18,7 +18,7 @@
 #include "tests/traces/render_test_support.h"
 #include "traces/render_text.h"
 
-namespace pplab {
+namespace pplab::render_svg_test {
 namespace {
 
 std::string FirstTag(const std::string& svg, const std::string& prefix, size_t from = 0) {
@@ -327,4 +327,4 @@ TEST_CASE("svg: below the legend, one idle-split line per rank, the parts of ppl
                              "0.500, shared device 0.000</text>"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::render_svg_test

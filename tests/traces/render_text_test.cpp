@@ -11,7 +11,7 @@
 #include "schedules/generators.h"
 #include "tests/traces/render_test_support.h"
 
-namespace pplab {
+namespace pplab::render_text_test {
 namespace {
 
 // The compute events of `rank` in timeline order.
@@ -220,4 +220,4 @@ TEST_CASE("text render memory rows: any bytes show at least 1, none or negative 
   CHECK_THAT(text, Catch::Contains("9 = 9.000 MB"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::render_text_test

@@ -9,7 +9,7 @@
 #include "traces/chrome_trace.h"
 #include "traces/timeline.h"
 
-namespace pplab {
+namespace pplab::shared_device_use_test {
 namespace {
 
 constexpr TimeNs kMs = kNsPerMs;
@@ -76,4 +76,4 @@ TEST_CASE("shared device use: a simulated shared device runs one action at a tim
   CHECK(use[0].over_slots == 0);
 }
 
-}  // namespace pplab
+}  // namespace pplab::shared_device_use_test

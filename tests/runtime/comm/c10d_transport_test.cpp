@@ -16,7 +16,7 @@
 #include "schedules/error.h"
 #include "tests/runtime/comm/two_ranks.h"
 
-namespace pplab {
+namespace pplab::c10d_transport_test {
 
 TEST_CASE("a message's tensors arrive exactly, each as its own bytes", "[comm]") {
   const at::Tensor hidden = torch::arange(24, torch::kFloat32).reshape({2, 3, 4}) / 7;      // (B,T,C)
@@ -231,9 +231,9 @@ TEST_CASE("the host barrier holds every rank until all arrive, again and again, 
   CHECK(error.find("rank 0 in host barrier") != std::string::npos);
 }
 
-}  // namespace pplab
+}  // namespace pplab::c10d_transport_test
 
-namespace pplab {
+namespace pplab::c10d_transport_test {
 namespace {
 
 // A c10d work item that records the timeout it was waited with.
@@ -268,9 +268,9 @@ TEST_CASE("a Gloo wait blocks at most the timeout and an NCCL wait only orders t
                     "receiving message 3 from rank 1: timed out after 1234 ms");
 }
 
-}  // namespace pplab
+}  // namespace pplab::c10d_transport_test
 
-namespace pplab {
+namespace pplab::c10d_transport_test {
 namespace {
 
 // A send whose completion the test decides, as NCCL's work reports it
@@ -346,4 +346,4 @@ TEST_CASE("an NCCL work that already failed is reported without waiting on it", 
   CHECK(healthy->waited);
 }
 
-}  // namespace pplab
+}  // namespace pplab::c10d_transport_test

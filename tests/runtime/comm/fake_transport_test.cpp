@@ -8,7 +8,7 @@
 #include <chrono>
 #include <memory>
 
-namespace pplab {
+namespace pplab::fake_transport_test {
 
 constexpr std::chrono::milliseconds kWait{2000};
 
@@ -45,4 +45,4 @@ TEST_CASE("a channel's receives pair with its sends in the order both were issue
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::fake_transport_test

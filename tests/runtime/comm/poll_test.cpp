@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-namespace pplab {
+namespace pplab::poll_test {
 
 TEST_CASE("PollUntil returns once the condition holds, asking until then", "[comm][poll]") {
   int asked = 0;
@@ -30,9 +30,9 @@ TEST_CASE("PollUntil gives up after its timeout and says so", "[comm][poll]") {
   CHECK(asked > 1);
 }
 
-}  // namespace pplab
+}  // namespace pplab::poll_test
 
-namespace pplab {
+namespace pplab::poll_test {
 
 TEST_CASE("PollUntil spins for its first 2 ms, then sleeps 10 us longer each look up to 100 us", "[comm][poll]") {
   using std::chrono::microseconds;
@@ -51,9 +51,9 @@ TEST_CASE("PollUntil spins for its first 2 ms, then sleeps 10 us longer each loo
   CHECK(NextPollPause(std::chrono::seconds(60), microseconds(100)) == microseconds(100));
 }
 
-}  // namespace pplab
+}  // namespace pplab::poll_test
 
-namespace pplab {
+namespace pplab::poll_test {
 
 TEST_CASE("a worker's polling thread sleeps with a 1 us timer slack, not Linux's 50 us", "[comm][poll]") {
   long before = -1, after = -1;
@@ -67,4 +67,4 @@ TEST_CASE("a worker's polling thread sleeps with a 1 us timer slack, not Linux's
   CHECK(after == 1000);
 }
 
-}  // namespace pplab
+}  // namespace pplab::poll_test

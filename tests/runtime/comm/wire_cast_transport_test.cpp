@@ -9,7 +9,7 @@
 #include "runtime/comm/c10d_transport.h"
 #include "runtime/comm/fake_transport.h"
 
-namespace pplab {
+namespace pplab::wire_cast_transport_test {
 
 TEST_CASE("a bf16 wire carries half the bytes and delivers fp32 rounded to bf16", "[comm]") {
   const auto timeout = std::chrono::milliseconds(5000);
@@ -62,4 +62,4 @@ TEST_CASE("a receive spec names the wire dtype in place of float32", "[comm]") {
   CHECK(ToWire(spec, c10::ScalarType::Float).at(0).dtype == c10::ScalarType::Float);
 }
 
-}  // namespace pplab
+}  // namespace pplab::wire_cast_transport_test

@@ -14,7 +14,7 @@
 #include "schedules/file_io.h"
 #include "tests/byte_level_json.h"
 
-namespace pplab {
+namespace pplab::bpe_tokenizer_test {
 namespace {
 
 using nlohmann::json;
@@ -212,9 +212,9 @@ TEST_CASE("a Tokenizer loads a tokenizer.json by its content and finds BOS, EOS 
   RemoveTree(dir);
 }
 
-}  // namespace pplab
+}  // namespace pplab::bpe_tokenizer_test
 
-namespace pplab {
+namespace pplab::bpe_tokenizer_test {
 
 TEST_CASE("the kept fuzz inputs of the tokenizer harnesses load or are refused, and round-trip", "[data][bpe][fuzz]") {
   // tests/data/fuzz/tokenizer_json: files in the three layouts (written by
@@ -246,4 +246,4 @@ TEST_CASE("the kept fuzz inputs of the tokenizer harnesses load or are refused, 
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::bpe_tokenizer_test

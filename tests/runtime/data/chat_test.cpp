@@ -14,7 +14,7 @@
 #include "schedules/file_io.h"
 #include "tests/byte_level_json.h"
 
-namespace pplab {
+namespace pplab::chat_test {
 namespace {
 
 std::string Tmp(const std::string& name) {
@@ -200,4 +200,4 @@ TEST_CASE("the kept fuzz inputs of the records harness are read or refused with 
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::chat_test

@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-namespace pplab {
+namespace pplab::pretokenize_test {
 namespace {
 
 std::vector<std::string> Words(const std::string& text, SplitPattern p) {
@@ -115,4 +115,4 @@ TEST_CASE("only the exact regular expressions of the three patterns are recognis
   CHECK_FALSE(SplitPatternOf("").has_value());
 }
 
-}  // namespace pplab
+}  // namespace pplab::pretokenize_test

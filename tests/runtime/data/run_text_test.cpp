@@ -12,7 +12,7 @@
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
-namespace pplab {
+namespace pplab::run_text_test {
 namespace {
 
 const std::string kText = std::string(PPLAB_TEST_DATA_DIR) + "/text";
@@ -101,4 +101,4 @@ TEST_CASE("a worker opening the launcher's prepared text reads the samples the l
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::run_text_test

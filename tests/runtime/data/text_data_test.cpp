@@ -20,7 +20,7 @@
 
 namespace fs = std::filesystem;
 
-namespace pplab {
+namespace pplab::text_data_test {
 namespace {
 
 const std::string kText = std::string(PPLAB_TEST_DATA_DIR) + "/text";
@@ -274,9 +274,9 @@ TEST_CASE("a training split shorter than one sequence is refused", "[data]") {
   CHECK_THROWS_WITH(TextDataset(cache, o), Catch::Contains("shorter than one sequence"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::text_data_test
 
-namespace pplab {
+namespace pplab::text_data_test {
 
 TEST_CASE("a token cache that shrinks while mapped stops the process with one line naming it", "[data]") {
   const PreparedText& p = Prepared();
@@ -333,4 +333,4 @@ TEST_CASE("a corrupt token id in the cache is one error naming the file", "[data
   CHECK_NOTHROW(good.CheckIds(200));
 }
 
-}  // namespace pplab
+}  // namespace pplab::text_data_test

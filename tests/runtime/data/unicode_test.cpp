@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-namespace pplab {
+namespace pplab::unicode_test {
 namespace {
 
 std::vector<CodePoint> Hex(const std::string& field) {
@@ -103,4 +103,4 @@ TEST_CASE("NFC leaves text below U+0300 and raw bytes alone", "[data][unicode]")
   CHECK(NormalizeNfc(std::vector<CodePoint>{'e', 0x301}) == std::vector<CodePoint>{0xE9});
 }
 
-}  // namespace pplab
+}  // namespace pplab::unicode_test

@@ -21,7 +21,7 @@
 #include "runtime/train/batches.h"
 #include "tests/runtime/exec/cast_node.h"
 
-namespace pplab {
+namespace pplab::autocast_test {
 
 TEST_CASE("the autocast guard turns bf16 matmuls on and restores the state it found", "[autocast]") {
   const at::Tensor x = torch::randn({4, 8});
@@ -263,4 +263,4 @@ TEST_CASE("a bf16 stage computes in bf16 but gives fp32 outputs and fp32 gradien
   CHECK(grad_error < 5e-2);
 }
 
-}  // namespace pplab
+}  // namespace pplab::autocast_test

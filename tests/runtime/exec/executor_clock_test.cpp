@@ -17,7 +17,7 @@
 #include "schedules/lowering.h"
 #include "tests/runtime/exec/executor_test_support.h"
 
-namespace pplab {
+namespace pplab::executor_clock_test {
 namespace {
 
 // A device that never finishes the step: Resolve gives up at its bound, as
@@ -145,4 +145,4 @@ TEST_CASE("a step reports when the host issued each action and how far the devic
   CHECK(h.host_span_ns == h.clock_span_ns);
 }
 
-}  // namespace pplab
+}  // namespace pplab::executor_clock_test

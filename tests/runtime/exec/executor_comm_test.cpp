@@ -18,7 +18,7 @@
 #include "schedules/lowering.h"
 #include "tests/runtime/exec/executor_test_support.h"
 
-namespace pplab {
+namespace pplab::executor_comm_test {
 namespace {
 
 // Counts the receives posted and not yet waited for.
@@ -147,4 +147,4 @@ TEST_CASE("receives are posted one compute action ahead, so a step holds a few r
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::executor_comm_test

@@ -15,7 +15,7 @@
 #include "sim/zb_auto.h"
 #include "tests/runtime/exec/executor_test_support.h"
 
-namespace pplab {
+namespace pplab::executor_recompute_test {
 namespace {
 
 // The loss and gradients of `name` with the stages in `recompute`
@@ -126,4 +126,4 @@ TEST_CASE("the executor reports the bytes held after each action, as the simulat
   CHECK(RunPipeline(c, schedule, PartitionUniform(c, 1), batch, 1234, {}).live_after.at(0).empty());
 }
 
-}  // namespace pplab
+}  // namespace pplab::executor_recompute_test

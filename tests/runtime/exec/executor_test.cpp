@@ -23,7 +23,7 @@
 #include "sim/zb_auto.h"
 #include "tests/runtime/exec/executor_test_support.h"
 
-namespace pplab {
+namespace pplab::executor_test {
 namespace {
 
 // Single-process reference: the whole model as one stage, the whole batch.
@@ -239,4 +239,4 @@ TEST_CASE("a warm-up runs each of a rank's stages once, F and B, and leaves the 
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::executor_test

@@ -30,7 +30,7 @@
 #include "schedules/lowering.h"
 #include "tests/runtime/exec/executor_test_support.h"
 
-namespace pplab {
+namespace pplab::executor_weight_casts_test {
 namespace {
 
 // The node of `output`'s graph that feeds `weight`'s gradient accumulator
@@ -270,4 +270,4 @@ TEST_CASE("bf16 steps that share weight casts equal per-forward casts bit for bi
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::executor_weight_casts_test

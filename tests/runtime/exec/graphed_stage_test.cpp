@@ -25,7 +25,7 @@
 #include "sim/zb_auto.h"
 #include "tests/runtime/exec/executor_test_support.h"
 
-namespace pplab {
+namespace pplab::graphed_stage_test {
 namespace {
 
 // A stage that runs another, shared: the test keeps the graphed stages of a
@@ -287,4 +287,4 @@ TEST_CASE("under bf16 a graphed stage's captures cast the weights themselves ins
   CHECK(casts_cached() == std::make_pair(true, true));
 }
 
-}  // namespace pplab
+}  // namespace pplab::graphed_stage_test

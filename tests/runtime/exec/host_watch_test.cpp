@@ -22,7 +22,7 @@
 #include "schedules/lowering.h"
 #include "tests/runtime/exec/executor_test_support.h"
 
-namespace pplab {
+namespace pplab::host_watch_test {
 namespace {
 
 // A stage whose forwards wait, at most 60 s, until Release: a host blocked
@@ -131,4 +131,4 @@ TEST_CASE("a host that leaves its actions in time is never reported", "[executor
   CHECK(reports == 0);
 }
 
-}  // namespace pplab
+}  // namespace pplab::host_watch_test

@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace pplab {
+namespace pplab::memory_meter_test {
 
 TEST_CASE("the memory meter counts a tensor's bytes exactly while it lives", "[memory]") {
   MemoryMeter& meter = MemoryMeter::Cpu();
@@ -31,4 +31,4 @@ TEST_CASE("the memory meter counts a tensor's bytes exactly while it lives", "[m
   CHECK(&MemoryMeter::Cpu() == &meter);
 }
 
-}  // namespace pplab
+}  // namespace pplab::memory_meter_test

@@ -17,7 +17,7 @@
 #include "runtime/exec/executor.h"
 #include "runtime/train/batches.h"
 
-namespace pplab {
+namespace pplab::weight_grads_test {
 namespace {
 
 bool IsProjectionWeight(const std::string& name) {
@@ -123,4 +123,4 @@ TEST_CASE("a Llama stage's I leaves its projections' weight gradients to W, and 
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::weight_grads_test

@@ -7,7 +7,7 @@
 
 #include "tests/runtime/train/adamw_reference.h"
 
-namespace pplab {
+namespace pplab::adamw_test {
 
 TEST_CASE("AdamW by name makes the updates of torch::optim::AdamW", "[adamw]") {
   torch::manual_seed(3);
@@ -31,9 +31,9 @@ TEST_CASE("AdamW by name makes the updates of torch::optim::AdamW", "[adamw]") {
   CHECK(mine.State().at("w").step == 4);
 }
 
-}  // namespace pplab
+}  // namespace pplab::adamw_test
 
-namespace pplab {
+namespace pplab::adamw_test {
 
 TEST_CASE("foreach AdamW equals the per-parameter update, also with mixed step counts", "[adamw]") {
   torch::manual_seed(5);
@@ -62,9 +62,9 @@ TEST_CASE("foreach AdamW equals the per-parameter update, also with mixed step c
   CHECK(mine.State().at("b").step == 3);
 }
 
-}  // namespace pplab
+}  // namespace pplab::adamw_test
 
-namespace pplab {
+namespace pplab::adamw_test {
 namespace {
 
 // Parameters of three shapes (320 elements; with 3 replicas the shares are
@@ -185,9 +185,9 @@ TEST_CASE("sharded AdamW: the replicas' shares make the unsharded update bit for
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::adamw_test
 
-namespace pplab {
+namespace pplab::adamw_test {
 
 TEST_CASE("sharded AdamW with mixed step counts in a buffer updates each parameter's part with its own count",
           "[adamw][shard]") {
@@ -213,4 +213,4 @@ TEST_CASE("sharded AdamW with mixed step counts in a buffer updates each paramet
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::adamw_test

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-namespace pplab {
+namespace pplab::batches_test {
 namespace {
 
 constexpr int32_t kBit = int32_t{1} << 30;
@@ -70,4 +70,4 @@ TEST_CASE("the attention mask hides only what follows a row's last token, and a 
   CHECK(b.loss_scale == 1.0 / 5);  // 6, 7, 7, 8, 9
 }
 
-}  // namespace pplab
+}  // namespace pplab::batches_test

@@ -21,7 +21,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace pplab {
+namespace pplab::checkpoint_test {
 namespace {
 
 std::string Tmp(const std::string& name) {
@@ -253,4 +253,4 @@ TEST_CASE("export-model writes a safetensors file under Hugging Face's names, in
   CHECK_THROWS_WITH(ExportModel(dir, dir + "/model.pt", true), Catch::Contains("--bf16 writes a .safetensors file"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::checkpoint_test

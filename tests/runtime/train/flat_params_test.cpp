@@ -21,7 +21,7 @@
 #include "tests/runtime/train/adamw_reference.h"
 #include "tests/runtime/train/trainer_test_support.h"
 
-namespace pplab {
+namespace pplab::flat_params_test {
 namespace {
 
 LlamaConfig Tiny() {
@@ -354,4 +354,4 @@ TEST_CASE("training with flat buffers is training with separate parameters", "[f
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::flat_params_test

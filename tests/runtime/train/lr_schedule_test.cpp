@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-namespace pplab {
+namespace pplab::lr_schedule_test {
 
 TEST_CASE("learning rate: linear warm-up, then cosine decay to zero", "[lr]") {
   const LrSchedule s{1e-3, 2, 6};
@@ -18,4 +18,4 @@ TEST_CASE("learning rate: linear warm-up, then cosine decay to zero", "[lr]") {
   CHECK(no_warmup.At(2) == Approx(1e-3));
 }
 
-}  // namespace pplab
+}  // namespace pplab::lr_schedule_test

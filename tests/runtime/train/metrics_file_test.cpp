@@ -11,7 +11,7 @@
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
-namespace pplab {
+namespace pplab::metrics_file_test {
 namespace {
 
 std::string TmpDir(const std::string& name) {
@@ -68,4 +68,4 @@ TEST_CASE("an empty metrics path writes nothing and an unwritable one is refused
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::metrics_file_test

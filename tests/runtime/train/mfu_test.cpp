@@ -5,7 +5,7 @@
 
 #include "schedules/error.h"
 
-namespace pplab {
+namespace pplab::mfu_test {
 namespace {
 
 TEST_CASE("MFU is model FLOPs over step time times the peak", "[mfu]") {
@@ -44,4 +44,4 @@ TEST_CASE("a peak given by --peak-tflops overrides the table, on any device", "[
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::mfu_test

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace pplab {
+namespace pplab::profile_link_test {
 
 TEST_CASE("the profile links a rank to its stages' neighbours and its two ring neighbours", "[profile]") {
   using V = std::vector<RankId>;
@@ -27,4 +27,4 @@ TEST_CASE("the link fit recovers latency and bandwidth from exact samples", "[pr
   CHECK(link.bandwidth_gbps == Approx(2.0).epsilon(1e-6));
 }
 
-}  // namespace pplab
+}  // namespace pplab::profile_link_test

@@ -17,7 +17,7 @@
 #include "runtime/train/profile_words.h"
 #include "tools/plan_costs.h"
 
-namespace pplab {
+namespace pplab::profile_test {
 namespace {
 
 // Profile on one rank, through a fake transport, with the token
@@ -180,9 +180,9 @@ TEST_CASE("the planner's activation formula, fitted at one microbatch shape, giv
   }
 }
 
-}  // namespace pplab
+}  // namespace pplab::profile_test
 
-namespace pplab {
+namespace pplab::profile_test {
 namespace {
 
 // One stage, tokens to logits through x W with a leaf W that CPU autocast
@@ -318,9 +318,9 @@ TEST_CASE("a rank's profile round-trips through the gather's words, doubles bit 
   CHECK(r.step.size() == 2);
 }
 
-}  // namespace pplab
+}  // namespace pplab::profile_test
 
-namespace pplab {
+namespace pplab::profile_test {
 
 TEST_CASE("in bf16 a Llama stage keeps 2 bytes of weight casts per linear weight parameter for the step", "[profile]") {
   // The stages cast their linear weights themselves (models/projections.h), so
@@ -338,4 +338,4 @@ TEST_CASE("in bf16 a Llama stage keeps 2 bytes of weight casts per linear weight
   CHECK(r.stages[0].cast_weight_bytes == 2 * StageLinearParams(config, partition, 0));
 }
 
-}  // namespace pplab
+}  // namespace pplab::profile_test

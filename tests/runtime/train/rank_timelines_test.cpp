@@ -7,7 +7,7 @@
 
 #include "schedules/generators.h"
 
-namespace pplab {
+namespace pplab::rank_timelines_test {
 
 TEST_CASE("the last step's events come back on rank 0, every field, shifted to start at 0", "[trainer]") {
   const Schedule schedule = GenerateGPipe(1, 2);
@@ -88,4 +88,4 @@ TEST_CASE("the step's work after the actions comes back as the rank's step event
   CHECK(t.Makespan() == 11000);  // the step's time: its work after the actions included
 }
 
-}  // namespace pplab
+}  // namespace pplab::rank_timelines_test

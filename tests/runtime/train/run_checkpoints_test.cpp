@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 
-namespace pplab {
+namespace pplab::run_checkpoints_test {
 namespace {
 
 // Two parameters, "a" (2x3) and "b" (4), with AdamW over them.
@@ -90,4 +90,4 @@ TEST_CASE("a run saves on the steps due, keeps the newest, and a resumed run loa
   RemoveTree(dir);
 }
 
-}  // namespace pplab
+}  // namespace pplab::run_checkpoints_test

@@ -17,7 +17,7 @@
 #include "schedules/lowering.h"
 #include "tests/runtime/train/trainer_test_support.h"
 
-namespace pplab {
+namespace pplab::tied_embeddings_test {
 namespace {
 
 struct Finished {
@@ -79,4 +79,4 @@ TEST_CASE("tied embeddings: the halves stay one weight through updates, and the 
 }
 
 }  // namespace
-}  // namespace pplab
+}  // namespace pplab::tied_embeddings_test

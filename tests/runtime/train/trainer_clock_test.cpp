@@ -16,7 +16,7 @@
 #include "schedules/lowering.h"
 #include "tests/runtime/train/trainer_test_support.h"
 
-namespace pplab {
+namespace pplab::trainer_clock_test {
 namespace {
 
 constexpr TimeNs kMs = 1'000'000;
@@ -107,4 +107,4 @@ TEST_CASE("a device that never finishes the last update is an error naming the r
   CHECK(clock.bound == std::chrono::milliseconds(60000));  // TrainerOptions' comm_timeout
 }
 
-}  // namespace pplab
+}  // namespace pplab::trainer_clock_test

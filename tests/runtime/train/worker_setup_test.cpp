@@ -11,7 +11,7 @@
 #include "runtime/train/threads.h"
 #include "schedules/error.h"
 
-namespace pplab {
+namespace pplab::worker_setup_test {
 
 TEST_CASE("local ranks map to GPUs round-robin, shared when there are fewer GPUs than ranks", "[worker]") {
   // 8 ranks on 8 GPUs: one each.
@@ -117,9 +117,9 @@ TEST_CASE("the device and backend flags are checked in one line each", "[worker]
   CHECK_THROWS_WITH(CheckWorkerOptions(o, 2), Catch::StartsWith("--backend nccl"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::worker_setup_test
 
-namespace pplab {
+namespace pplab::worker_setup_test {
 
 TEST_CASE("ranks map to devices: a node's CPU shared by all its ranks, each GPU its own, slots from cores",
           "[worker]") {
@@ -148,9 +148,9 @@ TEST_CASE("ranks map to devices: a node's CPU shared by all its ranks, each GPU 
   CHECK_THROWS_AS(RankDeviceFromWords({1, 2}), Error);
 }
 
-}  // namespace pplab
+}  // namespace pplab::worker_setup_test
 
-namespace pplab {
+namespace pplab::worker_setup_test {
 
 TEST_CASE("ranks that would time-slice a device take turns to be timed, as many at once as it has slots", "[worker]") {
   // Two CPU ranks of 1 thread on 2 cores fit: one turn, nothing oversubscribed.
@@ -229,9 +229,9 @@ TEST_CASE("a tensor-parallel group is timed in one turn, the first with room for
   CHECK_THROWS_WITH(MeasureTurns(m, 4), Catch::Contains("not groups of 4"));
 }
 
-}  // namespace pplab
+}  // namespace pplab::worker_setup_test
 
-namespace pplab {
+namespace pplab::worker_setup_test {
 
 TEST_CASE("a worker's threads go to one pool: never both LibTorch's and a pthreads OpenBLAS's spin at once",
           "[worker][threads]") {
@@ -285,11 +285,11 @@ TEST_CASE("OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set by the user are left as 
   CHECK(after.blas == before.blas);
 }
 
-}  // namespace pplab
+}  // namespace pplab::worker_setup_test
 
 #include "runtime/train/launcher.h"
 
-namespace pplab {
+namespace pplab::worker_setup_test {
 
 TEST_CASE("the launcher tells a line about a lost peer from a rank's own error", "[worker]") {
   const std::string lost = "pplab: error: rank 0: rank 0 waiting on 0RECV_B0 from rank 1: Connection reset by peer";
@@ -313,4 +313,4 @@ TEST_CASE("the launcher tells a line about a lost peer from a rank's own error",
   CHECK_FALSE(LostPeer("pplab: error: rank 1: step 3: the loss is NaN", 1, 0));
 }
 
-}  // namespace pplab
+}  // namespace pplab::worker_setup_test

@@ -7,12 +7,12 @@
 # build-fuzz/artifacts/ (add it to tests/data/fuzz/<harness>/, which
 # tests/fuzz/seeds_test.cpp replays on every test run).
 # Without clang++ or libFuzzer it says so and exits 0.
-#   FUZZ_SECONDS  seconds per harness (default 20); FUZZ_CXX  the compiler (default clang++)
+#   FUZZ_SECONDS  seconds per harness (default 10); FUZZ_CXX  the compiler (default clang++)
 #   FUZZ_JOBS     harnesses run at once (default 2)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-seconds=${FUZZ_SECONDS:-20}
+seconds=${FUZZ_SECONDS:-10}
 jobs=${FUZZ_JOBS:-2}
 cxx=${FUZZ_CXX:-clang++}
 harnesses=(schedule_json schedule_csv cost_model llama_config checkpoint_manifest safetensors tokenizer_json

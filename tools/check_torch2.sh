@@ -101,9 +101,9 @@ check_job() {
   [ ${#files[@]} -gt 1 ] && rm -f "$src"
   return 0
 }
+CHECK_FLAGS=$(printf '%s\n' "${flags[@]}")
 export -f check_job
 export work CHECK_FLAGS
-CHECK_FLAGS=$(printf '%s\n' "${flags[@]}")
 failed=$(printf '%s\n' "${jobs[@]}" | grep . | xargs -P 2 -I{} bash -c 'check_job "$1"' _ {} || true)
 if [ -n "$failed" ]; then
   echo "check_torch2: these files do not compile against the LibTorch 2.11 headers:" $failed

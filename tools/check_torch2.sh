@@ -71,7 +71,7 @@ for f in $files; do
   fi
 done
 [ ${#batch[@]} -gt 0 ] && jobs=("yes|${batch[*]}" "${jobs[@]}")
-todo=$(printf '%s\n' "${jobs[@]}" | grep -o ':' | wc -l)
+todo=$(printf '%s' "${jobs[@]}" | tr -cd ':' | wc -c)
 # check_job JOB: prints the files that do not compile, their errors on stderr.
 # A batch that fails is compiled again a file at a time, so that only the
 # files that fail alone are named: two test sources that share a name are not

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Runs every command of a Markdown file's shell blocks, in order, twice, in a
-# fresh temporary folder whose build/ and tests/ are this checkout's, and
-# checks each exit code: 0, or the code a "# exits N" comment on the line
-# promises. `bash tools/setup.sh && X` lines run X (the test runs after the
-# set-up), except the test command itself (X = ctest ...), which is what runs
-# this. With --marked, only the blocks whose fence follows a line starting
-# "<!-- tested:" run (a page whose other blocks are synopses), and a command
-# with `--device cuda` is skipped, saying so: it needs a GPU.
-#   usage: tests/readme_test.sh FILE.md BUILD_DIR [--marked]
+# Runs every command of a Markdown file's shell blocks, in order, twice (or
+# once), in a fresh temporary folder whose build/ and tests/ are this
+# checkout's, and checks each exit code: 0, or the code a "# exits N" comment
+# on the line promises. `bash tools/setup.sh && X` lines run X (the test runs
+# after the set-up), except the test command itself (X = ctest ...), which is
+# what runs this. With --marked, only the blocks whose fence follows a line
+# starting "<!-- tested:" run (a page whose other blocks are synopses), and a
+# command with `--device cuda` is skipped, saying so: it needs a GPU. With
+# --once, one round only (a page held to "works as written", not "twice").
+#   usage: tests/readme_test.sh FILE.md BUILD_DIR [--marked] [--once]
 set -uo pipefail
 readme=$(realpath "$1")
 build=$(realpath "$2")
 marked=0
-[ "${3:-}" = "--marked" ] && marked=1
+rounds=2
+for flag in "${@:3}"; do
+  case $flag in
+    --marked) marked=1 ;;
+    --once) rounds=1 ;;
+    *) echo "readme_test.sh: unknown flag $flag"; exit 2 ;;
+  esac
+done
 name=$(basename "$readme")
 root=$(cd "$(dirname "$0")/.." && pwd)  # the checkout: its tests/ go beside build/
 work=$(mktemp -d /tmp/pplab-readme.XXXXXX)
@@ -31,7 +39,7 @@ mapfile -t commands < <(awk -v marked="$marked" '
   { tested = /^<!-- tested:/ }' "$readme")
 [ "${#commands[@]}" -gt 0 ] || { echo "$name: no commands to run"; exit 1; }
 failures=0
-for round in 1 2; do
+for ((round = 1; round <= rounds; round++)); do
   for line in "${commands[@]}"; do
     command=${line#bash tools/setup.sh && }
     [ "$command" = "bash tools/setup.sh" ] && continue
@@ -54,4 +62,5 @@ for round in 1 2; do
   done
 done
 [ "$failures" = 0 ] || { echo "$failures $name command(s) failed"; exit 1; }
-echo "every $name command works as written, twice in a row (${#commands[@]} commands)"
+times=("" "once" "twice in a row")
+echo "every $name command works as written, ${times[rounds]} (${#commands[@]} commands)"

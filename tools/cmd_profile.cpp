@@ -260,7 +260,9 @@ int RunProfile(const ProfileCliOptions& o) {
   for (const std::string& w : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", w.c_str());
   const int processes = o.ranks * o.dp * o.tp;
   if (processes == 1) return RunWorker(o, 0, 1);
-  return LaunchWorkers(processes, o.raw_args, o.comm_timeout_s);
+  // CPU workers are forked (no LibTorch start-up of their own), where that
+  // is safe; CUDA ones are exec'd until forking is measured on a GPU.
+  return LaunchWorkers(processes, o.raw_args, o.comm_timeout_s, {}, o.device.rfind("cpu", 0) == 0);
 }
 
 }  // namespace

@@ -396,7 +396,9 @@ int RunTrain(const TrainOptions& given) {
   if (nproc == 1) return RunWorker(o, 0, 1, prepared);
   std::vector<std::string> env;
   if (prepared) env.push_back(PreparedTextEnv(*prepared));
-  return LaunchWorkers(nproc, o.raw_args, o.comm_timeout_s, env);
+  // CPU workers are forked (no LibTorch start-up of their own), where that
+  // is safe; CUDA ones are exec'd until forking is measured on a GPU.
+  return LaunchWorkers(nproc, o.raw_args, o.comm_timeout_s, env, o.device.rfind("cpu", 0) == 0);
 }
 
 }  // namespace

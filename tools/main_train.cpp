@@ -1,27 +1,33 @@
 // pplab-train: the LibTorch half of pplab (train, generate, export-model,
 // profile). `pplab` execs it for those commands with the user's command
-// line, and the launcher re-executes it (/proc/self/exe) for the workers.
+// line, and the launcher forks the workers from itself (or re-executes it,
+// /proc/self/exe).
 #include <signal.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
 
+#include "runtime/train/fork_worker.h"
+#include "runtime/train/launcher.h"
 #include "tools/cli_main.h"
 #include "tools/commands.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+// main()'s work: in a process of its own, or in a worker that the launcher
+// forked (runtime/train/fork_worker.h).
+int RunProgram(int argc, char** argv) {
   // A worker that `pplab train` launched dies with its launcher. This comes
   // first, before anything that could take time, and is followed by a check
   // that the launcher is still its parent (it may have died before prctl).
-  if (const char* launcher = std::getenv("PPLAB_LAUNCHER_PID")) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != static_cast<pid_t>(std::atol(launcher))) {
-      std::fprintf(stderr, "pplab: error: the launching pplab (pid %s) is gone; this worker stops\n", launcher);
-      return 2;
-    }
+  if (!pplab::DieWithLauncher()) {
+    std::fprintf(stderr, "pplab: error: the launching pplab (pid %s) is gone; this worker stops\n",
+                 std::getenv("PPLAB_LAUNCHER_PID"));
+    return 2;
   }
   // A file-size limit reached while writing (a checkpoint, a trace) is a
   // write error with a message, not a silent kill.
@@ -36,4 +42,11 @@ int main(int argc, char** argv) {
   pplab::cli::SetupGenerate(app, exit_code);
   pplab::cli::SetupProfile(app, exit_code, args);
   return pplab::cli::RunCli(app, argc, argv, exit_code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pplab::NoteProcessStart(RunProgram);  // what a forked worker runs (runtime/train/fork_worker.h)
+  return RunProgram(argc, argv);
 }

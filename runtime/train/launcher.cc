@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "runtime/comm/process_group.h"
+#include "runtime/train/fork_worker.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -318,8 +319,15 @@ int LaunchLocal(const LaunchOptions& options) {
     std::vector<std::string> args = options.args;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    pid_t pid = 0;
-    const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, argv.data(), env.data());
+    pid_t pid = -1;
+    if (options.fork_workers) {
+      // Where it cannot (runtime/train/fork_worker.h), the worker is exec'd.
+      std::vector<std::string> argv_strings = {self};
+      argv_strings.insert(argv_strings.end(), options.args.begin(), options.args.end());
+      std::string why;
+      pid = ForkWorker(argv_strings, env_strings, &why);
+    }
+    const int err = pid > 0 ? 0 : posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, argv.data(), env.data());
     if (err != 0) {
       kill_all();
       reap_all();
@@ -416,8 +424,9 @@ int LaunchLocal(const LaunchOptions& options) {
 }
 
 int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s,
-                  const std::vector<std::string>& env) {
+                  const std::vector<std::string>& env, bool fork_workers) {
   LaunchOptions launch;
+  launch.fork_workers = fork_workers;
   launch.nproc = nproc;
   launch.args = args;
   launch.env = env;

@@ -18,6 +18,9 @@ struct LaunchOptions {
   // After one worker fails, how long the others get to notice and exit by
   // themselves before they are killed.
   std::chrono::milliseconds grace{60000};
+  // Fork the workers from this process where that is safe (runtime/train/
+  // fork_worker.h); else, or when it fails, exec them.
+  bool fork_workers = false;
 };
 
 // Runs `nproc` copies of this executable with RANK, LOCAL_RANK, WORLD_SIZE,
@@ -53,8 +56,9 @@ void ReportWorkerError(int rank, const std::string& message);
 
 // LaunchLocal of `nproc` workers with `args`, whose peers time out after
 // `comm_timeout_s` seconds: after a failure the others get that plus 10 s.
+// `fork_workers` as in LaunchOptions.
 int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s,
-                  const std::vector<std::string>& env = {});
+                  const std::vector<std::string>& env = {}, bool fork_workers = false);
 
 // True when this process is one worker of a launch (RANK and WORLD_SIZE
 // set, by LaunchLocal, torchrun or Slurm).

@@ -310,23 +310,18 @@ int LaunchLocal(const LaunchOptions& options) {
   if (ec || self.empty()) self = "/proc/self/exe";
   for (int r = 0; r < options.nproc; ++r) {
     std::vector<std::string> env_strings = WorkerEnv(r, options, port, run_id, store_dir, error_pipe[1]);
+    // argv[0] is the executable's real path, so that ps and pkill show
+    // exec'd workers as what they are (a forked one shows the launcher's).
+    std::vector<std::string> argv_strings = {self};
+    argv_strings.insert(argv_strings.end(), options.args.begin(), options.args.end());
+    pid_t pid = -1;
+    std::string why;  // why not forked: the worker is exec'd then (runtime/train/fork_worker.h)
+    if (options.fork_workers) pid = ForkWorker(argv_strings, env_strings, &why);
     std::vector<char*> env, argv;
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
-    // argv[0] is the executable's real path, so that ps and pkill show the
-    // workers as what they are.
-    argv.push_back(self.data());
-    std::vector<std::string> args = options.args;
-    for (std::string& a : args) argv.push_back(a.data());
+    for (std::string& a : argv_strings) argv.push_back(a.data());
     argv.push_back(nullptr);
-    pid_t pid = -1;
-    if (options.fork_workers) {
-      // Where it cannot (runtime/train/fork_worker.h), the worker is exec'd.
-      std::vector<std::string> argv_strings = {self};
-      argv_strings.insert(argv_strings.end(), options.args.begin(), options.args.end());
-      std::string why;
-      pid = ForkWorker(argv_strings, env_strings, &why);
-    }
     const int err = pid > 0 ? 0 : posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, argv.data(), env.data());
     if (err != 0) {
       kill_all();

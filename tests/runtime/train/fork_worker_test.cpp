@@ -9,11 +9,10 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,21 +89,12 @@ TEST_CASE("a process with more threads than it started with, or PPLAB_FORK_WORKE
   std::string why;
   CHECK(CanForkWorker(&why));
   {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    std::thread extra([&] {
-      std::unique_lock<std::mutex> lock(m);
-      cv.wait(lock, [&] { return done; });
-    });
+    std::promise<void> release;
+    std::thread extra([done = release.get_future()] { done.wait(); });  // one thread more, until released
     CHECK_FALSE(CanForkWorker(&why));
     CHECK_THAT(why, Catch::Contains("more than the"));
     CHECK(ForkWorker({"worker"}, {}, &why) == -1);
-    {
-      std::lock_guard<std::mutex> lock(m);
-      done = true;
-    }
-    cv.notify_one();
+    release.set_value();
     extra.join();
   }
   ::setenv("PPLAB_FORK_WORKERS", "0", 1);

@@ -182,22 +182,33 @@ TEST_CASE("killing the launcher takes its workers with it", "[train]") {
   // left. The seed is computed by the shell and the pattern is a regular
   // expression, so that 918273 is in the run's command lines and nowhere in
   // this script's (pgrep would count the shell and its subshells).
-  const std::string script = std::string(PPLAB_BINARY) +
+  // The launcher's store folder is left behind, in a TMPDIR of the test's
+  // own, until the next launch removes it.
+  const std::string tmp = std::string(PPLAB_TEST_TMP_DIR) + "/killed_launcher_tmp";
+  const std::string script = "rm -rf " + tmp + " && mkdir " + tmp + " && export TMPDIR=" + tmp + "\n" +
+                             std::string(PPLAB_BINARY) +
                              " train --synthetic --out '' -q --model tiny --steps 1000000 --seed $((918270 + 3)) "
                              ">/dev/null 2>&1 & L=$!\n"
                              "count() { pgrep -f 'seed 91827[3]' | wc -l; }\n"
+                             "stores() { ls -d $TMPDIR/pplab-store-* 2>/dev/null | wc -l; }\n"
                              "for i in $(seq 1 600); do [ $(count) -ge 3 ] && break; sleep 0.1; done\n"
                              "before=$(count)\n"
                              "kill -9 $L\n"
                              "for i in $(seq 1 300); do [ $(count) -eq 0 ] && break; sleep 0.1; done\n"
-                             "echo \"$before $(count)\"\n";
+                             "left=$(stores)\n" +
+                             std::string(PPLAB_BINARY) +
+                             " train --synthetic --out '' -q --model tiny --steps 1 >/dev/null 2>&1; code=$?\n"
+                             "echo \"$before $(count) $left $code $(stores)\"\n";
   FILE* pipe = popen(script.c_str(), "r");
   REQUIRE(pipe != nullptr);
-  int before = -1, after = -1;
-  REQUIRE(std::fscanf(pipe, "%d %d", &before, &after) == 2);
+  int before = -1, after = -1, left = -1, next_code = -1, left_after_next = -1;
+  REQUIRE(std::fscanf(pipe, "%d %d %d %d %d", &before, &after, &left, &next_code, &left_after_next) == 5);
   pclose(pipe);
   CHECK(before == 3);
   CHECK(after == 0);
+  CHECK(left == 1);
+  CHECK(next_code == 0);
+  CHECK(left_after_next == 0);
 }
 
 TEST_CASE("a killed worker makes the others exit with the rank and action they waited on", "[train]") {

@@ -45,9 +45,29 @@ start=$(date +%s)
 # A unit that passed before with the same text, the same project headers, the
 # same flags and the same LibTorch headers passes again: its key names all
 # four, and $work/passed/ holds the keys of units that compiled (ccache's idea,
-# for a check that writes no object). Any header of pplab changing recompiles
-# every unit.
-headers=$(find schedules sim traces models runtime tools tests -name '*.h' | sort | xargs cat | sha256sum | cut -c1-64)
+# for a check that writes no object). The project headers are the ones the
+# unit includes, directly or through each other (every `#include "..."` of
+# pplab names a path from the repository's root), so a header that changes
+# recompiles only the units that include it.
+declare -A includes
+while IFS=: read -r from line; do
+  to=${line#*\"}; to=${to%%\"*}
+  [ -f "$to" ] && includes[$from]+="$to "
+done < <(grep -rHE '^#include *"' --include='*.h' --include='*.cc' --include='*.cpp' \
+           schedules sim traces models runtime tools tests)
+# project_headers FILE: the project headers FILE includes, transitively, one a line.
+project_headers() {
+  local -A seen=()
+  local todo=("$1") f h
+  while [ ${#todo[@]} -gt 0 ]; do
+    f=${todo[-1]}; unset 'todo[-1]'
+    for h in ${includes[$f]:-}; do
+      [ -n "${seen[$h]:-}" ] && continue
+      seen[$h]=1; todo+=("$h")
+    done
+  done
+  printf '%s\n' "${!seen[@]}" | grep . | sort || true
+}
 mkdir -p "$work/passed" "$work/batches"
 # The jobs, one a line: "pch|file:key file:key ...". A library source is a
 # job of its own (its helpers live in anonymous namespaces, which would
@@ -61,7 +81,9 @@ jobs=()
 for f in $files; do
   pch=yes
   grep -qxF "$f" <<< "$no_pch" && pch=no
-  key=$( { echo "$stamp ${flags[*]} $headers pch=$pch"; cat "$f"; } | sha256sum | cut -c1-64)
+  deps=$(project_headers "$f")
+  key=$( { echo "$stamp ${flags[*]} pch=$pch"; cat "$f"; for h in $deps; do echo "== $h"; cat "$h"; done; } |
+         sha256sum | cut -c1-64)
   [ -f "$work/passed/$key" ] && continue
   if [ "$pch" = yes ] && [[ "$f" == tests/* ]]; then
     batch+=("$f:$key")

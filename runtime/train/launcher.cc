@@ -7,7 +7,6 @@
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,11 +20,11 @@
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "runtime/comm/process_group.h"
 #include "runtime/train/fork_worker.h"
+#include "runtime/train/store_dir.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -66,15 +65,6 @@ std::string Describe(int status) {
 volatile sig_atomic_t g_stop_signal = 0;
 void OnStopSignal(int sig) { g_stop_signal = sig; }
 
-// The file's text, or "" when it cannot be read.
-std::string ReadIfThere(const std::string& path) {
-  try {
-    return ReadTextFile(path);
-  } catch (const Error&) {
-    return "";
-  }
-}
-
 // "1-3, 5" for ranks {1, 2, 3, 5}.
 std::string RankRanges(const std::vector<int>& ranks) {
   std::string out;
@@ -113,52 +103,6 @@ bool LostPeer(const std::string& line, int own, int peer) {
     if (line.find(lost) != std::string::npos) return true;
   }
   return false;
-}
-
-std::string ProcessStamp(pid_t pid) {
-  const std::string proc = "/proc/" + std::to_string(pid);
-  const std::string stat = ReadIfThere(proc + "/stat");
-  // Field 22 is the start time; the name (field 2) is in parentheses and
-  // may hold spaces, so count from the last ')'.
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return "";
-  std::istringstream fields(stat.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-  }
-  char ns[256];
-  const ssize_t n = ::readlink((proc + "/ns/pid").c_str(), ns, sizeof ns - 1);
-  if (!fields || n <= 0) return "";
-  return std::to_string(pid) + " " + field + " " + std::string(ns, static_cast<size_t>(n));
-}
-
-int RemoveStaleStores(const std::string& dir) {
-  const std::string own = ProcessStamp(::getpid());
-  const std::string own_ns = own.substr(own.rfind(' ') + 1);
-  int removed = 0;
-  std::vector<std::string> names;
-  try {
-    names = ListDirectory(dir);
-  } catch (const Error&) {
-    return 0;  // LaunchLocal's mkdtemp there says what is wrong
-  }
-  for (const std::string& name : names) {
-    const std::string path = dir + "/" + name;
-    struct stat info {};
-    if (name.rfind("pplab-store-", 0) != 0 || ::lstat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
-        info.st_uid != ::getuid()) {
-      continue;
-    }
-    std::string owner = ReadIfThere(path + "/owner");
-    if (owner.empty() || owner.back() != '\n') continue;  // not written yet
-    owner.pop_back();
-    const size_t first = owner.find(' '), last = owner.rfind(' ');
-    if (first == std::string::npos || first == last || owner.substr(last + 1) != own_ns) continue;
-    const long pid = std::atol(owner.c_str());
-    if (pid <= 0 || ProcessStamp(static_cast<pid_t>(pid)) == owner) continue;
-    if (RemoveTree(path).empty()) ++removed;
-  }
-  return removed;
 }
 
 std::string NewRunId() {
@@ -309,15 +253,7 @@ int LaunchLocal(const LaunchOptions& options) {
   // The workers rendezvous through a file in a directory only this user can
   // read, not through a TCP store: a local launch listens on no network port
   // for its store, and no process of another run can join it by accident.
-  // Its file `owner` names this launcher, so that a later launch removes
-  // the directory if this one is killed before it can (RemoveStaleStores).
-  const std::string temp = std::filesystem::temp_directory_path().string();
-  RemoveStaleStores(temp);
-  std::string store_dir = (std::filesystem::path(temp) / "pplab-store-XXXXXX").string();
-  if (::mkdtemp(store_dir.data()) == nullptr) {
-    throw Error("launcher: cannot create a directory for the workers' store in " + temp + ": " + std::strerror(errno));
-  }
-  WriteTextFile(store_dir + "/owner", ProcessStamp(::getpid()) + "\n");
+  const std::string store_dir = MakeStoreDir(std::filesystem::temp_directory_path().string());
   // Workers report their error line through this pipe, so that the launcher
   // prints the first one and summarises the rest.
   int error_pipe[2];

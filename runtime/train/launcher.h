@@ -2,8 +2,6 @@
 // way torchrun does, and supervises them so that no failure hangs the run.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <functional>
 #include <string>
@@ -48,20 +46,6 @@ bool NamesPeer(const std::string& line, int own, int peer);
 // not a rank). LaunchLocal reports a worker killed by a signal it did not
 // send before such a line.
 bool LostPeer(const std::string& line, int own, int peer);
-
-// Names process `pid` for as long as it lives, and never another process:
-// "PID START PIDNS" with its start time in clock ticks after boot and its
-// PID namespace, from /proc; "" when there is no such process (or /proc
-// does not say). A reused PID has another start time.
-std::string ProcessStamp(pid_t pid);
-
-// Removes the workers' store directories (`pplab-store-*`) that LaunchLocal
-// made in `dir` for a launcher that is gone: one killed by SIGKILL could not
-// remove its own. Each names its launcher's ProcessStamp in a file `owner`;
-// a directory whose launcher still runs, is in another PID namespace (it
-// cannot be told from here), has no readable owner yet, or is not this
-// user's is kept. Returns how many it removed. LaunchLocal calls it first.
-int RemoveStaleStores(const std::string& dir);
 
 // A fresh run id: 16 random hex digits.
 std::string NewRunId();

@@ -287,12 +287,7 @@ TEST_CASE("OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set by the user are left as 
 
 }  // namespace pplab::worker_setup_test
 
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "runtime/train/launcher.h"
-#include "schedules/file_io.h"
 
 namespace pplab::worker_setup_test {
 
@@ -316,44 +311,6 @@ TEST_CASE("the launcher tells a line about a lost peer from a rank's own error",
   CHECK(LostPeer(lost, 0, 1));        // it names rank 1
   CHECK_FALSE(LostPeer(lost, 0, 2));  // it names rank 1, not 2
   CHECK_FALSE(LostPeer("pplab: error: rank 1: step 3: the loss is NaN", 1, 0));
-}
-
-TEST_CASE("a workers' store folder is removed once its launcher is gone, kept while it runs or cannot be told",
-          "[worker]") {
-  const std::string own = ProcessStamp(::getpid());
-  REQUIRE(own.rfind(std::to_string(::getpid()) + " ", 0) == 0);
-  const std::string ns = own.substr(own.rfind(' ') + 1);
-  REQUIRE(ns.rfind("pid:[", 0) == 0);
-  // A child that has exited and been reaped: its PID names no process (or,
-  // reused at once, one with a later start time than 1).
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  REQUIRE(::waitpid(child, nullptr, 0) == child);
-  CHECK(ProcessStamp(child).empty());
-  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/stale_stores";
-  RemoveTree(dir);
-  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
-  const std::vector<std::pair<std::string, std::string>> folders = {
-      {"pplab-store-gone", std::to_string(child) + " 1 " + ns + "\n"},
-      {"pplab-store-reused", std::to_string(::getpid()) + " 1 " + ns + "\n"},  // this PID, another start
-      {"pplab-store-running", own + "\n"},
-      {"pplab-store-elsewhere", std::to_string(child) + " 1 pid:[1]\n"},  // another PID namespace
-      {"pplab-store-half", own.substr(0, 4)},                             // still being written
-      {"pplab-store-unowned", ""},                                        // no owner file
-      {"other-gone", std::to_string(child) + " 1 " + ns + "\n"},          // not a store
-  };
-  for (const auto& [name, owner] : folders) {
-    REQUIRE(::mkdir((dir + "/" + name).c_str(), 0700) == 0);
-    if (!owner.empty()) WriteTextFile(dir + "/" + name + "/owner", owner);
-  }
-  WriteTextFile(dir + "/pplab-store-file", own + "\n");  // a file, not a folder
-  CHECK(RemoveStaleStores(dir) == 2);
-  CHECK(ListDirectory(dir) == std::vector<std::string>{"other-gone", "pplab-store-elsewhere", "pplab-store-file",
-                                                       "pplab-store-half", "pplab-store-running",
-                                                       "pplab-store-unowned"});
-  CHECK(RemoveStaleStores(dir) == 0);
-  CHECK(RemoveStaleStores(dir + "/missing") == 0);
-  RemoveTree(dir);
 }
 
 }  // namespace pplab::worker_setup_test

@@ -33,8 +33,14 @@ std::string MakeStoreDir(const std::string& temp) {
     throw Error("launcher: cannot create a directory for the workers' store in " + temp + ": " + std::strerror(errno));
   }
   // Written whole (WriteTextFile renames a finished file into place), with
-  // a line end last: a folder whose owner is not yet there is kept.
-  WriteTextFile(dir + "/owner", ProcessStamp(::getpid()) + "\n");
+  // a line end last: a folder whose owner is not yet there is kept. A
+  // folder without one would never be removed, so it goes if that fails.
+  try {
+    WriteTextFile(dir + "/owner", ProcessStamp(::getpid()) + "\n");
+  } catch (const Error&) {
+    RemoveTree(dir);
+    throw;
+  }
   return dir;
 }
 
@@ -47,8 +53,7 @@ std::string ProcessStamp(pid_t pid) {
   if (close == std::string::npos) return "";
   std::istringstream fields(stat.substr(close + 1));
   std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-  }
+  for (int i = 3; i <= 22; ++i) fields >> field;  // a failed read fails `fields`
   char ns[256];
   const ssize_t n = ::readlink((proc + "/ns/pid").c_str(), ns, sizeof ns - 1);
   if (!fields || n <= 0) return "";

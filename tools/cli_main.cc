@@ -1,6 +1,7 @@
 #include "tools/cli_main.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +59,14 @@ int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
     StoredProgramName() = argv[0];
   }
   RefuseBadNumbers(app);
+  // A flag CLI11 refuses gets the one line every other error gets, not
+  // CLI11's two (the error, then "Run with --help for more information.").
+  // It keeps CLI11's exit code (105 for a value out of range, say).
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return "pplab: error: " + what + "\n";
+  });
   std::string known;
   bool found = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

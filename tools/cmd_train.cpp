@@ -339,6 +339,7 @@ int RunTrain(const TrainOptions& given) {
     CheckLocalCapacity(TrainLoad(o, nproc, config, partition, schedule.NumPipelines()), "--oversubscribe");
   }
   ClaimOutputs(given, o);
+  CheckOutputs(o);
   const std::string latest = o.checkpoint_dir.empty() ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
   for (const std::string& w : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", w.c_str());
   if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());

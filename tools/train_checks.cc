@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/pretrained.h"
@@ -189,6 +190,32 @@ void ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
   }
   for (const std::string& path : files) fs::remove(path, ec);
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
+}
+
+void CheckOutputs(const TrainOptions& o) {
+  const std::pair<const char*, std::string> folders[] = {
+      {"--out", o.out_dir}, {"--checkpoint-dir", o.checkpoint_dir}, {"--dump-grads", o.dump_grads_dir}};
+  for (const auto& [flag, dir] : folders) {
+    if (dir.empty()) continue;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir, ec)) {
+      throw Error(std::string(flag) + " " + dir + ": cannot create: " + (ec ? ec.message() : "not a directory"));
+    }
+  }
+  const std::pair<const char*, std::string> files[] = {
+      {"--metrics", o.metrics_path},
+      {"--trace", o.trace_path},
+      {"--sim-trace", o.sim_trace_path},
+      {"--out", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}};
+  for (const auto& [flag, path] : files) {
+    if (path.empty()) continue;
+    try {
+      CheckWritable(path);
+    } catch (const Error& e) {
+      throw Error(std::string(flag) + ": " + e.what());
+    }
+  }
 }
 
 LocalLoad TrainLoad(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,

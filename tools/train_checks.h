@@ -55,6 +55,14 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
 // a path by flag (e.g. --trace t.json) are the user's to overwrite.
 void ClaimOutputs(const TrainOptions& given, const TrainOptions& o);
 
+// The run's outputs can be written, checked before any worker starts rather
+// than by a worker at its first checkpoint or after its last step: the
+// folders (--out, --checkpoint-dir, --dump-grads) are made here, and each
+// file (--metrics, --trace, --sim-trace, --out's picture) must be one that
+// WriteTextFile can write (CheckWritable). Throws pplab::Error naming the
+// flag and the path.
+void CheckOutputs(const TrainOptions& o);
+
 // What `nproc` local processes of `copies` copies of the model (2 for
 // DualPipe) hold, for CheckLocalCapacity: every replica's parameters, their
 // state in host memory on a CPU device only.

@@ -179,6 +179,35 @@ TEST_CASE("bad options are refused with one line before any worker starts", "[tr
   CHECK(k4096 < startup + 0.5);
 }
 
+TEST_CASE("outputs that cannot be written are refused with one line before any worker starts", "[train][reliability]") {
+  // A file where a folder should be: no process, root included, can create
+  // a folder or a file below it.
+  const std::string blocker = Tmp("blocker");
+  WriteTextFile(blocker, "a file\n");
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"-k 2 --out " + blocker, "--out " + blocker + ": cannot create: Not a directory"},
+      {"-k 2 --checkpoint-dir " + blocker + "/ck", "--checkpoint-dir " + blocker + "/ck: cannot create"},
+      {"-k 2 --dump-grads " + blocker + "/g", "--dump-grads " + blocker + "/g: cannot create"},
+      {"-k 2 --trace " + blocker + "/t.json", "--trace: cannot write " + blocker + "/t.json"},
+      {"-k 2 --sim-trace " + blocker + "/s.json", "--sim-trace: cannot write " + blocker + "/s.json"},
+      {"-k 2 --metrics " + blocker + "/m.jsonl", "--metrics: cannot write " + blocker + "/m.jsonl"},
+      {"-k 1 --trace " + std::string(PPLAB_TEST_TMP_DIR),
+       "--trace: cannot write " + std::string(PPLAB_TEST_TMP_DIR) + ": is a directory"},
+  };
+  for (const Case& c : cases) {
+    const PplabRun r = Train(c.args);
+    INFO(c.args << "\n" << r.out);
+    CHECK(r.code == 2);
+    CHECK(CountLines(r.out) == 1);
+    // A worker's error would name its rank ("pplab: error: rank 0: ...").
+    CHECK_THAT(r.out, Catch::StartsWith("pplab: error: " + c.says));
+  }
+}
+
 TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no process", "[train][reliability]") {
   // As in "killing the launcher takes its workers with it": the seed is
   // computed by the shell so that the pattern matches the run and not this script.

@@ -3,8 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "runtime/train/checkpoint.h"
+#include "schedules/error.h"
+#include "schedules/file_io.h"
 #include "tools/commands.h"
 
 namespace pplab::cli {
@@ -29,6 +32,15 @@ void SetupExportModel(CLI::App& app, int& exit_code) {
       ->required();
   sub->add_flag("--bf16", o->bf16, "a .safetensors file in BF16 (half the bytes) instead of F32");
   sub->callback([o, &exit_code] {
+    // A file is checked first, for the reason; a folder (DIR/) is made by
+    // ExportModel, which names what stops it.
+    if (!o->out.empty() && o->out.back() != '/') {
+      try {
+        CheckWritable(o->out);
+      } catch (const Error& e) {
+        throw Error(std::string("-o: ") + e.what());
+      }
+    }
     const int n = ExportModel(o->checkpoint, o->out, o->bf16);
     std::printf("wrote %d parameters to %s\n", n, o->out.c_str());
     exit_code = 0;

@@ -3,7 +3,6 @@
 // with K worker processes launched as `pplab train` launches them, and write
 // the simulator's cost model (docs/profile.md).
 #include <ATen/Parallel.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -111,11 +110,10 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   for (const int mb : o.microbatch_sizes) {
     const std::string output = OutputFor(o, mb);
     if (output.empty()) continue;
-    const auto slash = output.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : output.substr(0, slash));
-    const bool exists = ::access(output.c_str(), F_OK) == 0;
-    if (::access(dir.c_str(), W_OK) != 0 || (exists && ::access(output.c_str(), W_OK) != 0)) {
-      throw Error("-o " + output + ": cannot write there");
+    try {
+      CheckWritable(output);
+    } catch (const Error& e) {
+      throw Error(std::string("-o: ") + e.what());
     }
   }
 }

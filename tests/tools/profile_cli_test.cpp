@@ -236,10 +236,13 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
            std::string("--model tiny -k 2 --microbatch-size 1 --seq-len 0"),  // sequence length
            std::string("--model tiny -k 2 --microbatch-size 1 --seq-len 100000"),
            std::string("--model tiny -k 2 -o /nonexistent/dir/cost.json") + ok,  // unwritable output
-           std::string("--model tiny -k 2 --precision fp16") + ok,               // fp32 or bf16 only
-           std::string("--model tiny -k 2 --layers 5") + ok,                     // a slice of more than 4 layers
-           std::string("--model tiny -k 4 --layers 2") + ok,                     // 4 stages of 2 layers
-           std::string("--model tiny -k 1 --tp 3") + ok,                         // 4 heads over 3 ranks
+           // below a file (root too cannot write there), and a folder
+           std::string("--model tiny -k 2 -o " PPLAB_TEST_DATA_DIR "/deadlock.csv/cost.json") + ok,
+           std::string("--model tiny -k 2 -o " PPLAB_TEST_TMP_DIR) + ok,
+           std::string("--model tiny -k 2 --precision fp16") + ok,  // fp32 or bf16 only
+           std::string("--model tiny -k 2 --layers 5") + ok,        // a slice of more than 4 layers
+           std::string("--model tiny -k 4 --layers 2") + ok,        // 4 stages of 2 layers
+           std::string("--model tiny -k 1 --tp 3") + ok,            // 4 heads over 3 ranks
            std::string("--model tiny -k 1 --tp 0") + ok,
            std::string("--model tiny -k 1 --sequence-parallel") + ok,  // without --tp
            std::string("--model tiny -k 1 --tp 2 --sequence-parallel --microbatch-size 1 --seq-len 7"),

@@ -93,6 +93,10 @@ TEST_CASE("a checkpoint loads into another plan and K and a corrupted one is ref
     for (const auto& item : dict) CHECK(torch::equal(item.value().toTensor(), shards.at(item.key().toStringRef())));
   }
   CHECK(Pplab("export-model --checkpoint /nonexistent -o " + model).code != 0);
+  // A file below a file (root too cannot write there) is one line with the reason.
+  const PplabRun below_file = Pplab("export-model --checkpoint " + dir + " -o " + model + "/x.pt");
+  CHECK(below_file.code == 2);
+  CHECK(below_file.out == "pplab: error: -o: cannot write " + model + "/x.pt: " + model + " is not a directory\n");
   // Another seed (another model and data) cannot resume this checkpoint.
   const PplabRun other = Train("-k 1 -m 1 --resume --seed 99" + common);
   CHECK(other.code != 0);

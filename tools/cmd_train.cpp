@@ -338,9 +338,11 @@ int RunTrain(const TrainOptions& given) {
   if (!o.oversubscribe) {
     CheckLocalCapacity(TrainLoad(o, nproc, config, partition, schedule.NumPipelines()), "--oversubscribe");
   }
-  ClaimOutputs(given, o);
+  const bool replace_earlier = ClaimOutputs(given, o);
   CheckOutputs(o);
-  const std::string latest = o.checkpoint_dir.empty() ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
+  // The checkpoints --overwrite replaces are not read (they go below).
+  const std::string latest =
+      o.checkpoint_dir.empty() || replace_earlier ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
   for (const std::string& w : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", w.c_str());
   if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
   std::optional<PreparedText> prepared;
@@ -386,6 +388,9 @@ int RunTrain(const TrainOptions& given) {
       throw Error("--tp " + std::to_string(o.tp) + ": the tokenizer " + text->prepared.tokenizer_path + "'s " + why);
     }
   }
+  // Every check that could refuse the run has passed: only now does it
+  // cost the earlier run it replaces.
+  if (replace_earlier) RemoveEarlierRun(given, o);
   if (o.resume && !latest.empty()) {
     const int step = CheckResumePoint(o, latest, MustMatch(o, config, prepared ? &*prepared : nullptr));
     if (step == o.steps) {

@@ -172,23 +172,27 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
   }
 }
 
-void ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
+bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
   if (o.resume && o.overwrite)
     throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
   std::vector<std::string> found;
   std::error_code ec;
-  const std::vector<std::string> files = RunFolderFiles(given, o);
-  for (const std::string& path : files) {
+  for (const std::string& path : RunFolderFiles(given, o)) {
     if (fs::exists(path, ec)) found.push_back(path);
   }
   if (!o.checkpoint_dir.empty() && HoldsCheckpoints(o.checkpoint_dir)) found.push_back(o.checkpoint_dir);
-  if (found.empty() || o.resume) return;
+  if (found.empty() || o.resume) return false;
   if (!o.overwrite) {
     const std::string where = o.out_dir.empty() ? "--checkpoint-dir " + o.checkpoint_dir : "--out " + o.out_dir;
     throw Error(where + " already holds a run (" + found.front() +
                 "): pass --resume to continue it, --out NEW for another folder, or --overwrite to replace it");
   }
-  for (const std::string& path : files) fs::remove(path, ec);
+  return true;
+}
+
+void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o) {
+  std::error_code ec;
+  for (const std::string& path : RunFolderFiles(given, o)) fs::remove(path, ec);
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
 }
 

@@ -49,11 +49,17 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
                   const Schedule& schedule);
 
 // A new run never mixes into an earlier one's run folder or checkpoints: it
-// continues it (--resume), replaces it (--overwrite: the run folder's files
-// and the checkpoints are removed here) or is refused. `given`: the options
-// as parsed; `o`: with the output paths filled in (WithDefaults). Files given
-// a path by flag (e.g. --trace t.json) are the user's to overwrite.
-void ClaimOutputs(const TrainOptions& given, const TrainOptions& o);
+// continues it (--resume), replaces it (--overwrite) or is refused. Returns
+// true when there is an earlier run to replace: the caller removes it with
+// RemoveEarlierRun once every check that could refuse the run has passed,
+// so that a refused run never costs the one it was to replace. `given`: the
+// options as parsed; `o`: with the output paths filled in (WithDefaults).
+// Files given a path by flag (e.g. --trace t.json) are the user's to
+// overwrite.
+bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o);
+
+// Removes the earlier run's files in --out and its checkpoints (--overwrite).
+void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o);
 
 // The run's outputs can be written, checked before any worker starts rather
 // than by a worker at its first checkpoint or after its last step: the

@@ -115,6 +115,22 @@ TEST_CASE("a second run into a run folder is refused, --resume continues it and 
   CHECK_THAT(more.out,
              Catch::Contains("the learning-rate schedule was recorded for 4 steps; it now decays over --steps 6"));
   CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4, 5, 6});
+  // An --overwrite that is refused leaves the run as it was: here for text
+  // with no documents, refused after the run folder's checks, and for an
+  // output that cannot be written.
+  const std::string empty = Tmp("empty.txt");
+  WriteTextFile(empty, "");
+  const std::string blocker = Tmp("overwrite_blocker");
+  WriteTextFile(blocker, "a file\n");
+  for (const PplabRun& refused :
+       {Pplab("train --model tiny --batch-size 8 --seq-len 32 -m 2 -k 2 --steps 2 --overwrite --out " + out +
+              " --data " + empty),
+        Train(run + " --steps 2 --overwrite --trace " + blocker + "/t.json")}) {
+    INFO(refused.out);
+    CHECK(refused.code == 2);
+    CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4, 5, 6});
+    CHECK(ReadTextFile(out + "/checkpoints/latest") == "step-000006\n");
+  }
   // --overwrite replaces the run.
   REQUIRE(Train(run + " --steps 2 --overwrite").code == 0);
   CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2});

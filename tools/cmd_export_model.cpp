@@ -6,9 +6,8 @@
 #include <string>
 
 #include "runtime/train/checkpoint.h"
-#include "schedules/error.h"
-#include "schedules/file_io.h"
 #include "tools/commands.h"
+#include "tools/train_checks.h"
 
 namespace pplab::cli {
 
@@ -34,13 +33,7 @@ void SetupExportModel(CLI::App& app, int& exit_code) {
   sub->callback([o, &exit_code] {
     // A file is checked first, for the reason; a folder (DIR/) is made by
     // ExportModel, which names what stops it.
-    if (!o->out.empty() && o->out.back() != '/') {
-      try {
-        CheckWritable(o->out);
-      } catch (const Error& e) {
-        throw Error(std::string("-o: ") + e.what());
-      }
-    }
+    if (!o->out.empty() && o->out.back() != '/') CheckOutputFile("-o", o->out);
     const int n = ExportModel(o->checkpoint, o->out, o->bf16);
     std::printf("wrote %d parameters to %s\n", n, o->out.c_str());
     exit_code = 0;

@@ -110,11 +110,7 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   for (const int mb : o.microbatch_sizes) {
     const std::string output = OutputFor(o, mb);
     if (output.empty()) continue;
-    try {
-      CheckWritable(output);
-    } catch (const Error& e) {
-      throw Error(std::string("-o: ") + e.what());
-    }
+    CheckOutputFile("-o", output);
   }
 }
 

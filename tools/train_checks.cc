@@ -196,6 +196,14 @@ void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o) {
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
 }
 
+void CheckOutputFile(const std::string& flag, const std::string& path) {
+  try {
+    CheckWritable(path);
+  } catch (const Error& e) {
+    throw Error(flag + ": " + e.what());
+  }
+}
+
 void CheckOutputs(const TrainOptions& o) {
   const std::pair<const char*, std::string> folders[] = {
       {"--out", o.out_dir}, {"--checkpoint-dir", o.checkpoint_dir}, {"--dump-grads", o.dump_grads_dir}};
@@ -214,11 +222,7 @@ void CheckOutputs(const TrainOptions& o) {
       {"--out", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}};
   for (const auto& [flag, path] : files) {
     if (path.empty()) continue;
-    try {
-      CheckWritable(path);
-    } catch (const Error& e) {
-      throw Error(std::string(flag) + ": " + e.what());
-    }
+    CheckOutputFile(flag, path);
   }
 }
 

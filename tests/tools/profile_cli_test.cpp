@@ -315,7 +315,7 @@ TEST_CASE("profile at several microbatch sizes writes a cost model for each, whi
 TEST_CASE("profile and train refuse a model this machine cannot hold, before any worker starts", "[profile]") {
   // Llama-3-70B's shape: about 70.6e9 parameters, 1.1 TB of fp32 weights,
   // gradients and AdamW moments, more than any machine the tests run on.
-  const std::string config = std::string(PPLAB_TEST_TMP_DIR) + "/llama-70b-config.json";
+  const std::string config = std::string(PPLAB_TEST_TMP_DIR) + "/profile-llama-70b-config.json";  // not plan_cli_test's
   WriteTextFile(config, R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 8192,
     "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8})");
   for (const std::string& command : {"profile --model " + config + " -k 2 --microbatch-size 1 --seq-len 8",

@@ -18,9 +18,12 @@ namespace {
 
 std::string Tmp(const std::string& name) { return std::string(PPLAB_TEST_TMP_DIR) + "/" + name; }
 
-// A profile of the tiny model on 2 ranks at Train's microbatches of 2 x 32.
-std::string TinyProfile() {
-  const std::string cost = Tmp("sim-cost-profile.json");
+// A profile of the tiny model on 2 ranks at Train's microbatches of 2 x 32,
+// in a file of the calling test's own (`name`): ctest runs test cases at
+// once, and one that rewrote another's profile between its run and its
+// check made the two disagree.
+std::string TinyProfile(const std::string& name) {
+  const std::string cost = Tmp("sim-cost-profile-" + name + ".json");
   const PplabRun r = Pplab("profile --model tiny -k 2 --microbatch-size 2 --seq-len 32 -o " + cost);
   INFO(r.out);
   REQUIRE(r.code == 0);
@@ -31,7 +34,7 @@ std::string TinyProfile() {
 
 TEST_CASE("train --sim-cost predicts the run with the file's costs: simulate's step and peaks, set against it",
           "[train][memory]") {
-  const std::string cost = TinyProfile();
+  const std::string cost = TinyProfile("predicts");
   const std::string sim = Tmp("sim-cost-sim.json"), real = Tmp("sim-cost-real.json");
   PplabRun r = Train("-s zb-h1 -k 2 --steps 5 --measure-memory --json --sim-cost " + cost + " --sim-trace " + sim +
                      " --trace " + real);
@@ -98,7 +101,7 @@ TEST_CASE("train --sim-cost predicts the run with the file's costs: simulate's s
 }
 
 TEST_CASE("train --sim-cost refuses a file that is not this run's costs, in one line, before any worker", "[train]") {
-  const std::string cost = TinyProfile();
+  const std::string cost = TinyProfile("refuses");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"-s zb-v -k 2 --sim-cost " + cost, "cost model has 2 stages but schedule 'zb-v' has 4"},
       {"-s 1f1b -k 2 -m 8 --sim-cost " + cost,
@@ -123,7 +126,7 @@ TEST_CASE("train --sim-cost refuses a file that is not this run's costs, in one 
 
 TEST_CASE("plan --cost-out's train line runs the plan with --sim-cost: the run predicted as plan ranked it",
           "[train][plan]") {
-  const std::string cost = TinyProfile();
+  const std::string cost = TinyProfile("plan");
   const std::string plan_file = Tmp("sim-cost-plan.json"), costs = Tmp("sim-cost-costs.json");
   PplabRun r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --json -o " +
                      plan_file + " --cost-out " + costs + " --cost " + cost);

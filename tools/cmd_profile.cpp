@@ -255,7 +255,8 @@ int RunProfile(const ProfileCliOptions& o) {
   const int processes = o.ranks * o.dp * o.tp;
   if (processes == 1) return RunWorker(o, 0, 1);
   // CPU workers are forked (no LibTorch start-up of their own), where that
-  // is safe; CUDA ones are exec'd until forking is measured on a GPU.
+  // is safe; CUDA ones are exec'd, as train's are (docs/runtime.md, "Launch
+  // and faults": forking them is not measured on a GPU).
   return LaunchWorkers(processes, o.raw_args, o.comm_timeout_s, {}, o.device.rfind("cpu", 0) == 0);
 }
 

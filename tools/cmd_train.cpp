@@ -403,7 +403,8 @@ int RunTrain(const TrainOptions& given) {
   std::vector<std::string> env;
   if (prepared) env.push_back(PreparedTextEnv(*prepared));
   // CPU workers are forked (no LibTorch start-up of their own), where that
-  // is safe; CUDA ones are exec'd until forking is measured on a GPU.
+  // is safe; CUDA ones are exec'd: the device checks above initialised CUDA
+  // here, which a forked child cannot use (docs/runtime.md).
   return LaunchWorkers(nproc, o.raw_args, o.comm_timeout_s, env, o.device.rfind("cpu", 0) == 0);
 }
 

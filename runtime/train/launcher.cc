@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "runtime/comm/process_group.h"
 #include "runtime/train/fork_worker.h"
 #include "runtime/train/store_dir.h"
+#include "runtime/train/worker_failures.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -54,56 +56,12 @@ int BindPort(int port) {
   return result;
 }
 
-std::string Describe(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
-  return "stopped";
-}
-
 // The signal that asks the launcher to stop (0: none). A signal handler may
 // only set a flag, so this one is process-wide.
 volatile sig_atomic_t g_stop_signal = 0;
 void OnStopSignal(int sig) { g_stop_signal = sig; }
 
-// "1-3, 5" for ranks {1, 2, 3, 5}.
-std::string RankRanges(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(ranks[i]);
-    if (j > i) out += "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace
-
-bool NamesPeer(const std::string& line, int own, int peer) {
-  if (peer == own) return false;
-  const std::string word = "rank ";
-  for (size_t at = line.find(word); at != std::string::npos; at = line.find(word, at + 1)) {
-    size_t end = at + word.size();
-    while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
-    if (end > at + word.size() && std::atoi(line.c_str() + at + word.size()) == peer) return true;
-  }
-  return false;
-}
-
-bool LostPeer(const std::string& line, int own, int peer) {
-  if (peer == own) return false;
-  if (NamesPeer(line, own, peer)) return true;
-  for (size_t at = line.find("rank "); at != std::string::npos; at = line.find("rank ", at + 1)) {
-    const char* digits = line.c_str() + at + 5;
-    if (std::isdigit(static_cast<unsigned char>(*digits)) && std::atoi(digits) != own) return false;  // another rank
-  }
-  for (const char* lost : {"Connection reset by peer", "Connection closed by peer", "Broken pipe"}) {
-    if (line.find(lost) != std::string::npos) return true;
-  }
-  return false;
-}
 
 std::string NewRunId() {
   std::random_device device;
@@ -202,80 +160,72 @@ std::vector<std::string> WorkerEnv(int rank, const LaunchOptions& options, const
   return env_strings;
 }
 
-// A failed worker, as the launcher reports it.
-struct Failure {
-  int rank;
-  std::string line;  // the worker's error line, or how it died
-  // Died from a signal the launcher did not send, with no line of its
-  // own: it goes before a peer's line that lost it (below).
-  bool killed = false;
+// A file descriptor this scope owns.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd() { Close(); }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
 };
 
-// Prints the first failure's line, and one line naming the ranks that
-// stopped after it; returns the launcher's exit code: the first failure's
-// worker's, or `result` (the first nonzero exit seen) where it has none.
-int ReportFailures(std::vector<Failure>& failures, std::map<int, int>& code_of, int result) {
-  // A killed worker's peers may report losing it before it can be reaped
-  // (its sockets close while it exits): its death goes before the first
-  // line that lost it (LostPeer).
-  for (size_t j = 0; j < failures.size(); ++j) {
-    if (!failures[j].killed) continue;
-    for (size_t i = 0; i < j; ++i) {
-      if (LostPeer(failures[i].line, failures[i].rank, failures[j].rank)) {
-        std::rotate(failures.begin() + static_cast<long>(i), failures.begin() + static_cast<long>(j),
-                    failures.begin() + static_cast<long>(j) + 1);
-        break;
-      }
-    }
+// While one lives, SIGINT and SIGTERM only set g_stop_signal, and they are
+// held (blocked) until Release(), so that no worker is left half-started:
+// once all are known, a held signal stops them. The destructor puts back
+// the handlers and the signal mask it found.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction stop {};
+    stop.sa_handler = OnStopSignal;
+    sigemptyset(&stop.sa_mask);
+    ::sigaction(SIGINT, &stop, &old_int_);
+    ::sigaction(SIGTERM, &stop, &old_term_);
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    ::sigprocmask(SIG_BLOCK, &held, &old_mask_);
   }
-  if (!failures.empty() && code_of.count(failures.front().rank) > 0) result = code_of[failures.front().rank];
-  if (!failures.empty()) {
-    std::fprintf(stderr, "%s\n", failures.front().line.c_str());
-    std::vector<int> others;
-    for (size_t i = 1; i < failures.size(); ++i) {
-      if (failures[i].rank != failures.front().rank && failures[i].rank >= 0) others.push_back(failures[i].rank);
-    }
-    std::sort(others.begin(), others.end());
-    others.erase(std::unique(others.begin(), others.end()), others.end());
-    if (!others.empty()) {
-      std::fprintf(stderr, "pplab: %s %s stopped after rank %d failed\n", others.size() == 1 ? "rank" : "ranks",
-                   RankRanges(others).c_str(), failures.front().rank);
-    }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    Release();
   }
-  return result;
-}
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  // A held SIGINT or SIGTERM arrives here.
+  void Release() const { ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr); }
 
-}  // namespace
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+  sigset_t old_mask_{};
+};
 
-int LaunchLocal(const LaunchOptions& options) {
-  const std::string port = MasterPort();
-  const std::string run_id = NewRunId();
-  // The workers rendezvous through a file in a directory only this user can
-  // read, not through a TCP store: a local launch listens on no network port
-  // for its store, and no process of another run can join it by accident.
-  const std::string store_dir = MakeStoreDir(std::filesystem::temp_directory_path().string());
-  // Workers report their error line through this pipe, so that the launcher
-  // prints the first one and summarises the rest.
-  int error_pipe[2];
-  if (::pipe(error_pipe) != 0) throw Error(std::string("launcher: pipe: ") + std::strerror(errno));
-  ::fcntl(error_pipe[0], F_SETFD, FD_CLOEXEC);
-  ::fcntl(error_pipe[0], F_SETFL, O_NONBLOCK);
-  // SIGINT and SIGTERM are held while workers start, so that none can be
-  // left half-started; once they are all known, a held signal stops them.
-  g_stop_signal = 0;
-  struct sigaction stop {};
-  stop.sa_handler = OnStopSignal;
-  sigemptyset(&stop.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  ::sigaction(SIGINT, &stop, &old_int);
-  ::sigaction(SIGTERM, &stop, &old_term);
-  sigset_t stop_set, old_mask;
-  sigemptyset(&stop_set);
-  sigaddset(&stop_set, SIGINT);
-  sigaddset(&stop_set, SIGTERM);
-  ::sigprocmask(SIG_BLOCK, &stop_set, &old_mask);
-  // The workers start with default signal handling and nothing blocked.
+// Starts worker `argv` in environment `env` ("KEY=value" entries): forked
+// where `fork` asks and that is safe, else exec'd with default signal
+// handling and nothing blocked. Returns its pid; throws naming `rank`.
+pid_t StartWorker(int rank, std::vector<std::string> argv, std::vector<std::string> env, bool fork) {
+  std::string why;  // why not forked: the worker is exec'd then (runtime/train/fork_worker.h)
+  if (fork) {
+    const pid_t pid = ForkWorker(argv, env, &why);
+    if (pid > 0) return pid;
+  }
+  std::vector<char*> envp, argvp;
+  for (std::string& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (std::string& a : argv) argvp.push_back(a.data());
+  argvp.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, defaults;
@@ -286,133 +236,141 @@ int LaunchLocal(const LaunchOptions& options) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  auto restore = [&] {
-    RemoveTree(store_dir);
-    posix_spawnattr_destroy(&attr);
-    ::close(error_pipe[0]);
-    ::sigaction(SIGINT, &old_int, nullptr);
-    ::sigaction(SIGTERM, &old_term, nullptr);
-    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  };
-  std::map<pid_t, int> rank_of;
-  auto kill_all = [&rank_of] {
-    for (const auto& [p, rank] : rank_of) ::kill(p, SIGKILL);
-  };
-  auto reap_all = [&rank_of] {
-    for (const auto& [p, rank] : rank_of) ::waitpid(p, nullptr, 0);
-    rank_of.clear();
-  };
+  pid_t pid = -1;
+  const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, argvp.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) throw Error("launcher: cannot start rank " + std::to_string(rank) + ": " + std::strerror(err));
+  return pid;
+}
+
+// The workers still running, by pid. However LaunchLocal leaves, an error
+// included, the destructor kills and reaps those that are left.
+class Workers {
+ public:
+  Workers() = default;
+  ~Workers() { KillAll(); }
+  Workers(const Workers&) = delete;
+  Workers& operator=(const Workers&) = delete;
+
+  void Add(pid_t pid, int rank) { rank_of_[pid] = rank; }
+  bool empty() const { return rank_of_.empty(); }
+  size_t size() const { return rank_of_.size(); }
+
+  // The workers that have ended since the last call, without waiting.
+  std::vector<WorkerExit> ReapEnded() {
+    std::vector<WorkerExit> ended;
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      const auto it = rank_of_.find(pid);
+      if (it == rank_of_.end()) continue;
+      ended.push_back({it->second, status, killed_here_.count(pid) > 0});
+      rank_of_.erase(it);
+    }
+    return ended;
+  }
+
+  // Kills the workers that are left, saying so for each; ReapEnded reports
+  // them as killed by the launcher.
+  void KillLate() {
+    for (const auto& [pid, rank] : rank_of_) {
+      std::fprintf(stderr, "pplab: rank %d did not exit after a peer failed; killing it\n", rank);
+      ::kill(pid, SIGKILL);
+      killed_here_.insert(pid);
+    }
+  }
+
+  // Kills and reaps every worker that is left.
+  void KillAll() {
+    for (const auto& [pid, rank] : rank_of_) ::kill(pid, SIGKILL);
+    for (const auto& [pid, rank] : rank_of_) ::waitpid(pid, nullptr, 0);
+    rank_of_.clear();
+  }
+
+ private:
+  std::map<pid_t, int> rank_of_;
+  std::set<pid_t> killed_here_;
+};
+
+// What can be read from non-blocking `fd` now.
+std::string ReadAvailable(int fd) {
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  return text;
+}
+
+const char* StopSignalName(int sig) { return sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)"; }
+
+}  // namespace
+
+int LaunchLocal(const LaunchOptions& options) {
+  const std::string port = MasterPort();
+  const std::string run_id = NewRunId();
+  // The workers rendezvous through a file in a directory only this user can
+  // read, not through a TCP store: a local launch listens on no network port
+  // for its store, and no process of another run can join it by accident.
+  const std::string store_dir = MakeStoreDir(std::filesystem::temp_directory_path().string());
+  struct RemoveStore {
+    const std::string& dir;
+    ~RemoveStore() { RemoveTree(dir); }
+  } remove_store{store_dir};
+  // Workers report their error line through this pipe, so that the launcher
+  // prints the first one and summarises the rest.
+  int error_pipe[2];
+  if (::pipe(error_pipe) != 0) throw Error(std::string("launcher: pipe: ") + std::strerror(errno));
+  OwnedFd read_end(error_pipe[0]), write_end(error_pipe[1]);
+  ::fcntl(read_end.get(), F_SETFD, FD_CLOEXEC);
+  ::fcntl(read_end.get(), F_SETFL, O_NONBLOCK);
+  const StopSignals stop_signals;
+  Workers workers;  // declared last: its destructor kills what is left first
+
   std::error_code ec;
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec || self.empty()) self = "/proc/self/exe";
   for (int r = 0; r < options.nproc; ++r) {
-    std::vector<std::string> env_strings = WorkerEnv(r, options, port, run_id, store_dir, error_pipe[1]);
     // argv[0] is the executable's real path, so that ps and pkill show
     // exec'd workers as what they are (a forked one shows the launcher's).
-    std::vector<std::string> argv_strings = {self};
-    argv_strings.insert(argv_strings.end(), options.args.begin(), options.args.end());
-    pid_t pid = -1;
-    std::string why;  // why not forked: the worker is exec'd then (runtime/train/fork_worker.h)
-    if (options.fork_workers) pid = ForkWorker(argv_strings, env_strings, &why);
-    std::vector<char*> env, argv;
-    for (std::string& s : env_strings) env.push_back(s.data());
-    env.push_back(nullptr);
-    for (std::string& a : argv_strings) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int err = pid > 0 ? 0 : posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, argv.data(), env.data());
-    if (err != 0) {
-      kill_all();
-      reap_all();
-      ::close(error_pipe[1]);
-      restore();
-      throw Error(std::string("launcher: cannot start rank ") + std::to_string(r) + ": " + std::strerror(err));
-    }
-    rank_of[pid] = r;
+    std::vector<std::string> argv = {self};
+    argv.insert(argv.end(), options.args.begin(), options.args.end());
+    workers.Add(StartWorker(r, std::move(argv), WorkerEnv(r, options, port, run_id, store_dir, write_end.get()),
+                            options.fork_workers),
+                r);
   }
-  ::close(error_pipe[1]);                          // the workers hold the write ends now
-  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);  // a held SIGINT or SIGTERM arrives here
-  std::string pending;                             // error text read but not yet split into lines
-  std::vector<Failure> failures;
-  std::map<int, bool> reported;  // ranks with a failure recorded
-  std::set<pid_t> killed_here;   // workers the launcher killed
-  std::map<int, int> code_of;    // rank -> the exit code its failure gives the launcher
-  int result = 0;
-  bool deadline_set = false;
-  std::chrono::steady_clock::time_point deadline;
-  // One round: the pipe is read first and the dead reaped second, so a death
-  // that caused a peer's error line is recorded before that line.
-  auto collect = [&] {
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(error_pipe[0], buf, sizeof buf)) > 0) pending.append(buf, static_cast<size_t>(n));
-    std::vector<Failure> lines;
-    size_t eol;
-    while ((eol = pending.find('\n')) != std::string::npos) {
-      const std::string line = pending.substr(0, eol);
-      pending.erase(0, eol + 1);
-      lines.push_back({line.rfind("rank ", 0) == 0 ? std::atoi(line.c_str() + 5) : -1, "pplab: error: " + line});
-    }
-    int status = 0;
-    pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      const auto it = rank_of.find(pid);
-      if (it == rank_of.end()) continue;
-      const int rank = it->second;
-      rank_of.erase(it);
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-      code_of[rank] = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-      if (result == 0) result = code_of[rank];
-      if (!deadline_set) {
-        deadline_set = true;
-        deadline = std::chrono::steady_clock::now() + options.grace;
-      }
-      bool has_line = reported[rank];
-      for (const Failure& f : lines) has_line = has_line || f.rank == rank;
-      if (!has_line) {
-        failures.push_back({rank, "pplab: rank " + std::to_string(rank) + " " + Describe(status),
-                            WIFSIGNALED(status) && killed_here.count(pid) == 0});
-        reported[rank] = true;
-      }
-    }
-    for (Failure& f : lines) {
-      if (reported[f.rank]) continue;
-      reported[f.rank] = true;
-      failures.push_back(std::move(f));
-    }
-  };
-  while (!rank_of.empty()) {
+  write_end.Close();  // the workers hold the write ends now
+  stop_signals.Release();
+
+  FailureLog log;
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // for the others, once one failed
+  while (!workers.empty()) {
     if (g_stop_signal != 0) {
       const int sig = g_stop_signal;
-      std::fprintf(stderr, "pplab: %s: stopping %zu worker(s)\n",
-                   sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", rank_of.size());
+      std::fprintf(stderr, "pplab: %s: stopping %zu worker(s)\n", StopSignalName(sig), workers.size());
       std::fflush(stderr);
-      kill_all();
-      reap_all();
-      restore();
+      workers.KillAll();
       return 128 + sig;
     }
-    collect();
-    if (rank_of.empty()) break;
-    if (deadline_set && std::chrono::steady_clock::now() > deadline) {
-      for (const auto& [p, rank] : rank_of) {
-        std::fprintf(stderr, "pplab: rank %d did not exit after a peer failed; killing it\n", rank);
-        ::kill(p, SIGKILL);
-        killed_here.insert(p);
-      }
-      deadline = std::chrono::steady_clock::now() + std::chrono::hours(24 * 365);  // now reap them
+    // The pipe is read first and the dead reaped second, so a death that
+    // caused a peer's error line is recorded before that line.
+    std::string text = ReadAvailable(read_end.get());
+    log.Add(text, workers.ReapEnded());
+    if (workers.empty()) break;
+    if (!deadline && log.AnyExitFailed()) deadline = std::chrono::steady_clock::now() + options.grace;
+    if (deadline && std::chrono::steady_clock::now() > *deadline) {
+      workers.KillLate();
+      deadline = std::chrono::steady_clock::time_point::max();  // now reap them
     }
     // Polling keeps the loop simple and bounded; a signal cuts the sleep short.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  collect();
-  restore();
+  log.Add(ReadAvailable(read_end.get()), {});
   if (g_stop_signal != 0) {  // the workers got the terminal's signal too, and were all reaped above
-    const int sig = g_stop_signal;
-    std::fprintf(stderr, "pplab: %s: the workers stopped\n",
-                 sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
-    return 128 + sig;
+    std::fprintf(stderr, "pplab: %s: the workers stopped\n", StopSignalName(g_stop_signal));
+    return 128 + g_stop_signal;
   }
-  return ReportFailures(failures, code_of, result);
+  for (const std::string& line : log.ReportLines()) std::fprintf(stderr, "%s\n", line.c_str());
+  return log.ExitCode();
 }
 
 int LaunchWorkers(int nproc, const std::vector<std::string>& args, double comm_timeout_s,

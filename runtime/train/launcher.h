@@ -30,22 +30,12 @@ struct LaunchOptions {
 // waits for all of them. Returns 0 when all succeed. Otherwise it prints the
 // first failure (the failing rank's error line, or how it died) and
 // summarises the ranks that stopped after it in one line ("ranks 1-7
-// stopped after rank 0 failed"), and returns non-zero.
+// stopped after rank 0 failed"; runtime/train/worker_failures.h), and
+// returns non-zero.
 //
 // SIGINT and SIGTERM (also while the workers are starting) make it print one
 // line, kill and reap every worker, and return 130 or 143: no worker outlives it.
 int LaunchLocal(const LaunchOptions& options);
-
-// Whether rank `own`'s error line names rank `peer` as the one it lost (the
-// workers' lines say "... from rank N", "to rank N", "connecting to rank
-// N"). LaunchLocal reports a worker killed by a signal before such a line.
-bool NamesPeer(const std::string& line, int own, int peer);
-// Whether rank `own`'s error line could be the loss of rank `peer`: it names
-// it (NamesPeer), or it reports a connection its peer closed or reset
-// without naming any other rank (a collective's Gloo error names an address,
-// not a rank). LaunchLocal reports a worker killed by a signal it did not
-// send before such a line.
-bool LostPeer(const std::string& line, int own, int peer);
 
 // A fresh run id: 16 random hex digits.
 std::string NewRunId();

@@ -286,31 +286,3 @@ TEST_CASE("OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set by the user are left as 
 }
 
 }  // namespace pplab::worker_setup_test
-
-#include "runtime/train/launcher.h"
-
-namespace pplab::worker_setup_test {
-
-TEST_CASE("the launcher tells a line about a lost peer from a rank's own error", "[worker]") {
-  const std::string lost = "pplab: error: rank 0: rank 0 waiting on 0RECV_B0 from rank 1: Connection reset by peer";
-  CHECK(NamesPeer(lost, 0, 1));
-  CHECK_FALSE(NamesPeer(lost, 0, 2));
-  CHECK_FALSE(NamesPeer(lost, 0, 0));  // its own rank is not a peer
-  CHECK(NamesPeer("pplab: error: rank 3: connecting to rank 12 (up): timed out", 3, 12));
-  CHECK_FALSE(NamesPeer("pplab: error: rank 3: connecting to rank 12 (up): timed out", 3, 1));
-  CHECK_FALSE(NamesPeer("pplab: error: rank 1: step 3: the loss is NaN", 1, 0));
-  // A collective's Gloo error names an address, not the rank it lost: any
-  // peer's death explains it, unless it names another rank.
-  const std::string reset =
-      "pplab: error: rank 0: rank 0 in all-reduce: [./gloo/transport/tcp/pair.cc:589] Read error "
-      "[127.0.0.1]:51593: Connection reset by peer";
-  CHECK_FALSE(NamesPeer(reset, 0, 1));
-  CHECK(LostPeer(reset, 0, 1));
-  CHECK(LostPeer(reset, 0, 3));
-  CHECK_FALSE(LostPeer(reset, 0, 0));
-  CHECK(LostPeer(lost, 0, 1));        // it names rank 1
-  CHECK_FALSE(LostPeer(lost, 0, 2));  // it names rank 1, not 2
-  CHECK_FALSE(LostPeer("pplab: error: rank 1: step 3: the loss is NaN", 1, 0));
-}
-
-}  // namespace pplab::worker_setup_test

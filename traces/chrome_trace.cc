@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -135,6 +137,8 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
 // Largest timestamp or duration accepted, in microseconds (~31 years): far
 // inside int64 nanoseconds, so sums over a trace cannot overflow.
 constexpr double kMaxUs = 1e15;
+// Largest byte count a counter sample may hold: what Bytes (int64) holds.
+constexpr Bytes kMaxBytes = std::numeric_limits<Bytes>::max();
 
 static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::string& origin) {
   json doc;
@@ -226,8 +230,20 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     if (ph == "C") {
       const json args = e.value("args", json::object());
       if (!args.contains("bytes") || !args["bytes"].is_number()) throw Error(at + ": counter without args.bytes");
-      if (!args["bytes"].is_number_integer()) throw Error(at + ": counter args.bytes must be an integer");
-      t.memory.push_back({rank, ts, args["bytes"].get<Bytes>()});
+      const json& bytes = args["bytes"];
+      // One past int64 would wrap to a negative Bytes. A measured sample is
+      // the live bytes above those of the step's start, below 0 when the
+      // step freed more than it made (runtime/exec/executor.cc); a simulated
+      // one is bytes held, never below 0.
+      const bool measured = t.source == "measured";
+      const bool in_range = bytes.is_number_unsigned()
+                                ? bytes.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxBytes)
+                                : bytes.is_number_integer() && (measured || bytes.get<std::int64_t>() >= 0);
+      if (!in_range) {
+        throw Error(at + ": counter args.bytes must be an integer in [" + (measured ? "-2^63" : "0") +
+                    ", 2^63 - 1], got " + bytes.dump());
+      }
+      t.memory.push_back({rank, ts, bytes.get<Bytes>()});
       continue;
     }
     const json args = e.value("args", json::object());

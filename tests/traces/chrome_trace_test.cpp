@@ -25,6 +25,19 @@ SimResult SimulateLikeGoldenFlags(const Schedule& s) {
   return Simulate(s, CostModel::Uniform(s.stages, c, Link{MsToNs(0.1), 0}));
 }
 
+// A one-rank trace with one compute action (0F0 over [0, 1) ms) and then `more`
+// events (each starting with a comma); `other` goes into otherData.
+std::string OneRankTrace(const std::string& more, const std::string& other = "") {
+  return R"({"otherData": {)" + other +
+         R"("pplab_trace_version": 1, "ranks": 1}, "traceEvents": [)"
+         R"({"ph": "X", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 1000, "args": {"action": "0F0"}})" +
+         more + "]}";
+}
+
+std::string Counter(const std::string& bytes) {
+  return R"(, {"ph": "C", "name": "activation bytes", "pid": 0, "ts": 0, "args": {"bytes": )" + bytes + "}}";
+}
+
 }  // namespace
 
 TEST_CASE("simulated traces equal the golden files byte for byte", "[trace]") {
@@ -131,6 +144,33 @@ TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
       TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "name": 7}, "traceEvents": []})",
                               "t.json"),
       Catch::Contains("t.json: "));
+}
+
+TEST_CASE(
+    "a counter's args.bytes that would wrap, or a simulated one below 0, is refused naming the file and the field",
+    "[trace]") {
+  const std::string simulated = R"("source": "simulated", )";
+  CHECK(TimelineFromChromeTrace(OneRankTrace(Counter("0"), simulated), "t.json").memory.at(0).bytes == 0);
+  CHECK(TimelineFromChromeTrace(OneRankTrace(Counter("9223372036854775807"), simulated), "t.json").memory.at(0).bytes ==
+        9223372036854775807LL);
+  // 2^64 - 1 would wrap to -1 and 2^63 to the most negative Bytes; a simulated rank holds no negative bytes.
+  for (const char* bad : {"-5", "-1", "18446744073709551615", "9223372036854775808", "1.5"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(Counter(bad), simulated), "t.json"),
+                      Catch::Equals(std::string("t.json: traceEvents[1]: counter args.bytes must be an integer in [0, "
+                                                "2^63 - 1], got ") +
+                                    bad));
+  }
+  // A measured sample counts from the step's start: below 0 when the step freed more than it made.
+  const std::string measured = R"("source": "measured", )";
+  CHECK(TimelineFromChromeTrace(OneRankTrace(Counter("-20"), measured), "t.json").memory.at(0).bytes == -20);
+  for (const char* bad : {"18446744073709551615", "9223372036854775808", "1.5"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(Counter(bad), measured), "t.json"),
+                      Catch::Equals(std::string("t.json: traceEvents[1]: counter args.bytes must be an integer in "
+                                                "[-2^63, 2^63 - 1], got ") +
+                                    bad));
+  }
 }
 
 }  // namespace pplab::chrome_trace_test

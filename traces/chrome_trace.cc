@@ -140,6 +140,15 @@ constexpr double kMaxUs = 1e15;
 // Largest byte count a counter sample may hold: what Bytes (int64) holds.
 constexpr Bytes kMaxBytes = std::numeric_limits<Bytes>::max();
 
+// What every command that reads a trace relies on of its compute actions.
+static void CheckComputeActions(const Timeline& t, const std::string& origin) {
+  // A timeline's makespan, bubbles and costs are measured over its compute
+  // actions: without one there is nothing to measure (an empty or cut trace).
+  if (std::none_of(t.events.begin(), t.events.end(), [](const TimelineEvent& e) { return IsCompute(e.action.kind); })) {
+    throw Error(origin + ": the trace has no compute action (F, B, I, W or OVERLAP_F_B)");
+  }
+}
+
 static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::string& origin) {
   json doc;
   try {
@@ -268,6 +277,7 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     ev.end = ts + FromUs(e["dur"].get<double>());
     t.events.push_back(ev);
   }
+  CheckComputeActions(t, origin);
   return t;
 }
 

@@ -173,4 +173,19 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a trace without a compute action is refused in one line naming the file", "[trace]") {
+  const std::string head = R"({"otherData": {"pplab_trace_version": 1, "ranks": 1}, "traceEvents": [)";
+  const std::string no_compute = "t.json: the trace has no compute action (F, B, I, W or OVERLAP_F_B)";
+  for (const std::string& events : {
+           std::string(R"({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "rank 0"}})"),
+           std::string(R"({"ph": "X", "pid": 0, "ts": 0, "dur": 1, "args": {"action": "0SEND_F0"}})"),
+           std::string(R"({"ph": "X", "cat": "step", "pid": 0, "ts": 0, "dur": 1, "args": {"step": "optimizer"}})"),
+           std::string(R"({"ph": "C", "name": "activation bytes", "pid": 0, "ts": 0, "args": {"bytes": 1}})"),
+       }) {
+    INFO(events);
+    CHECK_THROWS_WITH(TimelineFromChromeTrace(head + events + "]}", "t.json"), Catch::Equals(no_compute));
+  }
+  CHECK(TimelineFromChromeTrace(OneRankTrace(""), "t.json").events.size() == 1);
+}
+
 }  // namespace pplab::chrome_trace_test

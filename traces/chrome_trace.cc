@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "schedules/error.h"
 
@@ -140,12 +141,29 @@ constexpr double kMaxUs = 1e15;
 // Largest byte count a counter sample may hold: what Bytes (int64) holds.
 constexpr Bytes kMaxBytes = std::numeric_limits<Bytes>::max();
 
-// What every command that reads a trace relies on of its compute actions.
-static void CheckComputeActions(const Timeline& t, const std::string& origin) {
+// What every command that reads a trace relies on of its actions;
+// where[i] is the index in traceEvents of t.events[i].
+static void CheckActions(const Timeline& t, const std::vector<size_t>& where, const std::string& origin) {
   // A timeline's makespan, bubbles and costs are measured over its compute
   // actions: without one there is nothing to measure (an empty or cut trace).
-  if (std::none_of(t.events.begin(), t.events.end(), [](const TimelineEvent& e) { return IsCompute(e.action.kind); })) {
-    throw Error(origin + ": the trace has no compute action (F, B, I, W or OVERLAP_F_B)");
+  size_t parts = 0;
+  for (const TimelineEvent& e : t.events) parts += PartsOf(e.action).count;
+  if (parts == 0) throw Error(origin + ": the trace has no compute action (F, B, I, W or OVERLAP_F_B)");
+  // The trace does not record its stage count. Every stage computes at
+  // least once, so the stages are below the number of compute parts: a
+  // bound that keeps what readers build per stage (stats' table, a cost
+  // file's stages) within the size of the file.
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const Action& a = t.events[i].action;
+    StageId stage = a.stage;
+    for (const Action& part : PartsOf(a)) stage = std::max(stage, part.stage);
+    if (static_cast<size_t>(stage) >= parts) {
+      throw Error(origin + ": traceEvents[" + std::to_string(where[i]) + "]: action " + FormatAction(a) +
+                  " is on stage " + std::to_string(stage) + ", but the trace computes " + std::to_string(parts) +
+                  " F, B, I and W (each part of an OVERLAP_F_B counted) and every stage computes at least once, so "
+                  "its stages are below " +
+                  std::to_string(parts));
+    }
   }
 }
 
@@ -221,6 +239,7 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
       }
     }
   }
+  std::vector<size_t> where;  // the index in traceEvents of each of t.events
   for (size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     const std::string at = origin + ": traceEvents[" + std::to_string(i) + "]";
@@ -276,8 +295,9 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     ev.start = ts;
     ev.end = ts + FromUs(e["dur"].get<double>());
     t.events.push_back(ev);
+    where.push_back(i);
   }
-  CheckComputeActions(t, origin);
+  CheckActions(t, where, origin);
   return t;
 }
 

@@ -188,4 +188,35 @@ TEST_CASE("a trace without a compute action is refused in one line naming the fi
   CHECK(TimelineFromChromeTrace(OneRankTrace(""), "t.json").events.size() == 1);
 }
 
+TEST_CASE("a stage id no compute action of the trace could have is refused naming the file and the action", "[trace]") {
+  // Two compute parts, so stages 0 and 1 at most.
+  const std::string f1 = R"(, {"ph": "X", "pid": 0, "ts": 1000, "dur": 1000, "args": {"action": "1F0"}})";
+  CHECK(TimelineFromChromeTrace(OneRankTrace(f1), "t.json").events.size() == 2);
+  const std::string far = R"(, {"ph": "X", "pid": 0, "ts": 1000, "dur": 1000, "args": {"action": "100000000F0"}})";
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(far), "t.json"),
+                    Catch::Equals("t.json: traceEvents[1]: action 100000000F0 is on stage 100000000, but the trace "
+                                  "computes 2 F, B, I and W (each part of an OVERLAP_F_B counted) and every stage "
+                                  "computes at least once, so its stages are below 2"));
+  const std::string send = R"(, {"ph": "X", "pid": 0, "ts": 1000, "dur": 0, "args": {"action": "1SEND_F0"}})";
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(send), "t.json"),
+                    Catch::StartsWith("t.json: traceEvents[1]: action 1SEND_F0 is on stage 1, but the trace computes 1 "
+                                      "F, B, I and W"));
+  // An overlap's backward part counts too: 3 parts, stage 7 is beyond them.
+  const std::string overlap =
+      R"(, {"ph": "X", "pid": 0, "ts": 1000, "dur": 1000, "args": {"action": "(1F0;7B0)OVERLAP_F_B"}})";
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(overlap), "t.json"),
+                    Catch::StartsWith("t.json: traceEvents[1]: action (1F0;7B0)OVERLAP_F_B is on stage 7, but the "
+                                      "trace computes 3 F, B, I and W"));
+}
+
+TEST_CASE("the golden traces, interleaved ones included, load through the reader", "[trace]") {
+  for (const char* file : {"1f1b_k2_m3.json", "zb-h1_k2_m3.json", "interleaved-1f1b_k2_m2_v2.json"}) {
+    INFO(file);
+    const std::string path = std::string(PPLAB_TEST_DATA_DIR "/golden/") + file;
+    const Timeline t = TimelineFromChromeTrace(ReadTextFile(path), path);
+    CHECK(t.ranks == 2);
+    CHECK(!t.events.empty());
+  }
+}
+
 }  // namespace pplab::chrome_trace_test

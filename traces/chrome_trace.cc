@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <vector>
 
 #include "schedules/error.h"
@@ -141,6 +143,55 @@ constexpr double kMaxUs = 1e15;
 // Largest byte count a counter sample may hold: what Bytes (int64) holds.
 constexpr Bytes kMaxBytes = std::numeric_limits<Bytes>::max();
 
+// A time as the trace writes it: microseconds, three decimals.
+static std::string UsText(TimeNs ns) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.3f us", Us(ns));
+  return text;
+}
+
+// A rank computes one action at a time (the simulator and the executor run
+// them in program order): busy time, bubbles and explain's idle split count
+// each instant of a rank once. Two compute actions of one rank that share
+// time, or the same action twice over the same interval (a zero-length
+// copy shares no time), are refused; comm, collectives and step work may
+// overlap compute, and ranks that share a device may compute at once.
+static void CheckOneComputeAtATime(const Timeline& t, const std::vector<size_t>& where, const std::string& origin) {
+  std::vector<std::vector<size_t>> by_rank(static_cast<size_t>(t.ranks));
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    if (IsCompute(t.events[i].action.kind)) by_rank[static_cast<size_t>(t.events[i].rank)].push_back(i);
+  }
+  // By start, then end, then the action, so that copies of one event lie side by side.
+  auto key = [&](size_t i) {
+    const TimelineEvent& e = t.events[i];
+    const Action& a = e.action;
+    return std::make_tuple(e.start, e.end, static_cast<int>(a.kind), a.stage, a.microbatch,
+                           static_cast<int>(a.overlap_kind), a.overlap_stage, a.overlap_microbatch, i);
+  };
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    std::vector<size_t>& list = by_rank[r];
+    std::sort(list.begin(), list.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+    // Sorted by start, the first action to overlap an earlier one overlaps the one just before it.
+    for (size_t k = 1; k < list.size(); ++k) {
+      const TimelineEvent& before = t.events[list[k - 1]];
+      const TimelineEvent& next = t.events[list[k]];
+      const std::string rank = origin + ": rank " + std::to_string(r) + " runs ";
+      const std::string first = "traceEvents[" + std::to_string(where[list[k - 1]]) + "]";
+      const std::string second = "traceEvents[" + std::to_string(where[list[k]]) + "]";
+      if (next.action == before.action && next.start == before.start && next.end == before.end) {
+        throw Error(rank + FormatAction(next.action) + " twice over the same time, " + first + " and " + second +
+                    " (from " + UsText(next.start) + " to " + UsText(next.end) +
+                    "); a rank runs each compute action once");
+      }
+      if (next.start < before.end) {
+        throw Error(rank + FormatAction(next.action) + " (" + second + ") from " + UsText(next.start) + ", before " +
+                    FormatAction(before.action) + " (" + first + ") ends at " + UsText(before.end) +
+                    "; a rank runs one compute action at a time");
+      }
+    }
+  }
+}
+
 // What every command that reads a trace relies on of its actions;
 // where[i] is the index in traceEvents of t.events[i].
 static void CheckActions(const Timeline& t, const std::vector<size_t>& where, const std::string& origin) {
@@ -165,6 +216,7 @@ static void CheckActions(const Timeline& t, const std::vector<size_t>& where, co
                   std::to_string(parts));
     }
   }
+  CheckOneComputeAtATime(t, where, origin);
 }
 
 static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::string& origin) {

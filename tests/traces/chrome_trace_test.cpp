@@ -219,4 +219,57 @@ TEST_CASE("the golden traces, interleaved ones included, load through the reader
   }
 }
 
+TEST_CASE("two compute actions of one rank that share time are refused naming the file, the rank and both events",
+          "[trace]") {
+  auto event = [](const char* action, int pid, const char* ts, const char* dur, const char* cat = "compute") {
+    return std::string(R"(, {"ph": "X", "cat": ")") + cat + R"(", "pid": )" + std::to_string(pid) + R"(, "ts": )" + ts +
+           R"(, "dur": )" + dur + R"(, "args": {"action": ")" + action + R"("}})";
+  };
+  // 0F0 is [0, 1000) us on rank 0.
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("0F1", 0, "999.999", "1000")), "t.json"),
+                    Catch::Equals("t.json: rank 0 runs 0F1 (traceEvents[1]) from 999.999 us, before 0F0 "
+                                  "(traceEvents[0]) ends at 1000.000 us; a rank runs one compute action at a time"));
+  // One inside the other, listed first.
+  CHECK_THROWS_WITH(
+      TimelineFromChromeTrace(OneRankTrace(event("0B0", 0, "2000", "500") + event("0F1", 0, "1500", "2000")), "t.json"),
+      Catch::Equals("t.json: rank 0 runs 0B0 (traceEvents[1]) from 2000.000 us, before 0F1 (traceEvents[2]) ends at "
+                    "3500.000 us; a rank runs one compute action at a time"));
+  // A copy of an event, with or without length.
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("0F0", 0, "0", "1000")), "t.json"),
+                    Catch::Equals("t.json: rank 0 runs 0F0 twice over the same time, traceEvents[0] and traceEvents[1] "
+                                  "(from 0.000 us to 1000.000 us); a rank runs each compute action once"));
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("0W0", 0, "1000", "0") + event("0B0", 0, "1000", "0") +
+                                                         event("0W0", 0, "1000", "0")),
+                                            "t.json"),
+                    Catch::Contains("rank 0 runs 0W0 twice over the same time, traceEvents[1] and traceEvents[3]"));
+}
+
+TEST_CASE(
+    "compute back to back, zero-length compute, comm, collectives and step work overlapping compute, and ranks "
+    "computing at once all load",
+    "[trace]") {
+  const std::string two_ranks = R"({"otherData": {"pplab_trace_version": 1, "ranks": 2, "source": "measured", )"
+                                R"("devices": [0, 0]}, "traceEvents": [)";
+  auto event = [](const char* action, int pid, const char* ts, const char* dur, const char* cat) {
+    return std::string(R"({"ph": "X", "cat": ")") + cat + R"(", "pid": )" + std::to_string(pid) + R"(, "ts": )" + ts +
+           R"(, "dur": )" + dur + R"(, "args": {"action": ")" + action + R"("}})";
+  };
+  const std::string events[] = {
+      event("0F0", 0, "0", "1000", "compute"),
+      event("0F1", 0, "1000", "1000", "compute"),  // back to back
+      event("0W0", 0, "2000", "0", "compute"),     // zero-length, where the one before ends
+      event("0W1", 0, "2000", "0", "compute"),     // another at the same instant
+      event("0SEND_F0", 0, "1000", "500", "comm"),
+      event("0REDUCE_GRAD", 0, "1500", "2000", "comm"),
+      event("1RECV_F0", 1, "0", "1100", "comm"),  // measured: posted at the step's start
+      event("1F0", 1, "500", "1000", "compute"),  // the same device as rank 0's F0, at once
+      R"({"ph": "X", "cat": "step", "pid": 0, "ts": 1200, "dur": 100, "args": {"step": "optimizer"}})",
+  };
+  std::string text = two_ranks;
+  for (const std::string& e : events) text += (&e == &events[0] ? "" : ",") + e;
+  const Timeline t = TimelineFromChromeTrace(text + "]}", "t.json");
+  CHECK(t.events.size() == 8);
+  CHECK(t.step_events.size() == 1);
+}
+
 }  // namespace pplab::chrome_trace_test

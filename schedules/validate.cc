@@ -291,6 +291,10 @@ std::string FormatStepGrid(const Schedule& schedule, int first_step, int num_ste
     }
   }
   std::ostringstream out;
+  // A grid of a large plan can outgrow memory: a stream short of memory only
+  // sets badbit and stops, so it must throw instead (main says "out of
+  // memory") rather than print part of the grid as if it were whole.
+  out.exceptions(std::ios::badbit);
   out << "rank\\step";
   for (int step = first_step; step < first_step + num_steps; ++step) {
     const std::string h = std::to_string(step);

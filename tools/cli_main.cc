@@ -2,9 +2,12 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <new>
 
 #include "schedules/error.h"
@@ -90,6 +93,17 @@ int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pplab: error: %s\n", e.what());
     return 2;
+  }
+  // What the command printed must have reached its reader: a full disk, or
+  // a printf short of memory, is an error, not a shorter output.
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (!flushed || std::ferror(stdout) || !std::cout.good()) {
+    const int err = errno;
+    std::fprintf(stderr, "pplab: error: cannot write standard output%s%s\n", err != 0 ? ": " : "",
+                 err != 0 ? std::strerror(err) : "");
+    return exit_code != 0 ? exit_code : 2;
   }
   return exit_code;
 }

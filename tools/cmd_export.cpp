@@ -7,6 +7,7 @@
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
 #include "tools/commands.h"
+#include "tools/output_files.h"
 #include "tools/plan_options.h"
 
 namespace pplab::cli {
@@ -19,6 +20,7 @@ struct ExportOptions {
 };
 
 int RunExport(const ExportOptions& o) {
+  CheckOutputFiles({{"--output", o.out_path == "-" ? "" : o.out_path}}, {{"--plan", o.plan.plan_file}});
   const Schedule schedule = BuildSchedule(o.plan);
   const ValidationReport report = Validate(schedule);
   if (!report.ok()) {

@@ -7,6 +7,7 @@
 
 #include "runtime/train/checkpoint.h"
 #include "tools/commands.h"
+#include "tools/output_files.h"
 #include "tools/train_checks.h"
 
 namespace pplab::cli {

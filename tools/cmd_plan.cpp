@@ -13,6 +13,7 @@
 #include "schedules/schedule_io.h"
 #include "tools/cli_main.h"
 #include "tools/commands.h"
+#include "tools/output_files.h"
 #include "tools/plan_grid.h"
 #include "tools/plan_profiles.h"
 #include "tools/plan_report.h"
@@ -39,34 +40,14 @@ void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double
   sub.add_option(prefix + "-latency", ms, latency_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
 }
 
-// The files plan writes, each writable and none the same as another or as
-// a --cost profile it reads, before the search (which may take seconds).
-void CheckOutputFiles(const PlanCmdOptions& o) {
-  std::vector<std::pair<std::string, std::string>> named;  // (flag, path)
-  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--output", o.out_path},
-                                   {"--trace", o.trace_path},
-                                   {"--svg", o.svg_path},
-                                   {"--cost-out", o.cost_out_path}}) {
-    if (path.empty()) continue;
-    CheckWritable(path);
-    named.emplace_back(flag, path);
-  }
-  const size_t outputs = named.size();
-  for (const std::string& cost : o.cost_files) named.emplace_back("--cost", cost);
-  for (size_t i = 0; i < outputs; ++i) {
-    for (size_t j = i + 1; j < named.size(); ++j) {
-      if (SameFile(named[i].second, named[j].second)) {
-        throw Error(named[i].first + " and " + named[j].first + " both name " + named[j].second +
-                    (named[j].first == "--cost" ? " (plan would write over a profile it reads)"
-                                                : " (one would write over the other)"));
-      }
-    }
-  }
-}
-
 int RunPlan(const PlanCmdOptions& o) {
   if (o.ranks == 0 && o.gpus == 0) throw Error("plan: give --ranks K (and --dp D), or --gpus N");
-  CheckOutputFiles(o);
+  // Before the search, which may take seconds.
+  std::vector<FlagPath> profiles;
+  for (const std::string& cost : o.cost_files) profiles.push_back({"--cost", cost});
+  CheckOutputFiles(
+      {{"--output", o.out_path}, {"--trace", o.trace_path}, {"--svg", o.svg_path}, {"--cost-out", o.cost_out_path}},
+      profiles);
   const std::string sequence_parallel = o.sequence_parallel.empty() ? "on" : o.sequence_parallel;  // the flag alone
   if (sequence_parallel != "auto" && sequence_parallel != "on" && sequence_parallel != "off") {
     throw Error("--sequence-parallel: '" + sequence_parallel + "' is not auto, on or off");

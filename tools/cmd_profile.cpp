@@ -26,6 +26,7 @@
 #include "sim/precision.h"
 #include "tools/commands.h"
 #include "tools/local_capacity.h"
+#include "tools/output_files.h"
 #include "tools/profile_report.h"
 #include "tools/report.h"
 #include "tools/train_checks.h"

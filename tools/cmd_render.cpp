@@ -8,6 +8,7 @@
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "tools/commands.h"
+#include "tools/output_files.h"
 #include "traces/chrome_trace.h"
 #include "traces/render_svg.h"
 
@@ -37,6 +38,9 @@ int RunRender(const RenderOptions& o) {
                 " traces (give one per trace)");
   }
   std::vector<Timeline> timelines;
+  std::vector<FlagPath> inputs;
+  for (const std::string& path : o.traces) inputs.push_back({"a trace", path});
+  CheckOutputFiles({{"--output", o.out_path}}, inputs);
   for (const std::string& path : o.traces) timelines.push_back(TimelineFromChromeTrace(ReadTextFile(path), path));
   SvgOptions svg;
   svg.title = o.title.empty() ? timelines.front().name : o.title;

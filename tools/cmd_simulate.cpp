@@ -10,6 +10,7 @@
 #include "sim/simulator.h"
 #include "sim/step_samples.h"
 #include "tools/commands.h"
+#include "tools/output_files.h"
 #include "tools/plan_options.h"
 #include "tools/report.h"
 #include "traces/chrome_trace.h"
@@ -37,6 +38,8 @@ nlohmann::json SamplesJson(const StepTimeSamples& s) {
 }
 
 int RunSimulate(const SimulateOptions& o) {
+  CheckOutputFiles({{"--trace", o.trace_path}, {"--svg", o.svg_path}},
+                   {{"--plan", o.plan.plan_file}, {"--cost", o.plan.cost_file}, {"--devices-from", o.devices_from}});
   const Schedule schedule = BuildSchedule(o.plan);
   CostModel costs = BuildCostModel(o.plan, schedule);
   if (!o.devices_from.empty()) {

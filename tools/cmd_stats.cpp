@@ -9,6 +9,7 @@
 #include "schedules/file_io.h"
 #include "sim/measured_costs.h"
 #include "tools/commands.h"
+#include "tools/output_files.h"
 #include "tools/report.h"
 #include "traces/chrome_trace.h"
 
@@ -22,6 +23,7 @@ struct StatsOptions {
 };
 
 int RunStats(const StatsOptions& o) {
+  CheckOutputFiles({{"--cost-out", o.cost_out}}, {{"the trace", o.trace_path}});
   const Timeline t = TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path);
   const TimelineSummary summary = Summarize(t);
   const auto means = MeanComputeMs(t);

@@ -8,6 +8,7 @@
 #include "schedules/generators.h"
 #include "sim/simulator.h"
 #include "tools/commands.h"
+#include "tools/output_files.h"
 #include "tools/plan_options.h"
 #include "tools/report.h"
 
@@ -29,7 +30,7 @@ int RunSweep(const SweepOptions& o) {
     for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
   }
   // Fail before minutes of simulation, not after.
-  if (!o.out_path.empty() && o.out_path != "-") CheckWritable(o.out_path);
+  CheckOutputFiles({{"--output", o.out_path == "-" ? "" : o.out_path}}, {{"--cost", o.plan.cost_file}});
   std::string csv = SimulationCsvHeader();
   int rows = 0, skipped = 0;
   for (const std::string& name : names) {
@@ -58,6 +59,7 @@ int RunSweep(const SweepOptions& o) {
       }
     }
   }
+  if (rows == 0) throw Error("sweep: no schedule accepts any cell of the grid (see the lines above)");
   if (o.out_path.empty() || o.out_path == "-") {
     std::fwrite(csv.data(), 1, csv.size(), stdout);
   } else {

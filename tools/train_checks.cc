@@ -15,6 +15,7 @@
 #include "schedules/file_io.h"
 #include "sim/cost_model.h"
 #include "sim/precision.h"
+#include "tools/output_files.h"
 
 namespace fs = std::filesystem;
 
@@ -194,14 +195,6 @@ void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o) {
   std::error_code ec;
   for (const std::string& path : RunFolderFiles(given, o)) fs::remove(path, ec);
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
-}
-
-void CheckOutputFile(const std::string& flag, const std::string& path) {
-  try {
-    CheckWritable(path);
-  } catch (const Error& e) {
-    throw Error(flag + ": " + e.what());
-  }
 }
 
 void CheckOutputs(const TrainOptions& o) {

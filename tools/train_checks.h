@@ -69,10 +69,6 @@ void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o);
 // flag and the path.
 void CheckOutputs(const TrainOptions& o);
 
-// CheckWritable(path) for the output `flag` names: its error starts "FLAG: ".
-// For train, profile and export-model.
-void CheckOutputFile(const std::string& flag, const std::string& path);
-
 // What `nproc` local processes of `copies` copies of the model (2 for
 // DualPipe) hold, for CheckLocalCapacity: every replica's parameters, their
 // state in host memory on a CPU device only.

@@ -125,8 +125,9 @@ TEST_CASE("cli: sweep checks its output path before simulating", "[cli]") {
   // interleaved with M = 3 not a multiple of K = 2 is skipped with a line: none may appear.
   const PplabRun r = Pplab("sweep --schedules interleaved-1f1b -k 2 -m 3,4 -o /nonexistent/dir/sweep.csv");
   CHECK(r.code == 2);
-  CHECK_THAT(r.out, Catch::Equals("pplab: error: cannot write /nonexistent/dir/sweep.csv: /nonexistent/dir: No "
-                                  "such file or directory\n"));
+  CHECK_THAT(r.out,
+             Catch::Equals("pplab: error: --output: cannot write /nonexistent/dir/sweep.csv: /nonexistent/dir: No "
+                           "such file or directory\n"));
 }
 
 TEST_CASE("cli: a FIFO or a device as a schedule file is one line", "[cli]") {

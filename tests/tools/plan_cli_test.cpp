@@ -362,12 +362,12 @@ TEST_CASE("cli: plan refuses two outputs in one file or one over a profile it re
        "pplab: error: --output and --svg both name " + TempPath(".") +
            "/outputs-plan.json (one would write over the "
            "other)\n"},
-      {" -o " + plan_file + " --cost-out " + profile,
-       "pplab: error: --cost-out and --cost both name " + profile + " (plan would write over a profile it reads)\n"},
-      {" -o " + profile,
-       "pplab: error: --output and --cost both name " + profile + " (plan would write over a profile it reads)\n"},
+      {" -o " + plan_file + " --cost-out " + profile, "pplab: error: --cost-out and --cost both name " + profile +
+                                                          " (the output would replace a file the command reads)\n"},
+      {" -o " + profile, "pplab: error: --output and --cost both name " + profile +
+                             " (the output would replace a file the command reads)\n"},
       {" -o " + plan_file + " --trace " + TempPath("no-such-folder/t.json"),
-       "pplab: error: cannot write " + TempPath("no-such-folder/t.json") + ": " + TempPath("no-such-folder") +
+       "pplab: error: --trace: cannot write " + TempPath("no-such-folder/t.json") + ": " + TempPath("no-such-folder") +
            ": No such file or directory\n"},
   };
   for (const auto& [flags, says] : cases) {

@@ -1,0 +1,33 @@
+#include "tools/output_files.h"
+
+#include "schedules/error.h"
+#include "schedules/file_io.h"
+
+namespace pplab::cli {
+
+void CheckOutputFile(const std::string& flag, const std::string& path) {
+  try {
+    CheckWritable(path);
+  } catch (const Error& e) {
+    throw Error(flag + ": " + e.what());
+  }
+}
+
+void CheckOutputFiles(const std::vector<FlagPath>& outputs, const std::vector<FlagPath>& inputs) {
+  for (const FlagPath& out : outputs) {
+    if (!out.path.empty()) CheckOutputFile(out.flag, out.path);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].path.empty()) continue;
+    for (size_t j = i + 1; j < outputs.size() + inputs.size(); ++j) {
+      const bool input = j >= outputs.size();
+      const FlagPath& other = input ? inputs[j - outputs.size()] : outputs[j];
+      if (other.path.empty() || !SameFile(outputs[i].path, other.path)) continue;
+      throw Error(
+          outputs[i].flag + " and " + other.flag + " both name " + other.path +
+          (input ? " (the output would replace a file the command reads)" : " (one would write over the other)"));
+    }
+  }
+}
+
+}  // namespace pplab::cli

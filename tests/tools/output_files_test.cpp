@@ -33,7 +33,7 @@ std::string ErrorOf(const std::vector<cli::FlagPath>& outputs, const std::vector
 
 }  // namespace
 
-TEST_CASE("an output may name neither another output nor an input; a device and no path are fine", "[output_files]") {
+TEST_CASE("an output may name neither another output nor an input, but a device or no path is fine", "[output_files]") {
   const std::string a = TempPath("output-files-a.json");
   WriteTextFile(a, "{}");
   CHECK(ErrorOf({{"--trace", a}, {"--svg", a}}, {}) ==

@@ -1,5 +1,7 @@
 #include "tools/output_files.h"
 
+#include <filesystem>
+
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -23,6 +25,9 @@ void CheckOutputFiles(const std::vector<FlagPath>& outputs, const std::vector<Fl
       const bool input = j >= outputs.size();
       const FlagPath& other = input ? inputs[j - outputs.size()] : outputs[j];
       if (other.path.empty() || !SameFile(outputs[i].path, other.path)) continue;
+      // An input names a file only where one is (`--model small` is a preset).
+      std::error_code ec;
+      if (input && !std::filesystem::is_regular_file(other.path, ec)) continue;
       throw Error(
           outputs[i].flag + " and " + other.flag + " both name " + other.path +
           (input ? " (the output would replace a file the command reads)" : " (one would write over the other)"));

@@ -18,7 +18,8 @@ struct FlagPath {
 void CheckOutputFile(const std::string& flag, const std::string& path);
 
 // Each output (those with a path) must be writable (CheckOutputFile), and
-// none may name the same file (SameFile) as another output or an input.
+// none may name the same file (SameFile) as another output or an existing
+// input.
 // Throws pplab::Error naming both flags and the path.
 void CheckOutputFiles(const std::vector<FlagPath>& outputs, const std::vector<FlagPath>& inputs = {});
 

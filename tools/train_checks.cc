@@ -208,15 +208,14 @@ void CheckOutputs(const TrainOptions& o) {
       throw Error(std::string(flag) + " " + dir + ": cannot create: " + (ec ? ec.message() : "not a directory"));
     }
   }
-  const std::pair<const char*, std::string> files[] = {
-      {"--metrics", o.metrics_path},
-      {"--trace", o.trace_path},
-      {"--sim-trace", o.sim_trace_path},
-      {"--out", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}};
-  for (const auto& [flag, path] : files) {
-    if (path.empty()) continue;
-    CheckOutputFile(flag, path);
-  }
+  std::vector<FlagPath> inputs = {
+      {"--plan", o.plan_file}, {"--model", o.model}, {"--tokenizer", o.tokenizer}, {"--init-from", o.init_from}};
+  for (const std::string& data : o.data) inputs.push_back({"--data", data});
+  CheckOutputFiles({{"--metrics", o.metrics_path},
+                    {"--trace", o.trace_path},
+                    {"--sim-trace", o.sim_trace_path},
+                    {"--out", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}},
+                   inputs);
 }
 
 LocalLoad TrainLoad(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,

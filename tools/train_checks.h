@@ -65,8 +65,9 @@ void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o);
 // than by a worker at its first checkpoint or after its last step: the
 // folders (--out, --checkpoint-dir, --dump-grads) are made here, and each
 // file (--metrics, --trace, --sim-trace, --out's picture) must be one that
-// WriteTextFile can write (CheckWritable). Throws pplab::Error naming the
-// flag and the path.
+// WriteTextFile can write (CheckWritable), and none may name another or a
+// file the run reads (--plan, --model, --tokenizer, --init-from, --data).
+// Throws pplab::Error naming the flag and the path.
 void CheckOutputs(const TrainOptions& o);
 
 // What `nproc` local processes of `copies` copies of the model (2 for

@@ -222,6 +222,25 @@ TEST_CASE("outputs that cannot be written are refused with one line before any w
     // A worker's error would name its rank ("pplab: error: rank 0: ...").
     CHECK_THAT(r.out, Catch::StartsWith("pplab: error: " + c.says));
   }
+  // An output may not replace a file the run reads, nor another output.
+  const std::string plan = Tmp("outputs-plan.json"), config = Tmp("outputs-config.json");
+  REQUIRE(Pplab("export -s 1f1b -k 2 -m 4 -o " + plan).code == 0);
+  WriteTextFile(config, ReadTextFile(std::string(PPLAB_TEST_DATA_DIR) + "/fuzz/llama_config/tiny.json"));
+  const std::string plan_text = ReadTextFile(plan), config_text = ReadTextFile(config);
+  const Case clashes[] = {
+      {"--plan " + plan + " --trace " + plan, "--trace and --plan both name " + plan},
+      {"-k 2 --model " + config + " --metrics " + config, "--metrics and --model both name " + config},
+      {"-k 2 --trace " + plan + ".t --sim-trace " + plan + ".t", "--trace and --sim-trace both name " + plan + ".t"},
+  };
+  for (const Case& c : clashes) {
+    const PplabRun r = Train(c.args);
+    INFO(c.args << "\n" << r.out);
+    CHECK(r.code == 2);
+    CHECK(CountLines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::StartsWith("pplab: error: " + c.says));
+  }
+  CHECK(ReadTextFile(plan) == plan_text);
+  CHECK(ReadTextFile(config) == config_text);
 }
 
 TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no process", "[train][reliability]") {

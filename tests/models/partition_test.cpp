@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <vector>
 
 #include "models/flops.h"
 #include "schedules/error.h"
@@ -49,6 +50,64 @@ TEST_CASE("parameter-balanced partition minimises the largest stage", "[partitio
   CHECK(largest == best);
   CHECK(p.Begin(0) == 0);
   CHECK(p.End(3) == 8);
+}
+
+namespace {
+
+// The parameter partition by scanning every cut: the first cut of least
+// largest stage, stage by stage, as PartitionByParameters promises.
+std::vector<int> ScannedCuts(const LlamaConfig& c, int S) {
+  const int L = c.num_hidden_layers;
+  auto cost = [&](int s, int begin, int end) {
+    return (end - begin) * DecoderLayerParams(c) + (s == 0 ? EmbeddingParams(c) : 0) + (s == S - 1 ? HeadParams(c) : 0);
+  };
+  std::vector<std::vector<int64_t>> best(S + 1, std::vector<int64_t>(L + 1, INT64_MAX));
+  std::vector<std::vector<int>> cut(S + 1, std::vector<int>(L + 1, -1));
+  best[0][0] = 0;
+  for (int s = 1; s <= S; ++s) {
+    for (int l = s; l <= L - (S - s); ++l) {
+      for (int b = s - 1; b < l; ++b) {
+        if (best[s - 1][b] == INT64_MAX) continue;
+        const int64_t worst = std::max(best[s - 1][b], cost(s - 1, b, l));
+        if (worst < best[s][l]) {
+          best[s][l] = worst;
+          cut[s][l] = b;
+        }
+      }
+    }
+  }
+  std::vector<int> begins(S + 1, L);
+  for (int s = S, l = L; s > 0; --s) begins[s - 1] = l = cut[s][l];
+  return begins;
+}
+
+}  // namespace
+
+TEST_CASE("the parameter partition's search finds the cuts a scan of every cut finds, and takes 100 000 layers",
+          "[partition]") {
+  LlamaConfig c = LlamaPreset("tiny");
+  // Vocabularies from a fraction of a layer's parameters to many layers'.
+  for (const int vocab : {8, 256, 4096, 65536}) {
+    c.vocab_size = vocab;
+    for (int L = 1; L <= 24; ++L) {
+      c.num_hidden_layers = L;
+      for (int S = 1; S <= std::min(L, 6); ++S) {
+        INFO("vocab " << vocab << ", " << L << " layers, " << S << " stages");
+        CHECK(PartitionByParameters(c, S).layer_begin == ScannedCuts(c, S));
+      }
+    }
+  }
+  // A scan is quadratic in the layers (minutes here); the search is not.
+  c.vocab_size = 256;
+  c.num_hidden_layers = 100000;
+  const Partition p = PartitionByParameters(c, 4);
+  int64_t largest = 0, total = 0;
+  for (int s = 0; s < 4; ++s) {
+    largest = std::max(largest, StageParams(c, p, s));
+    total += StageParams(c, p, s);
+  }
+  // The least largest stage is at most one layer above an even share.
+  CHECK(largest <= total / 4 + DecoderLayerParams(c));
 }
 
 TEST_CASE("explicit partitions are checked against the model", "[partition]") {

@@ -164,6 +164,13 @@ void CheckStageMedians(const StageCost& c, const std::string& at) {
   CheckMedian(c.backward_input, c.backward_input_spread, "backward_input", at);
   CheckMedian(c.backward_weight, c.backward_weight_spread, "backward_weight", at);
   CheckMedian(c.reduce_grad, c.reduce_grad_spread, "reduce_grad", at);
+  // Without backward_input_ms a split schedule's I is backward_ms -
+  // backward_weight_ms (the --w-time flag refuses the same).
+  if (c.backward && c.backward_weight && !c.backward_input && *c.backward_weight > *c.backward) {
+    throw Error(at + ": backward_weight_ms " + json(NsToMs(*c.backward_weight)).dump() + " exceeds backward_ms " +
+                json(NsToMs(*c.backward)).dump() +
+                ", of which it is a part (give backward_input_ms too where I and W were timed apart)");
+  }
 }
 
 Link ReadLink(const json& obj, Link link, const std::string& at, const std::vector<std::string>& extra_keys = {}) {
@@ -384,7 +391,12 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
         }
         return static_cast<RankId>(l[key].get<long long>());
       };
-      m.links_[{rank("from"), rank("to")}] = ReadLink(l, m.link_, at, {"from", "to"});
+      const RankId from = rank("from"), to = rank("to");
+      if (from == to) throw Error(at + " links rank " + std::to_string(from) + " to itself");
+      if (!m.links_.emplace(std::make_pair(from, to), ReadLink(l, m.link_, at, {"from", "to"})).second) {
+        throw Error(at + " gives the link from rank " + std::to_string(from) + " to rank " + std::to_string(to) +
+                    " a second time");
+      }
     }
   }
   if (doc.contains("data_parallel")) {

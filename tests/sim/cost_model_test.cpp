@@ -64,6 +64,22 @@ TEST_CASE("bad cost files are rejected naming the field", "[cost_model]") {
   CHECK_THROWS_WITH(load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_ms": 1}, "links": [{"to": 1}])"),
                     Catch::Contains("links[0] needs integer 'from' and 'to'"));
   CHECK_THROWS_WITH(CostModel::FromJson("{", "c.json"), Catch::Contains("c.json: not valid JSON"));
+  // W is a part of B: without I, I = B - W may not fall below 0 (--w-time's rule).
+  CHECK_THROWS_WITH(load(R"("num_stages": 2, "default": {"forward_ms": 1, "backward_ms": 2, "backward_weight_ms": 5})"),
+                    Catch::Contains("c.json: default: backward_weight_ms 5.0 exceeds backward_ms 2.0"));
+  CHECK_THROWS_WITH(
+      load(R"("default": {"forward_ms": 1, "backward_ms": 2}, "stages": [{}, {"backward_weight_ms": 5}])"),
+      Catch::Contains("c.json: stages[1]: backward_weight_ms 5.0 exceeds backward_ms 2.0"));
+  CHECK_NOTHROW(load(R"("num_stages": 1, "default": {"forward_ms": 1, "backward_ms": 2, "backward_input_ms": 1,
+                        "backward_weight_ms": 2.5})"));  // timed apart: I + W may pass B
+  // A link given twice would count only its last entry; a rank has no link to itself.
+  const std::string defaults = R"("num_stages": 2, "default": {"forward_ms": 1, "backward_ms": 2}, )";
+  CHECK_THROWS_WITH(load(defaults + R"("links": [{"from": 0, "to": 1, "bandwidth_gbps": 1},
+                                                  {"from": 0, "to": 1, "bandwidth_gbps": 100}])"),
+                    Catch::Contains("c.json: links[1] gives the link from rank 0 to rank 1 a second time"));
+  CHECK_THROWS_WITH(load(defaults + R"("links": [{"from": 1, "to": 1}])"),
+                    Catch::Contains("c.json: links[0] links rank 1 to itself"));
+  CHECK_NOTHROW(load(defaults + R"("links": [{"from": 0, "to": 1}, {"from": 1, "to": 0}])"));
   const CostModel two = load(R"("num_stages": 2, "default": {"forward_ms": 1, "backward_ms": 1})");
   CHECK_THROWS_WITH(two.CheckStages(4, "zb-v"),
                     Catch::Contains("c.json: cost model has 2 stages but schedule 'zb-v' has 4"));

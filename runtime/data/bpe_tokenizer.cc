@@ -150,9 +150,17 @@ ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string
     t.text_of_id_[id] = s;
     t.vocab_size_ = std::max<int>(t.vocab_size_, static_cast<int>(id) + 1);
   };
+  std::vector<bool> in_vocab;  // ids model.vocab has given a token: one token an id, or decoding is a guess
   for (const auto& [token, id] : model["vocab"].items()) {
     if (!id.is_number_integer()) throw Error(where + "model.vocab[\"" + token + "\"] is not an integer id");
     set_text(id.get<int64_t>(), token, "model.vocab[\"" + token + "\"]");
+    const size_t n = static_cast<size_t>(id.get<int64_t>());
+    if (n >= in_vocab.size()) in_vocab.resize(n + 1);
+    if (in_vocab[n]) {
+      throw Error(where + "model.vocab[\"" + token + "\"] has the id " + std::to_string(n) +
+                  ", which another token of model.vocab has");
+    }
+    in_vocab[n] = true;
     t.vocab_.emplace(token, id.get<int32_t>());
   }
   ByteMap(t.char_of_byte_);

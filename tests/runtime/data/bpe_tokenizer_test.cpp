@@ -163,6 +163,10 @@ TEST_CASE("a tokenizer.json pplab would read differently is refused, naming the 
   j["added_tokens"] = {{{"id", 1 << 20}, {"content", "<x>"}}};  // a damaged id: no 2^20-entry table
   CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<x>\"] has the id 1048576: ids run from 0 to 1048575"));
   CHECK_THAT(ErrorOf(json::array()), Catch::Contains("tok.json: no \"model\" object"));
+  j = good;
+  j["model"]["vocab"]["zz"] = j["model"]["vocab"][Spell("a")];  // two tokens, one id: decoding would guess
+  CHECK_THAT(ErrorOf(j), Catch::Contains("tok.json: model.vocab[\"zz\"] has the id " +
+                                         j["model"]["vocab"][Spell("a")].dump() + ", which another token of"));
 }
 
 TEST_CASE("a Tokenizer loads a tokenizer.json by its content and finds BOS, EOS and PAD by name", "[data][bpe]") {

@@ -77,9 +77,49 @@ std::string Fixed(double value, int decimals) {
   return r.ec == std::errc() ? std::string(buf, r.ptr) : std::string("0");
 }
 
+// The length of the UTF-8 sequence at text[i], or 0 where none starts there
+// (a stray or overlong byte, a surrogate, past U+10FFFF, cut short).
+size_t Utf8Length(const std::string& text, size_t i) {
+  const auto at = [&](size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
+  const unsigned lead = at(0);
+  size_t n = 0;
+  unsigned low = 0x80, high = 0xBF;  // the second byte's range
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    n = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    n = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    n = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (at(1) < low || at(1) > high) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (at(k) < 0x80 || at(k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// Text as XML character data: markup escaped, and what XML 1.0 forbids
+// (control characters but tab, newline and return; bytes that are not
+// UTF-8) replaced by U+FFFD, so that a title or label from the command line
+// never makes the picture unreadable.
 std::string Escape(const std::string& text) {
+  static const std::string kReplacement = "\xEF\xBF\xBD";
   std::string out;
-  for (char c : text) {
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      const size_t n = Utf8Length(text, i);
+      out += n == 0 ? kReplacement : text.substr(i, n);
+      i += n == 0 ? 1 : n;
+      continue;
+    }
+    ++i;
     switch (c) {
       case '&':
         out += "&amp;";
@@ -97,7 +137,11 @@ std::string Escape(const std::string& text) {
         out += "&apos;";
         break;
       default:
-        out += c;
+        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+          out += kReplacement;
+        } else {
+          out += static_cast<char>(c);
+        }
     }
   }
   return out;

@@ -81,6 +81,18 @@ TEST_CASE("svg title shows the options title, makespan and bubble", "[render]") 
   CHECK(CountOf(svg, ">makespan 9.000 ms, bubble 33.3%</text>") == 1);
 }
 
+TEST_CASE("svg text keeps UTF-8 and escapes markup, and control bytes and broken UTF-8 become U+FFFD", "[render]") {
+  const std::string replacement = "\xEF\xBF\xBD";
+  const std::string title = std::string("a<b & \xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80") + "\x01" + "\xFF" + "\xC3" + "x" +
+                            "\xED\xA0\x80" + "\tz";
+  const std::string svg = RenderSvg(Tiny1F1B(), {title, 1200, false});
+  // é, € and an emoji pass; \x01, a stray \xFF, a cut \xC3 and a surrogate's three bytes each become one U+FFFD.
+  CHECK(CountOf(svg, ">a&lt;b &amp; \xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80" + replacement + replacement + replacement +
+                         "x" + replacement + replacement + replacement + "\tz</text>") == 1);
+  CHECK(std::none_of(svg.begin(), svg.end(),
+                     [](char c) { return (c >= 0 && c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f; }));
+}
+
 TEST_CASE("svg tooltips name the event and its times, narrow boxes go unlabelled", "[render]") {
   Timeline t = Tiny1F1B();
   t.events.push_back(Event(1, ActionKind::kBackwardWeight, 1, 7, 8, 8.001));

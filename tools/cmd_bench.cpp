@@ -34,8 +34,9 @@ int RunBench(const BenchOptions& o) {
   std::printf("%-10s %6s %6s %10s %10s %9s %9s %9s %14s %9s\n", "schedule", "K", "M", "compute", "all_actions", "gen_s",
               "lower_s", "sim_s", "actions/s(sim)", "rss_MiB");
   for (const std::string& size : o.sizes) {
-    int K = 0, M = 0;
-    if (std::sscanf(size.c_str(), "%dx%d", &K, &M) != 2 || K < 1 || M < 1) {
+    int K = 0, M = 0, end = 0;
+    if (std::sscanf(size.c_str(), "%dx%d%n", &K, &M, &end) != 2 || end != static_cast<int>(size.size()) || K < 1 ||
+        M < 1) {
       throw Error("--sizes: '" + size + "' is not KxM (e.g. 64x1024)");
     }
     using Clock = std::chrono::steady_clock;
@@ -68,7 +69,8 @@ void SetupBench(CLI::App& app, int& exit_code) {
   sub->add_option("--sizes", o->sizes, "comma-separated KxM sizes, run in order")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank for schedules that take it");
+  sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank for schedules that take it")
+      ->check(CLI::Range(1, 1024));
   sub->callback([o, &exit_code] { exit_code = RunBench(*o); });
 }
 

@@ -71,11 +71,16 @@ void SetupShow(CLI::App& app, int& exit_code) {
   CLI::App* sub = app.add_subcommand("show", "print a plan's timeline (or its program grid) in the terminal");
   AddPlanFlags(*sub, o->plan);
   AddCostFlags(*sub, o->plan);
-  sub->add_option("--trace", o->trace_path, "show this trace file instead of simulating");
+  sub->add_flag("--steps", o->steps, "print the rank x step grid of the lowered programs");
+  // A trace is drawn as it is: a plan or cost flag beside it would be
+  // dropped without a word, so CLI11 refuses the pair.
+  CLI::Option* trace = sub->add_option("--trace", o->trace_path, "show this trace file instead of simulating");
+  for (CLI::Option* other : sub->get_options()) {
+    if (other != trace && other != sub->get_help_ptr()) trace->excludes(other);
+  }
   sub->add_option("--columns", o->columns, "width of the picture in characters")
       ->check(CLI::Range(10, 10000))
       ->capture_default_str();
-  sub->add_flag("--steps", o->steps, "print the rank x step grid of the lowered programs");
   sub->add_flag("--no-memory", o->no_memory,
                 "leave out the memory rows (drawn where the costs or the trace have activation bytes)");
   sub->callback([o, &exit_code] { exit_code = RunShow(*o); });

@@ -1,5 +1,6 @@
 // pplab simulate: cost one plan and report its timeline figures.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -64,7 +65,16 @@ int RunSimulate(const SimulateOptions& o) {
     // The file's slots describe the file's devices, not these: 1 each unless given.
     costs.SetDeviceSlots({});
   }
-  if (!o.device_slots.empty()) costs.SetDeviceSlots(o.device_slots);
+  if (!o.device_slots.empty()) {
+    const std::vector<int>& devices = costs.Devices();
+    const int used = devices.empty() ? schedule.ranks : *std::max_element(devices.begin(), devices.end()) + 1;
+    if (static_cast<int>(o.device_slots.size()) < used) {
+      throw Error("--device-slots: " + std::to_string(o.device_slots.size()) +
+                  " entries, but the ranks use devices 0 to " + std::to_string(used - 1) + " (give one per device id" +
+                  (devices.empty() ? ", or --devices to put ranks on fewer devices)" : ")"));
+    }
+    costs.SetDeviceSlots(o.device_slots);
+  }
   const SimResult result = Simulate(schedule, costs);
   nlohmann::json summary = SimulationJson(schedule, costs, result);
   const std::string recomputed =
@@ -122,8 +132,7 @@ void SetupSimulate(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--devices-from", o->devices_from,
                   "take the ranks' devices and slots from a trace that records them (pplab train's "
-                  "trace-measured.json); --devices and --device-slots still override")
-      ->check(CLI::ExistingFile);
+                  "trace-measured.json); --devices and --device-slots still override");
   CLI::Option* samples =
       sub->add_option("--samples", o->samples,
                       "also simulate N times with F/B/I/W, REDUCE_GRAD and per-step times drawn from the cost "

@@ -53,7 +53,7 @@ std::string OneLine(const std::string& text) {
 // --records: one record as the cache holds it, in runs of read and learned
 // tokens.
 int RunRecord(const TokenizeOptions& o, const Tokenizer& tokenizer) {
-  const Corpus corpus = ReadCorpus({o.records});
+  const Corpus corpus = ReadCorpus({o.records}, "--records");
   if (o.record < 1 || static_cast<size_t>(o.record) > corpus.documents.size()) {
     throw Error("tokenize --record " + std::to_string(o.record) + ": " + o.records + " holds " +
                 std::to_string(corpus.documents.size()) + " records (from 1)");

@@ -106,7 +106,7 @@ std::vector<ChatMessage> ReadMessages(const nlohmann::json& list, const std::str
 
 }  // namespace
 
-void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus) {
+void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus, const std::string& flag) {
   size_t pos = 0;
   for (int line_number = 1; pos < text.size(); ++line_number) {
     size_t end = text.find('\n', pos);
@@ -114,7 +114,7 @@ void ReadRecords(const std::string& file, const std::string& text, Corpus& corpu
     const std::string line = text.substr(pos, end - pos);
     pos = end + 1;
     if (Trim(line).empty()) continue;
-    const std::string where = "--data " + file + ":" + std::to_string(line_number) + ": ";
+    const std::string where = flag + " " + file + ":" + std::to_string(line_number) + ": ";
     nlohmann::json record;
     try {
       record = nlohmann::json::parse(line);
@@ -159,7 +159,7 @@ void ReadRecords(const std::string& file, const std::string& text, Corpus& corpu
 
 std::string DefaultCorpusDir() { return "/usr/share/games/fortunes"; }
 
-Corpus ReadCorpus(const std::vector<std::string>& paths) {
+Corpus ReadCorpus(const std::vector<std::string>& paths, const std::string& flag) {
   Corpus corpus;
   corpus.fingerprint = kPplabFingerprintBasis;
   for (const std::string& path : paths) {
@@ -170,7 +170,7 @@ Corpus ReadCorpus(const std::vector<std::string>& paths) {
       try {
         names = ListDirectory(path);
       } catch (const Error& e) {
-        throw Error("--data " + path + ": " + e.what());
+        throw Error(flag + " " + path + ": " + e.what());
       }
       for (const std::string& name : names) {
         const fs::path file = fs::path(path) / name;
@@ -179,25 +179,25 @@ Corpus ReadCorpus(const std::vector<std::string>& paths) {
         if (fs::is_regular_file(file, ec)) files.push_back(file.string());
       }
       std::sort(files.begin(), files.end());
-      if (files.empty()) throw Error("--data " + path + ": the directory holds no text files");
+      if (files.empty()) throw Error(flag + " " + path + ": the directory holds no text files");
       corpus.files.insert(corpus.files.end(), files.begin(), files.end());
     } else if (fs::exists(path, ec)) {
       corpus.files.push_back(path);
     } else {
-      throw Error("--data " + path + ": no such file or directory");
+      throw Error(flag + " " + path + ": no such file or directory");
     }
   }
   for (const std::string& file : corpus.files) {
     const std::string raw = ReadTextFile(file);
     const size_t bad = InvalidUtf8At(raw);
     if (bad != std::string::npos) {
-      throw Error("--data " + file + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
+      throw Error(flag + " " + file + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
     }
     corpus.fingerprint = PplabFingerprint(file, corpus.fingerprint);
     corpus.fingerprint = PplabFingerprint(raw, corpus.fingerprint);
     corpus.bytes += raw.size();
     if (fs::path(file).extension() == ".jsonl") {
-      ReadRecords(file, raw, corpus);
+      ReadRecords(file, raw, corpus, flag);
     } else {
       SplitDocuments(Clean(raw), corpus.documents);
       corpus.prompts.resize(corpus.documents.size());

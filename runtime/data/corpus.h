@@ -39,13 +39,14 @@ struct Corpus {
 // Throws pplab::Error naming the path when a file is missing, unreadable,
 // not UTF-8 (with the byte offset), a .jsonl line is not such a record
 // (with the line number and the field), or when no document is found at all.
-Corpus ReadCorpus(const std::vector<std::string>& paths);
+// Its errors start with `flag` and the path ("--data notes.txt: ...").
+Corpus ReadCorpus(const std::vector<std::string>& paths, const std::string& flag = "--data");
 
 // Appends the records of `text`, a .jsonl file's content (one record per
 // line, as above; `file` names it in errors), to `corpus`'s documents,
 // prompts and chats, cleaned. Throws pplab::Error naming file:line and the
-// field. ReadCorpus calls it for each *.jsonl file.
-void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus);
+// field, after `flag`. ReadCorpus calls it for each *.jsonl file.
+void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus, const std::string& flag = "--data");
 
 // The corpus used when --data is absent: the English text of Debian's
 // `fortunes` packages (/usr/share/games/fortunes).

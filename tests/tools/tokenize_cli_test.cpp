@@ -107,6 +107,11 @@ TEST_CASE("cli: tokenize --records shows a record as training reads it, in read 
     CHECK(bad.code == 2);
     CHECK_THAT(bad.out, Catch::Contains(message));
   }
+  // A bad records file is named by the flag that gave it, not train's --data.
+  WriteTextFile(dir + "/bad.jsonl", "{\"prompt\": 1}\n");
+  const PplabRun bad = Pplab("tokenize --tokenizer " + path + " --records " + dir + "/bad.jsonl");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::StartsWith("pplab: error: --records " + dir + "/bad.jsonl:1: "));
   RemoveTree(dir);
 }
 

@@ -15,6 +15,7 @@ struct FlagPath {
 };
 
 // CheckWritable(path) for the output `flag` names: its error starts "FLAG: ".
+// "-" is refused: a command that writes standard output for it passes "".
 void CheckOutputFile(const std::string& flag, const std::string& path);
 
 // Each output (those with a path) must be writable (CheckOutputFile), and

@@ -43,6 +43,7 @@ TEST_CASE("an output may name neither another output nor an input, but a device 
         "--trace and --plan both name " + a + " (the output would replace a file the command reads)");
   CHECK(ErrorOf({{"--trace", "/dev/null"}, {"--svg", "/dev/null"}}, {{"--plan", "/dev/null"}}).empty());
   CHECK(ErrorOf({{"--svg", TempPath("output-files-no-folder/x.svg")}}, {}).rfind("--svg: cannot write ", 0) == 0);
+  CHECK(ErrorOf({{"--svg", "-"}}, {}).rfind("--svg: '-' is standard output only for export and sweep", 0) == 0);
 }
 
 TEST_CASE("no offline command writes over a file it reads or over its other output", "[output_files]") {

@@ -18,7 +18,7 @@ int PositiveInt(const json& doc, const char* key, int fallback, const std::strin
   if (!doc.contains(key)) return fallback;
   const json& v = doc[key];
   if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > (1LL << 30)) {
-    throw Error(origin + ": field '" + key + "' must be a positive integer, got " + v.dump());
+    throw Error(origin + ": field '" + key + "' must be an integer from 1 to 2^30, got " + v.dump());
   }
   return v.get<int>();
 }

@@ -284,6 +284,13 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
     pos = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // A blank line between rows is more likely a slip than a rank that
+    // computes nothing; an idle rank is a row of empty cells (",,").
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      throw Error(origin + ":" + std::to_string(line_no) +
+                  ": a blank line between ranks' rows (an idle rank is a row of empty "
+                  "cells, such as ',,')");
+    }
     Program p;
     std::vector<CellAt> at;
     size_t cpos = 0;

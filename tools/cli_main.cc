@@ -31,12 +31,16 @@ const CLI::Validator kFinite(
     },
     "");
 
-// An unsigned option's value must not be negative: CLI11 parses "-1" into
-// an unsigned integer as 2^64 - 1.
+// An unsigned option's value must not be negative (CLI11 parses "-1" into
+// an unsigned integer as 2^64 - 1), nor past 2^64 - 1.
 const CLI::Validator kNotNegative(
     [](std::string& value) -> std::string {
       const size_t first = value.find_first_not_of(" \t");
       if (first != std::string::npos && value[first] == '-') return "must be a non-negative integer, got " + value;
+      // CLI11 reads a value past 2^64 - 1 as 2^64 - 1.
+      errno = 0;
+      std::strtoull(value.c_str(), nullptr, 0);
+      if (errno == ERANGE) return "must be at most 2^64 - 1, got " + value;
       return "";
     },
     "");

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "schedules/error.h"
 #include "schedules/generators.h"
@@ -31,14 +33,20 @@ long PeakRssMiB() {
 }
 
 int RunBench(const BenchOptions& o) {
-  std::printf("%-10s %6s %6s %10s %10s %9s %9s %9s %14s %9s\n", "schedule", "K", "M", "compute", "all_actions", "gen_s",
-              "lower_s", "sim_s", "actions/s(sim)", "rss_MiB");
+  // Every size is read before the first is timed: a bad one late in the
+  // list fails at once, not after minutes and half a table.
+  std::vector<std::pair<int, int>> sizes;
   for (const std::string& size : o.sizes) {
     int K = 0, M = 0, end = 0;
     if (std::sscanf(size.c_str(), "%dx%d%n", &K, &M, &end) != 2 || end != static_cast<int>(size.size()) || K < 1 ||
         M < 1) {
       throw Error("--sizes: '" + size + "' is not KxM (e.g. 64x1024)");
     }
+    sizes.emplace_back(K, M);
+  }
+  std::printf("%-10s %6s %6s %10s %10s %9s %9s %9s %14s %9s\n", "schedule", "K", "M", "compute", "all_actions", "gen_s",
+              "lower_s", "sim_s", "actions/s(sim)", "rss_MiB");
+  for (const auto& [K, M] : sizes) {
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
     const Schedule compute = Generate(o.schedule, {K, M, o.virtual_stages});

@@ -49,6 +49,7 @@ int RunShow(const ShowOptions& o) {
     PrintTimeline(TimelineFromChromeTrace(ReadTextFile(o.trace_path), o.trace_path), o.columns, !o.no_memory);
     return 0;
   }
+  CheckAutoLimits(o.plan);
   // A generated plan has --ranks ranks: refuse a picture too large before
   // generating it, as a plan from a file is refused before it is simulated.
   if (!o.steps && o.plan.plan_file.empty()) CheckPictureSize(o.plan.ranks, o.columns);

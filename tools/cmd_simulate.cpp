@@ -39,6 +39,7 @@ nlohmann::json SamplesJson(const StepTimeSamples& s) {
 }
 
 int RunSimulate(const SimulateOptions& o) {
+  CheckAutoLimits(o.plan);
   CheckOutputFiles({{"--trace", o.trace_path}, {"--svg", o.svg_path}},
                    {{"--plan", o.plan.plan_file}, {"--cost", o.plan.cost_file}, {"--devices-from", o.devices_from}});
   const Schedule schedule = BuildSchedule(o.plan);

@@ -201,6 +201,16 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
   return Lower(GenerateAuto({o.ranks, o.microbatches, o.virtual_stages}, BuildCostModel(o, shape), limits));
 }
 
+void CheckAutoLimits(const PlanOptions& o) {
+  if (!o.memory_limit_bytes && !o.inflight_limit) return;
+  const char* flag = o.inflight_limit ? "--inflight-limit" : "--memory-limit";
+  if (!o.plan_file.empty()) throw Error(std::string(flag) + " shapes zb-auto's search; a --plan file is run as it is");
+  if (!FindGenerator(o.schedule).needs_costs) {
+    throw Error(std::string(flag) + " shapes zb-auto's search only; " + o.schedule +
+                " runs as it is (its peak is in the summary)");
+  }
+}
+
 CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   const std::set<StageId> recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
   std::set<StageId> token_stages;  // each pipeline's first stage reads the batch's tokens

@@ -52,6 +52,10 @@ void AddPlanFlags(CLI::App& app, PlanOptions& options, bool with_schedule = true
 // Binds the cost flags (--f-time ... --cost) and zb-auto's memory limits
 // (--memory-limit, --inflight-limit).
 void AddCostFlags(CLI::App& app, PlanOptions& options);
+// For a command that runs one schedule: throws pplab::Error when
+// --memory-limit or --inflight-limit is given for a schedule they do not
+// shape (all but zb-auto), which would otherwise run past them unsaid.
+void CheckAutoLimits(const PlanOptions& options);
 
 // Binds --model, --microbatch-size, --seq-len and --partition, which check a
 // --cost file written by `pplab profile` against what it was measured with.

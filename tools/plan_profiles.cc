@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "models/llama_config.h"
 #include "schedules/error.h"
@@ -38,6 +40,7 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
   std::optional<ProfileMeta> first;
   std::optional<LlamaConfig> recorded;
   profiled.reserve(o.cost_files.size());
+  std::map<std::tuple<int, std::string, int>, std::string> configurations;  // -> the file measured so
   for (const std::string& file : o.cost_files) {
     profiled.push_back(CostModel::FromJson(ReadTextFile(file), file));
     const std::optional<ProfileMeta> meta = profiled.back().Profile();
@@ -53,6 +56,11 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
     }
     const LlamaConfig config = LlamaConfigFromJson(meta->config_json, file + ": meta.config");
     const std::string measured = "--cost " + file + " was measured with ";
+    // Two profiles of one configuration would each claim its costs: the fit
+    // (and the candidate measured as it is) would take whichever came first;
+    // refused below, after what the profiles must share.
+    const auto [earlier, fresh] =
+        configurations.emplace(std::make_tuple(meta->microbatch_size, meta->partition, meta->ranks), file);
     if (first) {
       // Fitted together, the profiles must differ in what the fit spans
       // (microbatch size, partition, K) only.
@@ -82,6 +90,11 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
         throw Error(measured + std::to_string(meta->threads_per_rank) + " threads a rank, --cost " +
                     o.cost_files.front() + " with " + std::to_string(first->threads_per_rank) +
                     " (meta.threads_per_rank): CPU profiles fitted together must share it");
+      }
+      if (!fresh) {
+        throw Error(measured + "the microbatch size " + std::to_string(meta->microbatch_size) + ", partition " +
+                    meta->partition + " and " + std::to_string(meta->ranks) + " ranks of --cost " + earlier->second +
+                    ": give one profile for each configuration");
       }
       continue;
     }

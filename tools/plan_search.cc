@@ -337,7 +337,16 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     throw Error("--global-batch " + std::to_string(o.global_batch) + " is not a multiple of --dp " +
                 std::to_string(o.dp));
   }
-  std::vector<std::string> names = o.schedules;
+  std::vector<std::string> names;
+  // Each generator once, by its own name: an alias or a repeat would cost
+  // every candidate twice and rank copies side by side.
+  for (const std::string& given : o.schedules) {
+    const std::string& name = FindGenerator(given).name;
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      throw Error("--schedules names " + name + " twice" + (given == name ? "" : " (" + given + " is " + name + ")"));
+    }
+    names.push_back(name);
+  }
   if (names.empty()) {
     for (const GeneratorInfo& g : Generators()) {
       // Graphed stages run whole backwards: no plan that splits them.
@@ -452,8 +461,8 @@ Bytes ParseByteSize(const std::string& text, const std::string& flag) {
   for (const auto& [name, scale] : kUnits) {
     if (unit == name) {
       const double bytes = x * scale;
-      if (!std::isfinite(bytes) || bytes <= 0 || bytes > kMaxBytes) {
-        throw Error(flag + ": '" + text + "' must be a positive size of at most 1e15 bytes");
+      if (!std::isfinite(bytes) || bytes < 1 || bytes > kMaxBytes) {
+        throw Error(flag + ": '" + text + "' must be a size from 1 byte to 1e15 bytes");
       }
       return static_cast<Bytes>(std::llround(bytes));
     }

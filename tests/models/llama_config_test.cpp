@@ -304,7 +304,7 @@ TEST_CASE("a head_dim set apart from hidden / heads, and Qwen3's norms on q and 
   CHECK(LlamaConfigFromJson(R"({"hidden_size": 96, "num_attention_heads": 12, "head_dim": 8})", "m.json").head_dim ==
         0);
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 96, "num_attention_heads": 12, "head_dim": 0})", "m.json"),
-                    Catch::Contains("m.json: field 'head_dim' must be a positive integer, got 0"));
+                    Catch::Contains("m.json: field 'head_dim' must be an integer from 1 to 2^30, got 0"));
 }
 
 TEST_CASE("tied word embeddings: read, the weight counted once, written back", "[llama_config]") {

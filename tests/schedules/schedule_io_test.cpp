@@ -95,6 +95,11 @@ TEST_CASE("PyTorch CSV errors name the file, line and column", "[schedule_io]") 
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,\x01\x02\n", "a.csv", "a"), Catch::Contains("bad action '\\x01\\x02'"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("\n\n", "a.csv", "a"), Catch::Contains("no rows"));
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv(",,\n", "a.csv", "a"), Catch::Contains("no actions"));
+  // A blank line between rows is a slip, not a rank (it made 3 ranks of 2
+  // and a bubble of 56 % instead of 33 %); an idle rank is a row of empty cells.
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0F1,0B0,0B1\n\n1F0,1B0,1F1,1B1\n", "a.csv", "a"),
+                    Catch::Contains("a.csv:2: a blank line between ranks' rows"));
+  CHECK(ScheduleFromPytorchCsv("0F0,0F1,0B0,0B1\n,\n1F0,1B0,1F1,1B1\n", "a.csv", "a").ranks == 3);
 }
 
 TEST_CASE("loading a missing or empty file is an error naming it", "[schedule_io]") {

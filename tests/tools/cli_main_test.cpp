@@ -41,7 +41,7 @@ TEST_CASE("cli: every floating-point flag of every offline command refuses NaN a
   CHECK(checked >= 25);
 }
 
-TEST_CASE("cli: every unsigned flag of every command refuses a negative value by name", "[cli]") {
+TEST_CASE("cli: every unsigned flag of every command refuses a negative value or one past 2^64 - 1 by name", "[cli]") {
   // CLI11 reads "-1" into an unsigned integer as 2^64 - 1; simulate --seed
   // -1 drew its samples with seed 18446744073709551615 before the check.
   std::string seen;
@@ -53,6 +53,11 @@ TEST_CASE("cli: every unsigned flag of every command refuses a negative value by
         CHECK(r.code == 105);
         CHECK(r.out == "pplab: error: " + flag + ": must be a non-negative integer, got " + value + "\n");  // one line
       }
+      // Nor past 2^64 - 1, which CLI11 would read as 2^64 - 1.
+      const PplabRun big = Pplab(std::string(command) + " " + flag + " 18446744073709551616");
+      INFO(big.out);
+      CHECK(big.code == 105);
+      CHECK(big.out == "pplab: error: " + flag + ": must be at most 2^64 - 1, got 18446744073709551616\n");
       seen += std::string(" ") + command + " " + flag;
     }
   }

@@ -75,6 +75,8 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
       {"simulate -k 2 -m 4 --device-slots 2", 2,
        "--device-slots: 1 entries, but the ranks use devices 0 to 1 (give one per device id, or --devices"},
       {"simulate --devices-from /nonexistent/t.json", 2, "cannot read /nonexistent/t.json"},
+      {"plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --schedules gpipe,1f1b,GPipe", 2,
+       "--schedules names gpipe twice (GPipe is gpipe)"},
       {"simulate --plan " PPLAB_TEST_DATA_DIR "/deadlock.csv", 2, "deadlock.csv: invalid schedule: deadlock"},
       {"frobnicate", 2, "unknown command 'frobnicate'"},
       {"simulate -s 1f1b -v 7", 2, "--virtual must be 1"},
@@ -91,6 +93,17 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
     CHECK(r.code == c.code);
     CHECK_THAT(r.out, Catch::Contains(c.says));
   }
+  // A bad size late in the list stops bench before its table starts.
+  const PplabRun late = Pplab("bench --sizes 4x8,0x1");
+  CHECK(late.code == 2);
+  CHECK(late.out == "pplab: error: --sizes: '0x1' is not KxM (e.g. 64x1024)\n");
+  // The memory limits shape zb-auto alone: another schedule would run past them unsaid.
+  const PplabRun limit = Pplab("simulate -s 1f1b -k 4 -m 8 --inflight-limit 3");
+  CHECK(limit.code == 2);
+  CHECK(
+      limit.out ==
+      "pplab: error: --inflight-limit shapes zb-auto's search only; 1f1b runs as it is (its peak is in the summary)\n");
+  CHECK(Pplab("simulate -s zb-auto -k 4 -m 8 --inflight-limit 3").code == 0);
 }
 
 TEST_CASE("cli: an exported plan validates and simulates like the generator", "[cli]") {

@@ -103,10 +103,12 @@ namespace {
 // planner's formula: F, I and W take 1 ns a forward FLOP and B 2 ns (the
 // analytic pattern), plus `fixed_ms` a fixed unit (StageFixedUnits; twice
 // that in B), bytes are the shape estimates.
-std::string FormulaProfile(const std::string& name, int layers, int mb = 2, double fixed_ms = 0) {
+std::string FormulaProfile(const std::string& name, int layers, int mb = 2, double fixed_ms = 0,
+                           const std::string& partition = "") {
   LlamaConfig c = LoadLlamaConfig("tiny");
   c.num_hidden_layers = layers;
-  const std::string halves = std::to_string(layers / 2) + "," + std::to_string(layers - layers / 2);
+  const std::string halves =
+      !partition.empty() ? partition : std::to_string(layers / 2) + "," + std::to_string(layers - layers / 2);
   const Partition p = MakePartition(c, 2, halves);
   nlohmann::json stages = nlohmann::json::array();
   for (int s = 0; s < 2; ++s) {
@@ -293,12 +295,20 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
   r = Pplab(plan + pick + " --cost " + two + " --cost " + four);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, !Catch::Contains("note:"));
-  // Two profiles at one size fit no fixed time either: the note says so.
-  r = Pplab(plan + pick + " --cost " + two + " --cost " + two);
+  // Two profiles at one size (two partitions) fit no fixed time either: the note says so.
+  const std::string two_other = FormulaProfile("fixed-mb2-1-3.json", 4, 2, 0.1, "1,3");
+  r = Pplab(plan + pick + " --cost " + two + " --cost " + two_other);
+  INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out,
              Catch::Contains("\nnote: its microbatches of " + single["candidates"][other]["microbatch_size"].dump() +
                              " are costed from profiles at 2 in proportion to the FLOPs;"));
+  // Two profiles of one configuration (here one file twice) would each claim
+  // its costs, and the first given would win: refused.
+  r = Pplab(plan + " --cost " + two + " --cost " + two);
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: --cost " + two + " was measured with the microbatch size 2, partition 2,2 and 2 " +
+                     "ranks of --cost " + two + ": give one profile for each configuration\n");
   // Each profile's link counts alike: the median of theirs, in either order.
   nlohmann::json slow = nlohmann::json::parse(ReadTextFile(four));
   slow["link"] = {{"latency_ms", 0.51}, {"bandwidth_gbps", 3.0}};

@@ -269,7 +269,11 @@ TEST_CASE("plan: byte sizes take decimal and binary suffixes", "[plan]") {
   CHECK(ParseByteSize("2k", "--m") == 2000);
   CHECK_THROWS_WITH(ParseByteSize("8 parsecs", "--m"), Catch::Contains("--m: unknown unit"));
   CHECK_THROWS_WITH(ParseByteSize("lots", "--m"), Catch::Contains("--m: 'lots' is not a size"));
-  CHECK_THROWS_WITH(ParseByteSize("-1GB", "--m"), Catch::Contains("must be a positive size"));
+  CHECK_THROWS_WITH(ParseByteSize("-1GB", "--m"),
+                    Catch::Contains("--m: '-1GB' must be a size from 1 byte to 1e15 bytes"));
+  // Below one byte is no size (1e-3 planned for 0 bytes, 0.5 for 1).
+  CHECK_THROWS_WITH(ParseByteSize("1e-3", "--m"), Catch::Contains("--m: '1e-3' must be a size from 1 byte"));
+  CHECK(ParseByteSize("1", "--m") == 1);
 }
 
 TEST_CASE("plan: zb-auto is never slower than a zb-h1 or zb-h2 candidate that fits, and keeps to the limit",

@@ -10,8 +10,9 @@ namespace pplab::cli {
 void CheckOutputFile(const std::string& flag, const std::string& path) {
   // Other tools read "-" as standard output; a file of that name is rarely
   // what was meant (export and sweep take "-" so, and do not ask this).
-  if (path == "-")
+  if (path == "-") {
     throw Error(flag + ": '-' is standard output only for export and sweep; give a file (./- for one named '-')");
+  }
   try {
     CheckWritable(path);
   } catch (const Error& e) {

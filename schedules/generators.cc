@@ -98,6 +98,21 @@ const GeneratorInfo& FindGenerator(const std::string& name) {
   throw Error("unknown schedule '" + name + "' (known: " + known + ")");
 }
 
+std::vector<std::string> GeneratorNames(const std::vector<std::string>& given) {
+  std::vector<std::string> names;
+  for (const std::string& entry : given) {
+    const std::string& name = FindGenerator(entry).name;
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      throw Error("--schedules names " + name + " twice" + (entry == name ? "" : " (" + entry + " is " + name + ")"));
+    }
+    names.push_back(name);
+  }
+  if (given.empty()) {
+    for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
+  }
+  return names;
+}
+
 Schedule Generate(const std::string& requested, const GeneratorOptions& options) {
   const GeneratorInfo& info = FindGenerator(requested);
   const std::string& name = info.name;

@@ -45,6 +45,10 @@ const std::vector<GeneratorInfo>& Generators();
 // case (e.g. "ZBVZeroBubble" or "zbvzerobubble" for zb-v); throws
 // pplab::Error listing the known names.
 const GeneratorInfo& FindGenerator(const std::string& name);
+// The generators `given` names (--schedules), each by its own name, in the
+// order given; every generator when `given` is empty. Throws pplab::Error
+// naming one given twice, by name or alias (its rows would be doubled).
+std::vector<std::string> GeneratorNames(const std::vector<std::string>& given);
 
 // Runs generator `name` (or an alias, see FindGenerator); the schedule is
 // named after the generator. Throws pplab::Error for an unknown name, a

@@ -23,10 +23,7 @@ struct CompareOptions {
 std::string Percent(const nlohmann::json& x) { return x.is_null() ? "-" : Fixed(100 * x.get<double>(), 2); }
 
 int RunCompare(const CompareOptions& o) {
-  std::vector<std::string> names = o.schedules;
-  if (names.empty()) {
-    for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
-  }
+  const std::vector<std::string> names = GeneratorNames(o.schedules);
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& name : names) {
     // One --virtual serves the schedules that take it; the others keep theirs.

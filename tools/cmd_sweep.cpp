@@ -1,5 +1,6 @@
 // pplab sweep: a grid over schedules, K, M and v, one CSV row per plan.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -25,9 +26,17 @@ struct SweepOptions {
 };
 
 int RunSweep(const SweepOptions& o) {
-  std::vector<std::string> names = o.schedules;
-  if (names.empty()) {
-    for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
+  const std::vector<std::string> names = GeneratorNames(o.schedules);
+  // A value given twice would give every row of it twice.
+  for (const auto& [flag, values] : {std::pair<const char*, const std::vector<int>*>{"--ranks", &o.ranks},
+                                     {"--microbatches", &o.microbatches},
+                                     {"--virtual", &o.virtuals}}) {
+    for (size_t i = 0; i < values->size(); ++i) {
+      if (std::find(values->begin(), values->begin() + static_cast<long>(i), (*values)[i]) !=
+          values->begin() + static_cast<long>(i)) {
+        throw Error(std::string(flag) + " gives " + std::to_string((*values)[i]) + " twice");
+      }
+    }
   }
   // Fail before minutes of simulation, not after.
   CheckOutputFiles({{"--output", o.out_path == "-" ? "" : o.out_path}}, {{"--cost", o.plan.cost_file}});

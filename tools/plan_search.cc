@@ -337,16 +337,9 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     throw Error("--global-batch " + std::to_string(o.global_batch) + " is not a multiple of --dp " +
                 std::to_string(o.dp));
   }
-  std::vector<std::string> names;
-  // Each generator once, by its own name: an alias or a repeat would cost
-  // every candidate twice and rank copies side by side.
-  for (const std::string& given : o.schedules) {
-    const std::string& name = FindGenerator(given).name;
-    if (std::find(names.begin(), names.end(), name) != names.end()) {
-      throw Error("--schedules names " + name + " twice" + (given == name ? "" : " (" + given + " is " + name + ")"));
-    }
-    names.push_back(name);
-  }
+  // Each generator once, by its own name: a repeat would cost every
+  // candidate twice and rank copies side by side.
+  std::vector<std::string> names = o.schedules.empty() ? std::vector<std::string>{} : GeneratorNames(o.schedules);
   if (names.empty()) {
     for (const GeneratorInfo& g : Generators()) {
       // Graphed stages run whole backwards: no plan that splits them.

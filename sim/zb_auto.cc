@@ -34,10 +34,27 @@ struct Policy {
   enum GapRule { kGreedy, kKnownGap, kStrictGap } gap = kGreedy;
 };
 
+// Which other W backlogs and gap rules would have made every decision of a
+// list schedule the same way, and so the same order (or the same point of
+// abandoning it): the W backlogs b with most_unforced <= b < least_forced,
+// where those are the largest number of owed W's seen when no W was forced
+// and the least seen when one was; and the gap rules in `gaps` (a bit per
+// Policy::GapRule), those that chose as the policy's own did at every gap.
+struct Path {
+  int most_unforced = 0;
+  int least_forced = std::numeric_limits<int>::max();
+  unsigned gaps = 0b111;
+
+  bool Repeats(const Policy& p) const {
+    return p.w_backlog >= most_unforced && p.w_backlog < least_forced && (gaps >> p.gap & 1u);
+  }
+};
+
 struct Planned {
   Schedule schedule;
   TimeNs predicted = 0;    // the list schedule's own makespan
   bool abandoned = false;  // stopped once it could no longer end before the bound or fit
+  Path path;
 };
 
 // What lets ListSchedule give up on an order part-way (see there).
@@ -62,7 +79,37 @@ struct Cutoff {
 // and more (messages, weight casts; with one stage a rank an F's activations
 // are never less than activation_bytes), so an order abandoned here would
 // not fit there either.
-Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy, const Cutoff& cutoff = {}) {
+// What ListSchedule reads of a rank's stage, looked up once per order:
+// compute times do not depend on the microbatch, nor transfers on it.
+struct RankCosts {
+  TimeNs f = 0, i = 0, w = 0;
+  TimeNs to_next = 0, to_previous = 0;  // one message's transfer to rank r + 1 and to r - 1
+  Bytes workspace_f = 0, workspace_i = 0, workspace_w = 0;
+  Bytes activation = 0, recomputed = 0, weight_grad = 0;
+};
+
+std::vector<RankCosts> CostsByRank(int K, const CostModel& costs) {
+  std::vector<RankCosts> out(K);
+  for (RankId r = 0; r < K; ++r) {
+    const StageCost& c = costs.Stage(r);
+    RankCosts& rc = out[r];
+    rc.f = costs.ComputeTime({ActionKind::kForward, r, 0});
+    rc.i = costs.ComputeTime({ActionKind::kBackwardInput, r, 0});
+    rc.w = costs.ComputeTime({ActionKind::kBackwardWeight, r, 0});
+    if (r + 1 < K) rc.to_next = costs.TransferTime(r, r + 1, c.message_bytes);
+    if (r > 0) rc.to_previous = costs.TransferTime(r, r - 1, c.message_bytes);
+    rc.workspace_f = c.WorkspaceOf(ActionKind::kForward);
+    rc.workspace_i = c.WorkspaceOf(ActionKind::kBackwardInput);
+    rc.workspace_w = c.WorkspaceOf(ActionKind::kBackwardWeight);
+    rc.activation = c.activation_bytes;
+    rc.recomputed = c.recomputed_bytes;
+    rc.weight_grad = c.weight_grad_bytes;
+  }
+  return out;
+}
+
+Planned ListSchedule(int K, int M, const std::vector<RankCosts>& costs, const Policy& policy,
+                     const Cutoff& cutoff = {}) {
   const TimeNs bound = cutoff.bound;
   const std::vector<Bytes>& byte_limit = cutoff.byte_limit;
   Planned out;
@@ -73,6 +120,7 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy,
   s.microbatches = M;
   s.placement = LoopPlacement(K, K);
   s.programs.assign(K, {});
+  for (Program& p : s.programs) p.reserve(3 * static_cast<size_t>(M));
   const auto at = [M](RankId r, MicrobatchId m) { return static_cast<size_t>(r) * M + m; };
   std::vector<TimeNs> f_done(static_cast<size_t>(K) * M, kUnknown);
   std::vector<TimeNs> f_arrive(f_done.size(), kUnknown);  // activation of m at rank r (from r - 1)
@@ -103,7 +151,14 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy,
     if (mi < M && f_done[at(r, mi)] != kUnknown) i_ready = r == K - 1 ? f_done[at(r, mi)] : i_arrive[at(r, mi)];
     if (mf < M && inflight[r] < policy.inflight[r]) f_ready = r == 0 ? 0 : f_arrive[at(r, mf)];
     Action a;
-    if (static_cast<int>(owed[r].size()) > policy.w_backlog) {
+    const int owed_now = static_cast<int>(owed[r].size());
+    const bool forced = owed_now > policy.w_backlog;
+    if (forced) {
+      out.path.least_forced = std::min(out.path.least_forced, owed_now);
+    } else {
+      out.path.most_unforced = std::max(out.path.most_unforced, owed_now);
+    }
+    if (forced) {
       a = {ActionKind::kBackwardWeight, r, owed[r].front()};
     } else if (i_ready <= t) {
       a = {ActionKind::kBackwardInput, r, mi};
@@ -112,44 +167,48 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy,
     } else {
       const TimeNs next = std::min(i_ready, f_ready);
       const bool input_to_come = mi < M || (mf < M && inflight[r] < policy.inflight[r]);
-      const TimeNs w_end =
-          owed[r].empty() ? kUnknown : t + costs.ComputeTime({ActionKind::kBackwardWeight, r, owed[r].front()});
-      bool w_fits = !owed[r].empty();
-      if (w_fits && policy.gap == Policy::kKnownGap) w_fits = next == kUnknown || w_end <= next;
-      if (w_fits && policy.gap == Policy::kStrictGap) w_fits = next == kUnknown ? !input_to_come : w_end <= next;
+      const TimeNs w_end = owed[r].empty() ? kUnknown : t + costs[r].w;
+      const auto fits = [&](Policy::GapRule gap) {
+        if (owed[r].empty()) return false;
+        if (gap == Policy::kKnownGap) return next == kUnknown || w_end <= next;
+        if (gap == Policy::kStrictGap) return next == kUnknown ? !input_to_come : w_end <= next;
+        return true;
+      };
+      const bool w_fits = fits(policy.gap);
+      for (Policy::GapRule gap : {Policy::kGreedy, Policy::kKnownGap, Policy::kStrictGap}) {
+        if (fits(gap) != w_fits) out.path.gaps &= ~(1u << gap);
+      }
       if (!w_fits) {
         if (next != kUnknown) wakes.push({next, r});
         continue;  // else a neighbour wakes it when an input gets a time
       }
       a = {ActionKind::kBackwardWeight, r, owed[r].front()};
     }
+    const RankCosts& c = costs[r];
     if (!byte_limit.empty()) {
-      const StageCost& c = costs.Stage(r);
-      const Bytes during = held[r] + c.WorkspaceOf(a.kind) +
-                           (a.kind == ActionKind::kForward         ? c.activation_bytes
-                            : a.kind == ActionKind::kBackwardInput ? c.recomputed_bytes
-                                                                   : 0);
+      const Bytes during = held[r] + (a.kind == ActionKind::kForward         ? c.workspace_f + c.activation
+                                      : a.kind == ActionKind::kBackwardInput ? c.workspace_i + c.recomputed
+                                                                             : c.workspace_w);
       if (during > byte_limit[byte_limit.size() == 1 ? 0 : r]) {
         out.abandoned = true;
         return out;
       }
-      held[r] += a.kind == ActionKind::kForward         ? c.activation_bytes
-                 : a.kind == ActionKind::kBackwardInput ? c.weight_grad_bytes - c.activation_bytes
-                                                        : -c.weight_grad_bytes;
+      held[r] += a.kind == ActionKind::kForward         ? c.activation
+                 : a.kind == ActionKind::kBackwardInput ? c.weight_grad - c.activation
+                                                        : -c.weight_grad;
     }
-    const TimeNs end = t + costs.ComputeTime(a);
+    const TimeNs end = t + (a.kind == ActionKind::kForward ? c.f : a.kind == ActionKind::kBackwardInput ? c.i : c.w);
     left[r] -= end - t;
     free_at[r] = end;
     wakes.push({end, r});
     s.programs[r].push_back(a);
     ++emitted;
-    const Bytes bytes = costs.Stage(r).message_bytes;
     if (a.kind == ActionKind::kForward) {
       ++next_f[r];
       ++inflight[r];
       f_done[at(r, a.microbatch)] = end;
       if (r + 1 < K) {
-        f_arrive[at(r + 1, a.microbatch)] = end + costs.TransferTime(r, r + 1, bytes);
+        f_arrive[at(r + 1, a.microbatch)] = end + c.to_next;
         wakes.push({f_arrive[at(r + 1, a.microbatch)], r + 1});
       }
     } else if (a.kind == ActionKind::kBackwardInput) {
@@ -157,7 +216,7 @@ Planned ListSchedule(int K, int M, const CostModel& costs, const Policy& policy,
       --inflight[r];
       owed[r].push_back(a.microbatch);
       if (r > 0) {
-        i_arrive[at(r - 1, a.microbatch)] = end + costs.TransferTime(r, r - 1, bytes);
+        i_arrive[at(r - 1, a.microbatch)] = end + c.to_previous;
         wakes.push({i_arrive[at(r - 1, a.microbatch)], r - 1});
       }
     } else {
@@ -214,6 +273,24 @@ uint64_t Fingerprint(const Schedule& s) {
   }
   return h;
 }
+
+// The paths of the policies list-scheduled so far with the in-flight limits
+// of the one asked about: Policies() makes each limit's policies in a run,
+// and a policy whose W backlog and gap rule one of those paths admits would
+// repeat that order, decision for decision, so it need not be scheduled.
+class SameLimitPaths {
+ public:
+  // Whether policies[i] repeats a path added since its limits began.
+  bool Repeats(const std::vector<Policy>& policies, size_t i) {
+    if (i == 0 || policies[i - 1].inflight != policies[i].inflight) paths_.clear();
+    const Policy& p = policies[i];
+    return std::any_of(paths_.begin(), paths_.end(), [&p](const Path& path) { return path.Repeats(p); });
+  }
+  void Add(const Path& path) { paths_.push_back(path); }
+
+ private:
+  std::vector<Path> paths_;
+};
 
 struct Costed {
   TimeNs makespan = 0;
@@ -289,8 +366,9 @@ Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, c
   // holds one microbatch's activations or stash at a time, the least of any
   // order; when even it is over the limit, the search stops here.
   const std::vector<Policy> policies = Policies(K, M);
+  const std::vector<RankCosts> by_rank = CostsByRank(K, costs);
   if (!best) {
-    const Schedule lean = ListSchedule(K, M, costs, {std::vector<int>(K, 1), 0, Policy::kGreedy}).schedule;
+    const Schedule lean = ListSchedule(K, M, by_rank, {std::vector<int>(K, 1), 0, Policy::kGreedy}).schedule;
     consider(lean, Cost(lean, costs));
     if (!best) {
       throw Error(name + ": no order fits the memory limit: the leanest (one microbatch in flight) peaks at " +
@@ -314,29 +392,46 @@ Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, c
     cutoff.bound = best_time;
     cutoff.byte_limit = limits.activation_limit;
     cutoff.work.assign(K, 0);
-    for (RankId r = 0; r < K; ++r) {
-      for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
-        for (MicrobatchId m = 0; m < M; ++m) cutoff.work[r] += costs.ComputeTime({kind, r, m});
-      }
-    }
+    for (RankId r = 0; r < K; ++r) cutoff.work[r] = M * (by_rank[r].f + by_rank[r].i + by_rank[r].w);
   }
+  // A policy that repeats an earlier one's order (or its point of
+  // abandoning it: the bound is the same for all) is not scheduled again.
+  SameLimitPaths paths;
   for (size_t i = 0; i < policies.size(); ++i) {
     const Policy& p = policies[i];
     if (limits.inflight_limit > 0 && *std::max_element(p.inflight.begin(), p.inflight.end()) > limits.inflight_limit) {
       continue;  // would be refused after costing
     }
-    const Planned c = ListSchedule(K, M, costs, p, cutoff);
+    if (paths.Repeats(policies, i) && limits.prune) continue;
+    const Planned c = ListSchedule(K, M, by_rank, p, cutoff);
+    paths.Add(c.path);
     if (!c.abandoned && seen.insert(Fingerprint(c.schedule)).second) ranked.push_back({c.predicted, i});
   }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const Ranked& a, const Ranked& b) { return a.predicted < b.predicted; });
   for (const Ranked& c : ranked) {
     if (best && c.predicted >= best_time) break;
-    const Schedule s = ListSchedule(K, M, costs, policies[c.policy]).schedule;
+    const Schedule s = ListSchedule(K, M, by_rank, policies[c.policy]).schedule;
     consider(s, Cost(s, costs));
   }
   best->name = name;
   return *best;
+}
+
+std::vector<Schedule> ZbAutoOrders(int K, int M, const CostModel& costs, bool skip_repeats) {
+  costs.CheckStages(K, "zb-auto");
+  const std::vector<Policy> policies = Policies(K, M);
+  const std::vector<RankCosts> by_rank = CostsByRank(K, costs);
+  SameLimitPaths paths;
+  std::set<uint64_t> seen;
+  std::vector<Schedule> out;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    if (paths.Repeats(policies, i) && skip_repeats) continue;
+    Planned c = ListSchedule(K, M, by_rank, policies[i]);
+    paths.Add(c.path);
+    if (seen.insert(Fingerprint(c.schedule)).second) out.push_back(std::move(c.schedule));
+  }
+  return out;
 }
 
 Schedule GenerateWithCosts(const std::string& name, const GeneratorOptions& options, const CostModel& costs,

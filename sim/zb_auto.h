@@ -56,6 +56,14 @@ struct AutoOptions {
 // limit no candidate meets (naming the smallest peak seen).
 Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, const AutoOptions& limits = {});
 
+// Every distinct order zb-auto's policies make for K ranks and M
+// microbatches under `costs`, each list-scheduled to its end (no bound, no
+// byte limit), in the order first made. With skip_repeats, a policy whose W
+// backlog and gap rule an earlier policy's decisions admit is skipped, as
+// GenerateAuto skips it: it would make that order again, so the list is the
+// same either way (tests compare the two).
+std::vector<Schedule> ZbAutoOrders(int K, int M, const CostModel& costs, bool skip_repeats);
+
 // Generate(), except for a generator that needs costs (GeneratorInfo::
 // needs_costs, i.e. zb-auto), which is given `costs` and `limits`.
 Schedule GenerateWithCosts(const std::string& name, const GeneratorOptions& options, const CostModel& costs,

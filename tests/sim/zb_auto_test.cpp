@@ -220,6 +220,38 @@ TEST_CASE("dropping list schedules that cannot win (prune) finds the same order 
   }
 }
 
+TEST_CASE("zb-auto's policies make the same orders when those that repeat an earlier path are skipped", "[zb-auto]") {
+  // Stages of unequal F, B and W (W from none to most of B), with and
+  // without latency, so that W backlogs and gap rules both choose.
+  size_t orders = 0;
+  for (const int K : {2, 3, 5}) {
+    for (const int M : {3, 8, 13}) {
+      for (const TimeNs w : {0, 300, 1500}) {
+        for (const TimeNs latency : {0, 400}) {
+          CostModel costs = Costs(K, 1000, 2000, w, latency);
+          for (RankId s = 0; s < K; ++s) {
+            StageCost c = costs.Stage(s);
+            c.forward = 900 + 170 * s;
+            c.backward = 2000 + 450 * (s % 2);
+            c.backward_weight = std::min<TimeNs>(w + 100 * s, *c.backward);
+            costs.SetStage(s, c);
+          }
+          INFO("K " << K << " M " << M << " W " << w << " latency " << latency);
+          const std::vector<Schedule> all = ZbAutoOrders(K, M, costs, false);
+          const std::vector<Schedule> skipping = ZbAutoOrders(K, M, costs, true);
+          REQUIRE(all.size() == skipping.size());
+          for (size_t i = 0; i < all.size(); ++i) CHECK(all[i].programs == skipping[i].programs);
+          orders += all.size();
+          AutoOptions full;
+          full.prune = false;
+          CHECK(GenerateAuto({K, M, 0}, costs).programs == GenerateAuto({K, M, 0}, costs, full).programs);
+        }
+      }
+    }
+  }
+  CHECK(orders > 3 * 3 * 3 * 2);  // most settings make more than one order
+}
+
 TEST_CASE("zb-auto needs a cost model: Generate refuses it, GenerateWithCosts runs it", "[zb-auto]") {
   CHECK_THROWS_WITH(Generate("zb-auto", {4, 8, 0}), Catch::Contains("GenerateWithCosts"));
   CHECK(FindGenerator("zb-auto").needs_costs);

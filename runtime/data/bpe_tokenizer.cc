@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <nlohmann/json.hpp>
+#include <queue>
+#include <utility>
 
 #include "schedules/error.h"
 
@@ -256,28 +258,47 @@ void ByteLevelBpe::EncodeWord(std::string_view word, std::vector<int32_t>& out) 
       return;
     }
   }
-  std::vector<int32_t> symbols;
-  symbols.reserve(word.size());
-  for (unsigned char b : word) symbols.push_back(byte_id_[b]);
   // Merge the pair of lowest rank, the leftmost of equals, until none is
-  // left: the order Hugging Face's priority queue takes.
-  while (symbols.size() > 1) {
-    int32_t best_rank = INT32_MAX, result = -1;
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const uint64_t key = (static_cast<uint64_t>(symbols[i]) << 32) | static_cast<uint32_t>(symbols[i + 1]);
-      const auto it = merges_.find(key);
-      if (it != merges_.end() && it->second.rank < best_rank) {
-        best_rank = it->second.rank;
-        result = it->second.result;
-        at = i;
-      }
-    }
-    if (result < 0) break;
-    symbols[at] = result;
-    symbols.erase(symbols.begin() + at + 1);
+  // left: the order Hugging Face's priority queue takes. The symbols are a
+  // list linked through `next` and `prev` (a merged-away symbol gets id -1),
+  // and each possible merge waits in a heap keyed by (rank, position); one
+  // whose pair has since changed is dropped when it comes up. O(n log n) in
+  // the word's bytes, where rescanning after each merge was O(n^2).
+  const size_t n = word.size();
+  std::vector<int32_t> symbols(n);
+  std::vector<size_t> next(n), prev(n);
+  for (size_t i = 0; i < n; ++i) {
+    symbols[i] = byte_id_[static_cast<unsigned char>(word[i])];
+    next[i] = i + 1;  // n: none
+    prev[i] = i - 1;  // SIZE_MAX for the first: none
   }
-  out.insert(out.end(), symbols.begin(), symbols.end());
+  const auto merge_at = [&](size_t i) -> const Merge* {
+    if (next[i] >= n) return nullptr;
+    const uint64_t key = (static_cast<uint64_t>(symbols[i]) << 32) | static_cast<uint32_t>(symbols[next[i]]);
+    const auto it = merges_.find(key);
+    return it == merges_.end() ? nullptr : &it->second;
+  };
+  using Candidate = std::pair<int32_t, size_t>;  // (rank, position of the left symbol)
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  const auto offer = [&](size_t i) {
+    if (const Merge* m = merge_at(i)) heap.push({m->rank, i});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) offer(i);
+  while (!heap.empty()) {
+    const auto [rank, i] = heap.top();
+    heap.pop();
+    if (symbols[i] < 0) continue;  // merged into its left neighbour since
+    const Merge* m = merge_at(i);
+    if (m == nullptr || m->rank != rank) continue;  // its right neighbour changed since
+    const size_t right = next[i];
+    symbols[i] = m->result;
+    symbols[right] = -1;
+    next[i] = next[right];
+    if (next[i] < n) prev[next[i]] = i;
+    if (prev[i] < n) offer(prev[i]);
+    offer(i);
+  }
+  for (size_t i = 0; i < n; i = next[i]) out.push_back(symbols[i]);
 }
 
 void ByteLevelBpe::EncodeSegment(std::string_view text, std::vector<int32_t>& out) const {

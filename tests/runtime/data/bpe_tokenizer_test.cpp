@@ -4,6 +4,7 @@
 // tests/byte_level_json.h, with a byte-to-character map of its own.
 #include "runtime/data/bpe_tokenizer.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,48 @@ TEST_CASE("merges apply lowest rank first, leftmost of equals, within words only
   // Merges written as pairs read the same.
   s.array_merges = true;
   CHECK(Make(s).Encode("hello world") == t.Encode("hello world"));
+}
+
+TEST_CASE("merges of random ranks give what merging the lowest-ranked pair, leftmost first, one at a time gives",
+          "[data][bpe]") {
+  // Merges built up from a, b and c in random order (some make one token
+  // two ways), and words of those letters: the reference merges as the
+  // rule reads, rescanning the word after each merge.
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    Spec s;
+    std::vector<std::string> tokens = {"a", "b", "c"};
+    for (int k = 0; k < 40; ++k) {
+      const std::string l = tokens[rng() % tokens.size()], r = tokens[rng() % tokens.size()];
+      if (std::find(s.merges.begin(), s.merges.end(), std::make_pair(l, r)) != s.merges.end()) continue;
+      s.merges.push_back({l, r});
+      if (std::find(tokens.begin(), tokens.end(), l + r) == tokens.end()) tokens.push_back(l + r);
+    }
+    const ByteLevelBpe t = Make(s);
+    for (int w = 0; w < 20; ++w) {
+      std::string word;
+      for (size_t n = 1 + rng() % 80; word.size() < n;) word += static_cast<char>('a' + rng() % 3);
+      std::vector<std::string> pieces;
+      for (char ch : word) pieces.push_back(std::string(1, ch));
+      for (;;) {
+        size_t best = s.merges.size(), at = 0;
+        for (size_t i = 0; i + 1 < pieces.size(); ++i) {
+          const auto m = std::find(s.merges.begin(), s.merges.end(), std::make_pair(pieces[i], pieces[i + 1]));
+          if (static_cast<size_t>(m - s.merges.begin()) < best) {
+            best = m - s.merges.begin();
+            at = i;
+          }
+        }
+        if (best == s.merges.size()) break;
+        pieces[at] += pieces[at + 1];
+        pieces.erase(pieces.begin() + at + 1);
+      }
+      Ids expected;
+      for (const std::string& p : pieces) expected.push_back(Id(t, p));
+      INFO("round " << round << " word " << word);
+      CHECK(t.Encode(word) == expected);
+    }
+  }
 }
 
 TEST_CASE("ignore_merges takes a word that is a token whole, as Llama 3's tokenizer does", "[data][bpe]") {

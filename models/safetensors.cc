@@ -264,10 +264,7 @@ void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>&
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write " + tmp + ": " + std::strerror(errno));
+  WriteFile(path, [&](std::ostream& out) {
     unsigned char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>((text.size() >> (8 * i)) & 0xff);
     out.write(reinterpret_cast<const char*>(length), 8);
@@ -284,17 +281,7 @@ void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>&
       for (int64_t i = 0; i < n; ++i) chunk[i] = FloatToBfloat16(t->data[i]);
       out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n) * 2);
     }
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error("cannot write " + tmp + ": " + std::strerror(errno));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw Error("cannot write " + path + ": " + why);
-  }
+  });
 }
 
 }  // namespace pplab

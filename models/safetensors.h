@@ -64,8 +64,9 @@ struct TensorToWrite {
 
 // Writes `tensors` to `path` as F32, or as BF16 (rounded to nearest, ties to
 // even) where `bf16`, in the order given, with `metadata` as the header's
-// __metadata__. Through a temporary file renamed into place, so a failure
-// leaves no partial file.
+// __metadata__. As WriteFile writes (schedules/file_io.h): a regular file
+// through a temporary renamed into place, so a failure leaves no partial
+// file; a device, FIFO or symlink written through.
 void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors, bool bf16,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <tuple>
 
@@ -121,7 +122,8 @@ bool SameFile(const std::string& a, const std::string& b) {
   return x && x == FileIdentity(b);
 }
 
-void WriteTextFile(const std::string& path, const std::string& contents) {
+void WriteFile(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  if (path.empty()) throw Error("cannot write a file with no name");
   struct stat st {};
   const bool exists = ::lstat(path.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode)) throw Error("cannot write " + path + ": is a directory");
@@ -130,7 +132,7 @@ void WriteTextFile(const std::string& path, const std::string& contents) {
     // replace it.
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out) throw Error("cannot write " + path + ": " + std::strerror(errno));
-    out << contents;
+    write(out);
     out.flush();
     if (!out) throw Error("cannot write " + path + ": write failed");
     return;
@@ -141,9 +143,16 @@ void WriteTextFile(const std::string& path, const std::string& contents) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error("cannot write " + path + " (through " + tmp + "): " + std::strerror(errno));
-    out << contents;
+    try {
+      write(out);
+    } catch (...) {
+      out.close();
+      std::remove(tmp.c_str());
+      throw;
+    }
     out.flush();
     if (!out) {
+      out.close();
       std::remove(tmp.c_str());
       throw Error("cannot write " + path + ": write failed (disk full?)");
     }
@@ -153,6 +162,10 @@ void WriteTextFile(const std::string& path, const std::string& contents) {
     std::remove(tmp.c_str());
     throw Error("cannot write " + path + ": " + why);
   }
+}
+
+void WriteTextFile(const std::string& path, const std::string& contents) {
+  WriteFile(path, [&contents](std::ostream& out) { out << contents; });
 }
 
 std::vector<std::string> ListDirectory(const std::string& dir) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <fstream>
+#include <functional>
 #include <istream>
 #include <string>
 #include <vector>
@@ -38,10 +39,14 @@ void CheckWritable(const std::string& path);
 // replaces another or an input.
 bool SameFile(const std::string& a, const std::string& b);
 
-// Writes a whole file. A regular (or new) file is written through a
-// temporary beside it and a rename, so a reader never sees half a file; a
+// Writes a whole file from what `write` puts in the stream. A regular (or
+// new) file is written through a temporary beside it and a rename, so a
+// reader never sees half a file (nor a file at all when `write` throws); a
 // device, FIFO or symlink (e.g. /dev/stdout) is written through in place.
 // Throws pplab::Error naming PATH.
+void WriteFile(const std::string& path, const std::function<void(std::ostream&)>& write);
+
+// WriteFile of `contents`.
 void WriteTextFile(const std::string& path, const std::string& contents);
 
 // Whether `s` ends with `suffix` (a file name's extension, say).

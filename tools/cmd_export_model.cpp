@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/train/checkpoint.h"
+#include "schedules/error.h"
 #include "tools/commands.h"
 #include "tools/output_files.h"
 #include "tools/train_checks.h"
@@ -34,7 +35,8 @@ void SetupExportModel(CLI::App& app, int& exit_code) {
   sub->callback([o, &exit_code] {
     // A file is checked first, for the reason; a folder (DIR/) is made by
     // ExportModel, which names what stops it.
-    if (!o->out.empty() && o->out.back() != '/') CheckOutputFile("-o", o->out);
+    if (o->out.empty()) throw Error("-o: give a file, or a folder (DIR/)");
+    if (o->out.back() != '/') CheckOutputFile("-o", o->out);
     const int n = ExportModel(o->checkpoint, o->out, o->bf16);
     std::printf("wrote %d parameters to %s\n", n, o->out.c_str());
     exit_code = 0;

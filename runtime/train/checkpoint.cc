@@ -257,8 +257,31 @@ std::string ResolveCheckpoint(const std::string& path) {
   return dir;
 }
 
+namespace {
+
+// Whether `file` is a file of the checkpoint folder `checkpoint` (a
+// step's), or its checkpoint directory's `latest` or a tokenizer copy
+// there: what export-model reads, so never what it writes.
+bool WithinCheckpoint(const std::string& file, const std::string& checkpoint) {
+  std::string step = checkpoint;
+  while (step.size() > 1 && step.back() == '/') step.pop_back();
+  std::vector<std::string> read;
+  for (const std::string& name : ListDirectory(step)) read.push_back(step + "/" + name);
+  const std::string parent = fs::path(step).parent_path().string(), in = parent.empty() ? "." : parent;
+  for (const std::string& name : ListDirectory(in)) {
+    if (name == "latest" || name.rfind("tokenizer-", 0) == 0) read.push_back(in + "/" + name);
+  }
+  return std::any_of(read.begin(), read.end(), [&file](const std::string& f) { return SameFile(file, f); });
+}
+
+}  // namespace
+
 int ExportModel(const std::string& path, const std::string& out_file, bool bf16) {
   const std::string dir = ResolveCheckpoint(path);
+  if (out_file.empty()) throw Error("export-model: -o is empty; give a file or a folder (DIR/)");
+  if (out_file.back() != '/' && WithinCheckpoint(out_file, dir)) {
+    throw Error("export-model: -o " + out_file + " is in the checkpoint it reads (" + dir + ")");
+  }
   const json manifest = json::parse(VerifyCheckpoint(dir));
   c10::Dict<std::string, at::Tensor> params;
   int count = 0;
@@ -303,21 +326,33 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
       throw Error("export-model: cannot make the folder " + out_file + ": " + std::strerror(errno));
     }
     const fs::path folder(out_file);
-    const int count = write_safetensors((folder / "model.safetensors").string());
-    WriteTextFile((folder / "config.json").string(), config_json + "\n");
-    if (!tokenizer.empty()) {
-      // The copy's name says its kind (tokenizer-<fingerprint>.model or .json).
-      const bool json = EndsWith(manifest["tokenizer_file"].get<std::string>(), ".json");
-      WriteTextFile((folder / (json ? "tokenizer.json" : "tokenizer.model")).string(), tokenizer);
+    // The copy's name says its kind (tokenizer-<fingerprint>.model or .json).
+    const std::string weights = (folder / "model.safetensors").string(),
+                      config_file = (folder / "config.json").string(),
+                      tokenizer_file =
+                          (folder / (EndsWith(manifest.value("tokenizer_file", ""), ".json") ? "tokenizer.json"
+                                                                                             : "tokenizer.model"))
+                              .string();
+    for (const std::string& file : {weights, config_file, tokenizer_file}) {
+      if (file == tokenizer_file && tokenizer.empty()) continue;
+      try {
+        CheckWritable(file);
+      } catch (const Error& e) {
+        throw Error("export-model: -o " + out_file + ": " + e.what());
+      }
+      if (WithinCheckpoint(file, dir)) {
+        throw Error("export-model: " + file + " would replace a file of the checkpoint it reads");
+      }
     }
+    const int count = write_safetensors(weights);
+    WriteTextFile(config_file, config_json + "\n");
+    if (!tokenizer.empty()) WriteTextFile(tokenizer_file, tokenizer);
     return count;
   }
   if (bf16) throw Error("export-model: --bf16 writes a .safetensors file; " + out_file + " would be torch.load's");
   const std::vector<char> bytes = torch::pickle_save(params);
-  WriteBinaryFile(out_file + ".tmp", bytes);
-  std::error_code ec;
-  fs::rename(out_file + ".tmp", out_file, ec);
-  if (ec) throw Error("export-model: cannot write " + out_file + ": " + ec.message());
+  WriteFile(out_file,
+            [&bytes](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
   return count;
 }
 

@@ -35,6 +35,23 @@ TEST_CASE("writing through a symlink or a device never replaces it", "[file_io]"
   CHECK(S_ISCHR(st.st_mode));
 }
 
+TEST_CASE("WriteFile keeps the old file whole when its writer throws, and leaves no temporary", "[file_io]") {
+  const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/write_file_throws.bin";
+  WriteFile(path, [](std::ostream& out) { out.write("ab\0c", 4); });
+  CHECK(ReadTextFile(path) == std::string("ab\0c", 4));
+  CHECK_THROWS_WITH(WriteFile(path,
+                              [](std::ostream& out) {
+                                out << "half";
+                                throw Error("the writer failed");
+                              }),
+                    "the writer failed");
+  CHECK(ReadTextFile(path) == std::string("ab\0c", 4));
+  struct stat st {};
+  CHECK(::stat((path + ".tmp").c_str(), &st) != 0);
+  CHECK_THROWS_WITH(WriteTextFile("", "a"), Catch::Contains("no name"));
+  CHECK(::stat(".tmp", &st) != 0);
+}
+
 TEST_CASE("unreadable and unwritable paths are errors naming them", "[file_io]") {
   CHECK_THROWS_WITH(ReadTextFile("/nonexistent/x"), Catch::Contains("cannot read /nonexistent/x"));
   CHECK_THROWS_WITH(ReadTextFile(PPLAB_TEST_TMP_DIR), Catch::Contains("is a directory"));

@@ -4,6 +4,7 @@
 #include "runtime/train/checkpoint.h"
 
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -251,6 +252,31 @@ TEST_CASE("export-model writes a safetensors file under Hugging Face's names, in
   }
   CHECK_FALSE(torch::equal(toy.b, toy.b.to(torch::kBFloat16).to(torch::kFloat)));  // 2^-10 is below BF16's step
   CHECK_THROWS_WITH(ExportModel(dir, dir + "/model.pt", true), Catch::Contains("--bf16 writes a .safetensors file"));
+}
+
+TEST_CASE("export-model writes through a symlink, and never over the checkpoint it reads", "[checkpoint]") {
+  const std::string dir = Tmp("export_targets");
+  Toy toy;
+  const std::string step = Publish(dir, 1, {&toy}, 10);
+  // A link is written through: the file it names gets the model.
+  const std::string target = dir + "/target.pt", link = dir + "/link.pt";
+  WriteTextFile(target, "old");
+  REQUIRE(::symlink("target.pt", link.c_str()) == 0);
+  CHECK(ExportModel(dir, link) == 2);
+  CHECK(fs::is_symlink(link));
+  CHECK(fs::file_size(target) > 3);
+  // The checkpoint's own files, by any name, are refused and left as they were.
+  const std::string manifest = ReadTextFile(step + "/manifest.json"), latest = ReadTextFile(dir + "/latest");
+  for (const std::string& out : {step + "/manifest.json", step + "/rank-0.shard", dir + "/latest", dir + "/./latest",
+                                 step + "/../" + fs::path(step).filename().string() + "/manifest.json"}) {
+    INFO(out);
+    CHECK_THROWS_WITH(ExportModel(dir, out), Catch::Contains("is in the checkpoint it reads"));
+  }
+  REQUIRE(::symlink("latest", (dir + "/to-latest.pt").c_str()) == 0);
+  CHECK_THROWS_WITH(ExportModel(dir, dir + "/to-latest.pt"), Catch::Contains("is in the checkpoint it reads"));
+  CHECK(ReadTextFile(step + "/manifest.json") == manifest);
+  CHECK(ReadTextFile(dir + "/latest") == latest);
+  CHECK_THROWS_WITH(ExportModel(dir, ""), Catch::Contains("-o is empty"));
 }
 
 }  // namespace pplab::checkpoint_test

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -116,6 +117,29 @@ std::optional<std::tuple<dev_t, ino_t, std::string>> FileIdentity(const std::str
 }
 
 }  // namespace
+
+std::string ResolvedPath(const std::string& path) {
+  if (path.empty()) return "";
+  if (char* real = ::realpath(path.c_str(), nullptr)) {
+    std::string out = real;
+    std::free(real);
+    return out;
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") return "";
+  const std::string folder = ResolvedPath(Folder(path));
+  return folder.empty() ? "" : (folder == "/" ? "" : folder) + "/" + name;
+}
+
+std::string EntryWithin(const std::string& folder, const std::string& path) {
+  const std::string dir = ResolvedPath(folder), target = ResolvedPath(path);
+  if (dir.empty() || target.empty()) return "";
+  const std::string prefix = dir == "/" ? dir : dir + "/";
+  if (target.size() <= prefix.size() || target.compare(0, prefix.size(), prefix) != 0) return "";
+  const std::string rest = target.substr(prefix.size());
+  return rest.substr(0, rest.find('/'));
+}
 
 bool SameFile(const std::string& a, const std::string& b) {
   const auto x = FileIdentity(a);

@@ -39,6 +39,16 @@ void CheckWritable(const std::string& path);
 // replaces another or an input.
 bool SameFile(const std::string& a, const std::string& b);
 
+// `path` made absolute with its links followed: realpath(3) where it
+// exists, else its folder's and its name; "" when neither resolves.
+std::string ResolvedPath(const std::string& path);
+
+// The name of the entry of `folder` that `path` is, or lies in below it,
+// with links followed on both sides; "" when `path` is not inside `folder`
+// (or is it). A path that does not exist yet is placed by its folder. For a
+// command that must not write (or remove) what another flag names.
+std::string EntryWithin(const std::string& folder, const std::string& path);
+
 // Writes a whole file from what `write` puts in the stream. A regular (or
 // new) file is written through a temporary beside it and a rename, so a
 // reader never sees half a file (nor a file at all when `write` throws); a

@@ -132,4 +132,16 @@ Schedule AddReduceGrad(const Schedule& schedule) {
   return out;
 }
 
+std::string MissingReduceGrad(const Schedule& schedule) {
+  for (RankId r = 0; r < schedule.ranks; ++r) {
+    for (StageId s : schedule.StagesOf(r)) {
+      const Program& p = schedule.programs[r];
+      const bool found = std::any_of(
+          p.begin(), p.end(), [s](const Action& a) { return a.kind == ActionKind::kReduceGrad && a.stage == s; });
+      if (!found) return "rank " + std::to_string(r) + " has no REDUCE_GRAD for stage " + std::to_string(s);
+    }
+  }
+  return "";
+}
+
 }  // namespace pplab

@@ -1,6 +1,8 @@
 // Lowering: inserts the communication actions of a compute-only schedule.
 #pragma once
 
+#include <string>
+
 #include "schedules/schedule.h"
 
 namespace pplab {
@@ -30,5 +32,10 @@ Schedule StripComm(const Schedule& schedule);
 // of each stage s on its rank (where PyTorch's lowering puts it). Throws
 // pplab::Error if the schedule already holds a REDUCE_GRAD.
 Schedule AddReduceGrad(const Schedule& schedule);
+
+// "" when every stage of every rank of `schedule` reaches a REDUCE_GRAD, as
+// data parallelism needs (its replicas would otherwise update with
+// unreduced gradients); else which rank lacks one for which stage.
+std::string MissingReduceGrad(const Schedule& schedule);
 
 }  // namespace pplab

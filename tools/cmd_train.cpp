@@ -332,13 +332,19 @@ int RunTrain(const TrainOptions& given) {
     throw Error("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                 std::to_string(config.max_position_embeddings));
   }
-  const int nproc = o.nproc > 0 ? o.nproc : o.dp * o.tp * schedule.ranks;
+  const int nproc = o.dp * o.tp * schedule.ranks;
+  if (o.nproc > 0 && o.nproc != nproc) {
+    throw Error("--nproc " + std::to_string(o.nproc) + ": the run has --dp " + std::to_string(o.dp) + " x --tp " +
+                std::to_string(o.tp) + " x " + std::to_string(schedule.ranks) +
+                " pipeline ranks = " + std::to_string(nproc) + " processes");
+  }
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
   if (!o.oversubscribe) {
     CheckLocalCapacity(TrainLoad(o, nproc, config, partition, schedule.NumPipelines()), "--oversubscribe");
   }
   const bool replace_earlier = ClaimOutputs(given, o);
+  if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
   CheckOutputs(o);
   // The checkpoints --overwrite replaces are not read (they go below).
   const std::string latest =

@@ -197,9 +197,44 @@ void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o) {
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
 }
 
+namespace {
+
+std::vector<FlagPath> InputsOf(const TrainOptions& o) {
+  std::vector<FlagPath> inputs = {
+      {"--plan", o.plan_file}, {"--model", o.model}, {"--tokenizer", o.tokenizer}, {"--init-from", o.init_from}};
+  for (const std::string& data : o.data) inputs.push_back({"--data", data});
+  return inputs;
+}
+
+}  // namespace
+
+void CheckOverwriteKeepsInputs(const TrainOptions& given, const TrainOptions& o) {
+  const std::vector<std::string> files = RunFolderFiles(given, o);
+  for (const FlagPath& in : InputsOf(o)) {
+    if (in.path.empty()) continue;
+    const bool run_file =
+        std::any_of(files.begin(), files.end(), [&in](const std::string& f) { return SameFile(in.path, f); });
+    if (run_file || (!o.checkpoint_dir.empty() && IsCheckpointEntry(EntryWithin(o.checkpoint_dir, in.path)))) {
+      throw Error(in.flag + " " + in.path +
+                  " is part of the earlier run --overwrite would remove; copy it elsewhere first");
+    }
+  }
+}
+
 void CheckOutputs(const TrainOptions& o) {
   const std::pair<const char*, std::string> folders[] = {
       {"--out", o.out_dir}, {"--checkpoint-dir", o.checkpoint_dir}, {"--dump-grads", o.dump_grads_dir}};
+  // Text folders are read whole: the run's own files must not land in one
+  // (checked before the folders are made).
+  for (const std::string& data : o.data) {
+    for (const auto& [flag, dir] : folders) {
+      if (dir.empty()) continue;
+      if (ResolvedPath(dir) == ResolvedPath(data) || !EntryWithin(data, dir).empty()) {
+        throw Error("--data " + data + " holds " + flag + " " + dir +
+                    ": the run's files would be read as text; put them elsewhere");
+      }
+    }
+  }
   for (const auto& [flag, dir] : folders) {
     if (dir.empty()) continue;
     std::error_code ec;
@@ -208,14 +243,19 @@ void CheckOutputs(const TrainOptions& o) {
       throw Error(std::string(flag) + " " + dir + ": cannot create: " + (ec ? ec.message() : "not a directory"));
     }
   }
-  std::vector<FlagPath> inputs = {
-      {"--plan", o.plan_file}, {"--model", o.model}, {"--tokenizer", o.tokenizer}, {"--init-from", o.init_from}};
-  for (const std::string& data : o.data) inputs.push_back({"--data", data});
-  CheckOutputFiles({{"--metrics", o.metrics_path},
-                    {"--trace", o.trace_path},
-                    {"--sim-trace", o.sim_trace_path},
-                    {"--out", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}},
-                   inputs);
+  const std::vector<FlagPath> outputs = {
+      {"--metrics", o.metrics_path},
+      {"--trace", o.trace_path},
+      {"--sim-trace", o.sim_trace_path},
+      {"--out", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}};
+  CheckOutputFiles(outputs, InputsOf(o));
+  // The checkpoints' own names in their folder are theirs alone.
+  for (const FlagPath& out : outputs) {
+    if (!out.path.empty() && !o.checkpoint_dir.empty() && IsCheckpointEntry(EntryWithin(o.checkpoint_dir, out.path))) {
+      throw Error(out.flag + " " + out.path + " is in --checkpoint-dir " + o.checkpoint_dir +
+                  " under a name its checkpoints use (latest, step-*, tokenizer-*)");
+    }
+  }
 }
 
 LocalLoad TrainLoad(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,

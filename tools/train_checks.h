@@ -61,13 +61,21 @@ bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o);
 // Removes the earlier run's files in --out and its checkpoints (--overwrite).
 void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o);
 
+// With an earlier run to replace: refuses an input (--plan, --model,
+// --tokenizer, --init-from, --data) that is one of the files
+// RemoveEarlierRun would remove, such as a tokenizer copy in the
+// checkpoints, naming the flag.
+void CheckOverwriteKeepsInputs(const TrainOptions& given, const TrainOptions& o);
+
 // The run's outputs can be written, checked before any worker starts rather
 // than by a worker at its first checkpoint or after its last step: the
 // folders (--out, --checkpoint-dir, --dump-grads) are made here, and each
 // file (--metrics, --trace, --sim-trace, --out's picture) must be one that
 // WriteTextFile can write (CheckWritable), and none may name another or a
-// file the run reads (--plan, --model, --tokenizer, --init-from, --data).
-// Throws pplab::Error naming the flag and the path.
+// file the run reads (--plan, --model, --tokenizer, --init-from, --data),
+// nor take a name the checkpoints use in --checkpoint-dir; and no --data
+// folder may hold --out, --checkpoint-dir or --dump-grads. Throws
+// pplab::Error naming the flag and the path.
 void CheckOutputs(const TrainOptions& o);
 
 // What `nproc` local processes of `copies` copies of the model (2 for

@@ -155,16 +155,17 @@ bool HoldsCheckpoints(const std::string& dir) {
   return false;
 }
 
+bool IsCheckpointEntry(const std::string& name) {
+  return name == "latest" || name.rfind("step-", 0) == 0 ||
+         (name.rfind("tokenizer-", 0) == 0 && (EndsWith(name, ".model") || EndsWith(name, ".json")));
+}
+
 void RemoveCheckpoints(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
   std::vector<fs::path> doomed;
   for (const std::string& name : ListDirectory(dir)) {
-    const fs::path path = fs::path(dir) / name;
-    if (name == "latest" || name.rfind("step-", 0) == 0 ||
-        (name.rfind("tokenizer-", 0) == 0 && (path.extension() == ".model" || path.extension() == ".json"))) {
-      doomed.push_back(path);
-    }
+    if (IsCheckpointEntry(name)) doomed.push_back(fs::path(dir) / name);
   }
   for (const fs::path& p : doomed) RemoveAllOrThrow(p);
 }
@@ -259,19 +260,14 @@ std::string ResolveCheckpoint(const std::string& path) {
 
 namespace {
 
-// Whether `file` is a file of the checkpoint folder `checkpoint` (a
-// step's), or its checkpoint directory's `latest` or a tokenizer copy
-// there: what export-model reads, so never what it writes.
+// Whether `file` is in the checkpoint folder `checkpoint` (a step's), or is
+// one of its checkpoint directory's own entries (IsCheckpointEntry): what
+// export-model reads, so never what it writes.
 bool WithinCheckpoint(const std::string& file, const std::string& checkpoint) {
   std::string step = checkpoint;
   while (step.size() > 1 && step.back() == '/') step.pop_back();
-  std::vector<std::string> read;
-  for (const std::string& name : ListDirectory(step)) read.push_back(step + "/" + name);
-  const std::string parent = fs::path(step).parent_path().string(), in = parent.empty() ? "." : parent;
-  for (const std::string& name : ListDirectory(in)) {
-    if (name == "latest" || name.rfind("tokenizer-", 0) == 0) read.push_back(in + "/" + name);
-  }
-  return std::any_of(read.begin(), read.end(), [&file](const std::string& f) { return SameFile(file, f); });
+  const std::string parent = fs::path(step).parent_path().string();
+  return !EntryWithin(step, file).empty() || IsCheckpointEntry(EntryWithin(parent.empty() ? "." : parent, file));
 }
 
 }  // namespace

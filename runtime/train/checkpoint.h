@@ -82,8 +82,13 @@ std::string PrepareCheckpointDir(const std::string& dir);
 // True when `dir` holds checkpoints (a `latest` file or step-* directories).
 bool HoldsCheckpoints(const std::string& dir);
 
-// Removes DIR's checkpoints: step-* directories (and their .tmp), `latest`
-// and the tokenizer copies; nothing else in DIR.
+// Whether an entry of a checkpoint directory by this name is the
+// checkpoints' own: `latest`, a step-* directory (or its .tmp), a tokenizer
+// copy (tokenizer-*.model or .json). RemoveCheckpoints removes those, and
+// saving replaces them.
+bool IsCheckpointEntry(const std::string& name);
+
+// Removes DIR's checkpoints: its IsCheckpointEntry entries; nothing else.
 void RemoveCheckpoints(const std::string& dir);
 
 // Reads and checks a checkpoint's manifest: every field of the right type

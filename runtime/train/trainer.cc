@@ -175,20 +175,6 @@ NormShare PickNormShare(const Schedule& schedule, const RankModel& model, const 
   return share;
 }
 
-// With data parallelism every stage of this rank must reach a REDUCE_GRAD,
-// or its replicas would update with unreduced gradients.
-void CheckReduceGrads(const Schedule& schedule, RankId rank) {
-  for (StageId s : schedule.StagesOf(rank)) {
-    bool found = false;
-    for (const Action& a : schedule.programs[rank])
-      found = found || (a.kind == ActionKind::kReduceGrad && a.stage == s);
-    if (!found) {
-      throw Error("data parallelism: the plan has no REDUCE_GRAD for stage " + std::to_string(s) + " on rank " +
-                  std::to_string(rank) + " (AddReduceGrad inserts them)");
-    }
-  }
-}
-
 // On a GPU the host only queues the step's work: it is watched for a CUDA
 // call that blocks inside an action, a little before NCCL's watchdog (at
 // comm_timeout + 10 s) would end the process with its own dump. None on the
@@ -298,7 +284,9 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   const bool tied = !options.tied_parameters.first.empty();
   if (tied) exec_options.extra_peers = TiedPeers(schedule, rank);
   if (options.dp_group != nullptr) {
-    CheckReduceGrads(schedule, rank);
+    if (const std::string why = MissingReduceGrad(schedule); !why.empty()) {
+      throw Error("data parallelism: the plan's " + why + " (a plan with none gets them added)");
+    }
     exec_options.on_reduce_grad = [&](StageId s) {
       buckets.push_back(
           std::make_unique<StageBucket>(GradientsOf(model.flats.at(s), model.params_of.at(s)), *options.dp_group));

@@ -52,6 +52,25 @@ TEST_CASE("WriteFile keeps the old file whole when its writer throws, and leaves
   CHECK(::stat(".tmp", &st) != 0);
 }
 
+TEST_CASE("EntryWithin names the entry of a folder a path is in, through links and before it exists", "[file_io]") {
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/entry_within";
+  RemoveTree(dir);
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dir + "/ck").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dir + "/ck/step-000001").c_str(), 0755) == 0);
+  WriteTextFile(dir + "/ck/latest", "step-000001\n");
+  REQUIRE(::symlink("ck", (dir + "/alias").c_str()) == 0);
+  CHECK(EntryWithin(dir + "/ck", dir + "/ck/latest") == "latest");
+  CHECK(EntryWithin(dir + "/ck", dir + "/alias/latest") == "latest");
+  CHECK(EntryWithin(dir + "/alias/", dir + "/ck/step-000001/new.json") == "step-000001");
+  CHECK(EntryWithin(dir + "/ck", dir + "/ck/../ck/not-yet") == "not-yet");
+  CHECK(EntryWithin(dir + "/ck", dir + "/ck").empty());
+  CHECK(EntryWithin(dir + "/ck", dir + "/alias").empty());
+  CHECK(EntryWithin(dir + "/ck", dir + "/ck-other/latest").empty());  // a prefix of the name is not inside
+  CHECK(EntryWithin(dir + "/ck", dir + "/missing/deeper/x").empty());
+  CHECK(ResolvedPath(dir + "/alias") == ResolvedPath(dir + "/ck"));
+}
+
 TEST_CASE("unreadable and unwritable paths are errors naming them", "[file_io]") {
   CHECK_THROWS_WITH(ReadTextFile("/nonexistent/x"), Catch::Contains("cannot read /nonexistent/x"));
   CHECK_THROWS_WITH(ReadTextFile(PPLAB_TEST_TMP_DIR), Catch::Contains("is a directory"));

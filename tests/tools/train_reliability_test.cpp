@@ -122,15 +122,26 @@ TEST_CASE("a second run into a run folder is refused, --resume continues it and 
   WriteTextFile(empty, "");
   const std::string blocker = Tmp("overwrite_blocker");
   WriteTextFile(blocker, "a file\n");
+  // A plan kept in a checkpoint's folder, which the overwrite would remove.
+  const std::string kept_plan = out + "/checkpoints/step-000006/plan.json";
+  REQUIRE(Pplab("export -s 1f1b -k 2 -m 4 -o " + kept_plan).code == 0);
   for (const PplabRun& refused :
        {Pplab("train --model tiny --batch-size 8 --seq-len 32 -m 2 -k 2 --steps 2 --overwrite --out " + out +
               " --data " + empty),
-        Train(run + " --steps 2 --overwrite --trace " + blocker + "/t.json")}) {
+        Train(run + " --steps 2 --overwrite --trace " + blocker + "/t.json"),
+        // Worker counts the workers would refuse, refused first.
+        Train(run + " --steps 2 --overwrite --nproc 3"),
+        Train("--checkpoint-every 2 --out " + out + " --steps 2 --overwrite --plan " + kept_plan)}) {
     INFO(refused.out);
     CHECK(refused.code == 2);
     CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4, 5, 6});
     CHECK(ReadTextFile(out + "/checkpoints/latest") == "step-000006\n");
+    CHECK(CountLines(refused.out) == 1);
   }
+  CHECK_THAT(Train(run + " --steps 2 --overwrite --nproc 3").out,
+             Catch::Contains("--nproc 3: the run has --dp 1 x --tp 1 x 2 pipeline ranks = 2 processes"));
+  CHECK_THAT(Train("--checkpoint-every 2 --out " + out + " --steps 2 --overwrite --plan " + kept_plan).out,
+             Catch::Contains("--plan " + kept_plan + " is part of the earlier run --overwrite would remove"));
   // --overwrite replaces the run.
   REQUIRE(Train(run + " --steps 2 --overwrite").code == 0);
   CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2});
@@ -241,6 +252,31 @@ TEST_CASE("outputs that cannot be written are refused with one line before any w
   }
   CHECK(ReadTextFile(plan) == plan_text);
   CHECK(ReadTextFile(config) == config_text);
+  // The checkpoints' own names, and a text folder that would hold the run.
+  const std::string corpus = Tmp("outputs-corpus");
+  fs::create_directories(corpus);
+  WriteTextFile(corpus + "/a.txt", "some text to train on\n");
+  const Case owned[] = {
+      {"-k 2 --checkpoint-dir " + corpus + "-ck --metrics " + corpus + "-ck/latest",
+       "--metrics " + corpus + "-ck/latest is in --checkpoint-dir " + corpus + "-ck under a name its checkpoints use"},
+      {"-k 2 --checkpoint-dir " + corpus + "-ck --trace " + corpus + "-ck/tokenizer-1.json",
+       "--trace " + corpus + "-ck/tokenizer-1.json is in --checkpoint-dir"},
+  };
+  for (const Case& c : owned) {
+    const PplabRun r = Train(c.args);
+    INFO(c.args << "\n" << r.out);
+    CHECK(r.code == 2);
+    CHECK(CountLines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::StartsWith("pplab: error: " + c.says));
+  }
+  for (const std::string& where : {"--checkpoint-dir " + corpus, "--out " + corpus + "/run"}) {
+    const PplabRun r = Pplab("train --model tiny -q --steps 1 --data " + corpus + " " + where);
+    INFO(where << "\n" << r.out);
+    CHECK(r.code == 2);
+    CHECK(CountLines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::StartsWith("pplab: error: --data " + corpus + " holds " + where));
+  }
+  CHECK(ListDirectory(corpus) == std::vector<std::string>{"a.txt"});  // nothing made in it
 }
 
 TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no process", "[train][reliability]") {

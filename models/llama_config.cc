@@ -424,12 +424,15 @@ LlamaConfig LoadLlamaConfig(const std::string& preset_or_file) {
   for (const std::string& n : LlamaPresetNames()) {
     if (n == preset_or_file) return LlamaPreset(n);
   }
-  if (preset_or_file.find('/') == std::string::npos && preset_or_file.find(".json") == std::string::npos) {
+  // A bare name that names nothing here is a preset pplab lacks; one that
+  // names a folder or a file (`--model hf`) is read.
+  struct stat info;
+  const bool exists = stat(preset_or_file.c_str(), &info) == 0;
+  if (!exists && preset_or_file.find('/') == std::string::npos && preset_or_file.find(".json") == std::string::npos) {
     return LlamaPreset(preset_or_file);  // throws, listing the presets
   }
   // A model's folder, as Hugging Face keeps one: its config.json.
-  struct stat info;
-  if (stat(preset_or_file.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+  if (exists && S_ISDIR(info.st_mode)) {
     const std::string file = preset_or_file + (preset_or_file.back() == '/' ? "" : "/") + "config.json";
     if (stat(file.c_str(), &info) != 0) {
       throw Error(preset_or_file + " is a folder without a config.json: give a model config file or a preset");

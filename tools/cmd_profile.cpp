@@ -108,11 +108,9 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
     CheckCudaGraphsTensorParallel(o.tp);
     CheckCudaGraphsDevice(o.device);
   }
-  for (const int mb : o.microbatch_sizes) {
-    const std::string output = OutputFor(o, mb);
-    if (output.empty()) continue;
-    CheckOutputFile("-o", output);
-  }
+  std::vector<FlagPath> outputs;
+  for (const int mb : o.microbatch_sizes) outputs.push_back({"-o", OutputFor(o, mb)});
+  CheckOutputFiles(outputs, {{"--model", o.model}});
 }
 
 int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
@@ -270,7 +268,8 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K (worker processes)")->capture_default_str();
   sub->add_option("--layers", o->layers,
                   "profile a slice of the model: its first N decoder layers, as shaped (default: all); "
-                  "pplab plan fits the whole model's costs to it");
+                  "pplab plan fits the whole model's costs to it")
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--dp", o->dp,
                   "data-parallel replicas D (D x K workers); with D > 1 each stage's REDUCE_GRAD is measured")
       ->capture_default_str();

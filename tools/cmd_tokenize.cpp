@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "runtime/data/corpus.h"
 #include "runtime/data/token_cache.h"
@@ -89,7 +90,7 @@ int RunRecord(const TokenizeOptions& o, const Tokenizer& tokenizer) {
                               {"records", o.records},
                               {"record", o.record},
                               {"chat", chat},
-                              {"layout", chat ? ChatLayoutName(layout) : nullptr},
+                              {"layout", chat ? nlohmann::json(ChatLayoutName(layout)) : nlohmann::json()},
                               {"ids", ids},
                               {"learn", learn},
                               {"spans", spans},
@@ -119,7 +120,14 @@ int RunTokenize(const TokenizeOptions& o) {
   std::vector<int32_t> ids;
   std::string text;
   if (o.decode) {
-    for (const std::string& word : o.text) {
+    // The ids: the arguments, or the file's words (split at white space).
+    std::vector<std::string> words = o.text;
+    if (!o.file.empty()) {
+      std::istringstream in(input);
+      words.clear();
+      for (std::string word; in >> word;) words.push_back(word);
+    }
+    for (const std::string& word : words) {
       size_t used = 0;
       long id = -1;
       try {
@@ -127,8 +135,8 @@ int RunTokenize(const TokenizeOptions& o) {
       } catch (const std::exception&) {
       }
       if (used != word.size() || id < 0 || id >= tokenizer.VocabSize()) {
-        throw Error("tokenize --decode: '" + word + "' is not a token id (0 to " +
-                    std::to_string(tokenizer.VocabSize() - 1) + ")");
+        throw Error("tokenize --decode" + (o.file.empty() ? std::string() : " --file " + o.file) + ": '" + word +
+                    "' is not a token id (0 to " + std::to_string(tokenizer.VocabSize() - 1) + ")");
       }
       ids.push_back(static_cast<int32_t>(id));
     }
@@ -173,7 +181,8 @@ void SetupTokenize(CLI::App& app, int& exit_code) {
       app.add_subcommand("tokenize", "the token ids of a text (no BOS or EOS added), or with --decode the text of ids");
   sub->add_option("--tokenizer", o->tokenizer, "a SentencePiece .model or a byte-level BPE tokenizer.json")->required();
   sub->add_option("text", o->text, "the text (its words joined by spaces), or with --decode the ids");
-  sub->add_option("--file", o->file, "read the text from this file, as it is");
+  sub->add_option("--file", o->file,
+                  "read the text from this file, as it is (with --decode: the ids, split at white space)");
   sub->add_flag("--decode", o->decode, "print the text of the ids given");
   CLI::Option* records = sub->add_option(
       "--records", o->records,

@@ -1,7 +1,10 @@
 #include "models/llama_config.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -339,6 +342,17 @@ TEST_CASE("a model's folder as --model: its config.json is read", "[llama_config
   WriteTextFile(dir + "/config.json", ReadTextFile(PPLAB_TEST_DATA_DIR "/models/qwen2.5-7b-config.json"));
   CHECK(ModelParams(LoadLlamaConfig(dir)) == 7615616512);
   CHECK(ModelParams(LoadLlamaConfig(dir + "/")) == 7615616512);
+  // A bare folder name in the working folder (--model qwen-folder) is read too.
+  char* was = ::getcwd(nullptr, 0);
+  REQUIRE(::chdir(PPLAB_TEST_TMP_DIR) == 0);
+  int64_t params = 0;
+  try {
+    params = ModelParams(LoadLlamaConfig("qwen-folder"));
+  } catch (const Error&) {
+  }
+  REQUIRE(::chdir(was) == 0);
+  std::free(was);
+  CHECK(params == 7615616512);
   // Errors name the file inside it.
   WriteTextFile(dir + "/config.json", R"({"model_type": "gemma"})");
   CHECK_THROWS_WITH(LoadLlamaConfig(dir), Catch::StartsWith(dir + "/config.json: model_type"));

@@ -242,6 +242,7 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
            std::string("--model tiny -k 2 --precision fp16") + ok,  // fp32 or bf16 only
            std::string("--model tiny -k 2 --layers 5") + ok,        // a slice of more than 4 layers
            std::string("--model tiny -k 4 --layers 2") + ok,        // 4 stages of 2 layers
+           std::string("--model tiny -k 1 --layers 0") + ok,        // no layers (it profiled all)
            std::string("--model tiny -k 1 --tp 3") + ok,            // 4 heads over 3 ranks
            std::string("--model tiny -k 1 --tp 0") + ok,
            std::string("--model tiny -k 1 --sequence-parallel") + ok,  // without --tp
@@ -255,6 +256,19 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
     CHECK(r.out.find("pplab: error: ") == 0);
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   }
+  // -o may not replace the --model file it reads (nor one profile another).
+  const std::string model = std::string(PPLAB_TEST_TMP_DIR) + "/profile_refuses-mb1.json";
+  WriteTextFile(model, ReadTextFile(PPLAB_TEST_DATA_DIR "/fuzz/llama_config/tiny.json"));
+  const std::string model_text = ReadTextFile(model);
+  for (const std::string& sizes_out :
+       {"1 -o " + model, "1,2 -o " + std::string(PPLAB_TEST_TMP_DIR) + "/profile_refuses.json"}) {
+    const PplabRun r =
+        Pplab("profile --model " + model + " -k 1 --seq-len 8 --repeats 1 --microbatch-size " + sizes_out);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("-o and --model both name " + model));
+  }
+  CHECK(ReadTextFile(model) == model_text);
 }
 
 TEST_CASE("profile --layers measures a slice of the model that plan fits the whole model to", "[profile]") {

@@ -41,6 +41,12 @@ TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text bac
   INFO(back.out);
   REQUIRE(back.code == 0);
   CHECK(back.out == "the thin thing\n");  // EOS is not text
+  // --decode --file reads the ids from the file, split at white space.
+  WriteTextFile(dir + "/ids.txt", want + "\n");
+  CHECK(Pplab("tokenize --tokenizer " + path + " --decode --file " + dir + "/ids.txt").out == "the thin thing\n");
+  WriteTextFile(dir + "/bad-ids.txt", "257\n32 x\n");
+  CHECK_THAT(Pplab("tokenize --tokenizer " + path + " --decode --file " + dir + "/bad-ids.txt").out,
+             Catch::Contains("tokenize --decode --file " + dir + "/bad-ids.txt: 'x' is not a token id"));
 
   const PplabRun json = Pplab("tokenize --tokenizer " + path + " --json the thin");
   REQUIRE(json.code == 0);
@@ -95,7 +101,12 @@ TEST_CASE("cli: tokenize --records shows a record as training reads it, in read 
   }
   CHECK(j["spans"][1]["ids"] == std::vector<int>{'Y', 'o', 258});
   CHECK(j["learn"].size() == j["ids"].size());
-  // The prompt/completion record, as text.
+  // The prompt/completion record, as JSON (no chat layout) and as text.
+  const PplabRun plain_json = Pplab(records + "--record 1 --json");
+  INFO(plain_json.out);
+  REQUIRE(plain_json.code == 0);
+  CHECK(nlohmann::json::parse(plain_json.out)["layout"].is_null());
+  CHECK(nlohmann::json::parse(plain_json.out)["chat"] == false);
   const PplabRun plain = Pplab(records + "--record 1");
   CHECK(plain.out == "record 1 of " + dir + "/data.jsonl: 4 tokens, 2 learned, then EOS (learned); BOS before it\n" +
                          "read  Q:\nlearn  A\n");

@@ -47,6 +47,18 @@ namespace fs = std::filesystem;
 namespace pplab::cli {
 namespace {
 
+// A resume of a run already at --steps: one line, or with --json one object.
+void PrintNothingToDo(const TrainOptions& o, int step) {
+  if (o.json) {
+    const nlohmann::json out = {
+        {"nothing_to_do", true}, {"checkpoint_dir", o.checkpoint_dir}, {"step", step}, {"steps", o.steps}};
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf("nothing to do: the checkpoint in %s is at step %d, and --steps is %d\n", o.checkpoint_dir.c_str(), step,
+              o.steps);
+}
+
 // The trainer's hooks for --measure-memory and for the testing aids
 // --kill-rank-at and --dump-grads.
 void AddHooks(const TrainOptions& o, const Schedule& schedule, const Worker& worker, TrainerOptions& options) {
@@ -251,8 +263,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   if (world_rank != 0) return 0;
   reporter->Finish();
   if (summary.losses.empty()) {
-    std::printf("nothing to do: the checkpoint in %s is at step %d, and --steps is %d\n", o.checkpoint_dir.c_str(),
-                summary.first_step, o.steps);
+    PrintNothingToDo(o, summary.first_step);
     std::fflush(stdout);
     return 0;
   }
@@ -400,8 +411,7 @@ int RunTrain(const TrainOptions& given) {
   if (o.resume && !latest.empty()) {
     const int step = CheckResumePoint(o, latest, MustMatch(o, config, prepared ? &*prepared : nullptr));
     if (step == o.steps) {
-      std::printf("nothing to do: the checkpoint in %s is at step %d, and --steps is %d\n", o.checkpoint_dir.c_str(),
-                  step, o.steps);
+      PrintNothingToDo(o, step);
       return 0;
     }
   }

@@ -17,6 +17,7 @@ nlohmann::json MustMatch(const TrainOptions& o, const LlamaConfig& config, const
     must_match["tokenizer"] = FnvHex(text->tokenizer_fingerprint);
     must_match["corpus"] = FnvHex(text->corpus_fingerprint);
     must_match["packed"] = o.packed;
+    must_match["val_fraction"] = o.val_fraction;  // which documents train
   } else {
     must_match["data"] = "synthetic";
   }
@@ -25,6 +26,7 @@ nlohmann::json MustMatch(const TrainOptions& o, const LlamaConfig& config, const
 
 void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, const nlohmann::json& found) {
   for (const auto& [key, value] : must_match.items()) {
+    if (key == "val_fraction" && !found.contains(key)) continue;  // recorded since 2026-11-29
     if (!found.contains(key) || found[key] != value) {
       throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
                   (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " + value.dump());
@@ -43,6 +45,16 @@ std::string PrecisionChangeNote(const TrainOptions& o, const nlohmann::json& fou
          " (weights and AdamW state are fp32 in both)";
 }
 
+std::string LrChangeNote(const TrainOptions& o, const nlohmann::json& found, int step) {
+  if (!found.contains("lr_schedule") || !found["lr_schedule"].is_object()) return "";
+  const nlohmann::json& l = found["lr_schedule"];
+  if (!l.contains("lr") || !l.contains("warmup_steps")) return "";
+  if (l["lr"] == o.lr && l["warmup_steps"] == o.warmup_steps) return "";
+  return "the checkpoint was trained with --lr " + l["lr"].dump() + " --warmup-steps " + l["warmup_steps"].dump() +
+         "; this run continues with --lr " + nlohmann::json(o.lr).dump() + " --warmup-steps " +
+         std::to_string(o.warmup_steps) + " from step " + std::to_string(step) + " on";
+}
+
 int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlohmann::json& must_match) {
   const nlohmann::json found = nlohmann::json::parse(ReadManifest(latest));
   CheckResumable(o, must_match, found);
@@ -52,8 +64,9 @@ int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlo
                 ", step " + std::to_string(step) + "): pass --steps above it to continue");
   }
   if (step == o.steps || o.quiet) return step;
-  const std::string note = PrecisionChangeNote(o, found);
-  if (!note.empty()) std::fprintf(stderr, "pplab: note: %s\n", note.c_str());
+  for (const std::string& note : {PrecisionChangeNote(o, found), LrChangeNote(o, found, step)}) {
+    if (!note.empty()) std::fprintf(stderr, "pplab: note: %s\n", note.c_str());
+  }
   if (found.contains("lr_schedule") && found["lr_schedule"].at("total_steps") != o.steps) {
     std::fprintf(stderr,
                  "pplab: note: the learning-rate schedule was recorded for %s steps; it now decays over --steps "

@@ -23,7 +23,8 @@ namespace pplab::cli {
 nlohmann::json MustMatch(const TrainOptions& o, const LlamaConfig& config, const PreparedText* text);
 
 // Throws pplab::Error naming the first field of `must_match` that the
-// checkpoint's manifest `found` lacks or holds otherwise.
+// checkpoint's manifest `found` lacks or holds otherwise; a field manifests
+// gained later (val_fraction) may be missing from an older one.
 void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, const nlohmann::json& found);
 
 // A resume may change the precision: the checkpoint holds fp32 weights and
@@ -31,6 +32,11 @@ void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, con
 // only the arithmetic of the steps to come changes. Returns the line that
 // says so ("" when the precision is the same).
 std::string PrecisionChangeNote(const TrainOptions& o, const nlohmann::json& found);
+
+// A resume may change --lr and --warmup-steps: the schedule then follows the
+// new values from the checkpoint's step on. Returns the line that says so
+// ("" when they are the checkpoint's, or it recorded none).
+std::string LrChangeNote(const TrainOptions& o, const nlohmann::json& found, int step);
 
 // Checks the checkpoint to resume, step directory `latest`, against this run
 // before any worker starts (its fields; the workers verify its shards) and

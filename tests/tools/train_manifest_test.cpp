@@ -26,6 +26,14 @@ TEST_CASE("a resume must match the model, seed, batch and data, and names the fi
   CHECK(with_text.at("corpus") == "fedcba9876543210");
   CHECK(with_text.at("tokenizer") == "0000000000000010");
   CHECK(with_text.at("packed") == false);
+  CHECK(with_text.at("val_fraction") == o.val_fraction);
+  // Another held-out share trains on other documents: refused; a manifest
+  // from before the field was recorded resumes.
+  nlohmann::json text_found = with_text;
+  text_found["val_fraction"] = 0.4;
+  CHECK_THROWS_WITH(CheckResumable(o, with_text, text_found), Catch::Contains("was taken with val_fraction 0.4"));
+  text_found.erase("val_fraction");
+  CHECK_NOTHROW(CheckResumable(o, with_text, text_found));
   CHECK_FALSE(with_text.contains("data"));
 
   nlohmann::json found = synthetic;
@@ -51,6 +59,20 @@ TEST_CASE("a change of precision on resume is said in one line, none when it sta
         "the checkpoint in ck was trained in fp32; this run continues it in bf16 (weights and AdamW state are fp32 "
         "in both)");
   CHECK(PrecisionChangeNote(o, {{"precision", "bf16"}}).empty());
+}
+
+TEST_CASE("a change of --lr or --warmup-steps on resume is said in one line, none when they stay", "[train]") {
+  TrainOptions o;
+  o.lr = 0.001;
+  o.warmup_steps = 30;
+  const nlohmann::json found = {{"lr_schedule", {{"lr", 0.001}, {"warmup_steps", 30}, {"total_steps", 40}}}};
+  CHECK(LrChangeNote(o, found, 2).empty());
+  CHECK(LrChangeNote(o, nlohmann::json::object(), 2).empty());
+  o.lr = 0.5;
+  o.warmup_steps = 0;
+  CHECK(LrChangeNote(o, found, 2) ==
+        "the checkpoint was trained with --lr 0.001 --warmup-steps 30; this run continues with --lr 0.5 "
+        "--warmup-steps 0 from step 2 on");
 }
 
 TEST_CASE("the run manifest holds what a resume must match, the plan and the learning-rate schedule", "[train]") {

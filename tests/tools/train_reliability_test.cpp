@@ -103,6 +103,13 @@ TEST_CASE("a second run into a run folder is refused, --resume continues it and 
   INFO(done.out);
   CHECK(done.code == 0);
   CHECK_THAT(done.out, Catch::Contains("nothing to do: the checkpoint in " + out + "/checkpoints is at step 4"));
+  const PplabRun done_json = Pplab(
+      "train --synthetic --model tiny --batch-size 8 --seq-len 32 -m 2 -k 2 --steps 4 --resume --json --out " + out);
+  INFO(done_json.out);
+  REQUIRE(done_json.code == 0);
+  const auto nothing = nlohmann::json::parse(done_json.out);  // stdout is one object
+  CHECK(nothing["nothing_to_do"] == true);
+  CHECK(nothing["step"] == 4);
   const PplabRun fewer = Train(run + " --steps 3 --resume");
   CHECK(fewer.code == 2);
   CHECK_THAT(fewer.out, Catch::Contains("--steps 3 is below the step of the checkpoint to resume"));

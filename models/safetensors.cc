@@ -2,10 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "schedules/error.h"
 #include "schedules/file_io.h"
@@ -78,8 +81,17 @@ std::map<std::string, SafetensorsTensor> ReadSafetensorsHeader(const std::string
   }
   std::string text(length, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(length))) fail("cannot read the header");
+  if (text.find('\0') != std::string::npos) fail("the safetensors header holds a NUL byte");
   const json header = ParseJsonStrict(text, file + ": the safetensors header");
   if (!header.is_object()) fail("the safetensors header is not a JSON object");
+  if (header.contains("__metadata__")) {
+    const json& m = header["__metadata__"];
+    bool strings = m.is_object();
+    for (auto it = strings ? m.begin() : json::const_iterator(); strings && it != m.end(); ++it) {
+      strings = it.value().is_string();
+    }
+    if (!strings) fail("__metadata__ must map names to strings, got " + m.dump());
+  }
   const uint64_t data_start = 8 + length, data_bytes = size - data_start;
   std::map<std::string, SafetensorsTensor> out;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -126,6 +138,26 @@ std::map<std::string, SafetensorsTensor> ReadSafetensorsHeader(const std::string
            t.dtype);
     }
     out.emplace(it.key(), std::move(t));
+  }
+  // The tensors' ranges tile the data from its start to the file's end, as
+  // Hugging Face's reader requires: no two share bytes, none is left over.
+  std::vector<std::pair<uint64_t, const std::string*>> starts;
+  for (const auto& [name, t] : out) starts.push_back({t.offset, &name});
+  std::sort(starts.begin(), starts.end(), [&out](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : out.at(*a.second).bytes < out.at(*b.second).bytes;
+  });
+  uint64_t at = data_start;
+  for (const auto& [offset, name] : starts) {
+    if (offset != at) {
+      fail("tensor '" + *name + "' starts at data byte " + std::to_string(offset - data_start) +
+           (offset < at ? ", inside the tensor before it" : ", past a gap after the tensor before it") +
+           " (data_offsets must tile the data)");
+    }
+    at += out.at(*name).bytes;
+  }
+  if (at != size) {
+    fail("the tensors' data ends at byte " + std::to_string(at - data_start) + " of " + std::to_string(data_bytes) +
+         ": the file holds bytes no tensor names");
   }
   return out;
 }

@@ -241,6 +241,12 @@ std::map<std::string, at::Tensor> ReadAllShards(const std::string& path, const j
       throw Error(file + ": its identity hash does not match the manifest's identity fields (edited manifest?)");
     }
     for (auto& [key, tensor] : tensors) {
+      // Parameters and AdamW moments are stored as float32, a step count as int64.
+      const at::ScalarType want = EndsWith(key, kStep) ? at::kLong : at::kFloat;
+      if (tensor.scalar_type() != want) {
+        throw Error(file + ": tensor " + key + " is " + c10::toString(tensor.scalar_type()) + ", not " +
+                    c10::toString(want));
+      }
       if (!all.emplace(key, std::move(tensor)).second) throw Error(file + ": tensor " + key + " is in two shards");
     }
     ++rank;

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -113,16 +114,21 @@ NamedTensors DecodeShard(const std::string& path, const std::vector<char>& bytes
       }
       if (!known) fail("tensor " + name + ": unknown dtype '" + dtype + "'");
       std::vector<int64_t> shape;
-      uint64_t numel = 1;
       for (const auto& dim : t.at("shape")) {
         if (!dim.is_number_integer() || dim.get<int64_t>() < 0 || dim.get<uint64_t>() > kMaxBytes) {
           fail("tensor " + name + ": bad shape " + t.at("shape").dump());
         }
         shape.push_back(dim.get<int64_t>());
-        numel = shape.back() == 0 ? 0 : numel * static_cast<uint64_t>(shape.back());
-        if (numel > kMaxBytes) fail("tensor " + name + ": shape too large");
       }
       if (shape.size() > 16) fail("tensor " + name + ": more than 16 dimensions");
+      // The product, refused once past kMaxBytes (checked before each
+      // multiplication, so it never wraps); a 0 anywhere makes it 0.
+      uint64_t numel = std::find(shape.begin(), shape.end(), 0) != shape.end() ? 0 : 1;
+      for (const int64_t d : shape) {
+        if (numel == 0) break;
+        if (numel > kMaxBytes / static_cast<uint64_t>(d)) fail("tensor " + name + ": shape too large");
+        numel *= static_cast<uint64_t>(d);
+      }
       const uint64_t size = numel * c10::elementSize(type);
       const auto& off = t.at("offset");
       const auto& nb = t.at("bytes");

@@ -134,6 +134,33 @@ TEST_CASE("a damaged or foreign safetensors file is refused with one line naming
                   R"({"a": {"dtype": "F32", "shape": [1099511627776, 1099511627776], "data_offsets": [0, 8]}})", 8),
           "its 8 bytes do not hold shape");
   refused(RawFile("entry.safetensors", R"({"a": [1, 2]})", 0), "tensor 'a': expected {\"dtype\"");
+  // The ranges must tile the data: no overlap, no gap, nothing after.
+  const std::string two_f32 = R"("dtype": "F32", "shape": [2])";
+  refused(RawFile("overlap.safetensors",
+                  "{\"a\": {" + two_f32 + R"(, "data_offsets": [0, 8]}, "b": {)" + two_f32 +
+                      R"(, "data_offsets": [4, 12]}})",
+                  12),
+          "tensor 'b' starts at data byte 4, inside the tensor before it");
+  refused(RawFile("same.safetensors",
+                  "{\"a\": {" + two_f32 + R"(, "data_offsets": [0, 8]}, "b": {)" + two_f32 +
+                      R"(, "data_offsets": [0, 8]}})",
+                  8),
+          "starts at data byte 0, inside the tensor before it");
+  refused(RawFile("gap.safetensors", "{\"a\": {" + two_f32 + R"(, "data_offsets": [4, 12]}})", 12),
+          "tensor 'a' starts at data byte 4, past a gap");
+  refused(RawFile("trailing.safetensors", "{\"a\": {" + two_f32 + R"(, "data_offsets": [0, 8]}})", 9),
+          "the tensors' data ends at byte 8 of 9");
+  refused(RawFile("metadata.safetensors", R"({"__metadata__": [1, 2]})", 0), "__metadata__ must map names to strings");
+  refused(RawFile("metadata-int.safetensors", R"({"__metadata__": {"format": 1}})", 0), "__metadata__ must map");
+  refused(RawFile("nul.safetensors", std::string("{}\0\0", 4), 0), "the safetensors header holds a NUL byte");
+  // Padding with spaces, an empty tensor anywhere and string metadata are fine.
+  CHECK(WeightFiles::Open(RawFile("fine.safetensors",
+                                  R"({"__metadata__": {"format": "pt"}, "e": {"dtype": "F32", "shape": [0], )"
+                                  R"("data_offsets": [8, 8]}, "a": {)" +
+                                      two_f32 + R"(, "data_offsets": [0, 8]}}    )",
+                                  8))
+            .Tensors()
+            .size() == 2);
   // A dtype pplab does not widen is found by the check, and by the read.
   const std::string ints =
       RawFile("ints.safetensors", R"({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", 8);

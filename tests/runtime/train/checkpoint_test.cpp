@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -186,6 +187,30 @@ TEST_CASE("a damaged shard is refused by name, never read out of bounds", "[chec
     CHECK_THROWS_WITH(DecodeShard("s", std::vector<char>(good.begin(), good.begin() + cut), &id),
                       Catch::StartsWith("s: ") && Catch::Contains("not a valid pplab shard"));
   }
+}
+
+TEST_CASE("a shard whose shape's product passes 2^64 is refused, not wrapped to an empty tensor", "[checkpoint]") {
+  // A header of a 2^32 x 2^32 tensor of 0 bytes: the product wraps to 0 in
+  // 64 bits, which once matched its byte count and reached LibTorch.
+  const std::string text = json({{"run_id", "r"},
+                                 {"step", 1},
+                                 {"rank", 0},
+                                 {"identity", "x"},
+                                 {"tensors",
+                                  {{{"name", "zz"},
+                                    {"dtype", "float32"},
+                                    {"shape", {uint64_t{1} << 32, uint64_t{1} << 32}},
+                                    {"offset", 0},
+                                    {"bytes", 0}}}}})
+                               .dump();
+  std::vector<char> bytes = EncodeShard({"r", 1, 0, "x"}, {});
+  const uint64_t length = text.size();
+  bytes.resize(24);
+  std::memcpy(bytes.data() + 16, &length, 8);
+  bytes.insert(bytes.end(), text.begin(), text.end());
+  bytes.resize((bytes.size() + 63) / 64 * 64, 0);
+  ShardIdentity id;
+  CHECK_THROWS_WITH(DecodeShard("s", bytes, &id), Catch::StartsWith("s: tensor zz: shape too large"));
 }
 
 TEST_CASE("step directories without 'latest' are refused and a garbage 'latest' is one printable line",

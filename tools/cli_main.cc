@@ -58,6 +58,14 @@ void RefuseBadNumbers(CLI::App& app) {
 
 const std::string& ProgramName() { return StoredProgramName(); }
 
+std::string OneLineError(const std::string& what) {
+  std::string line = what.substr(0, what.find("\nException raised from "));
+  line = line.substr(0, line.find("\nframe #"));
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+
 int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
   // pplab-train and its workers learn the name from pplab (cmd_forward_train.cpp).
   if (const char* name = std::getenv(kProgramNameEnv); name != nullptr && *name != '\0') {
@@ -95,7 +103,7 @@ int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
     std::fprintf(stderr, "pplab: error: out of memory\n");
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "pplab: error: %s\n", e.what());
+    std::fprintf(stderr, "pplab: error: %s\n", OneLineError(e.what()).c_str());
     return 2;
   }
   // What the command printed must have reached its reader: a full disk, or

@@ -192,11 +192,17 @@ int RunGenerate(const GenerateOptions& o) {
   };
   for (int i = 0; i < o.max_new_tokens; ++i) {
     at::Tensor next = last_logits().to(torch::kFloat64).narrow(0, 0, tokenizer.VocabSize());  // (pieces)
+    if (!torch::isfinite(next).all().item<bool>()) {
+      throw Error("the model's logits for token " + std::to_string(i + 1) +
+                  " are not finite (NaN or infinite weights?): nothing to choose from");
+    }
     int32_t chosen;
     if (o.temperature <= 0) {
       chosen = static_cast<int32_t>(next.argmax().item<int64_t>());
     } else {
-      next = next / o.temperature;
+      // From the largest logit down, so that a tiny temperature gives 0 and
+      // -inf (the likeliest token) rather than inf - inf.
+      next = (next - next.max()) / o.temperature;
       if (o.top_k > 0 && o.top_k < next.size(0)) {
         const at::Tensor kth = std::get<0>(next.topk(o.top_k)).min();
         next = next.masked_fill(next < kth, -std::numeric_limits<double>::infinity());

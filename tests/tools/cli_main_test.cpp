@@ -1,5 +1,7 @@
 // The two executables: pplab runs the offline commands without LibTorch and
 // hands the LibTorch ones to pplab-train; both refuse non-finite numbers.
+#include "tools/cli_main.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -20,6 +22,17 @@ const char* const kOfflineCommands[] = {"schedules", "simulate", "compare", "swe
 std::string TempPath(const std::string& name) { return std::string(PPLAB_TEST_TMP_DIR) + "/" + name; }
 
 }  // namespace
+
+TEST_CASE("cli: an error is one line: LibTorch's backtrace is cut, other line breaks become spaces", "[cli]") {
+  CHECK(cli::OneLineError("[enforce fail at alloc_cpu.cpp:75] . DefaultCPUAllocator: can't allocate memory\n"
+                          "Exception raised from alloc_cpu at ../c10/core/impl/alloc_cpu.cpp:75 (most recent call "
+                          "first):\nframe #0: c10::ThrowEnforceNotMet(char const*, int)\nframe #1: ...") ==
+        "[enforce fail at alloc_cpu.cpp:75] . DefaultCPUAllocator: can't allocate memory");
+  CHECK(cli::OneLineError("probability tensor contains either `inf`, `nan` or element < 0\nframe #0: at::native::x") ==
+        "probability tensor contains either `inf`, `nan` or element < 0");
+  CHECK(cli::OneLineError("two\nlines\n") == "two lines");
+  CHECK(cli::OneLineError("one line") == "one line");
+}
 
 TEST_CASE("cli: every floating-point flag of every offline command refuses NaN and infinities by name", "[cli]") {
   int checked = 0;

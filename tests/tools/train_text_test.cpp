@@ -116,6 +116,10 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   CHECK(g1["continuation"] == g2["continuation"]);
   CHECK(g1["step"] == 4);
   CHECK(g1["new_tokens"].get<int>() <= 8);
+  // A temperature far below any logit gap samples the likeliest token too.
+  const auto cold = Json(Pplab("generate --checkpoint " + dir +
+                               " --prompt 'The pipeline' --max-new-tokens 8 --temperature 1e-310 --json"));
+  CHECK(cold["continuation"] == g1["continuation"]);
 
   // Another tokenizer is refused, by generate and by a resume.
   const std::string other_cache = Tmp("cache_other");

@@ -176,6 +176,10 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
 bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
   if (o.resume && o.overwrite)
     throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
+  if (o.checkpoint_dir.empty() && (o.resume || o.checkpoint_every > 0)) {
+    throw Error(std::string(o.resume ? "--resume continues from" : "--checkpoint-every writes into") +
+                " --checkpoint-dir, and this run has none (--out '' and no --checkpoint-dir): give one");
+  }
   std::vector<std::string> found;
   std::error_code ec;
   for (const std::string& path : RunFolderFiles(given, o)) {

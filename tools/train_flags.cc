@@ -88,13 +88,18 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
                  "gives its config.json, and text training its --tokenizer (default: the folder's). A --resume from a "
                  "checkpoint takes the "
                  "checkpoint's");
-  sub.add_option("--tokenizer", o.tokenizer,
-                 "a tokenizer to use instead of training one: a SentencePiece .model, or a byte-level BPE "
-                 "tokenizer.json (Llama 3, Qwen); with an --init-from folder, the folder's tokenizer.model, else its "
-                 "tokenizer.json")
-      ->excludes(synthetic);
+  CLI::Option* tokenizer =
+      sub.add_option(
+             "--tokenizer", o.tokenizer,
+             "a tokenizer to use instead of training one: a SentencePiece .model, or a byte-level BPE "
+             "tokenizer.json (Llama 3, Qwen); with an --init-from folder, the folder's tokenizer.model, else its "
+             "tokenizer.json")
+          ->excludes(synthetic);
+  // Text-only flags: refused with --synthetic rather than ignored.
   sub.add_option("--vocab-size", o.vocab_size, "pieces of the BPE tokenizer to train (default: the model's)")
-      ->check(CLI::Range(8, 1 << 20));
+      ->check(CLI::Range(8, 1 << 20))
+      ->excludes(synthetic)
+      ->excludes(tokenizer);
   CLI::Option* no_flat =
       sub.add_flag("--no-flat-params", o.no_flat_params,
                    "keep each parameter and gradient apart instead of in one flat buffer per stage (the step's "
@@ -112,12 +117,15 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
                  "inputs, and their B or I runs the forward again first: less memory for one more forward per "
                  "microbatch, with the same gradients")
       ->capture_default_str();
-  sub.add_flag("--packed", o.packed, "pack documents into full sequences instead of one padded document each");
+  sub.add_flag("--packed", o.packed, "pack documents into full sequences instead of one padded document each")
+      ->excludes(synthetic);
   sub.add_option("--val-fraction", o.val_fraction, "share of the documents held out for validation")
       ->check(CLI::Range(0.0, 0.5))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(synthetic);
   sub.add_option("--cache-dir", o.cache_dir,
-                 "where tokenizers and token caches are kept (default: " + DefaultCacheDir() + ")");
+                 "where tokenizers and token caches are kept (default: " + DefaultCacheDir() + ")")
+      ->excludes(synthetic);
   sub.add_option("--eval-every", o.eval_every, "steps between validation losses (0: none)")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();

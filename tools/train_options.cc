@@ -91,6 +91,12 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
 Schedule LoadPlan(const TrainOptions& o) {
   Schedule s;
   if (o.plan_file.empty()) {
+    if (FindGenerator(o.schedule).needs_costs) {
+      throw Error("-s " + o.schedule +
+                  ": its order is searched with a cost model, so train runs it from a file: write one with pplab "
+                  "export -s " +
+                  o.schedule + " (or pplab plan -o) and pass it as --plan");
+    }
     s = Lower(Generate(o.schedule, {o.ranks, o.microbatches, o.virtual_stages}));
   } else {
     s = LoadScheduleFile(o.plan_file);

@@ -191,7 +191,10 @@ TEST_CASE("bad options are refused with one line before any worker starts", "[tr
        {Case{"-k 4096", "fewer than the 4096 stages"}, Case{with_plan.c_str(), "--ranks 4 conflicts with --plan"},
         Case{"-k 2 --seq-len 100000", "--seq-len 100000 exceeds the model's max_position_embeddings"},
         Case{"-k 4 -m 4 --dp 1024 --batch-size 4096", "local worker processes on"},
-        Case{"-k 2 --resume --overwrite --checkpoint-dir x", "pick one"}}) {
+        Case{"-k 2 --resume --overwrite --checkpoint-dir x", "pick one"},
+        Case{"-k 2 -s zb-auto", "-s zb-auto: its order is searched with a cost model, so train runs it from a file"},
+        Case{"-k 2 --resume", "--resume continues from --checkpoint-dir, and this run has none"},
+        Case{"-k 2 --checkpoint-every 2", "--checkpoint-every writes into --checkpoint-dir, and this run has none"}}) {
     const auto start = std::chrono::steady_clock::now();
     const PplabRun r = Train(c.args);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -201,6 +204,14 @@ TEST_CASE("bad options are refused with one line before any worker starts", "[tr
     CHECK_THAT(r.out, Catch::StartsWith("pplab: error: ") && Catch::Contains(c.says));
     std::printf("refused before start in %.2f s: train %s\n", seconds, c.args);
     if (std::string(c.args) == "-k 4096") k4096 = seconds;
+  }
+  // Flags for text, with --synthetic: refused by the flag parser, not ignored.
+  for (const std::string flag : {"--packed", "--val-fraction 0.1", "--vocab-size 300", "--cache-dir x"}) {
+    const PplabRun r = Train("-k 1 " + flag);
+    INFO(flag << "\n" << r.out);
+    CHECK(r.code != 0);
+    CHECK(CountLines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains("--synthetic excludes " + flag.substr(0, flag.find(' '))));
   }
   // The refusal costs nothing beyond the start of pplab-train (loading
   // LibTorch), which a loaded machine can stretch past a second by itself;

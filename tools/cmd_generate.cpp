@@ -115,10 +115,12 @@ Loaded FromCheckpoint(const GenerateOptions& o) {
 Loaded FromWeights(const GenerateOptions& o) {
   // A model's folder usually holds its tokenizer too.
   const std::string tokenizer = o.tokenizer.empty() ? FolderTokenizer(o.init_from) : o.tokenizer;
-  if (o.model.empty() || tokenizer.empty()) {
+  if (o.model.empty()) {
+    throw Error("--init-from " + o.init_from + " needs the model's config as --model (a config.json, or the folder)");
+  }
+  if (tokenizer.empty()) {
     throw Error("--init-from " + o.init_from +
-                " needs the model's --model (its config.json) and --tokenizer (its folder has no tokenizer.model or "
-                "tokenizer.json)");
+                " needs the model's --tokenizer (its folder has no tokenizer.model or tokenizer.json)");
   }
   Loaded l;
   l.config = LoadLlamaConfig(o.model);

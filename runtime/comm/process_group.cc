@@ -80,7 +80,8 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
   const std::string where =
       "rank " + std::to_string(o.rank) + ": connecting to " + o.host + ":" + std::to_string(o.port);
   if (!o.store_file.empty()) {
-    Guard("rank " + std::to_string(o.rank) + ": joining the store " + o.store_file + " failed", [&] {
+    // The rank is not named: a worker's error line is "rank N: " + this.
+    Guard("joining the store " + o.store_file + " failed", [&] {
       auto store = c10::make_intrusive<c10d::FileStore>(o.store_file, o.world_size);
       store->setTimeout(o.timeout);
       handle->store = store;

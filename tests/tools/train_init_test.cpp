@@ -192,8 +192,7 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
 
   const PplabRun lonely = Pplab("generate --init-from " + file + " --prompt x");
   CHECK(lonely.code != 0);
-  CHECK_THAT(lonely.out, Catch::Contains("needs the model's --model (its config.json) and --tokenizer (its folder "
-                                         "has no tokenizer.model or tokenizer.json)"));
+  CHECK_THAT(lonely.out, Catch::Contains("needs the model's config as --model"));
   const PplabRun both = Pplab("generate --prompt x");
   CHECK(both.code != 0);
   CHECK_THAT(both.out, Catch::Contains("give --checkpoint, or --init-from with --model and --tokenizer"));

@@ -324,6 +324,13 @@ int RunTrain(const TrainOptions& given) {
   // outputs and the checkpoint to resume.
   LlamaConfig config = LoadLlamaConfig(o.model);
   CheckModelWeights(o, config);
+  if (!o.tokenizer.empty()) {
+    try {
+      OpenInputFile(o.tokenizer);
+    } catch (const Error& e) {
+      throw Error(std::string("--tokenizer: ") + e.what());
+    }
+  }
   // K against the model's layers before a plan of K ranks is generated.
   if (o.plan_file.empty() && o.ranks > config.num_hidden_layers) MakePartition(config, o.ranks, "uniform");
   const Schedule schedule = LoadPlan(o);

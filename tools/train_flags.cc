@@ -1,6 +1,7 @@
 #include "tools/train_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 
 #include "runtime/data/corpus.h"
 #include "tools/commands.h"
@@ -153,7 +154,14 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
   sub.add_option("--peak-tflops", o.peak_tflops,
                  "the device's peak TFLOP/s for model FLOPs utilisation (default: from the GPU's datasheet; none on "
                  "the CPU, so no MFU there)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(CLI::Range(0.0, 1e9))
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            return std::strtod(value.c_str(), nullptr) > 0
+                       ? std::string()
+                       : "must be above 0 (leave it out for the device's datasheet peak), got " + value;
+          },
+          "> 0"));
   sub.add_option("--trace", o.trace_path, "write the measured timeline of the last step (Chrome trace)");
   sub.add_option("--sim-trace", o.sim_trace_path,
                  "write the plan simulated with the compute costs measured in the last step, or with --sim-cost's "

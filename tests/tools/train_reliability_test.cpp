@@ -213,6 +213,9 @@ TEST_CASE("bad options are refused with one line before any worker starts", "[tr
     CHECK(CountLines(r.out) == 1);
     CHECK_THAT(r.out, Catch::Contains("--synthetic excludes " + flag.substr(0, flag.find(' '))));
   }
+  const PplabRun no_peak = Train("-k 1 --peak-tflops 0");  // 0 read as "not given" once
+  CHECK(no_peak.code != 0);
+  CHECK_THAT(no_peak.out, Catch::Contains("--peak-tflops: must be above 0"));
   // The refusal costs nothing beyond the start of pplab-train (loading
   // LibTorch), which a loaded machine can stretch past a second by itself;
   // `pplab` alone does not load LibTorch, so it is not the yardstick.

@@ -167,9 +167,11 @@ Planned ListSchedule(int K, int M, const std::vector<RankCosts>& costs, const Po
     } else {
       const TimeNs next = std::min(i_ready, f_ready);
       const bool input_to_come = mi < M || (mf < M && inflight[r] < policy.inflight[r]);
-      const TimeNs w_end = owed[r].empty() ? kUnknown : t + costs[r].w;
-      const auto fits = [&](Policy::GapRule gap) {
-        if (owed[r].empty()) return false;
+      const bool none_owed = owed[r].empty();
+      const TimeNs w_end = none_owed ? kUnknown : t + costs[r].w;
+      // (Captures no structured binding: C++17 lambdas may not.)
+      const auto fits = [none_owed, next, w_end, input_to_come](Policy::GapRule gap) {
+        if (none_owed) return false;
         if (gap == Policy::kKnownGap) return next == kUnknown || w_end <= next;
         if (gap == Policy::kStrictGap) return next == kUnknown ? !input_to_come : w_end <= next;
         return true;

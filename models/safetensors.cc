@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -141,19 +142,17 @@ std::map<std::string, SafetensorsTensor> ReadSafetensorsHeader(const std::string
   }
   // The tensors' ranges tile the data from its start to the file's end, as
   // Hugging Face's reader requires: no two share bytes, none is left over.
-  std::vector<std::pair<uint64_t, const std::string*>> starts;
-  for (const auto& [name, t] : out) starts.push_back({t.offset, &name});
-  std::sort(starts.begin(), starts.end(), [&out](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : out.at(*a.second).bytes < out.at(*b.second).bytes;
-  });
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> ranges;  // (offset, bytes, name)
+  for (const auto& [name, t] : out) ranges.emplace_back(t.offset, t.bytes, name);
+  std::sort(ranges.begin(), ranges.end());
   uint64_t at = data_start;
-  for (const auto& [offset, name] : starts) {
+  for (const auto& [offset, bytes, name] : ranges) {
     if (offset != at) {
-      fail("tensor '" + *name + "' starts at data byte " + std::to_string(offset - data_start) +
+      fail("tensor '" + name + "' starts at data byte " + std::to_string(offset - data_start) +
            (offset < at ? ", inside the tensor before it" : ", past a gap after the tensor before it") +
            " (data_offsets must tile the data)");
     }
-    at += out.at(*name).bytes;
+    at += bytes;
   }
   if (at != size) {
     fail("the tensors' data ends at byte " + std::to_string(at - data_start) + " of " + std::to_string(data_bytes) +

@@ -80,7 +80,17 @@ int64_t CheckPretrained(const WeightFiles& files, const LlamaConfig& c) {
     used.insert(hf);
     values += t.Elements();
   }
-  if (c.tie_word_embeddings) used.insert("lm_head.weight");  // a tied head kept in the file too is the same weight
+  // A tied head kept in the file too must be the embedding: the two copies
+  // the stages hold would otherwise start apart and stay apart.
+  if (const SafetensorsTensor* head = files.Find("lm_head.weight"); head && c.tie_word_embeddings) {
+    const std::string embedding = HuggingFaceName("embed_tokens.weight");
+    if (!SameValues("lm_head.weight", *head, embedding, *files.Find(embedding))) {
+      throw Error(head->file + ": tensor 'lm_head.weight' is not '" + embedding +
+                  "', but the config ties them (tie_word_embeddings): the model keeps its LM head apart; set "
+                  "tie_word_embeddings to false");
+    }
+    used.insert("lm_head.weight");
+  }
   for (const auto& [name, t] : files.Tensors()) {
     if (used.count(name) != 0 || EndsWith(name, ".rotary_emb.inv_freq")) continue;
     throw Error(t.file + ": tensor '" + name + "' is not a parameter of this model (" +

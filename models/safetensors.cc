@@ -250,29 +250,74 @@ uint16_t FloatToBfloat16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-void ReadAsFloat32(const std::string& name, const SafetensorsTensor& t, float* out) {
-  const int width = t.dtype == "F32" ? 4 : t.dtype == "BF16" || t.dtype == "F16" ? 2 : 0;
-  if (width == 0) {
-    throw Error(t.file + ": tensor '" + name + "' is " + t.dtype + "; pplab reads weights stored as F32, BF16 or F16");
-  }
-  std::ifstream in(t.file, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(t.offset));
-  const int64_t n = t.Elements();
-  if (width == 4) {
-    in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(n) * 4);
-  } else {
-    const bool bfloat = t.dtype == "BF16";  // else F16
-    std::vector<uint16_t> chunk(1 << 20);
-    for (int64_t done = 0; done < n && in;) {
-      const int64_t take = std::min<int64_t>(n - done, static_cast<int64_t>(chunk.size()));
-      if (!in.read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(take) * 2)) break;
-      for (int64_t i = 0; i < take; ++i) {
-        out[done + i] = bfloat ? Bfloat16ToFloat(chunk[i]) : HalfToFloat(chunk[i]);
-      }
-      done += take;
+namespace {
+
+// A tensor's values in order, widened to float, read a part at a time.
+class FloatReader {
+ public:
+  FloatReader(const std::string& name, const SafetensorsTensor& t)
+      : name_(name), t_(t), in_(t.file, std::ios::binary), left_(t.Elements()) {
+    width_ = t.dtype == "F32" ? 4 : t.dtype == "BF16" || t.dtype == "F16" ? 2 : 0;
+    if (width_ == 0) {
+      throw Error(t.file + ": tensor '" + name + "' is " + t.dtype +
+                  "; pplab reads weights stored as F32, BF16 or F16");
     }
+    in_.seekg(static_cast<std::streamoff>(t.offset));
   }
-  if (!in) throw Error(t.file + ": cannot read tensor '" + name + "' (the file is shorter than its header says)");
+
+  // The next min(n, what is left) values into `out`; how many.
+  int64_t Read(float* out, int64_t n) {
+    n = std::min(n, left_);
+    if (width_ == 4) {
+      in_.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(n) * 4);
+    } else {
+      const bool bfloat = t_.dtype == "BF16";  // else F16
+      halves_.resize(static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 20)));
+      for (int64_t done = 0; done < n && in_;) {
+        const int64_t take = std::min<int64_t>(n - done, static_cast<int64_t>(halves_.size()));
+        if (!in_.read(reinterpret_cast<char*>(halves_.data()), static_cast<std::streamsize>(take) * 2)) break;
+        for (int64_t i = 0; i < take; ++i) {
+          out[done + i] = bfloat ? Bfloat16ToFloat(halves_[i]) : HalfToFloat(halves_[i]);
+        }
+        done += take;
+      }
+    }
+    if (!in_) {
+      throw Error(t_.file + ": cannot read tensor '" + name_ + "' (the file is shorter than its header says)");
+    }
+    left_ -= n;
+    return n;
+  }
+
+ private:
+  const std::string& name_;
+  const SafetensorsTensor& t_;
+  std::ifstream in_;
+  int64_t left_;
+  int width_ = 0;
+  std::vector<uint16_t> halves_;
+};
+
+}  // namespace
+
+void ReadAsFloat32(const std::string& name, const SafetensorsTensor& t, float* out) {
+  FloatReader(name, t).Read(out, t.Elements());
+}
+
+bool SameValues(const std::string& a_name, const SafetensorsTensor& a, const std::string& b_name,
+                const SafetensorsTensor& b) {
+  if (a.shape != b.shape) return false;
+  FloatReader ra(a_name, a), rb(b_name, b);
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<float> va(static_cast<size_t>(std::min(a.Elements(), kChunk)));
+  std::vector<float> vb(va.size());
+  for (int64_t left = a.Elements(); left > 0;) {
+    const int64_t n = ra.Read(va.data(), kChunk);
+    rb.Read(vb.data(), kChunk);
+    if (std::memcmp(va.data(), vb.data(), static_cast<size_t>(n) * sizeof(float)) != 0) return false;
+    left -= n;
+  }
+  return true;
 }
 
 void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors, bool bf16,

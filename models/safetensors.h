@@ -56,6 +56,12 @@ std::map<std::string, SafetensorsTensor> ReadSafetensorsHeader(const std::string
 // another dtype, naming the tensor, or when the file is short.
 void ReadAsFloat32(const std::string& name, const SafetensorsTensor& t, float* out);
 
+// Whether `a` and `b` have one shape and the same values, read as
+// ReadAsFloat32 reads them (so an F32 tensor can equal a BF16 one), compared
+// bit for bit, a part at a time. The names are for ReadAsFloat32's errors.
+bool SameValues(const std::string& a_name, const SafetensorsTensor& a, const std::string& b_name,
+                const SafetensorsTensor& b);
+
 struct TensorToWrite {
   std::string name;
   std::vector<int64_t> shape;

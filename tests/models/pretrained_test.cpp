@@ -41,7 +41,9 @@ std::string RawFile(const std::string& name, const std::string& header, size_t d
 
 // Every parameter of `c`, as F32 (or BF16) tensors whose values are
 // value(parameter index, element index), in one file.
-std::string ModelFile(const std::string& name, const LlamaConfig& c, bool bf16 = false, const std::string& skip = "") {
+// `tied`: the LM head holds the embedding's values.
+std::string ModelFile(const std::string& name, const LlamaConfig& c, bool bf16 = false, const std::string& skip = "",
+                      bool tied = false) {
   std::vector<std::vector<float>> data;
   std::vector<TensorToWrite> tensors;
   const std::vector<ParameterShape> shapes = LlamaParameterShapes(c);
@@ -52,6 +54,7 @@ std::string ModelFile(const std::string& name, const LlamaConfig& c, bool bf16 =
     for (int64_t d : p.shape) n *= d;
     data.emplace_back(n);
     for (int64_t i = 0; i < n; ++i) data.back()[i] = 0.25f * static_cast<float>((i + data.size()) % 64) - 8;
+    if (tied && p.name == "lm_head.weight") data.back() = data.front();  // the embedding's values
     tensors.push_back({HuggingFaceName(p.name), p.shape, data.back().data()});
   }
   const std::string path = TmpPath(name);
@@ -110,6 +113,32 @@ TEST_CASE("safetensors files round-trip, F32 exactly and BF16 rounded", "[pretra
     CHECK(one == 42.0f);
     CHECK(files.Find("c") == nullptr);
   }
+}
+
+TEST_CASE("SameValues compares two tensors value by value, across dtypes and past the first part read",
+          "[pretrained]") {
+  // More than one part (2^20 values) of values bfloat16 holds exactly.
+  const int64_t n = (int64_t{1} << 20) + 5;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 200) - 100;
+  x.front() = 0.0f;
+  std::vector<float> last = x;
+  last.back() += 1;  // differs only in the second part
+  std::vector<float> first = x;
+  first.front() = -0.0f;  // 0 and -0 are equal numbers but other bits
+  const std::string f32 = TmpPath("same-f32.safetensors");
+  WriteSafetensors(
+      f32, {{"x", {n}, x.data()}, {"last", {n}, last.data()}, {"first", {n}, first.data()}, {"flat", {1, n}, x.data()}},
+      false);
+  const std::string bf16 = TmpPath("same-bf16.safetensors");
+  WriteSafetensors(bf16, {{"x", {n}, x.data()}}, true);
+  const WeightFiles a = WeightFiles::Open(f32), b = WeightFiles::Open(bf16);
+  CHECK(SameValues("x", *a.Find("x"), "x", *a.Find("x")));
+  CHECK(SameValues("x", *a.Find("x"), "x", *b.Find("x")));
+  CHECK_FALSE(SameValues("x", *a.Find("x"), "last", *a.Find("last")));
+  CHECK_FALSE(SameValues("last", *a.Find("last"), "x", *b.Find("x")));
+  CHECK_FALSE(SameValues("x", *a.Find("x"), "first", *a.Find("first")));
+  CHECK_FALSE(SameValues("x", *a.Find("x"), "flat", *a.Find("flat")));  // another shape
 }
 
 TEST_CASE("a damaged or foreign safetensors file is refused with one line naming the file and the tensor",
@@ -259,7 +288,12 @@ TEST_CASE("a model's files are checked against its config before anything runs",
   CHECK(CheckPretrained(WeightFiles::Open(headless), tied) == values);
   CHECK(PretrainedTensor(WeightFiles::Open(headless), tied, "lm_head.weight").offset ==
         WeightFiles::Open(headless).Find("model.embed_tokens.weight")->offset);
-  CHECK(CheckPretrained(WeightFiles::Open(good), tied) == values);  // a head kept anyway is read
+  // A head kept anyway must be the embedding, in any of the dtypes read.
+  CHECK(CheckPretrained(WeightFiles::Open(ModelFile("tied.safetensors", c, false, "", true)), tied) == values);
+  CHECK(CheckPretrained(WeightFiles::Open(ModelFile("tied-bf16.safetensors", c, true, "", true)), tied) == values);
+  CHECK_THROWS_WITH(CheckPretrained(WeightFiles::Open(good), tied),
+                    Catch::StartsWith(good + ": tensor 'lm_head.weight' is not 'model.embed_tokens.weight', but the "
+                                             "config ties them (tie_word_embeddings)"));
 
   // A rotary scaling pplab does not compute.
   LlamaConfig yarn = c;

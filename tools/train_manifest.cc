@@ -56,7 +56,8 @@ std::string LrChangeNote(const TrainOptions& o, const nlohmann::json& found, int
 }
 
 int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlohmann::json& must_match) {
-  const nlohmann::json found = nlohmann::json::parse(ReadManifest(latest));
+  // A truncated or missing shard is named here, before any worker starts.
+  const nlohmann::json found = nlohmann::json::parse(CheckShardSizes(latest));
   CheckResumable(o, must_match, found);
   const int step = found.at("step").get<int>();
   if (step > o.steps) {

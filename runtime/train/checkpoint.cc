@@ -198,15 +198,35 @@ std::string ReadManifest(const std::string& path) {
   return ParseManifest(ReadTextFile(manifest_path), manifest_path).dump();
 }
 
+namespace {
+
+void CheckShardSize(const std::string& file, uint64_t size, const json& entry) {
+  if (size != entry.at("bytes").get<uint64_t>()) {
+    throw Error(file + ": " + std::to_string(size) + " bytes, the manifest says " + entry.at("bytes").dump() +
+                " (partial or corrupted checkpoint)");
+  }
+}
+
+}  // namespace
+
+std::string CheckShardSizes(const std::string& path) {
+  const json manifest = json::parse(ReadManifest(path));
+  for (const auto& f : manifest.at("files")) {
+    const std::string file = (fs::path(path) / f.at("name").get<std::string>()).string();
+    struct stat st {};
+    if (stat(file.c_str(), &st) != 0) throw Error("cannot read " + file + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throw Error(file + ": not a regular file (corrupted checkpoint)");
+    CheckShardSize(file, static_cast<uint64_t>(st.st_size), f);
+  }
+  return manifest.dump();
+}
+
 std::string VerifyCheckpoint(const std::string& path) {
   const json manifest = json::parse(ReadManifest(path));
   for (const auto& f : manifest.at("files")) {
     const std::string file = (fs::path(path) / f.at("name").get<std::string>()).string();
     const std::vector<char> bytes = ReadBinaryFile(file);
-    if (bytes.size() != f.at("bytes").get<size_t>()) {
-      throw Error(file + ": " + std::to_string(bytes.size()) + " bytes, the manifest says " + f.at("bytes").dump() +
-                  " (partial or corrupted checkpoint)");
-    }
+    CheckShardSize(file, bytes.size(), f);
     if (Checksum(bytes) != f.at("fnv1a64").get<std::string>()) {
       throw Error(file + ": checksum mismatch (corrupted checkpoint)");
     }

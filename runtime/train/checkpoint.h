@@ -96,6 +96,12 @@ void RemoveCheckpoints(const std::string& dir);
 // names inside the checkpoint. Does not read the shards. Returns it as JSON text.
 std::string ReadManifest(const std::string& path);
 
+// ReadManifest, then every shard present with the recorded size, from the
+// file system (cheap: for the launcher, before the workers read them).
+// Throws pplab::Error naming the file that is missing or of another size.
+// Returns the manifest as JSON text.
+std::string CheckShardSizes(const std::string& path);
+
 // ReadManifest, then every shard present with the recorded size and
 // checksum. Throws pplab::Error naming the file that is missing or corrupted.
 std::string VerifyCheckpoint(const std::string& path);

@@ -101,9 +101,15 @@ TEST_CASE("a checkpoint loads into another plan and K and a corrupted one is ref
   const PplabRun other = Train("-k 1 -m 1 --resume --seed 99" + common);
   CHECK(other.code != 0);
   CHECK_THAT(other.out, Catch::Contains("--resume: the checkpoint in " + dir + " was taken with seed 1"));
-  // Flip one byte of a shard: the checksum names it.
+  // A shard cut short: the launcher names it, before any worker starts.
   const std::string shard = dir + "/step-000004/rank-0.shard";
   std::string bytes = ReadTextFile(shard);
+  WriteTextFile(shard, bytes.substr(0, bytes.size() - 1));
+  const PplabRun cut = Train("-k 1 -m 1 --resume" + common + " --steps 6");
+  CHECK(cut.code != 0);
+  CHECK(cut.out == "pplab: error: " + shard + ": " + std::to_string(bytes.size() - 1) + " bytes, the manifest says " +
+                       std::to_string(bytes.size()) + " (partial or corrupted checkpoint)\n");
+  // Flip one byte of a shard: the checksum names it.
   bytes[bytes.size() / 2] ^= 0x5a;
   WriteTextFile(shard, bytes);
   const PplabRun corrupted = Train("-k 1 -m 1 --resume" + common + " --steps 6");  // step 4 is the one to load

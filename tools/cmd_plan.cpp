@@ -45,6 +45,7 @@ int RunPlan(const PlanCmdOptions& o) {
   // Before the search, which may take seconds.
   std::vector<FlagPath> profiles;
   for (const std::string& cost : o.cost_files) profiles.push_back({"--cost", cost});
+  profiles.push_back(ModelInput(o.model));
   CheckOutputFiles(
       {{"--output", o.out_path}, {"--trace", o.trace_path}, {"--svg", o.svg_path}, {"--cost-out", o.cost_out_path}},
       profiles);

@@ -110,7 +110,7 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   }
   std::vector<FlagPath> outputs;
   for (const int mb : o.microbatch_sizes) outputs.push_back({"-o", OutputFor(o, mb)});
-  CheckOutputFiles(outputs, {{"--model", o.model}});
+  CheckOutputFiles(outputs, {ModelInput(o.model)});
 }
 
 int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {

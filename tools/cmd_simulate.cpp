@@ -40,8 +40,10 @@ nlohmann::json SamplesJson(const StepTimeSamples& s) {
 
 int RunSimulate(const SimulateOptions& o) {
   CheckAutoLimits(o.plan);
-  CheckOutputFiles({{"--trace", o.trace_path}, {"--svg", o.svg_path}},
-                   {{"--plan", o.plan.plan_file}, {"--cost", o.plan.cost_file}, {"--devices-from", o.devices_from}});
+  CheckOutputFiles({{"--trace", o.trace_path}, {"--svg", o.svg_path}}, {{"--plan", o.plan.plan_file},
+                                                                        {"--cost", o.plan.cost_file},
+                                                                        {"--devices-from", o.devices_from},
+                                                                        ModelInput(o.plan.model)});
   const Schedule schedule = BuildSchedule(o.plan);
   CostModel costs = BuildCostModel(o.plan, schedule);
   if (!o.devices_from.empty()) {

@@ -1,5 +1,7 @@
 #include "tools/output_files.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "schedules/error.h"
@@ -38,6 +40,35 @@ void CheckOutputFiles(const std::vector<FlagPath>& outputs, const std::vector<Fl
           (input ? " (the output would replace a file the command reads)" : " (one would write over the other)"));
     }
   }
+}
+
+namespace {
+
+bool IsFolder(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+std::string InFolder(const std::string& folder, const std::string& name) {
+  return folder + (folder.back() == '/' ? "" : "/") + name;
+}
+
+}  // namespace
+
+FlagPath ModelInput(const std::string& model) {
+  if (!model.empty() && IsFolder(model)) return {"--model", InFolder(model, "config.json")};
+  return {"--model", model};  // a preset's name names no file, and CheckOutputFiles skips it
+}
+
+std::vector<FlagPath> WeightInputs(const std::string& flag, const std::string& path) {
+  if (path.empty() || !IsFolder(path)) return {{flag, path}};
+  std::vector<FlagPath> inputs;
+  for (const std::string& name : ListDirectory(path)) {
+    if (EndsWith(name, ".safetensors") || name == "model.safetensors.index.json") {
+      inputs.push_back({flag, InFolder(path, name)});
+    }
+  }
+  return inputs;
 }
 
 }  // namespace pplab::cli

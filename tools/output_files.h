@@ -24,4 +24,12 @@ void CheckOutputFile(const std::string& flag, const std::string& path);
 // Throws pplab::Error naming both flags and the path.
 void CheckOutputFiles(const std::vector<FlagPath>& outputs, const std::vector<FlagPath>& inputs = {});
 
+// The file `--model` names: a config file, a model folder's config.json, or
+// "" for a preset (LoadLlamaConfig's rule, models/llama_config.h).
+FlagPath ModelInput(const std::string& model);
+
+// The files `flag` (--init-from) names: a .safetensors file, or a model
+// folder's .safetensors files and model.safetensors.index.json.
+std::vector<FlagPath> WeightInputs(const std::string& flag, const std::string& path);
+
 }  // namespace pplab::cli

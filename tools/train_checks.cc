@@ -204,8 +204,8 @@ void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o) {
 namespace {
 
 std::vector<FlagPath> InputsOf(const TrainOptions& o) {
-  std::vector<FlagPath> inputs = {
-      {"--plan", o.plan_file}, {"--model", o.model}, {"--tokenizer", o.tokenizer}, {"--init-from", o.init_from}};
+  std::vector<FlagPath> inputs = {{"--plan", o.plan_file}, ModelInput(o.model), {"--tokenizer", o.tokenizer}};
+  for (const FlagPath& weights : WeightInputs("--init-from", o.init_from)) inputs.push_back(weights);
   for (const std::string& data : o.data) inputs.push_back({"--data", data});
   return inputs;
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,59 @@ TEST_CASE("no offline command writes over a file it reads or over its other outp
   CHECK(ReadTextFile(trace) == trace_text);
   CHECK(ReadTextFile(plan) == plan_text);
   CHECK(ReadTextFile(cost) == cost_text);
+}
+
+TEST_CASE("no output replaces the --model config, given as a file or as its model's folder", "[output_files]") {
+  const std::string config_text = ReadTextFile(std::string(PPLAB_TEST_DATA_DIR) + "/models/llama3-8b-config.json");
+  const std::string file = TempPath("output-files-model.json");
+  const std::string folder = TempPath("output-files-model-dir");
+  REQUIRE(std::system(("mkdir -p " + folder).c_str()) == 0);
+  WriteTextFile(file, config_text);
+  WriteTextFile(folder + "/config.json", config_text);
+  CHECK(cli::ModelInput(folder).path == folder + "/config.json");
+  CHECK(cli::ModelInput(folder + "/").path == folder + "/config.json");
+  CHECK(cli::ModelInput(file).path == file);
+  CHECK(cli::ModelInput("tiny").path == "tiny");  // a preset: no file, skipped by CheckOutputFiles
+  const std::string cost = WriteProfiledCost("output-files-model-cost.json");
+  const std::string plan = "plan --ranks 2 --global-batch 2 --memory-per-rank 80GiB --seq-len 128 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {plan + "--model " + file + " -o " + file, "--output and --model both name " + file},
+      {plan + "--model " + folder + " -o " + folder + "/config.json", "--output and --model both name " + folder},
+      {plan + "--model " + file + " --trace " + file, "--trace and --model both name " + file},
+      {"simulate -k 2 -m 2 --cost " + cost + " --model " + folder + " --trace " + folder + "/config.json",
+       "--trace and --model both name " + folder},
+  };
+  for (const auto& [args, says] : cases) {
+    INFO(args);
+    const PplabRun r = Pplab(args);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::StartsWith("pplab: error: " + says));
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  }
+  CHECK(ReadTextFile(file) == config_text);
+  CHECK(ReadTextFile(folder + "/config.json") == config_text);
+}
+
+TEST_CASE("the files of --init-from are a .safetensors file, or a folder's weights and index", "[output_files]") {
+  const std::string folder = TempPath("output-files-weights");
+  REQUIRE(std::system(("rm -rf " + folder + " && mkdir -p " + folder).c_str()) == 0);
+  for (const char* name : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                           "model.safetensors.index.json", "config.json", "README.md"}) {
+    WriteTextFile(folder + "/" + name, "x");
+  }
+  std::vector<std::string> paths;
+  for (const cli::FlagPath& f : cli::WeightInputs("--init-from", folder)) {
+    CHECK(f.flag == "--init-from");
+    paths.push_back(f.path);
+  }
+  CHECK(paths == std::vector<std::string>{folder + "/model-00001-of-00002.safetensors",
+                                          folder + "/model-00002-of-00002.safetensors",
+                                          folder + "/model.safetensors.index.json"});
+  CHECK(cli::WeightInputs("--init-from", folder + "/model.safetensors").size() == 1);
+  CHECK(cli::WeightInputs("--init-from", "").size() == 1);  // no path: nothing to check
+  CHECK(ErrorOf({{"--metrics", folder + "/model.safetensors.index.json"}}, cli::WeightInputs("--init-from", folder)) ==
+        "--metrics and --init-from both name " + folder +
+            "/model.safetensors.index.json (the output would replace a file the command reads)");
 }
 
 TEST_CASE("an output that cannot be written stops simulate before it writes the other", "[output_files]") {

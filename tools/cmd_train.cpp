@@ -208,10 +208,18 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
       const int64_t n = text->dataset->NumValSamples();
       const int64_t batches = std::min<int64_t>(o.eval_batches, (n + G - 1) / G);
       std::vector<StepBatch> out;
+      // Each held-out window once: the last batch's rows past them repeat
+      // windows with no target learned, so they add nothing to the mean.
       for (int64_t b = 0; b < batches; ++b) {
-        out.push_back(to_device(
-            BatchFromRows([&](int64_t row, int32_t* ids) { text->dataset->ValSample((b * G + row) % n, ids); },
-                          o.batch_size, o.seq_len, M, replica, o.dp, pad, kNoLossBit)));
+        out.push_back(to_device(BatchFromRows(
+            [&](int64_t row, int32_t* ids) {
+              const int64_t window = b * G + row;
+              text->dataset->ValSample(window % n, ids);
+              if (window >= n) {
+                for (int i = 0; i <= o.seq_len; ++i) ids[i] |= kNoLossBit;
+              }
+            },
+            o.batch_size, o.seq_len, M, replica, o.dp, pad, kNoLossBit)));
       }
       return out;
     };

@@ -36,6 +36,7 @@ StepBatch Split(const at::Tensor& rows, const at::Tensor& targets_all, int seq_l
   }
   // A batch of nothing but padding has no loss to average; 1 keeps it finite.
   batch.loss_scale = counted > 0 ? 1.0 / counted : 1.0;
+  batch.learned_tokens = counted;
   return batch;
 }
 

@@ -310,20 +310,23 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
   eval_options.comm_timeout = options.comm_timeout;
   eval_options.host_watch = watch.get();
   Executor evaluator(eval_plan, rank, model.stages, transport, loss, eval_options);
-  // Mean validation loss over the eval batches, on every rank. Each batch's
-  // RunStep caches its weight casts under no_grad and drops them at its end,
-  // so none reaches a training step.
+  // Mean validation loss over the learned tokens of the eval batches, on
+  // every rank: each batch's mean weighted by its tokens, so the figure does
+  // not depend on how the windows fall into batches (-1: no token to
+  // predict). Each batch's RunStep caches its weight casts under no_grad and
+  // drops them at its end, so none reaches a training step.
   auto evaluate = [&](std::chrono::steady_clock::time_point origin) {
     torch::NoGradGuard no_grad;
     const std::vector<StepBatch> batches = options.eval_batches();
-    double sum = 0;
+    double sum = 0, tokens = 0;  // tokens: the same on every rank
     for (const StepBatch& b : batches) {
       const StepResult r = evaluator.RunStep(b.microbatches, b.loss_scale, origin);
-      for (const auto& [m, l] : r.losses) sum += l;
+      for (const auto& [m, l] : r.losses) sum += l * b.learned_tokens;
+      tokens += b.learned_tokens;
     }
     if (!share.counts) sum = 0;
     if (group != nullptr) sum = AllReduceSum(*group, sum, options.comm_timeout);
-    return batches.empty() ? -1.0 : sum / static_cast<double>(batches.size());
+    return tokens > 0 ? sum / tokens : -1.0;
   };
   const LrSchedule lr_schedule{options.lr, options.warmup_steps, options.steps};
 

@@ -22,6 +22,7 @@ class StepClock;
 struct StepBatch {
   std::vector<MicrobatchData> microbatches;  // all M of them
   double loss_scale = 1;                     // multiplies each microbatch loss (1 / tokens in the batch)
+  double learned_tokens = 0;                 // targets the loss counts, over all replicas (0: loss_scale is 1)
 };
 
 // What one step did, as every rank sees it after the step.

@@ -90,6 +90,25 @@ TEST_CASE("validation runs DualPipe's forwards, the overlapped ones too, and equ
         Approx(one["val_losses"][0]["loss"].get<double>()).epsilon(1e-5));
 }
 
+TEST_CASE("the validation loss is the mean over the held-out tokens, the same at any batch size", "[train][data]") {
+  // With --lr 0 the weights stay the seed's, so every run evaluates one
+  // model on all held-out windows (--eval-batches covers them at batch 1).
+  // Batches of padded windows hold different token counts, and 3 leaves a
+  // last batch part empty: a mean of batch means, or a window counted twice,
+  // moves the figure in the third decimal.
+  const std::string cache = Tmp("cache_val");
+  std::vector<double> val;
+  for (const int g : {1, 3, 8}) {
+    const auto r = Json(TrainText(cache, "-m 1 --batch-size " + std::to_string(g) +
+                                             " --lr 0 --steps 1 --seed 4 --eval-every 1 --eval-batches 100000 --json"));
+    REQUIRE(r["val_losses"].size() == 1);
+    val.push_back(r["val_losses"][0]["loss"].get<double>());
+  }
+  INFO(val[0] << " " << val[1] << " " << val[2]);
+  CHECK(val[1] == Approx(val[0]).epsilon(1e-6));
+  CHECK(val[2] == Approx(val[0]).epsilon(1e-6));
+}
+
 TEST_CASE("text training resumes at the recorded data position, and generate samples from it",
           "[train][data][checkpoint]") {
   const std::string cache = Tmp("cache_b"), dir = Tmp("ck");

@@ -1,10 +1,16 @@
 #include "runtime/data/corpus.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
 
 #include "runtime/data/fnv.h"
+#include "runtime/data/unicode.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -13,17 +19,12 @@ namespace fs = std::filesystem;
 namespace pplab {
 namespace {
 
-// Byte offset of the first invalid UTF-8 sequence, or npos.
+// Byte offset of the first invalid UTF-8 sequence, or npos. Well-formed as
+// Unicode defines it (DecodeUtf8At): no overlong form, no surrogate, nothing
+// above U+10FFFF.
 size_t InvalidUtf8At(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = s[i];
-    int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
-    if (extra < 0 || (extra > 0 && i + extra >= s.size())) return i;
-    for (int k = 1; k <= extra; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return i;
-    }
-    i += extra + 1;
+  for (size_t i = 0, length = 0; i < s.size(); i += length) {
+    if (DecodeUtf8At(s, i, length) >= kRawByteBase) return i;
   }
   return std::string::npos;
 }
@@ -162,6 +163,20 @@ std::string DefaultCorpusDir() { return "/usr/share/games/fortunes"; }
 Corpus ReadCorpus(const std::vector<std::string>& paths, const std::string& flag) {
   Corpus corpus;
   corpus.fingerprint = kPplabFingerprintBasis;
+  // Each file by its device and inode: read once, whatever names it.
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;
+  auto identity = [](const std::string& file) {
+    struct stat info {};
+    return stat(file.c_str(), &info) == 0 ? std::make_pair(info.st_dev, info.st_ino) : std::make_pair(dev_t{}, ino_t{});
+  };
+  auto add = [&](const std::string& file, const std::string& given) {
+    const auto [it, fresh] = seen.emplace(identity(file), file);
+    if (!fresh) {
+      throw Error(flag + " " + given + ": " + file + " is " + it->second +
+                  ", read already (a file given twice, or inside a folder also given): give each file once");
+    }
+    corpus.files.push_back(file);
+  };
   for (const std::string& path : paths) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
@@ -172,17 +187,18 @@ Corpus ReadCorpus(const std::vector<std::string>& paths, const std::string& flag
       } catch (const Error& e) {
         throw Error(flag + " " + path + ": " + e.what());
       }
-      for (const std::string& name : names) {
+      std::set<std::pair<dev_t, ino_t>> listed;
+      for (const std::string& name : names) {  // sorted: a file before its aliases (Debian's art.u8 -> art)
         const fs::path file = fs::path(path) / name;
         if (name[0] == '.' || file.extension() == ".dat") continue;
-        if (file.extension() == ".u8") continue;  // Debian's UTF-8 aliases of the same files
-        if (fs::is_regular_file(file, ec)) files.push_back(file.string());
+        if (!fs::is_regular_file(file, ec)) continue;
+        // A second name of a file listed already (a link) is that file.
+        if (listed.insert(identity(file.string())).second) files.push_back(file.string());
       }
-      std::sort(files.begin(), files.end());
       if (files.empty()) throw Error(flag + " " + path + ": the directory holds no text files");
-      corpus.files.insert(corpus.files.end(), files.begin(), files.end());
+      for (const std::string& file : files) add(file, path);
     } else if (fs::exists(path, ec)) {
-      corpus.files.push_back(path);
+      add(path, path);
     } else {
       throw Error(flag + " " + path + ": no such file or directory");
     }
@@ -205,7 +221,9 @@ Corpus ReadCorpus(const std::vector<std::string>& paths, const std::string& flag
   }
   if (!corpus.chats.empty()) corpus.chats.resize(corpus.documents.size());
   if (corpus.documents.empty()) {
-    throw Error("--data: no text in " + (corpus.files.size() == 1 ? corpus.files[0] : "the given files"));
+    std::string given;
+    for (const std::string& path : paths) given += (given.empty() ? "" : ", ") + path;
+    throw Error(flag + ": no text in " + given);
   }
   return corpus;
 }

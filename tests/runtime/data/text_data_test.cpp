@@ -79,6 +79,41 @@ TEST_CASE("bad text input names the file", "[data]") {
   CHECK_THROWS_WITH(ReadCorpus({dir + "/missing.txt"}), Catch::Contains("missing.txt: no such file"));
   CHECK_THROWS_WITH(ReadCorpus({dir + "/empty.txt"}), Catch::Contains("no text in " + dir + "/empty.txt"));
   CHECK_THROWS_WITH(ReadCorpus({dir + "/binary.txt"}), Catch::Contains("not UTF-8 text (invalid byte at offset 2)"));
+  // Sequences whose bits look right but that Unicode forbids: an overlong
+  // '/', a surrogate, a code point above U+10FFFF.
+  for (const std::string& bad : {std::string("ab\xC0\xAF"), std::string("ab\xED\xA0\x80"),
+                                 std::string("ab\xF4\x90\x80\x80"), std::string("ab\xE0\x80\xAF")}) {
+    WriteTextFile(dir + "/forbidden.txt", bad);
+    CHECK_THROWS_WITH(ReadCorpus({dir + "/forbidden.txt"}),
+                      Catch::EndsWith("forbidden.txt: not UTF-8 text (invalid byte at offset 2)"));
+  }
+  WriteTextFile(dir + "/fine.txt", "ab \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF");
+  CHECK(ReadCorpus({dir + "/fine.txt"}).documents.size() == 1);
+  WriteTextFile(dir + "/empty2.txt", "\n");
+  CHECK_THROWS_WITH(ReadCorpus({dir + "/empty.txt", dir + "/empty2.txt"}),
+                    "--data: no text in " + dir + "/empty.txt, " + dir + "/empty2.txt");
+}
+
+TEST_CASE("a file is read once: a folder's second name for it is skipped, and one given twice is refused", "[data]") {
+  const std::string dir = Tmp("twice");
+  WriteTextFile(dir + "/a.txt", "first\n\nsecond\n");
+  WriteTextFile(dir + "/b.txt", "third\n");
+  // Debian's fortunes keep a UTF-8 alias of each file (art.u8 -> art); a
+  // plain file named .u8 is text like any other.
+  REQUIRE(::symlink("a.txt", (dir + "/a.txt.u8").c_str()) == 0);
+  REQUIRE(::link((dir + "/b.txt").c_str(), (dir + "/c.txt").c_str()) == 0);
+  WriteTextFile(dir + "/notes.u8", "fourth\n");
+  const Corpus c = ReadCorpus({dir});
+  CHECK(c.files == std::vector<std::string>{dir + "/a.txt", dir + "/b.txt", dir + "/notes.u8"});
+  CHECK(c.documents == std::vector<std::string>{"first", "second", "third", "fourth"});
+  CHECK_THROWS_WITH(
+      ReadCorpus({dir + "/a.txt", dir + "/a.txt"}),
+      "--data " + dir + "/a.txt: " + dir + "/a.txt is " + dir +
+          "/a.txt, read already (a file given twice, or inside a folder also given): give each file once");
+  CHECK_THROWS_WITH(ReadCorpus({dir, dir + "/b.txt"}), Catch::StartsWith("--data " + dir + "/b.txt: " + dir +
+                                                                         "/b.txt is " + dir + "/b.txt, read already"));
+  CHECK_THROWS_WITH(ReadCorpus({dir + "/c.txt", dir}),
+                    Catch::StartsWith("--data " + dir + ": " + dir + "/b.txt is " + dir + "/c.txt, read already"));
 }
 
 TEST_CASE("a trained tokenizer round-trips text and has PAD 0, BOS 2, EOS 3", "[data]") {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -162,8 +163,12 @@ void WriteFile(const std::string& path, const std::function<void(std::ostream&)>
     return;
   }
   // A regular file: write a temporary beside it and rename, so a reader (or
-  // a crash) never sees half a file.
-  const std::string tmp = path + ".tmp";
+  // a crash) never sees half a file. The temporary's name is this write's
+  // own (process and count), so writers of one path never share one (ranks
+  // that build one token cache, two runs that share a cache folder): the
+  // last rename wins, and each rename moves a whole file.
+  static std::atomic<uint64_t> writes{0};
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(writes++);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error("cannot write " + path + " (through " + tmp + "): " + std::strerror(errno));

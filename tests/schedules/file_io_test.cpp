@@ -1,22 +1,38 @@
 #include "schedules/file_io.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "schedules/error.h"
 #include "schedules/schedule_io.h"
 
 namespace pplab::file_io_test {
+namespace {
+
+// Names in `path`'s folder that start with its name and ".tmp": the
+// temporaries WriteFile left.
+std::vector<std::string> Temporaries(const std::string& path) {
+  const std::string folder = path.substr(0, path.rfind('/')), name = path.substr(path.rfind('/') + 1);
+  std::vector<std::string> out;
+  for (const std::string& entry : ListDirectory(folder)) {
+    if (entry.rfind(name + ".tmp", 0) == 0) out.push_back(entry);
+  }
+  return out;
+}
+
+}  // namespace
 
 TEST_CASE("a written file reads back, and a leading byte-order mark is dropped", "[file_io]") {
   const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/round.txt";
   WriteTextFile(path, "\xEF\xBB\xBFhello\nworld\n");
   CHECK(ReadTextFile(path) == "hello\nworld\n");
-  struct stat st {};
-  CHECK(::stat((path + ".tmp").c_str(), &st) != 0);  // the temporary is gone
+  CHECK(Temporaries(path).empty());  // the temporary is gone
 }
 
 TEST_CASE("writing through a symlink or a device never replaces it", "[file_io]") {
@@ -46,10 +62,36 @@ TEST_CASE("WriteFile keeps the old file whole when its writer throws, and leaves
                               }),
                     "the writer failed");
   CHECK(ReadTextFile(path) == std::string("ab\0c", 4));
-  struct stat st {};
-  CHECK(::stat((path + ".tmp").c_str(), &st) != 0);
+  CHECK(Temporaries(path).empty());
   CHECK_THROWS_WITH(WriteTextFile("", "a"), Catch::Contains("no name"));
+  struct stat st {};
   CHECK(::stat(".tmp", &st) != 0);
+}
+
+TEST_CASE("two processes writing one file at once each replace it whole, and leave no temporary", "[file_io]") {
+  // As ranks that build one token cache do: before, both wrote one
+  // temporary, and one rename found it gone or half written.
+  const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/write_file_race.bin";
+  const std::string a(1 << 20, 'a'), b(1 << 20, 'b');
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  bool failed = false;
+  for (int i = 0; i < 40; ++i) {
+    try {
+      WriteTextFile(path, child == 0 ? a : b);
+    } catch (const Error&) {
+      failed = true;
+    }
+  }
+  if (child == 0) ::_exit(failed ? 1 : 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(failed);
+  const std::string got = ReadTextFile(path);
+  CHECK((got == a || got == b));
+  CHECK(Temporaries(path).empty());
 }
 
 TEST_CASE("EntryWithin names the entry of a folder a path is in, through links and before it exists", "[file_io]") {

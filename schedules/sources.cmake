@@ -11,6 +11,7 @@ set(PPLAB_SCHEDULES_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/interleaved_zero_bubble.cc
   ${CMAKE_CURRENT_LIST_DIR}/json_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/lowering.cc
+  ${CMAKE_CURRENT_LIST_DIR}/one_line.cc
   ${CMAKE_CURRENT_LIST_DIR}/schedule.cc
   ${CMAKE_CURRENT_LIST_DIR}/schedule_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/units.cc

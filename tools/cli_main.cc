@@ -11,6 +11,7 @@
 #include <new>
 
 #include "schedules/error.h"
+#include "schedules/one_line.h"
 
 namespace pplab::cli {
 namespace {
@@ -57,14 +58,6 @@ void RefuseBadNumbers(CLI::App& app) {
 }
 
 const std::string& ProgramName() { return StoredProgramName(); }
-
-std::string OneLineError(const std::string& what) {
-  std::string line = what.substr(0, what.find("\nException raised from "));
-  line = line.substr(0, line.find("\nframe #"));
-  std::replace(line.begin(), line.end(), '\n', ' ');
-  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
-  return line;
-}
 
 int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
   // pplab-train and its workers learn the name from pplab (cmd_forward_train.cpp).

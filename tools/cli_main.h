@@ -18,11 +18,6 @@ namespace pplab::cli {
 // integer as 2^64 - 1, so every command needs this; RunCli applies it once.
 void RefuseBadNumbers(CLI::App& app);
 
-// An exception's message as one line: LibTorch's (c10::Error) end in a
-// backtrace ("Exception raised from ...", "frame #0: ..."), which is cut;
-// other line breaks become spaces.
-std::string OneLineError(const std::string& what);
-
 // Parses and runs the chosen subcommand: refuses an unknown command with the
 // list of known ones, catches every error and prints it as one line
 // ("pplab: error: ..."), and returns the exit code (the subcommand's

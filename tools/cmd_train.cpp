@@ -323,7 +323,18 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
 
 int RunTrain(const TrainOptions& given) {
   const TrainOptions o = WithDefaults(given);
-  if (IsWorker()) return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
+  if (IsWorker()) {
+    // Started by torchrun or Slurm, no launcher checked the outputs: each
+    // rank does, alike, before the rendezvous (rank 0 writes nothing before
+    // it), so an earlier run is refused, or with --overwrite replaced, here.
+    if (std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
+      const bool replace_earlier = ClaimOutputs(given, o);
+      if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
+      CheckOutputs(o);
+      if (replace_earlier && std::string(std::getenv("RANK")) == "0") RemoveEarlierRun(given, o);
+    }
+    return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
+  }
   // Before the checks below start CUDA in this process, which trains a
   // one-rank run itself; printed after them.
   const std::vector<std::string> cuda_warnings = PrepareCudaEnvironment(o.device);

@@ -77,10 +77,9 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
   handle->backend = o.backend;
   handle->device = o.device;
   handle->timeout = o.timeout;
-  const std::string where =
-      "rank " + std::to_string(o.rank) + ": connecting to " + o.host + ":" + std::to_string(o.port);
+  // The rank is not named: a worker's error line is "rank N: " + this.
+  const std::string where = "connecting to " + o.host + ":" + std::to_string(o.port);
   if (!o.store_file.empty()) {
-    // The rank is not named: a worker's error line is "rank N: " + this.
     Guard("joining the store " + o.store_file + " failed", [&] {
       auto store = c10::make_intrusive<c10d::FileStore>(o.store_file, o.world_size);
       store->setTimeout(o.timeout);
@@ -95,7 +94,11 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
   // torch.distributed's own rendezvous does.
   const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   const bool use_agent_store = agent_store != nullptr && std::string(agent_store) == "True";
-  Guard(where + " failed", [&] {
+  // Only a worker started by torchrun, Slurm or a shell (RANK and WORLD_SIZE
+  // set) comes here; the line says so, for one that was not meant to be.
+  const std::string as = " (as rank " + std::to_string(o.rank) + " of WORLD_SIZE " + std::to_string(o.world_size) +
+                         ", from RANK and WORLD_SIZE in the environment)";
+  Guard(where + as + " failed", [&] {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(o.port);
     options.isServer = o.rank == 0 && !use_agent_store;

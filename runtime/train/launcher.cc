@@ -29,6 +29,7 @@
 #include "runtime/train/worker_failures.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
+#include "schedules/one_line.h"
 
 extern char** environ;
 
@@ -75,7 +76,7 @@ std::string NewRunId() {
 bool IsWorker() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
 
 void ReportWorkerError(int rank, const std::string& message) {
-  const std::string line = "rank " + std::to_string(rank) + ": " + message + "\n";
+  const std::string line = "rank " + std::to_string(rank) + ": " + OneLineError(message) + "\n";
   const char* fd_text = std::getenv("PPLAB_ERROR_FD");
   if (fd_text != nullptr) {
     // One write of a short line into a pipe is atomic; the launcher prints it.
@@ -90,7 +91,12 @@ int RunAsWorker(const std::function<int(RankId rank, int world)>& body) {
   int rank = 0;
   try {
     rank = EnvInt("RANK", 0);
-    return body(rank, EnvInt("WORLD_SIZE", 1));
+    const int world = EnvInt("WORLD_SIZE", 1);
+    if (rank < 0 || rank >= world || world < 1) {
+      throw Error("RANK " + std::to_string(rank) + " is not a rank of WORLD_SIZE " + std::to_string(world) +
+                  " (this process is a worker because both are set in the environment)");
+    }
+    return body(rank, world);
   } catch (const std::exception& e) {
     ReportWorkerError(rank, e.what());
     std::_Exit(2);

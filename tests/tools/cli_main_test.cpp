@@ -11,6 +11,7 @@
 #include <string>
 
 #include "schedules/file_io.h"
+#include "schedules/one_line.h"
 #include "tests/run_pplab.h"
 
 namespace pplab::cli_main_test {
@@ -24,14 +25,14 @@ std::string TempPath(const std::string& name) { return std::string(PPLAB_TEST_TM
 }  // namespace
 
 TEST_CASE("cli: an error is one line: LibTorch's backtrace is cut, other line breaks become spaces", "[cli]") {
-  CHECK(cli::OneLineError("[enforce fail at alloc_cpu.cpp:75] . DefaultCPUAllocator: can't allocate memory\n"
-                          "Exception raised from alloc_cpu at ../c10/core/impl/alloc_cpu.cpp:75 (most recent call "
-                          "first):\nframe #0: c10::ThrowEnforceNotMet(char const*, int)\nframe #1: ...") ==
+  CHECK(OneLineError("[enforce fail at alloc_cpu.cpp:75] . DefaultCPUAllocator: can't allocate memory\n"
+                     "Exception raised from alloc_cpu at ../c10/core/impl/alloc_cpu.cpp:75 (most recent call "
+                     "first):\nframe #0: c10::ThrowEnforceNotMet(char const*, int)\nframe #1: ...") ==
         "[enforce fail at alloc_cpu.cpp:75] . DefaultCPUAllocator: can't allocate memory");
-  CHECK(cli::OneLineError("probability tensor contains either `inf`, `nan` or element < 0\nframe #0: at::native::x") ==
+  CHECK(OneLineError("probability tensor contains either `inf`, `nan` or element < 0\nframe #0: at::native::x") ==
         "probability tensor contains either `inf`, `nan` or element < 0");
-  CHECK(cli::OneLineError("two\nlines\n") == "two lines");
-  CHECK(cli::OneLineError("one line") == "one line");
+  CHECK(OneLineError("two\nlines\n") == "two lines");
+  CHECK(OneLineError("one line") == "one line");
 }
 
 TEST_CASE("cli: every floating-point flag of every offline command refuses NaN and infinities by name", "[cli]") {

@@ -358,6 +358,53 @@ TEST_CASE("a worker of another run is refused when it joins", "[train][reliabili
   CHECK_THAT(out, !Catch::Contains("rc=0"));
 }
 
+TEST_CASE("under torchrun too, an earlier run in --out is refused before the rendezvous, or replaced with --overwrite",
+          "[train][reliability]") {
+  const std::string out = Tmp("torchrun_outputs");
+  const std::string run = std::string(PPLAB_BINARY) +
+                          " train --synthetic -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 --comm-timeout 10 "
+                          "--out " +
+                          out;
+  REQUIRE(Pplab(run.substr(run.find(' ') + 1) + " --steps 4").code == 0);
+  REQUIRE(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});
+  // Both ranks refuse at once, each with the launcher's line: no store is
+  // reached, so no port is needed.
+  const std::string refused =
+      ShellStdout("(WORLD_SIZE=2 RANK=0 " + run + " --steps 2 2>&1; echo rc=$?) & (WORLD_SIZE=2 RANK=1 " + run +
+                  " --steps 2 2>&1; echo rc=$?); wait");
+  INFO(refused);
+  const std::string line = "pplab: error: --out " + out + " already holds a run (";
+  CHECK(refused.find(line) != refused.rfind(line));  // twice
+  CHECK(std::count(refused.begin(), refused.end(), '\n') == 4);
+  CHECK_THAT(refused, Catch::Contains("rc=2"));
+  CHECK_THAT(refused, !Catch::Contains("rc=0"));
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});  // untouched
+  // --overwrite: rank 0 removes the earlier run; the new one's 2 steps alone.
+  int port = 0;
+  {
+    const BoundPort free_port(false);
+    port = free_port.port;
+  }
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
+  const std::string replaced =
+      ShellStdout("(" + env + "RANK=0 " + run + " --steps 2 --overwrite 2>&1; echo rc=$?) & (" + env + "RANK=1 " + run +
+                  " --steps 2 --overwrite 2>&1; echo rc=$?); wait");
+  INFO(replaced);
+  CHECK_THAT(replaced, !Catch::Contains("rc=2"));
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2});
+}
+
+TEST_CASE("a RANK outside WORLD_SIZE is one line naming both", "[train][reliability]") {
+  for (const char* env : {"RANK=1 WORLD_SIZE=1 ", "RANK=-1 WORLD_SIZE=2 ", "RANK=0 WORLD_SIZE=0 "}) {
+    const PplabRun r = Pplab("train --synthetic --out '' -q --model tiny -k 1 --steps 1", env);
+    INFO(env << r.out);
+    CHECK(r.code == 2);
+    CHECK(CountLines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains("is not a rank of WORLD_SIZE") &&
+                          Catch::Contains("(this process is a worker because both are set in the environment)"));
+  }
+}
+
 TEST_CASE("a busy MASTER_PORT is one line", "[train][reliability]") {
   const BoundPort busy(true);
   const PplabRun r = Pplab("train --synthetic --out '' -q --model tiny -k 2 --steps 1",

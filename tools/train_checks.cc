@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -228,13 +229,24 @@ void CheckOverwriteKeepsInputs(const TrainOptions& given, const TrainOptions& o)
 void CheckOutputs(const TrainOptions& o) {
   const std::pair<const char*, std::string> folders[] = {
       {"--out", o.out_dir}, {"--checkpoint-dir", o.checkpoint_dir}, {"--dump-grads", o.dump_grads_dir}};
-  // Text folders are read whole: the run's own files must not land in one
-  // (checked before the folders are made).
+  const std::vector<FlagPath> outputs = {
+      {"--metrics", o.metrics_path},
+      {"--trace", o.trace_path},
+      {"--sim-trace", o.sim_trace_path},
+      {"--out", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}};
+  // Text folders are read whole: the run's own files (its folders, the
+  // token cache and tokenizer, each output file) must not land in one, where
+  // the next run would read them as text (checked before the folders are made).
+  // (An output file that is a data file is CheckOutputFiles's: an input.)
+  std::vector<std::tuple<std::string, std::string, bool>> written;  // flag, path, a folder
+  for (const auto& [flag, dir] : folders) written.emplace_back(flag, dir, true);
+  if (!o.synthetic) written.emplace_back("--cache-dir", o.cache_dir, true);
+  for (const FlagPath& out : outputs) written.emplace_back(out.flag, out.path, false);
   for (const std::string& data : o.data) {
-    for (const auto& [flag, dir] : folders) {
-      if (dir.empty()) continue;
-      if (ResolvedPath(dir) == ResolvedPath(data) || !EntryWithin(data, dir).empty()) {
-        throw Error("--data " + data + " holds " + flag + " " + dir +
+    for (const auto& [flag, path, folder] : written) {
+      if (path.empty()) continue;
+      if ((folder && ResolvedPath(path) == ResolvedPath(data)) || !EntryWithin(data, path).empty()) {
+        throw Error("--data " + data + " holds " + flag + " " + path +
                     ": the run's files would be read as text; put them elsewhere");
       }
     }
@@ -247,11 +259,6 @@ void CheckOutputs(const TrainOptions& o) {
       throw Error(std::string(flag) + " " + dir + ": cannot create: " + (ec ? ec.message() : "not a directory"));
     }
   }
-  const std::vector<FlagPath> outputs = {
-      {"--metrics", o.metrics_path},
-      {"--trace", o.trace_path},
-      {"--sim-trace", o.sim_trace_path},
-      {"--out", o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "timeline.svg").string()}};
   CheckOutputFiles(outputs, InputsOf(o));
   // The checkpoints' own names in their folder are theirs alone.
   for (const FlagPath& out : outputs) {

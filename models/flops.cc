@@ -23,6 +23,15 @@ double HeadTrainingFlops(const LlamaConfig& c, int64_t seq_len) {
   return 6.0 * static_cast<double>(c.vocab_size) * c.hidden_size * static_cast<double>(seq_len);
 }
 
+double LayerForwardFlops(const LlamaConfig& c, int64_t seq_len) {
+  const double L = static_cast<double>(seq_len);
+  return 2.0 * L * static_cast<double>(DecoderLayerParams(c)) + 4.0 * L * L * static_cast<double>(c.QDim());
+}
+
+double HeadForwardFlops(const LlamaConfig& c, int64_t seq_len) {
+  return 2.0 * static_cast<double>(c.vocab_size) * c.hidden_size * static_cast<double>(seq_len);
+}
+
 double StageTrainingFlops(const LlamaConfig& c, const Partition& partition, int stage, int64_t seq_len) {
   const double layers = partition.End(stage) - partition.Begin(stage);
   const bool last = stage == partition.NumStages() - 1;

@@ -35,6 +35,15 @@ int64_t StageMatmulWeights(const LlamaConfig& config, const Partition& partition
 double LayerTrainingFlops(const LlamaConfig& config, int64_t seq_len);
 double HeadTrainingFlops(const LlamaConfig& config, int64_t seq_len);
 
+// Forward FLOPs of one decoder layer, and of the LM head, on one sequence of
+// `seq_len` tokens as the runtime computes them (not the convention above):
+// each layer parameter 2 FLOPs a token (DecoderLayerParams: norms and biases
+// too), and attention's QK^T and PV 2 x seq_len^2 x q each, the full square
+// (the kernels given a mask compute the masked half too). What plan's
+// analytic times and the `compute` partition weigh.
+double LayerForwardFlops(const LlamaConfig& config, int64_t seq_len);
+double HeadForwardFlops(const LlamaConfig& config, int64_t seq_len);
+
 // FLOPs of one training step (forward + backward) of stage `stage` on one
 // sequence of `seq_len` tokens.
 double StageTrainingFlops(const LlamaConfig& config, const Partition& partition, int stage, int64_t seq_len);

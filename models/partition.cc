@@ -98,7 +98,8 @@ Partition PartitionByCompute(const LlamaConfig& config, const std::vector<RankId
     throw Error("partition compute: " + std::to_string(max_layers.size()) + " layer limits for " + std::to_string(K) +
                 " ranks");
   }
-  const double layer = LayerTrainingFlops(config, seq_len), head = HeadTrainingFlops(config, seq_len);
+  // As plan's analytic times weigh them (backward a fixed multiple of forward).
+  const double layer = LayerForwardFlops(config, seq_len), head = HeadForwardFlops(config, seq_len);
   // Whole layers to the least loaded that may take one (below its limit,
   // when there are limits): ranks first, then each rank's stages.
   const auto deal = [layer](std::vector<double>& load, std::vector<int>& count, int layers,

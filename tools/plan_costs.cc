@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "models/flops.h"
 #include "models/tensor_parallel.h"
 #include "schedules/error.h"
 
@@ -15,16 +16,6 @@ namespace {
 
 constexpr ActionKind kFitKinds[4] = {ActionKind::kForward, ActionKind::kBackward, ActionKind::kBackwardInput,
                                      ActionKind::kBackwardWeight};
-
-// Per decoder layer and microbatch of T = mb * seq_len tokens: the matmuls
-// do 2 FLOPs per parameter per token, and attention's QK^T and AV each
-// 2 * seq_len^2 * q per sequence (q = heads x head_dim; the full square, no
-// causal saving).
-double LayerFlops(const LlamaConfig& c, int mb, int seq_len) {
-  const double T = static_cast<double>(mb) * seq_len;
-  return 2.0 * T * static_cast<double>(DecoderLayerParams(c)) +
-         4.0 * mb * static_cast<double>(seq_len) * seq_len * static_cast<double>(c.QDim());
-}
 
 // Least-squares slope through the origin of y against x.
 double Slope(const std::vector<double>& x, const std::vector<double>& y) {
@@ -88,8 +79,9 @@ std::pair<double, double> TwoScales(const std::vector<double>& x, const std::vec
 }  // namespace
 
 double StageForwardFlops(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len) {
-  double flops = (p.End(stage) - p.Begin(stage)) * LayerFlops(c, mb, seq_len);  // the embedding is a lookup: ~0
-  if (stage == p.NumStages() - 1) flops += 2.0 * c.vocab_size * c.hidden_size * static_cast<double>(mb) * seq_len;
+  // Per microbatch of mb sequences (models/flops.h); the embedding is a lookup: ~0.
+  double flops = (p.End(stage) - p.Begin(stage)) * mb * LayerForwardFlops(c, seq_len);
+  if (stage == p.NumStages() - 1) flops += mb * HeadForwardFlops(c, seq_len);
   return flops;
 }
 

@@ -120,14 +120,15 @@ TEST_CASE("explicit partitions are checked against the model", "[partition]") {
 }
 
 TEST_CASE("compute evens out the ranks' FLOPs for the placement, the LM head on its rank", "[partition]") {
-  // A config whose LM head costs exactly 2.5 layers at T = 1 (attention is
-  // 6 q T (T+1) = 12 q per layer): layer = 6 W + 12 q, head = 6 V h.
+  // A config whose LM head costs exactly 2.5 layers at T = 1, in the
+  // forward FLOPs plan's times use (attention 4 q T^2 = 4 q per layer):
+  // layer = 2 P + 4 q, head = 2 V h.
   LlamaConfig c = LlamaPreset("tiny");  // hidden 32, q = 32, kv = 16, intermediate 64
   c.num_hidden_layers = 12;
-  const double layer = LayerTrainingFlops(c, 1);
-  CHECK(layer == 6.0 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64) + 12.0 * 32);  // 6 W + 12 q
-  c.vocab_size = static_cast<int>(2.5 * layer / (6.0 * 32));
-  REQUIRE(HeadTrainingFlops(c, 1) == 2.5 * layer);
+  const double layer = LayerForwardFlops(c, 1);
+  CHECK(layer == 2.0 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64 + 2 * 32) + 4.0 * 32);  // 2 P + 4 q
+  c.vocab_size = static_cast<int>(2.5 * layer / (2.0 * 32));
+  REQUIRE(HeadForwardFlops(c, 1) == 2.5 * layer);
   // One stage a rank, 4 ranks: the head's rank takes 1 layer (3.5) and the
   // other 11 go 4, 4, 3 to the least loaded (lowest rank on a tie).
   CHECK(PartitionByCompute(c, {0, 1, 2, 3}, 1).ToString() == "4,4,3,1");
@@ -143,7 +144,7 @@ TEST_CASE("compute evens out the ranks' FLOPs for the placement, the LM head on 
     const std::vector<double> f = RankTrainingFlops(c, p, v, 3, 1, 1);
     return *std::max_element(f.begin(), f.end());
   };
-  CHECK(largest_rank(PartitionByCompute(c, v, 1)) == 5 * layer);
+  CHECK(largest_rank(PartitionByCompute(c, v, 1)) == 5 * LayerTrainingFlops(c, 1));  // rank 0: 2 + 2.52
   CHECK(largest_rank(PartitionByCompute(c, v, 1)) < largest_rank(PartitionByParameters(c, 6)));
   // Looped (interleaved) stages add up on their rank the same way: rank 0
   // (stages 0, 2) takes 7 layers, rank 1 5 and the head (7 against 7.5),
@@ -156,6 +157,15 @@ TEST_CASE("compute evens out the ranks' FLOPs for the placement, the LM head on 
   CHECK_THROWS_WITH(PartitionByCompute(c, {0, 1, 2, 3}, 1, {3, 3, 3, 2}), Catch::Contains("fewer layers than"));
   CHECK_THROWS_WITH(PartitionByCompute(c, {0, 1, 0, 1}, 1, {1, 12}), Catch::Contains("rank 0 holds 2 stages"));
   CHECK_THROWS_WITH(PartitionByCompute(c, {0, 1}, 1, {12}), Catch::Contains("1 layer limits for 2 ranks"));
+  // At a length where attention outweighs the rest, the weights are the
+  // full square plan's times count, not MFU's causal half: the small preset
+  // at 512 tokens on 4 ranks, whose head is 0.82 of a layer in forward
+  // FLOPs (1.03 in MFU's), balances at 2,2,2,2 (3,2,2,1 was 7 % slower in
+  // plan's own times).
+  const LlamaConfig small = LlamaPreset("small");
+  CHECK(HeadForwardFlops(small, 512) / LayerForwardFlops(small, 512) == Approx(0.82).margin(0.01));
+  CHECK(HeadTrainingFlops(small, 512) / LayerTrainingFlops(small, 512) > 1);
+  CHECK(PartitionByCompute(small, {0, 1, 2, 3}, 512).ToString() == "2,2,2,2");
   // MakePartition takes it only with a placement of its stages and a length.
   CHECK(MakePartition(c, 4, "compute", {{0, 1, 2, 3}, 1}).ToString() == "4,4,3,1");
   CHECK_THROWS_WITH(MakePartition(c, 4, "compute"), Catch::Contains("needs the plan's placement"));

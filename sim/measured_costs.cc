@@ -27,6 +27,43 @@ double LateGapMs(const std::vector<TimeNs>& gaps_ns) {
   return std::max(kMinLateGapMs, 3 * NsToMs(sorted[sorted.size() / 2]));
 }
 
+namespace {
+
+// The time in [from, to) during which `rank`'s device was full with other
+// ranks' compute (at least its slots of them at once), from `computes` (each
+// rank's compute events); 0 where the rank has a device of its own, or the
+// trace is measured.
+TimeNs DeviceFullTime(const Timeline& timeline, const std::vector<std::vector<const TimelineEvent*>>& computes,
+                      RankId rank, TimeNs from, TimeNs to) {
+  // A measured trace's times hold the sharing: its ranks' actions ran
+  // time-sliced, each stretched by the others' (docs/fidelity.md).
+  if (timeline.source == "measured" || timeline.devices.size() != static_cast<size_t>(timeline.ranks) || to <= from) {
+    return 0;
+  }
+  const int device = timeline.devices[rank];
+  const int slots = device < static_cast<int>(timeline.device_slots.size()) ? timeline.device_slots[device] : 1;
+  std::vector<std::pair<TimeNs, int>> edges;  // (time, +1 at a start, -1 at an end)
+  for (RankId other = 0; other < timeline.ranks; ++other) {
+    if (other == rank || timeline.devices[other] != device) continue;
+    for (const TimelineEvent* e : computes[other]) {
+      const TimeNs a = std::max(from, e->start), b = std::min(to, e->end);
+      if (a >= b) continue;
+      edges.emplace_back(a, 1);
+      edges.emplace_back(b, -1);
+    }
+  }
+  std::sort(edges.begin(), edges.end());
+  TimeNs full = 0;
+  int running = 0;
+  for (size_t i = 0; i < edges.size(); ++i) {
+    running += edges[i].second;
+    if (running >= slots && i + 1 < edges.size()) full += edges[i + 1].first - edges[i].first;
+  }
+  return full;
+}
+
+}  // namespace
+
 std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
   // Each message: its SEND's start and rank.
   std::map<MessageKey, std::pair<TimeNs, RankId>> sent;
@@ -38,10 +75,12 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
   for (const TimelineEvent& e : timeline.events) {
     if (IsCompute(e.action.kind) && e.rank >= 0 && e.rank < timeline.ranks) computes[e.rank].push_back(&e);
   }
-  std::vector<WaitedMessage> waited;
   for (auto& rank : computes) {
     std::stable_sort(rank.begin(), rank.end(),
                      [](const TimelineEvent* a, const TimelineEvent* b) { return a->start < b->start; });
+  }
+  std::vector<WaitedMessage> waited;
+  for (const auto& rank : computes) {
     std::vector<TimeNs> gaps;
     for (size_t i = 1; i < rank.size(); ++i) gaps.push_back(rank[i]->start - rank[i - 1]->end);
     const double late_gap = LateGapMs(gaps);
@@ -70,6 +109,10 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
         w.seen =
             NsToMs(e.start - rank[i - 1]->end) > late_gap ? WaitedMessage::Seen::kLate : WaitedMessage::Seen::kEarly;
       }
+      // An action that started as its device came free (full with other
+      // ranks' work up to its start) waited for the device: its message had
+      // come by then, so its time is a bound.
+      if (DeviceFullTime(timeline, computes, e.rank, e.start - 1, e.start) > 0) w.seen = WaitedMessage::Seen::kEarly;
       waited.push_back(w);
     }
   }
@@ -168,9 +211,16 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
   if (!timeline.recompute.empty()) meta["recomputed"] = timeline.recompute;
   nlohmann::json cost = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"meta", meta}};
   if (!step.empty()) cost["step"] = step;
+  // A simulated trace's shared devices, so that the file queues for them as
+  // the trace did (its messages' times above leave that out). A measured
+  // trace's times already hold the sharing, and it queues for nothing.
+  if (timeline.source != "measured") {
+    if (!timeline.devices.empty()) cost["devices"] = timeline.devices;
+    if (!timeline.device_slots.empty()) cost["device_slots"] = timeline.device_slots;
+  }
   // The messages as the run's receivers saw them, latency and all (the
-  // file gives no bytes, so no bandwidth term adds to it). On two ranks
-  // sharing one GPU that is mostly the other rank's time slices.
+  // file gives no bytes, so no bandwidth term adds to it), less the time
+  // their device was full with other ranks' work.
   const std::vector<WaitedMessage> messages = WaitedMessages(timeline);
   if (const std::optional<double> median = CensoredMedian(messages)) {
     cost["link"] = {{"latency_ms", std::max(0.0, *median)}};

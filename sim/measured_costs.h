@@ -30,6 +30,11 @@ std::map<std::pair<StageId, ActionKind>, double> MeanComputeMs(const Timeline& t
 //   (LateGapMs): it waited for the message's end;
 // - kEarly: sent while the rank worked and there when it was needed: it
 //   took at most `ms` (a left-censored time).
+// Where the receiver shares its device (Timeline::devices) in a trace that
+// is not measured, an action that started as the device came free (full
+// with other ranks' compute, as many as its slots, up to its start) waited
+// for the device: its message counts as kEarly, a bound. (A measured
+// trace's times hold the sharing: docs/fidelity.md.)
 // Counting only the late ones beside the idle ones would count the slow
 // messages alone (the fast ones hide behind the work); CensoredMedian
 // weighs the early ones' bounds in. An action that takes two messages (an

@@ -65,16 +65,21 @@ std::pair<double, double> NonNegativeFit(const std::vector<double>& x, const std
 // Least squares of y against a x + b z (no intercept) for two parts of
 // one byte count, each scaled by its own factor; where the points cannot
 // tell the parts apart (one point, or x and z proportional) or a factor
-// comes out negative, one factor for both, fitted to x + z.
+// comes out negative, one factor for both, fitted to x + z (at least 0).
 std::pair<double, double> TwoScales(const std::vector<double>& x, const std::vector<double>& z,
                                     const std::vector<double>& y) {
   const auto both = TwoRegressors(x, z, y, 1e-9);
   if (both && both->first > 0 && both->second > 0) return *both;
   std::vector<double> sum(x.size());
   for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + z[i];
-  const double one = Slope(sum, y);
+  const double one = std::max(0.0, Slope(sum, y));
   return {one, one};
 }
+
+// A byte formula's scale: the least-squares slope, at least 0. Measured
+// bytes below what the formula's exact parts hold (a tiny model's, say)
+// would fit a negative scale, and bytes that shrink as microbatches grow.
+double ByteScale(const std::vector<double>& x, const std::vector<double>& y) { return std::max(0.0, Slope(x, y)); }
 
 }  // namespace
 
@@ -248,17 +253,17 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
     f.norm_allreduce = std::llround(norm_allreduce / grouped);
   }
   std::tie(f.activation_scale, f.head_activation_scale) = TwoScales(act_layers, act_head, act_y);
-  f.weight_grad_scale = Slope(wgrad, wgrad_y);
-  if (!slot.empty()) f.graph_slot_scale = Slope(slot, slot_y);
-  f.message_scale = Slope(msg, msg_y);
-  if (!work.empty()) f.workspace_scale = Slope(work, work_y);
+  f.weight_grad_scale = ByteScale(wgrad, wgrad_y);
+  if (!slot.empty()) f.graph_slot_scale = ByteScale(slot, slot_y);
+  f.message_scale = ByteScale(msg, msg_y);
+  if (!work.empty()) f.workspace_scale = ByteScale(work, work_y);
   for (int k = 0; k < 3; ++k) {
     if (kind_work[k].empty()) continue;
-    f.kind_workspace_scale[k] = Slope(kind_work[k], kind_work_y[k]);
+    f.kind_workspace_scale[k] = ByteScale(kind_work[k], kind_work_y[k]);
     f.kind_workspace_fitted[k] = true;
   }
   if (!wwork.empty()) {
-    f.weight_workspace_scale = Slope(wwork, wwork_y);
+    f.weight_workspace_scale = ByteScale(wwork, wwork_y);
     f.weight_workspace_fitted = true;
   }
   // How the transport held its buffers: the same for every profile of one

@@ -238,6 +238,32 @@ TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers 
   CHECK_THAT(r.out, Catch::Contains("(the model configs differ)"));
 }
 
+TEST_CASE("cli: plan fits no negative byte scale to a profile whose bytes are below the formulas' exact parts",
+          "[cli][plan]") {
+  // One byte of activations and of weight gradients a stage: less than the
+  // parts the formulas take as they are. A negative fit made the predicted
+  // bytes shrink to 0 as the microbatches grew.
+  const std::string path = FormulaProfile("tiny-bytes.json", 4);
+  nlohmann::json doc = nlohmann::json::parse(ReadTextFile(path));
+  for (auto& stage : doc["stages"]) {
+    stage["activation_bytes"] = 1;
+    stage["weight_grad_bytes"] = 1;
+  }
+  WriteTextFile(path, doc.dump());
+  const PplabRun r = Pplab(
+      "plan --model tiny --ranks 2 --global-batch 16 --memory-per-rank 1GiB --schedules gpipe "
+      "--json -o " +
+      TempPath("tiny-bytes-plan.json") + " --cost " + path);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* k : {"activations_layers", "activations_head"}) {
+    INFO(k);
+    CHECK(j["byte_scales"][k].get<double>() == 0);  // was -0.23
+  }
+  CHECK(j["byte_scales"]["weight_grads"].get<double>() >= 0);
+}
+
 TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixed time a layer", "[cli][plan]") {
   const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 -o " +
                            TempPath("two-sizes-plan.json");

@@ -37,6 +37,10 @@ int RunCompare(const CompareOptions& o) {
       std::fprintf(stderr, "skipped: %s\n", e.what());  // a rule of the family rules this plan out
       continue;
     }
+    if (const std::string misfit = CostFileMisfit(plan, schedule); !misfit.empty() && o.schedules.size() != 1) {
+      std::fprintf(stderr, "skipped: %s\n", misfit.c_str());
+      continue;
+    }
     const CostModel costs = BuildCostModel(plan, schedule);
     nlohmann::json j = SimulationJson(schedule, costs, Simulate(schedule, costs));
     j.erase("per_rank");

@@ -61,6 +61,11 @@ int RunSweep(const SweepOptions& o) {
             std::fprintf(stderr, "skipped: %s\n", e.what());
             continue;
           }
+          if (const std::string misfit = CostFileMisfit(p, schedule); !misfit.empty()) {
+            ++skipped;
+            std::fprintf(stderr, "skipped: %s\n", misfit.c_str());
+            continue;
+          }
           const CostModel costs = BuildCostModel(p, schedule);
           csv += SimulationCsvRow(SimulationJson(schedule, costs, Simulate(schedule, costs)));
           ++rows;
@@ -74,7 +79,8 @@ int RunSweep(const SweepOptions& o) {
   } else {
     WriteTextFile(o.out_path, csv);
   }
-  std::fprintf(stderr, "sweep: %d plans simulated, %d skipped by schedule rules\n", rows, skipped);
+  std::fprintf(stderr, "sweep: %d plans simulated, %d skipped by schedule rules or the --cost file's stages\n", rows,
+               skipped);
   return 0;
 }
 

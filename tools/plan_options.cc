@@ -211,6 +211,15 @@ void CheckAutoLimits(const PlanOptions& o) {
   }
 }
 
+std::string CostFileMisfit(const PlanOptions& o, const Schedule& schedule) {
+  if (o.cost_file.empty()) return "";
+  const int stages = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file).NumStages();
+  if (stages == schedule.stages) return "";
+  return schedule.name + ": --cost " + o.cost_file + " costs " + std::to_string(stages) +
+         " stages, this schedule has " + std::to_string(schedule.stages) + " (K=" + std::to_string(schedule.ranks) +
+         " x " + std::to_string(schedule.StagesPerRank()) + " a rank)";
+}
+
 CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   const std::set<StageId> recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
   std::set<StageId> token_stages;  // each pipeline's first stage reads the batch's tokens

@@ -127,6 +127,27 @@ TEST_CASE("cli: compare skips the schedules whose rules the options break", "[cl
   CHECK_THAT(r.out, Catch::Contains("\nzb-v,"));
 }
 
+TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do not cost", "[cli]") {
+  // A profile of 2 ranks, one stage each: the interleaved and V schedules
+  // have 4 stages at K = 2. compare stopped at the first of them.
+  const std::string cost = WriteProfiledCost("compare-misfit-cost.json");
+  PplabRun r = Pplab("compare -k 2 -m 4 --csv --cost " + cost);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b: --cost " + cost +
+                                    " costs 2 stages, this schedule has 4 (K=2 x 2 a rank)"));
+  CHECK_THAT(r.out, Catch::Contains("\n1f1b,2,1,2,4,") && Catch::Contains("\nzb-h1,2,1,2,4,"));
+  // A schedule named alone still stops the command with the error.
+  r = Pplab("compare -k 2 -m 4 --schedules zb-v --cost " + cost);
+  CHECK(r.code == 2);
+  // sweep counts them among the skipped cells.
+  r = Pplab("sweep -k 2,4 -m 4 -v 1 --schedules 1f1b,gpipe --cost " + cost);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("sweep: 2 plans simulated, 2 skipped by schedule rules or the --cost file's stages"));
+}
+
 TEST_CASE("cli: writing to /dev/null leaves it a device", "[cli]") {
   REQUIRE(Pplab("export -s 1f1b -k 2 -m 2 -o /dev/null").code == 0);
   struct stat st {};

@@ -37,12 +37,22 @@ int RunBench(const BenchOptions& o) {
   // list fails at once, not after minutes and half a table.
   std::vector<std::pair<int, int>> sizes;
   for (const std::string& size : o.sizes) {
-    int K = 0, M = 0, end = 0;
-    if (std::sscanf(size.c_str(), "%dx%d%n", &K, &M, &end) != 2 || end != static_cast<int>(size.size()) || K < 1 ||
-        M < 1) {
-      throw Error("--sizes: '" + size + "' is not KxM (e.g. 64x1024)");
+    // Digits only, each number read whole and in range (-k and -m's): a
+    // scanf %d wrapped 4294967300 to 4.
+    const size_t x = size.find('x');
+    const auto number = [](const std::string& digits, long long most) {
+      if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) {
+        return -1LL;
+      }
+      const long long n = std::stoll(digits);
+      return n >= 1 && n <= most ? n : -1LL;
+    };
+    const long long K = x == std::string::npos ? -1 : number(size.substr(0, x), 1 << 20);
+    const long long M = x == std::string::npos ? -1 : number(size.substr(x + 1), 1 << 24);
+    if (K < 0 || M < 0) {
+      throw Error("--sizes: '" + size + "' is not KxM with K in [1, 1048576] and M in [1, 16777216] (e.g. 64x1024)");
     }
-    sizes.emplace_back(K, M);
+    sizes.emplace_back(static_cast<int>(K), static_cast<int>(M));
   }
   std::printf("%-10s %6s %6s %10s %10s %9s %9s %9s %14s %9s\n", "schedule", "K", "M", "compute", "all_actions", "gen_s",
               "lower_s", "sim_s", "actions/s(sim)", "rss_MiB");

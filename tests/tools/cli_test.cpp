@@ -68,6 +68,11 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
       {"simulate --plan /nonexistent/plan.csv", 2, "cannot read /nonexistent/plan.csv"},
       {"bench --sizes 4by4", 2, "--sizes: '4by4' is not KxM"},
       {"bench --sizes 2x4x5", 2, "--sizes: '2x4x5' is not KxM"},
+      // Read whole, never wrapped: 4294967300 ran as K = 4.
+      {"bench --sizes 4294967300x8", 2, "--sizes: '4294967300x8' is not KxM"},
+      {"bench --sizes 8x4294967312", 2, "--sizes: '8x4294967312' is not KxM"},
+      {"bench --sizes 1048577x1", 2, "--sizes: '1048577x1' is not KxM with K in [1, 1048576]"},
+      {"bench --sizes +4x8", 2, "--sizes: '+4x8' is not KxM"},
       {"bench -v 0", 105, "--virtual"},
       {"show --trace t.json -s zb-h1", 108, "--schedule excludes --trace"},
       {"show --trace t.json --f-time 5", 108, "--f-time excludes --trace"},
@@ -100,7 +105,8 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
   // A bad size late in the list stops bench before its table starts.
   const PplabRun late = Pplab("bench --sizes 4x8,0x1");
   CHECK(late.code == 2);
-  CHECK(late.out == "pplab: error: --sizes: '0x1' is not KxM (e.g. 64x1024)\n");
+  CHECK(late.out ==
+        "pplab: error: --sizes: '0x1' is not KxM with K in [1, 1048576] and M in [1, 16777216] (e.g. 64x1024)\n");
   // The memory limits shape zb-auto alone: another schedule would run past them unsaid.
   const PplabRun limit = Pplab("simulate -s 1f1b -k 4 -m 8 --inflight-limit 3");
   CHECK(limit.code == 2);

@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -217,6 +219,40 @@ static void CheckActions(const Timeline& t, const std::vector<size_t>& where, co
     }
   }
   CheckOneComputeAtATime(t, where, origin);
+  // A step runs each compute action once: a second copy (an event
+  // relabelled, two traces pasted together) would be read as the first's
+  // time and message, and stats gave a negative message time.
+  std::map<std::tuple<int, StageId, MicrobatchId>, size_t> seen;
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    for (const Action& part : PartsOf(t.events[i].action)) {
+      const auto [it, fresh] =
+          seen.emplace(std::make_tuple(static_cast<int>(part.kind), part.stage, part.microbatch), where[i]);
+      if (!fresh) {
+        const std::string what = FormatAction(t.events[i].action) == FormatAction(part)
+                                     ? "action " + FormatAction(part)
+                                     : "action " + FormatAction(t.events[i].action) + " runs " + FormatAction(part);
+        throw Error(origin + ": traceEvents[" + std::to_string(where[i]) + "]: " + what + ", which traceEvents[" +
+                    std::to_string(it->second) + "] ran already; a step runs each action once");
+      }
+    }
+  }
+  // The recomputed stages, as train writes them: "all" or distinct ids of
+  // the trace's stages, comma-separated.
+  if (!t.recompute.empty() && t.recompute != "all") {
+    StageId below = 0;
+    for (const auto& [key, index] : seen) below = std::max(below, std::get<1>(key) + 1);
+    const std::string bad = origin + ": otherData.recompute must be \"all\" or distinct stage ids below " +
+                            std::to_string(below) + " like \"0,2\", got \"" + t.recompute + "\"";
+    std::set<long> ids;
+    size_t from = 0;
+    while (from <= t.recompute.size()) {
+      const size_t comma = std::min(t.recompute.find(',', from), t.recompute.size());
+      const std::string id = t.recompute.substr(from, comma - from);
+      if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos) throw Error(bad);
+      if (std::stol(id) >= below || !ids.insert(std::stol(id)).second) throw Error(bad);
+      from = comma + 1;
+    }
+  }
 }
 
 static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::string& origin) {

@@ -244,6 +244,35 @@ TEST_CASE("two compute actions of one rank that share time are refused naming th
                     Catch::Contains("rank 0 runs 0W0 twice over the same time, traceEvents[1] and traceEvents[3]"));
 }
 
+TEST_CASE("an action run twice in a step, or recomputed stages that are not the trace's, are refused by name",
+          "[trace]") {
+  auto event = [](const char* action, const char* ts) {
+    return std::string(R"(, {"ph": "X", "cat": "compute", "pid": 0, "ts": )") + ts +
+           R"(, "dur": 1000, "args": {"action": ")" + action + R"("}})";
+  };
+  // 0F0 is [0, 1000) us; another 0F0 later, and a forward inside an overlap.
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("0B0", "1000") + event("0F0", "2000")), "t.json"),
+                    Catch::Equals("t.json: traceEvents[2]: action 0F0, which traceEvents[0] ran already; a step runs "
+                                  "each action once"));
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("(0F0;0B1)OVERLAP_F_B", "1000")), "t.json"),
+                    Catch::Contains("action (0F0;0B1)OVERLAP_F_B runs 0F0, which traceEvents[0] ran already"));
+  const std::string two = event("0B0", "1000") + event("1F0", "2000") + event("1B0", "3000");
+  CHECK(TimelineFromChromeTrace(OneRankTrace(two, R"("recompute": "0,1", )"), "t.json").recompute == "0,1");
+  CHECK(TimelineFromChromeTrace(OneRankTrace(two, R"("recompute": "all", )"), "t.json").recompute == "all");
+  for (const char* bad : {"7,banana", "2", "0,0", "0,", ",1", "", "-1", "1 "}) {
+    INFO(bad);
+    const std::string other = std::string(R"("recompute": ")") + bad + R"(", )";
+    if (std::string(bad).empty()) {
+      CHECK(TimelineFromChromeTrace(OneRankTrace(two, other), "t.json").recompute.empty());  // none
+      continue;
+    }
+    CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(two, other), "t.json"),
+                      Catch::Equals(std::string("t.json: otherData.recompute must be \"all\" or distinct stage ids "
+                                                "below 2 like \"0,2\", got \"") +
+                                    bad + "\""));
+  }
+}
+
 TEST_CASE(
     "compute back to back, zero-length compute, comm, collectives and step work overlapping compute, and ranks "
     "computing at once all load",

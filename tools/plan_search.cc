@@ -439,6 +439,13 @@ Bytes ParseByteSize(const std::string& text, const std::string& flag) {
   size_t used = 0;
   double x = 0;
   try {
+    // A decimal number (stod also reads hex, "inf" and "nan": 0x10 was 16 bytes).
+    const size_t digit = text.find_first_not_of("+-");
+    if (digit == std::string::npos || digit > 1 ||
+        !(std::isdigit(static_cast<unsigned char>(text[digit])) || text[digit] == '.') ||
+        text.find_first_of("xX") != std::string::npos) {
+      throw Error("not decimal");
+    }
     x = std::stod(text, &used);
   } catch (const std::exception&) {
     throw Error(flag + ": '" + text + "' is not a size like 8GiB, 500MB or 1e9");

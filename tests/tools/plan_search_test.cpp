@@ -274,6 +274,12 @@ TEST_CASE("plan: byte sizes take decimal and binary suffixes", "[plan]") {
   // Below one byte is no size (1e-3 planned for 0 bytes, 0.5 for 1).
   CHECK_THROWS_WITH(ParseByteSize("1e-3", "--m"), Catch::Contains("--m: '1e-3' must be a size from 1 byte"));
   CHECK(ParseByteSize("1", "--m") == 1);
+  // Decimal only: stod reads hex, infinities and NaN too (0x10 was 16 bytes).
+  for (const char* text : {"0x10", "0X1p4GB", "inf", "nan", "-inf", "x1", ""}) {
+    INFO(text);
+    CHECK_THROWS_WITH(ParseByteSize(text, "--m"), Catch::Contains("is not a size like 8GiB"));
+  }
+  CHECK(ParseByteSize(".5KiB", "--m") == 512);
 }
 
 TEST_CASE("plan: zb-auto is never slower than a zb-h1 or zb-h2 candidate that fits, and keeps to the limit",

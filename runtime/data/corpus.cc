@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -212,7 +213,10 @@ Corpus ReadCorpus(const std::vector<std::string>& paths, const std::string& flag
     corpus.fingerprint = PplabFingerprint(file, corpus.fingerprint);
     corpus.fingerprint = PplabFingerprint(raw, corpus.fingerprint);
     corpus.bytes += raw.size();
-    if (fs::path(file).extension() == ".jsonl") {
+    std::string extension = fs::path(file).extension().string();
+    std::transform(extension.begin(), extension.end(), extension.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (extension == ".jsonl") {  // records.JSONL too
       ReadRecords(file, raw, corpus, flag);
     } else {
       SplitDocuments(Clean(raw), corpus.documents);

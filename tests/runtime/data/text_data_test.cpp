@@ -106,6 +106,11 @@ TEST_CASE("a file is read once: a folder's second name for it is skipped, and on
   const Corpus c = ReadCorpus({dir});
   CHECK(c.files == std::vector<std::string>{dir + "/a.txt", dir + "/b.txt", dir + "/notes.u8"});
   CHECK(c.documents == std::vector<std::string>{"first", "second", "third", "fourth"});
+  // Records in any case of the extension.
+  WriteTextFile(dir + "/upper.JSONL", "{\"prompt\": \"Q\", \"completion\": \" A\"}\n");
+  const Corpus upper = ReadCorpus({dir + "/upper.JSONL"});
+  CHECK(upper.documents == std::vector<std::string>{" A"});
+  CHECK(upper.prompts == std::vector<std::string>{"Q"});
   CHECK_THROWS_WITH(
       ReadCorpus({dir + "/a.txt", dir + "/a.txt"}),
       "--data " + dir + "/a.txt: " + dir + "/a.txt is " + dir +

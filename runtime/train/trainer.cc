@@ -191,7 +191,7 @@ std::unique_ptr<HostWatch> WatchHost(const c10::Device& device, const TrainerOpt
 // A step's figures, the same on every rank.
 struct StepFigures {
   double loss = 0;    // the summed loss, as the loss function scales it
-  double bubble = 0;  // 1 - compute time / (ranks x the compute span), over the world
+  double bubble = 0;  // 1 - compute time / (K x each replica's compute span), over the world
   double norm = 0;    // the global gradient norm, before clipping
 };
 
@@ -218,9 +218,11 @@ StepFigures SumStepFigures(const Schedule& schedule, RankId rank, int step, cons
     }
     squares = squares - GradSquares(grads).to(squares.device());
   }
-  at::Tensor sums =
-      torch::stack({loss_sum, torch::full({}, share.counts ? busy : 0.0, torch::dtype(torch::kFloat64).device(device)),
-                    squares.to(device)});
+  // Each replica's pipeline rank 0 computes first and last, so its span is
+  // the replica's: K times it is what the replica's ranks could have computed.
+  const auto scalar = [&device](double x) { return torch::full({}, x, torch::dtype(torch::kFloat64).device(device)); };
+  at::Tensor sums = torch::stack({loss_sum, scalar(share.counts ? busy : 0.0), squares.to(device),
+                                  scalar(share.counts && rank == 0 ? schedule.ranks * span : 0.0)});
   if (group != nullptr) {
     sums = sums.to(GroupDevice(*group));
     AllReduceSumInPlace(*group, sums, options.comm_timeout);
@@ -229,7 +231,7 @@ StepFigures SumStepFigures(const Schedule& schedule, RankId rank, int step, cons
                                    "rank " + std::to_string(rank) + " at the end of step " + std::to_string(step));
   StepFigures f;
   f.loss = host[0].item<double>();
-  f.bubble = span > 0 ? 1.0 - host[1].item<double>() / options.dp_size / (schedule.ranks * span) : 0.0;
+  f.bubble = host[3].item<double>() > 0 ? 1.0 - host[1].item<double>() / host[3].item<double>() : 0.0;
   f.norm = std::sqrt(host[2].item<double>() / (group != nullptr ? options.dp_size : 1));
   return f;
 }

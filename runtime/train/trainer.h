@@ -32,9 +32,11 @@ struct StepReport {
   double lr = 0;         // the learning rate used
   double grad_norm = 0;  // global gradient norm before clipping
   double step_ms = 0;    // wall time of the step on this rank
-  // 1 - (sum of all ranks' compute time / D) / (K x this rank's compute
-  // span): the measured bubble, meaningful on pipeline rank 0, whose span is
-  // the step's (it computes first and last in every plan pplab generates).
+  // 1 - (sum of all ranks' compute time) / (sum over the replicas of K x
+  // the span of their pipeline rank 0, which computes first and last in
+  // every plan pplab generates): the measured bubble, the same on every rank.
+  // (Against each rank's own span, with --dp 2 a faster replica's rank saw
+  // the slower one's time and reported a negative bubble.)
   double bubble = 0;
   double val_loss = -1;  // the validation loss after this step, or -1
 };

@@ -86,6 +86,23 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
   }
 }
 
+TEST_CASE("the measured bubble is in [0, 1) with data parallelism too", "[train]") {
+  // Each replica's ranks against that replica's span: against rank 0's own,
+  // a faster replica made it negative (-0.27 at K=1, D=2). At K = 1 the one
+  // rank's span is all compute but the gaps between its actions.
+  for (const std::string& layout : {std::string("-k 1 --dp 2"), std::string("-k 2 --dp 2 -m 2")}) {
+    const PplabRun r = Train(layout + " --steps 4 --json");
+    INFO(layout << "\n" << r.out);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    REQUIRE(j["bubbles"].size() == 4);
+    for (const auto& b : j["bubbles"]) {
+      CHECK(b.get<double>() >= 0);
+      CHECK(b.get<double>() < (layout == "-k 1 --dp 2" ? 0.1 : 1.0));
+    }
+  }
+}
+
 TEST_CASE("a warm-up before the first step changes no loss, in pipelines, data and tensor parallelism", "[train]") {
   // Each layout on 2 processes: DualPipeV (two stages a rank, both ends of
   // the pipeline on each), zb-h1 over 2 replicas, and T=2 with sequence

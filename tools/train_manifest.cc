@@ -28,8 +28,16 @@ void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, con
   for (const auto& [key, value] : must_match.items()) {
     if (key == "val_fraction" && !found.contains(key)) continue;  // recorded since 2026-11-29
     if (!found.contains(key) || found[key] != value) {
+      // The fingerprints say what they cover: the same files under other
+      // names (another working directory, a moved folder) differ too.
+      const std::string why = key == "corpus"
+                                  ? " (the fingerprint of the --data files' names, as given, and bytes: the same files "
+                                    "named another way differ too; give them as the first run did)"
+                              : key == "tokenizer" ? " (the fingerprint of the tokenizer file's bytes)"
+                                                   : "";
       throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
-                  (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " + value.dump());
+                  (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " + value.dump() +
+                  why);
     }
   }
 }

@@ -34,6 +34,13 @@ TEST_CASE("a resume must match the model, seed, batch and data, and names the fi
   CHECK_THROWS_WITH(CheckResumable(o, with_text, text_found), Catch::Contains("was taken with val_fraction 0.4"));
   text_found.erase("val_fraction");
   CHECK_NOTHROW(CheckResumable(o, with_text, text_found));
+  // A fingerprint says what it covers: the files' names count.
+  nlohmann::json moved = with_text;
+  moved["corpus"] = "0000000000000001";
+  CHECK_THROWS_WITH(CheckResumable(o, with_text, moved),
+                    Catch::EndsWith("was taken with corpus \"0000000000000001\", this run has \"fedcba9876543210\" "
+                                    "(the fingerprint of the --data files' names, as given, and bytes: the same files "
+                                    "named another way differ too; give them as the first run did)"));
   CHECK_FALSE(with_text.contains("data"));
 
   nlohmann::json found = synthetic;

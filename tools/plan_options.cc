@@ -63,9 +63,9 @@ void AddPlanFlags(CLI::App& app, PlanOptions& o, bool with_schedule) {
   plan_shape.push_back(app.add_option("--microbatches,-m", o.microbatches, "microbatches M per step")
                            ->capture_default_str()
                            ->check(CLI::Range(1, 1 << 24)));
-  plan_shape.push_back(
-      app.add_option("--virtual,-v", o.virtual_stages, "stages per rank v (interleaved-1f1b, looped-bfs; default 2)")
-          ->check(CLI::Range(1, 1 << 10)));
+  plan_shape.push_back(app.add_option("--virtual,-v", o.virtual_stages,
+                                      "stages per rank v (interleaved-1f1b, looped-bfs, interleaved-zb; default 2)")
+                           ->check(CLI::Range(1, 1 << 10)));
   if (with_schedule) {
     CLI::Option* plan =
         app.add_option("--plan", o.plan_file, "a schedule file (pplab JSON or PyTorch CSV) instead of --schedule");

@@ -318,6 +318,14 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
 
 }  // namespace
 
+// Whether the search runs a generator that searches its order (zb-auto).
+static bool ZbAutoSearched(const PlanSearchOptions& o) {
+  for (const std::string& name : GeneratorNames(o.schedules)) {
+    if (FindGenerator(name).needs_costs) return true;
+  }
+  return false;
+}
+
 PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   if (o.ranks < 1 || o.dp < 1 || o.global_batch < 1 || o.seq_len < 1) {
     throw Error("plan: --ranks, --dp, --global-batch and --seq-len must be positive");
@@ -400,7 +408,11 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
                                              o.tp > 1 ? "ranks (K x T)" : "pipeline ranks");
     throw Error("no plan fits in --memory-per-rank " + std::to_string(o.memory_per_rank) +
                 " bytes: the smallest peak memory per rank of " + std::to_string(result.simulated) + " candidates is " +
-                std::to_string(result.smallest_memory) + " bytes" + state +
+                std::to_string(result.smallest_memory) + " bytes" +
+                // zb-auto's orders are searched under the limit given, so none
+                // is among those figures, and a higher limit may fit one below them.
+                (ZbAutoSearched(o) ? " (not counting zb-auto, which searches an order under the limit itself)" : "") +
+                state +
                 (state.empty() && o.recompute == std::vector<bool>{false} && !o.cuda_graphs
                      ? " (--recompute auto also costs every candidate with its activations recomputed)"
                      : ""));

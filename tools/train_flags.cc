@@ -30,7 +30,7 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
   sub.add_option("--microbatches,-m", o.microbatches, "microbatches M per step")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
-  sub.add_option("--virtual,-v", o.virtual_stages, "stages per rank (interleaved-1f1b, looped-bfs)")
+  sub.add_option("--virtual,-v", o.virtual_stages, "stages per rank (interleaved-1f1b, looped-bfs, interleaved-zb)")
       ->check(CLI::Range(1, 64));
   sub.add_option("--model", o.model, kModelFlagHelp)->capture_default_str();
   sub.add_option("--partition", o.partition,

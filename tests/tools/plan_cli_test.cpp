@@ -282,6 +282,10 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
   r = Pplab(base + " --memory-per-rank 1kB");
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("no plan fits in --memory-per-rank 1000 bytes"));
+  // zb-auto searches its order under the limit: its peaks are not among the
+  // candidates' whose smallest the line gives.
+  CHECK_THAT(r.out, Catch::Contains("(not counting zb-auto, which searches an order under the limit itself)"));
+  CHECK_THAT(Pplab(base + " --memory-per-rank 1kB --schedules 1f1b").out, !Catch::Contains("zb-auto"));
   r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --seq-len 129 --memory-per-rank 1GiB -o " + plan);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("--seq-len 129 exceeds the model's max_position_embeddings 128"));

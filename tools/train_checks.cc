@@ -161,6 +161,15 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
   if (profile->partition != partition.ToString()) {
     throw Error(measured + "the layers " + profile->partition + " a stage, this run's are " + partition.ToString());
   }
+  // Each stage's times and bytes are one tensor-parallel rank's share
+  // (plan refuses the same mismatch).
+  if (profile->tensor_parallel != o.tp) {
+    throw Error(measured + "--tp " + std::to_string(profile->tensor_parallel) + ", not " + std::to_string(o.tp));
+  }
+  if (profile->sequence_parallel != (o.sequence_parallel && o.tp > 1)) {
+    throw Error(measured + (profile->sequence_parallel ? "--sequence-parallel, this run has none"
+                                                       : "no --sequence-parallel, this run has it"));
+  }
   if (profile->cuda_graphs != o.cuda_graphs) {
     const std::string how =
         profile->cuda_graphs ? "--cuda-graphs, this run is eager" : "eager stages, this run has --cuda-graphs";

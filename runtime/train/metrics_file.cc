@@ -17,8 +17,9 @@ MetricsFile::MetricsFile(const std::string& path, int resumed_at) : path_(path) 
   std::error_code ec;
   if (!parent.empty()) fs::create_directories(parent, ec);
   if (resumed_at >= 0 && fs::exists(path, ec)) DropStepsAfter(resumed_at);
-  file_ = std::fopen(path.c_str(), "a");
-  if (file_ == nullptr) throw Error("metrics file " + path + ": cannot open for appending: " + std::strerror(errno));
+  // A new run starts the file over: appended, two runs' steps mixed in it.
+  file_ = std::fopen(path.c_str(), resumed_at >= 0 ? "a" : "w");
+  if (file_ == nullptr) throw Error("metrics file " + path + ": cannot open for writing: " + std::strerror(errno));
 }
 
 MetricsFile::~MetricsFile() {

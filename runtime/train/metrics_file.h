@@ -10,12 +10,13 @@ namespace pplab {
 
 class MetricsFile {
  public:
-  // Opens `path` for appending, creating its folder; an empty path writes
-  // nothing. `resumed_at` >= 0 means a run resumed from that step's
-  // checkpoint: the lines of later steps (written by the interrupted run
-  // past its last checkpoint) are dropped first, so the file holds each step
-  // once, in order. A line is a step's when it is an object whose "step" is
-  // an integer; other lines are kept. Throws pplab::Error naming the file.
+  // Opens `path`, creating its folder; an empty path writes nothing.
+  // `resumed_at` >= 0 means a run resumed from that step's checkpoint: the
+  // file is appended to, after the lines of later steps (written by the
+  // interrupted run past its last checkpoint) are dropped, so it holds each
+  // step once, in order. A line is a step's when it is an object whose
+  // "step" is an integer; other lines are kept. Below 0, a new run: the file
+  // starts over. Throws pplab::Error naming the file.
   MetricsFile(const std::string& path, int resumed_at);
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;

@@ -110,6 +110,8 @@ TEST_CASE("train --sim-cost refuses a file that is not this run's costs, in one 
        "--sim-cost " + cost + " was measured with --seq-len 32, not 16"},
       {"-s 1f1b -k 2 --precision bf16 --sim-cost " + cost,
        "--sim-cost " + cost + " was measured with --precision fp32, not bf16"},
+      // One tensor-parallel rank's share: a profile of T = 1 is no T = 2 run's.
+      {"-s 1f1b -k 2 --tp 2 --sim-cost " + cost, "--sim-cost " + cost + " was measured with --tp 1, not 2"},
       {"-s 1f1b -k 2 --partition 3,1 --sim-cost " + cost,
        "--sim-cost " + cost + " was measured with the layers 2,2 a stage, this run's are 3,1"},
       {"-s 1f1b -k 2 --sim-trace " + cost + " --sim-cost " + cost,

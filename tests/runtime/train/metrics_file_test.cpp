@@ -1,5 +1,6 @@
-// The metrics file: one line per step, appended, and a resumed run's view of
-// the steps an interrupted run wrote past its checkpoint.
+// The metrics file: one line per step, a new run's file started over, and a
+// resumed run's view of the steps an interrupted run wrote past its
+// checkpoint.
 #include "runtime/train/metrics_file.h"
 
 #include <unistd.h>
@@ -27,25 +28,28 @@ void WriteSteps(const std::string& path, int resumed_at, int first, int last) {
 
 }  // namespace
 
-TEST_CASE("metrics lines are appended, one JSON object per step, in a folder made for them", "[metrics]") {
+TEST_CASE("metrics lines, one JSON object per step in a folder made for them; a new run starts the file over",
+          "[metrics]") {
   const std::string path = TmpDir("append") + "/run/metrics.jsonl";
   WriteSteps(path, -1, 1, 2);
-  WriteSteps(path, -1, 3, 3);
-  CHECK(ReadTextFile(path) ==
-        "{\"loss\":1.0,\"step\":1}\n{\"loss\":0.5,\"step\":2}\n{\"loss\":0.3333333333333333,\"step\":3}\n");
+  CHECK(ReadTextFile(path) == "{\"loss\":1.0,\"step\":1}\n{\"loss\":0.5,\"step\":2}\n");
+  // Another run into the same file: its steps alone (they were appended, two
+  // runs' steps 1, 2, 1 in one file).
+  WriteSteps(path, -1, 1, 1);
+  CHECK(ReadTextFile(path) == "{\"loss\":1.0,\"step\":1}\n");
 }
 
 TEST_CASE("a resumed run drops the steps written past its checkpoint and keeps other lines", "[metrics]") {
   const std::string path = TmpDir("resume") + "/metrics.jsonl";
   // An interrupted run: steps 1..5 written, its last checkpoint at step 3;
   // a line that is not a step's stays where it is.
-  WriteSteps(path, -1, 1, 2);
   {
     MetricsFile file(path, -1);
+    for (int step = 1; step <= 2; ++step) file.Write({{"step", step}, {"loss", 1.0 / step}});
     file.Write({{"note", "not a step"}});
     file.Write({{"step", "3"}});  // not an integer step: kept
+    for (int step = 3; step <= 5; ++step) file.Write({{"step", step}, {"loss", 1.0 / step}});
   }
-  WriteSteps(path, -1, 3, 5);
   WriteSteps(path, 3, 4, 4);
   CHECK(ReadTextFile(path) ==
         "{\"loss\":1.0,\"step\":1}\n{\"loss\":0.5,\"step\":2}\n{\"note\":\"not a step\"}\n{\"step\":\"3\"}\n"

@@ -106,7 +106,7 @@ bool CostModel::HasSpread() const {
     }
   }
   return step_.optimizer_spread || step_.clip_spread || step_.loss_allreduce_spread || step_.norm_allreduce_spread ||
-         step_.tied_exchange_spread;
+         step_.tied_exchange_spread || step_.copy_exchange_spread;
 }
 
 bool CostModel::Graphed() const {

@@ -195,15 +195,19 @@ struct MessageMemory {
 // Before them, with tied embeddings (a model whose LM head is its
 // embedding), the two ranks that hold a pipeline's first and last stage
 // exchange that weight's gradient: `tied_exchange` on both, once each is
-// done (nothing where one rank holds both).
+// done (nothing where one rank holds both). Before that, a plan of two
+// copies of the model (dualpipe) sums each part's gradients over its
+// copies: every two ranks that hold copies of each other's stages exchange
+// them, `copy_exchange` on both, once each is done.
 struct StepCosts {
   TimeNs loss_allreduce = 0;
   TimeNs norm_allreduce = 0;
   TimeNs clip = 0;
   TimeNs optimizer = 0;
   TimeNs tied_exchange = 0;
+  TimeNs copy_exchange = 0;
   std::optional<Spread> loss_allreduce_spread, norm_allreduce_spread, clip_spread, optimizer_spread,
-      tied_exchange_spread;
+      tied_exchange_spread, copy_exchange_spread;
 };
 
 class CostModel {

@@ -193,11 +193,12 @@ std::vector<std::tuple<std::string, TimeNs*, std::optional<Spread>*>> StepFields
           {"clip", &step.clip, &step.clip_spread},
           {"loss_allreduce", &step.loss_allreduce, &step.loss_allreduce_spread},
           {"norm_allreduce", &step.norm_allreduce, &step.norm_allreduce_spread},
-          {"tied_exchange", &step.tied_exchange, &step.tied_exchange_spread}};
+          {"tied_exchange", &step.tied_exchange, &step.tied_exchange_spread},
+          {"copy_exchange", &step.copy_exchange, &step.copy_exchange_spread}};
 }
 
 // "step": {"optimizer_ms": .., "clip_ms": .., "loss_allreduce_ms": .., "norm_allreduce_ms": ..,
-// "tied_exchange_ms": ..}, each with
+// "tied_exchange_ms": .., "copy_exchange_ms": ..}, each with
 // optional KIND_p10_ms / KIND_p90_ms.
 StepCosts ReadStepCosts(const json& obj, const std::string& at) {
   std::vector<std::string> known;
@@ -453,7 +454,7 @@ std::string CostModel::ToJson() const {
   bool any_step = false;
   for (const auto& [kind, time, spread] : StepFields(step)) {
     // (Files of models without tied embeddings stay as they were.)
-    if (kind == "tied_exchange" && *time == 0 && !*spread) continue;
+    if ((kind == "tied_exchange" || kind == "copy_exchange") && *time == 0 && !*spread) continue;
     step_json[kind + "_ms"] = NsToMs(*time);
     any_step = any_step || *time != 0 || *spread;
     if (!*spread) continue;

@@ -1,5 +1,7 @@
 // The engine's end of a step: the per-step work after the actions, and the result.
 #include <algorithm>
+#include <set>
+#include <utility>
 
 #include "schedules/error.h"
 #include "sim/simulator_engine.h"
@@ -17,6 +19,24 @@ TimeNs Engine::AddStepWork(std::vector<StepEvent>& out) {
   // A rank is done when its actions and its all-reduces have ended.
   std::vector<TimeNs> done(s_.ranks);
   for (RankId r = 0; r < s_.ranks; ++r) done[r] = std::max(clock_[r], dp_free_[r]);
+  // Two copies of the model: every two ranks that hold copies of each
+  // other's stages swap their gradients once both are done, in the order of
+  // the ranks (the runtime's SumCopyGradients).
+  if (step.copy_exchange > 0) {
+    std::set<std::pair<RankId, RankId>> pairs;
+    for (StageId st = 0; st < s_.stages; ++st) {
+      for (const StageId t : s_.CopiesOf(st)) {
+        const RankId a = s_.placement[st], b = s_.placement[t];
+        if (a != b) pairs.insert({std::min(a, b), std::max(a, b)});
+      }
+    }
+    for (const auto& [a, b] : pairs) {
+      const TimeNs start = std::max(done[a], done[b]);
+      const TimeNs end = start + draw(step.copy_exchange, step.copy_exchange_spread);
+      for (const RankId r : {a, b}) out.push_back({r, "copy_exchange", start, end});
+      done[a] = done[b] = end;
+    }
+  }
   // Tied embeddings: each pipeline's two halves, on two ranks, swap their
   // gradients once both ranks are done; it ends together on both.
   if (step.tied_exchange > 0) {

@@ -151,6 +151,17 @@ void AddTiedExchange(const PlanSearchOptions& o, CostModel& m) {
   m.SetStep(step);
 }
 
+// With two copies of the model (dualpipe), the exchange that sums each
+// part's gradients over its copies: a rank sends its stages' fp32 gradients
+// (the largest rank's `rank_params`) to the rank holding the other copies,
+// over their link, and receives as much.
+void AddCopyExchange(const PlanSearchOptions& o, CostModel& m, int copies, int64_t rank_params) {
+  if (copies < 2 || o.ranks < 2) return;
+  StepCosts step = m.Step();
+  step.copy_exchange = m.TransferTime(0, o.ranks - 1, 4 * rank_params);
+  m.SetStep(step);
+}
+
 }  // namespace
 
 CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int copies, int mb, const CostModel* verbatim,
@@ -257,6 +268,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   step.clip = Ns(f.clip_ns_per_param * static_cast<double>(rank_params));
   step.optimizer = Ns(f.optimizer_ns_per_param * static_cast<double>(rank_params));
   m.SetStep(ShardedStep(o, step, rank_params));
+  AddCopyExchange(o, m, copies, rank_params);
   AddTiedExchange(o, m);
   return m;
 }

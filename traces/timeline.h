@@ -23,7 +23,7 @@ struct TimelineEvent {
 // loss and gradient-norm all-reduces, clipping, the optimizer step.
 struct StepEvent {
   RankId rank = 0;
-  std::string name;  // "loss_allreduce", "norm_allreduce", "clip", "optimizer", "tied_exchange"
+  std::string name;  // "loss_allreduce", "norm_allreduce", "clip", "optimizer", "tied_exchange", "copy_exchange"
   TimeNs start = 0;
   TimeNs end = 0;
 };

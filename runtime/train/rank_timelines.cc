@@ -63,7 +63,8 @@ void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
 
 // Step events travel as three int64 each: the name's index in kStepNames,
 // start and end.
-constexpr const char* kStepNames[] = {"loss_allreduce", "norm_allreduce", "clip", "optimizer", "tied_exchange"};
+constexpr const char* kStepNames[] = {"loss_allreduce", "norm_allreduce", "clip",
+                                      "optimizer",      "tied_exchange",  "copy_exchange"};
 constexpr size_t kStepWords = 3;
 
 std::vector<int64_t> EncodeSteps(const std::vector<StepEvent>& steps) {

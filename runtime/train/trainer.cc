@@ -389,7 +389,9 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     mark_step = step + 1 == options.steps;
     for (auto& bucket : buckets) bucket->Finish(options.comm_timeout);
     buckets.clear();
-    SumCopyGradients(schedule, rank, model.stages, transport, options.comm_timeout);
+    if (schedule.NumPipelines() > 1) {
+      timed("copy_exchange", [&] { SumCopyGradients(schedule, rank, model.stages, transport, options.comm_timeout); });
+    }
     if (tied) {
       timed("tied_exchange", [&] {
         SumTiedGradients(schedule, rank, model.stages, transport, options.comm_timeout, options.tied_parameters.first,

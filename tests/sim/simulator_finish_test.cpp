@@ -1,7 +1,10 @@
 // The step's work after its actions (sim/simulator_finish.cc): clip, the
-// optimizer and the all-reduces per rank, and the tied embeddings' exchange.
+// optimizer and the all-reduces per rank, the tied embeddings' exchange and
+// the exchange between two copies of the model.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
@@ -90,6 +93,46 @@ TEST_CASE("tied embeddings: the halves' ranks swap gradients once both are done,
   // The cost file carries it, and leaves it out when 0.
   CHECK(CostModel::FromJson(costs.ToJson(), "t").Step().tied_exchange == 300);
   CHECK(CostModel::Uniform(2, c, Link{}).ToJson().find("tied_exchange") == std::string::npos);
+}
+
+TEST_CASE("two copies of the model: each pair of ranks holding copies of each other's stages swaps their gradients",
+          "[sim][step]") {
+  StageCost c;
+  c.forward = 1000;
+  c.backward = 2000;
+  CostModel costs = CostModel::Uniform(8, c, Link{});
+  // DualPipe K=4: rank r holds part r of copy 0 and part 3 - r of copy 1, so
+  // ranks 0 and 3, and 1 and 2, hold each other's copies.
+  const Schedule dual = Lower(Generate("dualpipe", {4, 8, 0}));
+  const SimResult base = Simulate(dual, costs);
+  std::vector<TimeNs> done(4, 0);
+  for (const TimelineEvent& e : base.timeline.events) done[e.rank] = std::max(done[e.rank], e.end);
+  StepCosts step;
+  step.copy_exchange = 700;
+  costs.SetStep(step);
+  const SimResult r = Simulate(dual, costs);
+  REQUIRE(r.timeline.step_events.size() == 4);
+  for (const StepEvent& e : r.timeline.step_events) {
+    CHECK(e.name == "copy_exchange");
+    const RankId partner = 3 - e.rank;
+    CHECK(e.start == std::max(done[e.rank], done[partner]));
+    CHECK(e.end == e.start + 700);
+  }
+  CHECK(r.makespan == std::max(std::max(done[0], done[3]), std::max(done[1], done[2])) + 700);
+  // Before the tied exchange and the all-reduces, which start after it.
+  step.loss_allreduce = 100;
+  costs.SetStep(step);
+  const SimResult both = Simulate(dual, costs);
+  CHECK(both.makespan == r.makespan + 100);
+  // One pipeline has no copies: nothing to swap.
+  CostModel one = CostModel::Uniform(4, c, Link{});
+  one.SetStep(StepCosts{0, 0, 0, 0, 0, 700});
+  for (const StepEvent& e : Simulate(Lower(Generate1F1B(4, 8)), one).timeline.step_events) {
+    CHECK(e.name != "copy_exchange");
+  }
+  // The cost file carries it, and leaves it out when 0.
+  CHECK(CostModel::FromJson(costs.ToJson(), "t").Step().copy_exchange == 700);
+  CHECK(CostModel::Uniform(2, c, Link{}).ToJson().find("copy_exchange") == std::string::npos);
 }
 
 }  // namespace pplab::simulator_finish_test

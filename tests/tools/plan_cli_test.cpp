@@ -389,3 +389,19 @@ TEST_CASE("cli: plan refuses two outputs in one file or one over a profile it re
 }
 
 }  // namespace pplab::plan_cli_test
+
+namespace pplab::plan_cli_test {
+
+TEST_CASE("cli: plan costs dualpipe's exchange between its two copies of the model over the link", "[cli][plan]") {
+  const std::string plan = TempPath("copy-exchange-plan.json"), cost = TempPath("copy-exchange-cost.json");
+  const std::string base = "plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 --memory-per-rank 1GiB -o " +
+                           plan + " --cost-out " + cost + " --link-bandwidth 1 --link-latency 0.5 --schedules ";
+  REQUIRE(Pplab(base + "dualpipe").code == 0);
+  const nlohmann::json dual = nlohmann::json::parse(ReadTextFile(cost));
+  // Each rank's two parts' fp32 gradients over 1 GB/s, after 0.5 ms.
+  CHECK(dual["step"]["copy_exchange_ms"].get<double>() > 0.5);
+  REQUIRE(Pplab(base + "1f1b").code == 0);
+  CHECK_FALSE(nlohmann::json::parse(ReadTextFile(cost))["step"].contains("copy_exchange_ms"));
+}
+
+}  // namespace pplab::plan_cli_test

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "schedules/action.h"
@@ -161,32 +162,38 @@ TEST_CASE(
 
 TEST_CASE("the measured trace holds each rank's step work after its actions, as the simulated one does", "[train]") {
   const std::string real = std::string(PPLAB_TEST_TMP_DIR) + "/step-work.json";
-  // A clip norm every gradient exceeds, so the step clips.
-  const PplabRun r = Train("-s 1f1b -k 2 --steps 2 --clip-norm 1e-9 --trace " + real);
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  const Timeline t = TimelineFromChromeTrace(ReadTextFile(real), "step-work.json");
-  TimeNs latest = 0;
-  for (RankId rank = 0; rank < 2; ++rank) {
-    INFO("rank " << rank);
-    TimeNs last_compute = 0;
-    for (const TimelineEvent& e : t.events) {
-      if (e.rank == rank && IsCompute(e.action.kind)) last_compute = std::max(last_compute, e.end);
+  // DualPipe's two copies of the model first swap their gradients.
+  const std::pair<std::string, std::vector<std::string>> plans[] = {
+      {"-s 1f1b -k 2", {"loss_allreduce", "clip", "optimizer"}},
+      {"-s dualpipe -k 2 -m 4", {"copy_exchange", "loss_allreduce", "clip", "optimizer"}}};
+  for (const auto& [plan, expected] : plans) {
+    // A clip norm every gradient exceeds, so the step clips.
+    const PplabRun r = Train(plan + " --steps 2 --clip-norm 1e-9 --trace " + real);
+    INFO(plan << "\n" << r.out);
+    REQUIRE(r.code == 0);
+    const Timeline t = TimelineFromChromeTrace(ReadTextFile(real), "step-work.json");
+    TimeNs latest = 0;
+    for (RankId rank = 0; rank < 2; ++rank) {
+      INFO("rank " << rank);
+      TimeNs last_compute = 0;
+      for (const TimelineEvent& e : t.events) {
+        if (e.rank == rank && IsCompute(e.action.kind)) last_compute = std::max(last_compute, e.end);
+      }
+      std::vector<std::string> names;
+      TimeNs previous = last_compute;
+      for (const StepEvent& e : t.step_events) {
+        if (e.rank != rank) continue;
+        // (The tied embeddings' swap, where the model ties them, comes first.)
+        if (e.name != "tied_exchange") names.push_back(e.name);
+        CHECK(e.start >= previous);  // after the rank's actions, one after another
+        CHECK(e.end >= e.start);
+        previous = e.end;
+        latest = std::max(latest, e.end);
+      }
+      CHECK(names == expected);
     }
-    std::vector<std::string> names;
-    TimeNs previous = last_compute;
-    for (const StepEvent& e : t.step_events) {
-      if (e.rank != rank) continue;
-      // (The tied embeddings' swap, where the model ties them, comes first.)
-      if (e.name != "tied_exchange") names.push_back(e.name);
-      CHECK(e.start >= previous);  // after the rank's actions, one after another
-      CHECK(e.end >= e.start);
-      previous = e.end;
-      latest = std::max(latest, e.end);
-    }
-    CHECK(names == std::vector<std::string>{"loss_allreduce", "clip", "optimizer"});
+    CHECK(t.Makespan() == latest);  // the step's time ends with its work, as a simulated step's does
   }
-  CHECK(t.Makespan() == latest);  // the step's time ends with its work, as a simulated step's does
 }
 
 }  // namespace pplab::train_trace_test

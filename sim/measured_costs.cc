@@ -177,8 +177,8 @@ nlohmann::json StepCostsOf(const Timeline& timeline) {
   for (const StepEvent& e : timeline.step_events) by_name[e.name].push_back(e.end - e.start);
   nlohmann::json step = nlohmann::json::object();
   for (const auto& [name, durations] : by_name) {
-    const bool collective = name == "loss_allreduce" || name == "norm_allreduce" || name == "tied_exchange" ||
-                            name == "copy_exchange";
+    const bool collective =
+        name == "loss_allreduce" || name == "norm_allreduce" || name == "tied_exchange" || name == "copy_exchange";
     const TimeNs ns = collective ? *std::min_element(durations.begin(), durations.end())
                                  : *std::max_element(durations.begin(), durations.end());
     step[name + "_ms"] = NsToMs(std::max<TimeNs>(0, ns));

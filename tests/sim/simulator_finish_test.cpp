@@ -11,13 +11,20 @@
 #include "sim/simulator.h"
 
 namespace pplab::simulator_finish_test {
+namespace {
+
+// F = 1 us, B = 2 us.
+StageCost OneTwo() {
+  const StageCost c = OneTwo();
+  return c;
+}
+
+}  // namespace
 
 TEST_CASE("per-step costs: clip and optimizer follow each rank's last action, all-reduces wait for every rank",
           "[sim][step]") {
   // GPipe K=2 M=2, F=1, B=2, free comms: rank 0 ends at 9, rank 1 at 7.
-  StageCost c;
-  c.forward = 1000;
-  c.backward = 2000;
+  const StageCost c = OneTwo();
   CostModel costs = CostModel::Uniform(2, c, Link{});
   const Schedule s = Lower(GenerateGPipe(2, 2));
   CHECK(Simulate(s, costs).makespan == 9000);
@@ -58,9 +65,7 @@ TEST_CASE("per-step costs: clip and optimizer follow each rank's last action, al
 TEST_CASE("tied embeddings: the halves' ranks swap gradients once both are done, before the all-reduces",
           "[sim][step]") {
   // GPipe K=2 M=2, F=1, B=2, free comms: rank 0 ends at 9, rank 1 at 7.
-  StageCost c;
-  c.forward = 1000;
-  c.backward = 2000;
+  const StageCost c = OneTwo();
   CostModel costs = CostModel::Uniform(2, c, Link{});
   StepCosts step;
   step.tied_exchange = 300;
@@ -97,9 +102,7 @@ TEST_CASE("tied embeddings: the halves' ranks swap gradients once both are done,
 
 TEST_CASE("two copies of the model: each pair of ranks holding copies of each other's stages swaps their gradients",
           "[sim][step]") {
-  StageCost c;
-  c.forward = 1000;
-  c.backward = 2000;
+  const StageCost c = OneTwo();
   CostModel costs = CostModel::Uniform(8, c, Link{});
   // DualPipe K=4: rank r holds part r of copy 0 and part 3 - r of copy 1, so
   // ranks 0 and 3, and 1 and 2, hold each other's copies.

@@ -31,8 +31,8 @@ namespace {
 
 // The time in [from, to) during which `rank`'s device was full with other
 // ranks' compute (at least its slots of them at once), from `computes` (each
-// rank's compute events); 0 where the rank has a device of its own, or the
-// trace is measured.
+// rank's compute events, in time order, one at a time); 0 where the rank has
+// a device of its own, or the trace is measured.
 TimeNs DeviceFullTime(const Timeline& timeline, const std::vector<std::vector<const TimelineEvent*>>& computes,
                       RankId rank, TimeNs from, TimeNs to) {
   // A measured trace's times hold the sharing: its ranks' actions ran
@@ -45,8 +45,13 @@ TimeNs DeviceFullTime(const Timeline& timeline, const std::vector<std::vector<co
   std::vector<std::pair<TimeNs, int>> edges;  // (time, +1 at a start, -1 at an end)
   for (RankId other = 0; other < timeline.ranks; ++other) {
     if (other == rank || timeline.devices[other] != device) continue;
-    for (const TimelineEvent* e : computes[other]) {
-      const TimeNs a = std::max(from, e->start), b = std::min(to, e->end);
+    // A rank's actions do not overlap, so their ends rise with their starts:
+    // the first that ends after `from`, then on while they start before `to`.
+    const std::vector<const TimelineEvent*>& events = computes[other];
+    auto it =
+        std::partition_point(events.begin(), events.end(), [from](const TimelineEvent* e) { return e->end <= from; });
+    for (; it != events.end() && (*it)->start < to; ++it) {
+      const TimeNs a = std::max(from, (*it)->start), b = std::min(to, (*it)->end);
       if (a >= b) continue;
       edges.emplace_back(a, 1);
       edges.emplace_back(b, -1);
@@ -220,8 +225,8 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
     if (!timeline.device_slots.empty()) cost["device_slots"] = timeline.device_slots;
   }
   // The messages as the run's receivers saw them, latency and all (the
-  // file gives no bytes, so no bandwidth term adds to it), less the time
-  // their device was full with other ranks' work.
+  // file gives no bytes, so no bandwidth term adds to it); a wait for a
+  // shared device counts as a bound (WaitedMessages).
   const std::vector<WaitedMessage> messages = WaitedMessages(timeline);
   if (const std::optional<double> median = CensoredMedian(messages)) {
     cost["link"] = {{"latency_ms", std::max(0.0, *median)}};

@@ -86,7 +86,7 @@ TEST_CASE("train refuses bad options with one line", "[train]") {
   }
 }
 
-TEST_CASE("the measured bubble is in [0, 1) with data parallelism too", "[train]") {
+TEST_CASE("the measured bubble lies from 0 up to below 1 with data parallelism too", "[train]") {
   // Each replica's ranks against that replica's span: against rank 0's own,
   // a faster replica made it negative (-0.27 at K=1, D=2). At K = 1 the one
   // rank's span is all compute but the gaps between its actions.

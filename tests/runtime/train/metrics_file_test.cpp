@@ -28,7 +28,7 @@ void WriteSteps(const std::string& path, int resumed_at, int first, int last) {
 
 }  // namespace
 
-TEST_CASE("metrics lines, one JSON object per step in a folder made for them; a new run starts the file over",
+TEST_CASE("metrics lines, one JSON object per step in a folder made for them, and a new run starts the file over",
           "[metrics]") {
   const std::string path = TmpDir("append") + "/run/metrics.jsonl";
   WriteSteps(path, -1, 1, 2);

@@ -211,10 +211,12 @@ void CheckAutoLimits(const PlanOptions& o) {
   }
 }
 
-std::string CostFileMisfit(const PlanOptions& o, const Schedule& schedule) {
-  if (o.cost_file.empty()) return "";
-  const int stages = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file).NumStages();
-  if (stages == schedule.stages) return "";
+int CostFileStages(const PlanOptions& o) {
+  return o.cost_file.empty() ? 0 : CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file).NumStages();
+}
+
+std::string CostFileMisfit(const PlanOptions& o, int stages, const Schedule& schedule) {
+  if (stages == 0 || stages == schedule.stages) return "";
   return schedule.name + ": --cost " + o.cost_file + " costs " + std::to_string(stages) +
          " stages, this schedule has " + std::to_string(schedule.stages) + " (K=" + std::to_string(schedule.ranks) +
          " x " + std::to_string(schedule.StagesPerRank()) + " a rank)";

@@ -74,10 +74,14 @@ Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "")
 // the flags; with --recompute, those stages recomputed.
 CostModel BuildCostModel(const PlanOptions& options, const Schedule& schedule);
 
-// For the commands that simulate several schedules (compare, sweep): why
-// `schedule` cannot take the --cost file's stages ("" when it can, or
-// without a file). A one-stage-a-rank profile costs no interleaved or V
-// schedule, which is skipped with this line rather than stop the command.
-std::string CostFileMisfit(const PlanOptions& options, const Schedule& schedule);
+// The --cost file's number of stages, 0 without a file: read once by the
+// commands that simulate several schedules (compare, sweep).
+int CostFileStages(const PlanOptions& options);
+
+// For those commands: why `schedule` cannot take the --cost file's
+// `stages` (CostFileStages; "" when it can, or without a file). A
+// one-stage-a-rank profile costs no interleaved or V schedule, which is
+// skipped with this line rather than stop the command.
+std::string CostFileMisfit(const PlanOptions& options, int stages, const Schedule& schedule);
 
 }  // namespace pplab::cli

@@ -1,6 +1,7 @@
 #include "models/partition.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <sstream>
 
@@ -175,18 +176,21 @@ Partition MakePartition(const LlamaConfig& config, int stages, const std::string
     }
     return PartitionByCompute(config, context.placement, context.seq_len);
   }
+  // Digits between commas, each item present: "2,2," and "2, 2" name no
+  // list of counts.
   std::vector<int> counts;
-  std::stringstream in(method);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      counts.push_back(std::stoi(item, &used));
-      if (used != item.size()) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
+  size_t at = 0;
+  while (at <= method.size()) {
+    const size_t comma = std::min(method.find(',', at), method.size());
+    const std::string item = method.substr(at, comma - at);
+    bool digits = !item.empty() && item.size() <= 9;
+    for (char ch : item) digits = digits && std::isdigit(static_cast<unsigned char>(ch));
+    if (!digits) {
       throw Error("--partition: '" + method +
                   "' is not uniform, parameters, compute, or a list of layer counts like 3,2,2,1");
     }
+    counts.push_back(std::stoi(item));
+    at = comma + 1;
   }
   return PartitionExplicit(config, stages, counts);
 }

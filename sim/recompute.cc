@@ -16,7 +16,7 @@ std::optional<Spread> Shifted(const std::optional<Spread>& spread, TimeNs by) {
 
 std::set<StageId> ParseRecomputeStages(const std::string& text, int stages, const std::string& flag) {
   std::set<StageId> out;
-  if (text == "none" || text.empty()) return out;
+  if (text == "none") return out;
   if (text == "all") {
     for (StageId s = 0; s < stages; ++s) out.insert(s);
     return out;

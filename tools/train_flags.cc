@@ -1,6 +1,7 @@
 #include "tools/train_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdlib>
 
 #include "runtime/data/corpus.h"
@@ -48,7 +49,12 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   sub.add_option("--clip-norm", o.clip_norm, "clip gradients to this global L2 norm (0: off)")
-      ->check(CLI::Range(0.0, 1e30))
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            const double v = std::strtod(value.c_str(), nullptr);
+            return std::isfinite(v) && v >= 0 ? std::string() : "must be a finite number, at least 0, got " + value;
+          },
+          "FLOAT >= 0"))
       ->capture_default_str();
   sub.add_option("--nproc", o.nproc, "worker processes (default: the plan's ranks)")->check(CLI::Range(1, 4096));
   sub.add_option("--comm-timeout", o.comm_timeout_s, "seconds a rank waits for a peer before giving up")

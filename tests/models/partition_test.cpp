@@ -117,6 +117,11 @@ TEST_CASE("explicit partitions are checked against the model", "[partition]") {
   CHECK_THROWS_WITH(MakePartition(c, 2, "3,3"), Catch::Contains("sum to 6 layers but the model has 4"));
   CHECK_THROWS_WITH(MakePartition(c, 2, "4,0"), Catch::Contains("at least one layer"));
   CHECK_THROWS_WITH(MakePartition(c, 2, "two"), Catch::Contains("not uniform, parameters, compute, or a list"));
+  // Every item is digits: an empty one (a stray comma) or a sign is no count.
+  for (const char* bad : {"2,2,", "2,,2", ",2,2", "+2,2", " 2,2", "2,2 ", ""}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_WITH(MakePartition(c, 2, bad), Catch::Contains("not uniform, parameters, compute, or a list"));
+  }
 }
 
 TEST_CASE("compute evens out the ranks' FLOPs for the placement, the LM head on its rank", "[partition]") {

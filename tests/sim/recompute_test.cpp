@@ -123,7 +123,7 @@ TEST_CASE("recompute stages are named as none, all or stage ids, and nothing els
   CHECK_THROWS_WITH(ParseRecomputeStages("4", 4, "--recompute"),
                     "--recompute names stage 4, but the plan has stages 0 to 3");
   CHECK_THROWS_WITH(ParseRecomputeStages("1,1", 4, "--recompute"), "--recompute names stage 1 twice");
-  for (const char* bad : {"yes", "1,", ",1", "-1", "1;2", "99999999999"}) {
+  for (const char* bad : {"", "yes", "1,", ",1", "-1", "1;2", "99999999999"}) {
     CHECK_THROWS_WITH(ParseRecomputeStages(bad, 4, "--recompute"),
                       Catch::StartsWith("--recompute takes none, all, or stage ids"));
   }

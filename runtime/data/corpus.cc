@@ -109,6 +109,8 @@ std::vector<ChatMessage> ReadMessages(const nlohmann::json& list, const std::str
 }  // namespace
 
 void ReadRecords(const std::string& file, const std::string& text, Corpus& corpus, const std::string& flag) {
+  // The keys no record kind reads: how many records had each, and the first line.
+  std::map<std::string, std::pair<int, int>> ignored;
   size_t pos = 0;
   for (int line_number = 1; pos < text.size(); ++line_number) {
     size_t end = text.find('\n', pos);
@@ -141,6 +143,12 @@ void ReadRecords(const std::string& file, const std::string& text, Corpus& corpu
     if (record.contains("prompt") && !record.contains("completion")) {
       throw Error(where + "\"" + (record.contains("text") ? "text" : "messages") + "\" takes no \"prompt\"");
     }
+    for (const auto& item : record.items()) {
+      if (item.key() == "prompt" || item.key() == "completion" || item.key() == "text" || item.key() == "messages") {
+        continue;
+      }
+      ++ignored.emplace(item.key(), std::make_pair(0, line_number)).first->second.first;
+    }
     if (record.contains("messages")) {
       corpus.chats.resize(corpus.documents.size());
       corpus.chats.push_back(ReadMessages(record["messages"], where, text_of));
@@ -157,6 +165,20 @@ void ReadRecords(const std::string& file, const std::string& text, Corpus& corpu
     corpus.documents.push_back(completion);
   }
   if (!corpus.chats.empty()) corpus.chats.resize(corpus.documents.size());
+  if (!ignored.empty()) {
+    std::string note = flag + " " + file + ": ignored";
+    size_t listed = 0;
+    for (const auto& [key, seen] : ignored) {
+      if (listed++ == 8) {
+        note += ", and " + std::to_string(ignored.size() - 8) + " more keys";
+        break;
+      }
+      note += std::string(listed > 1 ? "," : "") + " the key " + nlohmann::json(key).dump() + " in " +
+              std::to_string(seen.first) + (seen.first == 1 ? " record" : " records") + " (first at line " +
+              std::to_string(seen.second) + ")";
+    }
+    corpus.notes.push_back(note + "; a record reads \"prompt\" and \"completion\", \"messages\" or \"text\"");
+  }
 }
 
 std::string DefaultCorpusDir() { return "/usr/share/games/fortunes"; }

@@ -14,7 +14,9 @@
 //    assistant messages the loss learns (chat.h; it needs one at least);
 //  - {"text": ...}: a plain document.
 // Its text is cleaned as above but not trimmed (a completion's leading
-// space belongs to it); blank lines are skipped.
+// space belongs to it); blank lines are skipped. Other keys of a record
+// (an "id", a source) are ignored, and named in the corpus's notes, so that
+// a misspelt "promt" does not pass unseen.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,10 @@ struct Corpus {
   std::vector<std::vector<ChatMessage>> chats;
   uint64_t fingerprint = 0;  // FNV-1a over every file's name and bytes
   size_t bytes = 0;          // total size of the files
+  // Lines for the user about what was read but not used: a .jsonl file's
+  // record keys that are none of the above ("--data d.jsonl: ignored the
+  // key \"promt\" in 3 records (first at line 1); ..."), one line a file.
+  std::vector<std::string> notes;
 };
 
 // Throws pplab::Error naming the path when a file is missing, unreadable,

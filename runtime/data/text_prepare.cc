@@ -46,6 +46,7 @@ PreparedText PrepareText(const TextSource& source, const std::function<void(cons
     if (log) log(line);
   };
   const Corpus corpus = ReadCorpus(source.paths);
+  for (const std::string& note : corpus.notes) say(note);
   std::error_code ec;
   fs::create_directories(source.cache_dir, ec);
   if (ec || !fs::is_directory(source.cache_dir)) {

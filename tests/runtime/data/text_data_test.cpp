@@ -233,6 +233,24 @@ TEST_CASE("a .jsonl file holds prompt and completion records, whose prompt token
   }
 }
 
+TEST_CASE("a record's keys that no kind reads are named in one note a file, with counts and the first line", "[data]") {
+  const std::string dir = Tmp("jsonl_keys");
+  WriteTextFile(dir + "/typo.jsonl",
+                "{\"promt\": \"Q?\", \"completion\": \" A\", \"id\": 1}\n"
+                "{\"text\": \"plain\"}\n"
+                "{\"promt\": \"Q2?\", \"completion\": \" B\"}\n");
+  WriteTextFile(dir + "/clean.jsonl", "{\"prompt\": \"Q?\", \"completion\": \" A\"}\n");
+  const Corpus c = ReadCorpus({dir + "/typo.jsonl", dir + "/clean.jsonl"});
+  // The misspelt prompt is not read: its record is a completion alone.
+  CHECK(c.prompts == std::vector<std::string>{"", "", "", "Q?"});
+  REQUIRE(c.notes.size() == 1);
+  CHECK(c.notes[0] == "--data " + dir +
+                          "/typo.jsonl: ignored the key \"id\" in 1 record (first at line 1), the key \"promt\" in 2 "
+                          "records (first at line 1); a record reads \"prompt\" and \"completion\", \"messages\" or "
+                          "\"text\"");
+  CHECK(ReadCorpus({dir + "/clean.jsonl"}).notes.empty());
+}
+
 TEST_CASE("padded samples are BOS + document + EOS in windows that cover every next-token pair", "[data]") {
   const PreparedText& p = Prepared();
   const TokenCache cache(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);

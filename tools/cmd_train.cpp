@@ -398,12 +398,17 @@ int RunTrain(const TrainOptions& given) {
         },
         std::nullopt);
     if (!o.quiet && !o.json) {
-      std::fprintf(
-          stderr,
-          "pplab: data: %lld documents, %lld tokens; %lld training and %lld validation samples of %d+1 tokens (%s)\n",
-          static_cast<long long>(text->prepared.documents), static_cast<long long>(text->prepared.tokens),
-          static_cast<long long>(text->dataset->NumTrainSamples()),
-          static_cast<long long>(text->dataset->NumValSamples()), o.seq_len, o.packed ? "packed" : "padded");
+      std::fprintf(stderr,
+                   "pplab: data: %lld documents, %lld tokens; %lld training and %lld validation samples of %d+1 tokens "
+                   "(%s%s)\n",
+                   static_cast<long long>(text->prepared.documents), static_cast<long long>(text->prepared.tokens),
+                   static_cast<long long>(text->dataset->NumTrainSamples()),
+                   static_cast<long long>(text->dataset->NumValSamples()), o.seq_len, o.packed ? "packed" : "padded",
+                   text->dataset->NumUnlearnedSamples() == 0
+                       ? ""
+                       : ("; " + std::to_string(text->dataset->NumUnlearnedSamples()) +
+                          " more with no token to learn, all prompt or padding, left out")
+                             .c_str());
     }
     prepared = text->prepared;
     // A preset takes the tokenizer's vocabulary; a config file that names

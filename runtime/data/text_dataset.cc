@@ -1,6 +1,7 @@
 #include "runtime/data/text_dataset.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "runtime/data/fnv.h"
 #include "runtime/data/token_cache.h"
@@ -50,14 +51,51 @@ TextDataset::TextDataset(const TokenCache& cache, const TextDataOptions& options
       for (int64_t w = 0, n = WindowsOf(cache.DocSize(d) + 2, L); w < n; ++w) train_.push_back({d, w * L});
     }
   }
+  // Leave out the samples with nothing to learn.
+  std::vector<int32_t> buffer(L + 1);
+  const auto learned = [&](const Window& w) {
+    WriteWindow(w, buffer.data());
+    return Learns(buffer.data());
+  };
+  for (std::vector<Window>* windows : {&train_, &val_}) {
+    const size_t before = windows->size();
+    windows->erase(std::remove_if(windows->begin(), windows->end(), [&](const Window& w) { return !learned(w); }),
+                   windows->end());
+    unlearned_ += static_cast<int64_t>(before - windows->size());
+  }
+  if (options.packed && packed_tokens_ > L) {
+    const int64_t windows = (packed_tokens_ - 1) / L;
+    std::vector<int64_t> kept;
+    for (int64_t k = 0; k < windows; ++k) {
+      WritePacked(k * L, buffer.data());
+      if (Learns(buffer.data())) kept.push_back(k);
+    }
+    unlearned_ += windows - static_cast<int64_t>(kept.size());
+    packed_filtered_ = static_cast<int64_t>(kept.size()) < windows;
+    if (packed_filtered_) packed_kept_ = std::move(kept);
+  }
+  if (NumTrainSamples() == 0 && unlearned_ > 0) {
+    throw Error("--data: none of the training split's " + std::to_string(unlearned_) +
+                " samples of --seq-len + 1 = " + std::to_string(L + 1) +
+                " tokens has a token to learn (each is all prompt or padding); a longer --seq-len reaches the "
+                "completions");
+  }
   if (NumTrainSamples() == 0) {
     throw Error("--data: the training split (" + std::to_string(packed_tokens_) +
                 " tokens) is shorter than one sequence of --seq-len + 1 = " + std::to_string(L + 1) + " tokens");
   }
 }
 
+bool TextDataset::Learns(const int32_t* sample) const {
+  for (int64_t i = 1; i <= options_.seq_len; ++i) {
+    if ((sample[i] & kNoLossBit) == 0 && sample[i] != options_.pad) return true;
+  }
+  return false;
+}
+
 int64_t TextDataset::NumTrainSamples() const {
   if (!options_.packed) return static_cast<int64_t>(train_.size());
+  if (packed_filtered_) return static_cast<int64_t>(packed_kept_.size());
   const int64_t L = options_.seq_len;
   return packed_tokens_ > L ? (packed_tokens_ - 1) / L : 0;
 }
@@ -106,7 +144,7 @@ void TextDataset::TrainSample(int64_t position, int32_t* out) const {
   }
   const int64_t sample = order_[offset];
   if (options_.packed) {
-    WritePacked(sample * options_.seq_len, out);
+    WritePacked((packed_filtered_ ? packed_kept_[sample] : sample) * options_.seq_len, out);
   } else {
     WriteWindow(train_[sample], out);
   }

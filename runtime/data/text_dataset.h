@@ -12,6 +12,10 @@
 // or the sequence length); at least one document when the fraction is > 0
 // and there are two or more.
 //
+// Samples that hold no token to learn (every target a prompt token, a
+// non-assistant part of a chat, or PAD: a window inside a long prompt) are
+// left out of both splits; they would add no gradient and no loss.
+//
 // Order: training reads an endless stream of samples, epoch after epoch;
 // sample position p is sample perm_e[p mod N] of epoch e = p div N, where
 // perm_e is a Fisher-Yates shuffle seeded by (seed, e). A run's position in
@@ -44,6 +48,8 @@ class TextDataset {
   int64_t NumValSamples() const { return static_cast<int64_t>(val_.size()); }
   int64_t NumTrainDocuments() const { return static_cast<int64_t>(train_docs_.size()); }
   int64_t NumValDocuments() const { return val_docs_; }
+  // Samples of both splits left out for having no token to learn.
+  int64_t NumUnlearnedSamples() const { return unlearned_; }
 
   // Writes the sample at stream position `position` into out[0 .. seq_len]
   // (seq_len + 1 ids). Not thread-safe (caches the current epoch's order).
@@ -63,6 +69,8 @@ class TextDataset {
   };
   void WriteWindow(const Window& w, int32_t* out) const;
   void WritePacked(int64_t start, int32_t* out) const;
+  // Whether a sample's targets (out[1 .. seq_len]) hold a token to learn.
+  bool Learns(const int32_t* sample) const;
 
   const TokenCache& cache_;
   TextDataOptions options_;
@@ -71,6 +79,11 @@ class TextDataset {
   std::vector<Window> train_, val_;    // padded mode; val_ in both modes
   std::vector<int64_t> packed_begin_;  // packed mode: stream start of each training document
   int64_t packed_tokens_ = 0;          // packed mode: length of the training stream
+  // Packed mode, when some windows learn nothing (`packed_filtered_`): the
+  // windows kept, by index (window k starts at k seq_len).
+  bool packed_filtered_ = false;
+  std::vector<int64_t> packed_kept_;
+  int64_t unlearned_ = 0;
   mutable int64_t order_epoch_ = -1;
   mutable std::vector<int64_t> order_;  // perm_e of order_epoch_
 };

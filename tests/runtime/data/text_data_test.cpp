@@ -251,6 +251,85 @@ TEST_CASE("a record's keys that no kind reads are named in one note a file, with
   CHECK(ReadCorpus({dir + "/clean.jsonl"}).notes.empty());
 }
 
+TEST_CASE("samples with no token to learn are left out, and every learned target is still read once an epoch",
+          "[data]") {
+  // Prompts of 12 to 40 words and short completions, cut into windows of 6:
+  // many windows lie inside a prompt.
+  const std::string dir = Tmp("unlearned");
+  std::string records;
+  for (int i = 0; i < 40; ++i) {
+    std::string prompt;
+    for (int w = 0; w < 12 + (i * 7) % 29; ++w) prompt += (w ? " " : "") + std::string(w % 2 ? "and" : "the");
+    records += "{\"prompt\": \"" + prompt + "\", \"completion\": \" fine " + std::to_string(i) + "\"}\n";
+  }
+  WriteTextFile(dir + "/sft.jsonl", records);
+  const Corpus c = ReadCorpus({dir + "/sft.jsonl"});
+  const Tokenizer t = Tokenizer::Load(Prepared().tokenizer_path);
+  WriteTokenCache(c, t, dir + "/tokens.bin", 2);
+  const TokenCache cache(dir + "/tokens.bin", c.fingerprint, t.Fingerprint());
+  const auto learns = [](int32_t id, int32_t pad) { return (id & kNoLossBit) == 0 && id != pad; };
+  for (const bool packed : {false, true}) {
+    INFO((packed ? "packed" : "padded"));
+    TextDataOptions o;
+    o.seq_len = 6;
+    o.packed = packed;
+    o.val_fraction = 0;
+    const TextDataset data(cache, o);
+    CHECK(data.NumUnlearnedSamples() > 0);
+    // The learned targets of one epoch: each sample learns something, and
+    // together they are the learned targets of every window there was.
+    std::vector<int32_t> sample(o.seq_len + 1);
+    int64_t learned = 0;
+    for (int64_t p = 0; p < data.NumTrainSamples(); ++p) {
+      data.TrainSample(p, sample.data());
+      const auto n = std::count_if(sample.begin() + 1, sample.end(), [&](int32_t id) { return learns(id, o.pad); });
+      CHECK(n > 0);
+      learned += n;
+    }
+    // By hand: each document is BOS + ids + EOS; padded windows start every
+    // 6 ids of it, packed ones every 6 ids of the documents laid end to end
+    // (the last partial window dropped).
+    int64_t expected = 0, windows = 0;
+    std::vector<int32_t> stream;
+    for (int64_t d = 0; d < cache.NumDocuments(); ++d) {
+      std::vector<int32_t> doc = {o.bos};
+      doc.insert(doc.end(), cache.DocBegin(d), cache.DocBegin(d) + cache.DocSize(d));
+      doc.push_back(o.eos);
+      stream.insert(stream.end(), doc.begin(), doc.end());
+      if (!packed) {
+        expected += std::count_if(doc.begin() + 1, doc.end(), [&](int32_t id) { return learns(id, o.pad); });
+        windows += (static_cast<int64_t>(doc.size()) - 2 + o.seq_len) / o.seq_len;
+      }
+    }
+    if (packed) {
+      windows = (static_cast<int64_t>(stream.size()) - 1) / o.seq_len;
+      expected = std::count_if(stream.begin() + 1, stream.begin() + 1 + windows * o.seq_len,
+                               [&](int32_t id) { return learns(id, o.pad); });
+    }
+    CHECK(learned == expected);
+    CHECK(data.NumTrainSamples() + data.NumUnlearnedSamples() == windows);
+  }
+  // Plain text learns every target: nothing is left out.
+  const PreparedText& p = Prepared();
+  const TokenCache plain(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
+  TextDataOptions o;
+  o.seq_len = 6;
+  CHECK(TextDataset(plain, o).NumUnlearnedSamples() == 0);
+  // Windows of one target inside prompts of 400 letters: only those whose
+  // target is a completion token or the EOS are kept.
+  WriteTextFile(dir + "/long.jsonl", "{\"prompt\": \"" + std::string(400, 'a') + "\", \"completion\": \" b\"}\n" +
+                                         "{\"prompt\": \"" + std::string(400, 'c') + "\", \"completion\": \" d\"}\n");
+  const Corpus long_prompts = ReadCorpus({dir + "/long.jsonl"});
+  WriteTokenCache(long_prompts, t, dir + "/long.bin", 1);
+  const TokenCache long_cache(dir + "/long.bin", long_prompts.fingerprint, t.Fingerprint());
+  o.val_fraction = 0;
+  o.seq_len = 1;
+  const TextDataset one(long_cache, o);
+  const auto completion = [&](const char* text) { return static_cast<int64_t>(t.Encode(text).size()) + 1; };
+  CHECK(one.NumTrainSamples() == completion(" b") + completion(" d"));
+  CHECK(one.NumTrainSamples() + one.NumUnlearnedSamples() == long_cache.DocSize(0) + long_cache.DocSize(1) + 2);
+}
+
 TEST_CASE("padded samples are BOS + document + EOS in windows that cover every next-token pair", "[data]") {
   const PreparedText& p = Prepared();
   const TokenCache cache(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <memory>
 
+#include "models/flops.h"
+#include "models/partition.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/schedule_io.h"
@@ -82,6 +84,18 @@ int RunPlan(const PlanCmdOptions& o) {
   } else {
     search.seq_len = o.seq_len ? *o.seq_len : search.config.max_position_embeddings;
     search.fit = AnalyticFit(o.flops_per_second, search.precision);
+    // The whole step on one rank, recomputed: a bound on any candidate's
+    // step time, which the simulator keeps in int64 nanoseconds.
+    const double step_ns = 2 *
+                           StageTrainingFlops(search.config, PartitionUniform(search.config, 1), 0, search.seq_len) *
+                           search.global_batch * 1e9 / o.flops_per_second;
+    if (!(step_ns < 1e18)) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%g", o.flops_per_second);
+      throw Error(std::string("--flops-per-second ") + rate + ": a step of " + std::to_string(search.global_batch) +
+                  " sequences of " + std::to_string(search.seq_len) +
+                  " tokens would take over 30 years at that rate, beyond the simulator's clock (FLOP/s, not TFLOP/s)");
+    }
     search.fused_attention = o.attention.value_or(kTrainAttention) == "sdpa";
   }
   // (After the cost file, whose profile --tp sets T.)

@@ -6,11 +6,21 @@
 #include <vector>
 
 #include "models/tensor_parallel.h"
+#include "schedules/error.h"
 
 namespace pplab::cli {
 namespace {
 
-TimeNs Ns(double x) { return static_cast<TimeNs>(std::llround(std::max(0.0, x))); }
+// Nanoseconds of a fitted or analytic time: int64 holds about 290 years,
+// and a time past that (an analytic rate far too low) is refused rather
+// than wrapped to a negative time that would rank its candidate first.
+TimeNs Ns(double x) {
+  if (!(x < 4e18)) {
+    throw Error("plan: an action's time comes to " + std::to_string(x / 3.15576e16) +
+                " years, beyond the simulator's clock (is --flops-per-second in FLOP/s, not TFLOP/s?)");
+  }
+  return static_cast<TimeNs>(std::llround(std::max(0.0, x)));
+}
 
 // One rank's shapes: its share of the model under tensor parallelism.
 LlamaConfig RankShape(const PlanSearchOptions& o) { return TensorParallelShare(o.config, o.tp); }

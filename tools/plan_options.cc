@@ -173,7 +173,23 @@ void CheckProfile(const PlanOptions& o, const CostModel& costs) {
   }
 }
 
-Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
+namespace {
+
+// A cost file of data-parallel replicas (profile --dp D) costs the
+// all-reduce of each stage's gradients: the schedule gets the REDUCE_GRADs
+// `train --dp D` would add to it, where it has none.
+Schedule WithCostFileReplicas(const PlanOptions& o, Schedule s) {
+  if (o.cost_file.empty()) return s;
+  if (CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file).DataParallelGroup().degree < 2) return s;
+  for (const Program& p : s.programs) {
+    for (const Action& a : p) {
+      if (a.kind == ActionKind::kReduceGrad) return s;
+    }
+  }
+  return AddReduceGrad(s);
+}
+
+Schedule BuildScheduleAsWritten(const PlanOptions& o, const std::string& name) {
   if (!o.plan_file.empty()) {
     Schedule s = LoadScheduleFile(o.plan_file);
     const ValidationReport shape{ShapeProblems(s)};
@@ -199,6 +215,12 @@ Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
   if (o.memory_limit_bytes) limits.activation_limit = {static_cast<Bytes>(std::llround(*o.memory_limit_bytes))};
   if (o.inflight_limit) limits.inflight_limit = *o.inflight_limit;
   return Lower(GenerateAuto({o.ranks, o.microbatches, o.virtual_stages}, BuildCostModel(o, shape), limits));
+}
+
+}  // namespace
+
+Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
+  return WithCostFileReplicas(o, BuildScheduleAsWritten(o, name));
 }
 
 void CheckAutoLimits(const PlanOptions& o) {

@@ -68,7 +68,9 @@ void CheckProfile(const PlanOptions& options, const CostModel& costs);
 
 // The lowered schedule the options name: from --plan FILE, else generated
 // by `name` (defaults to options.schedule) and lowered. zb-auto is searched
-// with BuildCostModel's costs and the options' memory limits.
+// with BuildCostModel's costs and the options' memory limits. With a --cost
+// file of data-parallel replicas (data_parallel.degree > 1), a schedule
+// without REDUCE_GRAD gets them, as `train --dp` adds them.
 Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "");
 // The cost model for `schedule`: --cost FILE if given, else uniform from
 // the flags; with --recompute, those stages recomputed.

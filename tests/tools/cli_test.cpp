@@ -154,6 +154,30 @@ TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do n
              Catch::Contains("sweep: 2 plans simulated, 2 skipped by schedule rules or the --cost file's stages"));
 }
 
+TEST_CASE("cli: a --cost file of data-parallel replicas adds the gradients' all-reduce to a generated schedule",
+          "[cli][cost]") {
+  // F = 1, B = 2, K = 2, M = 4: rank 0's last B ends at (M + K - 1)(f + b) =
+  // 15 ms; its stage's 50 ms all-reduce follows it, the step ends at 65 ms.
+  const std::string cost = TempPath("dp-reduce-cost.json");
+  WriteTextFile(cost, R"({"format": "pplab.cost", "version": 1, "num_stages": 2, "data_parallel": {"degree": 2},
+                          "default": {"forward_ms": 1, "backward_ms": 2, "reduce_grad_ms": 50}})");
+  for (const std::string& command : {"simulate -s 1f1b", "simulate -s gpipe"}) {
+    const PplabRun r = Pplab(command + " -k 2 -m 4 --json --cost " + cost);
+    INFO(command << "\n" << r.out);
+    REQUIRE(r.code == 0);
+    CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == Approx(65.0));
+  }
+  PplabRun r = Pplab("sweep --schedules 1f1b -k 2 -m 4 --cost " + cost + " -o " + TempPath("dp-reduce.csv"));
+  REQUIRE(r.code == 0);
+  CHECK_THAT(ReadTextFile(TempPath("dp-reduce.csv")), Catch::Contains("\n1f1b,2,1,2,4,65.000000,"));
+  // One replica: nothing added.
+  WriteTextFile(cost, R"({"format": "pplab.cost", "version": 1, "num_stages": 2,
+                          "default": {"forward_ms": 1, "backward_ms": 2, "reduce_grad_ms": 50}})");
+  r = Pplab("simulate -s 1f1b -k 2 -m 4 --json --cost " + cost);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() == Approx(15.0));
+}
+
 TEST_CASE("cli: writing to /dev/null leaves it a device", "[cli]") {
   REQUIRE(Pplab("export -s 1f1b -k 2 -m 2 -o /dev/null").code == 0);
   struct stat st {};

@@ -124,6 +124,17 @@ TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not 
     CHECK(c["ranks"].get<int>() * c["tp"].get<int>() >= 2);  // the model is split somehow
     CHECK(c["peak_memory_bytes"].get<double>() <= 80.0 * (1 << 30));
   }
+  // A rate in TFLOP/s where FLOP/s is meant: a step of 6 x 8e9 x 262 144
+  // tokens at 400 FLOP/s is about 1e12 years, past any int64 clock. Refused,
+  // where it once wrapped to a step of 0 ms that ranked first.
+  r = Pplab("plan --model " + Data("models/llama3-8b-config.json") +
+            " --ranks 8 --global-batch 64 --seq-len 4096 --memory-per-rank 80GiB --precision bf16"
+            " --flops-per-second 400 -o " +
+            out);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "pplab: error: --flops-per-second 400: a step of 64 sequences of 4096 tokens would take over 30 years at that "
+        "rate, beyond the simulator's clock (FLOP/s, not TFLOP/s)\n");
   // Llama-3-70B's shape (70 553 706 496 parameters, 1.13 TB of state) on 8
   // such GPUs: it says how many the state alone needs.
   const std::string big = TempPath("llama-70b-config.json");

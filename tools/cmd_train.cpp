@@ -255,7 +255,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
                       [&](int64_t row, int32_t* ids) { text->dataset->TrainSample(data_offset + step * G + row, ids); },
                       o.batch_size, o.seq_len, M, replica, o.dp, pad, kNoLossBit)
                 : SyntheticBatch(o.seed, step, o.batch_size, o.seq_len, config.vocab_size, M, replica, o.dp);
-        if (step == o.nan_at) b.loss_scale = std::nan("");
+        if (step + 1 == o.nan_at) b.loss_scale = std::nan("");
         return to_device(std::move(b));
       },
       [pad, &worker](const TensorList& outputs, const at::Tensor& targets) {

@@ -181,7 +181,7 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
   sub.add_flag("--json", o.json, "print one summary object at the end");
   sub.add_option("--kill-rank-at", o.kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")
       ->group("");  // hidden
-  sub.add_option("--nan-at", o.nan_at, "testing aid: make that step's loss NaN")->group("");
+  sub.add_option("--nan-at", o.nan_at, "testing aid: make that step's loss NaN (steps count from 1)")->group("");
   sub.add_option(
       "--dump-grads", o.dump_grads_dir,
       "write each parameter's gradient of the last step to DIR/<global name>.pt (torch::save), as the update "

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -137,7 +138,7 @@ std::string LatestCheckpoint(const std::string& dir) {
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (!IsStepName(name)) {
     throw Error(latest.string() + ": expected a checkpoint name like step-000012, found '" + Printable(name) +
-                "' (remove the file to choose a checkpoint by hand)");
+                "' (write the name of the step to continue from into it, or pass --overwrite to start over)");
   }
   const fs::path path = fs::path(dir) / name;
   if (!fs::is_directory(path, ec)) {
@@ -146,18 +147,37 @@ std::string LatestCheckpoint(const std::string& dir) {
   return path.string();
 }
 
+namespace {
+
+// A failed save's directory: a step's name and ".tmp".
+bool IsStepTmpName(const std::string& name) {
+  return EndsWith(name, ".tmp") && IsStepName(name.substr(0, name.size() - 4));
+}
+
+// The tokenizer copy a text run keeps beside its checkpoints:
+// tokenizer-<16 hex digits>.model or .json (cmd_train.cpp).
+bool IsTokenizerCopyName(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || name.compare(0, 10, "tokenizer-") != 0 || dot != 26) return false;
+  const std::string ext = name.substr(dot);
+  return (ext == ".model" || ext == ".json") && std::all_of(name.begin() + 10, name.begin() + 26, [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+}  // namespace
+
 bool HoldsCheckpoints(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return false;
   for (const std::string& name : ListDirectory(dir)) {
-    if (name == "latest" || name.rfind("step-", 0) == 0) return true;
+    if (name == "latest" || (IsStepName(name) && fs::is_directory(fs::path(dir) / name, ec))) return true;
   }
   return false;
 }
 
 bool IsCheckpointEntry(const std::string& name) {
-  return name == "latest" || name.rfind("step-", 0) == 0 ||
-         (name.rfind("tokenizer-", 0) == 0 && (EndsWith(name, ".model") || EndsWith(name, ".json")));
+  return name == "latest" || IsStepName(name) || IsStepTmpName(name) || IsTokenizerCopyName(name);
 }
 
 void RemoveCheckpoints(const std::string& dir) {
@@ -165,7 +185,11 @@ void RemoveCheckpoints(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return;
   std::vector<fs::path> doomed;
   for (const std::string& name : ListDirectory(dir)) {
-    if (IsCheckpointEntry(name)) doomed.push_back(fs::path(dir) / name);
+    const fs::path path = fs::path(dir) / name;
+    // Steps are directories, `latest` and the tokenizer copies files: a
+    // user's file or folder of such a name is left alone.
+    const bool folder = fs::is_directory(fs::symlink_status(path, ec));
+    if (IsCheckpointEntry(name) && folder == (IsStepName(name) || IsStepTmpName(name))) doomed.push_back(path);
   }
   for (const fs::path& p : doomed) RemoveAllOrThrow(p);
 }
@@ -176,13 +200,10 @@ std::string PrepareCheckpointDir(const std::string& dir) {
   std::vector<fs::path> stale;
   bool steps = false;
   for (const std::string& name : ListDirectory(dir)) {
-    if (name.rfind("step-", 0) != 0) continue;
     const fs::path path = fs::path(dir) / name;
-    if (path.extension() == ".tmp") {
-      stale.push_back(path);
-    } else {
-      steps = true;
-    }
+    if (!fs::is_directory(fs::symlink_status(path, ec))) continue;
+    if (IsStepTmpName(name)) stale.push_back(path);
+    steps = steps || IsStepName(name);
   }
   for (const fs::path& p : stale) RemoveAllOrThrow(p);  // left by saves that failed
   const std::string latest = LatestCheckpoint(dir);
@@ -344,26 +365,45 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
     if (manifest.contains("tokenizer_file")) {
       tokenizer = ReadTextFile((fs::path(dir).parent_path() / manifest["tokenizer_file"].get<std::string>()).string());
     }
-    if (::mkdir(out_file.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw Error("export-model: cannot make the folder " + out_file + ": " + std::strerror(errno));
-    }
     const fs::path folder(out_file);
     // The copy's name says its kind (tokenizer-<fingerprint>.model or .json).
+    const bool json_tokenizer = EndsWith(manifest.value("tokenizer_file", ""), ".json");
     const std::string weights = (folder / "model.safetensors").string(),
                       config_file = (folder / "config.json").string(),
-                      tokenizer_file =
-                          (folder / (EndsWith(manifest.value("tokenizer_file", ""), ".json") ? "tokenizer.json"
-                                                                                             : "tokenizer.model"))
-                              .string();
+                      tokenizer_file = (folder / (json_tokenizer ? "tokenizer.json" : "tokenizer.model")).string();
+    // Files a loader of the folder (train --init-from, generate) reads before
+    // or instead of the ones written here: another model's, left behind.
+    std::vector<std::string> shadowing = {"model.safetensors.index.json"};
+    if (tokenizer.empty() || json_tokenizer) shadowing.push_back("tokenizer.model");
+    if (tokenizer.empty() || !json_tokenizer) shadowing.push_back("tokenizer.json");
+    for (const std::string& name : shadowing) {
+      std::error_code ec;
+      if (fs::exists(fs::symlink_status(folder / name, ec))) {
+        throw Error("export-model: -o " + out_file + " holds " + name + ", which loaders of the folder read " +
+                    (name == "model.safetensors.index.json" ? "instead of the model.safetensors written here"
+                     : tokenizer.empty()                    ? "as this model's tokenizer (this run has none)"
+                                                            : "before the tokenizer written here") +
+                    ": another model's, left behind? Remove it, or export into an empty folder");
+      }
+    }
+    const bool made = ::mkdir(out_file.c_str(), 0755) == 0;
+    if (!made && errno != EEXIST) {
+      throw Error("export-model: cannot make the folder " + out_file + ": " + std::strerror(errno));
+    }
     for (const std::string& file : {weights, config_file, tokenizer_file}) {
       if (file == tokenizer_file && tokenizer.empty()) continue;
+      std::string why;
       try {
         CheckWritable(file);
       } catch (const Error& e) {
-        throw Error("export-model: -o " + out_file + ": " + e.what());
+        why = "export-model: -o " + out_file + ": " + e.what();
       }
-      if (WithinCheckpoint(file, dir)) {
-        throw Error("export-model: " + file + " would replace a file of the checkpoint it reads");
+      if (why.empty() && WithinCheckpoint(file, dir)) {
+        why = "export-model: " + file + " would replace a file of the checkpoint it reads";
+      }
+      if (!why.empty()) {
+        if (made) ::rmdir(out_file.c_str());  // checked before anything is written: nothing left behind
+        throw Error(why);
       }
     }
     const int count = write_safetensors(weights);

@@ -39,6 +39,9 @@ void MetricsFile::DropStepsAfter(int step) {
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step) {
       continue;
     }
+    // A last line without its newline that does not parse is a write the
+    // crash cut short: the steps appended next would follow invalid JSON.
+    if (end == text.size() && j.is_discarded()) continue;
     if (!line.empty()) kept += line + "\n";
   }
   if (kept != text) WriteTextFile(path_, kept);

@@ -407,10 +407,11 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     // Every rank sees the same reduced loss, so all stop together, before an
     // update that would spoil the weights; the last checkpoint stays valid.
     if (!std::isfinite(f.loss)) {
-      throw Error(
-          "step " + std::to_string(step) + ": the loss is " + std::to_string(f.loss) + "; stopping before the update" +
-          (options.checkpoint_dir.empty() ? std::string()
-                                          : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
+      throw Error("step " + std::to_string(step + 1) + ": the loss is " + std::to_string(f.loss) +
+                  "; stopping before the update" +
+                  (options.checkpoint_dir.empty()
+                       ? std::string()
+                       : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
     }
     if (options.clip_norm > 0 && f.norm > options.clip_norm) {
       timed("clip", [&] {

@@ -150,10 +150,10 @@ TEST_CASE("a dualpipe checkpoint holds one copy of the model and resumes into an
 TEST_CASE("a NaN loss stops every rank before the update and keeps the last checkpoint", "[train][checkpoint]") {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/ck_nan";
   REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
-  const PplabRun r = Train("-k 2 -m 2 --steps 4 --checkpoint-every 1 --nan-at 2 --checkpoint-dir " + dir);
+  const PplabRun r = Train("-k 2 -m 2 --steps 4 --checkpoint-every 1 --nan-at 3 --checkpoint-dir " + dir);
   INFO(r.out);
   CHECK(r.code != 0);
-  CHECK_THAT(r.out, Catch::Contains("step 2: the loss is nan; stopping before the update (the last checkpoint in " +
+  CHECK_THAT(r.out, Catch::Contains("step 3: the loss is nan; stopping before the update (the last checkpoint in " +
                                     dir + " is intact)"));
   CHECK(ReadTextFile(dir + "/latest") == "step-000002\n");
   CHECK(Train("-k 2 -m 2 --steps 3 --resume --checkpoint-dir " + dir).code == 0);  // and it resumes

@@ -227,6 +227,27 @@ TEST_CASE(
   REQUIRE(Pplab("export-model --checkpoint " + dir + "/ck -o " + folder).code == 0);
   CHECK(ReadTextFile(folder + "tokenizer.json") == ReadTextFile(tokenizer));
   CHECK_FALSE(std::filesystem::exists(folder + "tokenizer.model"));
+  // A folder holding what a loader would read before the files written
+  // here (another model's tokenizer.model, a shard index) is refused, by name.
+  for (const char* stale : {"tokenizer.model", "model.safetensors.index.json"}) {
+    const std::string old = dir + "/old-" + stale + "/";
+    std::filesystem::create_directories(old);
+    WriteTextFile(old + stale, "another model's\n");
+    const PplabRun refused = Pplab("export-model --checkpoint " + dir + "/ck -o " + old);
+    INFO(refused.out);
+    CHECK(refused.code != 0);
+    CHECK_THAT(refused.out, Catch::StartsWith("pplab: error: export-model: -o " + old + " holds " + stale +
+                                              ", which loaders of the folder read"));
+    CHECK_FALSE(std::filesystem::exists(old + "model.safetensors"));
+  }
+  // A check that fails leaves no new folder behind: one inside the
+  // checkpoint it reads.
+  const std::string inside = dir + "/ck/" + ReadTextFile(dir + "/ck/latest").substr(0, 11) + "/hf/";
+  const PplabRun into_checkpoint = Pplab("export-model --checkpoint " + dir + "/ck -o " + inside);
+  INFO(into_checkpoint.out);
+  CHECK(into_checkpoint.code != 0);
+  CHECK_THAT(into_checkpoint.out, Catch::Contains("would replace a file of the checkpoint it reads"));
+  CHECK_FALSE(std::filesystem::exists(inside));
   // Text training from the folder takes its tokenizer.json without
   // --tokenizer: the losses of the same run that names it.
   const std::string from_folder =

@@ -241,6 +241,32 @@ TEST_CASE("step directories without 'latest' are refused and a garbage 'latest' 
   CHECK_FALSE(HoldsCheckpoints(dir));
 }
 
+TEST_CASE("a checkpoint directory's look-alike user files are neither a run nor removed with one", "[checkpoint]") {
+  const std::string dir = Tmp("lookalikes");
+  const std::vector<std::string> user_files = {"step-by-step.md", "tokenizer-mine.json", "step-old.tmp",
+                                               "tokenizer-0123456789ABCDEF.model", "step-000003"};
+  for (const std::string& name : user_files) WriteTextFile(dir + "/" + name, "mine\n");
+  fs::create_directories(dir + "/step-keep");
+  WriteTextFile(dir + "/step-keep/notes.txt", "mine\n");
+  CHECK_FALSE(HoldsCheckpoints(dir));  // a file named like a step is no step
+  CHECK(PrepareCheckpointDir(dir).empty());
+  Toy toy;
+  Publish(dir, 1, {&toy}, 10);
+  WriteTextFile(dir + "/tokenizer-0123456789abcdef.model", "copy\n");  // the run's own tokenizer copy
+  fs::create_directories(dir + "/step-000002.tmp");                    // a save that failed
+  CHECK(HoldsCheckpoints(dir));
+  RemoveCheckpoints(dir);
+  for (const std::string& name : user_files) {
+    INFO(name);
+    CHECK(ReadTextFile(dir + "/" + name) == "mine\n");
+  }
+  CHECK(ReadTextFile(dir + "/step-keep/notes.txt") == "mine\n");
+  for (const char* gone : {"latest", "step-000001", "step-000002.tmp", "tokenizer-0123456789abcdef.model"}) {
+    INFO(gone);
+    CHECK_FALSE(fs::exists(dir + "/" + gone));
+  }
+}
+
 TEST_CASE("export-model fails unless every parameter of the model is written", "[checkpoint]") {
   const std::string dir = Tmp("export");
   Toy toy;

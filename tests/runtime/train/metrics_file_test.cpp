@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "schedules/error.h"
@@ -19,6 +20,11 @@ std::string TmpDir(const std::string& name) {
   const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/metrics_file_" + name + "_" + std::to_string(::getpid());
   RemoveTree(dir);
   return dir;
+}
+
+void AppendTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out << text;
 }
 
 void WriteSteps(const std::string& path, int resumed_at, int first, int last) {
@@ -70,6 +76,19 @@ TEST_CASE("an empty metrics path writes nothing and an unwritable one is refused
   } catch (const Error& e) {
     CHECK_THAT(e.what(), Catch::Contains(dir + "/metrics.jsonl"));
   }
+}
+
+TEST_CASE("a resumed run drops a last line a crash cut short, so every line of the file parses", "[metrics]") {
+  const std::string path = TmpDir("cut") + "/metrics.jsonl";
+  WriteSteps(path, -1, 1, 2);
+  AppendTextFile(path, "{\"bubble\":0.3,\"grad_no");  // the write a crash cut short
+  WriteSteps(path, 2, 3, 3);
+  CHECK(ReadTextFile(path) ==
+        "{\"loss\":1.0,\"step\":1}\n{\"loss\":0.5,\"step\":2}\n{\"loss\":0.3333333333333333,\"step\":3}\n");
+  // A last line that parses stays, newline or not.
+  AppendTextFile(path, "{\"note\":1}");
+  WriteSteps(path, 3, 4, 4);
+  CHECK_THAT(ReadTextFile(path), Catch::EndsWith("\"step\":3}\n{\"note\":1}\n{\"loss\":0.25,\"step\":4}\n"));
 }
 
 }  // namespace pplab::metrics_file_test

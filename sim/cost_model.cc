@@ -193,7 +193,23 @@ void CostModel::CheckDevices(int ranks, const std::string& schedule_name) const 
     throw Error(origin_ + ": field 'devices' names " + std::to_string(devices_.size()) + " ranks but schedule '" +
                 schedule_name + "' has " + std::to_string(ranks));
   }
+  // A link of a rank the plan lacks would go unused, unseen.
+  for (const auto& [pair, link] : links_) {
+    if (pair.first >= ranks || pair.second >= ranks) {
+      throw Error(origin_ + ": field 'links' links rank " + std::to_string(pair.first) + " to rank " +
+                  std::to_string(pair.second) + ", but schedule '" + schedule_name + "' has ranks 0 to " +
+                  std::to_string(ranks - 1));
+    }
+  }
   if (device_slots_.empty()) return;
+  if (!devices_.empty()) {
+    const int used = *std::max_element(devices_.begin(), devices_.end()) + 1;
+    if (static_cast<int>(device_slots_.size()) > used) {
+      throw Error(origin_ + ": field 'device_slots' has " + std::to_string(device_slots_.size()) +
+                  " entries, but 'devices' names devices 0 to " + std::to_string(used - 1) +
+                  " (give one entry per device id)");
+    }
+  }
   for (RankId r = 0; r < ranks; ++r) {
     const int device = devices_.empty() ? r : devices_[r];
     if (device >= static_cast<int>(device_slots_.size())) {

@@ -25,7 +25,7 @@ std::string Percent(const nlohmann::json& x) { return x.is_null() ? "-" : Fixed(
 int RunCompare(const CompareOptions& o) {
   const std::vector<std::string> names = GeneratorNames(o.schedules);
   nlohmann::json rows = nlohmann::json::array();
-  const int cost_stages = CostFileStages(o.plan);
+  const CostFileShape cost_shape = CostFileShapeOf(o.plan);
   for (const std::string& name : names) {
     // One --virtual serves the schedules that take it; the others keep theirs.
     PlanOptions plan = o.plan;
@@ -38,7 +38,7 @@ int RunCompare(const CompareOptions& o) {
       std::fprintf(stderr, "skipped: %s\n", e.what());  // a rule of the family rules this plan out
       continue;
     }
-    if (const std::string misfit = CostFileMisfit(plan, cost_stages, schedule);
+    if (const std::string misfit = CostFileMisfit(plan, cost_shape, schedule);
         !misfit.empty() && o.schedules.size() != 1) {
       std::fprintf(stderr, "skipped: %s\n", misfit.c_str());
       continue;

@@ -42,7 +42,7 @@ int RunSweep(const SweepOptions& o) {
   CheckOutputFiles({{"--output", o.out_path == "-" ? "" : o.out_path}}, {{"--cost", o.plan.cost_file}});
   std::string csv = SimulationCsvHeader();
   int rows = 0, skipped = 0;
-  const int cost_stages = CostFileStages(o.plan);
+  const CostFileShape cost_shape = CostFileShapeOf(o.plan);
   for (const std::string& name : names) {
     const GeneratorInfo& info = FindGenerator(name);
     for (int K : o.ranks) {
@@ -62,7 +62,7 @@ int RunSweep(const SweepOptions& o) {
             std::fprintf(stderr, "skipped: %s\n", e.what());
             continue;
           }
-          if (const std::string misfit = CostFileMisfit(p, cost_stages, schedule); !misfit.empty()) {
+          if (const std::string misfit = CostFileMisfit(p, cost_shape, schedule); !misfit.empty()) {
             ++skipped;
             std::fprintf(stderr, "skipped: %s\n", misfit.c_str());
             continue;
@@ -80,7 +80,8 @@ int RunSweep(const SweepOptions& o) {
   } else {
     WriteTextFile(o.out_path, csv);
   }
-  std::fprintf(stderr, "sweep: %d plans simulated, %d skipped by schedule rules or the --cost file's stages\n", rows,
+  std::fprintf(stderr,
+               "sweep: %d plans simulated, %d skipped by schedule rules or the --cost file's stages or devices\n", rows,
                skipped);
   return 0;
 }

@@ -233,15 +233,23 @@ void CheckAutoLimits(const PlanOptions& o) {
   }
 }
 
-int CostFileStages(const PlanOptions& o) {
-  return o.cost_file.empty() ? 0 : CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file).NumStages();
+CostFileShape CostFileShapeOf(const PlanOptions& o) {
+  if (o.cost_file.empty()) return {};
+  const CostModel costs = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
+  return {costs.NumStages(), static_cast<int>(costs.Devices().size())};
 }
 
-std::string CostFileMisfit(const PlanOptions& o, int stages, const Schedule& schedule) {
-  if (stages == 0 || stages == schedule.stages) return "";
-  return schedule.name + ": --cost " + o.cost_file + " costs " + std::to_string(stages) +
-         " stages, this schedule has " + std::to_string(schedule.stages) + " (K=" + std::to_string(schedule.ranks) +
-         " x " + std::to_string(schedule.StagesPerRank()) + " a rank)";
+std::string CostFileMisfit(const PlanOptions& o, const CostFileShape& shape, const Schedule& schedule) {
+  if (shape.stages != 0 && shape.stages != schedule.stages) {
+    return schedule.name + ": --cost " + o.cost_file + " costs " + std::to_string(shape.stages) +
+           " stages, this schedule has " + std::to_string(schedule.stages) + " (K=" + std::to_string(schedule.ranks) +
+           " x " + std::to_string(schedule.StagesPerRank()) + " a rank)";
+  }
+  if (shape.device_ranks != 0 && shape.device_ranks != schedule.ranks) {
+    return schedule.name + ": --cost " + o.cost_file + " puts " + std::to_string(shape.device_ranks) +
+           " ranks on devices, this schedule has " + std::to_string(schedule.ranks);
+  }
+  return "";
 }
 
 CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {

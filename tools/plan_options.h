@@ -76,14 +76,20 @@ Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "")
 // the flags; with --recompute, those stages recomputed.
 CostModel BuildCostModel(const PlanOptions& options, const Schedule& schedule);
 
-// The --cost file's number of stages, 0 without a file: read once by the
+// What a --cost file fixes of the plans it can cost: its stages, and the
+// ranks its `devices` map (0: any). All 0 without a file. Read once by the
 // commands that simulate several schedules (compare, sweep).
-int CostFileStages(const PlanOptions& options);
+struct CostFileShape {
+  int stages = 0;
+  int device_ranks = 0;
+};
+CostFileShape CostFileShapeOf(const PlanOptions& options);
 
-// For those commands: why `schedule` cannot take the --cost file's
-// `stages` (CostFileStages; "" when it can, or without a file). A
-// one-stage-a-rank profile costs no interleaved or V schedule, which is
-// skipped with this line rather than stop the command.
-std::string CostFileMisfit(const PlanOptions& options, int stages, const Schedule& schedule);
+// For those commands: why `schedule` cannot take the --cost file of `shape`
+// ("" when it can, or without a file). A one-stage-a-rank profile costs no
+// interleaved or V schedule, and a file that maps 2 ranks to devices no
+// plan of 4 ranks: such a schedule is skipped with this line rather than
+// stop the command.
+std::string CostFileMisfit(const PlanOptions& options, const CostFileShape& shape, const Schedule& schedule);
 
 }  // namespace pplab::cli

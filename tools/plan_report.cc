@@ -190,7 +190,7 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
       result.simulated, Fixed(out.seconds, 2).c_str(), result.skipped, result.over_memory,
       HumanBytes(search.memory_per_rank).c_str(), out.costs_from.c_str(), PrecisionName(search.precision),
       search.fused_attention ? "sdpa (no softmax probabilities kept)" : "explicit");
-  // The fit between each two out.profiled sizes, for a reader to check against
+  // The fit between each two profiled sizes, for a reader to check against
   // the profiles: a fixed time a layer and microbatch, and a time per FLOP.
   for (const CostFit::SizeRange& r : search.fit.ranges) {
     const TimeCoefficients& t = r.times;
@@ -242,7 +242,7 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
   const bool fitted_collectives = search.fit.tensor_parallel > 1;
   if (fitted_collectives) {
     const std::string which = o.cost_files.size() == 1 ? o.cost_files.front() + " was" : "the profiles were";
-    std::printf("tensor-parallel collectives: in the fitted times (%s out.profiled with --tp %d%s); no rings added\n",
+    std::printf("tensor-parallel collectives: in the fitted times (%s profiled with --tp %d%s); no rings added\n",
                 which.c_str(), search.tp, search.sequence_parallel ? " --sequence-parallel" : "");
   } else if (out.tensor_parallel) {
     std::printf("tensor-parallel rings: %s%s (%s)\n", link_text(search.tp_link).c_str(),
@@ -311,7 +311,7 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
                 ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
                              : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
-  // One out.profiled size stands for every size: say so where the plan written
+  // One profiled size stands for every size: say so where the plan written
   // runs another (docs/planning.md, "Several profiles").
   if (!out.profiled.empty() && search.fit.ranges.empty() &&
       chosen.microbatch_size != out.profiled.front().Profile()->microbatch_size) {

@@ -386,4 +386,21 @@ TEST_CASE("cost model device_slots: one count per device id, round-trips, bad en
                     Catch::Contains("field 'device_slots' has 1 entries, but rank 1 is on device 3"));
 }
 
+TEST_CASE("cost model: a link or a device slot the plan cannot use is refused when it is simulated",
+          "[cost_model][devices]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "default": {"forward_ms": 1, "backward_ms": 2},
+    "num_stages": 2, )";
+  const CostModel link = CostModel::FromJson(head + R"("links": [{"from": 0, "to": 5, "latency_ms": 0.5}]})", "l.json");
+  CHECK_THROWS_WITH(link.CheckDevices(2, "1f1b"),
+                    "l.json: field 'links' links rank 0 to rank 5, but schedule '1f1b' "
+                    "has ranks 0 to 1");
+  CHECK_NOTHROW(link.CheckDevices(6, "1f1b"));
+  const CostModel slots = CostModel::FromJson(head + R"("devices": [0, 0], "device_slots": [1, 5]})", "s.json");
+  CHECK_THROWS_WITH(slots.CheckDevices(2, "1f1b"),
+                    "s.json: field 'device_slots' has 2 entries, but 'devices' names devices 0 to 0 (give one entry "
+                    "per device id)");
+  // Without 'devices' each rank is its own device: more slots serve plans of more ranks.
+  CHECK_NOTHROW(CostModel::FromJson(head + R"("device_slots": [1, 1, 1]})", "r.json").CheckDevices(2, "1f1b"));
+}
+
 }  // namespace pplab::cost_model_test

@@ -151,7 +151,20 @@ TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do n
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out,
-             Catch::Contains("sweep: 2 plans simulated, 2 skipped by schedule rules or the --cost file's stages"));
+             Catch::Contains("sweep: 2 plans simulated, 2 skipped by schedule rules or the --cost file's stages or "
+                             "devices"));
+  // A file that puts 2 ranks on devices costs no plan of 1 rank, even one of
+  // its 2 stages (interleaved, v = 2): of the 6 cells, 1f1b at K = 2 alone.
+  const std::string devices = TempPath("compare-misfit-devices.json");
+  WriteTextFile(devices, R"({"format": "pplab.cost", "version": 1, "num_stages": 2, "devices": [0, 0],
+                             "default": {"forward_ms": 1, "backward_ms": 2}})");
+  r = Pplab("sweep -k 1,2 -m 4 -v 1,2 --schedules 1f1b,interleaved-1f1b --cost " + devices + " -o " +
+            TempPath("compare-misfit-devices.csv"));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b: --cost " + devices +
+                                    " puts 2 ranks on devices, this schedule has 1"));
+  CHECK_THAT(r.out, Catch::Contains("sweep: 1 plans simulated, 5 skipped"));
 }
 
 TEST_CASE("cli: a --cost file of data-parallel replicas adds the gradients' all-reduce to a generated schedule",

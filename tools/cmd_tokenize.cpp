@@ -117,6 +117,10 @@ int RunTokenize(const TokenizeOptions& o) {
   if (o.text.empty() == o.file.empty()) throw Error("tokenize: give the text as arguments or --file, one of the two");
   const Tokenizer tokenizer = Tokenizer::Load(o.tokenizer);
   const std::string input = o.file.empty() ? Joined(o.text) : ReadTextFile(o.file);
+  if (input.empty()) {
+    throw Error(std::string("tokenize") + (o.decode ? " --decode" : "") +
+                (o.file.empty() ? ": the text given is empty" : " --file " + o.file + ": the file is empty"));
+  }
   std::vector<int32_t> ids;
   std::string text;
   if (o.decode) {
@@ -140,6 +144,7 @@ int RunTokenize(const TokenizeOptions& o) {
       }
       ids.push_back(static_cast<int32_t>(id));
     }
+    if (ids.empty()) throw Error("tokenize --decode --file " + o.file + ": the file holds no ids");
     text = tokenizer.Decode(ids);
   } else {
     ids = tokenizer.Encode(input);
@@ -147,7 +152,7 @@ int RunTokenize(const TokenizeOptions& o) {
   }
   if (o.json) {
     nlohmann::json pieces = nlohmann::json::array();
-    for (int32_t id : ids) pieces.push_back(tokenizer.Decode({id}));
+    for (int32_t id : ids) pieces.push_back(tokenizer.Piece(id));
     const nlohmann::json j = {{"tokenizer", o.tokenizer},
                               {"kind", tokenizer.FileName()},
                               {"vocab_size", tokenizer.VocabSize()},
@@ -188,7 +193,9 @@ void SetupTokenize(CLI::App& app, int& exit_code) {
       "--records", o->records,
       "a .jsonl file of --data records: print one as training reads it, in runs of tokens the loss reads and learns");
   sub->add_option("--record", o->record, "with --records: which record, from 1")->needs(records)->capture_default_str();
-  sub->add_flag("--json", o->json, "print one JSON object: ids, each id's piece, the special ids, the text");
+  sub->add_flag("--json", o->json,
+                "print one JSON object: ids, each id's vocabulary piece (as the tokenizer file spells it), the "
+                "special ids, the text");
   sub->callback([o, &exit_code] { exit_code = RunTokenize(*o); });
 }
 

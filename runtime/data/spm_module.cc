@@ -101,6 +101,18 @@ int pplab_spm_decode(void* handle, const int32_t* ids, size_t count, char** text
   return 0;
 }
 
+int pplab_spm_piece(void* handle, int32_t id, char** text, size_t* size, char* error, size_t error_size) {
+  const auto* sp = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
+  if (id < 0 || id >= sp->GetPieceSize()) {
+    return Fail("id " + std::to_string(id) + " is not a piece (0 to " + std::to_string(sp->GetPieceSize() - 1) + ")",
+                error, error_size);
+  }
+  const std::string& piece = sp->IdToPiece(id);
+  *text = Copy(piece.data(), piece.size());
+  *size = piece.size();
+  return 0;
+}
+
 int pplab_spm_train(const char* text, size_t size, int vocab_size, int llama2_ids, char** model, size_t* model_size,
                     char* error, size_t error_size) {
   // PAD 0 (the loss's ignore index), UNK 1, BOS 2, EOS 3, or Llama 2's ids;

@@ -29,6 +29,9 @@ int pplab_spm_encode(void* handle, const char* text, size_t size, int32_t** ids,
 // Decodes `count` ids; *text (malloc'ed) gets *size bytes.
 int pplab_spm_decode(void* handle, const int32_t* ids, size_t count, char** text, size_t* size, char* error,
                      size_t error_size);
+// The vocabulary piece of `id` ("\xe2\x96\x81world", "<0x0A>", "<s>"); *text
+// (malloc'ed) gets *size bytes. An id out of range is an error.
+int pplab_spm_piece(void* handle, int32_t id, char** text, size_t* size, char* error, size_t error_size);
 // Trains a BPE model of `vocab_size` pieces on the non-empty lines of `text`
 // (byte fallback from 1024 pieces); *model (malloc'ed) gets the serialized
 // model. Its special pieces: with `llama2_ids` 0, pplab's (PAD 0, UNK 1,

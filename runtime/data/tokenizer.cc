@@ -25,6 +25,7 @@ struct SpmModule {
   decltype(&pplab_spm_info) info;
   decltype(&pplab_spm_encode) encode;
   decltype(&pplab_spm_decode) decode;
+  decltype(&pplab_spm_piece) piece;
   decltype(&pplab_spm_train) train;
   decltype(&pplab_spm_free_buffer) free_buffer;
 };
@@ -70,6 +71,7 @@ const SpmModule& Module() {
     m.info = reinterpret_cast<decltype(m.info)>(sym("pplab_spm_info"));
     m.encode = reinterpret_cast<decltype(m.encode)>(sym("pplab_spm_encode"));
     m.decode = reinterpret_cast<decltype(m.decode)>(sym("pplab_spm_decode"));
+    m.piece = reinterpret_cast<decltype(m.piece)>(sym("pplab_spm_piece"));
     m.train = reinterpret_cast<decltype(m.train)>(sym("pplab_spm_train"));
     m.free_buffer = reinterpret_cast<decltype(m.free_buffer)>(sym("pplab_spm_free_buffer"));
     return m;
@@ -210,6 +212,21 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
   char error[512] = "";
   if (spm.decode(impl_->handle, kept.data(), kept.size(), &text, &size, error, sizeof error) != 0) {
     throw Error(path_ + ": cannot decode: " + error);
+  }
+  std::string out(text, size);
+  spm.free_buffer(text);
+  return out;
+}
+
+std::string Tokenizer::Piece(int32_t id) const {
+  if (id < 0 || id >= VocabSize()) return "";
+  if (impl_->bpe) return impl_->bpe->TokenText(id);
+  const SpmModule& spm = Module();
+  char* text = nullptr;
+  size_t size = 0;
+  char error[512] = "";
+  if (spm.piece(impl_->handle, id, &text, &size, error, sizeof error) != 0) {
+    throw Error(path_ + ": no piece: " + error);
   }
   std::string out(text, size);
   spm.free_buffer(text);

@@ -39,6 +39,10 @@ class Tokenizer {
   std::vector<int32_t> Encode(const std::string& text) const;  // no BOS/EOS added
   std::string Decode(const std::vector<int32_t>& ids) const;   // PAD/BOS/EOS dropped
   int VocabSize() const;
+  // The vocabulary's piece of `id`, as the file spells it: SentencePiece's
+  // "\xe2\x96\x81world" (a word start marked), a byte-level "\xc4\xa0world", an
+  // added token's text ("<|end_of_text|>"); "" for an id out of range.
+  std::string Piece(int32_t id) const;
   int32_t Pad() const { return pad_; }
   int32_t Bos() const { return bos_; }
   int32_t Eos() const { return eos_; }

@@ -19,6 +19,7 @@
 #include "models/pretrained.h"
 #include "models/safetensors.h"
 #include "runtime/data/fnv.h"
+#include "runtime/data/tokenizer.h"
 #include "runtime/train/manifest.h"
 #include "runtime/train/shard_file.h"
 #include "schedules/error.h"
@@ -360,10 +361,20 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
     // and the run's tokenizer, all checked before anything is written.
     if (!manifest.contains("model")) throw Error("export-model: " + dir + "/manifest.json has no model config");
     const LlamaConfig config = LlamaConfigFromJson(manifest["model"].dump(), dir + "/manifest.json");
-    const std::string config_json = HuggingFaceConfigJson(config, bf16 ? "bfloat16" : "float32");
+    std::string config_json = HuggingFaceConfigJson(config, bf16 ? "bfloat16" : "float32");
     std::string tokenizer;
     if (manifest.contains("tokenizer_file")) {
-      tokenizer = ReadTextFile((fs::path(dir).parent_path() / manifest["tokenizer_file"].get<std::string>()).string());
+      const std::string copy = (fs::path(dir).parent_path() / manifest["tokenizer_file"].get<std::string>()).string();
+      tokenizer = ReadTextFile(copy);
+      // The special tokens' ids, which loaders otherwise take from their
+      // defaults (Hugging Face's Llama: BOS 1, EOS 2; pplab's tokenizers
+      // give PAD 0, BOS 2, EOS 3), so generation would stop at the BOS.
+      const Tokenizer t = Tokenizer::Load(copy);
+      json doc = json::parse(config_json);
+      doc["bos_token_id"] = t.Bos();
+      doc["eos_token_id"] = t.Eos();
+      doc["pad_token_id"] = t.Pad();
+      config_json = doc.dump(2);
     }
     const fs::path folder(out_file);
     // The copy's name says its kind (tokenizer-<fingerprint>.model or .json).
@@ -373,7 +384,7 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
                       tokenizer_file = (folder / (json_tokenizer ? "tokenizer.json" : "tokenizer.model")).string();
     // Files a loader of the folder (train --init-from, generate) reads before
     // or instead of the ones written here: another model's, left behind.
-    std::vector<std::string> shadowing = {"model.safetensors.index.json"};
+    std::vector<std::string> shadowing = {"model.safetensors.index.json", "generation_config.json"};
     if (tokenizer.empty() || json_tokenizer) shadowing.push_back("tokenizer.model");
     if (tokenizer.empty() || !json_tokenizer) shadowing.push_back("tokenizer.json");
     for (const std::string& name : shadowing) {
@@ -381,6 +392,7 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
       if (fs::exists(fs::symlink_status(folder / name, ec))) {
         throw Error("export-model: -o " + out_file + " holds " + name + ", which loaders of the folder read " +
                     (name == "model.safetensors.index.json" ? "instead of the model.safetensors written here"
+                     : name == "generation_config.json"     ? "for the ids that end a text"
                      : tokenizer.empty()                    ? "as this model's tokenizer (this run has none)"
                                                             : "before the tokenizer written here") +
                     ": another model's, left behind? Remove it, or export into an empty folder");

@@ -48,11 +48,17 @@ TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text bac
   CHECK_THAT(Pplab("tokenize --tokenizer " + path + " --decode --file " + dir + "/bad-ids.txt").out,
              Catch::Contains("tokenize --decode --file " + dir + "/bad-ids.txt: 'x' is not a token id"));
 
+  WriteTextFile(dir + "/empty.txt", "");
   const PplabRun json = Pplab("tokenize --tokenizer " + path + " --json the thin");
   REQUIRE(json.code == 0);
   const auto j = nlohmann::json::parse(json.out);
   CHECK(j["ids"] == std::vector<int>{257, 32, 256, 259});
-  CHECK(j["pieces"] == std::vector<std::string>{"the", " ", "th", "in"});
+  // The vocabulary's pieces, as the file spells them (a space is byte-level's
+  // "\u0120"), not each id decoded alone.
+  CHECK(j["pieces"] == std::vector<std::string>{"the", "\xc4\xa0", "th", "in"});
+  const PplabRun special = Pplab("tokenize --tokenizer " + path + " --json 'a<|end_of_text|>'");
+  REQUIRE(special.code == 0);
+  CHECK(nlohmann::json::parse(special.out)["pieces"] == std::vector<std::string>{"a", "<|end_of_text|>"});
   CHECK(j["kind"] == "tokenizer.json");
   CHECK(j["bos"] == 260);
   CHECK(j["eos"] == 261);
@@ -61,7 +67,9 @@ TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text bac
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {"--decode 12 x", "tokenize --decode: 'x' is not a token id (0 to 262)"},
            {"--decode 263", "tokenize --decode: '263' is not a token id"},
-           {"", "give the text as arguments or --file"}}) {
+           {"", "give the text as arguments or --file"},
+           {"''", "tokenize: the text given is empty"},
+           {"--file " + dir + "/empty.txt", "tokenize --file " + dir + "/empty.txt: the file is empty"}}) {
     const PplabRun bad = Pplab("tokenize --tokenizer " + path + " " + args);
     INFO(args << ": " << bad.out);
     CHECK(bad.code == 2);

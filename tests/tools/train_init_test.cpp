@@ -227,9 +227,15 @@ TEST_CASE(
   REQUIRE(Pplab("export-model --checkpoint " + dir + "/ck -o " + folder).code == 0);
   CHECK(ReadTextFile(folder + "tokenizer.json") == ReadTextFile(tokenizer));
   CHECK_FALSE(std::filesystem::exists(folder + "tokenizer.model"));
+  // config.json names the tokenizer's special ids, which Hugging Face's
+  // loaders would otherwise take from their defaults (BOS 1, EOS 2).
+  const nlohmann::json config_json = nlohmann::json::parse(ReadTextFile(folder + "config.json"));
+  CHECK(config_json["bos_token_id"] == loaded.Bos());
+  CHECK(config_json["eos_token_id"] == loaded.Eos());
+  CHECK(config_json["pad_token_id"] == loaded.Pad());
   // A folder holding what a loader would read before the files written
   // here (another model's tokenizer.model, a shard index) is refused, by name.
-  for (const char* stale : {"tokenizer.model", "model.safetensors.index.json"}) {
+  for (const char* stale : {"tokenizer.model", "model.safetensors.index.json", "generation_config.json"}) {
     const std::string old = dir + "/old-" + stale + "/";
     std::filesystem::create_directories(old);
     WriteTextFile(old + stale, "another model's\n");

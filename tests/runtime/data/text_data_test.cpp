@@ -136,6 +136,26 @@ TEST_CASE("a trained tokenizer round-trips text and has PAD 0, BOS 2, EOS 3", "[
   TrainTokenizer(ReadCorpus({kText + "/fortunes.txt"}).documents, 200, again);
   CHECK(ReadTextFile(again) == ReadTextFile(Prepared().tokenizer_path));
   CHECK_THROWS_WITH(Tokenizer::Load(kText + "/fortunes.txt"), Catch::Contains("not a SentencePiece model"));
+  // Its pieces, as the model spells them: the special ones, and words with
+  // their start marked by U+2581, so the pieces of a text put together give
+  // the text, each word start a space (SentencePiece adds one at the front).
+  CHECK(t.Piece(0) == "<pad>");
+  CHECK(t.Piece(2) == "<s>");
+  CHECK(t.Piece(3) == "</s>");
+  CHECK(t.Piece(-1).empty());
+  CHECK(t.Piece(t.VocabSize()).empty());
+  std::string joined;
+  for (int32_t id : ids) joined += t.Piece(id);
+  std::string spaced;
+  for (size_t at = 0; at < joined.size();) {
+    if (joined.compare(at, 3, "\xe2\x96\x81") == 0) {
+      spaced += ' ';
+      at += 3;
+    } else {
+      spaced += joined[at++];
+    }
+  }
+  CHECK(spaced == " " + text);
 }
 
 TEST_CASE("a tokenizer without a PAD piece, as Llama 2's, pads with its UNK piece", "[data]") {

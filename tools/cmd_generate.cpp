@@ -113,6 +113,8 @@ Loaded FromCheckpoint(const GenerateOptions& o) {
 
 // From a published model's files, its config and its tokenizer.
 Loaded FromWeights(const GenerateOptions& o) {
+  std::error_code ec;
+  if (!fs::exists(o.init_from, ec)) throw Error("--init-from " + o.init_from + ": no such file or directory");
   // A model's folder usually holds its tokenizer too.
   const std::string tokenizer = o.tokenizer.empty() ? FolderTokenizer(o.init_from) : o.tokenizer;
   if (o.model.empty()) {
@@ -134,7 +136,6 @@ Loaded FromWeights(const GenerateOptions& o) {
   l.tokenizer = Tokenizer::Load(tokenizer);
   l.model = BuildLlamaStage(l.config, PartitionUniform(l.config, 1), 0, 0, c10::kCPU, options);
   l.source = {{"weights", o.init_from}};
-  std::error_code ec;
   // The model's folder: --init-from's, else the one --model's config is in.
   l.stop = StopIds(fs::is_directory(o.init_from, ec) ? o.init_from
                    : fs::is_directory(o.model, ec)   ? o.model
@@ -153,8 +154,9 @@ int RunGenerate(const GenerateOptions& o) {
   // A published model may keep more rows than its tokenizer has pieces;
   // those are never sampled.
   if (tokenizer.VocabSize() > config.vocab_size) {
-    throw Error("the tokenizer has " + std::to_string(tokenizer.VocabSize()) + " pieces, the model " +
-                std::to_string(config.vocab_size));
+    throw Error("the tokenizer " + tokenizer.Path() + " has " + std::to_string(tokenizer.VocabSize()) +
+                " pieces, more than the model's vocab_size " + std::to_string(config.vocab_size) +
+                ": it is not that model's tokenizer");
   }
 
   torch::NoGradGuard no_grad;
@@ -254,7 +256,8 @@ void SetupGenerate(CLI::App& app, int& exit_code) {
                   "a published model's weights instead (a .safetensors file or the model's folder), with its "
                   "--model and --tokenizer")
       ->excludes(checkpoint);
-  sub->add_option("--model", o->model, "with --init-from: the model's config.json (or its folder)");
+  sub->add_option("--model", o->model, "with --init-from: the model's config.json (or its folder)")
+      ->excludes(checkpoint);
   sub->add_option("--prompt", o->prompt, "text to continue (with --chat: the user's message to answer)")->required();
   CLI::Option* chat = sub->add_flag(
       "--chat", o->chat,

@@ -387,7 +387,7 @@ int RunTrain(const TrainOptions& given) {
   const std::string latest =
       o.checkpoint_dir.empty() || replace_earlier ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
   for (const std::string& w : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", w.c_str());
-  if (!warning.empty() && !o.quiet) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
+  if (!warning.empty()) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
   std::optional<PreparedText> prepared;
   if (!o.synthetic) {
     // Build the tokenizer and token cache once, here, so the workers find them.

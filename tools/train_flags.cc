@@ -177,7 +177,9 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
                  "--cost-out) instead of the costs measured in the last step: the picture then stacks that prediction "
                  "above the measured step, memory included, and the summary gives the predicted step time (and with "
                  "--measure-memory each rank's peak) against the measured");
-  sub.add_flag("--quiet,-q", o.quiet, "no progress line");
+  sub.add_flag("--quiet,-q", o.quiet,
+               "no progress line and no lines about the data and weights read (warnings, and notes on how a "
+               "resumed run differs from its checkpoint, still show)");
   sub.add_flag("--json", o.json, "print one summary object at the end");
   sub.add_option("--kill-rank-at", o.kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")
       ->group("");  // hidden

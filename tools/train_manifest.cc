@@ -72,7 +72,9 @@ int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlo
     throw Error("--steps " + std::to_string(o.steps) + " is below the step of the checkpoint to resume (" + latest +
                 ", step " + std::to_string(step) + "): pass --steps above it to continue");
   }
-  if (step == o.steps || o.quiet) return step;
+  // The notes say how the continued run differs from the checkpoint's:
+  // shown under -q too, which silences progress, not changes.
+  if (step == o.steps) return step;
   for (const std::string& note : {PrecisionChangeNote(o, found), LrChangeNote(o, found, step)}) {
     if (!note.empty()) std::fprintf(stderr, "pplab: note: %s\n", note.c_str());
   }

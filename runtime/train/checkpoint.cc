@@ -301,8 +301,14 @@ std::map<std::string, at::Tensor> ReadAllShards(const std::string& path, const j
 std::string ResolveCheckpoint(const std::string& path) {
   std::error_code ec;
   if (fs::exists(fs::path(path) / "manifest.json", ec)) return path;
+  if (!fs::exists(path, ec)) throw Error("--checkpoint " + path + ": no such file or directory");
+  if (!fs::is_directory(path, ec)) throw Error("--checkpoint " + path + " is a file, not a checkpoint directory");
   const std::string dir = LatestCheckpoint(path);
-  if (dir.empty()) throw Error("--checkpoint " + path + " holds no checkpoint");
+  if (dir.empty() && HoldsCheckpoints(path)) {
+    throw Error("--checkpoint " + path + " holds step directories but no 'latest' file: give one of them as " +
+                "--checkpoint, or write its name into " + path + "/latest");
+  }
+  if (dir.empty()) throw Error("--checkpoint " + path + " holds no checkpoint (no manifest.json, no 'latest' file)");
   return dir;
 }
 
@@ -324,7 +330,8 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
   const std::string dir = ResolveCheckpoint(path);
   if (out_file.empty()) throw Error("export-model: -o is empty; give a file or a folder (DIR/)");
   if (out_file.back() != '/' && WithinCheckpoint(out_file, dir)) {
-    throw Error("export-model: -o " + out_file + " is in the checkpoint it reads (" + dir + ")");
+    throw Error("export-model: -o " + out_file + " is among the checkpoints of " +
+                fs::path(dir).parent_path().string() + ", which it reads");
   }
   const json manifest = json::parse(VerifyCheckpoint(dir));
   c10::Dict<std::string, at::Tensor> params;

@@ -193,6 +193,17 @@ TEST_CASE("a model with a Llama 2 style tokenizer (no PAD) trains on text from i
   const PplabRun lonely = Pplab("generate --init-from " + file + " --prompt x");
   CHECK(lonely.code != 0);
   CHECK_THAT(lonely.out, Catch::Contains("needs the model's config as --model"));
+  // A path that is not there is named as such, whatever else is missing.
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--init-from " + dir + "/none --model " + model, "--init-from " + dir + "/none: no such file or directory"},
+           {"--checkpoint " + dir + "/none", "--checkpoint " + dir + "/none: no such file or directory"},
+           {"--checkpoint " + file, "--checkpoint " + file + " is a file, not a checkpoint directory"},
+           {"--checkpoint " + dir + "/ck --model " + model, "--checkpoint excludes --model"}}) {
+    const PplabRun r = Pplab("generate --prompt x " + args);
+    INFO(args << ": " << r.out);
+    CHECK(r.code != 0);
+    CHECK(r.out == "pplab: error: " + message + "\n");
+  }
   const PplabRun both = Pplab("generate --prompt x");
   CHECK(both.code != 0);
   CHECK_THAT(both.out, Catch::Contains("give --checkpoint, or --init-from with --model and --tokenizer"));

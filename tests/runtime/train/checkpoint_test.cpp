@@ -236,7 +236,13 @@ TEST_CASE("step directories without 'latest' are refused and a garbage 'latest' 
   CHECK_THROWS_WITH(LatestCheckpoint(dir), Catch::Contains("names step-000007, which does not exist"));
   fs::remove(dir + "/latest");
   CHECK_THROWS_WITH(PrepareCheckpointDir(dir), Catch::Contains("holds step directories but no 'latest' file"));
+  // Readers (generate, export-model) say the same, and how to pick one.
+  CHECK_THROWS_WITH(ResolveCheckpoint(dir), "--checkpoint " + dir +
+                                                " holds step directories but no 'latest' file: give one of them as "
+                                                "--checkpoint, or write its name into " +
+                                                dir + "/latest");
   RemoveCheckpoints(dir);
+  CHECK_THROWS_WITH(ResolveCheckpoint(dir), Catch::Contains("holds no checkpoint (no manifest.json, no 'latest'"));
   CHECK(PrepareCheckpointDir(dir).empty());
   CHECK_FALSE(HoldsCheckpoints(dir));
 }
@@ -321,10 +327,10 @@ TEST_CASE("export-model writes through a symlink, and never over the checkpoint 
   for (const std::string& out : {step + "/manifest.json", step + "/rank-0.shard", dir + "/latest", dir + "/./latest",
                                  step + "/../" + fs::path(step).filename().string() + "/manifest.json"}) {
     INFO(out);
-    CHECK_THROWS_WITH(ExportModel(dir, out), Catch::Contains("is in the checkpoint it reads"));
+    CHECK_THROWS_WITH(ExportModel(dir, out), Catch::Contains("is among the checkpoints of"));
   }
   REQUIRE(::symlink("latest", (dir + "/to-latest.pt").c_str()) == 0);
-  CHECK_THROWS_WITH(ExportModel(dir, dir + "/to-latest.pt"), Catch::Contains("is in the checkpoint it reads"));
+  CHECK_THROWS_WITH(ExportModel(dir, dir + "/to-latest.pt"), Catch::Contains("is among the checkpoints of"));
   CHECK(ReadTextFile(step + "/manifest.json") == manifest);
   CHECK(ReadTextFile(dir + "/latest") == latest);
   CHECK_THROWS_WITH(ExportModel(dir, ""), Catch::Contains("-o is empty"));

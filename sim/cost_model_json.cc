@@ -421,10 +421,13 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
     ParseProfileMeta(m.meta_json, static_cast<int>(m.stages_.size()), origin);  // validates a profiler's meta
   }
   // Resolve every stage once so a model that cannot cost F fails at load.
+  // (Without 'stages', every stage is 'default', and the error names it.)
+  const bool listed = doc.contains("stages");
+  const auto at = [&](size_t s) { return origin + ": " + (listed ? "stages[" + std::to_string(s) + "]" : "default"); };
   for (size_t s = 0; s < m.stages_.size(); ++s) {
-    if (!m.stages_[s].forward) throw Error(origin + ": stages[" + std::to_string(s) + "] has no forward_ms");
+    if (!m.stages_[s].forward) throw Error(at(s) + " has no forward_ms");
     if (!m.stages_[s].backward && !m.stages_[s].backward_input) {
-      throw Error(origin + ": stages[" + std::to_string(s) + "] has neither backward_ms nor backward_input_ms");
+      throw Error(at(s) + " has neither backward_ms nor backward_input_ms");
     }
   }
   return m;

@@ -44,6 +44,7 @@ void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double
 
 int RunPlan(const PlanCmdOptions& o) {
   if (o.ranks == 0 && o.gpus == 0) throw Error("plan: give --ranks K (and --dp D), or --gpus N");
+  if (o.out_path.empty()) throw Error("--output: an empty name; give the plan file to write (default plan.json)");
   // Before the search, which may take seconds.
   std::vector<FlagPath> profiles;
   for (const std::string& cost : o.cost_files) profiles.push_back({"--cost", cost});

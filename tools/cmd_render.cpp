@@ -40,6 +40,7 @@ int RunRender(const RenderOptions& o) {
   std::vector<Timeline> timelines;
   std::vector<FlagPath> inputs;
   for (const std::string& path : o.traces) inputs.push_back({"a trace", path});
+  if (o.out_path.empty()) throw Error("--output: an empty name; give the SVG file to write");
   CheckOutputFiles({{"--output", o.out_path}}, inputs);
   for (const std::string& path : o.traces) timelines.push_back(TimelineFromChromeTrace(ReadTextFile(path), path));
   SvgOptions svg;

@@ -434,7 +434,10 @@ std::string ModelStateHint(const LlamaConfig& config, Bytes memory_per_rank, int
   if (need <= ranks) return "";
   return "; the model's weights, gradients and AdamW moments alone (" +
          std::to_string(static_cast<int64_t>(StateBytesPerParameter(dp, shard_optimizer))) +
-         " bytes a parameter) need at least " + std::to_string(need) + " " + what + " of this memory";
+         " bytes a parameter) need at least " + std::to_string(need) + " " + what + " of this memory" +
+         (what == "pipeline ranks" && need > config.num_hidden_layers
+              ? ", more than its " + std::to_string(config.num_hidden_layers) + " layers can be split into"
+              : std::string());
 }
 
 std::string TrainPartition(const PlanCandidate& c) {

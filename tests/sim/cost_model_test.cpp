@@ -57,6 +57,10 @@ TEST_CASE("bad cost files are rejected naming the field", "[cost_model]") {
   CHECK_THROWS_WITH(load(R"("num_stages": 2, "default": {"forward_ms": -1, "backward_ms": 1})"),
                     Catch::Contains("c.json: default.forward_ms must be finite and >= 0"));
   CHECK_THROWS_WITH(load(R"("stages": [{"forward_ms": 1}])"), Catch::Contains("stages[0] has neither backward_ms"));
+  // Without 'stages' every stage is 'default', named as such.
+  CHECK_THROWS_WITH(load(R"("num_stages": 2, "default": {"forward_ms": 1})"),
+                    "c.json: default has neither backward_ms nor backward_input_ms");
+  CHECK_THROWS_WITH(load(R"("num_stages": 2, "default": {"backward_ms": 1})"), "c.json: default has no forward_ms");
   CHECK_THROWS_WITH(load(R"("stages": [{"forward_ms": 1, "backward_ms": "x"}])"),
                     Catch::Contains("stages[0].backward_ms must be a number"));
   CHECK_THROWS_WITH(load(R"("stages": [{"forwrd_ms": 1}])"), Catch::Contains("unknown field 'forwrd_ms'"));

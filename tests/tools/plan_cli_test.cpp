@@ -371,6 +371,7 @@ TEST_CASE("cli: plan refuses two outputs in one file or one over a profile it re
   std::remove(plan_file.c_str());
   const std::string base = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --cost " + profile;
   const std::pair<std::string, std::string> cases[] = {
+      {" -o ''", "pplab: error: --output: an empty name; give the plan file to write (default plan.json)\n"},
       {" -o " + plan_file + " --trace " + plan_file,
        "pplab: error: --output and --trace both name " + plan_file + " (one would write over the other)\n"},
       {" -o " + plan_file + " --svg " + TempPath(".") + "/outputs-plan.json",

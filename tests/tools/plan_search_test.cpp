@@ -471,6 +471,11 @@ TEST_CASE("no plan fits: the hint gives the fewest ranks that hold the model sta
         "this memory");
   PlanSearchOptions o = Options(c, state / 3);
   CHECK_THROWS_WITH(SearchPlans(o), Catch::EndsWith("need at least 3 pipeline ranks of this memory"));
+  // More ranks than layers: no pipeline splits the model that far.
+  const Bytes tiny = state / (c.num_hidden_layers + 1);
+  CHECK_THAT(ModelStateHint(c, tiny, 1, false, 2, "pipeline ranks"),
+             Catch::EndsWith(" pipeline ranks of this memory, more than its " + std::to_string(c.num_hidden_layers) +
+                             " layers can be split into"));
 }
 
 }  // namespace

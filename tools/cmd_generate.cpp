@@ -21,6 +21,7 @@
 #include "runtime/train/checkpoint.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
+#include "schedules/json_reader.h"
 #include "tools/commands.h"
 
 namespace fs = std::filesystem;
@@ -78,12 +79,7 @@ std::vector<int32_t> StopIds(const std::string& dir) {
   const fs::path path = fs::path(dir) / "generation_config.json";
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return {};
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ReadTextFile(path.string()));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path.string() + ": not JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = ParseJsonStrict(ReadTextFile(path.string()), path.string());
   if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return {};
   const nlohmann::json& eos = j["eos_token_id"];
   std::vector<int32_t> out;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "schedules/error.h"
+#include "schedules/json_reader.h"
 
 namespace pplab {
 namespace {
@@ -256,12 +257,7 @@ static void CheckActions(const Timeline& t, const std::vector<size_t>& where, co
 }
 
 static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::string& origin) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(origin + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  const json doc = ParseJsonStrict(text, origin);  // a key given twice is refused
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
     throw Error(origin + ": not a Chrome trace (no 'traceEvents' array)");
   }

@@ -120,6 +120,11 @@ TEST_CASE("trace has named rank processes, flow arrows and a memory counter", "[
 
 TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
   CHECK_THROWS_WITH(TimelineFromChromeTrace("{", "t.json"), Catch::Contains("t.json: not valid JSON"));
+  // A key given twice, which a lenient parser resolves to its last value unseen.
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(R"({"traceEvents": [], "traceEvents": []})", "t.json"),
+                    Catch::Contains("t.json: key 'traceEvents' is given twice in one object"));
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(R"({"traceEvents": [{"ts": 1e400}]})", "t.json"),
+                    Catch::Contains("t.json: not valid JSON"));
   CHECK_THROWS_WITH(TimelineFromChromeTrace("{\"traceEvents\": []}", "t.json"), Catch::Contains("not a pplab trace"));
   const std::string head = R"({"otherData": {"pplab_trace_version": 1, "ranks": 1}, "traceEvents": [)";
   CHECK_THROWS_WITH(TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 3, "ts": 0, "dur": 1}]})", "t.json"),

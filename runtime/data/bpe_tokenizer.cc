@@ -140,10 +140,13 @@ ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string
   const int64_t entries = static_cast<int64_t>(model["vocab"].size()) +
                           (j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"].size() : 0);
   const int64_t max_id = std::max<int64_t>(2 * entries, int64_t{1} << 20);
-  const auto set_text = [&t, &where, max_id](int64_t id, const std::string& s, const std::string& what) {
+  const auto set_text = [&t, &where, max_id](const json& value, const std::string& s, const std::string& what) {
+    // (An unsigned id past int64, 2^64 - 1, is named as written, not as -1.)
+    const bool huge = value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(max_id);
+    const int64_t id = huge ? max_id : value.get<int64_t>();
     if (id < 0 || id >= max_id) {
-      throw Error(where + what + " has the id " + std::to_string(id) + ": ids run from 0 to " +
-                  std::to_string(max_id - 1) + " (2^20, or twice the number of tokens)");
+      throw Error(where + what + " has the id " + value.dump() + ": ids run from 0 to " + std::to_string(max_id - 1) +
+                  " (2^20, or twice the number of tokens)");
     }
     if (static_cast<size_t>(id) >= t.text_of_id_.size()) {
       t.text_of_id_.resize(id + 1);
@@ -155,7 +158,7 @@ ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string
   std::vector<bool> in_vocab;  // ids model.vocab has given a token: one token an id, or decoding is a guess
   for (const auto& [token, id] : model["vocab"].items()) {
     if (!id.is_number_integer()) throw Error(where + "model.vocab[\"" + token + "\"] is not an integer id");
-    set_text(id.get<int64_t>(), token, "model.vocab[\"" + token + "\"]");
+    set_text(id, token, "model.vocab[\"" + token + "\"]");
     const size_t n = static_cast<size_t>(id.get<int64_t>());
     if (n >= in_vocab.size()) in_vocab.resize(n + 1);
     if (in_vocab[n]) {
@@ -221,7 +224,7 @@ ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string
       if (Flag(a, "single_word", false, where + at)) {
         throw Error(where + at + ".single_word is set; pplab does not match added tokens as single words");
       }
-      set_text(a["id"].get<int64_t>(), content, at);
+      set_text(a["id"], content, at);
       const int32_t id = a["id"].get<int32_t>();
       t.is_added_[id] = true;
       t.added_.push_back(

@@ -205,6 +205,10 @@ TEST_CASE("a tokenizer.json pplab would read differently is refused, naming the 
   j = good;
   j["added_tokens"] = {{{"id", 1 << 20}, {"content", "<x>"}}};  // a damaged id: no 2^20-entry table
   CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<x>\"] has the id 1048576: ids run from 0 to 1048575"));
+  j["added_tokens"] = {{{"id", UINT64_MAX}, {"content", "<x>"}}};  // named as written, not as -1
+  CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<x>\"] has the id 18446744073709551615: ids run from 0"));
+  j["added_tokens"] = {{{"id", -3}, {"content", "<x>"}}};
+  CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<x>\"] has the id -3: ids run from 0"));
   CHECK_THAT(ErrorOf(json::array()), Catch::Contains("tok.json: no \"model\" object"));
   j = good;
   j["model"]["vocab"]["zz"] = j["model"]["vocab"][Spell("a")];  // two tokens, one id: decoding would guess

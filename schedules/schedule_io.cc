@@ -64,7 +64,7 @@ void CheckDeclaredSize(const Schedule& s, const std::string& origin) {
 
 }  // namespace
 
-std::string ScheduleToJson(const Schedule& schedule) {
+std::string ScheduleToJson(const Schedule& schedule, const std::string& planned) {
   json programs = json::array();
   for (const Program& p : schedule.programs) {
     json row = json::array();
@@ -80,6 +80,7 @@ std::string ScheduleToJson(const Schedule& schedule) {
   std::string out = "{\n";
   const char* keys[] = {"format", "version", "name", "ranks", "stages", "microbatches", "placement"};
   for (const char* k : keys) out += "  \"" + std::string(k) + "\": " + doc[k].dump() + ",\n";
+  if (!planned.empty()) out += "  \"planned\": " + json::parse(planned).dump() + ",\n";
   // Only schedules of several pipelines (dualpipe) carry the two optional fields.
   if (!schedule.pipeline_starts.empty()) {
     out += "  \"pipeline_starts\": " + json(schedule.pipeline_starts).dump() + ",\n";
@@ -133,8 +134,12 @@ Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
   }
   if (const auto unknown =
           FirstUnknownField(doc, {"format", "version", "name", "ranks", "stages", "microbatches", "placement",
-                                  "programs", "pipeline_starts", "microbatch_pipeline"})) {
+                                  "programs", "pipeline_starts", "microbatch_pipeline", "planned"})) {
     throw Error(origin + ": unknown field '" + *unknown + "'");
+  }
+  // The train flags a plan was costed with: read by train (train_options.cc).
+  if (doc.contains("planned") && !doc["planned"].is_object()) {
+    throw Error(origin + ": field 'planned' must be an object of train flags");
   }
   Schedule s;
   const json& name = Field(doc, "name", origin);

@@ -11,7 +11,11 @@ namespace pplab {
 constexpr int kScheduleFormatVersion = 1;
 
 // Serialises a schedule as JSON (format "pplab.schedule", version 1).
-std::string ScheduleToJson(const Schedule& schedule);
+// `planned`, when not empty, is a JSON object written as the optional field
+// "planned": the train flags `pplab plan` costed the schedule with, which
+// `train --plan` takes where they are not given (docs/schedule-format.md).
+// The schedule readers accept the field and leave it to train.
+std::string ScheduleToJson(const Schedule& schedule, const std::string& planned = "");
 // Parses the JSON format. `origin` (a file name) prefixes every error, which
 // names the field at fault. Checks the shape (CheckShape()) too.
 Schedule ScheduleFromJson(const std::string& text, const std::string& origin);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "models/flops.h"
 #include "models/partition.h"
@@ -129,7 +130,22 @@ int RunPlan(const PlanCmdOptions& o) {
   }
   // What is written out: the best, or the row --pick names.
   const PlanCandidate& chosen = result.fitting[o.pick - 1];
-  WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(chosen)));
+  // The train flags the plan was costed with, in the file, so that `train
+  // --plan` runs what was planned without them on its command line.
+  nlohmann::json planned = {{"model", o.model},
+                            {"partition", TrainPartition(chosen)},
+                            {"batch_size", o.global_batch},
+                            {"seq_len", search.seq_len},
+                            {"dp", chosen.dp},
+                            {"tp", chosen.tp},
+                            {"sequence_parallel", chosen.sequence_parallel},
+                            {"recompute", chosen.recompute ? "all" : "none"},
+                            {"attention", search.fused_attention ? "sdpa" : "explicit"},
+                            {"shard_optimizer", o.shard_optimizer && chosen.dp > 1},
+                            {"precision", PrecisionName(search.precision)},
+                            {"cuda_graphs", search.cuda_graphs}};
+  if (!train_device.empty()) planned["device"] = train_device;
+  WriteTextFile(o.out_path, ScheduleToJson(CandidateSchedule(chosen), planned.dump()));
   if (!o.trace_path.empty() || !o.svg_path.empty() || !o.cost_out_path.empty()) {
     // The candidate's simulated step, as it was ranked.
     const CandidateModel model = CandidateCostModel(search, chosen);

@@ -321,7 +321,10 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   }
 }
 
-int RunTrain(const TrainOptions& given) {
+int RunTrain(const TrainOptions& flags) {
+  // A --plan from `pplab plan` brings the flags it was costed with.
+  TrainOptions given = flags;
+  const std::vector<std::string> plan_notes = ApplyPlannedFlags(given);
   const TrainOptions o = WithDefaults(given);
   if (IsWorker()) {
     // Started by torchrun or Slurm, no launcher checked the outputs: each
@@ -338,6 +341,7 @@ int RunTrain(const TrainOptions& given) {
   // Before the checks below start CUDA in this process, which trains a
   // one-rank run itself; printed after them.
   const std::vector<std::string> cuda_warnings = PrepareCudaEnvironment(o.device);
+  for (const std::string& note : plan_notes) std::fprintf(stderr, "pplab: note: %s\n", note.c_str());
   // Fail here, once, with one line, before any worker starts: the plan, the
   // model against it, the batch, the device, the machine's capacity, the
   // outputs and the checkpoint to resume.
@@ -467,6 +471,11 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
     o->given_ranks = sub->count("--ranks") > 0;
     o->given_microbatches = sub->count("--microbatches") > 0;
     o->given_virtual = sub->count("--virtual") > 0;
+    for (const std::string& key : kPlannedFlags) {
+      std::string flag = "--" + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      if (sub->count(flag) > 0) o->given_flags.insert(key);
+    }
     exit_code = RunTrain(*o);
   });
 }

@@ -1,7 +1,10 @@
 #include "tools/train_options.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "models/tensor_parallel.h"
 #include "runtime/data/corpus.h"
@@ -9,7 +12,9 @@
 #include "runtime/train/launcher.h"
 #include "runtime/train/model_copies.h"
 #include "schedules/error.h"
+#include "schedules/file_io.h"
 #include "schedules/generators.h"
+#include "schedules/json_reader.h"
 #include "schedules/lowering.h"
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
@@ -122,6 +127,93 @@ Schedule LoadPlan(const TrainOptions& o) {
                 ": invalid schedule: " + report.problems.front().message);
   }
   return s;
+}
+
+const std::vector<std::string> kPlannedFlags = {
+    "model",     "partition", "batch_size",      "seq_len",   "dp",          "tp",    "sequence_parallel",
+    "recompute", "attention", "shard_optimizer", "precision", "cuda_graphs", "device"};
+
+std::vector<std::string> ApplyPlannedFlags(TrainOptions& o) {
+  if (o.plan_file.empty()) return {};
+  nlohmann::json doc;
+  try {
+    doc = ParseJsonStrict(ReadTextFile(o.plan_file), o.plan_file);
+  } catch (const Error&) {
+    return {};  // a CSV plan, or one LoadPlan refuses with its own line
+  }
+  if (!doc.is_object() || !doc.contains("planned") || !doc["planned"].is_object()) return {};
+  std::vector<std::string> notes;
+  for (const auto& [key, value] : doc["planned"].items()) {
+    const std::string at = "--plan " + o.plan_file + ": planned." + key;
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const bool given = o.given_flags.count(key) > 0;
+    // One flag: checks the planned value's type, then takes it or notes the
+    // given one that differs.
+    const auto take = [&](auto& field) {
+      using T = std::decay_t<decltype(field)>;
+      T planned{};
+      if constexpr (std::is_same_v<T, bool>) {
+        if (!value.is_boolean()) throw Error(at + " must be true or false, got " + value.dump());
+        planned = value.get<bool>();
+      } else if constexpr (std::is_same_v<T, int>) {
+        if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > (1 << 30)) {
+          throw Error(at + " must be a positive integer, got " + value.dump());
+        }
+        planned = value.get<int>();
+      } else {
+        if (!value.is_string()) throw Error(at + " must be a string, got " + value.dump());
+        planned = value.get<std::string>();
+      }
+      if (!given) {
+        field = planned;
+      } else if (field != planned) {
+        const auto text = [&](const T& v) {
+          if constexpr (std::is_same_v<T, bool>) {
+            return std::string(v ? "on" : "off");
+          } else if constexpr (std::is_same_v<T, int>) {
+            return std::to_string(v);
+          } else {
+            return v;
+          }
+        };
+        notes.push_back("--plan " + o.plan_file + " was planned with " + flag + " " + text(planned) +
+                        "; this run takes " + flag + " " + text(field) + ", as given");
+      }
+    };
+    if (key == "model") {
+      take(o.model);
+    } else if (key == "partition") {
+      take(o.partition);
+    } else if (key == "batch_size") {
+      take(o.batch_size);
+    } else if (key == "seq_len") {
+      take(o.seq_len);
+    } else if (key == "dp") {
+      take(o.dp);
+    } else if (key == "tp") {
+      take(o.tp);
+    } else if (key == "sequence_parallel") {
+      take(o.sequence_parallel);
+    } else if (key == "recompute") {
+      take(o.recompute);
+    } else if (key == "attention") {
+      take(o.attention);
+    } else if (key == "shard_optimizer") {
+      take(o.shard_optimizer);
+    } else if (key == "precision") {
+      take(o.precision);
+    } else if (key == "cuda_graphs") {
+      take(o.cuda_graphs);
+    } else if (key == "device") {
+      take(o.device);
+    } else {
+      std::string known;
+      for (const std::string& k : kPlannedFlags) known += (known.empty() ? "" : ", ") + k;
+      throw Error(at + " is not a train flag a plan records (those are " + known + ")");
+    }
+  }
+  return notes;
 }
 
 TrainOptions WithDefaults(TrainOptions o) {

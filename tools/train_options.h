@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,9 @@ struct TrainOptions {
   bool overwrite = false;
   // Which of the flags a --plan fixes were given (they must agree with it).
   bool given_schedule = false, given_ranks = false, given_microbatches = false, given_virtual = false;
+  // Which of kPlannedFlags were given on the command line (the others take
+  // a --plan file's planned values).
+  std::set<std::string> given_flags;
   bool oversubscribe = false;
   bool measure_memory = false;
   bool cuda_graphs = false;  // each stage's F and B as CUDA graphs (runtime/exec/graphed_stage.h)
@@ -105,6 +109,19 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
 // with data parallelism a REDUCE_GRAD after each stage's last B or W (unless
 // the plan has its own); validated. Throws pplab::Error naming the plan.
 Schedule LoadPlan(const TrainOptions& o);
+
+// The train flags a `pplab plan` file records (its field "planned", keyed by
+// the flag's name without dashes and with '_' for '-').
+extern const std::vector<std::string> kPlannedFlags;
+
+// Takes the train flags of --plan's "planned" field (pplab plan writes them:
+// the model, partition, batch, recompute, ... it costed) for each flag not
+// in o.given_flags. Returns one note for each given flag whose value
+// differs from the plan's (the given one stands). Nothing for a plan without
+// the field or a file that is not JSON (LoadPlan reports that). Throws
+// pplab::Error naming the file and the field for a planned value of the
+// wrong type or an unknown flag.
+std::vector<std::string> ApplyPlannedFlags(TrainOptions& o);
 
 // `o` with what was not given filled in: the output paths (everything goes
 // into --out, unless that is ""), and for text training from a model's

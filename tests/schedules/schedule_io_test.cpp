@@ -29,6 +29,18 @@ TEST_CASE("schedule JSON round-trips for every generator", "[schedule_io]") {
   }
 }
 
+TEST_CASE("a plan's planned train flags are written after the shape and read as the same schedule", "[schedule_io]") {
+  const Schedule s = Lower(Generate1F1B(2, 4));
+  const std::string text = ScheduleToJson(s, R"({"model": "tiny", "batch_size": 8})");
+  CHECK_THAT(text, Catch::Contains("  \"placement\": [0,1],\n  \"planned\": {\"batch_size\":8,\"model\":\"tiny\"},\n"));
+  const Schedule back = ScheduleFromJson(text, "p.json");
+  CHECK(back.programs == s.programs);
+  CHECK(ScheduleToJson(back) == ScheduleToJson(s));  // the schedule carries no flags: train reads them
+  std::string bad = text;
+  bad.replace(bad.find("{\"batch_size\""), std::string(R"({"batch_size":8,"model":"tiny"})").size(), "[1]");
+  CHECK_THROWS_WITH(ScheduleFromJson(bad, "p.json"), "p.json: field 'planned' must be an object of train flags");
+}
+
 TEST_CASE("schedule JSON errors name the file and the field", "[schedule_io]") {
   const std::string good = ScheduleToJson(Lower(Generate1F1B(2, 2)));
   auto with = [&](const std::string& from, const std::string& to) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,53 @@ TEST_CASE("plan's line for a partition refitted to the memory limit trains that 
   INFO(t.out);
   REQUIRE(t.code == 0);
   CHECK(nlohmann::json::parse(t.out.substr(t.out.find('{')))["partition"] == layers);
+}
+
+TEST_CASE("train --plan takes the flags the plan file records where the command line gives none", "[train][plan]") {
+  // The plan's model, batch and recompute are in its file, so `train --plan
+  // FILE` alone trains what was planned.
+  const std::string plan = std::string(PPLAB_TEST_TMP_DIR) + "/planned-flags-plan.json";
+  const PplabRun r = Pplab(
+      "plan --model tiny --ranks 2 --global-batch 8 --seq-len 32 --memory-per-rank 1GiB --recompute all "
+      "--schedules 1f1b --json -o " +
+      plan);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(ReadTextFile(plan))["planned"];
+  CHECK(planned["model"] == "tiny");
+  CHECK(planned["batch_size"] == 8);
+  CHECK(planned["recompute"] == "all");
+  const std::string run = "train --plan " + plan + " --synthetic --out '' --steps 1 --json";
+  PplabRun t = Pplab(run);
+  INFO(t.out);
+  REQUIRE(t.code == 0);
+  nlohmann::json j = nlohmann::json::parse(t.out.substr(t.out.find('{')));
+  CHECK(j["model"] == "tiny");
+  CHECK(j["recompute"] == "all");
+  CHECK(j["partition"] == MakePartition(LlamaPreset("tiny"), 2, "uniform").ToString());
+  CHECK(j["tokens_per_s"].get<double>() > 0);
+  // A flag given stands, with a note naming the plan's value.
+  t = Pplab(run + " --recompute none --batch-size 16");
+  REQUIRE(t.code == 0);
+  CHECK_THAT(t.out, Catch::Contains("pplab: note: --plan " + plan +
+                                    " was planned with --recompute all; this run takes --recompute none, as given"));
+  CHECK_THAT(t.out, Catch::Contains("was planned with --batch-size 8; this run takes --batch-size 16, as given"));
+  j = nlohmann::json::parse(t.out.substr(t.out.find('{')));
+  CHECK(j["recompute"] == "none");
+  // A planned value of the wrong type, or a flag no plan records: one line.
+  nlohmann::json file = nlohmann::json::parse(ReadTextFile(plan));
+  for (const auto& [key, value, message] : std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"batch_size", "8", "planned.batch_size must be a positive integer, got \"8\""},
+           {"cuda_graphs", 1, "planned.cuda_graphs must be true or false, got 1"},
+           {"steps", 3, "planned.steps is not a train flag a plan records (those are model, partition,"}}) {
+    nlohmann::json bad = file;
+    bad["planned"][key] = value;
+    WriteTextFile(plan, bad.dump());
+    t = Pplab(run);
+    INFO(key << ": " << t.out);
+    CHECK(t.code == 2);
+    CHECK_THAT(t.out, Catch::StartsWith("pplab: error: --plan " + plan + ": " + message));
+  }
 }
 
 TEST_CASE("train refuses bad options with one line", "[train]") {

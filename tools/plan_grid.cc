@@ -73,7 +73,6 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
   for (size_t i = 1; i < workers; ++i) pool.emplace_back(work);
   work();  // this thread is one of them
   for (std::thread& t : pool) t.join();
-  bool seen = false;
   for (size_t i = 0; i < layouts.size(); ++i) {
     if (errors[i]) std::rethrow_exception(errors[i]);
     PlanSearchResult& r = results[i];
@@ -83,9 +82,8 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
     merged.refit_starts += r.refit_starts;
     merged.refitted += r.refitted;
     merged.refit_simulations += r.refit_simulations;
-    if (r.simulated > 0) {
-      merged.smallest_memory = seen ? std::min(merged.smallest_memory, r.smallest_memory) : r.smallest_memory;
-      seen = true;
+    if (r.smallest_memory) {
+      merged.smallest_memory = std::min(merged.smallest_memory.value_or(*r.smallest_memory), *r.smallest_memory);
     }
     for (PlanCandidate& c : r.fitting) merged.fitting.push_back(std::move(c));
   }
@@ -98,9 +96,8 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
     // 8 + 8 / D bytes a parameter (sharded) or 16: at least 16 / N bytes a
     // parameter of the model, at K = N.
     throw Error("no plan fits in --memory-per-rank " + std::to_string(search.memory_per_rank) +
-                " bytes on any K x D (x T) of " + grids + ": the smallest peak memory per rank of " +
-                std::to_string(merged.simulated) + " candidates is " + std::to_string(merged.smallest_memory) +
-                " bytes" + ModelStateHint(search.config, search.memory_per_rank, 1, false, gpus, "GPUs"));
+                " bytes on any K x D (x T) of " + grids + ": " + SmallestMemoryText(merged, search) +
+                ModelStateHint(search.config, search.memory_per_rank, 1, false, gpus, "GPUs"));
   }
   RankCandidates(merged.fitting);
   search.sample_top = top;

@@ -240,8 +240,7 @@ namespace {
 
 // One layout's candidates (o.sequence_parallel as it is), added to
 // `result`: every family in `names`, v, M and partition, then Refit.
-void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& names, PlanSearchResult& result,
-                  bool& seen_memory) {
+void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& names, PlanSearchResult& result) {
   const std::vector<int> ms = Divisors(o.global_batch / o.dp);
   const int L = o.config.num_hidden_layers;
 
@@ -299,9 +298,7 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
             std::optional<PlanCandidate> c =
                 CostCandidate(o, name, schedule, partition, base, method, M, v, recompute, verbatim != nullptr);
             ++result.simulated;
-            if (c && !seen_memory) result.smallest_memory = c->peak_memory;
-            if (c) result.smallest_memory = std::min(result.smallest_memory, c->peak_memory);
-            seen_memory = seen_memory || c.has_value();
+            if (c) result.smallest_memory = std::min(result.smallest_memory.value_or(c->peak_memory), c->peak_memory);
             if (!c || c->peak_memory > o.memory_per_rank) {
               ++result.over_memory;  // zb-auto without an order that fits counts here too
               if (c && !gen.needs_costs) over.push_back(std::move(*c));
@@ -324,6 +321,17 @@ static bool ZbAutoSearched(const PlanSearchOptions& o) {
     if (FindGenerator(name).needs_costs) return true;
   }
   return false;
+}
+
+std::string SmallestMemoryText(const PlanSearchResult& result, const PlanSearchOptions& o) {
+  const std::string n = std::to_string(result.simulated) + " candidates";
+  if (!result.smallest_memory) {
+    return "none of the " + n + " has a peak to compare (zb-auto, searched alone, found no order under the limit)";
+  }
+  // zb-auto's orders are searched under the limit given, so none is among
+  // these figures, and a higher limit may fit one below them.
+  return "the smallest peak memory per rank of " + n + " is " + std::to_string(*result.smallest_memory) + " bytes" +
+         (ZbAutoSearched(o) ? " (not counting zb-auto, which searches an order under the limit itself)" : "");
 }
 
 PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
@@ -379,7 +387,6 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     }
   }
   PlanSearchResult result;
-  bool seen_memory = false;
   // With T > 1, each candidate without and (where T divides the sequence)
   // with sequence parallelism when both are searched.
   std::vector<bool> layouts = {o.sequence_parallel && o.tp > 1};
@@ -391,7 +398,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     PlanSearchOptions layout = o;
     layout.sequence_parallel = sequence_parallel;
     if (o.cuda_graphs) layout.recompute = {false};  // --recompute auto: the graphs keep the activations
-    SearchLayout(layout, names, result, seen_memory);
+    SearchLayout(layout, names, result);
   }
   const int L = o.config.num_hidden_layers;
   if (!o.throw_when_none_fits) {
@@ -407,12 +414,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     const std::string state = ModelStateHint(o.config, o.memory_per_rank, o.dp, o.shard_optimizer, o.ranks * o.tp,
                                              o.tp > 1 ? "ranks (K x T)" : "pipeline ranks");
     throw Error("no plan fits in --memory-per-rank " + std::to_string(o.memory_per_rank) +
-                " bytes: the smallest peak memory per rank of " + std::to_string(result.simulated) + " candidates is " +
-                std::to_string(result.smallest_memory) + " bytes" +
-                // zb-auto's orders are searched under the limit given, so none
-                // is among those figures, and a higher limit may fit one below them.
-                (ZbAutoSearched(o) ? " (not counting zb-auto, which searches an order under the limit itself)" : "") +
-                state +
+                " bytes: " + SmallestMemoryText(result, o) + state +
                 (state.empty() && o.recompute == std::vector<bool>{false} && !o.cuda_graphs
                      ? " (--recompute auto also costs every candidate with its activations recomputed)"
                      : ""));

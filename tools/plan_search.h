@@ -80,7 +80,9 @@ struct PlanSearchResult {
   int simulated = 0;                   // candidates costed
   int skipped = 0;                     // ruled out by a generator rule or too few layers
   int over_memory = 0;
-  Bytes smallest_memory = 0;  // least peak memory seen, for the "no plan fits" message
+  // Least peak memory seen, for the "no plan fits" message; none when every
+  // candidate was a zb-auto that found no order under the limit.
+  std::optional<Bytes> smallest_memory;
   // Refitting (docs/planning.md, "Partitions that fit"): the over-memory
   // candidates whose layers were moved, how many of them came to fit, and
   // the simulations that took (not counted in `simulated`).
@@ -92,6 +94,11 @@ struct PlanSearchResult {
 // At most this many over-memory candidates a search refits: the fastest,
 // one per family, M, v and recomputation.
 constexpr int kRefitStarts = 8;
+
+// "the smallest peak memory per rank of N candidates is B bytes", for the
+// "no plan fits" errors, with what zb-auto adds to it where `o` searches it
+// (its orders are searched under the limit, so none is among the figures).
+std::string SmallestMemoryText(const PlanSearchResult& result, const PlanSearchOptions& o);
 
 // What `train --partition` takes for the candidate's layers: its method's
 // name, or for "fitted" the layers per stage ("3,2,2,1").

@@ -297,6 +297,16 @@ TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates"
   // candidates' whose smallest the line gives.
   CHECK_THAT(r.out, Catch::Contains("(not counting zb-auto, which searches an order under the limit itself)"));
   CHECK_THAT(Pplab(base + " --memory-per-rank 1kB --schedules 1f1b").out, !Catch::Contains("zb-auto"));
+  // zb-auto alone gives no peak to compare (the smallest was once "0 bytes").
+  r = Pplab(base + " --memory-per-rank 1kB --schedules zb-auto");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("bytes: none of the ") &&
+                        Catch::Contains("has a peak to compare (zb-auto, searched alone, found no order under the "
+                                        "limit)"));
+  // --gpus' line says the same of zb-auto as --ranks' does.
+  r = Pplab("plan --model tiny --gpus 2 --global-batch 8 --seq-len 32 --memory-per-rank 1kB -o " + plan);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("(not counting zb-auto, which searches an order under the limit itself)"));
   r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --seq-len 129 --memory-per-rank 1GiB -o " + plan);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("--seq-len 129 exceeds the model's max_position_embeddings 128"));

@@ -265,6 +265,7 @@ std::map<std::string, at::Tensor> ReadAllShards(const std::string& path, const j
   const int64_t step = manifest.at("step");
   const std::string identity = IdentityHash(run_id, step, IdentityFields(manifest).dump());
   std::map<std::string, at::Tensor> all;
+  std::map<std::string, std::string> shard_of;  // each key's file
   RankId rank = 0;
   for (const auto& f : manifest.at("files")) {
     const std::string file = (fs::path(path) / f.at("name").get<std::string>()).string();
@@ -289,7 +290,12 @@ std::map<std::string, at::Tensor> ReadAllShards(const std::string& path, const j
         throw Error(file + ": tensor " + key + " is " + c10::toString(tensor.scalar_type()) + ", not " +
                     c10::toString(want));
       }
-      if (!all.emplace(key, std::move(tensor)).second) throw Error(file + ": tensor " + key + " is in two shards");
+      const auto [where, fresh] = shard_of.emplace(key, file);
+      if (!fresh) {
+        throw Error(file + ": tensor " + key +
+                    (where->second == file ? " is in this shard twice" : " is in " + where->second + " too"));
+      }
+      all.emplace(key, std::move(tensor));
     }
     ++rank;
   }

@@ -16,6 +16,7 @@
 
 #include "models/safetensors.h"
 #include "runtime/data/fnv.h"
+#include "runtime/train/manifest.h"
 #include "runtime/train/shard_file.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
@@ -284,6 +285,10 @@ TEST_CASE("export-model fails unless every parameter of the model is written", "
   fs::remove(out);
   CHECK_THROWS_WITH(ExportModel(dir, out), Catch::Contains("hold 10 of the model's 20 parameter values"));
   CHECK_FALSE(fs::exists(out));
+  // Two ranks' shards that both hold parameter a: the second names the first.
+  const std::string twice = Publish(dir, 3, {&toy, &toy}, 20);
+  CHECK_THROWS_WITH(ExportModel(dir, out), Catch::Contains(twice + "/" + ShardName(1) + ": tensor ") &&
+                                               Catch::Contains(" is in " + twice + "/" + ShardName(0) + " too"));
 }
 
 TEST_CASE("export-model writes a safetensors file under Hugging Face's names, in F32 or BF16", "[checkpoint]") {

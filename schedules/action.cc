@@ -72,6 +72,17 @@ Action ParseSimple(std::string_view s, std::string_view whole) {
     }
     return Action{*kind, *stage, 0};
   }
+  // Named apart: a missing microbatch, and an id of more than 9 digits.
+  const auto too_large = [](std::string_view digits) {
+    return digits.size() > 9 && digits.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (kind && (too_large(s.substr(0, i)) || too_large(mb_text))) {
+    throw Error("bad action '" + shown + "': a stage or microbatch id of more than 9 digits (ids are below 10^9)");
+  }
+  if (stage && kind && mb_text.empty()) {
+    throw Error("bad action '" + shown + "': " + KindName(*kind) + " takes a microbatch (write " +
+                std::to_string(*stage) + KindName(*kind) + "0 for microbatch 0)");
+  }
   const auto microbatch = ParseIndex(mb_text);
   if (!stage || !kind || !microbatch) {
     throw Error("bad action '" + shown + "': expected <stage><KIND><microbatch> such as 2F0 or 1SEND_F3");

@@ -180,7 +180,7 @@ void CheckHeader(const Schedule& schedule) {
   for (StageId start : schedule.pipeline_starts) {
     if (start <= previous || start >= schedule.stages) {
       throw Error(where + "pipeline_starts must ascend within [1, " + std::to_string(schedule.stages - 1) + "], got " +
-                  std::to_string(start) + " after " + std::to_string(previous));
+                  std::to_string(start) + (previous > 0 ? " after " + std::to_string(previous) : std::string()));
     }
     previous = start;
   }

@@ -96,6 +96,11 @@ std::string ScheduleToJson(const Schedule& schedule, const std::string& planned)
 
 namespace {
 
+std::string TooManyActions() {
+  return "more than " + std::to_string(kMaxFileActions) +
+         " actions (2^24), the most a schedule file may hold (memory grows with them)";
+}
+
 // Reads the JSON format from `input` (text or a stream) without holding the
 // programs as JSON: each action string is parsed as soon as the parser has
 // it and dropped from the document, so memory stays near the size of the
@@ -104,6 +109,7 @@ template <typename Input>
 Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
   std::vector<Program> rows;
   Program row;
+  int64_t actions = 0;
   const JsonValueFilter keep_programs_out = [&](int depth, const std::string& top_key, json& value) {
     if (top_key != "programs" || depth < 2) return true;
     const std::string at = origin + ": programs[" + std::to_string(rows.size()) + "]";
@@ -116,6 +122,7 @@ Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
     if (depth > 3) return true;  // inside a cell that is not a string: refused when the cell ends
     const std::string cell_at = at + "[" + std::to_string(row.size()) + "]";
     if (!value.is_string()) throw Error(cell_at + " must be an action string such as \"0F1\"");
+    if (++actions > kMaxFileActions) throw Error(cell_at + ": " + TooManyActions());
     try {
       row.push_back(ParseAction(value.get_ref<const std::string&>()));
     } catch (const Error& e) {
@@ -281,6 +288,7 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
   const size_t last = text.find_last_not_of(" \t\r\n");
   const std::string_view body(text.data(), last == std::string::npos ? 0 : last + 1);
   int max_stage = -1, max_mb = -1;
+  int64_t actions = 0;
   std::vector<std::vector<CellAt>> cells;  // per rank, per action
   while (pos < body.size()) {
     size_t end = body.find('\n', pos);
@@ -306,6 +314,7 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
       ++column;
       if (cell.find_first_not_of(" \t\"") != std::string::npos) {
         cell.erase(std::remove(cell.begin(), cell.end(), '"'), cell.end());
+        if (++actions > kMaxFileActions) throw Error(At(origin, {line_no, column}) + ": " + TooManyActions());
         try {
           p.push_back(ParseAction(cell));
         } catch (const Error& e) {
@@ -348,7 +357,9 @@ std::string ScheduleToPytorchCsv(const Schedule& schedule) {
   std::string out;
   for (const Program& p : schedule.programs) {
     for (size_t i = 0; i < p.size(); ++i) out += (i ? "," : "") + FormatAction(p[i]);
-    out += '\n';
+    // An idle rank is a row of two empty cells: a blank line would be read
+    // as a slip between rows, or at the end, as no rank at all.
+    out += p.empty() ? ",\n" : "\n";
   }
   return out;
 }
@@ -358,8 +369,11 @@ std::string ScheduleToPytorchComputeCsv(const Schedule& schedule) {
   for (Program& p : compute.programs) {
     Program kept;
     kept.reserve(p.size());
+    // PyTorch's compute-only files hold REDUCE_GRAD too (its GPipe and
+    // 1F1B add it to their compute order); UNSHARD and RESHARD its loader
+    // adds itself, with the messages.
     for (const Action& a : p) {
-      if (IsCompute(a.kind)) kept.push_back(a);
+      if (IsCompute(a.kind) || a.kind == ActionKind::kReduceGrad) kept.push_back(a);
     }
     p = std::move(kept);
   }
@@ -379,6 +393,15 @@ Schedule LoadScheduleFile(const std::string& path) {
   std::string name = Basename(path);
   for (char& c : name) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  // The name goes into JSON (plans, traces), which holds UTF-8 only: a file
+  // name that is not keeps its ASCII.
+  try {
+    (void)json(name).dump();
+  } catch (const json::type_error&) {
+    for (char& c : name) {
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+    }
   }
   return ScheduleFromPytorchCsv(text, path, name);
 }

@@ -2,6 +2,7 @@
 // pipelining's CSV. The JSON format is specified in docs/schedule-format.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "schedules/schedule.h"
@@ -9,6 +10,11 @@
 namespace pplab {
 
 constexpr int kScheduleFormatVersion = 1;
+
+// The most actions a schedule file may hold (every kind counted): about
+// 630 bytes each while read and validated, so a file at the limit takes
+// some 10 GiB; one past it is refused as it is read, before the memory is.
+constexpr int64_t kMaxFileActions = int64_t{1} << 24;
 
 // Serialises a schedule as JSON (format "pplab.schedule", version 1).
 // `planned`, when not empty, is a JSON object written as the optional field
@@ -34,9 +40,10 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
 // pplab::Error for a schedule of several pipelines (dualpipe), which the CSV
 // cannot express.
 std::string ScheduleToPytorchCsv(const Schedule& schedule);
-// Only the compute actions (F, B, I, W, OVERLAP_F_B): PyTorch's
-// "compute_only" form, the default of _load_csv, which adds its own
-// communication, REDUCE_GRAD and UNSHARD/RESHARD when it loads it.
+// The compute actions (F, B, I, W, OVERLAP_F_B) and REDUCE_GRAD: PyTorch's
+// "compute_only" form, the default of _load_csv (its own GPipe and 1F1B
+// files hold REDUCE_GRAD), which adds the communication and UNSHARD/RESHARD
+// itself when it loads it.
 std::string ScheduleToPytorchComputeCsv(const Schedule& schedule);
 
 // Loads a schedule from a .json or .csv file (by extension; other files are

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
@@ -22,6 +23,12 @@ struct ExportOptions {
 int RunExport(const ExportOptions& o) {
   CheckOutputFiles({{"--output", o.out_path == "-" ? "" : o.out_path}}, {{"--plan", o.plan.plan_file}});
   const Schedule schedule = BuildSchedule(o.plan);
+  // A file no reader would take back.
+  if (static_cast<int64_t>(schedule.NumActions()) > kMaxFileActions) {
+    throw Error("export: '" + schedule.name + "' has " + std::to_string(schedule.NumActions()) +
+                " actions, more than a schedule file may hold (" + std::to_string(kMaxFileActions) +
+                "): fewer ranks or microbatches");
+  }
   const ValidationReport report = Validate(schedule);
   if (!report.ok()) {
     std::fprintf(stderr, "%s", FormatReport(schedule, report).c_str());

@@ -380,6 +380,13 @@ int RunTrain(const TrainOptions& flags) {
                 " pipeline ranks = " + std::to_string(nproc) + " processes");
   }
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
+  // The batch splits into the plan's microbatches (a --plan file's M is not
+  // a flag, so the line names the file).
+  if (!o.plan_file.empty() && o.batch_size % (o.dp * schedule.microbatches) != 0) {
+    throw Error("--batch-size " + std::to_string(o.batch_size) + " is not divisible by " +
+                (o.dp > 1 ? "--dp " + std::to_string(o.dp) + " x " : std::string()) + "the " +
+                std::to_string(schedule.microbatches) + " microbatches of --plan " + o.plan_file);
+  }
   SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
   if (!o.oversubscribe) {
     CheckLocalCapacity(TrainLoad(o, nproc, config, partition, schedule.NumPipelines()), "--oversubscribe");

@@ -183,6 +183,14 @@ std::vector<std::string> ApplyPlannedFlags(TrainOptions& o) {
     };
     if (key == "model") {
       take(o.model);
+      // A path the plan was made beside may not be there from here.
+      if (!given) {
+        try {
+          LoadLlamaConfig(o.model);
+        } catch (const Error& e) {
+          throw Error(at + " (--model " + o.model + "): " + e.what());
+        }
+      }
     } else if (key == "partition") {
       take(o.partition);
     } else if (key == "batch_size") {

@@ -65,6 +65,13 @@ TEST_CASE("bad action text is rejected with the text in the message", "[action]"
   CHECK_THROWS_WITH(ParseAction("0REDUCE_GRAD1"), Catch::Contains("REDUCE_GRAD is per stage and takes no microbatch"));
   CHECK_THROWS_WITH(ParseAction("0FOO1"), Catch::Contains("unknown action kind 'FOO'"));
   CHECK_THROWS_WITH(ParseAction("0OVERLAP_F_B1"), Catch::Contains("OVERLAP_F_B names its two parts"));
+  // A kind with a microbatch written without one, and ids past 9 digits.
+  CHECK_THROWS_WITH(ParseAction("0F"), "bad action '0F': F takes a microbatch (write 0F0 for microbatch 0)");
+  CHECK_THROWS_WITH(ParseAction("3SEND_F"), Catch::Contains("SEND_F takes a microbatch (write 3SEND_F0"));
+  CHECK_THROWS_WITH(ParseAction("(0F;1B0)OVERLAP_F_B"), Catch::Contains("F takes a microbatch"));
+  for (const char* big : {"0F2147483647", "0F4294967295", "4294967296F0"}) {
+    CHECK_THROWS_WITH(ParseAction(big), Catch::Contains("a stage or microbatch id of more than 9 digits"));
+  }
 }
 
 TEST_CASE("malformed composites are rejected, each with what is wrong", "[action]") {

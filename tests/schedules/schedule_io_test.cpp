@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "schedules/error.h"
+#include "schedules/file_io.h"
 #include "schedules/generators.h"
 #include "schedules/lowering.h"
 #include "schedules/validate.h"
@@ -223,6 +224,26 @@ TEST_CASE("export in PyTorch's compute-only form and import give back the same p
     }
   }
   CHECK(compared > 20);
+}
+
+TEST_CASE("PyTorch CSV exports keep an idle rank and PyTorch's REDUCE_GRAD, and read back the same", "[schedule_io]") {
+  // A rank with no action is a row of empty cells, last or between others
+  // (a blank line would drop it, or be refused as a slip).
+  for (const std::string& text :
+       {std::string("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n,,\n"), std::string("0F0,0F1,0B0,0B1\n,,\n1F0,1B0,1F1,1B1\n")}) {
+    const Schedule s = ScheduleFromPytorchCsv(text, "idle.csv", "idle");
+    REQUIRE(s.ranks == 3);
+    for (const std::string& out : {ScheduleToPytorchCsv(s), ScheduleToPytorchComputeCsv(s)}) {
+      INFO(out);
+      const Schedule back = ScheduleFromPytorchCsv(out, "back.csv", "idle");
+      CHECK(back.ranks == 3);
+      CHECK(back.programs == s.programs);
+    }
+  }
+  // PyTorch 2.11's own compute-only 1F1B file: written back as it was read.
+  const std::string file = std::string(PPLAB_TEST_DATA_DIR) + "/pytorch/1f1b_k2_m2_compute_only.csv";
+  const std::string pytorch = ReadTextFile(file);
+  CHECK(ScheduleToPytorchComputeCsv(ScheduleFromPytorchCsv(pytorch, file, "1f1b")) == pytorch);
 }
 
 TEST_CASE("bad PyTorch CSV cells get one line with file, row and column", "[schedule_io]") {

@@ -92,7 +92,8 @@ TEST_CASE("train --plan takes the flags the plan file records where the command 
   for (const auto& [key, value, message] : std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
            {"batch_size", "8", "planned.batch_size must be a positive integer, got \"8\""},
            {"cuda_graphs", 1, "planned.cuda_graphs must be true or false, got 1"},
-           {"steps", 3, "planned.steps is not a train flag a plan records (those are model, partition,"}}) {
+           {"steps", 3, "planned.steps is not a train flag a plan records (those are model, partition,"},
+           {"model", "nowhere/config.json", "planned.model (--model nowhere/config.json): "}}) {
     nlohmann::json bad = file;
     bad["planned"][key] = value;
     WriteTextFile(plan, bad.dump());

@@ -35,8 +35,13 @@ void CheckOutputFiles(const std::vector<FlagPath>& outputs, const std::vector<Fl
       // An input names a file only where one is (`--model small` is a preset).
       std::error_code ec;
       if (input && !std::filesystem::is_regular_file(other.path, ec)) continue;
+      // Named by both paths where they differ (a link, "./x"): the one given
+      // to each flag.
+      const std::string named = outputs[i].path == other.path
+                                    ? " both name " + other.path
+                                    : " name one file (" + outputs[i].path + " and " + other.path + ")";
       throw Error(
-          outputs[i].flag + " and " + other.flag + " both name " + other.path +
+          outputs[i].flag + " and " + other.flag + named +
           (input ? " (the output would replace a file the command reads)" : " (one would write over the other)"));
     }
   }

@@ -4,6 +4,7 @@
 #include "tools/output_files.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -42,6 +43,12 @@ TEST_CASE("an output may name neither another output nor an input, but a device 
   CHECK(ErrorOf({{"--trace", TempPath("output-files-new.json")}, {"--svg", ""}}, {{"--plan", a}}).empty());
   CHECK(ErrorOf({{"--svg", ""}, {"--trace", a}}, {{"--cost", ""}, {"--plan", a}}) ==
         "--trace and --plan both name " + a + " (the output would replace a file the command reads)");
+  // Two names of one file (a link): each flag's own is named.
+  const std::string link = TempPath("output-files-link.json");
+  std::remove(link.c_str());
+  REQUIRE(::symlink(a.c_str(), link.c_str()) == 0);
+  CHECK(ErrorOf({{"--output", a}}, {{"--plan", link}}) == "--output and --plan name one file (" + a + " and " + link +
+                                                              ") (the output would replace a file the command reads)");
   CHECK(ErrorOf({{"--trace", "/dev/null"}, {"--svg", "/dev/null"}}, {{"--plan", "/dev/null"}}).empty());
   CHECK(ErrorOf({{"--svg", TempPath("output-files-no-folder/x.svg")}}, {}).rfind("--svg: cannot write ", 0) == 0);
   CHECK(ErrorOf({{"--svg", "-"}}, {}).rfind("--svg: '-' is standard output only for export and sweep", 0) == 0);

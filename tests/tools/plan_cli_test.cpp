@@ -385,9 +385,8 @@ TEST_CASE("cli: plan refuses two outputs in one file or one over a profile it re
       {" -o " + plan_file + " --trace " + plan_file,
        "pplab: error: --output and --trace both name " + plan_file + " (one would write over the other)\n"},
       {" -o " + plan_file + " --svg " + TempPath(".") + "/outputs-plan.json",
-       "pplab: error: --output and --svg both name " + TempPath(".") +
-           "/outputs-plan.json (one would write over the "
-           "other)\n"},
+       "pplab: error: --output and --svg name one file (" + plan_file + " and " + TempPath(".") +
+           "/outputs-plan.json) (one would write over the other)\n"},
       {" -o " + plan_file + " --cost-out " + profile, "pplab: error: --cost-out and --cost both name " + profile +
                                                           " (the output would replace a file the command reads)\n"},
       {" -o " + profile, "pplab: error: --output and --cost both name " + profile +

@@ -275,13 +275,14 @@ TEST_CASE("outputs that cannot be written are refused with one line before any w
   CHECK(ReadTextFile(config) == config_text);
   // The checkpoints' own names, and a text folder that would hold the run.
   const std::string corpus = Tmp("outputs-corpus");
+  fs::remove_all(corpus + "-ck");
   fs::create_directories(corpus);
   WriteTextFile(corpus + "/a.txt", "some text to train on\n");
   const Case owned[] = {
       {"-k 2 --checkpoint-dir " + corpus + "-ck --metrics " + corpus + "-ck/latest",
        "--metrics " + corpus + "-ck/latest is in --checkpoint-dir " + corpus + "-ck under a name its checkpoints use"},
-      {"-k 2 --checkpoint-dir " + corpus + "-ck --trace " + corpus + "-ck/tokenizer-1.json",
-       "--trace " + corpus + "-ck/tokenizer-1.json is in --checkpoint-dir"},
+      {"-k 2 --checkpoint-dir " + corpus + "-ck --trace " + corpus + "-ck/tokenizer-0123456789abcdef.json",
+       "--trace " + corpus + "-ck/tokenizer-0123456789abcdef.json is in --checkpoint-dir"},
   };
   for (const Case& c : owned) {
     const PplabRun r = Train(c.args);

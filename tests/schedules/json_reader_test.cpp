@@ -81,6 +81,23 @@ TEST_CASE("the filter sees each value with its depth and top-level key, and can 
                                          "0{\"n\":1,\"rows\":[]}"});
 }
 
+TEST_CASE("the strict reader builds what nlohmann's parser builds, and drops a value by its key in an object",
+          "[json_reader]") {
+  const std::string text =
+      R"({"a": [1, -2, 3.5, "x", true, null, {}, []], "b": {"c": {"d": [{"e": 18446744073709551615}]}}, "f": "\u00e9"})";
+  CHECK(ParseJsonStrict(text, "x.json") == nlohmann::json::parse(text));
+  CHECK(ParseJsonStrict("[]", "x.json") == nlohmann::json::array());
+  CHECK(ParseJsonStrict("7", "x.json") == 7);
+  // Dropped inside an object: the member goes, its siblings stay.
+  const JsonValueFilter drop_c = [](int, const std::string&, nlohmann::json& v) {
+    return !(v.is_object() && v.contains("d"));
+  };
+  CHECK(ParseJsonStrict(text, "x.json", drop_c)["b"] == nlohmann::json::object());
+  CHECK(ParseJsonStrict(text, "x.json", drop_c)["a"].size() == 8);
+  // Trailing text after the document is not JSON.
+  CHECK_THROWS_WITH(ParseJsonStrict("{} x", "x.json"), Catch::StartsWith("x.json: not valid JSON"));
+}
+
 TEST_CASE("a schedule read from a stream equals the one read from its text, errors included", "[json_reader]") {
   for (const char* name : {"1f1b", "zb-h1", "interleaved-1f1b"}) {
     const Schedule s = Lower(Generate(name, {4, 8, 0}));

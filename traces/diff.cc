@@ -4,7 +4,10 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "schedules/error.h"
 
@@ -133,6 +136,28 @@ TimelineDiff DiffTimelines(const Timeline& predicted_in, const Timeline& measure
     if (m_lone) why += ", e.g. " + Describe(*m_lone);
     why += "): diff two traces of one plan";
     throw Error(why);
+  }
+  // One plan runs each rank's compute in one order: the same actions in
+  // another order (gpipe against 1f1b) are two plans, whose "drift" would
+  // mean nothing.
+  const auto orders = [](const Timeline& t) {
+    std::vector<std::vector<std::pair<TimeNs, std::string>>> by_rank(t.ranks);
+    for (const TimelineEvent& e : t.events) {
+      if (IsCompute(e.action.kind)) by_rank[e.rank].emplace_back(e.start, FormatAction(e.action));
+    }
+    for (auto& rank : by_rank)
+      std::stable_sort(rank.begin(), rank.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    return by_rank;
+  };
+  const auto p_order = orders(predicted), m_order = orders(measured);
+  for (RankId r = 0; r < d.ranks; ++r) {
+    for (size_t i = 0; i < p_order[r].size() && i < m_order[r].size(); ++i) {
+      if (p_order[r][i].second == m_order[r][i].second) continue;
+      throw Error(predicted_origin + " and " + measured_origin + " run rank " + std::to_string(r) +
+                  "'s compute in different orders (its action " + std::to_string(i + 1) + " is " +
+                  p_order[r][i].second + " in one, " + m_order[r][i].second +
+                  " in the other): diff two traces of one plan");
+    }
   }
   d.matched_compute = pairs.size();
   d.threshold = options.threshold ? *options.threshold : d.predicted.makespan / 20;

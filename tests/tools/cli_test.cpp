@@ -264,6 +264,15 @@ TEST_CASE("cli: diff refuses traces of different schedules", "[cli][diff]") {
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("do not run the same compute actions"));
   CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  // The same actions in another order: GPipe's rank 0 runs 0F2 where
+  // 1F1B's runs 0B0 (the 3rd action), also two plans.
+  const std::string g = TempPath("diff_g.json");
+  REQUIRE(Pplab("simulate -s gpipe -k 2 -m 4 --trace " + g).code == 0);
+  const PplabRun order = Pplab("diff " + g + " " + a);
+  CHECK(order.code == 2);
+  CHECK(order.out == "pplab: error: " + g + " and " + a +
+                         " run rank 0's compute in different orders (its action 3 is 0F2 in one, 0B0 in the other): "
+                         "diff two traces of one plan\n");
 }
 
 TEST_CASE("cli: --recompute costs a plan recomputed, and refuses costs read off a recomputed run", "[cli][recompute]") {

@@ -73,29 +73,37 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
   }
 }
 
-const Spread* CostModel::SpreadOf(const Action& action) const {
+std::optional<Spread> CostModel::SpreadOf(const Action& action) const {
   const StageCost& c = Stage(action.stage);
-  const std::optional<Spread>* spread = nullptr;
   switch (action.kind) {
     case ActionKind::kForward:
-      spread = &c.forward_spread;
-      break;
+      return c.forward_spread;
     case ActionKind::kBackward:
-      spread = &c.backward_spread;
-      break;
+      if (c.backward_spread || c.backward) return c.backward_spread;
+      // B as I + W: the parts' spreads added.
+      if (c.backward_input_spread && c.backward_weight_spread) {
+        return Spread{c.backward_input_spread->p10 + c.backward_weight_spread->p10,
+                      c.backward_input_spread->p90 + c.backward_weight_spread->p90};
+      }
+      return std::nullopt;
     case ActionKind::kBackwardInput:
-      spread = &c.backward_input_spread;
-      break;
-    case ActionKind::kBackwardWeight:
-      spread = &c.backward_weight_spread;
-      break;
+    case ActionKind::kBackwardWeight: {
+      const std::optional<Spread>& own =
+          action.kind == ActionKind::kBackwardInput ? c.backward_input_spread : c.backward_weight_spread;
+      if (own || !c.backward || !c.backward_spread || *c.backward <= 0) return own;
+      // A part of a measured B (a zero-bubble plan costed from a profile of
+      // whole B's): B's spread scaled by the part's share of it, so the
+      // plan's step varies as the 1F1B plan's of the same file does.
+      const double share = static_cast<double>(ComputeTime(action)) / static_cast<double>(*c.backward);
+      return Spread{static_cast<TimeNs>(std::llround(static_cast<double>(c.backward_spread->p10) * share)),
+                    static_cast<TimeNs>(std::llround(static_cast<double>(c.backward_spread->p90) * share))};
+    }
     case ActionKind::kReduceGrad:
-      if (c.reduce_grad) spread = &c.reduce_grad_spread;
-      break;
+      if (c.reduce_grad) return c.reduce_grad_spread;
+      return std::nullopt;
     default:
-      break;
+      return std::nullopt;
   }
-  return spread != nullptr && *spread ? &**spread : nullptr;
 }
 
 bool CostModel::HasSpread() const {
@@ -125,8 +133,8 @@ TimeNs DrawFromSpread(TimeNs median, const Spread& sp, double u) {
 TimeNs CostModel::SampleComputeTime(const Action& action, double u) const {
   const TimeNs median = ComputeTime(action);
   if (!IsCompute(action.kind) || action.kind == ActionKind::kOverlapFB) return median;
-  const Spread* sp = SpreadOf(action);
-  if (sp == nullptr) return median;
+  const std::optional<Spread> sp = SpreadOf(action);
+  if (!sp) return median;
   if (sp->p10 > median || median > sp->p90) {
     const std::string kind = action.kind == ActionKind::kForward         ? "forward"
                              : action.kind == ActionKind::kBackward      ? "backward"
@@ -141,8 +149,9 @@ TimeNs CostModel::SampleComputeTime(const Action& action, double u) const {
 
 TimeNs CostModel::SampleCollectiveTime(const Action& action, double u) const {
   const TimeNs median = CollectiveTime(action);
-  const Spread* sp = action.kind == ActionKind::kReduceGrad && dp_.degree > 1 ? SpreadOf(action) : nullptr;
-  return sp == nullptr ? median : DrawFromSpread(median, *sp, u);
+  const std::optional<Spread> sp =
+      action.kind == ActionKind::kReduceGrad && dp_.degree > 1 ? SpreadOf(action) : std::nullopt;
+  return sp ? DrawFromSpread(median, *sp, u) : median;
 }
 
 namespace {

@@ -232,8 +232,10 @@ class CostModel {
   // unless p10 <= median <= p90.
   TimeNs SampleComputeTime(const Action& action, double u) const;
   // The spread SampleComputeTime draws `action` from (F, B, I, W, and
-  // REDUCE_GRAD with a measured time), or null.
-  const Spread* SpreadOf(const Action& action) const;
+  // REDUCE_GRAD with a measured time), or none. An I or W without its own
+  // whose time comes from a B with one takes B's scaled by its share of B;
+  // a B without its own, made of I and W with theirs, their sum.
+  std::optional<Spread> SpreadOf(const Action& action) const;
   // Whether any stage or per-step cost carries a spread.
   bool HasSpread() const;
   // Whether any stage ran as CUDA graphs (StageCost::graph_slot_bytes).

@@ -376,7 +376,7 @@ void Engine::RunPerStage(RankId r, long ev, const Action& a) {
   // A measured REDUCE_GRAD with a spread is drawn when sampling; nothing
   // else is, so plans without such spreads draw as before.
   const bool drawn = rng_ != nullptr && a.kind == ActionKind::kReduceGrad && costs_.DataParallelGroup().degree > 1 &&
-                     costs_.SpreadOf(a) != nullptr;
+                     costs_.SpreadOf(a).has_value();
   e.end = e.start + (drawn ? costs_.SampleCollectiveTime(a, Draw()) : costs_.CollectiveTime(a));
   pred_[ev] = last_compute_[r];
   if (overlapped) {

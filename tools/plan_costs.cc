@@ -185,8 +185,8 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
         const TimeNs t = profiled->ComputeTime(a);
         time[k].push_back(static_cast<double>(t));
         // Relative spreads, weighted by the medians (long stages count more).
-        const Spread* sp = profiled->SpreadOf(a);
-        if (sp == nullptr) continue;
+        const std::optional<Spread> sp = profiled->SpreadOf(a);
+        if (!sp) continue;
         f.has_spread[k] = true;
         median[k] += static_cast<double>(t);
         low[k] += static_cast<double>(std::max<TimeNs>(0, t - sp->p10));

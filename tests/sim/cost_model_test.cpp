@@ -308,6 +308,35 @@ TEST_CASE("cost model spread: p10, median and p90 are the 10th, 50th and 90th pe
       Catch::Contains("i.json: stage 0: backward_input_p10_ms <= the backward_input time <= backward_input_p90_ms"));
 }
 
+TEST_CASE("cost model spread: a B's spread is shared by the I and W made from it, and I and W's add up to B's",
+          "[cost_model][samples]") {
+  const std::string head = R"({"format": "pplab.cost", "version": 1, "num_stages": 1, "default": )";
+  // B = 2 ms in [1, 4]: I = W = 1 ms each, half of it, in [0.5, 2].
+  const CostModel b = CostModel::FromJson(
+      head + R"({"forward_ms": 1, "backward_ms": 2, "backward_p10_ms": 1, "backward_p90_ms": 4}})", "b.json");
+  for (const ActionKind kind : {ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
+    const std::optional<Spread> sp = b.SpreadOf({kind, 0, 0});
+    REQUIRE(sp);
+    CHECK(sp->p10 == 500000);
+    CHECK(sp->p90 == 2000000);
+    CHECK(b.SampleComputeTime({kind, 0, 0}, 1.0) == 2250000);  // 1 + 1.25 x (2 - 1) ms
+  }
+  // With I given (0.5 ms), W is the rest (1.5 ms): three quarters of B's spread.
+  const CostModel parts =
+      CostModel::FromJson(head + R"({"forward_ms": 1, "backward_ms": 2, "backward_p10_ms": 1, "backward_p90_ms": 4,
+                 "backward_input_ms": 0.5}})",
+                          "p.json");
+  CHECK(parts.SpreadOf({ActionKind::kBackwardWeight, 0, 0})->p10 == 750000);
+  CHECK(parts.SpreadOf({ActionKind::kBackwardWeight, 0, 0})->p90 == 3000000);
+  // A B made of I and W with spreads: theirs added.
+  const CostModel split = CostModel::FromJson(
+      head + R"({"forward_ms": 1, "backward_input_ms": 1, "backward_input_p10_ms": 0.5, "backward_input_p90_ms": 2,
+                 "backward_weight_ms": 1, "backward_weight_p10_ms": 0.75, "backward_weight_p90_ms": 1.5}})",
+      "s.json");
+  CHECK(split.SpreadOf({ActionKind::kBackward, 0, 0})->p10 == 1250000);
+  CHECK(split.SpreadOf({ActionKind::kBackward, 0, 0})->p90 == 3500000);
+}
+
 TEST_CASE("cost model spread: an old file without spreads loads with zero spread", "[cost_model][samples]") {
   const CostModel old = CostModel::FromJson(R"({"format": "pplab.cost", "version": 1, "num_stages": 2,
     "default": {"forward_ms": 1, "backward_ms": 2},
@@ -315,7 +344,7 @@ TEST_CASE("cost model spread: an old file without spreads loads with zero spread
                                             "old.json");
   CHECK_FALSE(old.HasSpread());
   for (const Action& a : {Action{ActionKind::kForward, 0, 0}, Action{ActionKind::kBackward, 1, 0}}) {
-    CHECK(old.SpreadOf(a) == nullptr);
+    CHECK_FALSE(old.SpreadOf(a));
     for (double u : {0.0, 0.1, 0.5, 0.9, 1.0}) CHECK(old.SampleComputeTime(a, u) == old.ComputeTime(a));
   }
   CHECK_FALSE(old.Step().optimizer_spread);
@@ -340,7 +369,7 @@ TEST_CASE("cost model spread: per-step and REDUCE_GRAD spreads round-trip, bad o
     CHECK(c.HasSpread());
     CHECK(c.Stage(0).reduce_grad == TimeNs{500000});
     CHECK(c.CollectiveTime(reduce) == 500000);
-    REQUIRE(c.SpreadOf(reduce) != nullptr);
+    REQUIRE(c.SpreadOf(reduce));
     CHECK(c.SpreadOf(reduce)->p10 == 400000);
     CHECK(c.SampleCollectiveTime(reduce, 0.9) == 750000);
     REQUIRE(c.Step().optimizer_spread);

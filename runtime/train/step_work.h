@@ -36,9 +36,11 @@ class StageBucket {
 
 // The sum of the squares of the elements of `grads` (gradient tensors: flat
 // buffers, or each parameter's), as a 0-dim float64 tensor where they live,
-// zero when `grads` is empty: no host read. Each tensor's 2-norm is taken in
-// its own dtype, as torch.nn.utils.clip_grad_norm_ does, and the squares are
-// summed in float64.
+// zero when `grads` is empty: no host read. Each tensor's 2-norm is taken
+// in its own dtype over rows of 1024 elements, as torch.nn.utils.clip_grad_norm_
+// takes it over each parameter, and the squares are summed in float64: exact
+// to about 1e-9 for a flat buffer of 150M elements, whose norm() in one call
+// lost 2 % on the CPU.
 at::Tensor GradSquares(const std::vector<at::Tensor>& grads);
 
 // Multiplies every tensor of `grads` by `scale`, in one foreach call.

@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -54,8 +55,25 @@ int RunBench(const BenchOptions& o) {
     }
     sizes.emplace_back(static_cast<int>(K), static_cast<int>(M));
   }
-  std::printf("%-10s %6s %6s %10s %10s %9s %9s %9s %14s %9s\n", "schedule", "K", "M", "compute", "all_actions", "gen_s",
-              "lower_s", "sim_s", "actions/s(sim)", "rss_MiB");
+  // The schedule and each size's plan size too, before the table starts.
+  const GeneratorInfo& info = FindGenerator(o.schedule);
+  if (info.needs_costs) {
+    throw Error("bench -s " + info.name +
+                ": its order is searched with a cost model for each plan; bench times the generators that build a "
+                "plan from K and M alone");
+  }
+  const int v = o.virtual_stages == 0 ? info.default_virtual : o.virtual_stages;
+  for (const auto& [K, M] : sizes) {
+    const int64_t actions = int64_t{K} * v * M * (info.split_backward ? 3 : 2);
+    if (actions > kMaxComputeActions) {
+      throw Error("--sizes: " + std::to_string(K) + "x" + std::to_string(M) + " gives " + info.name + " " +
+                  std::to_string(actions) + " compute actions, more than pplab plans (" +
+                  std::to_string(kMaxComputeActions) + ")");
+    }
+  }
+  const int width = std::max<int>(10, static_cast<int>(info.name.size()));
+  std::printf("%-*s %6s %6s %10s %10s %9s %9s %9s %14s %9s\n", width, "schedule", "K", "M", "compute", "all_actions",
+              "gen_s", "lower_s", "sim_s", "actions/s(sim)", "rss_MiB");
   for (const auto& [K, M] : sizes) {
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
@@ -69,7 +87,7 @@ int RunBench(const BenchOptions& o) {
     const SimResult result = Simulate(lowered, costs);
     const auto t4 = Clock::now();
     const double sim_s = Seconds(t4 - t3);
-    std::printf("%-10s %6d %6d %10zu %10zu %9.3f %9.3f %9.3f %14.0f %9ld\n", o.schedule.c_str(), K, M,
+    std::printf("%-*s %6d %6d %10zu %10zu %9.3f %9.3f %9.3f %14.0f %9ld\n", width, info.name.c_str(), K, M,
                 lowered.NumComputeActions(), lowered.NumActions(), Seconds(t1 - t0), Seconds(t2 - t1), sim_s,
                 sim_s > 0 ? lowered.NumActions() / sim_s : 0.0, PeakRssMiB());
     if (result.makespan <= 0) throw Error("bench: empty simulation");

@@ -74,6 +74,9 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
       {"bench --sizes 1048577x1", 2, "--sizes: '1048577x1' is not KxM with K in [1, 1048576]"},
       {"bench --sizes +4x8", 2, "--sizes: '+4x8' is not KxM"},
       {"bench -v 0", 105, "--virtual"},
+      // Found before the table starts, not after the sizes before them ran.
+      {"bench --sizes 4x4,1000x100000", 2, "pplab: error: --sizes: 1000x100000 gives 1f1b 200000000 compute"},
+      {"bench -s zb-auto --sizes 4x4", 2, "bench -s zb-auto: its order is searched with a cost model"},
       {"show --trace t.json -s zb-h1", 108, "--schedule excludes --trace"},
       {"show --trace t.json --f-time 5", 108, "--f-time excludes --trace"},
       {"show --steps --trace t.json", 108, "--steps excludes --trace"},
@@ -107,6 +110,8 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
   CHECK(late.code == 2);
   CHECK(late.out ==
         "pplab: error: --sizes: '0x1' is not KxM with K in [1, 1048576] and M in [1, 16777216] (e.g. 64x1024)\n");
+  const PplabRun huge = Pplab("bench --sizes 4x4,1000x100000");
+  CHECK(huge.out.rfind("pplab: error: --sizes: 1000x100000", 0) == 0);  // no row, no header before it
   // The memory limits shape zb-auto alone: another schedule would run past them unsaid.
   const PplabRun limit = Pplab("simulate -s 1f1b -k 4 -m 8 --inflight-limit 3");
   CHECK(limit.code == 2);

@@ -18,6 +18,19 @@ std::string Fixed(double value, int decimals) {
   return r.ec == std::errc() ? std::string(buf, r.ptr) : std::string("0");
 }
 
+// A time in the unit a picture's cells read well in: ms, or us or ns where
+// a cell is shorter than 10 us or 10 ns (a cell of 0.4 us read "0.000 ms").
+struct TimeUnit {
+  double per_ms;
+  const char* name;
+};
+TimeUnit UnitFor(double cell_ms) {
+  if (cell_ms >= 0.01 || cell_ms <= 0) return {1.0, "ms"};
+  if (cell_ms >= 1e-5) return {1e3, "us"};
+  return {1e6, "ns"};
+}
+std::string Time(double ms, const TimeUnit& unit) { return Fixed(ms * unit.per_ms, 3) + " " + unit.name; }
+
 // owner[r][c]: index in timeline.events of the compute event owning cell c of
 // rank r, -1 for idle. Times are multiplied by `cells` so that cell c is
 // exactly [c * makespan, (c + 1) * makespan) and overlaps compare without
@@ -147,8 +160,10 @@ std::string RenderText(const Timeline& timeline, int columns, bool show_memory) 
 
   std::string out = timeline.name.empty() ? "(unnamed)" : timeline.name;
   if (!timeline.source.empty()) out += " [" + timeline.source + "]";
-  out += ": makespan " + Fixed(NsToMs(makespan), 3) + " ms, bubble " + Fixed(100.0 * summary.bubble_fraction, 1) +
-         "%, 1 cell = " + Fixed(NsToMs(makespan) / static_cast<double>(cells), 3) + " ms\n";
+  const double cell_ms = cells > 0 ? NsToMs(makespan) / static_cast<double>(cells) : 0.0;
+  const TimeUnit unit = UnitFor(cell_ms);
+  out += ": makespan " + Time(NsToMs(makespan), unit) + ", bubble " + Fixed(100.0 * summary.bubble_fraction, 1) +
+         "%, 1 cell = " + Time(cell_ms, unit) + "\n";
   if (ranks == 0) return out;
 
   bool cut = false;
@@ -186,8 +201,8 @@ std::string RenderText(const Timeline& timeline, int columns, bool show_memory) 
     const TimeNs width = std::min<TimeNs>(columns, cells - band);
     if (wrapped) {
       // Scale line: the band's start and end, inside the bars of the rows.
-      const std::string left = Fixed(NsToMs(makespan) * band / cells, 3) + " ms";
-      const std::string right = Fixed(NsToMs(makespan) * (band + width) / cells, 3) + " ms";
+      const std::string left = Time(NsToMs(makespan) * band / cells, unit);
+      const std::string right = Time(NsToMs(makespan) * (band + width) / cells, unit);
       std::string scale = std::string(label_width + 1, ' ');
       if (static_cast<TimeNs>(left.size() + right.size() + 1) <= width) {
         scale += "|" + left + std::string(width - left.size() - right.size(), ' ') + right + "|";

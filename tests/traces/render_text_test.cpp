@@ -61,6 +61,24 @@ TEST_CASE("text render of 1F1B on 2 ranks matches the hand-drawn rows", "[render
         "legend: F forward, B backward, . idle; a box starts with its microbatch\n");
 }
 
+TEST_CASE("text render reads times in us where a cell is shorter than 10 us", "[render]") {
+  Timeline t = Tiny1F1B();
+  // The hand-drawn picture above, 1000 times faster: 0.5 us cells.
+  for (TimelineEvent& e : t.events) {
+    e.start /= 1000;
+    e.end /= 1000;
+  }
+  CHECK(RenderText(t, 9) ==
+        "tiny [simulated]: makespan 9.000 us, bubble 33.3%, 1 cell = 0.500 us\n"
+        "    0.000 us to 4.500 us\n"
+        "r0 |0F1F....0|\n"
+        "r1 |..0F0BBB1|\n"
+        "    4.500 us to 9.000 us\n"
+        "r0 |BBB..1BBB|\n"
+        "r1 |F1BBB....|\n"
+        "legend: F forward, B backward, . idle; a box starts with its microbatch\n");
+}
+
 TEST_CASE("text render scale lines fit between the bars when the band is wide enough", "[render]") {
   Timeline t = Tiny1F1B();
   for (TimelineEvent& e : t.events) e.end = e.start + (e.end - e.start) / 10;  // 0.1 ms F, 0.2 ms B

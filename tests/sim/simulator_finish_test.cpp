@@ -131,7 +131,9 @@ TEST_CASE("two copies of the model: each pair of ranks holding copies of each ot
   CHECK(both.makespan == r.makespan + 100);
   // One pipeline has no copies: nothing to swap.
   CostModel one = CostModel::Uniform(4, c, Link{});
-  one.SetStep(StepCosts{0, 0, 0, 0, 0, 700});
+  StepCosts exchange;
+  exchange.copy_exchange = 700;
+  one.SetStep(exchange);
   for (const StepEvent& e : Simulate(Lower(Generate1F1B(4, 8)), one).timeline.step_events) {
     CHECK(e.name != "copy_exchange");
   }

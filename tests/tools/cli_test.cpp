@@ -179,7 +179,7 @@ TEST_CASE("cli: a --cost file of data-parallel replicas adds the gradients' all-
   const std::string cost = TempPath("dp-reduce-cost.json");
   WriteTextFile(cost, R"({"format": "pplab.cost", "version": 1, "num_stages": 2, "data_parallel": {"degree": 2},
                           "default": {"forward_ms": 1, "backward_ms": 2, "reduce_grad_ms": 50}})");
-  for (const std::string& command : {"simulate -s 1f1b", "simulate -s gpipe"}) {
+  for (const std::string command : {"simulate -s 1f1b", "simulate -s gpipe"}) {
     const PplabRun r = Pplab(command + " -k 2 -m 4 --json --cost " + cost);
     INFO(command << "\n" << r.out);
     REQUIRE(r.code == 0);

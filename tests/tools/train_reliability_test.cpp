@@ -275,7 +275,7 @@ TEST_CASE("outputs that cannot be written are refused with one line before any w
   CHECK(ReadTextFile(config) == config_text);
   // The checkpoints' own names, and a text folder that would hold the run.
   const std::string corpus = Tmp("outputs-corpus");
-  fs::remove_all(corpus + "-ck");
+  RemoveTree(corpus + "-ck");
   fs::create_directories(corpus);
   WriteTextFile(corpus + "/a.txt", "some text to train on\n");
   const Case owned[] = {

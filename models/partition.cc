@@ -1,12 +1,12 @@
 #include "models/partition.h"
 
 #include <algorithm>
-#include <cctype>
 #include <limits>
 #include <sstream>
 
 #include "models/flops.h"
 #include "schedules/error.h"
+#include "schedules/int_list.h"
 
 namespace pplab {
 namespace {
@@ -178,21 +178,12 @@ Partition MakePartition(const LlamaConfig& config, int stages, const std::string
   }
   // Digits between commas, each item present: "2,2," and "2, 2" name no
   // list of counts.
-  std::vector<int> counts;
-  size_t at = 0;
-  while (at <= method.size()) {
-    const size_t comma = std::min(method.find(',', at), method.size());
-    const std::string item = method.substr(at, comma - at);
-    bool digits = !item.empty() && item.size() <= 9;
-    for (char ch : item) digits = digits && std::isdigit(static_cast<unsigned char>(ch));
-    if (!digits) {
-      throw Error("--partition: '" + method +
-                  "' is not uniform, parameters, compute, or a list of layer counts like 3,2,2,1");
-    }
-    counts.push_back(std::stoi(item));
-    at = comma + 1;
+  const std::optional<std::vector<int>> counts = ParseIntList(method);
+  if (!counts) {
+    throw Error("--partition: '" + method +
+                "' is not uniform, parameters, compute, or a list of layer counts like 3,2,2,1");
   }
-  return PartitionExplicit(config, stages, counts);
+  return PartitionExplicit(config, stages, *counts);
 }
 
 int64_t StageParams(const LlamaConfig& config, const Partition& partition, int stage) {

@@ -8,6 +8,7 @@ set(PPLAB_SCHEDULES_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/file_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/dualpipe.cc
   ${CMAKE_CURRENT_LIST_DIR}/generators.cc
+  ${CMAKE_CURRENT_LIST_DIR}/int_list.cc
   ${CMAKE_CURRENT_LIST_DIR}/interleaved_zero_bubble.cc
   ${CMAKE_CURRENT_LIST_DIR}/json_reader.cc
   ${CMAKE_CURRENT_LIST_DIR}/lowering.cc

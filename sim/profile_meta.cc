@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "schedules/error.h"
+#include "schedules/int_list.h"
 #include "schedules/json_reader.h"
 
 namespace pplab {
@@ -87,18 +88,11 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
     p.cuda_graphs = v.get<bool>();
   }
   // The partition is layers per stage, one positive count per stage of the file.
-  int entries = 0;
-  size_t begin = 0;
-  while (begin <= p.partition.size()) {
-    const size_t comma = std::min(p.partition.find(',', begin), p.partition.size());
-    const std::string item = p.partition.substr(begin, comma - begin);
-    const bool digits = !item.empty() && item.size() < 9 && item.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoi(item) < 1) {
-      throw Error(at + ".partition must be layers per stage like \"2,2\", got \"" + p.partition + "\"");
-    }
-    ++entries;
-    begin = comma + 1;
+  const std::optional<std::vector<int>> layers = ParseIntList(p.partition);
+  if (!layers || std::any_of(layers->begin(), layers->end(), [](int n) { return n < 1; })) {
+    throw Error(at + ".partition must be layers per stage like \"2,2\", got \"" + p.partition + "\"");
   }
+  const int entries = static_cast<int>(layers->size());
   if (entries != num_stages) {
     throw Error(at + ".partition \"" + p.partition + "\" has " + std::to_string(entries) + " stages but the file has " +
                 std::to_string(num_stages));

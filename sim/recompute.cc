@@ -1,8 +1,7 @@
 #include "sim/recompute.h"
 
-#include <cctype>
-
 #include "schedules/error.h"
+#include "schedules/int_list.h"
 
 namespace pplab {
 namespace {
@@ -21,21 +20,14 @@ std::set<StageId> ParseRecomputeStages(const std::string& text, int stages, cons
     for (StageId s = 0; s < stages; ++s) out.insert(s);
     return out;
   }
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    bool digits = !item.empty() && item.size() <= 9;
-    for (char ch : item) digits = digits && std::isdigit(static_cast<unsigned char>(ch));
-    if (!digits) {
-      throw Error(flag + " takes none, all, or stage ids separated by commas (e.g. 0,1); got '" + text + "'");
-    }
-    const int s = std::stoi(item);
+  const std::optional<std::vector<int>> ids = ParseIntList(text);
+  if (!ids) throw Error(flag + " takes none, all, or stage ids separated by commas (e.g. 0,1); got '" + text + "'");
+  for (const int s : *ids) {
+    const std::string item = std::to_string(s);
     if (s >= stages) {
       throw Error(flag + " names stage " + item + ", but the plan has stages 0 to " + std::to_string(stages - 1));
     }
     if (!out.insert(s).second) throw Error(flag + " names stage " + item + " twice");
-    at = comma + 1;
   }
   return out;
 }

@@ -32,7 +32,7 @@ int RunCompare(const CompareOptions& o) {
     if (!FindGenerator(name).accepts_virtual) plan.virtual_stages = 0;
     Schedule schedule;
     try {
-      schedule = BuildSchedule(plan, name);
+      schedule = BuildSchedule(plan, name, &cost_shape);
     } catch (const Error& e) {
       if (o.schedules.size() == 1) throw;
       std::fprintf(stderr, "skipped: %s\n", e.what());  // a rule of the family rules this plan out

@@ -56,7 +56,7 @@ int RunSweep(const SweepOptions& o) {
           p.virtual_stages = info.accepts_virtual ? v : 0;
           Schedule schedule;
           try {
-            schedule = BuildSchedule(p, name);
+            schedule = BuildSchedule(p, name, &cost_shape);
           } catch (const Error& e) {
             ++skipped;  // a rule of the family (e.g. M % K) rules this cell out
             std::fprintf(stderr, "skipped: %s\n", e.what());

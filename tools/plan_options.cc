@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "models/llama_config.h"
 #include "models/partition.h"
@@ -178,9 +179,8 @@ namespace {
 // A cost file of data-parallel replicas (profile --dp D) costs the
 // all-reduce of each stage's gradients: the schedule gets the REDUCE_GRADs
 // `train --dp D` would add to it, where it has none.
-Schedule WithCostFileReplicas(const PlanOptions& o, Schedule s) {
-  if (o.cost_file.empty()) return s;
-  if (CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file).DataParallelGroup().degree < 2) return s;
+Schedule WithCostFileReplicas(int replicas, Schedule s) {
+  if (replicas < 2) return s;
   for (const Program& p : s.programs) {
     for (const Action& a : p) {
       if (a.kind == ActionKind::kReduceGrad) return s;
@@ -219,8 +219,9 @@ Schedule BuildScheduleAsWritten(const PlanOptions& o, const std::string& name) {
 
 }  // namespace
 
-Schedule BuildSchedule(const PlanOptions& o, const std::string& name) {
-  return WithCostFileReplicas(o, BuildScheduleAsWritten(o, name));
+Schedule BuildSchedule(const PlanOptions& o, const std::string& name, const CostFileShape* shape) {
+  Schedule s = BuildScheduleAsWritten(o, name);
+  return WithCostFileReplicas(shape != nullptr ? shape->replicas : CostFileShapeOf(o).replicas, std::move(s));
 }
 
 void CheckAutoLimits(const PlanOptions& o) {
@@ -236,7 +237,7 @@ void CheckAutoLimits(const PlanOptions& o) {
 CostFileShape CostFileShapeOf(const PlanOptions& o) {
   if (o.cost_file.empty()) return {};
   const CostModel costs = CostModel::FromJson(ReadTextFile(o.cost_file), o.cost_file);
-  return {costs.NumStages(), static_cast<int>(costs.Devices().size())};
+  return {costs.NumStages(), static_cast<int>(costs.Devices().size()), costs.DataParallelGroup().degree};
 }
 
 std::string CostFileMisfit(const PlanOptions& o, const CostFileShape& shape, const Schedule& schedule) {

@@ -66,24 +66,27 @@ void AddProfileCheckFlags(CLI::App& app, PlanOptions& options);
 // Also refuses those flags when the cost model has no profile meta.
 void CheckProfile(const PlanOptions& options, const CostModel& costs);
 
+// What a --cost file fixes of the plans it can cost: its stages, the ranks
+// its `devices` map (0: any) and its data-parallel replicas. Stages and
+// ranks 0 and one replica without a file. Read once by the commands that
+// simulate several schedules (compare, sweep).
+struct CostFileShape {
+  int stages = 0;
+  int device_ranks = 0;
+  int replicas = 1;
+};
+CostFileShape CostFileShapeOf(const PlanOptions& options);
+
 // The lowered schedule the options name: from --plan FILE, else generated
 // by `name` (defaults to options.schedule) and lowered. zb-auto is searched
 // with BuildCostModel's costs and the options' memory limits. With a --cost
 // file of data-parallel replicas (data_parallel.degree > 1), a schedule
-// without REDUCE_GRAD gets them, as `train --dp` adds them.
-Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "");
+// without REDUCE_GRAD gets them, as `train --dp` adds them; `shape` is the
+// file's, read once (null: read here).
+Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "", const CostFileShape* shape = nullptr);
 // The cost model for `schedule`: --cost FILE if given, else uniform from
 // the flags; with --recompute, those stages recomputed.
 CostModel BuildCostModel(const PlanOptions& options, const Schedule& schedule);
-
-// What a --cost file fixes of the plans it can cost: its stages, and the
-// ranks its `devices` map (0: any). All 0 without a file. Read once by the
-// commands that simulate several schedules (compare, sweep).
-struct CostFileShape {
-  int stages = 0;
-  int device_ranks = 0;
-};
-CostFileShape CostFileShapeOf(const PlanOptions& options);
 
 // For those commands: why `schedule` cannot take the --cost file of `shape`
 // ("" when it can, or without a file). A one-stage-a-rank profile costs no

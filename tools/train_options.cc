@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -135,9 +136,15 @@ const std::vector<std::string> kPlannedFlags = {
 
 std::vector<std::string> ApplyPlannedFlags(TrainOptions& o) {
   if (o.plan_file.empty()) return {};
+  // Only "planned" is wanted: the programs' action strings are dropped as
+  // they are read (held as JSON, a large plan's would take ~40x its text).
+  const JsonValueFilter no_programs = [](int depth, const std::string& top_key, nlohmann::json&) {
+    return top_key != "programs" || depth < 2;
+  };
   nlohmann::json doc;
   try {
-    doc = ParseJsonStrict(ReadTextFile(o.plan_file), o.plan_file);
+    std::ifstream in = OpenInputFile(o.plan_file);
+    doc = ParseJsonStrict(in, o.plan_file, no_programs);
   } catch (const Error&) {
     return {};  // a CSV plan, or one LoadPlan refuses with its own line
   }

@@ -82,7 +82,7 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
   }
   for (auto& rank : computes) {
     std::stable_sort(rank.begin(), rank.end(),
-                     [](const TimelineEvent* a, const TimelineEvent* b) { return a->start < b->start; });
+                     [](const TimelineEvent* a, const TimelineEvent* b) { return RunsBefore(*a, *b); });
   }
   std::vector<WaitedMessage> waited;
   for (const auto& rank : computes) {

@@ -219,6 +219,16 @@ static void CheckActions(const Timeline& t, const std::vector<size_t>& where, co
                   std::to_string(parts));
     }
   }
+  // Readers add up compute time (a rank's busy time, all ranks', a shared
+  // device's) in int64 nanoseconds: the total of all is held below 2^62.
+  __int128 compute = 0;
+  for (const TimelineEvent& e : t.events) {
+    if (IsCompute(e.action.kind)) compute += e.end - e.start;
+  }
+  if (compute > (static_cast<__int128>(1) << 62)) {
+    throw Error(origin + ": its compute events add up to " + std::to_string(static_cast<double>(compute) / 1e9) +
+                " s, past the 2^62 ns (146 years) that pplab's sums of time hold");
+  }
   CheckOneComputeAtATime(t, where, origin);
   // A step runs each compute action once: a second copy (an event
   // relabelled, two traces pasted together) would be read as the first's
@@ -269,6 +279,11 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     throw Error(origin + ": unsupported pplab_trace_version " + other["pplab_trace_version"].dump());
   }
   Timeline t;
+  for (const char* key : {"name", "source"}) {
+    if (other.contains(key) && !other[key].is_string()) {
+      throw Error(origin + ": otherData." + key + " must be a string, got " + other[key].dump());
+    }
+  }
   t.name = other.value("name", std::string());
   t.source = other.value("source", std::string());
   for (const std::string* field : {&t.name, &t.source}) {
@@ -365,6 +380,13 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     }
     if (e.value("cat", json()) == "step") {
       if (!args.contains("step") || !args["step"].is_string()) throw Error(at + ": step event without args.step");
+      const std::string name = args["step"].get<std::string>();
+      if (std::find(std::begin(kStepEventNames), std::end(kStepEventNames), name) == std::end(kStepEventNames)) {
+        std::string known;
+        for (const char* n : kStepEventNames) known += (known.empty() ? "" : ", ") + std::string(n);
+        throw Error(at + ": args.step " + nlohmann::json(name).dump() + " is not per-step work a trace holds (" +
+                    known + ")");
+      }
       t.step_events.push_back({rank, args["step"].get<std::string>(), ts, ts + FromUs(e["dur"].get<double>())});
       continue;
     }
@@ -382,6 +404,25 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     where.push_back(i);
   }
   CheckActions(t, where, origin);
+  // Time 0 is the step's start, where each of pplab's traces has an event
+  // (rank 0's first compute; a measured run's receives, posted then). A
+  // trace whose events all start later (another clock's origin) is read from
+  // its first event, so that every command measures its steps alike.
+  TimeNs first = std::numeric_limits<TimeNs>::max();
+  for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
+  for (const StepEvent& e : t.step_events) first = std::min(first, e.start);
+  for (const MemorySample& m : t.memory) first = std::min(first, m.time);
+  if (first > 0) {
+    for (TimelineEvent& e : t.events) {
+      e.start -= first;
+      e.end -= first;
+    }
+    for (StepEvent& e : t.step_events) {
+      e.start -= first;
+      e.end -= first;
+    }
+    for (MemorySample& m : t.memory) m.time -= first;
+  }
   return t;
 }
 
@@ -389,7 +430,7 @@ Timeline TimelineFromChromeTrace(const std::string& text, const std::string& ori
   try {
     return TimelineFromChromeTraceDoc(text, origin);
   } catch (const json::exception& e) {
-    throw Error(origin + ": " + e.what());
+    throw Error(origin + ": " + JsonErrorText(e));
   }
 }
 

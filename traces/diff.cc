@@ -66,6 +66,10 @@ Timeline ShiftToZero(const Timeline& timeline) {
     e.start -= first;
     e.end -= first;
   }
+  for (StepEvent& e : out.step_events) {
+    e.start -= first;
+    e.end -= first;
+  }
   for (MemorySample& m : out.memory) m.time -= first;
   return out;
 }
@@ -141,22 +145,25 @@ TimelineDiff DiffTimelines(const Timeline& predicted_in, const Timeline& measure
   // another order (gpipe against 1f1b) are two plans, whose "drift" would
   // mean nothing.
   const auto orders = [](const Timeline& t) {
-    std::vector<std::vector<std::pair<TimeNs, std::string>>> by_rank(t.ranks);
+    std::vector<std::vector<const TimelineEvent*>> by_rank(t.ranks);
     for (const TimelineEvent& e : t.events) {
-      if (IsCompute(e.action.kind)) by_rank[e.rank].emplace_back(e.start, FormatAction(e.action));
+      if (IsCompute(e.action.kind)) by_rank[e.rank].push_back(&e);
     }
-    for (auto& rank : by_rank)
-      std::stable_sort(rank.begin(), rank.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    return by_rank;
+    std::vector<std::vector<std::string>> names(t.ranks);
+    for (RankId r = 0; r < t.ranks; ++r) {
+      std::stable_sort(by_rank[r].begin(), by_rank[r].end(),
+                       [](const TimelineEvent* a, const TimelineEvent* b) { return RunsBefore(*a, *b); });
+      for (const TimelineEvent* e : by_rank[r]) names[r].push_back(FormatAction(e->action));
+    }
+    return names;
   };
   const auto p_order = orders(predicted), m_order = orders(measured);
   for (RankId r = 0; r < d.ranks; ++r) {
     for (size_t i = 0; i < p_order[r].size() && i < m_order[r].size(); ++i) {
-      if (p_order[r][i].second == m_order[r][i].second) continue;
+      if (p_order[r][i] == m_order[r][i]) continue;
       throw Error(predicted_origin + " and " + measured_origin + " run rank " + std::to_string(r) +
-                  "'s compute in different orders (its action " + std::to_string(i + 1) + " is " +
-                  p_order[r][i].second + " in one, " + m_order[r][i].second +
-                  " in the other): diff two traces of one plan");
+                  "'s compute in different orders (its action " + std::to_string(i + 1) + " is " + p_order[r][i] +
+                  " in one, " + m_order[r][i] + " in the other): diff two traces of one plan");
     }
   }
   d.matched_compute = pairs.size();

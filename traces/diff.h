@@ -57,7 +57,7 @@ struct TimelineDiff {
   std::vector<std::optional<Bytes>> predicted_held, measured_held;
 };
 
-// Returns `timeline` with every event and memory sample moved so that the
+// Returns `timeline` with every event (step events too) and memory sample moved so that the
 // earliest compute start is 0 (unchanged if it has no compute event).
 Timeline ShiftToZero(const Timeline& timeline);
 

@@ -96,11 +96,12 @@ Index BuildIndex(const Timeline& t) {
       ix.collectives[e.rank].push_back({e.start, e.end, e.rank});
     }
   }
-  auto by_start = [](const TimelineEvent* a, const TimelineEvent* b) { return a->start < b->start; };
-  for (auto& list : ix.computes) std::stable_sort(list.begin(), list.end(), by_start);
+  auto in_time = [](const TimelineEvent* a, const TimelineEvent* b) { return RunsBefore(*a, *b); };
+  for (auto& list : ix.computes) std::stable_sort(list.begin(), list.end(), in_time);
   for (auto& [device, track] : ix.devices) {
-    std::stable_sort(track.actions.begin(), track.actions.end(),
-                     [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    std::stable_sort(track.actions.begin(), track.actions.end(), [](const Interval& a, const Interval& b) {
+      return a.start != b.start ? a.start < b.start : a.end < b.end;
+    });
     TimeNs running = 0;
     for (const Interval& i : track.actions) track.max_end.push_back(running = std::max(running, i.end));
   }

@@ -42,12 +42,15 @@ std::vector<std::vector<int>> Owners(const Timeline& timeline, TimeNs makespan, 
   for (int i = 0; i < static_cast<int>(timeline.events.size()); ++i) {
     const TimelineEvent& e = timeline.events[i];
     if (!IsCompute(e.action.kind) || e.rank < 0 || e.rank >= ranks || makespan <= 0) continue;
-    const TimeNs start = e.start * cells;
-    const TimeNs end = e.end * cells;
-    const TimeNs first = std::clamp<TimeNs>(start / makespan, 0, cells - 1);
-    const TimeNs last = std::clamp<TimeNs>(end / makespan, 0, cells - 1);
+    // Times in units of makespan / cells: 128-bit, as in CellOf.
+    const __int128 start = static_cast<__int128>(e.start) * cells;
+    const __int128 end = static_cast<__int128>(e.end) * cells;
+    const auto first = static_cast<TimeNs>(std::clamp<__int128>(start / makespan, 0, cells - 1));
+    const auto last = static_cast<TimeNs>(std::clamp<__int128>(end / makespan, 0, cells - 1));
     for (TimeNs c = first; c <= last; ++c) {
-      const TimeNs overlap = std::min(end, (c + 1) * makespan) - std::max(start, c * makespan);
+      // At most one cell, `makespan` units: it fits.
+      const auto overlap = static_cast<TimeNs>(std::min<__int128>(end, static_cast<__int128>(c + 1) * makespan) -
+                                               std::max<__int128>(start, static_cast<__int128>(c) * makespan));
       if (overlap > best[e.rank][c]) {
         best[e.rank][c] = overlap;
         owner[e.rank][c] = i;
@@ -148,7 +151,10 @@ std::string RenderText(const Timeline& timeline, int columns, bool show_memory) 
     TimeNs wanted = cells + 1;
     for (int i = 0; i < n; ++i) {
       const TimeNs d = timeline.events[i].end - timeline.events[i].start;
-      if (need[i] > 0) wanted = std::max(wanted, (need[i] * makespan + d - 1) / d);
+      if (need[i] > 0) {
+        const __int128 cells_for_i = (static_cast<__int128>(need[i]) * makespan + d - 1) / d;
+        wanted = std::max<TimeNs>(wanted, static_cast<TimeNs>(std::min<__int128>(cells_for_i, cap)));
+      }
     }
     cells = std::min(cap, wanted);
     owner = Owners(timeline, makespan, cells);

@@ -19,11 +19,22 @@ struct TimelineEvent {
   TimeNs end = 0;    // compute: end of the work; SEND: arrival at the peer; RECV: arrival (>= start)
 };
 
+// Time order of one rank's compute events: by start, then end, so that a
+// zero-length action comes before one that starts with it (whatever their
+// order in a file).
+inline bool RunsBefore(const TimelineEvent& a, const TimelineEvent& b) {
+  return a.start != b.start ? a.start < b.start : a.end < b.end;
+}
+
+// The per-step work a trace may hold, as a cost model's `step` names it.
+inline constexpr const char* kStepEventNames[] = {"loss_allreduce", "norm_allreduce", "clip",
+                                                  "optimizer",      "tied_exchange",  "copy_exchange"};
+
 // Per-step work after a rank's last action, outside the schedule IR: the
 // loss and gradient-norm all-reduces, clipping, the optimizer step.
 struct StepEvent {
   RankId rank = 0;
-  std::string name;  // "loss_allreduce", "norm_allreduce", "clip", "optimizer", "tied_exchange", "copy_exchange"
+  std::string name;  // one of kStepEventNames
   TimeNs start = 0;
   TimeNs end = 0;
 };

@@ -61,28 +61,26 @@ void Decode(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
   }
 }
 
-// Step events travel as three int64 each: the name's index in kStepNames,
-// start and end.
-constexpr const char* kStepNames[] = {"loss_allreduce", "norm_allreduce", "clip",
-                                      "optimizer",      "tied_exchange",  "copy_exchange"};
+// Step events travel as three int64 each: the name's index in
+// kStepEventNames, start and end.
 constexpr size_t kStepWords = 3;
 
 std::vector<int64_t> EncodeSteps(const std::vector<StepEvent>& steps) {
   std::vector<int64_t> out;
   for (const StepEvent& e : steps) {
-    const auto* it =
-        std::find_if(std::begin(kStepNames), std::end(kStepNames), [&](const char* name) { return e.name == name; });
-    if (it == std::end(kStepNames)) continue;  // a name the trace format does not know
-    out.insert(out.end(), {static_cast<int64_t>(it - std::begin(kStepNames)), e.start, e.end});
+    const auto* it = std::find_if(std::begin(kStepEventNames), std::end(kStepEventNames),
+                                  [&](const char* name) { return e.name == name; });
+    if (it == std::end(kStepEventNames)) continue;  // a name the trace format does not know
+    out.insert(out.end(), {static_cast<int64_t>(it - std::begin(kStepEventNames)), e.start, e.end});
   }
   return out;
 }
 
 void DecodeSteps(RankId rank, const std::vector<int64_t>& words, Timeline& into) {
-  constexpr int64_t kNames = static_cast<int64_t>(std::size(kStepNames));
+  constexpr int64_t kNames = static_cast<int64_t>(std::size(kStepEventNames));
   for (size_t i = 0; i + kStepWords <= words.size(); i += kStepWords) {
     if (words[i] < 0 || words[i] >= kNames) continue;
-    into.step_events.push_back({rank, kStepNames[words[i]], words[i + 1], words[i + 2]});
+    into.step_events.push_back({rank, kStepEventNames[words[i]], words[i + 1], words[i + 2]});
   }
 }
 

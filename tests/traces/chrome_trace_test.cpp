@@ -148,7 +148,24 @@ TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
   CHECK_THROWS_WITH(
       TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "name": 7}, "traceEvents": []})",
                               "t.json"),
-      Catch::Contains("t.json: "));
+      Catch::Equals("t.json: otherData.name must be a string, got 7"));
+  // No library code ("[json.exception.parse_error.101]") in what a user reads.
+  CHECK_THROWS_WITH(TimelineFromChromeTrace("{", "t.json"), !Catch::Contains("json.exception"));
+  // Per-step work by the names a cost model's `step` gives.
+  CHECK_THROWS_WITH(
+      TimelineFromChromeTrace(
+          OneRankTrace(R"(, {"ph": "X", "cat": "step", "pid": 0, "ts": 1, "dur": 1, "args": {"step": "foo"}})"),
+          "t.json"),
+      Catch::StartsWith(
+          "t.json: traceEvents[1]: args.step \"foo\" is not per-step work a trace holds (loss_allreduce, "));
+  // Sums of compute time stay within int64 nanoseconds.
+  std::string ten = R"({"otherData": {"pplab_trace_version": 1, "ranks": 10}, "traceEvents": [)";
+  for (int r = 0; r < 10; ++r) {
+    ten += (r ? ", " : "") + std::string(R"({"ph": "X", "pid": )") + std::to_string(r) + R"(, "ts": 0, "dur": 1e15, )" +
+           R"("args": {"action": ")" + std::to_string(r) + R"(F0"}})";
+  }
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(ten + "]}", "t.json"),
+                    Catch::Contains("t.json: its compute events add up to") && Catch::Contains("past the 2^62 ns"));
 }
 
 TEST_CASE(
@@ -304,6 +321,30 @@ TEST_CASE(
   const Timeline t = TimelineFromChromeTrace(text + "]}", "t.json");
   CHECK(t.events.size() == 8);
   CHECK(t.step_events.size() == 1);
+}
+
+}  // namespace pplab::chrome_trace_test
+
+namespace pplab::chrome_trace_test {
+
+TEST_CASE("a trace whose events all start late is read from its first event, step work and memory moved alike",
+          "[trace]") {
+  const std::string shifted =
+      R"({"otherData": {"pplab_trace_version": 1, "ranks": 1}, "traceEvents": [)"
+      R"({"ph": "X", "cat": "comm", "pid": 0, "ts": 5000, "dur": 100, "args": {"action": "0RECV_B0"}}, )"
+      R"({"ph": "X", "cat": "compute", "pid": 0, "ts": 5500, "dur": 1000, "args": {"action": "0F0"}}, )"
+      R"({"ph": "C", "name": "activation bytes", "pid": 0, "ts": 6500, "args": {"bytes": 7}}, )"
+      R"({"ph": "X", "cat": "step", "pid": 0, "ts": 6500, "dur": 200, "args": {"step": "optimizer"}}]})";
+  const Timeline t = TimelineFromChromeTrace(shifted, "t.json");
+  REQUIRE(t.events.size() == 2);
+  CHECK(t.events[0].start == 0);  // the earliest event of any kind is time 0
+  CHECK(t.events[1].start == MsToNs(0.5));
+  CHECK(t.events[1].end == MsToNs(1.5));
+  CHECK(t.memory.at(0).time == MsToNs(1.5));
+  CHECK(t.step_events.at(0).start == MsToNs(1.5));
+  CHECK(t.Makespan() == MsToNs(1.7));
+  // One that starts at 0 is read as written.
+  CHECK(TimelineFromChromeTrace(OneRankTrace(""), "t.json").events.at(0).end == MsToNs(1));
 }
 
 }  // namespace pplab::chrome_trace_test

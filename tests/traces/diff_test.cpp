@@ -55,6 +55,24 @@ TEST_CASE("diff shifts both timelines so their first compute starts at 0", "[dif
   CHECK(d.top_start.front().StartDelta() == 0);
 }
 
+TEST_CASE("diff shifts the step events (optimizer, all-reduces) with the actions", "[diff]") {
+  Timeline t = Simulated("gpipe", 2, 3);
+  REQUIRE(t.Makespan() == MsToNs(12));  // (M+K-1)(f+b)
+  for (RankId r = 0; r < 2; ++r) t.step_events.push_back({r, "optimizer", MsToNs(12), MsToNs(14)});
+  Timeline late = t;
+  for (TimelineEvent& e : late.events) {
+    e.start += MsToNs(100);
+    e.end += MsToNs(100);
+  }
+  for (StepEvent& e : late.step_events) {
+    e.start += MsToNs(100);
+    e.end += MsToNs(100);
+  }
+  const TimelineDiff d = DiffTimelines(t, late, {});
+  CHECK(d.predicted.makespan == MsToNs(14));  // the step ends with the optimizer
+  CHECK(d.measured.makespan == MsToNs(14));
+}
+
 TEST_CASE("diff names the shifted action as the first drift with its delta", "[diff]") {
   const Timeline t = Simulated("1f1b", 2, 4);
   // Delay rank 1's third compute action by 3 ms, and everything after it on rank 1.

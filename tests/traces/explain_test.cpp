@@ -202,6 +202,18 @@ TEST_CASE("explain: a rank without compute is warm-up, overlapping computes are 
   CHECK_THROWS_WITH(ExplainIdle(t), Catch::Contains("rank 0 runs 0F1") && Catch::Contains("before 0F0 ends"));
 }
 
+TEST_CASE("explain: a zero-length action at another's start is read first, in any order of the events", "[explain]") {
+  Timeline t;
+  t.name = "p";
+  t.ranks = 1;
+  // 0F1 takes no time at 1 ms, where 0B0 starts; listed after it.
+  t.events = {Ev(0, "0F0", 0, kMs), Ev(0, "0B0", kMs, 2 * kMs), Ev(0, "0F1", kMs, kMs), Ev(0, "0B1", 2 * kMs, 3 * kMs)};
+  REQUIRE(CanExplainIdle(t));
+  const IdleExplanation x = ExplainIdle(t);
+  CHECK(x.per_rank[0].busy == 3 * kMs);
+  CHECK(x.per_rank[0].idle == 0);
+}
+
 TEST_CASE("trace: devices round-trip through otherData, a wrong length is refused", "[explain][trace]") {
   Timeline t;
   t.name = "d";

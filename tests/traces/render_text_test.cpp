@@ -239,3 +239,22 @@ TEST_CASE("text render memory rows: any bytes show at least 1, none or negative 
 }
 
 }  // namespace pplab::render_text_test
+
+namespace pplab::render_text_test {
+
+TEST_CASE("text render of a timeline at a late clock draws the same rows (128-bit cell arithmetic)", "[render]") {
+  const Timeline t = Tiny1F1B();
+  Timeline late = t;  // 9 ms becomes 9e16 ns: start x 200 cells passes int64
+  for (TimelineEvent& e : late.events) {
+    e.start *= 10'000'000'000LL;
+    e.end *= 10'000'000'000LL;
+  }
+  const std::string rows = RenderText(t, 200);
+  const std::string late_rows = RenderText(late, 200);
+  for (RankId r = 0; r < 2; ++r) {
+    INFO(late_rows);
+    CHECK(RowOf(late_rows, r) == RowOf(rows, r));
+  }
+}
+
+}  // namespace pplab::render_text_test

@@ -59,7 +59,7 @@ class StrictDom {
   bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/, const nlohmann::detail::exception& e) {
     // (A number too large for a double, 1e400, comes here too: found by
     // fuzzing the config reader.)
-    throw Error(origin_ + ": not valid JSON (" + std::string(e.what()) + ")");
+    throw Error(origin_ + ": not valid JSON (" + JsonErrorText(e) + ")");
   }
 
  private:
@@ -115,6 +115,13 @@ json Parse(Input&& input, const std::string& origin, const JsonValueFilter& filt
 }
 
 }  // namespace
+
+std::string JsonErrorText(const std::exception& e) {
+  const std::string what = e.what();
+  if (what.rfind("[json.exception.", 0) != 0) return what;
+  const size_t end = what.find("] ");
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
 
 json ParseJsonStrict(const std::string& text, const std::string& origin, const JsonValueFilter& filter) {
   return Parse(text, origin, filter);

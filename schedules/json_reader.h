@@ -26,6 +26,10 @@ nlohmann::json ParseJsonStrict(const std::string& text, const std::string& origi
 // The same, reading from a stream, so the text need not be in memory.
 nlohmann::json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter = {});
 
+// An nlohmann exception's message without its "[json.exception.kind.N] "
+// prefix (a code for the library's maintainers, not for a user).
+std::string JsonErrorText(const std::exception& e);
+
 // The first key of the object `obj` that is not in `known`, in the order
 // the object keeps its keys (sorted: nlohmann::json's objects are maps);
 // std::nullopt when every key is known, or when `obj` is not an object (the

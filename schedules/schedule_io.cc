@@ -188,7 +188,7 @@ Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
   try {
     CheckHeader(s);  // action-level problems are validation's to report
   } catch (const Error& e) {
-    throw Error(origin + ": " + e.what());
+    throw Error(origin + ": " + JsonErrorText(e));
   }
   CheckDeclaredSize(s, origin);
   return s;
@@ -199,7 +199,7 @@ Schedule ScheduleFromJsonChecked(Input& input, const std::string& origin) {
   try {
     return ScheduleFromJsonInput(input, origin);
   } catch (const json::exception& e) {
-    throw Error(origin + ": " + e.what());
+    throw Error(origin + ": " + JsonErrorText(e));
   }
 }
 

@@ -338,7 +338,7 @@ CostModel CostModel::FromJson(const std::string& text, const std::string& origin
     m.origin_ = origin;
     return m;
   } catch (const json::exception& e) {
-    throw Error(origin + ": " + e.what());
+    throw Error(origin + ": " + JsonErrorText(e));
   }
 }
 

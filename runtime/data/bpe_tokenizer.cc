@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "schedules/error.h"
+#include "schedules/json_reader.h"
 
 namespace pplab {
 namespace {
@@ -47,13 +48,13 @@ ByteLevelBpe ByteLevelBpe::FromJson(const std::string& text, const std::string& 
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(path + ": not a SentencePiece model, nor a tokenizer.json (" + e.what() + ")");
+    throw Error(path + ": not a SentencePiece model, nor a tokenizer.json (" + JsonErrorText(e) + ")");
   }
   try {
     return FromParsed(j, path);
   } catch (const json::exception& e) {
     // A field of a type FromParsed does not check for.
-    throw Error(path + ": " + e.what());
+    throw Error(path + ": " + JsonErrorText(e));
   }
 }
 

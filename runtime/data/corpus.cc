@@ -14,6 +14,7 @@
 #include "runtime/data/unicode.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
+#include "schedules/json_reader.h"
 
 namespace fs = std::filesystem;
 
@@ -123,7 +124,7 @@ void ReadRecords(const std::string& file, const std::string& text, Corpus& corpu
     try {
       record = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      throw Error(where + "not a JSON object (" + e.what() + ")");
+      throw Error(where + "not a JSON object (" + JsonErrorText(e) + ")");
     }
     const auto text_of = [&](const nlohmann::json& value, const std::string& name) -> std::string {
       if (!value.is_string()) throw Error(where + name + " is not a string");

@@ -154,7 +154,7 @@ json ParseManifest(const std::string& text, const std::string& origin) {
   try {
     manifest = ParseJsonStrict(text, origin);
   } catch (const json::exception& e) {
-    throw Error(origin + ": " + e.what());
+    throw Error(origin + ": " + JsonErrorText(e));
   }
   CheckManifest(origin, manifest);
   return manifest;

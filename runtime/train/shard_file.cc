@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "schedules/error.h"
+#include "schedules/json_reader.h"
 
 namespace pplab {
 namespace {
@@ -143,7 +144,7 @@ NamedTensors DecodeShard(const std::string& path, const std::vector<char>& bytes
       out.emplace_back(name, std::move(tensor));
     }
   } catch (const nlohmann::json::exception& e) {
-    fail(std::string("header: ") + e.what());
+    fail("header: " + JsonErrorText(e));
   }
   return out;
 }

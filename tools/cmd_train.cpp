@@ -326,6 +326,10 @@ int RunTrain(const TrainOptions& flags) {
   TrainOptions given = flags;
   const std::vector<std::string> plan_notes = ApplyPlannedFlags(given);
   const TrainOptions o = WithDefaults(given);
+  if (o.synthetic && o.given_eval_every && o.eval_every > 0) {
+    throw Error("--eval-every " + std::to_string(o.eval_every) +
+                ": --synthetic tokens have no validation split (give --eval-every 0, or train on --data)");
+  }
   if (IsWorker()) {
     // Started by torchrun or Slurm, no launcher checked the outputs: each
     // rank does, alike, before the rendezvous (rank 0 writes nothing before
@@ -478,6 +482,7 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
     o->given_ranks = sub->count("--ranks") > 0;
     o->given_microbatches = sub->count("--microbatches") > 0;
     o->given_virtual = sub->count("--virtual") > 0;
+    o->given_eval_every = sub->count("--eval-every") > 0;
     for (const std::string& key : kPlannedFlags) {
       std::string flag = "--" + key;
       std::replace(flag.begin(), flag.end(), '_', '-');

@@ -133,12 +133,14 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
   sub.add_option("--cache-dir", o.cache_dir,
                  "where tokenizers and token caches are kept (default: " + DefaultCacheDir() + ")")
       ->excludes(synthetic);
-  sub.add_option("--eval-every", o.eval_every, "steps between validation losses (0: none)")
+  sub.add_option("--eval-every", o.eval_every,
+                 "steps between validation losses (0: none; --synthetic tokens have none)")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   sub.add_option("--eval-batches", o.eval_batches, "batches of validation data per evaluation")
       ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(synthetic);
   sub.add_option("--out", o.out_dir,
                  "directory for the outputs not given otherwise: metrics.jsonl, checkpoints/, trace-measured.json, "
                  "trace-simulated.json, timeline.svg (\"\" for none)")

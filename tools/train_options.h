@@ -51,6 +51,7 @@ struct TrainOptions {
   double val_fraction = 0.05;
   std::string cache_dir;
   int eval_every = 50;
+  bool given_eval_every = false;  // --eval-every on the command line
   int eval_batches = 4;
   // Outputs: everything not given goes into out_dir (none when it is "").
   std::string out_dir = "pplab-run";

@@ -206,13 +206,19 @@ TEST_CASE("bad options are refused with one line before any worker starts", "[tr
     if (std::string(c.args) == "-k 4096") k4096 = seconds;
   }
   // Flags for text, with --synthetic: refused by the flag parser, not ignored.
-  for (const std::string flag : {"--packed", "--val-fraction 0.1", "--vocab-size 300", "--cache-dir x"}) {
+  for (const std::string flag :
+       {"--packed", "--val-fraction 0.1", "--vocab-size 300", "--cache-dir x", "--eval-batches 2"}) {
     const PplabRun r = Train("-k 1 " + flag);
     INFO(flag << "\n" << r.out);
     CHECK(r.code != 0);
     CHECK(CountLines(r.out) == 1);
     CHECK_THAT(r.out, Catch::Contains("--synthetic excludes " + flag.substr(0, flag.find(' '))));
   }
+  // Synthetic tokens have no validation split: an interval is refused, 0 taken.
+  const PplabRun eval = Train("-k 1 --eval-every 5");
+  CHECK(eval.code == 2);
+  CHECK(CountLines(eval.out) == 1);
+  CHECK_THAT(eval.out, Catch::Contains("--eval-every 5: --synthetic tokens have no validation split"));
   const PplabRun no_peak = Train("-k 1 --peak-tflops 0");  // 0 read as "not given" once
   CHECK(no_peak.code != 0);
   CHECK_THAT(no_peak.out, Catch::Contains("--peak-tflops: must be above 0"));

@@ -420,26 +420,32 @@ LlamaConfig LlamaPreset(const std::string& name) {
   throw Error("unknown model preset '" + name + "' (presets: " + known + "; or give a JSON config file)");
 }
 
-LlamaConfig LoadLlamaConfig(const std::string& preset_or_file) {
+std::string LlamaConfigPath(const std::string& preset_or_file) {
   for (const std::string& n : LlamaPresetNames()) {
-    if (n == preset_or_file) return LlamaPreset(n);
+    if (n == preset_or_file) return "";
   }
+  // A model's folder, as Hugging Face keeps one: its config.json.
+  struct stat info;
+  if (!preset_or_file.empty() && stat(preset_or_file.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return preset_or_file + (preset_or_file.back() == '/' ? "" : "/") + "config.json";
+  }
+  return preset_or_file;
+}
+
+LlamaConfig LoadLlamaConfig(const std::string& preset_or_file) {
+  const std::string file = LlamaConfigPath(preset_or_file);
+  if (file.empty()) return LlamaPreset(preset_or_file);
   // A bare name that names nothing here is a preset pplab lacks; one that
   // names a folder or a file (`--model hf`) is read.
   struct stat info;
-  const bool exists = stat(preset_or_file.c_str(), &info) == 0;
-  if (!exists && preset_or_file.find('/') == std::string::npos && preset_or_file.find(".json") == std::string::npos) {
-    return LlamaPreset(preset_or_file);  // throws, listing the presets
+  const bool exists = stat(file.c_str(), &info) == 0;
+  if (file != preset_or_file && !exists) {
+    throw Error(preset_or_file + " is a folder without a config.json: give a model config file or a preset");
   }
-  // A model's folder, as Hugging Face keeps one: its config.json.
-  if (exists && S_ISDIR(info.st_mode)) {
-    const std::string file = preset_or_file + (preset_or_file.back() == '/' ? "" : "/") + "config.json";
-    if (stat(file.c_str(), &info) != 0) {
-      throw Error(preset_or_file + " is a folder without a config.json: give a model config file or a preset");
-    }
-    return LlamaConfigFromJson(ReadTextFile(file), file);
+  if (!exists && file.find('/') == std::string::npos && file.find(".json") == std::string::npos) {
+    return LlamaPreset(file);  // throws, listing the presets
   }
-  return LlamaConfigFromJson(ReadTextFile(preset_or_file), preset_or_file);
+  return LlamaConfigFromJson(ReadTextFile(file), file);
 }
 
 int64_t DecoderLayerParams(const LlamaConfig& c) {

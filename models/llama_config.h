@@ -117,6 +117,9 @@ std::vector<std::string> LlamaPresetNames();
 // A preset name, a path to a JSON config file, or a model's folder holding
 // a config.json (as Hugging Face keeps one).
 LlamaConfig LoadLlamaConfig(const std::string& preset_or_file);
+// The file LoadLlamaConfig reads for `preset_or_file`: "" for a preset's
+// name, a folder's config.json, else the path itself.
+std::string LlamaConfigPath(const std::string& preset_or_file);
 
 // Whether `a` and `b` are one model's shape but for num_hidden_layers (a
 // slice of the other, as `pplab profile --layers` measures). Their rotary

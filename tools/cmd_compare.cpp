@@ -105,7 +105,9 @@ int RunCompare(const CompareOptions& o) {
   PrintTable(table);
   std::printf(
       "bubble (makespan): 1 - sum(busy) / (K x makespan); bubble (span): the worst rank's idle share of its own "
-      "span (the Zero Bubble paper's); analytic: the family's closed form, in its paper's convention\n");
+      "span (the Zero Bubble paper's); analytic: the family's closed form for equal stages and free communication, in "
+      "its paper's "
+      "convention\n");
   if (!any_memory || !any_p2p_bytes) {
     std::printf("not shown: %s (no cost gives them; see --activation-bytes, --message-bytes, --cost)\n",
                 !any_memory && !any_p2p_bytes ? "peak activation bytes and p2p bytes"

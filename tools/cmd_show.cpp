@@ -57,6 +57,11 @@ int RunShow(const ShowOptions& o) {
   if (o.steps) {
     size_t longest = 0;
     for (const Program& p : schedule.programs) longest = std::max(longest, p.size());
+    if (static_cast<long long>(schedule.ranks) * static_cast<long long>(longest) > kMaxCells) {
+      throw Error("show --steps: " + std::to_string(schedule.ranks) + " ranks x " + std::to_string(longest) +
+                  " steps is too large a grid for a terminal; `" + ProgramName() +
+                  " export` writes the programs to a file");
+    }
     std::printf("%s", FormatStepGrid(schedule, 0, static_cast<int>(longest)).c_str());
     return 0;
   }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "models/llama_config.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 
@@ -61,8 +62,7 @@ std::string InFolder(const std::string& folder, const std::string& name) {
 }  // namespace
 
 FlagPath ModelInput(const std::string& model) {
-  if (!model.empty() && IsFolder(model)) return {"--model", InFolder(model, "config.json")};
-  return {"--model", model};  // a preset's name names no file, and CheckOutputFiles skips it
+  return {"--model", LlamaConfigPath(model)};  // "" for a preset, which CheckOutputFiles skips
 }
 
 std::vector<FlagPath> WeightInputs(const std::string& flag, const std::string& path) {

@@ -107,6 +107,17 @@ Schedule StripComm(const Schedule& schedule) {
   return out;
 }
 
+int DropFsdpActions(Schedule& schedule) {
+  int dropped = 0;
+  for (Program& p : schedule.programs) {
+    const auto fsdp = [](const Action& a) { return a.kind == ActionKind::kUnshard || a.kind == ActionKind::kReshard; };
+    const auto kept = std::remove_if(p.begin(), p.end(), fsdp);
+    dropped += static_cast<int>(p.end() - kept);
+    p.erase(kept, p.end());
+  }
+  return dropped;
+}
+
 Schedule AddReduceGrad(const Schedule& schedule) {
   CheckShape(schedule);
   Schedule out = schedule;

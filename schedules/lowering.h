@@ -28,6 +28,12 @@ Schedule Lower(const Schedule& compute_only);
 // per-stage actions stay).
 Schedule StripComm(const Schedule& schedule);
 
+// Removes the UNSHARD and RESHARD actions of `schedule` (FSDP's gather and
+// free of a stage's parameters, which PyTorch's lowering writes for every
+// stage and skips at run time for a stage that is not FSDP-wrapped) and
+// returns how many there were.
+int DropFsdpActions(Schedule& schedule);
+
 // Returns `schedule` with REDUCE_GRAD(s) inserted right after the last B or W
 // of each stage s on its rank (where PyTorch's lowering puts it). Throws
 // pplab::Error if the schedule already holds a REDUCE_GRAD.

@@ -360,7 +360,14 @@ int RunTrain(const TrainOptions& flags) {
   }
   // K against the model's layers before a plan of K ranks is generated.
   if (o.plan_file.empty() && o.ranks > config.num_hidden_layers) MakePartition(config, o.ranks, "uniform");
-  const Schedule schedule = LoadPlan(o);
+  int dropped_fsdp = 0;
+  const Schedule schedule = LoadPlan(o, &dropped_fsdp);
+  if (dropped_fsdp > 0) {
+    std::fprintf(stderr,
+                 "pplab: note: --plan %s: its %d UNSHARD/RESHARD actions are not run (pplab has no FSDP: each rank "
+                 "holds its stages' parameters whole)\n",
+                 o.plan_file.c_str(), dropped_fsdp);
+  }
   CheckPlanFlags(o, schedule);
   ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
   CheckCudaGraphs(o, schedule);

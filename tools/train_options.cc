@@ -94,7 +94,7 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
   return options;
 }
 
-Schedule LoadPlan(const TrainOptions& o) {
+Schedule LoadPlan(const TrainOptions& o, int* dropped_fsdp) {
   Schedule s;
   if (o.plan_file.empty()) {
     if (FindGenerator(o.schedule).needs_costs) {
@@ -107,6 +107,11 @@ Schedule LoadPlan(const TrainOptions& o) {
   } else {
     s = LoadScheduleFile(o.plan_file);
     if (!s.HasComm() && s.ranks > 1) s = Lower(s);
+    // pplab has no FSDP: each rank holds its stages' parameters whole, and
+    // UNSHARD/RESHARD have nothing to gather or free (PyTorch skips them
+    // too for a stage that is not FSDP-wrapped).
+    const int fsdp = DropFsdpActions(s);
+    if (dropped_fsdp != nullptr) *dropped_fsdp = fsdp;
   }
   // A plan of several pipelines (DualPipe) trains one copy of the model per
   // pipeline; the copies must be whole and apart.

@@ -108,8 +108,11 @@ TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, con
 // The plan as the workers run it: generated or read from --plan, lowered,
 // one model (a plan of several pipelines must hold whole copies apart), and
 // with data parallelism a REDUCE_GRAD after each stage's last B or W (unless
-// the plan has its own); validated. Throws pplab::Error naming the plan.
-Schedule LoadPlan(const TrainOptions& o);
+// the plan has its own); without UNSHARD/RESHARD, which pplab, having no
+// FSDP, runs as PyTorch runs them for a stage that is not FSDP-wrapped: not
+// at all (how many the file had goes in `dropped_fsdp`); validated. Throws
+// pplab::Error naming the plan.
+Schedule LoadPlan(const TrainOptions& o, int* dropped_fsdp = nullptr);
 
 // The train flags a `pplab plan` file records (its field "planned", keyed by
 // the flag's name without dashes and with '_' for '-').

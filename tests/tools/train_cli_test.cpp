@@ -104,6 +104,15 @@ TEST_CASE("train --plan takes the flags the plan file records where the command 
   }
 }
 
+TEST_CASE("train runs PyTorch's lowered plan without its UNSHARD/RESHARD, and says so", "[train][plan]") {
+  const std::string file = std::string(PPLAB_TEST_DATA_DIR) + "/pytorch/1f1b_k2_m2_compute_comms.csv";
+  const PplabRun r = Train("--plan " + file + " -m 2 --steps 1");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("pplab: note: --plan " + file +
+                                    ": its 4 UNSHARD/RESHARD actions are not run (pplab has no FSDP"));
+}
+
 TEST_CASE("train refuses bad options with one line", "[train]") {
   struct Case {
     const char* args;

@@ -74,8 +74,8 @@ TEST_CASE("across processes every parameter gradient equals the single-process o
 }
 
 TEST_CASE(
-    "dualpipe and dualpipev (overlapped F&B), interleaved-zb, v-half, v-min and a PyTorch REDUCE_GRAD plan give the "
-    "single-process gradients",
+    "dualpipe and dualpipev (overlapped F&B), interleaved-zb, v-half, v-min and PyTorch's own plans (REDUCE_GRAD, "
+    "UNSHARD and RESHARD) give the single-process gradients",
     "[train]") {
   // The small preset (8 layers), so that K=4 dualpipev has its 8 stages.
   const std::string tmp = PPLAB_TEST_TMP_DIR;
@@ -90,7 +90,9 @@ TEST_CASE(
       // two copies of the model: each part's gradient summed over both
       "-s dualpipe -k 2 -m 4", "-s dualpipe -k 4 -m 8", "--dp 2 -s dualpipe -k 2 -m 4",
       // PyTorch's own GPipe file, with its REDUCE_GRAD actions
-      "--plan " + data + "/pytorch/gpipe_k2_m2_compute_only.csv -m 2"};
+      "--plan " + data + "/pytorch/gpipe_k2_m2_compute_only.csv -m 2",
+      // PyTorch's lowered 1F1B: its UNSHARD/RESHARD left out (no FSDP)
+      "--plan " + data + "/pytorch/1f1b_k2_m2_compute_comms.csv -m 2"};
   for (const std::string& plan : plans) {
     DumpGrads(plan + common, tmp + "/grads_new");
     const GradError e = CompareGrads(tmp + "/grads_new_ref", tmp + "/grads_new");

@@ -125,6 +125,9 @@ std::shared_ptr<ProcessGroupHandle> ConnectFromEnv(GroupOptions options) {
   const char* addr = std::getenv("MASTER_ADDR");
   options.host = addr != nullptr ? addr : "127.0.0.1";
   options.port = EnvInt("MASTER_PORT", 29500);
+  if (options.port < 1 || options.port > 65535) {
+    throw Error("MASTER_PORT " + std::to_string(options.port) + " is not a port number (1 to 65535)");
+  }
   if (const char* file = std::getenv("PPLAB_STORE_FILE")) options.store_file = file;
   return Connect(options);
 }

@@ -131,6 +131,20 @@ void PruneCheckpoints(std::vector<std::string>& published, size_t keep) {
   }
 }
 
+std::vector<std::string> CheckpointsBelow(const std::string& dir, int step) {
+  std::vector<std::pair<long, std::string>> found;
+  std::error_code ec;
+  for (const std::string& name : ListDirectory(dir)) {
+    if (!IsStepName(name) || name.size() > 14 || !fs::is_directory(fs::path(dir) / name, ec)) continue;
+    const long n = std::stol(name.substr(5));
+    if (n < step) found.emplace_back(n, (fs::path(dir) / name).string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [n, path] : found) out.push_back(std::move(path));
+  return out;
+}
+
 std::string LatestCheckpoint(const std::string& dir) {
   const fs::path latest = fs::path(dir) / "latest";
   std::error_code ec;

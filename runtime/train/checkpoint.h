@@ -69,6 +69,11 @@ std::string PublishCheckpoint(const std::string& dir, int step, int shards, cons
 // higher step left by an earlier run).
 void PruneCheckpoints(std::vector<std::string>& published, size_t keep);
 
+// The checkpoints of DIR below step `step` (step-NNNNNN folders), oldest
+// first: those an interrupted run left when a resumed run continues after
+// them, for it to prune.
+std::vector<std::string> CheckpointsBelow(const std::string& dir, int step);
+
 // The path of DIR's latest checkpoint, or "" if DIR has no `latest`.
 // Throws pplab::Error (one printable line) when `latest` is not a
 // checkpoint name or names a directory that does not exist.

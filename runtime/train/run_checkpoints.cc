@@ -106,6 +106,9 @@ int RunCheckpoints::Resume(AdamW& optimizer, double& load_ms) {
   LoadCheckpoint(latest, manifest, optimizer,
                  split_ ? CutShare(options_.tp_rank, options_.tp_size, options_.tp_split_dim) : nullptr);
   optimizer.KeepShares();  // sharded: the whole moments loaded, down to this replica's share
+  // The interrupted run's older checkpoints count against --keep-checkpoints
+  // too (it would have pruned them as it went on).
+  if (world_rank_ == 0) published_ = CheckpointsBelow(options_.checkpoint_dir, step);
   published_.push_back(latest);
   load_ms = MsSince(start);
   return step;

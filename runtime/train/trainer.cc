@@ -459,8 +459,12 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
       report.val_loss = evaluate(origin);
       summary.val_losses.emplace_back(done, report.val_loss);
     }
-    if (checkpoints.Due(done)) summary.checkpoint_save_ms = checkpoints.Save(done, optimizer, model.first_copy_names);
+    // The step's report (its metrics line) before its checkpoint: a run
+    // stopped between the two resumes from the checkpoint before, dropping
+    // the line, where the other order lost the line of the step it resumed
+    // after.
     if (options.on_step_end) options.on_step_end(report);
+    if (checkpoints.Due(done)) summary.checkpoint_save_ms = checkpoints.Save(done, optimizer, model.first_copy_names);
   }
 
   // The end: what rank 0 reports.

@@ -130,7 +130,8 @@ struct TrainerOptions {
   // run forward only through the same placement and reduced like the loss.
   int eval_every = 0;
   std::function<std::vector<StepBatch>()> eval_batches;
-  // Called on every rank after each step (and its evaluation, if any).
+  // Called on every rank after each step (and its evaluation, if any),
+  // before the step's checkpoint is saved.
   std::function<void(const StepReport&)> on_step_end;
   // When set, more manifest fields (not identity fields) for the checkpoint
   // written after `steps_done` steps, as a JSON object (e.g. the data

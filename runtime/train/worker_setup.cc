@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "runtime/comm/c10d_transport.h"
@@ -238,31 +240,85 @@ uint64_t GivenRunId() {
 
 std::string Hex(uint64_t v) { return FnvHex(v); }
 
+// LibTorch bounds the store's and Gloo's waits by the timeout, but not every
+// read: a TCPStore client whose server accepted the connection and never
+// answers (another program at MASTER_PORT, a rank 0 stopped) waits forever.
+// The rendezvous as a whole gets twice the timeout (the store's wait for all
+// ranks, then Gloo's connections) and 10 s; past that the process says so
+// and ends.
+class RendezvousDeadline {
+ public:
+  RendezvousDeadline(std::chrono::milliseconds timeout, RankId rank, int world) {
+    const auto bound = 2 * timeout + std::chrono::seconds(10);
+    const char* addr = std::getenv("MASTER_ADDR");
+    const char* port = std::getenv("MASTER_PORT");
+    const std::string line = "connecting to " + std::string(addr != nullptr ? addr : "127.0.0.1") + ":" +
+                             (port != nullptr ? port : "29500") + " as rank " + std::to_string(rank) +
+                             " of WORLD_SIZE " + std::to_string(world) +
+                             ": no rendezvous within 2 x --comm-timeout + 10 s (" +
+                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(bound).count()) +
+                             " s); is this run's rank 0 serving MASTER_ADDR:MASTER_PORT, and has every rank started?";
+    thread_ = std::thread([this, bound, rank, line] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (wake_.wait_for(lock, bound, [this] { return done_; })) return;
+      ReportWorkerError(rank, line);
+      std::_Exit(2);
+    });
+  }
+  ~RendezvousDeadline() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  RendezvousDeadline(const RendezvousDeadline&) = delete;
+  RendezvousDeadline& operator=(const RendezvousDeadline&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
-std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
+std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds timeout, uint64_t flags) {
   uint64_t mine = GivenRunId();
   const RankId rank = group != nullptr ? GroupRank(*group) : 0;
   if (mine == 0 && rank == 0) mine = std::strtoull(NewRunId().c_str(), nullptr, 16) | 1;
   if (group == nullptr) return Hex(mine);
-  // Each rank's id in its row as four 16-bit parts (exact in float64).
+  // Each rank's id and flags' fingerprint in its row as 16-bit parts (exact
+  // in float64).
   const int world = GroupSize(*group);
-  at::Tensor ids = torch::zeros({world, 4}, torch::kFloat64);
-  for (int part = 0; part < 4; ++part) ids[rank][part] = static_cast<double>((mine >> (16 * part)) & 0xffff);
+  at::Tensor ids = torch::zeros({world, 8}, torch::kFloat64);
+  for (int part = 0; part < 4; ++part) {
+    ids[rank][part] = static_cast<double>((mine >> (16 * part)) & 0xffff);
+    ids[rank][4 + part] = static_cast<double>((flags >> (16 * part)) & 0xffff);
+  }
   ids = ids.to(GroupDevice(*group));
   AllReduceSumInPlace(*group, ids, timeout);
   ids = HostCopy(ids, timeout, "rank " + std::to_string(rank) + " agreeing on the run id");
-  auto row = [&ids](int r) {
+  auto word = [&ids](int r, int first) {
     uint64_t v = 0;
-    for (int part = 0; part < 4; ++part) v |= static_cast<uint64_t>(ids[r][part].item<double>()) << (16 * part);
+    for (int part = 0; part < 4; ++part) {
+      v |= static_cast<uint64_t>(ids[r][first + part].item<double>()) << (16 * part);
+    }
     return v;
   };
-  const uint64_t run = row(0);
+  const uint64_t run = word(0, 0), run_flags = word(0, 4);
   for (int r = 1; r < world; ++r) {
-    const uint64_t theirs = row(r);
+    const uint64_t theirs = word(r, 0), their_flags = word(r, 4);
     if (theirs != 0 && theirs != run) {
       throw Error("rank " + std::to_string(r) + " belongs to another run (run id " + Hex(theirs) + ", this run's " +
                   Hex(run) + "): two runs share MASTER_ADDR:MASTER_PORT; refusing it");
+    }
+    if (their_flags != 0 && run_flags != 0 && their_flags != run_flags) {
+      throw Error("rank " + std::to_string(r) + " was started with other flags than rank 0 (fingerprints " +
+                  Hex(their_flags) + " and " + Hex(run_flags) +
+                  "): every rank of a run takes the same command line; compare the ranks' flags");
     }
   }
   return Hex(run);
@@ -327,8 +383,11 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   g.backend = w.backend;
   g.device = w.backend == Backend::kNccl ? w.device : c10::Device(c10::kCPU);
   g.timeout = o.comm_timeout;
-  w.group = ConnectFromEnv(g);
-  w.run_id = AgreeOnRunId(w.group.get(), o.comm_timeout);
+  {
+    const RendezvousDeadline deadline(o.comm_timeout, world_rank, world_size);
+    w.group = ConnectFromEnv(g);
+    w.run_id = AgreeOnRunId(w.group.get(), o.comm_timeout, o.flags_fingerprint);
+  }
   // This pipeline's ranks: k at WorldRankOf(d, t, k) = d K T + t + k T.
   w.transport = on_wire(
       std::make_unique<C10dTransport>(w.group, w.device, WorldRankOf(w.replica, w.tp_rank, 0, K, T), std::nullopt, T));

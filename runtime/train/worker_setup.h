@@ -39,6 +39,9 @@ struct WorkerOptions {
   std::string backend = "auto";    // auto, gloo or nccl
   std::string precision = "fp32";  // fp32 or bf16 (sim/precision.h)
   std::chrono::milliseconds comm_timeout{60000};
+  // A fingerprint of the command line this rank was started with (0: none);
+  // the ranks of one run must agree on it (see AgreeOnRunId).
+  uint64_t flags_fingerprint = 0;
 };
 
 // The world rank of pipeline rank `rank` of `replica`, tensor-parallel rank
@@ -201,8 +204,11 @@ std::unique_ptr<Stage> WorkerStage(const Worker& worker, std::unique_ptr<Stage> 
 std::shared_ptr<TensorParallelComm> MakeTensorParallelComm(std::shared_ptr<ProcessGroupHandle> group,
                                                            std::chrono::milliseconds timeout);
 
-// The run id rank 0 proposes, checked against every rank's (see above).
-// `group` null: this process alone.
-std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds timeout);
+// The run id rank 0 proposes, checked against every rank's (see above),
+// and each rank's `flags` fingerprint against rank 0's (where both are not
+// 0): ranks started by hand or by torchrun with other flags (another --lr,
+// seed or model) would otherwise train apart, or wait on each other until
+// the timeout. `group` null: this process alone.
+std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds timeout, uint64_t flags = 0);
 
 }  // namespace pplab

@@ -156,11 +156,13 @@ TEST_CASE("a second run into a run folder is refused, --resume continues it and 
   CHECK(ReadTextFile(out + "/checkpoints/latest") == "step-000002\n");
 }
 
-TEST_CASE("a resumed run prunes only its own checkpoints and never the one it just published",
+TEST_CASE("a resumed run prunes the checkpoints below it too, never a higher step nor the one it just published",
           "[train][reliability][checkpoint]") {
   const std::string dir = Tmp("prune"), other = Tmp("prune_other");
   const std::string common = "-k 1 -m 1 --checkpoint-every 2 ";
-  REQUIRE(Train(common + "--steps 2 --checkpoint-dir " + dir).code == 0);
+  // The interrupted run kept steps 2 and 4.
+  REQUIRE(Train(common + "--steps 4 --checkpoint-dir " + dir).code == 0);
+  REQUIRE(fs::exists(dir + "/step-000002/manifest.json"));
   // Higher steps of another run sit in the directory (as step-000090 and
   // step-000100 did in the report): pruning by name would delete each new
   // checkpoint right after writing it.
@@ -173,7 +175,7 @@ TEST_CASE("a resumed run prunes only its own checkpoints and never the one it ju
   CHECK(ReadTextFile(dir + "/latest") == "step-000006\n");
   CHECK(fs::exists(dir + "/step-000006/manifest.json"));
   CHECK(fs::exists(dir + "/step-000004/manifest.json"));
-  CHECK_FALSE(fs::exists(dir + "/step-000002"));  // this run's oldest
+  CHECK_FALSE(fs::exists(dir + "/step-000002"));  // the newest two are kept, the interrupted run's counted
   CHECK(fs::exists(dir + "/step-000008"));        // not this run's
   CHECK(fs::exists(dir + "/step-000010"));
 }
@@ -369,6 +371,43 @@ TEST_CASE("a worker of another run is refused when it joins", "[train][reliabili
   CHECK_THAT(out, !Catch::Contains("rc=0"));
 }
 
+TEST_CASE("ranks started by hand with other flags are refused at the rendezvous, naming the rank",
+          "[train][reliability]") {
+  int port = 0;
+  {
+    const BoundPort free_port(false);
+    port = free_port.port;
+  }
+  const std::string worker = std::string(PPLAB_BINARY) +
+                             " train --synthetic --out '' -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 "
+                             "--steps 2 --comm-timeout 10 --lr ";
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
+  const std::string out = ShellStdout("(" + env + "RANK=0 " + worker + "0.001 2>&1; echo rc=$?) & (" + env + "RANK=1 " +
+                                      worker + "5 2>&1; echo rc=$?); wait");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("rank 1 was started with other flags than rank 0"));
+  CHECK_THAT(out, !Catch::Contains("rc=0"));
+}
+
+TEST_CASE("a worker whose MASTER_PORT accepts but never answers ends with one line, not a hang",
+          "[train][reliability]") {
+  // A listening socket nobody serves: the kernel completes the connection,
+  // and the store client's first read would wait forever.
+  const BoundPort silent(true);
+  const PplabRun r =
+      Pplab("train --synthetic --out '' -q --model tiny -k 2 -m 2 --steps 1 --comm-timeout 1",
+            "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(silent.port) + " ");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("no rendezvous within 2 x --comm-timeout + 10 s (12 s)"));
+  for (const char* port : {"70000", "0"}) {
+    const PplabRun bad = Pplab("train --synthetic --out '' -q --model tiny -k 2 --steps 1",
+                               std::string("RANK=0 WORLD_SIZE=2 MASTER_PORT=") + port + " ");
+    CHECK(bad.code == 2);
+    CHECK_THAT(bad.out, Catch::Contains(std::string("MASTER_PORT ") + port + " is not a port number"));
+  }
+}
+
 TEST_CASE("under torchrun too, an earlier run in --out is refused before the rendezvous, or replaced with --overwrite",
           "[train][reliability]") {
   const std::string out = Tmp("torchrun_outputs");
@@ -433,15 +472,18 @@ TEST_CASE("checkpoints need one shared directory: ranks on separate folders are 
     const BoundPort free_port(false);
     port = free_port.port;
   }
+  // Two nodes, each with a folder of its own under one name: the same
+  // command line (the ranks check that they agree on it) in two folders.
   const std::string a = Tmp("node_a"), b = Tmp("node_b");
+  REQUIRE(std::system(("mkdir -p " + a + " " + b).c_str()) == 0);
   const std::string worker = std::string(PPLAB_BINARY) +
                              " train --synthetic -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 --steps 2 "
-                             "--comm-timeout 10 --out ";
+                             "--comm-timeout 10 --out run";
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
-  const std::string out = ShellStdout("(" + env + "RANK=0 " + worker + a + " 2>&1; echo rc=$?) & (" + env + "RANK=1 " +
-                                      worker + b + " 2>&1; echo rc=$?); wait");
+  const std::string out = ShellStdout("(cd " + a + " && " + env + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " + b +
+                                      " && " + env + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
   INFO(out);
-  CHECK_THAT(out, Catch::Contains("--checkpoint-dir " + a + "/checkpoints is not shared: 1 rank(s) do not see"));
+  CHECK_THAT(out, Catch::Contains("--checkpoint-dir run/checkpoints is not shared: 1 rank(s) do not see"));
   CHECK_THAT(out, !Catch::Contains("rc=0"));
 }
 

@@ -31,12 +31,16 @@ size_t InvalidUtf8At(const std::string& s) {
   return std::string::npos;
 }
 
-// Undoes overstrikes and drops control characters other than \n and \t.
+// Undoes overstrikes, reads a lone \r (old Mac OS line ends) as \n, and
+// drops the other control characters but \n and \t (a \r before \n).
 std::string Clean(const std::string& raw) {
   std::string out;
   out.reserve(raw.size());
-  for (char ch : raw) {
-    if (ch == '\b') {
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const char ch = raw[i];
+    if (ch == '\r' && (i + 1 == raw.size() || raw[i + 1] != '\n')) {
+      out.push_back('\n');
+    } else if (ch == '\b') {
       if (!out.empty()) {
         // Remove the whole UTF-8 character before the backspace.
         while (!out.empty() && (static_cast<unsigned char>(out.back()) >> 6) == 0x2) out.pop_back();

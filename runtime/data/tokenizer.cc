@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <regex>
 
 #include "runtime/data/bpe_tokenizer.h"
 #include "runtime/data/fnv.h"
@@ -251,22 +252,71 @@ std::string FolderTokenizer(const std::string& dir) {
 
 const char* Tokenizer::FileName() const { return impl_->bpe ? "tokenizer.json" : "tokenizer.model"; }
 
+namespace {
+
+// SentencePiece's trainer skips a line longer than its max_sentence_length
+// (65536 bytes, libpplab_spm.so), unseen: 5 MB of a one-line file never
+// reached training. Such a line is given to it in parts of at most that
+// size, each ending after a space where one is, else before a UTF-8
+// character. Shorter lines go as they are.
+constexpr size_t kMaxTrainLine = 65536;
+
+void AppendTrainLines(const std::string& document, std::string& text) {
+  size_t start = 0;
+  while (start < document.size()) {
+    size_t end = document.find('\n', start);
+    if (end == std::string::npos) end = document.size();
+    while (end - start > kMaxTrainLine) {
+      size_t cut = document.find_last_of(" \t", start + kMaxTrainLine - 1);
+      if (cut == std::string::npos || cut < start + kMaxTrainLine / 2) {
+        cut = start + kMaxTrainLine;
+        while (cut > start && (static_cast<unsigned char>(document[cut]) & 0xC0) == 0x80) --cut;
+      } else {
+        ++cut;  // the space stays with the part before
+      }
+      text.append(document, start, cut - start);
+      text += '\n';
+      start = cut;
+    }
+    text.append(document, start, end - start);
+    text += '\n';
+    start = end + 1;
+  }
+}
+
+// SentencePiece's training errors in pplab's words; its own text (a check
+// in its source) where none fits.
+std::string TrainError(int vocab_size, const std::string& raw) {
+  const std::string flag = "--vocab-size " + std::to_string(vocab_size) + ": ";
+  std::smatch m;
+  if (std::regex_search(raw, m, std::regex(R"(smaller than required_chars\. (\d+) vs (\d+))"))) {
+    return flag + "this corpus's characters and the special pieces need " + m[2].str() + " pieces; give --vocab-size " +
+           m[2].str() + " or more";
+  }
+  if (std::regex_search(raw, m, std::regex(R"(Please set it to a value <= (\d+))"))) {
+    return flag + "BPE finds at most " + m[1].str() + " pieces in this corpus; give --vocab-size " + m[1].str() +
+           " or less, or more text";
+  }
+  // "Internal: ./src/file.cc(580) [condition] message": the message.
+  std::string message = raw;
+  if (std::regex_search(raw, m, std::regex(R"(^[A-Za-z ]+: \S+\(\d+\) \[.*?\] (.*)$)"))) message = m[1].str();
+  return flag + "SentencePiece cannot train a BPE model of that size on this corpus: " + message;
+}
+
+}  // namespace
+
 void TrainTokenizer(const std::vector<std::string>& documents, int vocab_size, const std::string& model_path,
                     TokenizerIds ids) {
   if (documents.empty()) throw Error("tokenizer: no text to train on");
   std::string text;
-  for (const std::string& d : documents) {
-    text += d;
-    text += '\n';
-  }
+  for (const std::string& d : documents) AppendTrainLines(d, text);
   const SpmModule& spm = Module();
   char* model = nullptr;
   size_t size = 0;
   char error[1024] = "";
   if (spm.train(text.data(), text.size(), vocab_size, ids == TokenizerIds::kLlama2 ? 1 : 0, &model, &size, error,
                 sizeof error) != 0) {
-    throw Error("--vocab-size " + std::to_string(vocab_size) +
-                ": SentencePiece cannot train a BPE model of that size on this corpus: " + error);
+    throw Error(TrainError(vocab_size, error));
   }
   const std::string bytes(model, size);
   spm.free_buffer(model);

@@ -72,6 +72,17 @@ TEST_CASE("overstrikes are undone and control characters dropped", "[data]") {
   CHECK(c.documents[1] == "second");
 }
 
+TEST_CASE("lines ended by LF, CRLF or a lone CR (old Mac OS) read as the same documents", "[data]") {
+  const std::string dir = Tmp("line_ends");
+  WriteTextFile(dir + "/lf.txt", "one\ntwo\n\nthree\n");
+  WriteTextFile(dir + "/crlf.txt", "one\r\ntwo\r\n\r\nthree\r\n");
+  WriteTextFile(dir + "/cr.txt", "one\rtwo\r\rthree\r");
+  const std::vector<std::string> lf = ReadCorpus({dir + "/lf.txt"}).documents;
+  REQUIRE(lf.size() == 2);  // a blank line between documents
+  CHECK(ReadCorpus({dir + "/crlf.txt"}).documents == lf);
+  CHECK(ReadCorpus({dir + "/cr.txt"}).documents == lf);  // was one document, "onetwothree"
+}
+
 TEST_CASE("bad text input names the file", "[data]") {
   const std::string dir = Tmp("bad");
   WriteTextFile(dir + "/empty.txt", "\n\n  \n");
@@ -156,6 +167,38 @@ TEST_CASE("a trained tokenizer round-trips text and has PAD 0, BOS 2, EOS 3", "[
     }
   }
   CHECK(spaced == " " + text);
+}
+
+TEST_CASE("a line longer than SentencePiece's 64 KiB sentence limit is trained on, in parts", "[data]") {
+  // One 300 KB line of two words; SentencePiece skipped such a line unseen.
+  std::string line;
+  while (line.size() < 300000) line += "quokka zyzzyva ";
+  const std::vector<std::string> fortunes = ReadCorpus({kText + "/fortunes.txt"}).documents;
+  std::vector<std::string> with_line = fortunes;
+  with_line.push_back(line);
+  const std::string path = Tmp("long_line") + "/t.model";
+  TrainTokenizer(with_line, 300, path);
+  const Tokenizer t = Tokenizer::Load(path);
+  CHECK(t.Encode("quokka zyzzyva").size() == 2);  // a piece for each word, learned from the line alone
+  const std::string without = Tmp("long_line") + "/without.model";
+  TrainTokenizer(fortunes, 300, without);
+  CHECK(Tokenizer::Load(without).Encode("quokka zyzzyva").size() > 4);
+  // The line alone trains too (nothing else to learn from: it was an error).
+  const std::string alone = Tmp("long_line") + "/alone.model";
+  TrainTokenizer({line}, 40, alone);
+  CHECK(Tokenizer::Load(alone).Encode("quokka").size() == 1);
+}
+
+TEST_CASE("SentencePiece's training errors name --vocab-size and the size that would do", "[data]") {
+  const std::vector<std::string> docs = ReadCorpus({kText + "/fortunes.txt"}).documents;
+  const std::string path = Tmp("vocab_errors") + "/t.model";
+  CHECK_THROWS_WITH(
+      TrainTokenizer(docs, 8, path),
+      Catch::Matches("--vocab-size 8: this corpus's characters and the special pieces need [0-9]+ pieces; "
+                     "give --vocab-size [0-9]+ or more"));
+  CHECK_THROWS_WITH(TrainTokenizer(docs, 1000000, path),
+                    Catch::Matches("--vocab-size 1000000: BPE finds at most [0-9]+ pieces in this corpus; give "
+                                   "--vocab-size [0-9]+ or less, or more text"));
 }
 
 TEST_CASE("a tokenizer without a PAD piece, as Llama 2's, pads with its UNK piece", "[data]") {

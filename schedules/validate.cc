@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "schedules/error.h"
+#include "schedules/lowering.h"
 
 namespace pplab {
 namespace {
@@ -289,6 +290,16 @@ ValidationReport Validate(const Schedule& schedule) {
   CheckChannels(schedule, report);
   CheckDeadlock(schedule, report);
   return report;
+}
+
+ValidationReport ValidateFromFile(Schedule& schedule, bool* lowered) {
+  if (lowered != nullptr) *lowered = false;
+  if (schedule.HasComm() || schedule.ranks <= 1) return Validate(schedule);
+  ValidationReport as_written = Validate(schedule);
+  if (!as_written.ok()) return as_written;
+  schedule = Lower(schedule);
+  if (lowered != nullptr) *lowered = true;
+  return Validate(schedule);
 }
 
 std::string FormatStepGrid(const Schedule& schedule, int first_step, int num_steps,

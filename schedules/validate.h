@@ -38,6 +38,15 @@ struct ValidationReport {
 // Never throws for a bad schedule: problems are returned.
 ValidationReport Validate(const Schedule& schedule);
 
+// A schedule read from a file, checked as the simulator and the runtime
+// take it. One without SEND/RECV on several ranks is checked as written
+// first, so that its problems name the actions and steps the file holds
+// (lowering a duplicated F would make a second RECV the first problem),
+// and, when it has none, lowered in place (Lower()) and checked again for
+// what only messages show (a cycle through them). `lowered` says whether
+// `schedule` was lowered here. Never throws for a bad schedule.
+ValidationReport ValidateFromFile(Schedule& schedule, bool* lowered = nullptr);
+
 // The problems found in the shape of a schedule (see CheckShape()).
 std::vector<Problem> ShapeProblems(const Schedule& schedule);
 

@@ -14,17 +14,8 @@ namespace {
 
 int RunValidate(const std::string& path) {
   Schedule schedule = LoadScheduleFile(path);
-  const bool lowered_here = !schedule.HasComm() && schedule.ranks > 1;
-  if (lowered_here) {
-    // A compute-only schedule: check it as the executor would run it.
-    const ValidationReport shape{ShapeProblems(schedule)};
-    if (!shape.ok()) {
-      std::printf("%s", FormatReport(schedule, shape).c_str());
-      return 1;
-    }
-    schedule = Lower(schedule);
-  }
-  const ValidationReport report = Validate(schedule);
+  bool lowered_here = false;
+  const ValidationReport report = ValidateFromFile(schedule, &lowered_here);
   if (lowered_here) std::printf("(compute-only input: checked after inserting SEND/RECV)\n");
   std::printf("%s", FormatReport(schedule, report).c_str());
   return report.ok() ? 0 : 1;

@@ -192,11 +192,9 @@ Schedule WithCostFileReplicas(int replicas, Schedule s) {
 Schedule BuildScheduleAsWritten(const PlanOptions& o, const std::string& name) {
   if (!o.plan_file.empty()) {
     Schedule s = LoadScheduleFile(o.plan_file);
-    const ValidationReport shape{ShapeProblems(s)};
-    if (shape.ok() && !s.HasComm() && s.ranks > 1) s = Lower(s);
     // Generated plans are valid by construction (tested); files are checked
     // before anything runs them.
-    const ValidationReport report = shape.ok() ? Validate(s) : shape;
+    const ValidationReport report = ValidateFromFile(s);
     if (!report.ok()) {
       throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message + " (run `" + ProgramName() +
                   " validate " + o.plan_file + "` for the full report)");

@@ -111,7 +111,12 @@ Schedule LoadPlan(const TrainOptions& o, int* dropped_fsdp) {
     s = Lower(Generate(o.schedule, {o.ranks, o.microbatches, o.virtual_stages}));
   } else {
     s = LoadScheduleFile(o.plan_file);
-    if (!s.HasComm() && s.ranks > 1) s = Lower(s);
+    // Checked as written before it is lowered (the check below sees the
+    // lowered plan with its REDUCE_GRADs), so that a problem names the
+    // file's own actions.
+    if (const ValidationReport report = ValidateFromFile(s); !report.ok()) {
+      throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message);
+    }
     // pplab has no FSDP: each rank holds its stages' parameters whole, and
     // UNSHARD/RESHARD have nothing to gather or free (PyTorch skips them
     // too for a stage that is not FSDP-wrapped).

@@ -34,6 +34,28 @@ TEST_CASE("a rank that waits for a gradient before sending its forward deadlocks
   CHECK_THAT(text, Catch::Contains("rank\\step"));
 }
 
+TEST_CASE("a compute-only file's problems name the actions and steps it holds, then it is lowered", "[validate]") {
+  // 1F1 twice: lowered first, its second RECV_F1 (in no file) was the first problem.
+  Schedule dup = FromCsv("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1,1F1\n");
+  bool lowered = true;
+  ValidationReport r = ValidateFromFile(dup, &lowered);
+  CHECK_FALSE(lowered);
+  REQUIRE(r.problems.size() == 1);
+  CHECK(r.problems[0].message == "duplicate action 1F1 at rank 1 step 4 (first at rank 1 step 2 (1F1))");
+  // A cycle through the stages is found in the file's own steps.
+  Schedule cycle = FromCsv("0F0,0B0,0F1,0B1\n1F0,1F1,1B0,1B1\n");
+  r = ValidateFromFile(cycle, &lowered);
+  CHECK_FALSE(lowered);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.problems[0].message, Catch::StartsWith("deadlock: cycle of 4 dependent actions: rank 0 step 1 (0B0)"));
+  // A good one comes back lowered and checked.
+  Schedule good = FromCsv("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  r = ValidateFromFile(good, &lowered);
+  CHECK(lowered);
+  CHECK(r.ok());
+  CHECK(good.HasComm());
+}
+
 TEST_CASE("backward before its own forward on one rank is a deadlock", "[validate]") {
   const Schedule s = Lower(FromCsv("0B0,0F0\n"));
   const ValidationReport r = Validate(s);

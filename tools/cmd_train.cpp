@@ -432,6 +432,12 @@ int RunTrain(const TrainOptions& flags) {
                           " more with no token to learn, all prompt or padding, left out")
                              .c_str());
     }
+    if (o.eval_every > 0 && o.val_fraction > 0 && text->dataset->NumValSamples() == 0) {
+      std::fprintf(stderr,
+                   "pplab: note: --eval-every %d: the validation split is empty (--val-fraction %g of %lld "
+                   "documents), so no validation loss is computed\n",
+                   o.eval_every, o.val_fraction, static_cast<long long>(text->prepared.documents));
+    }
     prepared = text->prepared;
     // A preset takes the tokenizer's vocabulary; a config file that names
     // its own must agree with it. A published model keeps its vocabulary,

@@ -216,21 +216,36 @@ Corpus ReadCorpus(const std::vector<std::string>& paths, const std::string& flag
         throw Error(flag + " " + path + ": " + e.what());
       }
       std::set<std::pair<dev_t, ino_t>> listed;
+      std::vector<std::string> not_read;       // subfolders, broken links, FIFOs
       for (const std::string& name : names) {  // sorted: a file before its aliases (Debian's art.u8 -> art)
         const fs::path file = fs::path(path) / name;
         if (name[0] == '.' || file.extension() == ".dat") continue;
-        if (!fs::is_regular_file(file, ec)) continue;
+        if (!fs::is_regular_file(file, ec)) {
+          not_read.push_back(name);
+          continue;
+        }
         // A second name of a file listed already (a link) is that file.
         if (listed.insert(identity(file.string())).second) files.push_back(file.string());
       }
       if (files.empty()) throw Error(flag + " " + path + ": the directory holds no text files");
+      // (The default corpus leaves Debian's off/, the offensive fortunes, unread.)
+      if (!not_read.empty() && path != DefaultCorpusDir()) {
+        corpus.notes.push_back(flag + " " + path + ": " + std::to_string(not_read.size()) +
+                               (not_read.size() == 1 ? " entry" : " entries") + " not read (" + not_read.front() +
+                               (not_read.size() > 1 ? ", ..." : "") +
+                               "): a folder's files are read, not its subfolders, links to nothing or other "
+                               "entries; give a subfolder as " +
+                               flag + " too");
+      }
       for (const std::string& file : files) add(file, path);
     } else if (fs::exists(path, ec)) {
       add(path, path);
     } else {
-      throw Error(flag + " " + path + ": no such file or directory");
+      // A loop of links is not missing; the system's word for it.
+      throw Error(flag + " " + path + ": " + (ec ? ec.message() : std::string("no such file or directory")));
     }
   }
+  std::vector<std::string> empty_files;
   for (const std::string& file : corpus.files) {
     const std::string raw = ReadTextFile(file);
     const size_t bad = InvalidUtf8At(raw);
@@ -243,12 +258,20 @@ Corpus ReadCorpus(const std::vector<std::string>& paths, const std::string& flag
     std::string extension = fs::path(file).extension().string();
     std::transform(extension.begin(), extension.end(), extension.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const size_t before = corpus.documents.size();
     if (extension == ".jsonl") {  // records.JSONL too
       ReadRecords(file, raw, corpus, flag);
     } else {
       SplitDocuments(Clean(raw), corpus.documents);
       corpus.prompts.resize(corpus.documents.size());
     }
+    if (corpus.documents.size() == before) empty_files.push_back(file);
+  }
+  // Alone, such a file is an error (below); beside others, it is said.
+  if (!empty_files.empty() && empty_files.size() < corpus.files.size()) {
+    corpus.notes.push_back(flag + " " + empty_files.front() +
+                           (empty_files.size() > 1 ? " and " + std::to_string(empty_files.size() - 1) + " more" : "") +
+                           ": no text in it (blank, or records with nothing to read); it adds no document");
   }
   if (!corpus.chats.empty()) corpus.chats.resize(corpus.documents.size());
   if (corpus.documents.empty()) {

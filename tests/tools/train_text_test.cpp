@@ -310,3 +310,18 @@ TEST_CASE("bad data is one clear line", "[train][data]") {
 }
 
 }  // namespace pplab::train_text_test
+
+namespace pplab::train_text_test {
+
+TEST_CASE("a validation split that comes out empty is said, even with -q", "[train][data]") {
+  const std::string dir = Tmp("empty_split");
+  WriteTextFile(dir + "/one.txt", "only one document here to train on\n");
+  const PplabRun r = Pplab("train -q --out '' --model tiny --data " + dir + "/one.txt --vocab-size 40 --cache-dir " +
+                           dir + "/cache --batch-size 2 --seq-len 8 -m 1 --steps 1 --val-fraction 0.5 --eval-every 1");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("pplab: note: --eval-every 1: the validation split is empty (--val-fraction 0.5 "
+                                    "of 1 documents), so no validation loss is computed"));
+}
+
+}  // namespace pplab::train_text_test

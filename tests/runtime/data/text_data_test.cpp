@@ -83,6 +83,24 @@ TEST_CASE("lines ended by LF, CRLF or a lone CR (old Mac OS) read as the same do
   CHECK(ReadCorpus({dir + "/cr.txt"}).documents == lf);  // was one document, "onetwothree"
 }
 
+TEST_CASE("what a folder or a file given to --data adds nothing of is said in a note", "[data]") {
+  const std::string dir = Tmp("not_read");
+  fs::create_directories(dir + "/d/sub");
+  WriteTextFile(dir + "/d/a.txt", "some text\n");
+  WriteTextFile(dir + "/d/sub/b.txt", "a subfolder's text\n");
+  WriteTextFile(dir + "/blank.txt", "\n  \n");
+  const Corpus c = ReadCorpus({dir + "/d", dir + "/blank.txt"});
+  CHECK(c.documents == std::vector<std::string>{"some text"});
+  REQUIRE(c.notes.size() == 2);
+  CHECK_THAT(c.notes[0], Catch::StartsWith("--data " + dir + "/d: 1 entry not read (sub): a folder's files are read"));
+  CHECK(c.notes[1] ==
+        "--data " + dir + "/blank.txt: no text in it (blank, or records with nothing to read); it adds no document");
+  // A loop of links is named as one, not as a missing file.
+  REQUIRE(std::system(("ln -sf loop_b " + dir + "/loop_a && ln -sf loop_a " + dir + "/loop_b").c_str()) == 0);
+  CHECK_THROWS_WITH(ReadCorpus({dir + "/loop_a"}),
+                    Catch::Equals("--data " + dir + "/loop_a: Too many levels of symbolic links"));
+}
+
 TEST_CASE("bad text input names the file", "[data]") {
   const std::string dir = Tmp("bad");
   WriteTextFile(dir + "/empty.txt", "\n\n  \n");

@@ -35,6 +35,15 @@ std::string TypeOf(const json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
 }
 
+// The "type" field of `j` as a message shows it: "BPE" quoted, a number as
+// written; a value that is no object as written (cut short), or that there
+// is none.
+std::string TypeText(const json& j) {
+  if (j.is_null()) return "(none)";
+  if (!j.is_object()) return j.dump().substr(0, 40);
+  return j.contains("type") ? j["type"].dump().substr(0, 40) : "without a \"type\"";
+}
+
 // Whether the character at s[at] (at < s.size()) is white space.
 bool SpaceAt(std::string_view s, size_t at) {
   size_t length = 0;
@@ -66,7 +75,8 @@ ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string
   const json& model = j["model"];
   const std::string type = TypeOf(model);
   if (type != "BPE") {
-    throw Error(where + "model.type is \"" + type + "\"; pplab reads byte-level BPE tokenizers (Llama 3, Qwen, GPT-2)");
+    throw Error(where + "model.type is " + (model.contains("type") ? model["type"].dump() : std::string("missing")) +
+                "; pplab reads byte-level BPE tokenizers (Llama 3, Qwen, GPT-2)");
   }
   if (Flag(model, "byte_fallback", false, where + "model")) {
     throw Error(where + "model.byte_fallback: a SentencePiece-style BPE; give the model's tokenizer.model instead");
@@ -128,8 +138,8 @@ ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string
     if (t.add_prefix_space_) throw Error(where + "pre_tokenizer: ByteLevel.add_prefix_space after a Split");
     t.pattern_ = *p;
   } else {
-    throw Error(where + "pre_tokenizer \"" + TypeOf(pre) +
-                "\" is not byte-level (ByteLevel, or Split then ByteLevel); a SentencePiece-style tokenizer.json "
+    throw Error(where + "pre_tokenizer " + TypeText(pre) +
+                " is not byte-level (ByteLevel, or Split then ByteLevel); a SentencePiece-style tokenizer.json "
                 "needs its tokenizer.model");
   }
 

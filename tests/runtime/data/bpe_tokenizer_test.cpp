@@ -178,6 +178,8 @@ TEST_CASE("a tokenizer.json pplab would read differently is refused, naming the 
   json j = good;
   j["model"]["type"] = "Unigram";
   CHECK_THAT(ErrorOf(j), Catch::Contains("tok.json: model.type is \"Unigram\""));
+  j["model"]["type"] = 5;  // was named as ""
+  CHECK_THAT(ErrorOf(j), Catch::Contains("tok.json: model.type is 5;"));
   j = good;
   j["model"]["byte_fallback"] = true;
   CHECK_THAT(ErrorOf(j), Catch::Contains("model.byte_fallback"));
@@ -190,6 +192,8 @@ TEST_CASE("a tokenizer.json pplab would read differently is refused, naming the 
   j = good;
   j["pre_tokenizer"] = {{"type", "Metaspace"}};
   CHECK_THAT(ErrorOf(j), Catch::Contains("pre_tokenizer \"Metaspace\""));
+  j["pre_tokenizer"] = 5;
+  CHECK_THAT(ErrorOf(j), Catch::Contains("pre_tokenizer 5 is not byte-level"));
   j = good;
   j["normalizer"] = {{"type", "NFKC"}};
   CHECK_THAT(ErrorOf(j), Catch::Contains("normalizer.type \"NFKC\""));

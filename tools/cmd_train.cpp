@@ -306,6 +306,8 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
 int RunWorker(const TrainOptions& o, RankId world_rank, int world,
               const std::optional<PreparedText>& prepared = std::nullopt) {
   if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
+  // The testing aid's step -1: this rank dies before the rendezvous.
+  if (!o.kill_rank_at.empty() && o.kill_rank_at == std::to_string(world_rank) + ":-1") ::raise(SIGKILL);
   const Schedule schedule = LoadPlan(o);
   ShareCores(world);
   Worker worker = SetUpWorker(WorkerOptionsOf(o, schedule.ranks), world_rank, world);

@@ -183,7 +183,8 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
                "no progress line and no lines about the data and weights read (warnings, and notes on how a "
                "resumed run differs from its checkpoint, still show)");
   sub.add_flag("--json", o.json, "print one summary object at the end");
-  sub.add_option("--kill-rank-at", o.kill_rank_at, "testing aid: RANK:STEP kills that rank at that step")
+  sub.add_option("--kill-rank-at", o.kill_rank_at,
+                 "testing aid: RANK:STEP kills that rank at that step (-1: before the rendezvous)")
       ->group("");  // hidden
   sub.add_option("--nan-at", o.nan_at, "testing aid: make that step's loss NaN (steps count from 1)")->group("");
   sub.add_option(

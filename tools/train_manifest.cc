@@ -63,6 +63,13 @@ std::string LrChangeNote(const TrainOptions& o, const nlohmann::json& found, int
          std::to_string(o.warmup_steps) + " from step " + std::to_string(step) + " on";
 }
 
+std::string ClipChangeNote(const TrainOptions& o, const nlohmann::json& found, int step) {
+  if (!found.contains("clip_norm") || !found["clip_norm"].is_number() || found["clip_norm"] == o.clip_norm) return "";
+  const auto norm = [](const nlohmann::json& n) { return n == 0 ? std::string("0 (no clipping)") : n.dump(); };
+  return "the checkpoint was trained with --clip-norm " + norm(found["clip_norm"]) + "; this run clips at " +
+         norm(nlohmann::json(o.clip_norm)) + " from step " + std::to_string(step) + " on";
+}
+
 int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlohmann::json& must_match) {
   // A truncated or missing shard is named here, before any worker starts.
   const nlohmann::json found = nlohmann::json::parse(CheckShardSizes(latest));
@@ -75,7 +82,8 @@ int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlo
   // The notes say how the continued run differs from the checkpoint's:
   // shown under -q too, which silences progress, not changes.
   if (step == o.steps) return step;
-  for (const std::string& note : {PrecisionChangeNote(o, found), LrChangeNote(o, found, step)}) {
+  for (const std::string& note :
+       {PrecisionChangeNote(o, found), LrChangeNote(o, found, step), ClipChangeNote(o, found, step)}) {
     if (!note.empty()) std::fprintf(stderr, "pplab: note: %s\n", note.c_str());
   }
   if (found.contains("lr_schedule") && found["lr_schedule"].at("total_steps") != o.steps) {
@@ -111,6 +119,7 @@ nlohmann::json RunManifest(const TrainOptions& o, const nlohmann::json& must_mat
                              {"total_steps", o.steps},
                              {"kind", "linear warm-up, cosine to 0"}};
   manifest["rng"] = {{"seed", o.seed}, {"stateful_generators", 0}};
+  manifest["clip_norm"] = o.clip_norm;
   return manifest;
 }
 

@@ -38,6 +38,10 @@ std::string PrecisionChangeNote(const TrainOptions& o, const nlohmann::json& fou
 // ("" when they are the checkpoint's, or it recorded none).
 std::string LrChangeNote(const TrainOptions& o, const nlohmann::json& found, int step);
 
+// Likewise --clip-norm (recorded in checkpoints since 2026-12-07): the line
+// that says a resume clips gradients at another norm, or "".
+std::string ClipChangeNote(const TrainOptions& o, const nlohmann::json& found, int step);
+
 // Checks the checkpoint to resume, step directory `latest`, against this run
 // before any worker starts (its fields; the workers verify its shards) and
 // returns its step. Throws pplab::Error when a field differs or --steps is

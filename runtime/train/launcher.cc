@@ -183,7 +183,7 @@ class OwnedFd {
   int fd_;
 };
 
-// While one lives, SIGINT and SIGTERM only set g_stop_signal, and they are
+// While one lives, SIGINT, SIGTERM and SIGHUP only set g_stop_signal, and they are
 // held (blocked) until Release(), so that no worker is left half-started:
 // once all are known, a held signal stops them. The destructor puts back
 // the handlers and the signal mask it found.
@@ -196,25 +196,29 @@ class StopSignals {
     sigemptyset(&stop.sa_mask);
     ::sigaction(SIGINT, &stop, &old_int_);
     ::sigaction(SIGTERM, &stop, &old_term_);
+    ::sigaction(SIGHUP, &stop, &old_hup_);  // a closed terminal or ssh session
     sigset_t held;
     sigemptyset(&held);
     sigaddset(&held, SIGINT);
     sigaddset(&held, SIGTERM);
+    sigaddset(&held, SIGHUP);
     ::sigprocmask(SIG_BLOCK, &held, &old_mask_);
   }
   ~StopSignals() {
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGHUP, &old_hup_, nullptr);
     Release();
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
-  // A held SIGINT or SIGTERM arrives here.
+  // A held SIGINT, SIGTERM or SIGHUP arrives here.
   void Release() const { ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr); }
 
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_hup_ {};
   sigset_t old_mask_{};
 };
 
@@ -239,6 +243,7 @@ pid_t StartWorker(int rank, std::vector<std::string> argv, std::vector<std::stri
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGINT);
   sigaddset(&defaults, SIGTERM);
+  sigaddset(&defaults, SIGHUP);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -307,7 +312,9 @@ std::string ReadAvailable(int fd) {
   return text;
 }
 
-const char* StopSignalName(int sig) { return sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)"; }
+const char* StopSignalName(int sig) {
+  return sig == SIGINT ? "interrupted (SIGINT)" : sig == SIGHUP ? "hung up (SIGHUP)" : "terminated (SIGTERM)";
+}
 
 }  // namespace
 
@@ -362,7 +369,19 @@ int LaunchLocal(const LaunchOptions& options) {
     std::string text = ReadAvailable(read_end.get());
     log.Add(text, workers.ReapEnded());
     if (workers.empty()) break;
-    if (!deadline && log.AnyExitFailed()) deadline = std::chrono::steady_clock::now() + options.grace;
+    if (!deadline && log.AnyExitFailed()) {
+      // A rank that ended before the rendezvous (no joined-R file: see
+      // MarkJoined) leaves the others waiting in it for the whole timeout,
+      // with nothing to report: they are stopped at once. After it, they
+      // get the grace to say what they waited on.
+      bool before_rendezvous = false;
+      for (int r : log.FailedRanks()) {
+        std::error_code exists_ec;
+        before_rendezvous =
+            before_rendezvous || !std::filesystem::exists(store_dir + "/joined-" + std::to_string(r), exists_ec);
+      }
+      deadline = std::chrono::steady_clock::now() + (before_rendezvous ? std::chrono::milliseconds(0) : options.grace);
+    }
     if (deadline && std::chrono::steady_clock::now() > *deadline) {
       workers.KillLate();
       deadline = std::chrono::steady_clock::time_point::max();  // now reap them

@@ -35,6 +35,12 @@ class FailureLog {
   // Whether a worker has exited with a failure (from then on the launcher
   // gives the others a grace period).
   bool AnyExitFailed() const { return exit_code_ != 0; }
+  // The ranks whose exit was a failure so far.
+  std::vector<int> FailedRanks() const {
+    std::vector<int> out;
+    for (const auto& [rank, code] : code_of_) out.push_back(rank);
+    return out;
+  }
 
   // The lines to print (none when nothing failed): the first failure's, then
   // "pplab: ranks 1-3, 5 stopped after rank 0 failed" when others did.

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -240,6 +241,17 @@ uint64_t GivenRunId() {
 
 std::string Hex(uint64_t v) { return FnvHex(v); }
 
+// Tells a local launcher (runtime/train/launcher.cc) that this rank is past
+// the rendezvous: a file joined-R beside the store's. A rank that fails
+// before every rank has one cannot be waited for.
+void MarkJoined(RankId world_rank) {
+  const char* store = std::getenv("PPLAB_STORE_FILE");
+  if (store == nullptr) return;
+  const std::string path =
+      (std::filesystem::path(store).parent_path() / ("joined-" + std::to_string(world_rank))).string();
+  if (FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
+}
+
 // LibTorch bounds the store's and Gloo's waits by the timeout, but not every
 // read: a TCPStore client whose server accepted the connection and never
 // answers (another program at MASTER_PORT, a rank 0 stopped) waits forever.
@@ -388,6 +400,7 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
     w.group = ConnectFromEnv(g);
     w.run_id = AgreeOnRunId(w.group.get(), o.comm_timeout, o.flags_fingerprint);
   }
+  MarkJoined(world_rank);
   // This pipeline's ranks: k at WorldRankOf(d, t, k) = d K T + t + k T.
   w.transport = on_wire(
       std::make_unique<C10dTransport>(w.group, w.device, WorldRankOf(w.replica, w.tp_rank, 0, K, T), std::nullopt, T));

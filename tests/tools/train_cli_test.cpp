@@ -3,6 +3,7 @@
 // and its processes when one is killed.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -295,6 +296,20 @@ TEST_CASE("a killed worker makes the others exit with the rank and action they w
   CHECK_THAT(r.out, Catch::Contains("pplab: rank 1 was killed by signal"));
   CHECK_THAT(r.out, Catch::Contains("pplab: rank 0 stopped after rank 1 failed"));
   CHECK_THAT(r.out, !Catch::Contains("pplab: error: rank 0"));
+}
+
+TEST_CASE("a worker killed before the rendezvous stops the others at once, not after the timeout", "[train]") {
+  // With --comm-timeout 60 the others would wait in the rendezvous for 60 s
+  // and the launcher give them 70 s more; nothing is left to wait for.
+  const auto start = std::chrono::steady_clock::now();
+  const PplabRun r = Train("-s 1f1b -k 4 -m 4 --steps 2 --comm-timeout 60 --kill-rank-at 1:-1");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("pplab: rank 1 was killed by signal"));
+  CHECK_THAT(r.out, Catch::Contains("pplab: ranks 0, 2-3 stopped after rank 1 failed"));
+  std::printf("a worker killed before the rendezvous: the run ended in %.1f s (--comm-timeout 60)\n", seconds);
+  CHECK(seconds < 30);
 }
 
 }  // namespace pplab::train_cli_test

@@ -68,7 +68,8 @@ TEST_CASE("a change of precision on resume is said in one line, none when it sta
   CHECK(PrecisionChangeNote(o, {{"precision", "bf16"}}).empty());
 }
 
-TEST_CASE("a change of --lr or --warmup-steps on resume is said in one line, none when they stay", "[train]") {
+TEST_CASE("a change of --lr, --warmup-steps or --clip-norm on resume is said in one line, none when they stay",
+          "[train]") {
   TrainOptions o;
   o.lr = 0.001;
   o.warmup_steps = 30;
@@ -80,6 +81,11 @@ TEST_CASE("a change of --lr or --warmup-steps on resume is said in one line, non
   CHECK(LrChangeNote(o, found, 2) ==
         "the checkpoint was trained with --lr 0.001 --warmup-steps 30; this run continues with --lr 0.5 "
         "--warmup-steps 0 from step 2 on");
+  // --clip-norm, recorded since 2026-12-07: a change is said, none in older checkpoints.
+  CHECK(ClipChangeNote(o, found, 2).empty());
+  CHECK(ClipChangeNote(o, {{"clip_norm", o.clip_norm}}, 2).empty());
+  CHECK(ClipChangeNote(o, {{"clip_norm", 0.0}}, 2) ==
+        "the checkpoint was trained with --clip-norm 0 (no clipping); this run clips at 1.0 from step 2 on");
 }
 
 TEST_CASE("the run manifest holds what a resume must match, the plan and the learning-rate schedule", "[train]") {

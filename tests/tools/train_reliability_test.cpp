@@ -313,10 +313,10 @@ TEST_CASE("outputs that cannot be written are refused with one line before any w
   CHECK(ListDirectory(corpus) == std::vector<std::string>{"a.txt"});  // nothing made in it
 }
 
-TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no process", "[train][reliability]") {
+TEST_CASE("SIGINT while workers start, SIGTERM and SIGHUP while they run leave no process", "[train][reliability]") {
   // As in "killing the launcher takes its workers with it": the seed is
   // computed by the shell so that the pattern matches the run and not this script.
-  for (const char* signal : {"INT", "TERM"}) {
+  for (const char* signal : {"INT", "TERM", "HUP"}) {
     // The launcher and its first worker (SIGINT during start-up), or all three.
     const std::string wait_for = std::string(signal) == "INT" ? "2" : "3";
     const std::string log = std::string(PPLAB_TEST_TMP_DIR) + "/reliability_signal.log";
@@ -346,9 +346,11 @@ TEST_CASE("SIGINT while workers start and SIGTERM while they run leave no proces
     INFO(signal << ": " << result << said);
     CHECK(before >= std::stoi(wait_for));
     CHECK(after == 0);
-    CHECK(code == (std::string(signal) == "INT" ? 130 : 143));
-    CHECK_THAT(said, Catch::Contains(std::string(signal) == "INT" ? "pplab: interrupted (SIGINT): stopping"
-                                                                  : "pplab: terminated (SIGTERM): stopping"));
+    const std::string name = signal;
+    CHECK(code == (name == "INT" ? 130 : name == "TERM" ? 143 : 129));
+    CHECK_THAT(said, Catch::Contains(name == "INT"    ? "pplab: interrupted (SIGINT): stopping"
+                                     : name == "TERM" ? "pplab: terminated (SIGTERM): stopping"
+                                                      : "pplab: hung up (SIGHUP): stopping"));
   }
 }
 

@@ -412,17 +412,7 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
   for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
   for (const StepEvent& e : t.step_events) first = std::min(first, e.start);
   for (const MemorySample& m : t.memory) first = std::min(first, m.time);
-  if (first > 0) {
-    for (TimelineEvent& e : t.events) {
-      e.start -= first;
-      e.end -= first;
-    }
-    for (StepEvent& e : t.step_events) {
-      e.start -= first;
-      e.end -= first;
-    }
-    for (MemorySample& m : t.memory) m.time -= first;
-  }
+  if (first > 0) t.ShiftEarlier(first);
   return t;
 }
 

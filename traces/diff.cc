@@ -62,15 +62,7 @@ Timeline ShiftToZero(const Timeline& timeline) {
   if (first == std::numeric_limits<TimeNs>::max()) return out;
   // Events before the first compute (a RECV posted at step start) keep their
   // order and may start below 0.
-  for (TimelineEvent& e : out.events) {
-    e.start -= first;
-    e.end -= first;
-  }
-  for (StepEvent& e : out.step_events) {
-    e.start -= first;
-    e.end -= first;
-  }
-  for (MemorySample& m : out.memory) m.time -= first;
+  out.ShiftEarlier(first);
   return out;
 }
 

@@ -15,6 +15,18 @@ TimeNs Timeline::Makespan() const {
   return end;
 }
 
+void Timeline::ShiftEarlier(TimeNs earlier) {
+  for (TimelineEvent& e : events) {
+    e.start -= earlier;
+    e.end -= earlier;
+  }
+  for (StepEvent& e : step_events) {
+    e.start -= earlier;
+    e.end -= earlier;
+  }
+  for (MemorySample& m : memory) m.time -= earlier;
+}
+
 TimelineSummary Summarize(const Timeline& timeline) {
   TimelineSummary out;
   out.per_rank.resize(timeline.ranks);

@@ -66,6 +66,8 @@ struct Timeline {
   // Latest end over events that occupy a rank: compute, per-stage
   // collectives and per-step work (the step time).
   TimeNs Makespan() const;
+  // Moves every event, step event and memory sample `earlier` ns earlier.
+  void ShiftEarlier(TimeNs earlier);
 };
 
 // Busy and idle time of a timeline, from its compute events (the makespan

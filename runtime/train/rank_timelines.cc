@@ -139,17 +139,9 @@ void GatherLastStep(const Schedule& schedule, RankId rank, ProcessGroupHandle* g
   }
   TimeNs first = t.events.empty() ? 0 : t.events.front().start;
   for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
-  for (TimelineEvent& e : t.events) {
-    e.start -= first;
-    e.end -= first;
-  }
-  for (StepEvent& e : t.step_events) {
-    e.start -= first;
-    e.end -= first;
-  }
+  t.ShiftEarlier(first);
   // Each rank's samples in time order (a send may end after the compute
   // that follows it), as the simulator's are.
-  for (MemorySample& m : t.memory) m.time -= first;
   std::stable_sort(t.memory.begin(), t.memory.end(), [](const MemorySample& a, const MemorySample& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.time < b.time;
   });

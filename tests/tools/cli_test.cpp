@@ -552,6 +552,11 @@ TEST_CASE("cli: simulate --samples reports p50 and p99 of the step time, the sam
   CHECK(j["samples"]["min"].get<double>() > 0);
   const PplabRun text = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --samples 10");
   CHECK_THAT(text.out, Catch::Contains("sampled step time p50"));
+  CHECK_THAT(text.out, !Catch::Contains("every sample is the same"));
+  // Costs without a spread draw the same step every time, and say so.
+  const PplabRun flat = Pplab("simulate -s 1f1b -k 2 -m 4 --samples 10");
+  CHECK_THAT(flat.out, Catch::Contains("p10..p90 15.000..15.000 ms") &&
+                           Catch::Contains("(every sample is the same: no time of these costs has a spread"));
   CHECK(Pplab("simulate -s 1f1b --seed 3").code != 0);  // --seed needs --samples
 }
 

@@ -98,7 +98,12 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
   // set) comes here; the line says so, for one that was not meant to be.
   const std::string as = " (as rank " + std::to_string(o.rank) + " of WORLD_SIZE " + std::to_string(o.world_size) +
                          ", from RANK and WORLD_SIZE in the environment)";
-  Guard(where + as + " failed", [&] {
+  // A rank that never started, or another MASTER_ADDR:MASTER_PORT, shows as
+  // LibTorch's "Socket Timeout" alone: the line says what it means.
+  const std::string seconds = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count());
+  const std::string what = where + as + " failed (every one of the WORLD_SIZE ranks must start and reach " + o.host +
+                           ":" + std::to_string(o.port) + " within --comm-timeout, " + seconds + " s)";
+  Guard(what, [&] {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(o.port);
     options.isServer = o.rank == 0 && !use_agent_store;

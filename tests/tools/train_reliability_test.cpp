@@ -410,6 +410,21 @@ TEST_CASE("a worker whose MASTER_PORT accepts but never answers ends with one li
   }
 }
 
+TEST_CASE("rank 0 alone, its peer never started, says what the store's timeout means", "[train][reliability]") {
+  int port = 0;
+  {
+    const BoundPort free_port(false);
+    port = free_port.port;
+  }
+  const PplabRun r = Pplab("train --synthetic --out '' -q --model tiny -k 2 -m 2 --steps 1 --comm-timeout 1",
+                           "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(CountLines(r.out) == 1);
+  CHECK_THAT(r.out, Catch::Contains("failed (every one of the WORLD_SIZE ranks must start and reach 127.0.0.1:" +
+                                    std::to_string(port) + " within --comm-timeout, 1 s)"));
+}
+
 TEST_CASE("under torchrun too, an earlier run in --out is refused before the rendezvous, or replaced with --overwrite",
           "[train][reliability]") {
   const std::string out = Tmp("torchrun_outputs");

@@ -49,11 +49,13 @@ TimeNs CostModel::ComputeTime(const Action& action) const {
   switch (action.kind) {
     case ActionKind::kOverlapFB: {
       // DualPipe's F&B: the two parts share the rank, so the pair takes the
-      // longer of the two plus what running them together costs, unless a
+      // longer of the two plus what running them together costs (or both,
+      // one after the other, where the runtime runs them in turn), unless a
       // measured pair time is given.
       if (c.forward_backward) return *c.forward_backward;
       const ComputeParts parts = PartsOf(action);
-      return std::max(ComputeTime(parts.part[0]), ComputeTime(parts.part[1])) + c.overlap_penalty;
+      const TimeNs f = ComputeTime(parts.part[0]), b = ComputeTime(parts.part[1]);
+      return (pairs_in_turn_ ? f + b : std::max(f, b)) + c.overlap_penalty;
     }
     case ActionKind::kForward:
       return need(c.forward, "forward");

@@ -273,6 +273,13 @@ class CostModel {
   // The device each rank computes on, devices[r] for rank r, when ranks
   // share devices (several pipeline ranks on one GPU); empty: every rank has
   // its own. A device runs one compute action at a time.
+  // Whether an OVERLAP_F_B without a measured time costs its two parts one
+  // after the other (F + B: pplab's executor runs them in turn, on the CPU
+  // and, for now, on a GPU; its profiles say so) rather than at once
+  // (max(F, B), DualPipe's two-stream overlap). JSON "overlapped_pairs":
+  // "in_turn" or "at_once" (the default).
+  bool PairsInTurn() const { return pairs_in_turn_; }
+  void SetPairsInTurn(bool in_turn) { pairs_in_turn_ = in_turn; }
   const std::vector<int>& Devices() const { return devices_; }
   void SetDevices(std::vector<int> devices) { devices_ = std::move(devices); }
   // How many compute actions device d runs at once, DeviceSlots()[d] for
@@ -311,6 +318,7 @@ class CostModel {
   std::map<std::pair<RankId, RankId>, Link> links_;
   DataParallel dp_;
   std::vector<int> devices_;
+  bool pairs_in_turn_ = false;
   std::vector<int> device_slots_;
   StepCosts step_;
   std::optional<MessageMemory> messages_;

@@ -346,7 +346,7 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
   json doc = ParseJsonStrict(text, origin);  // refuses a key given twice
   CheckKeys(doc,
             {"format", "version", "stages", "default", "num_stages", "link", "links", "meta", "data_parallel",
-             "devices", "device_slots", "step", "message_memory"},
+             "devices", "device_slots", "step", "message_memory", "overlapped_pairs"},
             origin);
   if (doc.value("format", std::string()) != "pplab.cost") {
     throw Error(origin + ": field 'format' must be \"pplab.cost\"");
@@ -414,6 +414,14 @@ CostModel CostModel::FromJsonDoc(const std::string& text, const std::string& ori
   if (doc.contains("message_memory")) {
     m.messages_ = ReadMessageMemory(doc["message_memory"], origin + ": message_memory");
   }
+  if (doc.contains("overlapped_pairs")) {
+    const json& pairs = doc["overlapped_pairs"];
+    if (pairs != "at_once" && pairs != "in_turn") {
+      throw Error(origin + ": field 'overlapped_pairs' must be \"at_once\" or \"in_turn\", got " +
+                  pairs.dump().substr(0, 40));
+    }
+    m.pairs_in_turn_ = pairs == "in_turn";
+  }
   if (doc.contains("devices")) m.devices_ = ReadDevices(doc["devices"], origin + ": devices");
   if (doc.contains("device_slots")) m.device_slots_ = ReadDeviceSlots(doc["device_slots"], origin + ": device_slots");
   if (doc.contains("meta")) {
@@ -449,6 +457,7 @@ std::string CostModel::ToJson() const {
               {"link", {{"latency_ms", NsToMs(link_.latency)}, {"bandwidth_gbps", link_.bandwidth_gbps}}},
               {"links", links},
               {"meta", json::parse(meta_json)}};
+  if (pairs_in_turn_) doc["overlapped_pairs"] = "in_turn";
   if (!devices_.empty()) doc["devices"] = devices_;
   if (!device_slots_.empty()) doc["device_slots"] = device_slots_;
   if (messages_) doc["message_memory"] = MessageMemoryToJson(*messages_);

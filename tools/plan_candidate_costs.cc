@@ -270,6 +270,7 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
   CostModel m = CostModel::FromStages(std::move(stages), o.link);
   m.SetOrigin("plan cost estimate");
   m.SetMessages(f.messages);
+  m.SetPairsInTurn(f.pairs_in_turn);
   if (o.cost_data_parallel && o.dp > 1) m.SetDataParallel(DataParallel{o.dp, DpLink(o)});
   PlaceOnNodes(o, m);
   StepCosts step;

@@ -269,6 +269,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   // How the transport held its buffers: the same for every profile of one
   // device kind (the caller checks the devices agree).
   f.messages = profiles.front()->Messages();
+  for (const CostModel* profiled : profiles) f.pairs_in_turn = f.pairs_in_turn || profiled->PairsInTurn();
   if (sent > 0) f.forward_send_share = held / sent;
   if (stage_params > 0) f.cast_bytes_per_param = cast / stage_params;
   return f;

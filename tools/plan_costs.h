@@ -67,6 +67,9 @@ struct CostFit {
   // them in bf16 (the formula is 0 in fp32); fitted: whether any did.
   double weight_workspace_scale = 1;
   bool weight_workspace_fitted = false;
+  // How the profiled runtime runs an OVERLAP_F_B's parts (CostModel::
+  // PairsInTurn): in turn where any profile says so.
+  bool pairs_in_turn = false;
   // The activation bytes of a stage's parts, scaled.
   double Activations(const ActivationParts& parts) const {
     return activation_scale * parts.layers + head_activation_scale * parts.head + parts.exact;

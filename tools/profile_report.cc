@@ -119,7 +119,13 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
                             {"backward_input_transient_bytes", p.backward_input_transient_bytes},
                             {"backward_weight_transient_bytes", p.backward_weight_transient_bytes}});
   }
-  json doc = {{"format", "pplab.cost"}, {"version", 1}, {"stages", stages}, {"step", StepJson(r.step)}};
+  // pplab's executor runs an OVERLAP_F_B's forward and backward parts one
+  // after the other (docs/runtime.md): a plan of DualPipe costs them so.
+  json doc = {{"format", "pplab.cost"},
+              {"version", 1},
+              {"stages", stages},
+              {"step", StepJson(r.step)},
+              {"overlapped_pairs", "in_turn"}};
   // How the transport that carried the messages holds their buffers
   // (docs/cost-model.md, "Message buffers"); one pipeline rank had none.
   if (o.ranks > 1)

@@ -267,8 +267,9 @@ TEST_CASE("bad PyTorch CSV cells get one line with file, row and column", "[sche
                                     "lives on rank 1, row 2)"));
 }
 
-TEST_CASE("an overlapped F&B imports, lowers and simulates as max(F, B) + penalty or its measured time",
-          "[schedule_io]") {
+TEST_CASE(
+    "an overlapped F&B imports, lowers and simulates as max(F, B) + penalty, F + B + penalty or its measured time",
+    "[schedule_io]") {
   // Two stages on one rank: the forward of mb 1 runs with the backward of mb 0.
   const Schedule s = ScheduleFromPytorchCsv("0F0,1F0,1B0,(0F1;0B0)OVERLAP_F_B,1F1,1B1,0B1\n", "o.csv", "o");
   REQUIRE(s.placement == std::vector<RankId>{0, 0});
@@ -285,7 +286,19 @@ TEST_CASE("an overlapped F&B imports, lowers and simulates as max(F, B) + penalt
   CHECK(r.per_rank[0].busy == 11300);
   // 0F0 and 1F0 held; during the overlap 0F0 and 0F1 (0B0 frees 0F0 at its end).
   CHECK(r.per_rank[0].peak_activation_bytes == 20);
-  c.forward_backward = 2500;
+  // Parts run in turn (pplab's executor, as its profiles say): F + B + penalty, 3300, to 12300.
+  CostModel in_turn = CostModel::Uniform(2, c, {});
+  in_turn.SetPairsInTurn(true);
+  CHECK(Simulate(s, in_turn).makespan == 12300);
+  // The field round-trips, and the default is at once.
+  CHECK(CostModel::FromJson(in_turn.ToJson(), "t").PairsInTurn());
+  CHECK_FALSE(CostModel::FromJson(CostModel::Uniform(2, c, {}).ToJson(), "t").PairsInTurn());
+  CHECK_THROWS_WITH(CostModel::FromJson(R"({"format": "pplab.cost", "version": 1, "num_stages": 1,
+      "default": {"forward_ms": 1, "backward_ms": 2}, "overlapped_pairs": "sometimes"})",
+                                        "c.json"),
+                    Catch::Equals("c.json: field 'overlapped_pairs' must be \"at_once\" or \"in_turn\", got "
+                                  "\"sometimes\""));
+  c.forward_backward = 2500;  // a measured pair time, either way
   CHECK(Simulate(s, CostModel::Uniform(2, c, {})).makespan == 11500);
   // Across two ranks, lowering puts both parts' receives before it and sends after it.
   const Schedule two =

@@ -414,3 +414,30 @@ TEST_CASE("cli: plan with a profile's spreads samples each row and marks ties in
 }
 
 }  // namespace pplab::plan_cli_profiles_test
+
+namespace pplab::plan_cli_profiles_test {
+
+TEST_CASE("cli: plan costs DualPipe's overlapped pairs in turn where its profile says the runtime runs them so",
+          "[cli][plan]") {
+  const std::string at_once = WriteProfiledCost("pairs-at-once.json");
+  std::string text = ReadTextFile(at_once);
+  text.insert(text.rfind('}'), R"(, "overlapped_pairs": "in_turn")");
+  const std::string in_turn = TempPath("pairs-in-turn.json");
+  WriteTextFile(in_turn, text);
+  const auto step_of = [](const std::string& profile, const std::string& cost_out) {
+    const PplabRun r = Pplab(
+        "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --schedules "
+        "dualpipe --json -o " +
+        TempPath("pairs-plan.json") + " --cost-out " + cost_out + " --cost " + profile);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out)["picked"]["step_time"].get<double>();
+  };
+  const std::string out_at_once = TempPath("pairs-at-once-out.json"), out_in_turn = TempPath("pairs-in-turn-out.json");
+  const double overlapped = step_of(at_once, out_at_once), in_sequence = step_of(in_turn, out_in_turn);
+  CHECK(in_sequence > overlapped);  // F + B, not max(F, B), for every pair
+  CHECK(CostModel::FromJson(ReadTextFile(out_in_turn), out_in_turn).PairsInTurn());
+  CHECK_FALSE(CostModel::FromJson(ReadTextFile(out_at_once), out_at_once).PairsInTurn());
+}
+
+}  // namespace pplab::plan_cli_profiles_test

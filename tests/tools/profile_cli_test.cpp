@@ -30,6 +30,8 @@ TEST_CASE("profile of the tiny model on 2 ranks writes a cost model the simulato
   const std::string text = ReadTextFile(path);
   const CostModel costs = CostModel::FromJson(text, path);
   REQUIRE(costs.NumStages() == 2);
+  // pplab's executor runs an overlapped F&B's parts in turn: its profile says so.
+  CHECK(costs.PairsInTurn());
   const auto doc = nlohmann::json::parse(text);
   for (int s = 0; s < 2; ++s) {
     const auto& st = doc["stages"][s];

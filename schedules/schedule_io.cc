@@ -1,6 +1,7 @@
 #include "schedules/schedule_io.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -291,18 +292,18 @@ Schedule ScheduleFromPytorchCsv(const std::string& text, const std::string& orig
   int64_t actions = 0;
   std::vector<std::vector<CellAt>> cells;  // per rank, per action
   while (pos < body.size()) {
-    size_t end = body.find('\n', pos);
+    // Lines end in \n, \r\n or a lone \r (as Python's csv module reads them).
+    size_t end = body.find_first_of("\r\n", pos);
     if (end == std::string::npos) end = body.size();
     std::string line(body.substr(pos, end - pos));
-    pos = end + 1;
+    pos = end + (end + 1 < body.size() && body[end] == '\r' && body[end + 1] == '\n' ? 2 : 1);
     ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
     // A blank line between rows is more likely a slip than a rank that
     // computes nothing; an idle rank is a row of empty cells (",,").
     if (line.find_first_not_of(" \t") == std::string::npos) {
       throw Error(origin + ":" + std::to_string(line_no) +
                   ": a blank line between ranks' rows (an idle rank is a row of empty "
-                  "cells, such as ',,')");
+                  "cells, such as ',')");
     }
     Program p;
     std::vector<CellAt> at;
@@ -387,7 +388,13 @@ Schedule LoadScheduleFile(const std::string& path) {
   const int first = SkipSpace(in);
   if (first == EOF) throw Error(path + ": file is empty");
   const bool json_like = EndsWith(path, ".json") || (!EndsWith(path, ".csv") && first == '{');
-  if (json_like) return ScheduleFromJsonChecked(in, path);
+  if (json_like) {
+    // A PyTorch CSV saved under a .json name starts with an action's digit.
+    if (first != '{' && std::isdigit(first)) {
+      throw Error(path + ": not JSON: it starts like a PyTorch CSV schedule (an action such as 0F0); name it .csv");
+    }
+    return ScheduleFromJsonChecked(in, path);
+  }
   in.close();
   const std::string text = ReadTextFile(path);
   std::string name = Basename(path);

@@ -113,6 +113,19 @@ TEST_CASE("PyTorch CSV errors name the file, line and column", "[schedule_io]") 
   CHECK_THROWS_WITH(ScheduleFromPytorchCsv("0F0,0F1,0B0,0B1\n\n1F0,1B0,1F1,1B1\n", "a.csv", "a"),
                     Catch::Contains("a.csv:2: a blank line between ranks' rows"));
   CHECK(ScheduleFromPytorchCsv("0F0,0F1,0B0,0B1\n,\n1F0,1B0,1F1,1B1\n", "a.csv", "a").ranks == 3);
+  // Lines end in \n, \r\n or a lone \r, as Python's csv module reads them.
+  const Schedule lf = ScheduleFromPytorchCsv("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n", "a.csv", "a");
+  for (const char* text : {"0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n", "0F0,0F1,0B0,0B1\r1F0,1B0,1F1,1B1\r"}) {
+    CHECK(ScheduleFromPytorchCsv(text, "a.csv", "a").programs == lf.programs);
+  }
+}
+
+TEST_CASE("a PyTorch CSV saved under a .json name is named as one", "[schedule_io]") {
+  const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/schedule_io_csv_as.json";
+  WriteTextFile(path, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  CHECK_THROWS_WITH(LoadScheduleFile(path),
+                    Catch::Equals(path + ": not JSON: it starts like a PyTorch CSV schedule (an action such as 0F0); "
+                                         "name it .csv"));
 }
 
 TEST_CASE("loading a missing or empty file is an error naming it", "[schedule_io]") {

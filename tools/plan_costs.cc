@@ -103,6 +103,8 @@ CostFit AnalyticFit(double flops_per_second, Precision precision) {
   // The stages cast their Linear weights through autocast's cache once a
   // step and keep the copies to its end (docs/runtime.md, "Precision").
   f.cast_bytes_per_param = precision == Precision::kBf16 ? 2 : 0;
+  // pplab's executor runs an overlapped F&B's parts one after the other.
+  f.pairs_in_turn = true;
   return f;
 }
 

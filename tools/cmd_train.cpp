@@ -59,20 +59,26 @@ void PrintNothingToDo(const TrainOptions& o, int step) {
               o.steps);
 }
 
+// The step at which the testing aid --kill-rank-at RANK:STEP kills world
+// rank `rank` (-1: before the rendezvous), or nullopt when it spares it.
+std::optional<int> KillStepOf(const TrainOptions& o, RankId rank) {
+  if (o.kill_rank_at.empty()) return std::nullopt;
+  int kill_rank = -1, kill_step = -1;
+  if (std::sscanf(o.kill_rank_at.c_str(), "%d:%d", &kill_rank, &kill_step) != 2) {
+    throw Error("--kill-rank-at: expected RANK:STEP, got '" + o.kill_rank_at + "'");
+  }
+  if (kill_rank != rank) return std::nullopt;
+  return kill_step;
+}
+
 // The trainer's hooks for --measure-memory and for the testing aids
 // --kill-rank-at and --dump-grads.
 void AddHooks(const TrainOptions& o, const Schedule& schedule, const Worker& worker, TrainerOptions& options) {
   if (o.measure_memory) options.memory = &MemoryMeter::For(worker.device);
-  if (!o.kill_rank_at.empty()) {
-    int kill_rank = -1, kill_step = -1;
-    if (std::sscanf(o.kill_rank_at.c_str(), "%d:%d", &kill_rank, &kill_step) != 2) {
-      throw Error("--kill-rank-at: expected RANK:STEP, got '" + o.kill_rank_at + "'");
-    }
-    if (kill_rank == worker.world_rank) {
-      options.on_step = [kill_step](int step) {
-        if (step == kill_step) ::raise(SIGKILL);
-      };
-    }
+  if (const std::optional<int> kill_step = KillStepOf(o, worker.world_rank)) {
+    options.on_step = [kill_step = *kill_step](int step) {
+      if (step == kill_step) ::raise(SIGKILL);
+    };
   }
   if (!o.dump_grads_dir.empty() && worker.replica == 0) {  // replicas hold the same gradients
     // With tensor parallelism the group puts each split gradient together
@@ -307,7 +313,7 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
               const std::optional<PreparedText>& prepared = std::nullopt) {
   if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
   // The testing aid's step -1: this rank dies before the rendezvous.
-  if (!o.kill_rank_at.empty() && o.kill_rank_at == std::to_string(world_rank) + ":-1") ::raise(SIGKILL);
+  if (KillStepOf(o, world_rank) == -1) ::raise(SIGKILL);
   const Schedule schedule = LoadPlan(o);
   ShareCores(world);
   Worker worker = SetUpWorker(WorkerOptionsOf(o, schedule.ranks), world_rank, world);

@@ -65,6 +65,9 @@ struct BoundPort {
   ~BoundPort() { ::close(fd); }
 };
 
+// A port free a moment ago, for workers to rendezvous on.
+int FreePort() { return BoundPort(false).port; }
+
 // Runs `script` in sh and returns its stdout only (Shell() mixes in stderr).
 std::string ShellStdout(const std::string& script) {
   FILE* pipe = popen(script.c_str(), "r");
@@ -355,11 +358,7 @@ TEST_CASE("SIGINT while workers start, SIGTERM and SIGHUP while they run leave n
 }
 
 TEST_CASE("a worker of another run is refused when it joins", "[train][reliability]") {
-  int port = 0;
-  {
-    const BoundPort free_port(false);
-    port = free_port.port;
-  }
+  const int port = FreePort();
   const std::string worker = std::string(PPLAB_BINARY) +
                              " train --synthetic --out '' -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 "
                              "--steps 2 --comm-timeout 10";
@@ -375,11 +374,7 @@ TEST_CASE("a worker of another run is refused when it joins", "[train][reliabili
 
 TEST_CASE("ranks started by hand with other flags are refused at the rendezvous, naming the rank",
           "[train][reliability]") {
-  int port = 0;
-  {
-    const BoundPort free_port(false);
-    port = free_port.port;
-  }
+  const int port = FreePort();
   const std::string worker = std::string(PPLAB_BINARY) +
                              " train --synthetic --out '' -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 "
                              "--steps 2 --comm-timeout 10 --lr ";
@@ -411,11 +406,7 @@ TEST_CASE("a worker whose MASTER_PORT accepts but never answers ends with one li
 }
 
 TEST_CASE("rank 0 alone, its peer never started, says what the store's timeout means", "[train][reliability]") {
-  int port = 0;
-  {
-    const BoundPort free_port(false);
-    port = free_port.port;
-  }
+  const int port = FreePort();
   const PplabRun r = Pplab("train --synthetic --out '' -q --model tiny -k 2 -m 2 --steps 1 --comm-timeout 1",
                            "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ");
   INFO(r.out);
@@ -447,11 +438,7 @@ TEST_CASE("under torchrun too, an earlier run in --out is refused before the ren
   CHECK_THAT(refused, !Catch::Contains("rc=0"));
   CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});  // untouched
   // --overwrite: rank 0 removes the earlier run; the new one's 2 steps alone.
-  int port = 0;
-  {
-    const BoundPort free_port(false);
-    port = free_port.port;
-  }
+  const int port = FreePort();
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=2 ";
   const std::string replaced =
       ShellStdout("(" + env + "RANK=0 " + run + " --steps 2 --overwrite 2>&1; echo rc=$?) & (" + env + "RANK=1 " + run +
@@ -484,11 +471,7 @@ TEST_CASE("a busy MASTER_PORT is one line", "[train][reliability]") {
 
 TEST_CASE("checkpoints need one shared directory: ranks on separate folders are refused at start",
           "[train][reliability][checkpoint]") {
-  int port = 0;
-  {
-    const BoundPort free_port(false);
-    port = free_port.port;
-  }
+  const int port = FreePort();
   // Two nodes, each with a folder of its own under one name: the same
   // command line (the ranks check that they agree on it) in two folders.
   const std::string a = Tmp("node_a"), b = Tmp("node_b");

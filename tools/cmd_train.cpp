@@ -504,6 +504,7 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
     o->given_microbatches = sub->count("--microbatches") > 0;
     o->given_virtual = sub->count("--virtual") > 0;
     o->given_eval_every = sub->count("--eval-every") > 0;
+    o->parsed_flags = sub->config_to_str(false, false);
     for (const std::string& key : kPlannedFlags) {
       std::string flag = "--" + key;
       std::replace(flag.begin(), flag.end(), '_', '-');

@@ -38,10 +38,7 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   w.backend = o.backend;
   w.precision = o.precision;
   w.comm_timeout = CommTimeout(o);
-  // Every flag as given, in order (the launcher gives each worker its own).
-  uint64_t h = kFnv1a64Offset;
-  for (const std::string& arg : o.raw_args) h = Fnv1a64(arg.data(), arg.size() + 1, h);  // with its '\0'
-  w.flags_fingerprint = h | 1;
+  w.flags_fingerprint = Fnv1a64(o.parsed_flags) | 1;
   return w;
 }
 

@@ -89,6 +89,10 @@ struct TrainOptions {
   std::string warm_up = "auto";    // auto (on a CUDA device), on or off: ParseWarmUp
   double peak_tflops = 0;          // 0: the device's from the table in runtime/train/mfu.h
   std::vector<std::string> raw_args;
+  // The flags as parsed, one `name=value` line each in the order train
+  // declares them (CLI11's config text): `--lr=5` and `--lr 5`, or flags
+  // in another order, give the same text. The ranks compare its hash.
+  std::string parsed_flags;
 };
 
 // --comm-timeout as a duration.

@@ -103,6 +103,10 @@ void AddCostFlags(CLI::App& app, PlanOptions& o) {
                  "stages whose activations are recomputed: none, all, or stage ids like 0,1 (their F keeps only its "
                  "inputs; their B or I runs the forward again first)")
       ->capture_default_str();
+  app.add_option("--overlapped-pairs", o.overlapped_pairs,
+                 "an overlapped F&B (DualPipe's) costs max(F, B) at_once, the ideal two-stream overlap, or F + B "
+                 "in_turn, as pplab's executor runs it (default: the --cost file's word, else at_once)")
+      ->check(CLI::IsMember({"at_once", "in_turn"}));
   app.add_option("--memory-limit", o.memory_limit_bytes,
                  "zb-auto: activation bytes a rank may hold at its peak (default: zb-h1's memory)")
       ->check(kBytes);
@@ -267,6 +271,7 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
                     ", so its B and I already hold the recomputed forward; drop --recompute");
       }
     }
+    if (!o.overlapped_pairs.empty()) m.SetPairsInTurn(o.overlapped_pairs == "in_turn");
     return WithRecompute(m, recompute, token_stages);
   }
   CheckProfile(o, CostModel{});  // refuses the profile checks without --cost
@@ -286,6 +291,7 @@ CostModel BuildCostModel(const PlanOptions& o, const Schedule& schedule) {
   c.message_bytes = static_cast<Bytes>(std::llround(o.message_bytes));
   CostModel m = CostModel::Uniform(schedule.stages, c, Link{MsToNs(o.comm_latency_ms), o.comm_bandwidth_gbps});
   m.SetOrigin("cost flags");
+  m.SetPairsInTurn(o.overlapped_pairs == "in_turn");
   return WithRecompute(m, recompute, token_stages);
 }
 

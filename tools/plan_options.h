@@ -34,6 +34,9 @@ struct PlanOptions {
   // Stages whose activations are recomputed (sim/recompute.h): "none",
   // "all" or ids like "0,1".
   std::string recompute = "none";
+  // How an OVERLAP_F_B is costed: "at_once" (max(F, B)) or "in_turn"
+  // (F + B); empty: the --cost file's word, or at_once for the flags.
+  std::string overlapped_pairs;
   // zb-auto's memory limit (sim/zb_auto.h): activation bytes per rank and/or
   // microbatches in flight per rank; neither: zb-h1's memory.
   std::optional<double> memory_limit_bytes;
@@ -85,7 +88,8 @@ CostFileShape CostFileShapeOf(const PlanOptions& options);
 // file's, read once (null: read here).
 Schedule BuildSchedule(const PlanOptions& options, const std::string& name = "", const CostFileShape* shape = nullptr);
 // The cost model for `schedule`: --cost FILE if given, else uniform from
-// the flags; with --recompute, those stages recomputed.
+// the flags; with --recompute, those stages recomputed; with
+// --overlapped-pairs, its way of costing an OVERLAP_F_B.
 CostModel BuildCostModel(const PlanOptions& options, const Schedule& schedule);
 
 // For those commands: why `schedule` cannot take the --cost file of `shape`

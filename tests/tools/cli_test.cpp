@@ -662,4 +662,32 @@ TEST_CASE("cli: stats and explain say how ranks sharing a device used it", "[cli
   CHECK(!nlohmann::json::parse(r.out).contains("shared_devices"));
 }
 
+TEST_CASE("cli: --overlapped-pairs costs DualPipe's F&B pairs at once or in turn, over the flags or a --cost file",
+          "[cli][cost]") {
+  // dualpipe, K=4, M=8, F=1, B=2 a stage: each rank runs 8 F and 8 B,
+  // 24 ms of work in turn; three of its F&B pairs run at once, each
+  // max(F, B) = 2 where in turn it is F + B = 3, so 21 ms at once.
+  const auto busy = [](const std::string& flags) {
+    const PplabRun r = Pplab("simulate -s dualpipe -k 4 -m 8 --f-time 1 --b-time 2 --json " + flags);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    std::vector<double> out;
+    for (const auto& rank : j["per_rank"]) out.push_back(rank["busy"].get<double>());
+    return out;
+  };
+  CHECK(busy("") == std::vector<double>(4, 21.0));
+  CHECK(busy("--overlapped-pairs at_once") == std::vector<double>(4, 21.0));
+  CHECK(busy("--overlapped-pairs in_turn") == std::vector<double>(4, 24.0));
+  // A file's word holds unless the flag says otherwise.
+  const std::string cost = TempPath("overlapped-pairs-in-turn.json");
+  nlohmann::json file = {{"format", "pplab.cost"}, {"version", 1}, {"overlapped_pairs", "in_turn"}};
+  for (int s = 0; s < 8; ++s) file["stages"].push_back({{"forward_ms", 1}, {"backward_ms", 2}});
+  WriteTextFile(cost, file.dump());
+  CHECK(busy("--cost " + cost) == std::vector<double>(4, 24.0));
+  CHECK(busy("--cost " + cost + " --overlapped-pairs at_once") == std::vector<double>(4, 21.0));
+  const PplabRun bad = Pplab("simulate -s dualpipe -k 4 -m 8 --overlapped-pairs both");
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Catch::Contains("--overlapped-pairs"));
+}
+
 }  // namespace pplab::cli_test

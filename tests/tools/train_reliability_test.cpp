@@ -388,10 +388,10 @@ TEST_CASE("ranks started by hand with other flags are refused at the rendezvous,
   // same flags: the ranks train together.
   const std::string same = std::string(PPLAB_BINARY) + " train --synthetic --out '' -q --model tiny ";
   const std::string env2 = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
-  const std::string together =
-      ShellStdout("(" + env2 + "RANK=0 " + same + "-k 2 -m 2 --batch-size 4 --seq-len 8 --steps 2 --comm-timeout 10 --lr 5" +
-                  " 2>&1; echo rc=$?) & (" + env2 + "RANK=1 " + same +
-                  "--lr=5 --steps 2 --seq-len 8 --batch-size 4 -m 2 -k 2 --comm-timeout=10 2>&1; echo rc=$?); wait");
+  const std::string together = ShellStdout(
+      "(" + env2 + "RANK=0 " + same + "-k 2 -m 2 --batch-size 4 --seq-len 8 --steps 2 --comm-timeout 10 --lr 5" +
+      " 2>&1; echo rc=$?) & (" + env2 + "RANK=1 " + same +
+      "--lr=5 --steps 2 --seq-len 8 --batch-size 4 -m 2 -k 2 --comm-timeout=10 2>&1; echo rc=$?); wait");
   INFO(together);
   CHECK_THAT(together, Catch::EndsWith("rc=0\nrc=0\n") && !Catch::Contains("error"));
 }

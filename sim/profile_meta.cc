@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "schedules/error.h"
 #include "schedules/int_list.h"
@@ -96,6 +97,14 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   if (entries != num_stages) {
     throw Error(at + ".partition \"" + p.partition + "\" has " + std::to_string(entries) + " stages but the file has " +
                 std::to_string(num_stages));
+  }
+  // The stages hold the config's layers, each once.
+  if (config.contains("num_hidden_layers") && config["num_hidden_layers"].is_number_integer()) {
+    const long long sum = std::accumulate(layers->begin(), layers->end(), 0LL);
+    if (sum != config["num_hidden_layers"].get<long long>()) {
+      throw Error(at + ".partition \"" + p.partition + "\" holds " + std::to_string(sum) +
+                  " layers but meta.config.num_hidden_layers is " + config["num_hidden_layers"].dump());
+    }
   }
   if (num_stages % p.ranks != 0) {
     throw Error(at + ".ranks " + std::to_string(p.ranks) + " does not divide the file's " + std::to_string(num_stages) +

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -44,7 +45,8 @@ std::string OutputFor(const ProfileCliOptions& o, int mb) {
   if (o.output.empty() || o.microbatch_sizes.size() <= 1) return o.output;
   const size_t slash = o.output.find_last_of('/');
   const size_t dot = o.output.find_last_of('.');
-  const bool extension = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  // (A leading dot, ".cost", starts the name, not an extension.)
+  const bool extension = dot != std::string::npos && (slash == std::string::npos ? dot > 0 : dot > slash + 1);
   const std::string tag = "-mb" + std::to_string(mb);
   return extension ? o.output.substr(0, dot) + tag + o.output.substr(dot) : o.output + tag;
 }
@@ -107,6 +109,12 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   if (o.cuda_graphs) {
     CheckCudaGraphsTensorParallel(o.tp);
     CheckCudaGraphsDevice(o.device);
+  }
+  if (o.microbatch_sizes.size() > 1 && !o.output.empty() &&
+      (o.output.back() == '/' || std::filesystem::is_directory(o.output))) {
+    // Each size's file is named after -o's: a folder would give "DIR-mb1".
+    throw Error("-o " + o.output + " is a folder; with several --microbatch-size values give a file name (-o " +
+                "DIR/cost.json writes DIR/cost-mb1.json, ...)");
   }
   std::vector<FlagPath> outputs;
   for (const int mb : o.microbatch_sizes) outputs.push_back({"-o", OutputFor(o, mb)});

@@ -220,6 +220,16 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
       ++grouped;
     }
   }
+  // A time per FLOP is fitted to the stages' times: a profile whose every
+  // forward (or backward) took no time has nothing to fit.
+  for (int k = 0; k < 2; ++k) {
+    if (std::all_of(time[k].begin(), time[k].end(), [](double t) { return t <= 0; })) {
+      std::string files;
+      for (const CostModel* profiled : profiles) files += (files.empty() ? "" : ", ") + profiled->Origin();
+      throw Error(files + ": every stage's " + (k == 0 ? "forward" : "backward") +
+                  " takes 0 ms; plan fits its time per FLOP to a profile's measured times");
+    }
+  }
   std::sort(sizes.begin(), sizes.end());
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
     CostFit::SizeRange range;

@@ -305,11 +305,13 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
     std::printf("* stage costs measured (a profile's own configuration), not fitted\n");
   }
   if (sampled) {
+    // Only the rows shown are sampled: with one, there is none to tie.
     const std::string ties = TieLine(result.fitting, shown);
     std::printf("noise: each row's step time sampled %d times (seed %llu) from the profile's spreads; %s\n",
                 kTieSamples, static_cast<unsigned long long>(kTieSeed),
-                ties.empty() ? "no row ties with #1 (their [p10, p90] do not overlap)"
-                             : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
+                shown < 2      ? "no other row is shown to compare with #1 (--top 2 or more)"
+                : ties.empty() ? "no row shown ties with #1 (their [p10, p90] do not overlap)"
+                               : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
   // One profiled size stands for every size: say so where the plan written
   // runs another (docs/planning.md, "Several profiles").

@@ -411,6 +411,40 @@ TEST_CASE("cli: plan with a profile's spreads samples each row and marks ties in
   const PplabRun text = Pplab(args);
   REQUIRE(text.code == 0);
   CHECK_THAT(text.out, Catch::Contains("noise") && Catch::Contains("tie") && Catch::Contains("#1 ties with #2"));
+  // Only the rows shown are sampled: with one, no tie is claimed or denied.
+  const PplabRun one = Pplab(args + " --top 1");
+  REQUIRE(one.code == 0);
+  CHECK_THAT(one.out, Catch::Contains("no other row is shown to compare with #1") && !Catch::Contains("no row"));
+}
+
+TEST_CASE("cli: plan refuses a profile with no time to fit, or whose partition is not its model's layers",
+          "[cli][plan]") {
+  nlohmann::json doc = nlohmann::json::parse(ReadTextFile(FormulaProfile("zero-times.json", 4)));
+  for (auto& stage : doc["stages"]) {
+    for (const char* key : {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms"}) stage[key] = 0;
+  }
+  const std::string zero = TempPath("zero-times.json");
+  WriteTextFile(zero, doc.dump());
+  const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB -o " +
+                           TempPath("refused_plan.json") + " --cost ";
+  PplabRun r = Pplab(plan + zero);
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: " + zero +
+                     ": every stage's forward takes 0 ms; plan fits its time per FLOP to a profile's measured times\n");
+  // meta.partition "1,1" holds 2 of the config's 4 layers: named where the
+  // file is read, by plan and by simulate alike.
+  doc = nlohmann::json::parse(ReadTextFile(FormulaProfile("short-partition.json", 4)));
+  doc["meta"]["partition"] = "1,1";
+  const std::string short_partition = TempPath("short-partition.json");
+  WriteTextFile(short_partition, doc.dump());
+  const std::string line = "pplab: error: " + short_partition +
+                           ": meta.partition \"1,1\" holds 2 layers but meta.config.num_hidden_layers is 4\n";
+  r = Pplab(plan + short_partition);
+  CHECK(r.code == 2);
+  CHECK(r.out == line);
+  r = Pplab("simulate -s 1f1b -k 2 -m 2 --cost " + short_partition);
+  CHECK(r.code == 2);
+  CHECK(r.out == line);
 }
 
 }  // namespace pplab::plan_cli_profiles_test

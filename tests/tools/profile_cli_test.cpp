@@ -251,6 +251,9 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
            std::string("--model tiny -k 1 --tp 2 --sequence-parallel --microbatch-size 1 --seq-len 7"),
            std::string("--model tiny -k 1 --microbatch-size 2,0 --seq-len 8"),    // each size is checked
            std::string("--model tiny -k 1 --microbatch-size 2,4,2 --seq-len 8"),  // a size twice
+           // a folder, with several sizes too (each file is named after -o's)
+           std::string("--model tiny -k 1 --microbatch-size 1,2 --seq-len 8 --repeats 1 -o " PPLAB_TEST_TMP_DIR),
+           std::string("--model tiny -k 1 --microbatch-size 1,2 --seq-len 8 --repeats 1 -o " PPLAB_TEST_TMP_DIR "/"),
        }) {
     const PplabRun r = Pplab("profile " + args);
     INFO(args << "\n" << r.out);

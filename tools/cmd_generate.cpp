@@ -132,10 +132,15 @@ Loaded FromWeights(const GenerateOptions& o) {
   l.tokenizer = Tokenizer::Load(tokenizer);
   l.model = BuildLlamaStage(l.config, PartitionUniform(l.config, 1), 0, 0, c10::kCPU, options);
   l.source = {{"weights", o.init_from}};
-  // The model's folder: --init-from's, else the one --model's config is in.
-  l.stop = StopIds(fs::is_directory(o.init_from, ec) ? o.init_from
-                   : fs::is_directory(o.model, ec)   ? o.model
-                                                     : fs::path(o.model).parent_path().string());
+  // The model's folder: --init-from's, else the one --model's config is in
+  // (a preset's name has none: the current folder's file is not its).
+  const std::string config_file = LlamaConfigPath(o.model);
+  if (fs::is_directory(o.init_from, ec)) {
+    l.stop = StopIds(o.init_from);
+  } else if (!config_file.empty()) {
+    const std::string folder = fs::path(config_file).parent_path().string();
+    l.stop = StopIds(folder.empty() ? "." : folder);
+  }
   return l;
 }
 

@@ -318,9 +318,29 @@ std::map<std::string, at::Tensor> ReadAllShards(const std::string& path, const j
 
 }  // namespace
 
+namespace {
+
+// A step folder given as such: its parent must be the checkpoint directory,
+// where `latest` and the tokenizer copy are. "ck/step-000003/", or ".../."
+// and "." from inside it, or a link to it, have no such parent as written:
+// the first loses its slashes, the others are resolved.
+std::string StepFolder(const std::string& path) {
+  std::string s = fs::path(path).lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  const fs::path step(s);
+  std::error_code ec;
+  if (step.filename() == "." || step.filename() == ".." || fs::is_symlink(step, ec)) {
+    const fs::path real = fs::canonical(step, ec);
+    if (!ec) return real.string();
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string ResolveCheckpoint(const std::string& path) {
   std::error_code ec;
-  if (fs::exists(fs::path(path) / "manifest.json", ec)) return path;
+  if (fs::exists(fs::path(path) / "manifest.json", ec)) return StepFolder(path);
   if (!fs::exists(path, ec)) throw Error("--checkpoint " + path + ": no such file or directory");
   if (!fs::is_directory(path, ec)) throw Error("--checkpoint " + path + " is a file, not a checkpoint directory");
   const std::string dir = LatestCheckpoint(path);
@@ -397,6 +417,14 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
       // defaults (Hugging Face's Llama: BOS 1, EOS 2; pplab's tokenizers
       // give PAD 0, BOS 2, EOS 3), so generation would stop at the BOS.
       const Tokenizer t = Tokenizer::Load(copy);
+      // The copy must be the tokenizer the run trained with (generate
+      // checks the same): another one gives the folder wrong text.
+      if (manifest.contains("tokenizer") && manifest["tokenizer"].is_string() &&
+          FnvHex(t.Fingerprint()) != manifest["tokenizer"].get<std::string>()) {
+        throw Error("export-model: tokenizer " + copy + " (fingerprint " + FnvHex(t.Fingerprint()) +
+                    ") is not the one the checkpoint was trained with (" + manifest["tokenizer"].get<std::string>() +
+                    "); nothing written");
+      }
       json doc = json::parse(config_json);
       doc["bos_token_id"] = t.Bos();
       doc["eos_token_id"] = t.Eos();

@@ -151,6 +151,43 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   const PplabRun g3 = Pplab("generate --checkpoint " + dir + " --prompt x --tokenizer " + other_model);
   CHECK(g3.code != 0);
   CHECK_THAT(g3.out, Catch::Contains("is not the one the checkpoint was trained with"));
+  // The step folder as the shell completes it (a trailing slash) finds the
+  // tokenizer copy beside it.
+  CHECK(
+      Json(Pplab("generate --checkpoint " + dir +
+                 "/step-000004/ --prompt 'The pipeline' --max-new-tokens 8 --temperature 0 --json"))["continuation"] ==
+      g1["continuation"]);
+  // Weights exported from a run of the preset's own vocabulary, read with
+  // the preset's name: a generation_config.json in the current folder is
+  // not the preset's (a preset has no folder), so the text is the
+  // checkpoint's.
+  const std::string ck256 = Tmp("ck_vocab_256"), exported = Tmp("exported"),
+                    elsewhere = Tmp("cwd_with_generation_config");
+  REQUIRE(TrainText(Tmp("cache_256"), "--steps 1 --vocab-size 256 --checkpoint-dir " + ck256).code == 0);
+  REQUIRE(Pplab("export-model --checkpoint " + ck256 + " -o " + exported + "/model.safetensors").code == 0);
+  nlohmann::json every = nlohmann::json::array();
+  for (int id = 0; id < 256; ++id) every.push_back(id);
+  WriteTextFile(elsewhere + "/generation_config.json", nlohmann::json{{"eos_token_id", every}}.dump());
+  const std::string greedy = " --prompt 'The pipeline' --max-new-tokens 8 --temperature 0 --json";
+  const auto from_checkpoint = Json(Pplab("generate --checkpoint " + ck256 + greedy));
+  REQUIRE(from_checkpoint["new_tokens"].get<int>() > 0);
+  const std::string ck256_tokenizer =
+      ck256 + "/" +
+      nlohmann::json::parse(ReadTextFile(ck256 + "/step-000001/manifest.json"))["tokenizer_file"].get<std::string>();
+  const auto from_weights = Json(Pplab("generate --init-from " + exported + "/model.safetensors --model tiny " +
+                                           "--tokenizer " + ck256_tokenizer + greedy,
+                                       "cd " + elsewhere + " && "));
+  CHECK(from_weights["continuation"] == from_checkpoint["continuation"]);
+  // A checkpoint whose tokenizer copy was replaced exports no folder.
+  const std::string swapped = Tmp("ck_swapped");
+  REQUIRE(std::system(("cp -r " + dir + "/. " + swapped + " && cp " + other_model + " " + swapped + "/" +
+                       manifest["tokenizer_file"].get<std::string>())
+                          .c_str()) == 0);
+  const PplabRun folder = Pplab("export-model --checkpoint " + swapped + " -o " + exported + "/hf/");
+  CHECK(folder.code == 2);
+  CHECK_THAT(folder.out,
+             Catch::Contains("is not the one the checkpoint was trained with") && Catch::Contains("nothing written"));
+  CHECK_FALSE(fs::exists(exported + "/hf/model.safetensors"));
   // (--vocab-size, which TrainText passes, is refused beside --tokenizer.)
   const PplabRun r = Pplab("train -q --out '' --model tiny --data " + kCorpus + " --cache-dir " + cache +
                            " --batch-size 8 --seq-len 32 -m 2 --warmup-steps 0 --eval-every 0 " + common +

@@ -336,6 +336,15 @@ TEST_CASE("export-model writes through a symlink, and never over the checkpoint 
   }
   REQUIRE(::symlink("latest", (dir + "/to-latest.pt").c_str()) == 0);
   CHECK_THROWS_WITH(ExportModel(dir, dir + "/to-latest.pt"), Catch::Contains("is among the checkpoints of"));
+  // The step folder given as such, however spelled or linked, is the one
+  // in `dir`: its latest is refused too.
+  const std::string step_link = Tmp("export_targets_links") + "/step";
+  REQUIRE(::symlink(step.c_str(), step_link.c_str()) == 0);
+  for (const std::string& given : {step + "/.", step + "/", step + "//", step_link, step_link + "/"}) {
+    INFO(given);
+    CHECK(fs::equivalent(fs::path(ResolveCheckpoint(given)).parent_path(), dir));
+    CHECK_THROWS_WITH(ExportModel(given, dir + "/latest"), Catch::Contains("is among the checkpoints of " + dir));
+  }
   CHECK(ReadTextFile(step + "/manifest.json") == manifest);
   CHECK(ReadTextFile(dir + "/latest") == latest);
   CHECK_THROWS_WITH(ExportModel(dir, ""), Catch::Contains("-o is empty"));

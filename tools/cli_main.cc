@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -46,11 +47,35 @@ const CLI::Validator kNotNegative(
     },
     "");
 
+// CLI11 reads an integer with a leading 0 as octal (-k 010 was 8, 08 was
+// out of range) and 0x as hexadecimal. pplab's integers are decimal: the
+// leading zeros go before any other check sees the value, and a 0x, 0o or
+// 0b prefix is refused.
+const CLI::Validator kDecimal(
+    [](std::string& value) -> std::string {
+      const size_t first = value.find_first_not_of(" \t");
+      if (first == std::string::npos) return "";
+      const size_t digits = first + (value[first] == '-' || value[first] == '+' ? 1 : 0);
+      if (digits + 1 < value.size() && value[digits] == '0' &&
+          std::isalpha(static_cast<unsigned char>(value[digits + 1]))) {
+        return "must be a decimal integer, got " + value;
+      }
+      size_t zeros = 0;
+      while (digits + zeros + 1 < value.size() && value[digits + zeros] == '0' &&
+             std::isdigit(static_cast<unsigned char>(value[digits + zeros + 1]))) {
+        ++zeros;
+      }
+      value.erase(digits, zeros);
+      return "";
+    },
+    "");
+
 }  // namespace
 
 void RefuseBadNumbers(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     const std::string type = opt->get_type_name();
+    if (type.compare(0, 3, "INT") == 0 || type.compare(0, 4, "UINT") == 0) opt->transform(kDecimal);
     if (type.compare(0, 5, "FLOAT") == 0) opt->check(kFinite);
     if (type.compare(0, 4, "UINT") == 0) opt->check(kNotNegative);
   }

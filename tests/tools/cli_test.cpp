@@ -691,3 +691,28 @@ TEST_CASE("cli: --overlapped-pairs costs DualPipe's F&B pairs at once or in turn
 }
 
 }  // namespace pplab::cli_test
+
+namespace pplab::cli_test {
+
+TEST_CASE("cli: integer flags are decimal: leading zeros are dropped, 0x is refused", "[cli]") {
+  // CLI11 alone read 010 as octal 8, refused 08, and read 0x10 as 16.
+  const auto ranks = [](const std::string& flags) {
+    const PplabRun r = Pplab("simulate -s 1f1b --json " + flags);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    return std::make_pair(j["ranks"].get<int>(), j["microbatches"].get<int>());
+  };
+  CHECK(ranks("-k 010 -m 08") == std::make_pair(10, 8));
+  CHECK(ranks("-k 2 -m 0016") == std::make_pair(2, 16));
+  const PplabRun sweep = Pplab("sweep -k 010,02 -m 08 --schedules 1f1b -o -");
+  REQUIRE(sweep.code == 0);
+  CHECK_THAT(sweep.out, Catch::Contains("\n1f1b,10,1,10,8,") && Catch::Contains("\n1f1b,2,1,2,8,"));
+  for (const std::string& flag : {"-k 0x10", "-m 0b11", "--samples 0x2"}) {
+    const PplabRun r = Pplab("simulate -s 1f1b " + flag);
+    INFO(flag << "\n" << r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains("must be a decimal integer, got 0"));
+  }
+}
+
+}  // namespace pplab::cli_test

@@ -32,6 +32,10 @@ struct Policy {
   // kStrictGap only when it ends before the next input's known arrival,
   // waiting while an input is still to come at an unknown time.
   enum GapRule { kGreedy, kKnownGap, kStrictGap } gap = kGreedy;
+  // Which runs first when both an I and an F are ready: the I (the paper's
+  // heuristic), or the F (1F1B's alternation, which keeps the stages after
+  // a slow one fed where the I-first order lets their forwards bunch up).
+  bool f_first = false;
 };
 
 // Which other W backlogs and gap rules would have made every decision of a
@@ -44,9 +48,11 @@ struct Path {
   int most_unforced = 0;
   int least_forced = std::numeric_limits<int>::max();
   unsigned gaps = 0b111;
+  unsigned firsts = 0b11;  // a bit per Policy::f_first: those that chose alike wherever an I and an F were ready
 
   bool Repeats(const Policy& p) const {
-    return p.w_backlog >= most_unforced && p.w_backlog < least_forced && (gaps >> p.gap & 1u);
+    return p.w_backlog >= most_unforced && p.w_backlog < least_forced && (gaps >> p.gap & 1u) &&
+           (firsts >> static_cast<int>(p.f_first) & 1u);
   }
 };
 
@@ -158,8 +164,11 @@ Planned ListSchedule(int K, int M, const std::vector<RankCosts>& costs, const Po
     } else {
       out.path.most_unforced = std::max(out.path.most_unforced, owed_now);
     }
+    if (!forced && i_ready <= t && f_ready <= t) out.path.firsts &= 1u << static_cast<int>(policy.f_first);
     if (forced) {
       a = {ActionKind::kBackwardWeight, r, owed[r].front()};
+    } else if (policy.f_first && f_ready <= t) {
+      a = {ActionKind::kForward, r, mf};
     } else if (i_ready <= t) {
       a = {ActionKind::kBackwardInput, r, mi};
     } else if (f_ready <= t) {
@@ -231,7 +240,7 @@ Planned ListSchedule(int K, int M, const std::vector<RankCosts>& costs, const Po
 
 // The policies searched: in-flight limits from 1 up to zb-h1's, between
 // zb-h1's and zb-h2's and a little beyond, times W backlogs, times the gap
-// rules.
+// rules, times I-first or F-first.
 std::vector<Policy> Policies(int K, int M) {
   std::vector<std::vector<int>> limits;  // distinct, in the order first made
   std::set<std::vector<int>> made;
@@ -254,8 +263,9 @@ std::vector<Policy> Policies(int K, int M) {
   std::vector<Policy> out;
   for (const std::vector<int>& l : limits) {
     for (int backlog : {0, K - 1, 2 * K - 2, std::numeric_limits<int>::max()}) {
-      for (Policy::GapRule gap : {Policy::kGreedy, Policy::kKnownGap, Policy::kStrictGap})
-        out.push_back({l, backlog, gap});
+      for (Policy::GapRule gap : {Policy::kGreedy, Policy::kKnownGap, Policy::kStrictGap}) {
+        for (const bool f_first : {false, true}) out.push_back({l, backlog, gap, f_first});
+      }
     }
   }
   return out;
@@ -324,6 +334,14 @@ Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, c
   if (3LL * K * M > kMaxComputeActions) {
     throw Error(name + ": --ranks " + std::to_string(K) + " x --microbatches " + std::to_string(M) +
                 " is more than pplab plans");
+  }
+  // The search list-schedules some 24 policies for each of about 3 min(K, M)
+  // in-flight limits, each O(K M log K): past these sizes it took minutes
+  // (K=320, M=256: 68 s; K=128, M=8192: 15 s and 0.8 GB on the 2-core VM).
+  if (K > kZbAutoMaxRanks || 3LL * K * M > kZbAutoMaxActions) {
+    throw Error(name + ": searches at most " + std::to_string(kZbAutoMaxRanks) + " ranks and " +
+                std::to_string(kZbAutoMaxActions) + " F, I and W (3 K M); --ranks " + std::to_string(K) +
+                " x --microbatches " + std::to_string(M) + " is more");
   }
   costs.CheckStages(K, name);
   AutoOptions limits = limits_in;

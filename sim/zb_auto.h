@@ -27,6 +27,10 @@
 
 namespace pplab {
 
+// The largest search zb-auto takes on: K ranks, and 3 K M actions.
+inline constexpr int kZbAutoMaxRanks = 128;
+inline constexpr long long kZbAutoMaxActions = 1LL << 22;
+
 struct AutoOptions {
   // Activation bytes a rank may hold at its peak (the simulator's
   // RankMetrics::peak_activation_bytes: F's activations, I's stash for W and
@@ -52,8 +56,9 @@ struct AutoOptions {
 
 // The best zb-auto order for K = options.ranks, M = options.microbatches on
 // `costs` (K stages, one per rank; options.virtual_stages must be 0 or 1).
-// Throws pplab::Error for K or M < 1, a cost model without K stages, or a
-// limit no candidate meets (naming the smallest peak seen).
+// Throws pplab::Error for K or M < 1, K or 3 K M past the bounds above, a
+// cost model without K stages, or a limit no candidate meets (naming the
+// smallest peak seen).
 Schedule GenerateAuto(const GeneratorOptions& options, const CostModel& costs, const AutoOptions& limits = {});
 
 // Every distinct order zb-auto's policies make for K ranks and M

@@ -260,6 +260,55 @@ TEST_CASE("zb-auto needs a cost model: Generate refuses it, GenerateWithCosts ru
   CHECK(GenerateWithCosts("zb-h1", {4, 8, 0}, costs).programs == GenerateZeroBubbleH1(4, 8).programs);
   CHECK_THROWS_WITH(GenerateAuto({4, 8, 2}, costs), Catch::Contains("--virtual must be 1"));
   CHECK_THROWS_WITH(GenerateAuto({4, 8, 0}, Costs(3, 1000, 2000, 500, 0)), Catch::Contains("3"));
+  // Searches past its bounds are refused, not left to run for minutes.
+  CHECK_THROWS_WITH(GenerateAuto({kZbAutoMaxRanks + 1, 8, 0}, Costs(kZbAutoMaxRanks + 1, 1000, 2000, 500, 0)),
+                    Catch::Contains("searches at most 128 ranks"));
+  CHECK_THROWS_WITH(GenerateAuto({128, 10923, 0}, Costs(128, 1000, 2000, 500, 0)),
+                    Catch::Contains("4194304 F, I and W (3 K M)"));
+}
+
+TEST_CASE("zb-auto is never slower than 1F1B with each B split into I then W, under that order's memory", "[zb-auto]") {
+  // Stages of 1, 3, 3 and 1 layers (F = I = W a layer): the paper's
+  // I-first list schedule lets the forwards after a slow stage bunch up
+  // (a profile of the small preset so split: 198 ms, 1F1B 181.5); an
+  // F-first policy makes 1F1B's order, so zb-auto is never above it.
+  for (const std::array<TimeNs, 4>& layers : {std::array<TimeNs, 4>{1, 3, 3, 1}, {1, 1, 1, 1}, {2, 1, 1, 3}}) {
+    std::vector<StageCost> stages;
+    for (const TimeNs n : layers) {
+      StageCost c;
+      c.forward = 1000 * n;
+      c.backward = 2000 * n;
+      c.backward_weight = 1000 * n;
+      c.activation_bytes = 100 * n;
+      c.weight_grad_bytes = 10 * n;
+      stages.push_back(c);
+    }
+    const CostModel costs = CostModel::FromStages(stages, Link{100, 0});
+    for (const int M : {4, 8, 16}) {
+      INFO("layers " << layers[0] << "," << layers[1] << "," << layers[2] << "," << layers[3] << " M=" << M);
+      Schedule split = Generate1F1B(4, M);
+      for (Program& p : split.programs) {
+        Program out;
+        for (const Action& a : p) {
+          if (a.kind != ActionKind::kBackward) {
+            out.push_back(a);
+            continue;
+          }
+          out.push_back({ActionKind::kBackwardInput, a.stage, a.microbatch});
+          out.push_back({ActionKind::kBackwardWeight, a.stage, a.microbatch});
+        }
+        p = out;
+      }
+      const SimResult one_f_one_b = Simulate(split, costs);
+      AutoOptions limit;
+      for (const RankMetrics& m : one_f_one_b.per_rank) limit.activation_limit.push_back(m.peak_activation_bytes);
+      const SimResult found = Simulate(GenerateAuto({4, M, 0}, costs, limit), costs);
+      CHECK(found.makespan <= one_f_one_b.makespan);
+      for (size_t r = 0; r < 4; ++r) {
+        CHECK(found.per_rank[r].peak_activation_bytes <= limit.activation_limit[r]);
+      }
+    }
+  }
 }
 
 }  // namespace pplab::zb_auto_test

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "schedules/action_kinds.h"
@@ -189,14 +190,20 @@ TimeNs CostModel::CollectiveTime(const Action& action) const {
   return RingAllGatherTime(c.param_bytes, dp_);
 }
 
-TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {
+double CostModel::TransferTimeNs(RankId from, RankId to, Bytes bytes) const {
   const auto it = links_.find({from, to});
   const Link& link = it == links_.end() ? link_ : it->second;
-  TimeNs t = link.latency;
-  if (link.bandwidth_gbps > 0 && bytes > 0) {
-    t += static_cast<TimeNs>(std::llround(static_cast<double>(bytes) / link.bandwidth_gbps));
-  }
+  double t = static_cast<double>(link.latency);
+  if (link.bandwidth_gbps > 0 && bytes > 0) t += static_cast<double>(bytes) / link.bandwidth_gbps;
   return t;
+}
+
+TimeNs CostModel::TransferTime(RankId from, RankId to, Bytes bytes) const {
+  // Saturated, not wrapped, past int64 (1e15 bytes at 1e-6 GB/s is 1e21
+  // ns): the simulator refuses such costs before it runs (its overflow check
+  // takes TransferTimeNs).
+  const double t = TransferTimeNs(from, to, bytes);
+  return t >= 9e18 ? std::numeric_limits<TimeNs>::max() / 2 : static_cast<TimeNs>(std::llround(t));
 }
 
 void CostModel::CheckDevices(int ranks, const std::string& schedule_name) const {

@@ -260,6 +260,9 @@ class CostModel {
   void SetDataParallel(const DataParallel& dp) { dp_ = dp; }
   // Time from the start of a send of `bytes` on from -> to until arrival.
   TimeNs TransferTime(RankId from, RankId to, Bytes bytes) const;
+  // The same in floating point, unrounded and unsaturated (the simulator's
+  // check that a plan's costs fit int64 adds these up).
+  double TransferTimeNs(RankId from, RankId to, Bytes bytes) const;
   // Throws pplab::Error unless the model covers exactly `stages` stages.
   void CheckStages(int stages, const std::string& schedule_name) const;
 

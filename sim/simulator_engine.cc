@@ -3,6 +3,7 @@
 #include "sim/simulator_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "schedules/error.h"
@@ -433,15 +434,17 @@ void CheckTotals(const Schedule& s, const CostModel& costs, bool sampled) {
         const StageId to = PeerStage(a);
         if (to < 0 || to >= s.stages) continue;  // reported when the action runs
         const Bytes message = costs.Stage(a.stage).message_bytes;
-        time += static_cast<double>(costs.TransferTime(r, s.placement[to], message));
+        time += costs.TransferTimeNs(r, s.placement[to], message);
         // The message, and what its sender and receiver buffers hold.
         bytes += static_cast<double>(2 * message + costs.Stage(a.stage).forward_send_bytes.value_or(message));
       }
     }
   }
   if (time > kLimit || bytes > kLimit) {
+    char figures[96];
+    std::snprintf(figures, sizeof figures, "%.3g ns, %.3g bytes", time, bytes);
     throw Error("simulate '" + s.name + "': the costs add up to more than int64 nanoseconds or bytes can hold (" +
-                std::to_string(time) + " ns, " + std::to_string(bytes) + " bytes); use smaller times or sizes");
+                figures + "); use smaller times or sizes");
   }
 }
 

@@ -24,6 +24,7 @@ std::string Percent(const nlohmann::json& x) { return x.is_null() ? "-" : Fixed(
 
 int RunCompare(const CompareOptions& o) {
   const std::vector<std::string> names = GeneratorNames(o.schedules);
+  CheckAutoLimitsAmong(o.plan, names);
   nlohmann::json rows = nlohmann::json::array();
   const CostFileShape cost_shape = CostFileShapeOf(o.plan);
   for (const std::string& name : names) {

@@ -27,6 +27,7 @@ struct SweepOptions {
 
 int RunSweep(const SweepOptions& o) {
   const std::vector<std::string> names = GeneratorNames(o.schedules);
+  CheckAutoLimitsAmong(o.plan, names);
   // A value given twice would give every row of it twice.
   for (const auto& [flag, values] : {std::pair<const char*, const std::vector<int>*>{"--ranks", &o.ranks},
                                      {"--microbatches", &o.microbatches},

@@ -98,7 +98,13 @@ void AddCostFlags(CLI::App& app, PlanOptions& o) {
   app.add_option("--weight-grad-bytes", o.weight_grad_bytes,
                  "bytes an I keeps for its W (split schedules; one rank's share)")
       ->check(kBytes);
-  app.add_option("--cost", o.cost_file, "cost model JSON file (overrides the uniform flags)");
+  CLI::Option* cost =
+      app.add_option("--cost", o.cost_file, "cost model JSON file (instead of the uniform flags above)");
+  // A file gives every cost: a flag beside it would be dropped unseen.
+  for (const char* flag : {"--f-time", "--b-time", "--w-time", "--comm-latency", "--comm-bandwidth", "--message-bytes",
+                           "--activation-bytes", "--weight-grad-bytes"}) {
+    cost->excludes(app.get_option(flag));
+  }
   app.add_option("--recompute", o.recompute,
                  "stages whose activations are recomputed: none, all, or stage ids like 0,1 (their F keeps only its "
                  "inputs; their B or I runs the forward again first)")
@@ -224,6 +230,14 @@ Schedule BuildScheduleAsWritten(const PlanOptions& o, const std::string& name) {
 Schedule BuildSchedule(const PlanOptions& o, const std::string& name, const CostFileShape* shape) {
   Schedule s = BuildScheduleAsWritten(o, name);
   return WithCostFileReplicas(shape != nullptr ? shape->replicas : CostFileShapeOf(o).replicas, std::move(s));
+}
+
+void CheckAutoLimitsAmong(const PlanOptions& o, const std::vector<std::string>& names) {
+  if (!o.memory_limit_bytes && !o.inflight_limit) return;
+  if (std::none_of(names.begin(), names.end(), [](const std::string& n) { return FindGenerator(n).needs_costs; })) {
+    throw Error(std::string(o.inflight_limit ? "--inflight-limit" : "--memory-limit") +
+                " shapes zb-auto's search only, and --schedules has no zb-auto");
+  }
 }
 
 void CheckAutoLimits(const PlanOptions& o) {

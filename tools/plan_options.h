@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "schedules/schedule.h"
 #include "sim/cost_model.h"
@@ -59,6 +60,8 @@ void AddCostFlags(CLI::App& app, PlanOptions& options);
 // --memory-limit or --inflight-limit is given for a schedule they do not
 // shape (all but zb-auto), which would otherwise run past them unsaid.
 void CheckAutoLimits(const PlanOptions& options);
+// compare and sweep: the zb-auto limits need zb-auto among `names`.
+void CheckAutoLimitsAmong(const PlanOptions& options, const std::vector<std::string>& names);
 
 // Binds --model, --microbatch-size, --seq-len and --partition, which check a
 // --cost file written by `pplab profile` against what it was measured with.

@@ -94,6 +94,17 @@ TEST_CASE("costs whose sums would overflow int64 are refused", "[sim]") {
   c.backward = 1;
   CHECK_THROWS_WITH(Simulate(Generate1F1B(2, 8), CostModel::Uniform(2, c, {})),
                     Catch::Contains("more than int64 nanoseconds or bytes can hold"));
+  // One message of 1e15 bytes at 1e-6 GB/s takes 1e21 ns: past int64 on
+  // its own (it wrapped to a negative time, and the plan ran), while the
+  // bytes held stay in range. The figures are those of the costs.
+  StageCost m;
+  m.forward = 1;
+  m.backward = 1;
+  m.message_bytes = 1000000000000000;
+  const CostModel slow_link = CostModel::Uniform(2, m, Link{0, 1e-6});
+  CHECK(slow_link.TransferTime(0, 1, m.message_bytes) > 0);
+  CHECK_THROWS_WITH(Simulate(Lower(Generate1F1B(2, 2)), slow_link),
+                    Catch::Contains("can hold (4e+21 ns, 3.6e+16 bytes)"));
 }
 
 TEST_CASE("the closed form is only claimed for the generator's own order and real costs", "[sim]") {

@@ -664,11 +664,12 @@ TEST_CASE("cli: stats and explain say how ranks sharing a device used it", "[cli
 
 TEST_CASE("cli: --overlapped-pairs costs DualPipe's F&B pairs at once or in turn, over the flags or a --cost file",
           "[cli][cost]") {
-  // dualpipe, K=4, M=8, F=1, B=2 a stage: each rank runs 8 F and 8 B,
+  // dualpipe, K=4, M=8, F=1, B=2 a stage (the flags' defaults, and the
+  // file's below): each rank runs 8 F and 8 B,
   // 24 ms of work in turn; three of its F&B pairs run at once, each
   // max(F, B) = 2 where in turn it is F + B = 3, so 21 ms at once.
   const auto busy = [](const std::string& flags) {
-    const PplabRun r = Pplab("simulate -s dualpipe -k 4 -m 8 --f-time 1 --b-time 2 --json " + flags);
+    const PplabRun r = Pplab("simulate -s dualpipe -k 4 -m 8 --json " + flags);
     REQUIRE(r.code == 0);
     const nlohmann::json j = nlohmann::json::parse(r.out);
     std::vector<double> out;
@@ -688,6 +689,22 @@ TEST_CASE("cli: --overlapped-pairs costs DualPipe's F&B pairs at once or in turn
   const PplabRun bad = Pplab("simulate -s dualpipe -k 4 -m 8 --overlapped-pairs both");
   CHECK(bad.code != 0);
   CHECK_THAT(bad.out, Catch::Contains("--overlapped-pairs"));
+  // A cost flag beside the file that gives every cost is refused, not
+  // dropped unseen.
+  for (const std::string& verb : {"simulate -s dualpipe", "compare", "sweep -o -", "show -s dualpipe"}) {
+    const PplabRun both = Pplab(verb + " -k 4 -m 8 --cost " + cost + " --comm-latency 5");
+    INFO(verb << "\n" << both.out);
+    CHECK(both.code != 0);
+    CHECK(both.out == "pplab: error: --comm-latency excludes --cost\n");
+  }
+  // zb-auto's limits where no zb-auto is compared would be dropped unseen.
+  for (const std::string& verb : {"compare --schedules 1f1b,zb-h1", "sweep --schedules 1f1b -o -"}) {
+    const PplabRun limited = Pplab(verb + " -k 4 -m 8 --inflight-limit 2");
+    INFO(verb << "\n" << limited.out);
+    CHECK(limited.code == 2);
+    CHECK(limited.out ==
+          "pplab: error: --inflight-limit shapes zb-auto's search only, and --schedules has no zb-auto\n");
+  }
 }
 
 }  // namespace pplab::cli_test

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "models/flops.h"
+#include "models/llama_config.h"
 #include "models/partition.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
@@ -41,6 +43,16 @@ void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double
                   const std::string& latency_help) {
   sub.add_option(prefix + "-bandwidth", gbps, bandwidth_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
   sub.add_option(prefix + "-latency", ms, latency_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
+}
+
+// The model as the plan file records it: a preset's name as it is, a
+// config file or folder by its absolute path, so that `train --plan` finds
+// it from any folder (a relative path was read from the one it runs in).
+std::string PlannedModel(const std::string& model) {
+  if (LlamaConfigPath(model).empty()) return model;
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(model, ec);
+  return ec ? model : absolute.lexically_normal().string();
 }
 
 int RunPlan(const PlanCmdOptions& o) {
@@ -132,7 +144,7 @@ int RunPlan(const PlanCmdOptions& o) {
   const PlanCandidate& chosen = result.fitting[o.pick - 1];
   // The train flags the plan was costed with, in the file, so that `train
   // --plan` runs what was planned without them on its command line.
-  nlohmann::json planned = {{"model", o.model},
+  nlohmann::json planned = {{"model", PlannedModel(o.model)},
                             {"partition", TrainPartition(chosen)},
                             {"batch_size", o.global_batch},
                             {"seq_len", search.seq_len},
@@ -258,12 +270,13 @@ void SetupPlan(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--memory-per-rank", o->memory_per_rank, "memory limit of one rank, e.g. 8GiB, 500MB, 2e9")
       ->required();
-  sub->add_option("--cost", o->cost_files,
-                  "cost file from `pplab profile` to fit the costs to (default: analytic); give it again with "
-                  "profiles at other microbatch sizes to fit a fixed time a layer and microbatch besides the time "
-                  "per FLOP")
-      ->take_all()
-      ->allow_extra_args(false);
+  CLI::Option* cost =
+      sub->add_option("--cost", o->cost_files,
+                      "cost file from `pplab profile` to fit the costs to (default: analytic); give it again with "
+                      "profiles at other microbatch sizes to fit a fixed time a layer and microbatch besides the time "
+                      "per FLOP")
+          ->take_all()
+          ->allow_extra_args(false);
   sub->add_option("--seq-len", o->seq_len,
                   "tokens per sequence (default: the profile's, else the model's max_position_embeddings)")
       ->check(CLI::Range(1, 1 << 20));
@@ -276,7 +289,8 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   sub->add_option("--threads", o->threads,
                   "with --gpus, threads that search the K x D x T grids (default: the machine's cores; the "
                   "ranking is the same for any number)")
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 1024))
+      ->needs("--gpus");
   sub->add_option("-o,--output", o->out_path, "plan file to write (the best candidate, or --pick's)")
       ->capture_default_str();
   sub->add_option(
@@ -294,9 +308,11 @@ void SetupPlan(CLI::App& app, int& exit_code) {
                   "also write the best (or --pick's) candidate's costs as a cost file, as plan costed them (fitted "
                   "to --cost, or analytic; recomputed stages included): pplab simulate --plan PLAN --cost FILE "
                   "gives its step and each rank's memory again");
-  sub->add_option("--flops-per-second", o->flops_per_second, "analytic costs: sustained FLOP/s of one rank")
+  sub->add_option("--flops-per-second", o->flops_per_second,
+                  "analytic costs: sustained FLOP/s of one rank (a --cost profile gives its own)")
       ->check(CLI::Range(1.0, 1e18))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(cost);
   sub->add_option("--recompute", o->recompute,
                   "none, all (every stage's activations recomputed in B: less memory, one more F per microbatch) or "
                   "auto (cost each candidate both ways)")

@@ -21,7 +21,17 @@ int SearchThreads(int given) {
 // up to a node's GPUs (8 without --gpus-per-node) and N, where the model
 // splits.
 std::vector<int> TensorParallelSizes(const LlamaConfig& config, int gpus, int gpus_per_node, std::optional<int> given) {
-  if (given) return {*given};
+  if (given) {
+    // A --tp the GPUs or the model cannot take is named as such (the grid
+    // search would only say that no K x D x T fits).
+    if (*given < 1 || gpus % *given != 0) {
+      throw Error("--tp " + std::to_string(*given) + " does not divide --gpus " + std::to_string(gpus));
+    }
+    if (const std::string why = WhyNoTensorParallel(config, *given); !why.empty()) {
+      throw Error("--tp " + std::to_string(*given) + ": the model's " + why);
+    }
+    return {*given};
+  }
   std::vector<int> sizes;
   const int most = std::min(gpus, gpus_per_node > 0 ? gpus_per_node : 8);
   for (int T = 1; T <= most; T *= 2) {

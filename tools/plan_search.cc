@@ -197,8 +197,10 @@ void Refit(const PlanSearchOptions& o, std::vector<PlanCandidate>& over, PlanSea
 }  // namespace
 
 void RankCandidates(std::vector<PlanCandidate>& candidates) {
-  std::stable_sort(candidates.begin(), candidates.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
-    return a.step_time != b.step_time ? a.step_time < b.step_time : a.peak_memory < b.peak_memory;
+  const auto micros = [](TimeNs t) { return (t + 500) / 1000; };
+  std::stable_sort(candidates.begin(), candidates.end(), [&micros](const PlanCandidate& a, const PlanCandidate& b) {
+    const TimeNs x = micros(a.step_time), y = micros(b.step_time);
+    return x != y ? x < y : a.peak_memory < b.peak_memory;
   });
 }
 

@@ -108,7 +108,9 @@ std::string TrainPartition(const PlanCandidate& candidate);
 // the smallest peak memory seen) when every candidate is over the limit.
 PlanSearchResult SearchPlans(const PlanSearchOptions& options);
 
-// Best first: by predicted step time, then by lower peak memory (stable).
+// Best first: by predicted step time to the microsecond, then by lower peak
+// memory (stable). (Fitted costs round to the nanosecond: two plans whose
+// times differ by a few ns are a tie, and the leaner one goes first.)
 void RankCandidates(std::vector<PlanCandidate>& candidates);
 
 // Simulates the first options.sample_top candidates of `ranked` (best

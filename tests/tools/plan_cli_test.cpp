@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -423,6 +424,21 @@ TEST_CASE("cli: plan costs dualpipe's exchange between its two copies of the mod
   CHECK(dual["step"]["copy_exchange_ms"].get<double>() > 0.5);
   REQUIRE(Pplab(base + "1f1b").code == 0);
   CHECK_FALSE(nlohmann::json::parse(ReadTextFile(cost))["step"].contains("copy_exchange_ms"));
+}
+
+TEST_CASE("cli: a plan file records a config file's absolute path, a preset by its name", "[cli][plan]") {
+  // The config given relative to the folder plan runs in: train --plan
+  // from another folder reads the file's path, so it must not be relative.
+  const std::string dir = TempPath("plan_model_path");
+  std::filesystem::create_directories(dir + "/configs");
+  WriteTextFile(dir + "/configs/tiny.json", ReadTextFile(PPLAB_TEST_DATA_DIR "/fuzz/llama_config/tiny.json"));
+  const std::string args = " --ranks 2 --global-batch 8 --seq-len 16 --memory-per-rank 1GiB --schedules 1f1b -o ";
+  REQUIRE(Pplab("plan --model configs/tiny.json" + args + "plan.json", "cd " + dir + " && ").code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(ReadTextFile(dir + "/plan.json"))["planned"];
+  CHECK(std::filesystem::equivalent(planned["model"].get<std::string>(), dir + "/configs/tiny.json"));
+  CHECK(std::filesystem::path(planned["model"].get<std::string>()).is_absolute());
+  REQUIRE(Pplab("plan --model tiny" + args + "preset.json", "cd " + dir + " && ").code == 0);
+  CHECK(nlohmann::json::parse(ReadTextFile(dir + "/preset.json"))["planned"]["model"] == "tiny");
 }
 
 }  // namespace pplab::plan_cli_test

@@ -566,4 +566,22 @@ TEST_CASE("plan: graphed profiles cost each stage's graph slots and search whole
   CHECK_THROWS_WITH(SearchPlans(tp), Catch::StartsWith("--tp 2: the profiles ran as CUDA graphs"));
 }
 
+TEST_CASE("plan ranks step times to the microsecond, then the leaner plan first", "[plan]") {
+  // Fitted costs round to the nanosecond: 3 ns apart is a tie.
+  std::vector<PlanCandidate> c(3);
+  c[0].schedule = "a";
+  c[0].step_time = 62663214;
+  c[0].peak_memory = 65700000;
+  c[1].schedule = "b";
+  c[1].step_time = 62663217;
+  c[1].peak_memory = 49100000;
+  c[2].schedule = "c";
+  c[2].step_time = 62662000;  // a microsecond less: first, whatever its memory
+  c[2].peak_memory = 90000000;
+  RankCandidates(c);
+  CHECK(c[0].schedule == "c");
+  CHECK(c[1].schedule == "b");
+  CHECK(c[2].schedule == "a");
+}
+
 }  // namespace pplab::cli::plan_search_test

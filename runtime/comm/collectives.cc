@@ -2,8 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
+#include <thread>
 
 #include "runtime/comm/c10d_group.h"
 #include "runtime/comm/device_wait.h"
@@ -39,11 +41,27 @@ std::string Who(const ProcessGroupHandle& group, const char* what) {
   return "rank " + std::to_string(group.rank) + " in " + what;
 }
 
+// Waits for a collective's work as Wait does, then, with Gloo, until the
+// group's worker thread has let go of it: that thread marks the work done
+// and only then drops its own reference, which holds the work's tensors.
+// Until it does, a tensor the caller frees stays allocated, for a few
+// microseconds or longer, and the bytes a rank holds after an action depend
+// on the thread's timing (profile --tp read one activation-sized buffer
+// more or less from run to run). `work` is the caller's only reference;
+// the wait for the thread is bounded (it is memory, not correctness).
+void WaitReleased(Backend backend, const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout,
+                  const std::string& what) {
+  Wait(backend, work, timeout, what);
+  if (backend != Backend::kGloo) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  while (work.use_count() > 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+
 }  // namespace
 
 double AllReduceSum(ProcessGroupHandle& group, double value, std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> t = {torch::full({1}, value, torch::TensorOptions(torch::kFloat64).device(group.device))};
-  Wait(group.backend, group.group->allreduce(t), timeout, Who(group, "all-reduce"));
+  WaitReleased(group.backend, group.group->allreduce(t), timeout, Who(group, "all-reduce"));
   return HostCopy(t[0], timeout, Who(group, "all-reduce"))[0].item<double>();
 }
 
@@ -114,7 +132,7 @@ std::shared_ptr<PendingCollective> StartReduceScatterAlong(ProcessGroupHandle& g
 }
 
 void WaitCollective(PendingCollective& pending, std::chrono::milliseconds timeout) {
-  Wait(pending.backend, pending.work, timeout, pending.what);
+  WaitReleased(pending.backend, pending.work, timeout, pending.what);
 }
 
 at::Tensor WaitResult(PendingCollective& pending, std::chrono::milliseconds timeout) {
@@ -134,7 +152,7 @@ at::Tensor ReduceScatterAlong(ProcessGroupHandle& group, const at::Tensor& tenso
 
 void AllReduceSumInPlace(ProcessGroupHandle& group, at::Tensor& tensor, std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> t = {tensor};
-  Wait(group.backend, group.group->allreduce(t), timeout, Who(group, "all-reduce"));
+  WaitReleased(group.backend, group.group->allreduce(t), timeout, Who(group, "all-reduce"));
 }
 
 void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {
@@ -145,7 +163,7 @@ void Barrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {
     AllReduceSum(group, 0.0, timeout);
     return;
   }
-  Wait(group.backend, group.group->barrier(), timeout, Who(group, "barrier"));
+  WaitReleased(group.backend, group.group->barrier(), timeout, Who(group, "barrier"));
 }
 
 void HostBarrier(ProcessGroupHandle& group, std::chrono::milliseconds timeout) {

@@ -2,6 +2,7 @@
 // global name, for single-process use (torch.load's, or safetensors).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -36,7 +37,9 @@ void SetupExportModel(CLI::App& app, int& exit_code) {
     // A file is checked first, for the reason; a folder (DIR/) is made by
     // ExportModel, which names what stops it.
     if (o->out.empty()) throw Error("-o: give a file, or a folder (DIR/)");
-    if (o->out.back() != '/') CheckOutputFile("-o", o->out);
+    // An existing folder given without its slash is a folder too.
+    std::error_code ec;
+    if (o->out.back() != '/' && !std::filesystem::is_directory(o->out, ec)) CheckOutputFile("-o", o->out);
     const int n = ExportModel(o->checkpoint, o->out, o->bf16);
     std::printf("wrote %d parameters to %s\n", n, o->out.c_str());
     exit_code = 0;

@@ -145,7 +145,7 @@ std::vector<std::string> CheckpointsBelow(const std::string& dir, int step) {
   return out;
 }
 
-std::string LatestCheckpoint(const std::string& dir) {
+std::string LatestCheckpoint(const std::string& dir, bool for_training) {
   const fs::path latest = fs::path(dir) / "latest";
   std::error_code ec;
   if (!fs::exists(latest, ec)) return "";
@@ -153,7 +153,8 @@ std::string LatestCheckpoint(const std::string& dir) {
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (!IsStepName(name)) {
     throw Error(latest.string() + ": expected a checkpoint name like step-000012, found '" + Printable(name) +
-                "' (write the name of the step to continue from into it, or pass --overwrite to start over)");
+                "' (write the name of the step to continue from into it" +
+                (for_training ? ", or pass --overwrite to start over)" : ")"));
   }
   const fs::path path = fs::path(dir) / name;
   if (!fs::is_directory(path, ec)) {
@@ -343,7 +344,7 @@ std::string ResolveCheckpoint(const std::string& path) {
   if (fs::exists(fs::path(path) / "manifest.json", ec)) return StepFolder(path);
   if (!fs::exists(path, ec)) throw Error("--checkpoint " + path + ": no such file or directory");
   if (!fs::is_directory(path, ec)) throw Error("--checkpoint " + path + " is a file, not a checkpoint directory");
-  const std::string dir = LatestCheckpoint(path);
+  const std::string dir = LatestCheckpoint(path, false);
   if (dir.empty() && HoldsCheckpoints(path)) {
     throw Error("--checkpoint " + path + " holds step directories but no 'latest' file: give one of them as " +
                 "--checkpoint, or write its name into " + path + "/latest");
@@ -401,7 +402,11 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
     WriteSafetensors(file, tensors, bf16, {{"format", "pt"}, {"written_by", "pplab export-model"}});
     return static_cast<int>(tensors.size());
   };
-  if (EndsWith(out_file, ".safetensors")) return write_safetensors(out_file);
+  // (M.SAFETENSORS too: a pickle under that name would be refused by
+  // --init-from, which reads safetensors whatever the name.)
+  std::string lower = out_file;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (EndsWith(lower, ".safetensors")) return write_safetensors(out_file);
   struct stat info;
   if (!out_file.empty() && (out_file.back() == '/' || (stat(out_file.c_str(), &info) == 0 && S_ISDIR(info.st_mode)))) {
     // A model's folder as Hugging Face keeps one: the weights, config.json

@@ -77,7 +77,9 @@ std::vector<std::string> CheckpointsBelow(const std::string& dir, int step);
 // The path of DIR's latest checkpoint, or "" if DIR has no `latest`.
 // Throws pplab::Error (one printable line) when `latest` is not a
 // checkpoint name or names a directory that does not exist.
-std::string LatestCheckpoint(const std::string& dir);
+// `for_training`: the error's hint names train's --overwrite (generate and
+// export-model have none).
+std::string LatestCheckpoint(const std::string& dir, bool for_training = true);
 
 // The checkpoint a run continues from: removes `*.tmp` directories left by
 // failed saves, and returns LatestCheckpoint(dir). When step directories

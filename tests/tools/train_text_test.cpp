@@ -178,6 +178,11 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
                                            "--tokenizer " + ck256_tokenizer + greedy,
                                        "cd " + elsewhere + " && "));
   CHECK(from_weights["continuation"] == from_checkpoint["continuation"]);
+  // An existing folder given without its slash is written as a folder.
+  const std::string folder_no_slash = Tmp("exported_folder");
+  REQUIRE(Pplab("export-model --checkpoint " + ck256 + " -o " + folder_no_slash).code == 0);
+  CHECK(fs::exists(folder_no_slash + "/config.json"));
+  CHECK(fs::exists(folder_no_slash + "/model.safetensors"));
   // A checkpoint whose tokenizer copy was replaced exports no folder.
   const std::string swapped = Tmp("ck_swapped");
   REQUIRE(std::system(("cp -r " + dir + "/. " + swapped + " && cp " + other_model + " " + swapped + "/" +

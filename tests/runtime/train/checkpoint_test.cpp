@@ -314,6 +314,9 @@ TEST_CASE("export-model writes a safetensors file under Hugging Face's names, in
   }
   CHECK_FALSE(torch::equal(toy.b, toy.b.to(torch::kBFloat16).to(torch::kFloat)));  // 2^-10 is below BF16's step
   CHECK_THROWS_WITH(ExportModel(dir, dir + "/model.pt", true), Catch::Contains("--bf16 writes a .safetensors file"));
+  // The suffix in capitals names a safetensors file too (it was a pickle).
+  CHECK(ExportModel(dir, dir + "/MODEL.SAFETENSORS") == 2);
+  CHECK(WeightFiles::Open(dir + "/MODEL.SAFETENSORS").Tensors().size() == 2);
 }
 
 TEST_CASE("export-model writes through a symlink, and never over the checkpoint it reads", "[checkpoint]") {

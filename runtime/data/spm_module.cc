@@ -127,7 +127,7 @@ int pplab_spm_train(const char* text, size_t size, int vocab_size, int llama2_id
       {"bos_id", llama2_ids ? "1" : "2"},
       {"eos_id", llama2_ids ? "2" : "3"},
       {"character_coverage", "0.9995"},
-      {"byte_fallback", vocab_size >= 1024 ? "true" : "false"},
+      {"byte_fallback", vocab_size >= kByteFallbackVocab ? "true" : "false"},
       {"max_sentence_length", "65536"},
       {"num_threads", "1"},
       {"minloglevel", "2"},

@@ -11,6 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// pplab_spm_train's vocabularies of this many pieces or more hold the 256
+// byte pieces (byte fallback); smaller ones map unseen bytes to UNK.
+enum { kByteFallbackVocab = 1024 };
+
 extern "C" {
 
 // Every function returns 0 on success; otherwise a message is written into

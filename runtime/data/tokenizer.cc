@@ -294,8 +294,13 @@ std::string TrainError(int vocab_size, const std::string& raw) {
            m[2].str() + " or more";
   }
   if (std::regex_search(raw, m, std::regex(R"(Please set it to a value <= (\d+))"))) {
-    return flag + "BPE finds at most " + m[1].str() + " pieces in this corpus; give --vocab-size " + m[1].str() +
-           " or less, or more text";
+    // From 1024 pieces up the vocabulary holds the 256 byte pieces too
+    // (spm_module.cc's byte_fallback): below it they are not there, and
+    // the corpus gives 256 fewer.
+    int most = std::stoi(m[1].str());
+    if (vocab_size >= kByteFallbackVocab && most < kByteFallbackVocab) most -= 256;
+    return flag + "BPE finds at most " + std::to_string(most) + " pieces in this corpus; give --vocab-size " +
+           std::to_string(most) + " or less, or more text";
   }
   // "Internal: ./src/file.cc(580) [condition] message": the message.
   std::string message = raw;

@@ -217,6 +217,22 @@ TEST_CASE("SentencePiece's training errors name --vocab-size and the size that w
   CHECK_THROWS_WITH(TrainTokenizer(docs, 1000000, path),
                     Catch::Matches("--vocab-size 1000000: BPE finds at most [0-9]+ pieces in this corpus; give "
                                    "--vocab-size [0-9]+ or less, or more text"));
+  // The size named does train, also where it is below the 1024 pieces
+  // from which the 256 byte pieces are in the vocabulary (the limit
+  // SentencePiece gave counted them).
+  std::string message;
+  try {
+    TrainTokenizer(docs, 1000000, path);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  const size_t at = message.find("give --vocab-size ");
+  REQUIRE(at != std::string::npos);
+  const int most = std::stoi(message.substr(at + 18));
+  INFO(message);
+  CHECK(most < 1024);
+  CHECK_NOTHROW(TrainTokenizer(docs, most, path));
+  CHECK(Tokenizer::Load(path).VocabSize() == most);
 }
 
 TEST_CASE("a tokenizer without a PAD piece, as Llama 2's, pads with its UNK piece", "[data]") {

@@ -145,7 +145,10 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
                  "directory for the outputs not given otherwise: metrics.jsonl, checkpoints/, trace-measured.json, "
                  "trace-simulated.json, timeline.svg (\"\" for none)")
       ->capture_default_str();
-  sub.add_option("--metrics", o.metrics_path, "append one JSON line per step (loss, lr, tokens/s, bubble, val loss)");
+  sub.add_option(
+      "--metrics", o.metrics_path,
+      "one JSON line per step (loss, lr, tokens/s, bubble, val loss); a new run starts the file over, a resumed one "
+      "appends");
   sub.add_flag(
       "--measure-memory", o.measure_memory,
       "count tensor memory (CPU: a counting allocator; CUDA: the caching allocator's statistics); --json reports each "

@@ -81,10 +81,12 @@ void CheckManifest(const std::string& file, const json& m) {
   if (c.String("format") != "pplab.checkpoint") c.Fail("format", "must be \"pplab.checkpoint\"");
   const int64_t version = c.Int("version", 1, 1000);
   if (version == 1) {
-    throw Error(file +
-                ": a version-1 checkpoint (pickled .pt shards with a non-standard checksum, pplab before "
-                "2026-11-22); this pplab reads only version 2 shards, which carry their run, step and rank. Export "
-                "it with the pplab that wrote it, or start a new run");
+    throw Error(
+        file +
+        ": a version-1 checkpoint (pickled .pt shards with a non-standard checksum, pplab before "
+        "2026-11-22); this pplab reads only version 2 checkpoints, whose shards carry their run, step and rank. "
+        "Export "
+        "it with the pplab that wrote it, or start a new run");
   }
   if (version != kCheckpointVersion)
     c.Fail("version", "is " + std::to_string(version) + "; this pplab reads version 2");

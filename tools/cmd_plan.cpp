@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -80,6 +81,9 @@ int RunPlan(const PlanCmdOptions& o) {
   search.search_sequence_parallel = sequence_parallel == "auto";
   search.global_batch = o.global_batch;
   search.memory_per_rank = ParseByteSize(o.memory_per_rank, "--memory-per-rank");
+  // A candidate fits when its predicted peak leaves the headroom free.
+  search.memory_per_rank = static_cast<Bytes>(
+      std::floor(static_cast<double>(search.memory_per_rank) * (1 - o.memory_headroom_percent / 100)));
   search.schedules = o.schedules;
   search.sample_top = static_cast<size_t>(o.top);
   if (o.precision) search.precision = ParsePrecision(*o.precision);
@@ -268,6 +272,11 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   sub->add_option("--global-batch", o->global_batch, "sequences per step over all replicas (G)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--memory-headroom", o->memory_headroom_percent,
+                  "percent of --memory-per-rank a plan's predicted peak leaves free, for what the prediction "
+                  "misses (docs/planning.md, \"Memory per rank\")")
+      ->check(CLI::Range(0.0, 90.0))
+      ->capture_default_str();
   sub->add_option("--memory-per-rank", o->memory_per_rank, "memory limit of one rank, e.g. 8GiB, 500MB, 2e9")
       ->required();
   CLI::Option* cost =

@@ -151,7 +151,8 @@ void PrintPlanJson(const PlanCmdOptions& o, const PlanOutcome& out) {
       {"cuda_graphs", search.cuda_graphs},
       {"attention", search.fused_attention ? "sdpa" : "explicit"},
       {"shard_optimizer", o.shard_optimizer},
-      {"memory_per_rank", search.memory_per_rank},
+      {"memory_per_rank", search.memory_per_rank},  // less the headroom
+      {"memory_headroom_percent", o.memory_headroom_percent},
       {"costs", o.cost_files},  // empty: analytic (out.costs_from)
       {"size_ranges", SizeRangesJson(search.fit)},
       {"byte_scales", ByteScalesJson(search.fit, !out.profiled.empty())},
@@ -185,10 +186,14 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
   const PlanSearchResult& result = out.result;
   const auto [best, chosen, shown, sampled] = RowsOf(o, result);
   std::printf(
-      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank); costs: %s, %s, "
-      "attention %s\n",
+      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank%s); costs: %s, "
+      "%s, attention %s\n",
       result.simulated, Fixed(out.seconds, 2).c_str(), result.skipped, result.over_memory,
-      HumanBytes(search.memory_per_rank).c_str(), out.costs_from.c_str(), PrecisionName(search.precision),
+      HumanBytes(search.memory_per_rank).c_str(),
+      o.memory_headroom_percent > 0
+          ? (", " + Fixed(o.memory_headroom_percent, 1) + " % of --memory-per-rank kept free").c_str()
+          : "",
+      out.costs_from.c_str(), PrecisionName(search.precision),
       search.fused_attention ? "sdpa (no softmax probabilities kept)" : "explicit");
   // The fit between each two profiled sizes, for a reader to check against
   // the profiles: a fixed time a layer and microbatch, and a time per FLOP.
@@ -323,6 +328,16 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
         "with a profile at another size\n",
         chosen.microbatch_size, out.profiled.size() == 1 ? "a profile" : "profiles",
         out.profiled.front().Profile()->microbatch_size);
+  }
+  // A plan at the limit runs over it by whatever its prediction misses.
+  if (o.memory_headroom_percent == 0 &&
+      static_cast<double>(chosen.peak_memory) > 0.98 * static_cast<double>(search.memory_per_rank)) {
+    std::printf(
+        "note: its predicted peak, %s, is %s %% of --memory-per-rank; what the prediction misses (docs/planning.md, "
+        "\"Memory per rank\") can take the run over: --memory-headroom 5 keeps 5 %% free\n",
+        HumanBytes(chosen.peak_memory).c_str(),
+        Fixed(100.0 * static_cast<double>(chosen.peak_memory) / static_cast<double>(search.memory_per_rank), 1)
+            .c_str());
   }
   const std::string which = o.pick == 1 ? "best plan" : "plan #" + std::to_string(o.pick);
   std::printf("%s written to %s (%s, M=%d, v=%d, %s partition %s%s%s); run it with:\n  %s\n", which.c_str(),

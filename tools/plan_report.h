@@ -33,6 +33,7 @@ struct PlanCmdOptions {
   int gpus_per_node = 0;  // 0: no nodes (one link for all messages)
   int global_batch = 0;
   std::string memory_per_rank;
+  double memory_headroom_percent = 0;   // of --memory-per-rank kept free
   std::vector<std::string> cost_files;  // fitted together
   std::optional<int> seq_len;
   std::optional<std::string> precision;  // default: the profile's, else fp32

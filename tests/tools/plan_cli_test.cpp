@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -439,6 +440,26 @@ TEST_CASE("cli: a plan file records a config file's absolute path, a preset by i
   CHECK(std::filesystem::path(planned["model"].get<std::string>()).is_absolute());
   REQUIRE(Pplab("plan --model tiny" + args + "preset.json", "cd " + dir + " && ").code == 0);
   CHECK(nlohmann::json::parse(ReadTextFile(dir + "/preset.json"))["planned"]["model"] == "tiny");
+}
+
+TEST_CASE("cli: plan keeps --memory-headroom of the limit free, and notes a plan at the limit", "[cli][plan]") {
+  // At 23.5 MiB the best plan peaks at 23.46 MiB (99.8 %): a note; with 5 %
+  // kept free the limit is 22.325 MiB, and the plan written is under it.
+  const std::string args =
+      "plan --model small --ranks 4 --global-batch 16 --seq-len 128 --memory-per-rank 23.5MiB --recompute none -o " +
+      TempPath("headroom_plan.json");
+  const PplabRun at_limit = Pplab(args);
+  REQUIRE(at_limit.code == 0);
+  CHECK_THAT(at_limit.out, Catch::Contains("is 99.8 % of --memory-per-rank") &&
+                               Catch::Contains("--memory-headroom 5 keeps 5 % free"));
+  const PplabRun kept = Pplab(args + " --memory-headroom 5 --json");
+  REQUIRE(kept.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(kept.out);
+  const double limit = std::floor(23.5 * 1024 * 1024 * 0.95);
+  CHECK(j["best"]["peak_memory_bytes"].get<double>() <= limit);
+  CHECK(j["memory_per_rank"].get<double>() == limit);
+  CHECK_THAT(Pplab(args + " --memory-headroom 5").out, !Catch::Contains("note: its predicted peak"));
+  CHECK(Pplab(args + " --memory-headroom 95").code != 0);
 }
 
 }  // namespace pplab::plan_cli_test

@@ -190,6 +190,9 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
                  "testing aid: RANK:STEP kills that rank at that step (-1: before the rendezvous)")
       ->group("");  // hidden
   sub.add_option("--nan-at", o.nan_at, "testing aid: make that step's loss NaN (steps count from 1)")->group("");
+  sub.add_option("--nan-gradient-at", o.nan_gradient_at,
+                 "testing aid: make that step's gradients NaN on rank 0, its loss finite (steps count from 1)")
+      ->group("");
   sub.add_option(
       "--dump-grads", o.dump_grads_dir,
       "write each parameter's gradient of the last step to DIR/<global name>.pt (torch::save), as the update "

@@ -52,6 +52,7 @@ bool ParseWarmUp(const std::string& value, const c10::Device& device) {
 TrainerOptions TrainerOptionsOf(const TrainOptions& o, const Worker& worker, const LlamaConfig& config) {
   TrainerOptions options;
   options.steps = o.steps;
+  options.nan_gradient_at = o.nan_gradient_at;
   options.lr = o.lr;
   options.warmup_steps = o.warmup_steps;
   options.clip_norm = o.clip_norm;

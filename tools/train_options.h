@@ -68,6 +68,7 @@ struct TrainOptions {
   bool quiet = false;
   std::string kill_rank_at;  // "RANK:STEP", a testing aid
   int nan_at = -1;           // a testing aid: that step's loss is NaN
+  int nan_gradient_at = 0;   // a testing aid: that step's gradients are NaN, its loss finite
   std::string dump_grads_dir;
   std::string device = "cpu";
   std::string backend = "auto";

@@ -398,6 +398,10 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
                          options.tied_parameters.second);
       });
     }
+    if (step + 1 == options.nan_gradient_at && world_rank == 0) {
+      torch::NoGradGuard no_grad;
+      for (at::Tensor& g : model.Gradients(schedule, false)) g.fill_(std::nan(""));
+    }
     // Whole weights inside a split region (qk_norm's) get the group's sum.
     if (split) SumPartialGradients(share.partial_params, *options.tp_group, options.comm_timeout);
     // The loss's all-reduce carries the norm's squares too, and its host
@@ -406,8 +410,18 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
     timed("loss_allreduce", [&] { f = SumStepFigures(schedule, rank, step, result, model, share, group, options); });
     // Every rank sees the same reduced loss, so all stop together, before an
     // update that would spoil the weights; the last checkpoint stays valid.
-    if (!std::isfinite(f.loss)) {
-      throw Error("step " + std::to_string(step + 1) + ": the loss is " + std::to_string(f.loss) +
+    // The same for the gradients' norm, which every rank has too: a NaN or
+    // infinite gradient spoils the weights through AdamW's moments though
+    // the loss is finite (a NaN norm was never over --clip-norm, and the
+    // step was applied and checkpointed). A norm past float's range with
+    // finite gradients stops too: their squares overflow, as in PyTorch's
+    // clip_grad_norm_, and the run is diverging.
+    const bool loss_bad = !std::isfinite(f.loss);
+    if (loss_bad || !std::isfinite(f.norm)) {
+      const auto text = [](double x) { return std::isnan(x) ? std::string("nan") : std::to_string(x); };
+      throw Error("step " + std::to_string(step + 1) + ": " +
+                  (loss_bad ? "the loss is " + text(f.loss)
+                            : "the gradients' norm is " + text(f.norm) + " (the loss " + text(f.loss) + ")") +
                   "; stopping before the update" +
                   (options.checkpoint_dir.empty()
                        ? std::string()

@@ -43,6 +43,9 @@ struct StepReport {
 
 struct TrainerOptions {
   int steps = 1;
+  // A testing aid: at this step (from 1) rank 0's gradients become NaN
+  // after the backward, the loss left finite. 0: never.
+  int nan_gradient_at = 0;
   double lr = 1e-3;
   int warmup_steps = 0;  // linear warm-up, then cosine decay to 0 over the remaining steps
   // Clip gradients to this global L2 norm, over all stages and ranks; 0 = off.

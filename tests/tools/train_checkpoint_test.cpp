@@ -157,6 +157,21 @@ TEST_CASE("a NaN loss stops every rank before the update and keeps the last chec
                                     dir + " is intact)"));
   CHECK(ReadTextFile(dir + "/latest") == "step-000002\n");
   CHECK(Train("-k 2 -m 2 --steps 3 --resume --checkpoint-dir " + dir).code == 0);  // and it resumes
+  // NaN gradients under a finite loss stop the same way, with or without
+  // clipping (a NaN norm is never over --clip-norm: the step was applied and
+  // checkpointed, and the run then stopped, naming that checkpoint intact).
+  for (const char* clip : {"0", "1"}) {
+    REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+    const PplabRun g = Train(std::string("-k 2 -m 2 --steps 4 --checkpoint-every 1 --nan-gradient-at 3 --clip-norm ") +
+                             clip + " --checkpoint-dir " + dir);
+    INFO(g.out);
+    CHECK(g.code != 0);
+    CHECK_THAT(g.out,
+               Catch::Contains("step 3: the gradients' norm is nan (the loss ") &&
+                   Catch::Contains("); stopping before the update (the last checkpoint in " + dir + " is intact)"));
+    CHECK(ReadTextFile(dir + "/latest") == "step-000002\n");
+    CHECK(Train("-k 2 -m 2 --steps 3 --resume --checkpoint-dir " + dir).code == 0);
+  }
 }
 
 TEST_CASE("an unwritable checkpoint directory is one clear error", "[train][checkpoint]") {

@@ -338,6 +338,14 @@ int RunTrain(const TrainOptions& flags) {
     throw Error("--eval-every " + std::to_string(o.eval_every) +
                 ": --synthetic tokens have no validation split (give --eval-every 0, or train on --data)");
   }
+  // A validation flag is used or refused, never dropped unsaid.
+  if (!o.synthetic && o.given_eval_every && o.eval_every > 0 && o.val_fraction == 0) {
+    throw Error("--eval-every " + std::to_string(o.eval_every) +
+                ": --val-fraction 0 leaves no validation split (give --val-fraction above 0, or --eval-every 0)");
+  }
+  if (o.given_eval_batches && o.eval_every == 0) {
+    throw Error("--eval-batches " + std::to_string(o.eval_batches) + ": --eval-every 0 never evaluates");
+  }
   if (IsWorker()) {
     // Started by torchrun or Slurm, no launcher checked the outputs: each
     // rank does, alike, before the rendezvous (rank 0 writes nothing before
@@ -504,6 +512,7 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
     o->given_microbatches = sub->count("--microbatches") > 0;
     o->given_virtual = sub->count("--virtual") > 0;
     o->given_eval_every = sub->count("--eval-every") > 0;
+    o->given_eval_batches = sub->count("--eval-batches") > 0;
     o->parsed_flags = sub->config_to_str(false, false);
     for (const std::string& key : kPlannedFlags) {
       std::string flag = "--" + key;

@@ -269,6 +269,20 @@ void CheckOutputs(const TrainOptions& o) {
     }
   }
   CheckOutputFiles(outputs, InputsOf(o));
+  // --dump-grads writes NAME.pt for every parameter: no other output may
+  // be such a file there, nor its folder the checkpoints'.
+  if (!o.dump_grads_dir.empty()) {
+    if (!o.checkpoint_dir.empty() && ResolvedPath(o.dump_grads_dir) == ResolvedPath(o.checkpoint_dir)) {
+      throw Error("--dump-grads " + o.dump_grads_dir + " is --checkpoint-dir " + o.checkpoint_dir +
+                  ": give the gradients a folder of their own");
+    }
+    for (const FlagPath& out : outputs) {
+      if (!out.path.empty() && EndsWith(out.path, ".pt") && !EntryWithin(o.dump_grads_dir, out.path).empty()) {
+        throw Error(out.flag + " " + out.path + " is in --dump-grads " + o.dump_grads_dir +
+                    ", whose NAME.pt files are the gradients'");
+      }
+    }
+  }
   // The checkpoints' own names in their folder are theirs alone.
   for (const FlagPath& out : outputs) {
     if (!out.path.empty() && !o.checkpoint_dir.empty() && IsCheckpointEntry(EntryWithin(o.checkpoint_dir, out.path))) {

@@ -244,6 +244,19 @@ std::vector<std::string> ApplyPlannedFlags(TrainOptions& o) {
       throw Error(at + " is not a train flag a plan records (those are " + known + ")");
     }
   }
+  // A planned switch that the given sizes leave without a use goes with
+  // them (there is no flag to turn it off): the plan's --shard-optimizer
+  // under a given --dp 1, its --sequence-parallel under a given --tp 1.
+  const auto drop = [&](bool& field, const char* key, const char* size_key, int size, const char* needs) {
+    if (!field || o.given_flags.count(key) > 0 || o.given_flags.count(size_key) == 0 || size > 1) return;
+    field = false;
+    std::string flag = std::string("--") + key, size_flag = std::string("--") + size_key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    notes.push_back("--plan " + o.plan_file + " was planned with " + flag + ", which needs " + needs + "; this run " +
+                    "takes " + size_flag + " " + std::to_string(size) + " without it");
+  };
+  drop(o.shard_optimizer, "shard_optimizer", "dp", o.dp, "--dp 2 or more");
+  drop(o.sequence_parallel, "sequence_parallel", "tp", o.tp, "--tp 2 or more");
   return notes;
 }
 

@@ -78,6 +78,7 @@ struct TrainOptions {
   bool resume = false;
   bool overwrite = false;
   // Which of the flags a --plan fixes were given (they must agree with it).
+  bool given_eval_batches = false;
   bool given_schedule = false, given_ranks = false, given_microbatches = false, given_virtual = false;
   // Which of kPlannedFlags were given on the command line (the others take
   // a --plan file's planned values).

@@ -52,8 +52,14 @@ void Guard(const std::string& what, F post) {
   try {
     post();
   } catch (const std::exception& e) {
-    const std::string message = e.what();
-    throw Error(what + ": " + message.substr(0, message.find('\n')));
+    std::string message = e.what();
+    message = message.substr(0, message.find('\n'));
+    // Gloo's own source location ("[./gloo/transport/tcp/unbound_buffer.cc:81]
+    // Timed out ..."): the message is the reader's, the location is not.
+    if (message.rfind("[", 0) == 0 && message.find("] ") != std::string::npos) {
+      message = message.substr(message.find("] ") + 2);
+    }
+    throw Error(what + ": " + message);
   }
 }
 

@@ -104,6 +104,17 @@ TEST_CASE("train --plan takes the flags the plan file records where the command 
     CHECK(t.code == 2);
     CHECK_THAT(t.out, Catch::StartsWith("pplab: error: --plan " + plan + ": " + message));
   }
+  // A planned switch whose size is given away goes with it: there is no
+  // flag to turn the plan's --shard-optimizer off under --dp 1.
+  nlohmann::json sharded = file;
+  sharded["planned"]["dp"] = 2;
+  sharded["planned"]["shard_optimizer"] = true;
+  WriteTextFile(plan, sharded.dump());
+  t = Pplab(run + " --dp 1");
+  INFO(t.out);
+  REQUIRE(t.code == 0);
+  CHECK_THAT(t.out, Catch::Contains("was planned with --shard-optimizer, which needs --dp 2 or more; this run takes "
+                                    "--dp 1 without it"));
 }
 
 TEST_CASE("train runs PyTorch's lowered plan without its UNSHARD/RESHARD, and says so", "[train][plan]") {

@@ -191,12 +191,17 @@ TEST_CASE("bad options are refused with one line before any worker starts", "[tr
     const char* says;
   };
   const std::string with_plan = "--plan " + plan + " -k 4";
+  const std::string dump = std::string(PPLAB_TEST_TMP_DIR) + "/reliability_dump";
+  const std::string dump_trace = "-k 1 --dump-grads " + dump + " --trace " + dump + "/norm.weight.pt";
+  const std::string dump_checkpoints = "-k 1 --dump-grads " + dump + " --checkpoint-dir " + dump;
   double k4096 = 0;
   for (const Case& c :
        {Case{"-k 4096", "fewer than the 4096 stages"}, Case{with_plan.c_str(), "--ranks 4 conflicts with --plan"},
         Case{"-k 2 --seq-len 100000", "--seq-len 100000 exceeds the model's max_position_embeddings"},
         Case{"-k 4 -m 4 --dp 1024 --batch-size 4096", "local worker processes on"},
         Case{"-k 2 --resume --overwrite --checkpoint-dir x", "pick one"},
+        Case{dump_trace.c_str(), "whose NAME.pt files are the gradients'"},
+        Case{dump_checkpoints.c_str(), "give the gradients a folder of their own"},
         Case{"-k 2 -s zb-auto", "-s zb-auto: its order is searched with a cost model, so train runs it from a file"},
         Case{"-k 2 --resume", "--resume continues from --checkpoint-dir, and this run has none"},
         Case{"-k 2 --checkpoint-every 2", "--checkpoint-every writes into --checkpoint-dir, and this run has none"}}) {
@@ -224,6 +229,17 @@ TEST_CASE("bad options are refused with one line before any worker starts", "[tr
   CHECK(eval.code == 2);
   CHECK(CountLines(eval.out) == 1);
   CHECK_THAT(eval.out, Catch::Contains("--eval-every 5: --synthetic tokens have no validation split"));
+  // On text, an interval with no split to evaluate, and batches with no
+  // interval, are refused too (both were dropped unsaid).
+  const std::string text = "train -q --out '' --model tiny -k 1 --steps 1 --data " + std::string(PPLAB_TEST_DATA_DIR) +
+                           "/text/fortunes.txt --cache-dir " + std::string(PPLAB_TEST_TMP_DIR) +
+                           "/eval_refusals_cache ";
+  const PplabRun no_split = Pplab(text + "--val-fraction 0 --eval-every 1");
+  CHECK(no_split.code == 2);
+  CHECK_THAT(no_split.out, Catch::Contains("--eval-every 1: --val-fraction 0 leaves no validation split"));
+  const PplabRun no_interval = Pplab(text + "--eval-every 0 --eval-batches 3");
+  CHECK(no_interval.code == 2);
+  CHECK_THAT(no_interval.out, Catch::Contains("--eval-batches 3: --eval-every 0 never evaluates"));
   const PplabRun no_peak = Train("-k 1 --peak-tflops 0");  // 0 read as "not given" once
   CHECK(no_peak.code != 0);
   CHECK_THAT(no_peak.out, Catch::Contains("--peak-tflops: must be above 0"));

@@ -243,10 +243,14 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.workspace_bytes = Ns(f.workspace_scale * backward.Scaled(1));
     if (f.kind_workspace_fitted[0]) {
       const WorkspaceParts forward = StageForwardWorkspaceParts(shape, p, s, mb, o.seq_len, o.precision, layout);
-      c.forward_workspace_bytes = Ns(forward.Scaled(f.kind_workspace_scale[0]));
+      c.forward_workspace_bytes = Ns(forward.Scaled(f.kind_workspace_scale[0], f.kind_head_workspace_scale[0]));
     }
-    if (f.kind_workspace_fitted[1]) c.backward_workspace_bytes = Ns(backward.Scaled(f.kind_workspace_scale[1]));
-    if (f.kind_workspace_fitted[2]) c.backward_input_workspace_bytes = Ns(backward.Scaled(f.kind_workspace_scale[2]));
+    if (f.kind_workspace_fitted[1]) {
+      c.backward_workspace_bytes = Ns(backward.Scaled(f.kind_workspace_scale[1], f.kind_head_workspace_scale[1]));
+    }
+    if (f.kind_workspace_fitted[2]) {
+      c.backward_input_workspace_bytes = Ns(backward.Scaled(f.kind_workspace_scale[2], f.kind_head_workspace_scale[2]));
+    }
     c.backward_weight_workspace_bytes =
         Ns(f.weight_workspace_scale * StageWeightWorkspaceBytes(shape, p, s, o.precision));
     c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision) / positions);

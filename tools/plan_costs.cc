@@ -118,6 +118,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   std::vector<double> flops, units, act_layers, act_head, wgrad, msg, work;
   std::vector<double> time[4], act_y, wgrad_y, msg_y, work_y, wwork, wwork_y, slot, slot_y;
   std::vector<double> kind_work[3], kind_work_y[3];  // F, B, I: the layers' formula and the measure
+  std::vector<double> kind_head[3], kind_head_y[3];  // the same of the head, where it makes the peak
   std::vector<int> sizes, size_of;                   // the sizes seen; each point's
   double median[4] = {0, 0, 0, 0}, low[4] = {0, 0, 0, 0}, high[4] = {0, 0, 0, 0};
   double sent = 0, held = 0, cast = 0, stage_params = 0;
@@ -175,6 +176,10 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
         if (*measured && parts->layers > 0 && parts->head == 0) {
           kind_work[k].push_back(parts->layers);
           kind_work_y[k].push_back(static_cast<double>(**measured));
+        }
+        if (*measured && parts->head > parts->layers) {
+          kind_head[k].push_back(parts->head);
+          kind_head_y[k].push_back(static_cast<double>(**measured));
         }
       }
       const double weight_work = StageWeightWorkspaceBytes(shape, p, s, meta->precision);
@@ -270,6 +275,7 @@ CostFit FitProfiles(const std::vector<const CostModel*>& profiles, const LlamaCo
   f.message_scale = ByteScale(msg, msg_y);
   if (!work.empty()) f.workspace_scale = ByteScale(work, work_y);
   for (int k = 0; k < 3; ++k) {
+    if (!kind_head[k].empty()) f.kind_head_workspace_scale[k] = ByteScale(kind_head[k], kind_head_y[k]);
     if (kind_work[k].empty()) continue;
     f.kind_workspace_scale[k] = ByteScale(kind_work[k], kind_work_y[k]);
     f.kind_workspace_fitted[k] = true;

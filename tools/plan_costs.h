@@ -58,11 +58,17 @@ struct CostFit {
   double activation_scale = 1, head_activation_scale = 1;
   double weight_grad_scale = 1, message_scale = 1, workspace_scale = 1;
   // The layers' part of each kind's temporaries (WorkspaceParts: F, B and
-  // I, in that order; the head's part is taken as it is), from profiles
+  // I, in that order; the head's part below), from profiles
   // that measured them on a stage before the last; fitted: whether any did
   // (else the kind is costed with the one workspace_scale, as before).
   std::array<double, 3> kind_workspace_scale = {1, 1, 1};
   std::array<bool, 3> kind_workspace_fitted = {false, false, false};
+  // The head's part of each kind's temporaries, from the last stages whose
+  // head part is the larger (1 where none measured it). Under --tp 2 the
+  // small preset's last stage took 1.5 times the formula's two
+  // vocabulary-wide fp32 buffers in B: a plan of another partition put its
+  // last rank's peak 9 % low with the head taken as it is.
+  std::array<double, 3> kind_head_workspace_scale = {1, 1, 1};
   // W's temporaries (StageWeightWorkspaceBytes), from profiles that measured
   // them in bf16 (the formula is 0 in fp32); fitted: whether any did.
   double weight_workspace_scale = 1;

@@ -69,8 +69,9 @@ double StageWorkspaceBytes(const LlamaConfig& c, const Partition& p, int stage, 
 // the layers' temporaries (measured on the CPU, 2026-11-28).
 struct WorkspaceParts {
   double layers = 0, head = 0;
-  // The peak with the layers' part scaled by `scale`.
-  double Scaled(double scale) const { return std::max(scale * layers, head); }
+  // The peak with the layers' part scaled by `scale` (and the head's by
+  // `head_scale`).
+  double Scaled(double scale, double head_scale = 1) const { return std::max(scale * layers, head_scale * head); }
 };
 WorkspaceParts StageForwardWorkspaceParts(const LlamaConfig& c, const Partition& p, int stage, int mb, int seq_len,
                                           Precision precision, const ActivationLayout& layout = {});

@@ -66,18 +66,19 @@ TEST_CASE("plan: a profile's activations fit the layers and the head each its ow
   CHECK(single.activation_scale == Approx((1.25 * a.layers + 1.05 * a.head) / (a.layers + a.head)).epsilon(1e-5));
 }
 
-TEST_CASE("plan: a profile's F, B, I and W temporaries fit their own factors, the head's taken as they are", "[plan]") {
+TEST_CASE("plan: a profile's F, B, I and W temporaries fit their own factors, the head's parts theirs", "[plan]") {
   const LlamaConfig c = BalancedModel();
   const Partition two = PartitionUniform(c, 2);
   // Measured in bf16: on stage 0 F's at 0.5 x the layers' formula, B's at 1.2 x and I's at 1.5 x (it
   // builds W's stash while it frees the activations); on the last stage the head's exactly (the logits,
-  // their gradient); W's at 3 x its formula (a CPU's bf16 products go through fp32).
+  // their gradient), but B's at 1.5 x (as a vocabulary split over --tp 2 took); W's at 3 x its formula
+  // (a CPU's bf16 products go through fp32).
   const auto stage = [&](int s) {
     const WorkspaceParts f = StageForwardWorkspaceParts(c, two, s, 2, kSeqLen, Precision::kBf16);
     const WorkspaceParts b = StageBackwardWorkspaceParts(c, two, s, 2, kSeqLen, Precision::kBf16);
     return "{\"forward_ms\": 1, \"backward_ms\": 2, \"activation_bytes\": 1000, \"forward_workspace_bytes\": " +
            std::to_string(std::llround(f.Scaled(0.5))) +
-           ", \"backward_workspace_bytes\": " + std::to_string(std::llround(b.Scaled(1.2))) +
+           ", \"backward_workspace_bytes\": " + std::to_string(std::llround(b.Scaled(1.2, 1.5))) +
            ", \"backward_input_workspace_bytes\": " + std::to_string(std::llround(b.Scaled(1.5))) +
            ", \"backward_weight_workspace_bytes\": " +
            std::to_string(std::llround(3 * StageWeightWorkspaceBytes(c, two, s, Precision::kBf16))) + "}";
@@ -90,6 +91,10 @@ TEST_CASE("plan: a profile's F, B, I and W temporaries fit their own factors, th
   CHECK(fit.kind_workspace_scale[1] == Approx(1.2).epsilon(1e-4));
   CHECK(fit.kind_workspace_scale[2] == Approx(1.5).epsilon(1e-4));
   CHECK(fit.weight_workspace_scale == Approx(3.0).epsilon(1e-4));
+  // The head's: B's own, the others as the formula.
+  CHECK(fit.kind_head_workspace_scale[0] == Approx(1.0).epsilon(1e-4));
+  CHECK(fit.kind_head_workspace_scale[1] == Approx(1.5).epsilon(1e-4));
+  CHECK(fit.kind_head_workspace_scale[2] == Approx(1.0).epsilon(1e-4));
   // A profile without them (files from before 2026-11-28) fits neither.
   const std::string plain = R"({"forward_ms": 1, "backward_ms": 2, "activation_bytes": 1000})";
   const CostFit old = FitProfile(CostModel::FromJson(ProfileJson(c, plain + "," + plain, bf16), "old.json"), c);

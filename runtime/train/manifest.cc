@@ -85,8 +85,7 @@ void CheckManifest(const std::string& file, const json& m) {
         file +
         ": a version-1 checkpoint (pickled .pt shards with a non-standard checksum, pplab before "
         "2026-11-22); this pplab reads only version 2 checkpoints, whose shards carry their run, step and rank. "
-        "Export "
-        "it with the pplab that wrote it, or start a new run");
+        "Export it with the pplab that wrote it, or start a new run");
   }
   if (version != kCheckpointVersion)
     c.Fail("version", "is " + std::to_string(version) + "; this pplab reads version 2");

@@ -446,7 +446,8 @@ TEST_CASE("cli: plan keeps --memory-headroom of the limit free, and notes a plan
   // At 23.5 MiB the best plan peaks at 23.46 MiB (99.8 %): a note; with 5 %
   // kept free the limit is 22.325 MiB, and the plan written is under it.
   const std::string args =
-      "plan --model small --ranks 4 --global-batch 16 --seq-len 128 --memory-per-rank 23.5MiB --recompute none -o " +
+      "plan --model small --ranks 4 --global-batch 16 --seq-len 128 --memory-per-rank 23.5MiB --recompute none "
+      "--attention explicit -o " +
       TempPath("headroom_plan.json");
   const PplabRun at_limit = Pplab(args);
   REQUIRE(at_limit.code == 0);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -228,6 +229,35 @@ TEST_CASE("train --json says how ranks sharing a device used it in the last step
   for (const char* key : {"busy", "over_slots", "compute"}) {
     CHECK(from_trace[key].get<double>() == Approx(d[key].get<double>()).margin(1e-6));
   }
+}
+
+TEST_CASE("train's simulated step on a shared device is the one its measured costs simulate to, not queued twice",
+          "[train]") {
+  // Two ranks time-slicing one slot: the measured times already hold the
+  // sharing, so the prediction from them runs the ranks' actions at once
+  // (a slot each); it queued them for the device again, 45 % long.
+  const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string dir = std::string(PPLAB_TEST_TMP_DIR) + "/shared-device-prediction";
+  std::filesystem::create_directories(dir);
+  const std::string measured = dir + "/measured.json", simulated = dir + "/simulated.json", cost = dir + "/cost.json",
+                    plan = dir + "/plan.json";
+  const PplabRun r = Pplab(
+      "train --synthetic --out '' -q --model tiny --batch-size 8 --seq-len 32 --steps 2 -m 4 -k 2 "
+      "-s 1f1b --trace " +
+          measured + " --sim-trace " + simulated,
+      "OMP_NUM_THREADS=" + threads + " ");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const Timeline sim = TimelineFromChromeTrace(ReadTextFile(simulated), simulated);
+  CHECK(sim.devices == std::vector<int>{0, 0});  // the mapping the run used
+  CHECK(sim.device_slots == std::vector<int>{2});
+  // The same costs through stats --cost-out and simulate: the same step.
+  REQUIRE(Pplab("stats " + measured + " --cost-out " + cost).code == 0);
+  REQUIRE(Pplab("export -s 1f1b -k 2 -m 4 -o " + plan).code == 0);
+  const PplabRun again = Pplab("simulate --plan " + plan + " --cost " + cost + " --json");
+  REQUIRE(again.code == 0);
+  CHECK(nlohmann::json::parse(again.out)["makespan"].get<double>() ==
+        Approx(static_cast<double>(sim.Makespan()) / 1e6).epsilon(1e-6));
 }
 
 }  // namespace pplab::train_trace_test

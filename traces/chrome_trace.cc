@@ -408,11 +408,7 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
   // (rank 0's first compute; a measured run's receives, posted then). A
   // trace whose events all start later (another clock's origin) is read from
   // its first event, so that every command measures its steps alike.
-  TimeNs first = std::numeric_limits<TimeNs>::max();
-  for (const TimelineEvent& e : t.events) first = std::min(first, e.start);
-  for (const StepEvent& e : t.step_events) first = std::min(first, e.start);
-  for (const MemorySample& m : t.memory) first = std::min(first, m.time);
-  if (first > 0) t.ShiftEarlier(first);
+  if (const TimeNs first = t.Start(); first > 0) t.ShiftEarlier(first);
   return t;
 }
 

@@ -66,6 +66,17 @@ Timeline ShiftToZero(const Timeline& timeline) {
   return out;
 }
 
+namespace {
+
+// A timeline from its first event of any kind, as the trace reader takes it.
+Timeline FromItsStart(const Timeline& timeline) {
+  Timeline out = timeline;
+  if (const TimeNs first = timeline.Start(); first > 0) out.ShiftEarlier(first);
+  return out;
+}
+
+}  // namespace
+
 TimelineDiff DiffTimelines(const Timeline& predicted_in, const Timeline& measured_in, const DiffOptions& options,
                            const std::string& predicted_origin, const std::string& measured_origin) {
   if (predicted_in.ranks != measured_in.ranks) {
@@ -79,8 +90,11 @@ TimelineDiff DiffTimelines(const Timeline& predicted_in, const Timeline& measure
 
   TimelineDiff d;
   d.ranks = predicted.ranks;
-  d.predicted = Summarize(predicted);
-  d.measured = Summarize(measured);
+  // The step as stats and explain read it, from its start: the time
+  // before a side's first compute (a measured step's launch of its first
+  // action) is the step's too. The actions are compared shifted.
+  d.predicted = Summarize(FromItsStart(predicted_in));
+  d.measured = Summarize(FromItsStart(measured_in));
   d.predicted_held = LargestHeldBytes(predicted);
   d.measured_held = LargestHeldBytes(measured);
 

@@ -1,7 +1,9 @@
 // Diff of two timelines of one plan: a predicted one (the simulator's) and a
 // measured one (the executor's), aligned action by action.
 //
-// Both timelines are first shifted so that their earliest compute start is 0.
+// Both timelines' actions are compared shifted so that their earliest compute
+// starts at 0; the summaries (makespan, busy, idle) are of the timelines as
+// they are, from the step's start, as stats and explain read them.
 // Actions are matched by (rank, kind, stage, microbatch) and, should a rank
 // run the same action twice, by occurrence. Compute actions (F, B, I, W) must
 // match one to one: a trace pair whose compute actions differ is not two
@@ -38,7 +40,7 @@ struct DiffOptions {
 
 struct TimelineDiff {
   int ranks = 0;
-  TimelineSummary predicted, measured;  // of the shifted timelines
+  TimelineSummary predicted, measured;  // of the timelines as given (not shifted)
   size_t matched_compute = 0;
   // Actions (SEND/RECV only, since compute must match) present on one side.
   size_t only_predicted = 0, only_measured = 0;

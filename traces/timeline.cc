@@ -1,6 +1,7 @@
 #include "traces/timeline.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -25,6 +26,14 @@ void Timeline::ShiftEarlier(TimeNs earlier) {
     e.end -= earlier;
   }
   for (MemorySample& m : memory) m.time -= earlier;
+}
+
+TimeNs Timeline::Start() const {
+  TimeNs first = std::numeric_limits<TimeNs>::max();
+  for (const TimelineEvent& e : events) first = std::min(first, e.start);
+  for (const StepEvent& e : step_events) first = std::min(first, e.start);
+  for (const MemorySample& m : memory) first = std::min(first, m.time);
+  return first == std::numeric_limits<TimeNs>::max() ? 0 : first;
 }
 
 TimelineSummary Summarize(const Timeline& timeline) {

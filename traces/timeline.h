@@ -68,6 +68,9 @@ struct Timeline {
   TimeNs Makespan() const;
   // Moves every event, step event and memory sample `earlier` ns earlier.
   void ShiftEarlier(TimeNs earlier);
+  // The earliest time of any event (actions, step work, memory samples);
+  // 0 for a timeline without events.
+  TimeNs Start() const;
 };
 
 // Busy and idle time of a timeline, from its compute events (the makespan

@@ -691,14 +691,14 @@ TEST_CASE("cli: --overlapped-pairs costs DualPipe's F&B pairs at once or in turn
   CHECK_THAT(bad.out, Catch::Contains("--overlapped-pairs"));
   // A cost flag beside the file that gives every cost is refused, not
   // dropped unseen.
-  for (const std::string& verb : {"simulate -s dualpipe", "compare", "sweep -o -", "show -s dualpipe"}) {
+  for (const std::string verb : {"simulate -s dualpipe", "compare", "sweep -o -", "show -s dualpipe"}) {
     const PplabRun both = Pplab(verb + " -k 4 -m 8 --cost " + cost + " --comm-latency 5");
     INFO(verb << "\n" << both.out);
     CHECK(both.code != 0);
     CHECK(both.out == "pplab: error: --comm-latency excludes --cost\n");
   }
   // zb-auto's limits where no zb-auto is compared would be dropped unseen.
-  for (const std::string& verb : {"compare --schedules 1f1b,zb-h1", "sweep --schedules 1f1b -o -"}) {
+  for (const std::string verb : {"compare --schedules 1f1b,zb-h1", "sweep --schedules 1f1b -o -"}) {
     const PplabRun limited = Pplab(verb + " -k 4 -m 8 --inflight-limit 2");
     INFO(verb << "\n" << limited.out);
     CHECK(limited.code == 2);
@@ -724,7 +724,7 @@ TEST_CASE("cli: integer flags are decimal: leading zeros are dropped, 0x is refu
   const PplabRun sweep = Pplab("sweep -k 010,02 -m 08 --schedules 1f1b -o -");
   REQUIRE(sweep.code == 0);
   CHECK_THAT(sweep.out, Catch::Contains("\n1f1b,10,1,10,8,") && Catch::Contains("\n1f1b,2,1,2,8,"));
-  for (const std::string& flag : {"-k 0x10", "-m 0b11", "--samples 0x2"}) {
+  for (const std::string flag : {"-k 0x10", "-m 0b11", "--samples 0x2"}) {
     const PplabRun r = Pplab("simulate -s 1f1b " + flag);
     INFO(flag << "\n" << r.out);
     CHECK(r.code != 0);

@@ -55,6 +55,28 @@ TEST_CASE("diff shifts both timelines so their first compute starts at 0", "[dif
   CHECK(d.top_start.front().StartDelta() == 0);
 }
 
+TEST_CASE("diff's step times run from the step's start, its actions are compared from the first compute", "[diff]") {
+  // A measured step that posts a receive at 0 and starts its first compute
+  // 0.5 ms later: that launch is the step's too, as stats reads it.
+  const Timeline t = Simulated("gpipe", 2, 3);
+  Timeline measured = t;
+  for (TimelineEvent& e : measured.events) {
+    e.start += MsToNs(0.5);
+    e.end += MsToNs(0.5);
+  }
+  TimelineEvent posted;
+  posted.rank = 1;
+  posted.action = {ActionKind::kRecvF, 1, 0};
+  posted.start = 0;
+  posted.end = MsToNs(1.5);
+  measured.events.push_back(posted);
+  const TimelineDiff d = DiffTimelines(t, measured, {});
+  CHECK(d.measured.makespan == t.Makespan() + MsToNs(0.5));
+  CHECK(d.predicted.makespan == t.Makespan());
+  CHECK(d.top_start.front().StartDelta() == 0);  // the actions line up
+  CHECK_FALSE(d.first_drift);
+}
+
 TEST_CASE("diff shifts the step events (optimizer, all-reduces) with the actions", "[diff]") {
   Timeline t = Simulated("gpipe", 2, 3);
   REQUIRE(t.Makespan() == MsToNs(12));  // (M+K-1)(f+b)

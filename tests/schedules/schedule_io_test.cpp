@@ -70,6 +70,12 @@ TEST_CASE("schedule JSON errors name the file and the field", "[schedule_io]") {
   // A tiny file that claims a huge plan is refused before anything is allocated.
   CHECK_THROWS_WITH(ScheduleFromJson(with("\"microbatches\": 2", "\"microbatches\": 100000000"), "p.json"),
                     Catch::Contains("200000000 (stage, microbatch) pairs, but only 16 actions"));
+  // Likewise ranks: a CSV of two actions and 5000 idle rows.
+  std::string idle = "0F0,0B0\n";
+  for (int r = 0; r < 5000; ++r) idle += ",\n";
+  CHECK_THROWS_WITH(ScheduleFromPytorchCsv(idle, "idle.csv", "idle"),
+                    Catch::Contains("idle.csv: 5001 ranks, but only 2 actions"));
+  CHECK_NOTHROW(ScheduleFromPytorchCsv("0F0,0B0\n,\n", "one_idle.csv", "idle"));  // an idle rank is read
 }
 
 TEST_CASE("action-level problems in a JSON file are validation's to report", "[schedule_io]") {

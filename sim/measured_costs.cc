@@ -202,12 +202,24 @@ std::string MeasuredCostJson(const Timeline& timeline, const std::string& origin
                                                               {ActionKind::kBackwardWeight, "backward_weight_ms"},
                                                               // an overlap, by its forward part's stage
                                                               {ActionKind::kOverlapFB, "forward_backward_ms"}};
+  // A stage's data-parallel all-reduce as the run took it (the mean of its
+  // REDUCE_GRAD events): without it the file's REDUCE_GRAD took no time.
+  std::map<StageId, std::pair<TimeNs, int>> reduce_grad;
+  for (const TimelineEvent& e : timeline.events) {
+    if (e.action.kind != ActionKind::kReduceGrad) continue;
+    auto& [total, count] = reduce_grad[e.action.stage];
+    total += e.end - e.start;
+    ++count;
+  }
   nlohmann::json stages = nlohmann::json::array();
   for (StageId s = 0; s <= max_stage; ++s) {
     nlohmann::json cost = nlohmann::json::object();
     for (const auto& [kind, key] : kKinds) {
       const auto it = means.find({s, kind});
       if (it != means.end()) cost[key] = it->second;
+    }
+    if (const auto it = reduce_grad.find(s); it != reduce_grad.end()) {
+      cost["reduce_grad_ms"] = NsToMs(it->second.first) / it->second.second;
     }
     stages.push_back(cost);
   }

@@ -41,8 +41,11 @@ int RunExport(const ExportOptions& o) {
     std::fwrite(text.data(), 1, text.size(), stdout);
   } else {
     WriteTextFile(o.out_path, text);
-    std::fprintf(stderr, "wrote %s: %s, %d ranks, %zu actions\n", o.out_path.c_str(), schedule.name.c_str(),
-                 schedule.ranks, schedule.NumActions());
+    // The actions the file holds: PyTorch's compute-only CSV leaves the
+    // messages (and UNSHARD/RESHARD) out.
+    const size_t written = o.format == "csv-compute" ? schedule.NumComputeActions() : schedule.NumActions();
+    std::fprintf(stderr, "wrote %s: %s, %d ranks, %zu %sactions\n", o.out_path.c_str(), schedule.name.c_str(),
+                 schedule.ranks, written, o.format == "csv-compute" ? "compute " : "");
   }
   return 0;
 }

@@ -84,6 +84,13 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
     std::stable_sort(rank.begin(), rank.end(),
                      [](const TimelineEvent* a, const TimelineEvent* b) { return RunsBefore(*a, *b); });
   }
+  // When each message's receive was posted, where the trace has it: a rank
+  // that came to its step late, posting its first receive after the
+  // message was sent, had the message there before it could wait for it.
+  std::map<MessageKey, TimeNs> posted;
+  for (const TimelineEvent& e : timeline.events) {
+    if (IsRecv(e.action.kind)) posted[MessageOf(e.action)] = e.start;
+  }
   std::vector<WaitedMessage> waited;
   for (const auto& rank : computes) {
     std::vector<TimeNs> gaps;
@@ -94,7 +101,7 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
       // The action waited, if at all, for the last-sent of its messages (an
       // OVERLAP_F_B may take two): the other had come by then.
       int messages = 0;
-      TimeNs last_sent = 0;
+      TimeNs last_sent = 0, last_posted = 0;
       RankId sender = 0;
       for (const Action& part : PartsOf(e.action)) {
         const bool forward = part.kind == ActionKind::kForward;
@@ -105,6 +112,8 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
         if (messages == 0 || it->second.first > last_sent) {
           last_sent = it->second.first;
           sender = it->second.second;
+          const auto post = posted.find(key);
+          last_posted = post == posted.end() ? 0 : post->second;
         }
         ++messages;
       }
@@ -114,6 +123,7 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
         w.seen =
             NsToMs(e.start - rank[i - 1]->end) > late_gap ? WaitedMessage::Seen::kLate : WaitedMessage::Seen::kEarly;
       }
+      if (i == 0 && last_sent < last_posted) w.seen = WaitedMessage::Seen::kEarly;
       // An action that started as its device came free (full with other
       // ranks' work up to its start) waited for the device: its message had
       // come by then, so its time is a bound.

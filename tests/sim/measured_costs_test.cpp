@@ -56,6 +56,20 @@ TEST_CASE("measured costs: a simulated run's costs and latency come back, and so
   CHECK(nlohmann::json::parse(back.meta_json)["waited_messages"] == waited.size());
 }
 
+TEST_CASE("measured costs: a first message sent before its receiver posted for it is a bound", "[measured_costs]") {
+  // Rank 1 came to its step late: it posted F0's receive at 3 ms, long
+  // after rank 0 sent F0 at 1, and had it at 3.1; 2.1 ms is no link's time.
+  Timeline late =
+      TwoRanks("late", {Event(0, ActionKind::kForward, 0, 0, 0, kMs), Event(0, ActionKind::kSendF, 0, 0, kMs, kMs),
+                        Event(1, ActionKind::kRecvF, 1, 0, 3 * kMs, 3100000),
+                        Event(1, ActionKind::kForward, 1, 0, 3100000, 4100000)});
+  CHECK(WaitedMessageMs(late).empty());
+  // Posted before the send, it waited for it: exact.
+  late.events[2].start = 0;
+  REQUIRE(WaitedMessageMs(late).size() == 1);
+  CHECK(WaitedMessageMs(late)[0] == Approx(2.1));
+}
+
 TEST_CASE("measured costs: each stage's REDUCE_GRAD takes the mean time the run's took", "[measured_costs]") {
   Timeline t =
       TwoRanks("dp", {Event(0, ActionKind::kForward, 0, 0, 0, kMs), Event(1, ActionKind::kForward, 1, 0, kMs, 2 * kMs),

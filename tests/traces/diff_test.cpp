@@ -42,14 +42,27 @@ TEST_CASE("diff of a trace with itself has no deviation and no drift", "[diff]")
   for (const ActionDeviation& a : d.top_duration) CHECK(a.DurationDelta() == 0);
 }
 
+namespace {
+
+// `t` with every action and step event `ms` later.
+Timeline Later(const Timeline& t, double ms) {
+  Timeline out = t;
+  for (TimelineEvent& e : out.events) {
+    e.start += MsToNs(ms);
+    e.end += MsToNs(ms);
+  }
+  for (StepEvent& e : out.step_events) {
+    e.start += MsToNs(ms);
+    e.end += MsToNs(ms);
+  }
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("diff shifts both timelines so their first compute starts at 0", "[diff]") {
   const Timeline t = Simulated("gpipe", 2, 3);
-  Timeline late = t;
-  for (TimelineEvent& e : late.events) {
-    e.start += MsToNs(100);
-    e.end += MsToNs(100);
-  }
-  const TimelineDiff d = DiffTimelines(t, late, {});
+  const TimelineDiff d = DiffTimelines(t, Later(t, 100), {});
   CHECK(d.measured.makespan == d.predicted.makespan);
   CHECK_FALSE(d.first_drift);
   CHECK(d.top_start.front().StartDelta() == 0);
@@ -59,11 +72,7 @@ TEST_CASE("diff's step times run from the step's start, its actions are compared
   // A measured step that posts a receive at 0 and starts its first compute
   // 0.5 ms later: that launch is the step's too, as stats reads it.
   const Timeline t = Simulated("gpipe", 2, 3);
-  Timeline measured = t;
-  for (TimelineEvent& e : measured.events) {
-    e.start += MsToNs(0.5);
-    e.end += MsToNs(0.5);
-  }
+  Timeline measured = Later(t, 0.5);
   TimelineEvent posted;
   posted.rank = 1;
   posted.action = {ActionKind::kRecvF, 1, 0};
@@ -81,16 +90,7 @@ TEST_CASE("diff shifts the step events (optimizer, all-reduces) with the actions
   Timeline t = Simulated("gpipe", 2, 3);
   REQUIRE(t.Makespan() == MsToNs(12));  // (M+K-1)(f+b)
   for (RankId r = 0; r < 2; ++r) t.step_events.push_back({r, "optimizer", MsToNs(12), MsToNs(14)});
-  Timeline late = t;
-  for (TimelineEvent& e : late.events) {
-    e.start += MsToNs(100);
-    e.end += MsToNs(100);
-  }
-  for (StepEvent& e : late.step_events) {
-    e.start += MsToNs(100);
-    e.end += MsToNs(100);
-  }
-  const TimelineDiff d = DiffTimelines(t, late, {});
+  const TimelineDiff d = DiffTimelines(t, Later(t, 100), {});
   CHECK(d.predicted.makespan == MsToNs(14));  // the step ends with the optimizer
   CHECK(d.measured.makespan == MsToNs(14));
 }

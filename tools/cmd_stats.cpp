@@ -1,10 +1,12 @@
 // pplab stats TRACE: figures of a (measured or simulated) trace, and a cost
 // model estimated from it that `pplab simulate --cost` reads.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "schedules/file_io.h"
 #include "sim/measured_costs.h"
@@ -55,10 +57,15 @@ int RunStats(const StatsOptions& o) {
     if (has_memory) per_rank.back()["peak_held_bytes"] = held[r] ? nlohmann::json(*held[r]) : nlohmann::json(nullptr);
   }
   nlohmann::json stages = nlohmann::json::array();
-  static const std::pair<ActionKind, const char*> kKinds[] = {{ActionKind::kForward, "forward_ms"},
-                                                              {ActionKind::kBackward, "backward_ms"},
-                                                              {ActionKind::kBackwardInput, "backward_input_ms"},
-                                                              {ActionKind::kBackwardWeight, "backward_weight_ms"}};
+  std::vector<std::pair<ActionKind, const char*>> kKinds = {{ActionKind::kForward, "forward_ms"},
+                                                            {ActionKind::kBackward, "backward_ms"},
+                                                            {ActionKind::kBackwardInput, "backward_input_ms"},
+                                                            {ActionKind::kBackwardWeight, "backward_weight_ms"}};
+  // An overlapped F&B (DualPipe's), by its forward part's stage, where the
+  // trace has one, as --cost-out writes it.
+  if (std::any_of(means.begin(), means.end(), [](const auto& m) { return m.first.second == ActionKind::kOverlapFB; })) {
+    kKinds.push_back({ActionKind::kOverlapFB, "forward_backward_ms"});
+  }
   for (StageId s = 0; s <= max_stage; ++s) {
     nlohmann::json st = {{"stage", s}};
     for (const auto& [kind, key] : kKinds) {

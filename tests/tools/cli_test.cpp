@@ -733,3 +733,21 @@ TEST_CASE("cli: integer flags are decimal: leading zeros are dropped, 0x is refu
 }
 
 }  // namespace pplab::cli_test
+
+namespace pplab::cli_test {
+
+TEST_CASE("cli: stats gives an overlapped F&B's mean per stage where the trace has one", "[cli]") {
+  // dualpipev, F = 0.5 and B = 1 ms a stage, the pairs at once: max(F, B).
+  const std::string trace = TempPath("stats_overlap.json");
+  REQUIRE(Pplab("simulate -s dualpipev -k 2 -m 4 --trace " + trace).code == 0);
+  const PplabRun r = Pplab("stats --json " + trace);
+  REQUIRE(r.code == 0);
+  const nlohmann::json stages = nlohmann::json::parse(r.out)["stages"];
+  REQUIRE(stages.size() == 4);
+  CHECK(stages[1]["forward_backward_ms"] == 1.0);
+  // A trace without one has no such column.
+  REQUIRE(Pplab("simulate -s 1f1b -k 2 -m 4 --trace " + trace).code == 0);
+  CHECK_FALSE(nlohmann::json::parse(Pplab("stats --json " + trace).out)["stages"][0].contains("forward_backward_ms"));
+}
+
+}  // namespace pplab::cli_test

@@ -70,10 +70,15 @@ TimeNs DeviceFullTime(const Timeline& timeline, const std::vector<std::vector<co
 }  // namespace
 
 std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
-  // Each message: its SEND's start and rank.
+  // Each message: its SEND's start and rank, and when its receive was
+  // posted, where the trace has it: a rank that came to its step late,
+  // posting its first receive after the message was sent, had the message
+  // there before it could wait for it.
   std::map<MessageKey, std::pair<TimeNs, RankId>> sent;
+  std::map<MessageKey, TimeNs> posted;
   for (const TimelineEvent& e : timeline.events) {
     if (IsSend(e.action.kind)) sent[MessageOf(e.action)] = {e.start, e.rank};
+    if (IsRecv(e.action.kind)) posted[MessageOf(e.action)] = e.start;
   }
   // Each rank's compute actions in time order.
   std::vector<std::vector<const TimelineEvent*>> computes(timeline.ranks);
@@ -83,13 +88,6 @@ std::vector<WaitedMessage> WaitedMessages(const Timeline& timeline) {
   for (auto& rank : computes) {
     std::stable_sort(rank.begin(), rank.end(),
                      [](const TimelineEvent* a, const TimelineEvent* b) { return RunsBefore(*a, *b); });
-  }
-  // When each message's receive was posted, where the trace has it: a rank
-  // that came to its step late, posting its first receive after the
-  // message was sent, had the message there before it could wait for it.
-  std::map<MessageKey, TimeNs> posted;
-  for (const TimelineEvent& e : timeline.events) {
-    if (IsRecv(e.action.kind)) posted[MessageOf(e.action)] = e.start;
   }
   std::vector<WaitedMessage> waited;
   for (const auto& rank : computes) {

@@ -57,18 +57,18 @@ int RunStats(const StatsOptions& o) {
     if (has_memory) per_rank.back()["peak_held_bytes"] = held[r] ? nlohmann::json(*held[r]) : nlohmann::json(nullptr);
   }
   nlohmann::json stages = nlohmann::json::array();
-  std::vector<std::pair<ActionKind, const char*>> kKinds = {{ActionKind::kForward, "forward_ms"},
-                                                            {ActionKind::kBackward, "backward_ms"},
-                                                            {ActionKind::kBackwardInput, "backward_input_ms"},
-                                                            {ActionKind::kBackwardWeight, "backward_weight_ms"}};
+  std::vector<std::pair<ActionKind, const char*>> kinds = {{ActionKind::kForward, "forward_ms"},
+                                                           {ActionKind::kBackward, "backward_ms"},
+                                                           {ActionKind::kBackwardInput, "backward_input_ms"},
+                                                           {ActionKind::kBackwardWeight, "backward_weight_ms"}};
   // An overlapped F&B (DualPipe's), by its forward part's stage, where the
   // trace has one, as --cost-out writes it.
   if (std::any_of(means.begin(), means.end(), [](const auto& m) { return m.first.second == ActionKind::kOverlapFB; })) {
-    kKinds.push_back({ActionKind::kOverlapFB, "forward_backward_ms"});
+    kinds.push_back({ActionKind::kOverlapFB, "forward_backward_ms"});
   }
   for (StageId s = 0; s <= max_stage; ++s) {
     nlohmann::json st = {{"stage", s}};
-    for (const auto& [kind, key] : kKinds) {
+    for (const auto& [kind, key] : kinds) {
       if (const auto m = mean_ms(s, kind)) st[key] = *m;
     }
     stages.push_back(st);
@@ -130,10 +130,10 @@ int RunStats(const StatsOptions& o) {
   if (!stages.empty()) {
     // Mean time of each compute kind per stage; "-" where the trace has none.
     std::vector<std::vector<std::string>> table = {{"stage"}};
-    for (const auto& kind : kKinds) table[0].push_back(kind.second);
+    for (const auto& kind : kinds) table[0].push_back(kind.second);
     for (const auto& st : stages) {
       std::vector<std::string> row = {st["stage"].dump()};
-      for (const auto& kind : kKinds) {
+      for (const auto& kind : kinds) {
         row.push_back(st.contains(kind.second) ? Fixed(st[kind.second].get<double>(), 4) : "-");
       }
       table.push_back(std::move(row));

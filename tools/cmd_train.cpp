@@ -515,9 +515,7 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
     o->given_eval_batches = sub->count("--eval-batches") > 0;
     o->parsed_flags = sub->config_to_str(false, false);
     for (const std::string& key : kPlannedFlags) {
-      std::string flag = "--" + key;
-      std::replace(flag.begin(), flag.end(), '_', '-');
-      if (sub->count(flag) > 0) o->given_flags.insert(key);
+      if (sub->count(PlannedFlag(key)) > 0) o->given_flags.insert(key);
     }
     exit_code = RunTrain(*o);
   });

@@ -150,6 +150,12 @@ const std::vector<std::string> kPlannedFlags = {
     "model",     "partition", "batch_size",      "seq_len",   "dp",          "tp",    "sequence_parallel",
     "recompute", "attention", "shard_optimizer", "precision", "cuda_graphs", "device"};
 
+std::string PlannedFlag(const std::string& key) {
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
 std::vector<std::string> ApplyPlannedFlags(TrainOptions& o) {
   if (o.plan_file.empty()) return {};
   // Only "planned" is wanted: the programs' action strings are dropped as
@@ -168,8 +174,7 @@ std::vector<std::string> ApplyPlannedFlags(TrainOptions& o) {
   std::vector<std::string> notes;
   for (const auto& [key, value] : doc["planned"].items()) {
     const std::string at = "--plan " + o.plan_file + ": planned." + key;
-    std::string flag = "--" + key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
+    const std::string flag = PlannedFlag(key);
     const bool given = o.given_flags.count(key) > 0;
     // One flag: checks the planned value's type, then takes it or notes the
     // given one that differs.
@@ -250,10 +255,8 @@ std::vector<std::string> ApplyPlannedFlags(TrainOptions& o) {
   const auto drop = [&](bool& field, const char* key, const char* size_key, int size, const char* needs) {
     if (!field || o.given_flags.count(key) > 0 || o.given_flags.count(size_key) == 0 || size > 1) return;
     field = false;
-    std::string flag = std::string("--") + key, size_flag = std::string("--") + size_key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    notes.push_back("--plan " + o.plan_file + " was planned with " + flag + ", which needs " + needs + "; this run " +
-                    "takes " + size_flag + " " + std::to_string(size) + " without it");
+    notes.push_back("--plan " + o.plan_file + " was planned with " + PlannedFlag(key) + ", which needs " + needs +
+                    "; this run takes " + PlannedFlag(size_key) + " " + std::to_string(size) + " without it");
   };
   drop(o.shard_optimizer, "shard_optimizer", "dp", o.dp, "--dp 2 or more");
   drop(o.sequence_parallel, "sequence_parallel", "tp", o.tp, "--tp 2 or more");

@@ -123,6 +123,8 @@ Schedule LoadPlan(const TrainOptions& o, int* dropped_fsdp = nullptr);
 // The train flags a `pplab plan` file records (its field "planned", keyed by
 // the flag's name without dashes and with '_' for '-').
 extern const std::vector<std::string> kPlannedFlags;
+// The flag of one of them: "shard_optimizer" -> "--shard-optimizer".
+std::string PlannedFlag(const std::string& key);
 
 // Takes the train flags of --plan's "planned" field (pplab plan writes them:
 // the model, partition, batch, recompute, ... it costed) for each flag not

@@ -387,7 +387,7 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
         throw Error(at + ": args.step " + nlohmann::json(name).dump() + " is not per-step work a trace holds (" +
                     known + ")");
       }
-      t.step_events.push_back({rank, args["step"].get<std::string>(), ts, ts + FromUs(e["dur"].get<double>())});
+      t.step_events.push_back({rank, name, ts, ts + FromUs(e["dur"].get<double>())});
       continue;
     }
     if (!args.contains("action") || !args["action"].is_string()) throw Error(at + ": event without args.action");

@@ -51,6 +51,13 @@ std::vector<ActionDeviation> Largest(std::vector<ActionDeviation> all, int top, 
   return all;
 }
 
+// A timeline from its first event of any kind, as the trace reader takes it.
+Timeline FromItsStart(const Timeline& timeline) {
+  Timeline out = timeline;
+  if (const TimeNs first = timeline.Start(); first > 0) out.ShiftEarlier(first);
+  return out;
+}
+
 }  // namespace
 
 Timeline ShiftToZero(const Timeline& timeline) {
@@ -65,17 +72,6 @@ Timeline ShiftToZero(const Timeline& timeline) {
   out.ShiftEarlier(first);
   return out;
 }
-
-namespace {
-
-// A timeline from its first event of any kind, as the trace reader takes it.
-Timeline FromItsStart(const Timeline& timeline) {
-  Timeline out = timeline;
-  if (const TimeNs first = timeline.Start(); first > 0) out.ShiftEarlier(first);
-  return out;
-}
-
-}  // namespace
 
 TimelineDiff DiffTimelines(const Timeline& predicted_in, const Timeline& measured_in, const DiffOptions& options,
                            const std::string& predicted_origin, const std::string& measured_origin) {

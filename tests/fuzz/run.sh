@@ -24,6 +24,8 @@ if ! command -v "$cxx" > /dev/null; then
 fi
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
+# Harnesses that need a file write it here, and it goes with the probe.
+export TMPDIR=$probe
 echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' > "$probe/probe.cc"
 if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/probe.cc" -o "$probe/probe" 2> /dev/null; then
   echo "fuzz: skipped: $cxx cannot link -fsanitize=fuzzer (install libFuzzer, e.g. the clang package's runtime)"

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,13 @@
 #include "schedules/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/pplab-fuzz-" + std::to_string(getpid()) + ".safetensors";
+  // The input goes to a file in $TMPDIR (run.sh points it at a folder it
+  // removes afterwards), one per process.
+  static const std::string path = [] {
+    const char* dir = std::getenv("TMPDIR");
+    return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/pplab-fuzz-" + std::to_string(getpid()) +
+           ".safetensors";
+  }();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);

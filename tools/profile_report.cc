@@ -157,10 +157,7 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
     step_per_rank.push_back(one);
   }
   json links = json::array(), extra_links = json::array();
-  std::vector<double> latencies, bandwidths;
   for (const LinkProfile& l : r.links) {
-    latencies.push_back(l.latency_ms);
-    bandwidths.push_back(l.bandwidth_gbps);
     json samples = json::array();
     for (const LinkSample& s : l.samples) samples.push_back({{"bytes", s.bytes}, {"one_way_ms", s.one_way_ms}});
     extra_links.push_back({{"from", l.from},
@@ -175,11 +172,8 @@ nlohmann::json CostJson(const ProfileCliOptions& o, const LlamaConfig& config, c
           {{"from", l.to}, {"to", l.from}, {"latency_ms", l.latency_ms}, {"bandwidth_gbps", l.bandwidth_gbps}});
     }
   }
-  auto median = [](std::vector<double> xs) {
-    std::sort(xs.begin(), xs.end());
-    return xs.empty() ? 0.0 : xs[xs.size() / 2];
-  };
-  if (!r.links.empty()) doc["link"] = {{"latency_ms", median(latencies)}, {"bandwidth_gbps", median(bandwidths)}};
+  if (const LinkProfile* l = MedianLink(r.links))
+    doc["link"] = {{"latency_ms", l->latency_ms}, {"bandwidth_gbps", l->bandwidth_gbps}};
   if (!links.empty()) doc["links"] = links;
   // Per rank: the executor's overhead, and whether the device waited for
   // the host's launches (null on the host clock, which has no lag).

@@ -30,6 +30,21 @@ void FitLink(LinkProfile& link) {
   link.bandwidth_gbps = 1.0 / (slope * 1e6);  // bytes per ms / 1e6 = bytes per ns = GB/s
 }
 
+const LinkProfile* MedianLink(const std::vector<LinkProfile>& links) {
+  if (links.empty()) return nullptr;
+  Bytes largest = 0;
+  for (const LinkProfile& l : links)
+    for (const LinkSample& s : l.samples) largest = std::max(largest, s.bytes);
+  const auto time = [largest](const LinkProfile* l) {
+    return l->latency_ms + (l->bandwidth_gbps > 0 ? static_cast<double>(largest) / (l->bandwidth_gbps * 1e6) : 0.0);
+  };
+  std::vector<const LinkProfile*> order;
+  for (const LinkProfile& l : links) order.push_back(&l);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const LinkProfile* a, const LinkProfile* b) { return time(a) < time(b); });
+  return order[order.size() / 2];
+}
+
 std::vector<RankId> ProfilePeers(const std::vector<RankId>& placement, RankId rank) {
   const int S = static_cast<int>(placement.size());
   const int K = S == 0 ? 0 : *std::max_element(placement.begin(), placement.end()) + 1;

@@ -35,4 +35,11 @@ std::vector<RankId> ProfilePeers(const std::vector<RankId>& placement, RankId ra
 // squares; see LinkProfile).
 void FitLink(LinkProfile& link);
 
+// The link that stands for all of `links` (the cost file's default link):
+// the one whose fitted time for the largest message sampled is the median
+// (the upper one of an even count). Its latency and bandwidth go together;
+// the medians of each taken apart may belong to no link (a fast, far link's
+// latency with a slow, near one's bandwidth). Null for no links.
+const LinkProfile* MedianLink(const std::vector<LinkProfile>& links);
+
 }  // namespace pplab

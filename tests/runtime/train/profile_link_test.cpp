@@ -27,4 +27,27 @@ TEST_CASE("the link fit recovers latency and bandwidth from exact samples", "[pr
   CHECK(link.bandwidth_gbps == Approx(2.0).epsilon(1e-6));
 }
 
+TEST_CASE("the default link is one measured link, its latency and bandwidth together", "[profile]") {
+  // Messages up to 1 MB (1e6 bytes): at 1 GB/s a byte takes 1e-6 ms.
+  const auto link = [](RankId from, double latency_ms, double gbps) {
+    LinkProfile l;
+    l.from = from, l.to = from + 1;
+    l.samples = {{1000, 0}, {1000000, 0}};
+    l.latency_ms = latency_ms, l.bandwidth_gbps = gbps;
+    return l;
+  };
+  // Times for 1 MB: 0.01 + 1 = 1.01, 1 + 0.01 = 1.01 (tie: the first), 0.5 + 0.1 = 0.6.
+  // Apart, the medians were latency 0.5 and bandwidth 10: 0.6 ms, no link's.
+  const std::vector<LinkProfile> three = {link(0, 0.01, 1), link(1, 1.0, 100), link(2, 0.5, 10)};
+  const LinkProfile* median = MedianLink(three);
+  REQUIRE(median != nullptr);
+  CHECK(median->from == 0);
+  CHECK(median->latency_ms == 0.01);
+  CHECK(median->bandwidth_gbps == 1);
+  // No bandwidth limit: the latency alone; with two links, the slower.
+  const std::vector<LinkProfile> two = {link(0, 0.3, 0), link(1, 0.2, 1)};
+  CHECK(MedianLink(two)->from == 1);  // 0.2 + 1 = 1.2 against 0.3
+  CHECK(MedianLink({}) == nullptr);
+}
+
 }  // namespace pplab::profile_link_test

@@ -261,6 +261,30 @@ namespace {
 // character. Shorter lines go as they are.
 constexpr size_t kMaxTrainLine = 65536;
 
+// Its BPE trainer also crashes (a segmentation fault in ComputeFreq, no
+// message) on a word, a run without a space, of more than 32768
+// characters: a base64 blob or a minified script in the corpus. Such runs
+// go to it in lines of this many bytes (or up to 3 more), each cut before a UTF-8
+// character. No word is that long, and a piece is at most 16 characters.
+constexpr size_t kMaxTrainWord = 4096;
+
+// Appends document[start, end) and a newline to `text`, with a newline
+// also inside each run of more than kMaxTrainWord bytes without a space.
+void AppendTrainPart(const std::string& document, size_t start, size_t end, std::string& text) {
+  size_t from = start, word = start;  // what is not appended yet; where the current word starts
+  for (size_t i = start; i < end; ++i) {
+    if (document[i] == ' ') {
+      word = i + 1;
+    } else if (i - word >= kMaxTrainWord && (static_cast<unsigned char>(document[i]) & 0xC0) != 0x80) {
+      text.append(document, from, i - from);
+      text += '\n';
+      from = word = i;
+    }
+  }
+  text.append(document, from, end - from);
+  text += '\n';
+}
+
 void AppendTrainLines(const std::string& document, std::string& text) {
   size_t start = 0;
   while (start < document.size()) {
@@ -274,12 +298,10 @@ void AppendTrainLines(const std::string& document, std::string& text) {
       } else {
         ++cut;  // the space stays with the part before
       }
-      text.append(document, start, cut - start);
-      text += '\n';
+      AppendTrainPart(document, start, cut, text);
       start = cut;
     }
-    text.append(document, start, end - start);
-    text += '\n';
+    AppendTrainPart(document, start, end, text);
     start = end + 1;
   }
 }

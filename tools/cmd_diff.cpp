@@ -119,7 +119,11 @@ int RunDiff(const DiffCmdOptions& o) {
       {"makespan_ratio", p_ms > 0 ? json(m_ms / p_ms) : json(nullptr)},
       {"makespan_error", p_ms > 0 ? json((m_ms - p_ms) / p_ms) : json(nullptr)},
       {"matched_compute_actions", d.matched_compute},
-      {"unmatched_actions", {{"predicted_only", d.only_predicted}, {"measured_only", d.only_measured}}},
+      {"unmatched_actions",
+       {{"predicted_only", d.only_predicted},
+        {"measured_only", d.only_measured},
+        {"predicted_only_kinds", d.only_predicted_kinds},
+        {"measured_only_kinds", d.only_measured_kinds}}},
       {"threshold_ms", NsToMs(d.threshold)},
       {"top_start_deviations", top_start},
       {"top_duration_deviations", top_duration},
@@ -138,8 +142,14 @@ int RunDiff(const DiffCmdOptions& o) {
     std::printf("step time: measured / predicted = %s (error %+.2f %%)\n", Fixed(m_ms / p_ms, 4).c_str(),
                 100 * (m_ms - p_ms) / p_ms);
   }
-  std::printf("%zu compute actions matched; SEND/RECV only in predicted: %zu, only in measured: %zu\n",
-              d.matched_compute, d.only_predicted, d.only_measured);
+  const auto kinds = [](const std::map<std::string, size_t>& counts) {
+    std::string text;
+    for (const auto& [kind, count] : counts) text += (text.empty() ? " (" : ", ") + kind + " " + std::to_string(count);
+    return text.empty() ? text : text + ")";
+  };
+  std::printf("%zu compute actions matched; other actions only in predicted: %zu%s, only in measured: %zu%s\n",
+              d.matched_compute, d.only_predicted, kinds(d.only_predicted_kinds).c_str(), d.only_measured,
+              kinds(d.only_measured_kinds).c_str());
   std::printf("  rank   pred busy   pred idle  pred bubble   meas busy   meas idle  meas bubble\n");
   const json& pr = j["predicted"]["per_rank"];
   const json& mr = j["measured"]["per_rank"];

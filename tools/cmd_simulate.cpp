@@ -104,7 +104,7 @@ int RunSimulate(const SimulateOptions& o) {
           Fixed(j["p90"].get<double>(), 3).c_str(), Fixed(j["p99"].get<double>(), 3).c_str(),
           Fixed(j["min"].get<double>(), 3).c_str(), Fixed(j["max"].get<double>(), 3).c_str(), o.samples,
           std::to_string(o.seed).c_str());
-      if (j["min"] == j["max"]) {
+      if (o.samples > 1 && j["min"] == j["max"]) {  // one sample is always alone
         std::printf(
             "  (every sample is the same: no time of these costs has a spread; a --cost file from pplab profile "
             "gives each its p10 and p90)\n");

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "schedules/action_kinds.h"
 #include "schedules/error.h"
 
 namespace pplab {
@@ -112,6 +113,7 @@ TimelineDiff DiffTimelines(const Timeline& predicted_in, const Timeline& measure
         if (p_lone == nullptr) p_lone = &e;
       } else {
         ++d.only_predicted;
+        ++d.only_predicted_kinds[InfoOf(e.action.kind).name];
       }
       continue;
     }
@@ -130,6 +132,7 @@ TimelineDiff DiffTimelines(const Timeline& predicted_in, const Timeline& measure
       if (m_lone == nullptr) m_lone = &e;
     } else {
       ++d.only_measured;
+      ++d.only_measured_kinds[InfoOf(e.action.kind).name];
     }
   }
   if (p_compute == 0) throw Error(predicted_origin + " has no compute action (F, B, I, W)");

@@ -12,6 +12,7 @@
 // not compared.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,8 +43,11 @@ struct TimelineDiff {
   int ranks = 0;
   TimelineSummary predicted, measured;  // of the timelines as given (not shifted)
   size_t matched_compute = 0;
-  // Actions (SEND/RECV only, since compute must match) present on one side.
+  // Actions present on one side (not compute, which must match: SEND/RECV,
+  // REDUCE_GRAD and the other collectives), and how many of each kind
+  // (by its name, such as "REDUCE_GRAD").
   size_t only_predicted = 0, only_measured = 0;
+  std::map<std::string, size_t> only_predicted_kinds, only_measured_kinds;
   TimeNs threshold = 0;  // the one applied
   // Largest |StartDelta()| first (ties: earlier predicted start, lower rank).
   std::vector<ActionDeviation> top_start;

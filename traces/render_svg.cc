@@ -105,8 +105,8 @@ size_t Utf8Length(const std::string& text, size_t i) {
 }
 
 // Text as XML character data: markup escaped, and what XML 1.0 forbids
-// (control characters but tab, newline and return; bytes that are not
-// UTF-8) replaced by U+FFFD, so that a title or label from the command line
+// (control characters but tab, newline and return; U+FFFE and U+FFFF; bytes
+// that are not UTF-8) replaced by U+FFFD, so that a title or label from the command line
 // never makes the picture unreadable.
 std::string Escape(const std::string& text) {
   static const std::string kReplacement = "\xEF\xBF\xBD";
@@ -115,7 +115,10 @@ std::string Escape(const std::string& text) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
       const size_t n = Utf8Length(text, i);
-      out += n == 0 ? kReplacement : text.substr(i, n);
+      // U+FFFE and U+FFFF are UTF-8 but not XML characters.
+      const bool non_character =
+          n == 3 && text.compare(i, 2, "\xEF\xBF") == 0 && static_cast<unsigned char>(text[i + 2]) >= 0xBE;
+      out += n == 0 || non_character ? kReplacement : text.substr(i, n);
       i += n == 0 ? 1 : n;
       continue;
     }

@@ -126,15 +126,31 @@ std::string RenderText(const Timeline& timeline, int columns, bool show_memory) 
     // One kind letter after the label keeps neighbouring labels apart.
     if (e.end > e.start) need[i] = static_cast<TimeNs>(label[i].size()) + 1;
   }
+  // Where event i's label goes in its run of cells [c, end), or -1 where it
+  // does not fit: with a kind letter after it (which keeps it apart from
+  // the next label), and whole in one band of `columns` cells of the
+  // wrapped picture (a label whose digits would cross a band's edge starts
+  // on the next band, where the run may still have room).
+  const auto label_at = [&](int i, TimeNs c, TimeNs end) -> TimeNs {
+    if (need[i] <= 0) return -1;
+    const TimeNs length = static_cast<TimeNs>(label[i].size());
+    const TimeNs at = c / columns == (c + length - 1) / columns ? c : (c / columns + 1) * columns;
+    return end - at >= need[i] ? at : -1;
+  };
   const auto runs_fit = [&](const std::vector<std::vector<int>>& owner) {
-    std::vector<TimeNs> run(n, 0);
+    std::vector<bool> fits(n, false);
     for (const std::vector<int>& row : owner) {
-      for (int i : row) {
-        if (i >= 0) ++run[i];
+      const TimeNs cells = static_cast<TimeNs>(row.size());
+      for (TimeNs c = 0; c < cells; ++c) {
+        const int i = row[c];
+        if (i < 0 || (c > 0 && row[c - 1] == i)) continue;
+        TimeNs end = c;
+        while (end < cells && row[end] == i) ++end;
+        if (label_at(i, c, end) >= 0) fits[i] = true;
       }
     }
     for (int i = 0; i < n; ++i) {
-      if (run[i] < need[i]) return false;
+      if (need[i] > 0 && !fits[i]) return false;
     }
     return true;
   };
@@ -187,8 +203,9 @@ std::string RenderText(const Timeline& timeline, int columns, bool show_memory) 
       const char letter = InfoOf(timeline.events[i].action.kind).letter;
       std::fill(row.begin() + c, row.begin() + end, letter);
       const std::string& text = label[i];
-      if (end - c >= static_cast<TimeNs>(text.size())) {
-        std::copy(text.begin(), text.end(), row.begin() + c);
+      const TimeNs at = label_at(i, c, end);
+      if (at >= 0) {
+        std::copy(text.begin(), text.end(), row.begin() + at);
       } else if (need[i] > 0) {
         row[c] = '+';
         cut = true;
@@ -231,7 +248,12 @@ std::string RenderText(const Timeline& timeline, int columns, bool show_memory) 
 
   std::string legend = "legend:";
   for (const KindInfo& info : KindTable()) {
-    if (present[static_cast<int>(info.kind)]) legend += std::string(" ") + info.legend + ",";
+    if (!present[static_cast<int>(info.kind)]) continue;
+    // Each kind by its letter: "F forward" names F already, "F&B overlapped" needs its X.
+    const std::string text = info.legend;
+    legend += text.size() > 1 && text[0] == info.letter && text[1] == ' '
+                  ? " " + text + ","
+                  : std::string(" ") + info.letter + " " + text + ",";
   }
   legend += " . idle; a box starts with ";
   legend += with_stage ? "<stage><kind><microbatch> (e.g. 3F12)" : "its microbatch";

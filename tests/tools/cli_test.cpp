@@ -553,6 +553,9 @@ TEST_CASE("cli: simulate --samples reports p50 and p99 of the step time, the sam
   const PplabRun text = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --samples 10");
   CHECK_THAT(text.out, Catch::Contains("sampled step time p50"));
   CHECK_THAT(text.out, !Catch::Contains("every sample is the same"));
+  // One sample is alone whatever the spreads: nothing to say of them.
+  const PplabRun one = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --samples 1");
+  CHECK_THAT(one.out, Catch::Contains("1 samples") && !Catch::Contains("every sample is the same"));
   // Costs without a spread draw the same step every time, and say so.
   const PplabRun flat = Pplab("simulate -s 1f1b -k 2 -m 4 --samples 10");
   CHECK_THAT(flat.out, Catch::Contains("p10..p90 15.000..15.000 ms") &&

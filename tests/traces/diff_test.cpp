@@ -1,6 +1,8 @@
 #include "traces/diff.h"
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <string>
 
 #include "schedules/error.h"
 #include "schedules/generators.h"
@@ -142,6 +144,26 @@ TEST_CASE("diff counts SEND/RECV present on one side only", "[diff]") {
   CHECK(d.only_predicted == 2 * 4 * 2);  // one SEND and one RECV per message, M messages each way
   CHECK(d.only_measured == 0);
   CHECK(d.matched_compute == 16);
+  // By kind: M of each of the four, one per microbatch and direction.
+  using Counts = std::map<std::string, size_t>;
+  CHECK(d.only_predicted_kinds == Counts{{"RECV_B", 4}, {"RECV_F", 4}, {"SEND_B", 4}, {"SEND_F", 4}});
+  CHECK(d.only_measured_kinds.empty());
+}
+
+TEST_CASE("diff counts a collective on one side only by its kind, not as a SEND/RECV", "[diff]") {
+  const Timeline t = Simulated("1f1b", 2, 4);
+  Timeline reduced = t;
+  // A data-parallel simulation's REDUCE_GRAD, one per stage, after the step.
+  for (StageId s = 0; s < 2; ++s) {
+    Action a;
+    a.kind = ActionKind::kReduceGrad;
+    a.stage = s;
+    reduced.events.push_back({s, a, reduced.events.back().end, reduced.events.back().end + 1000});
+  }
+  const TimelineDiff d = DiffTimelines(t, reduced, {});
+  CHECK(d.only_measured == 2);
+  CHECK(d.only_measured_kinds == std::map<std::string, size_t>{{"REDUCE_GRAD", 2}});
+  CHECK(d.only_predicted == 0);
 }
 
 TEST_CASE("diff refuses timelines of different plans", "[diff]") {

@@ -93,6 +93,24 @@ TEST_CASE("svg text keeps UTF-8 and escapes markup, and control bytes and broken
                      [](char c) { return (c >= 0 && c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f; }));
 }
 
+TEST_CASE("svg text replaces U+FFFE and U+FFFF, which XML does not allow, and keeps U+FFFD and U+FFEF", "[render]") {
+  const std::string title =
+      "a\xEF\xBF\xBE"
+      "b\xEF\xBF\xBF"
+      "c\xEF\xBF\xBD"
+      "d\xEF\xBF\xAF"
+      "e";
+  const std::string svg = RenderSvg(Tiny1F1B(), {title, 1200, false});
+  CHECK(CountOf(svg,
+                ">a\xEF\xBF\xBD"
+                "b\xEF\xBF\xBD"
+                "c\xEF\xBF\xBD"
+                "d\xEF\xBF\xAF"
+                "e</text>") == 1);
+  CHECK(CountOf(svg, "\xEF\xBF\xBE") == 0);
+  CHECK(CountOf(svg, "\xEF\xBF\xBF") == 0);
+}
+
 TEST_CASE("svg tooltips name the event and its times, narrow boxes go unlabelled", "[render]") {
   Timeline t = Tiny1F1B();
   t.events.push_back(Event(1, ActionKind::kBackwardWeight, 1, 7, 8, 8.001));

@@ -37,6 +37,19 @@ std::string RowOf(const std::string& text, RankId rank) {
   return row;
 }
 
+// Rank `rank`'s row of a RenderText picture, band by band.
+std::vector<std::string> BandsOf(const std::string& text, RankId rank) {
+  const std::string head = "\nr" + std::to_string(rank) + " ";
+  std::vector<std::string> bands;
+  for (size_t pos = text.find(head); pos != std::string::npos; pos = text.find(head, pos + 1)) {
+    const size_t open = text.find('|', pos);
+    bands.push_back(text.substr(open + 1, text.find('|', open + 1) - open - 1));
+  }
+  return bands;
+}
+
+bool IsDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+
 }  // namespace
 
 TEST_CASE("text render of 1F1B on 2 ranks matches the hand-drawn rows", "[render]") {
@@ -164,6 +177,58 @@ TEST_CASE("text render never drops a digit: M=16, v=2 shows every <stage><kind><
       CHECK(got == expected);
     }
   }
+}
+
+TEST_CASE("text render keeps each label's digits in one band: none runs over a band's edge", "[render]") {
+  // 1F1B on 2 ranks, M=12, in bands of 7 to 30 cells: the labels 10 and 11
+  // fall on a band's edge at some width ("1" ending one band, "0F" starting
+  // the next read as another label). Such a label starts on the next band.
+  const Timeline t = Simulated(Generate("1f1b", {2, 12, 0}));
+  int wrapped = 0;
+  for (int columns = 7; columns <= 30; ++columns) {
+    const std::string text = RenderText(t, columns);
+    INFO(columns << "\n" << text);
+    for (RankId r = 0; r < 2; ++r) {
+      const std::vector<std::string> bands = BandsOf(text, r);
+      wrapped += bands.size() > 1;
+      for (size_t b = 0; b + 1 < bands.size(); ++b) {
+        CHECK_FALSE((IsDigit(bands[b].back()) && IsDigit(bands[b + 1].front())));
+      }
+      // And every box is labelled: each microbatch's F and B in order.
+      std::string expected, got;
+      for (const Action& a : ComputeOf(t, r)) expected += std::to_string(a.microbatch) + InfoOf(a.kind).letter;
+      const std::string row = RowOf(text, r);
+      for (size_t i = 0; i < row.size(); ++i) {
+        if (IsDigit(row[i]) || (i > 0 && IsDigit(row[i - 1]))) got += row[i];
+      }
+      CHECK(got == expected);
+    }
+  }
+  CHECK(wrapped > 20);
+}
+
+TEST_CASE("text render at its cell limit gives + to a box as wide as its label alone, no letter after it", "[render]") {
+  // 1 us cells at the 65536-cell limit. F12 and F13 take 2 cells each:
+  // their labels would fill them and run together ("1213"); each needs a
+  // letter after it. B0's "0" has its B.
+  Timeline t;
+  t.name = "cap";
+  t.ranks = 1;
+  const TimeNs us = 1000;
+  t.events = {TimelineEvent{0, {ActionKind::kForward, 0, 0}, 0, 65530 * us},
+              TimelineEvent{0, {ActionKind::kForward, 0, 12}, 65530 * us, 65532 * us},
+              TimelineEvent{0, {ActionKind::kForward, 0, 13}, 65532 * us, 65534 * us},
+              TimelineEvent{0, {ActionKind::kBackward, 0, 0}, 65534 * us, 65536 * us}};
+  const std::string text = RenderText(t, 100);
+  CHECK_THAT(text, Catch::Contains("1 cell = 1.000 us"));
+  CHECK_THAT(RowOf(text, 0), Catch::StartsWith("0FFF") && Catch::EndsWith("FF+F+F0B"));
+  CHECK_THAT(text, Catch::Contains("+ a label too long for its box"));
+}
+
+TEST_CASE("text render's legend names F&B overlapped by its letter X", "[render]") {
+  const std::string text = RenderText(Simulated(Generate("dualpipev", {2, 4, 0})), 200);
+  CHECK_THAT(text, Catch::Contains(" X F&B overlapped,"));
+  CHECK_THAT(text, Catch::Contains("legend: F forward, "));
 }
 
 TEST_CASE("text render with one stage per rank shows each microbatch number whole (M=16)", "[render]") {

@@ -55,9 +55,14 @@ bool SpaceAt(std::string_view s, size_t at) {
 ByteLevelBpe ByteLevelBpe::FromJson(const std::string& text, const std::string& path) {
   json j;
   try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(path + ": not a SentencePiece model, nor a tokenizer.json (" + JsonErrorText(e) + ")");
+    // Strict: a key given twice (a vocab entry, say) is refused, not
+    // resolved to its last value.
+    j = ParseJsonStrict(text, path);
+  } catch (const Error& e) {
+    // Not JSON at all: the file may be meant as either kind.
+    const std::string what = e.what(), syntax = path + ": not valid JSON ";
+    if (what.rfind(syntax, 0) != 0) throw;
+    throw Error(path + ": not a SentencePiece model, nor a tokenizer.json " + what.substr(syntax.size()));
   }
   try {
     return FromParsed(j, path);

@@ -124,12 +124,8 @@ void ReadRecords(const std::string& file, const std::string& text, Corpus& corpu
     pos = end + 1;
     if (Trim(line).empty()) continue;
     const std::string where = flag + " " + file + ":" + std::to_string(line_number) + ": ";
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(where + "not a JSON object (" + JsonErrorText(e) + ")");
-    }
+    // Strict: a key given twice is refused, not resolved to its last value.
+    const nlohmann::json record = ParseJsonStrict(line, where.substr(0, where.size() - 2));
     const auto text_of = [&](const nlohmann::json& value, const std::string& name) -> std::string {
       if (!value.is_string()) throw Error(where + name + " is not a string");
       return Clean(value.get<std::string>());

@@ -264,6 +264,13 @@ TEST_CASE("a Tokenizer loads a tokenizer.json by its content and finds BOS, EOS 
   CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": a tiktoken file"));
   WriteTextFile(path, "{ not json");
   CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": not a SentencePiece model, nor a tokenizer.json"));
+  // A vocab entry given twice was resolved to its last id.
+  std::string twice = Build(s).dump();
+  const size_t vocab = twice.find("\"vocab\":{");
+  REQUIRE(vocab != std::string::npos);
+  twice.insert(vocab + 9, "\"dup\":5,\"dup\":6,");
+  WriteTextFile(path, twice);
+  CHECK_THROWS_WITH(Tokenizer::Load(path), Catch::Contains(path + ": key 'dup' is given twice in one object"));
   RemoveTree(dir);
 }
 

@@ -340,7 +340,10 @@ TEST_CASE("a .jsonl file holds prompt and completion records, whose prompt token
            {"{\"completion\": 3}", "sft.jsonl:2: \"completion\" is not a string"},
            {"{\"text\": \"a\", \"prompt\": \"b\"}", "sft.jsonl:2: \"text\" takes no \"prompt\""},
            {"{\"text\": \"a\", \"completion\": \"b\"}", "sft.jsonl:2: a record is"},
-           {"{not json", "sft.jsonl:2: not a JSON object"}}) {
+           {"{not json", "sft.jsonl:2: not valid JSON ("},
+           // A key given twice was resolved to its last value: read "y".
+           {"{\"prompt\": \"x\", \"prompt\": \"y\", \"completion\": \"z\"}",
+            "sft.jsonl:2: key 'prompt' is given twice in one object"}}) {
     INFO(line);
     WriteTextFile(dir + "/sft.jsonl", "{\"text\": \"fine\"}\n" + line + "\n");
     CHECK_THROWS_WITH(ReadCorpus({dir + "/sft.jsonl"}), Catch::Contains(message));

@@ -21,6 +21,7 @@
 #include "tools/commands.h"
 #include "tools/output_files.h"
 #include "tools/plan_grid.h"
+#include "tools/plan_options.h"
 #include "tools/plan_profiles.h"
 #include "tools/plan_report.h"
 #include "tools/plan_search.h"
@@ -42,7 +43,7 @@ constexpr const char* kTrainAttention = PPLAB_TRAIN_ATTENTION;
 // PREFIX-bandwidth (GB/s) and PREFIX-latency (ms) of a ring all-reduce.
 void AddRingFlags(CLI::App& sub, const std::string& prefix, double& gbps, double& ms, const std::string& bandwidth_help,
                   const std::string& latency_help) {
-  sub.add_option(prefix + "-bandwidth", gbps, bandwidth_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  sub.add_option(prefix + "-bandwidth", gbps, bandwidth_help)->check(BandwidthCheck())->capture_default_str();
   sub.add_option(prefix + "-latency", ms, latency_help)->check(CLI::Range(0.0, 1e6))->capture_default_str();
 }
 
@@ -257,7 +258,7 @@ void SetupPlan(CLI::App& app, int& exit_code) {
   sub->add_option("--link-bandwidth", o->link_bandwidth_gbps,
                   "GB/s of each stage-to-stage link (default: the --cost profile's, else free; 0: infinite), "
                   "e.g. for GPUs that will talk over NVLink when the profile's ranks shared one GPU")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(BandwidthCheck());
   sub->add_option("--link-latency", o->link_latency_ms,
                   "ms of latency of each stage-to-stage message (default: "
                   "the --cost profile's, else 0)")

@@ -43,15 +43,19 @@ CLI::Validator Bounded(double max) {
 
 const CLI::Validator kTime = Bounded(kMaxActionMs);
 const CLI::Validator kBytes = Bounded(kMaxBytes);
-const CLI::Validator kBandwidth =
-    Bounded(1e12) & CLI::Validator(
-                        [](std::string& value) -> std::string {
-                          const double x = std::stod(value);
-                          return x == 0 || x >= kMinBandwidthGbps ? "" : "must be 0 (infinite) or at least 1e-6 GB/s";
-                        },
-                        "");
+const CLI::Validator kBandwidth = BandwidthCheck();
 
 }  // namespace
+
+CLI::Validator BandwidthCheck() {
+  return Bounded(1e12) & CLI::Validator(
+                             [](std::string& value) -> std::string {
+                               const double x = std::stod(value);
+                               return x == 0 || x >= kMinBandwidthGbps ? ""
+                                                                       : "must be 0 (infinite) or at least 1e-6 GB/s";
+                             },
+                             "");
+}
 
 void AddPlanFlags(CLI::App& app, PlanOptions& o, bool with_schedule) {
   std::vector<CLI::Option*> plan_shape;

@@ -11,6 +11,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace pplab::cli {
@@ -49,6 +50,10 @@ struct PlanOptions {
   std::optional<int> seq_len;
   std::string partition;
 };
+
+// A GB/s flag's check: 0 (infinite), or from kMinBandwidthGbps (what a
+// cost file's links take) to 1e12.
+CLI::Validator BandwidthCheck();
 
 // Binds the size flags (--ranks, --microbatches, --virtual) and, unless
 // `with_schedule` is false, --schedule and --plan.

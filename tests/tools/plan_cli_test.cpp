@@ -261,6 +261,14 @@ TEST_CASE("cli: plan says what its links were costed at, on nodes or not", "[cli
   REQUIRE(r.code == 0);
   CHECK(nlohmann::json::parse(r.out)["gpus_per_node"] == 2);
   CHECK(Pplab(plan + " --gpus-per-node 0").code != 0);
+  // Below 1e-6 GB/s, as a cost file's links: plan wrote a --cost-out that
+  // simulate then refused, and steps past the action time limit.
+  for (const char* flag : {"--link-bandwidth", "--dp-bandwidth", "--tp-bandwidth"}) {
+    r = Pplab(plan + " " + flag + " 1e-9");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains(flag) && Catch::Contains("must be 0 (infinite) or at least 1e-6 GB/s"));
+    CHECK(Pplab(plan + " " + flag + " 1e-6").code == 0);
+  }
 }
 
 TEST_CASE("cli: plan keeps to the memory limit and writes a plan that validates", "[cli][plan]") {

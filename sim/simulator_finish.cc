@@ -129,6 +129,7 @@ SimResult Engine::Finish() {
   out.timeline.ranks = s_.ranks;
   out.timeline.devices = costs_.Devices();
   out.timeline.device_slots = costs_.DeviceSlots();
+  out.timeline.data_parallel = costs_.DataParallelGroup().degree;
   out.timeline.events = std::move(events_);
   // Counter samples arrive rank by rank; order them by rank, then time.
   std::stable_sort(memory_.begin(), memory_.end(), [](const MemorySample& a, const MemorySample& b) {

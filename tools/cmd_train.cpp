@@ -289,6 +289,7 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   measured.devices = device_map.devices;
   if (!options.recompute.empty()) measured.recompute = FormatRecomputeStages(options.recompute, schedule.stages);
   measured.device_slots = device_map.device_slots;
+  measured.data_parallel = o.dp;
   const RunPrediction prediction = WriteRunTraces(o, schedule, measured);
   RunFacts facts;
   facts.schedule = &schedule;

@@ -12,7 +12,7 @@
 namespace CLI {
 class App;
 class Validator;
-}
+}  // namespace CLI
 
 namespace pplab::cli {
 

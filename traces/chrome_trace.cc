@@ -45,6 +45,7 @@ std::string TimelineToChromeTrace(const Timeline& timeline) {
   if (!timeline.devices.empty()) other["devices"] = timeline.devices;
   if (!timeline.device_slots.empty()) other["device_slots"] = timeline.device_slots;
   if (!timeline.recompute.empty()) other["recompute"] = timeline.recompute;
+  if (timeline.data_parallel > 1) other["data_parallel"] = timeline.data_parallel;
   out += other.dump();
   out += ",\"traceEvents\":[\n";
   bool first = true;
@@ -305,6 +306,13 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
                   other["recompute"].dump());
     }
     t.recompute = other["recompute"].get<std::string>();
+  }
+  if (other.contains("data_parallel")) {
+    const json& d = other["data_parallel"];
+    if (!d.is_number_integer() || d.get<long long>() < 1 || d.get<long long>() > (1LL << 20)) {
+      throw Error(origin + ": otherData.data_parallel must be an integer in [1, 2^20] (the replicas), got " + d.dump());
+    }
+    t.data_parallel = static_cast<int>(d.get<long long>());
   }
   if (other.contains("devices")) {
     const json& devices = other["devices"];

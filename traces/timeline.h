@@ -59,6 +59,9 @@ struct Timeline {
   // The stages a measured run recomputed (train --recompute): "all" or ids
   // like "0,1"; empty when none. Their B and I hold the recomputed forward.
   std::string recompute;
+  // The replicas of the pipeline that its REDUCE_GRADs all-reduced over
+  // (train --dp D; a cost file's data_parallel.degree); 1: none.
+  int data_parallel = 1;
   std::vector<TimelineEvent> events;   // per rank in program order
   std::vector<MemorySample> memory;    // per rank in time order
   std::vector<StepEvent> step_events;  // per rank in time order

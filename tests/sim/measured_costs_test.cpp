@@ -82,6 +82,31 @@ TEST_CASE("measured costs: each stage's REDUCE_GRAD takes the mean time the run'
   CHECK(cost["stages"][1]["reduce_grad_ms"] == 3.0);  // (until 2026-12-07 the file gave it none: 0 ms)
 }
 
+TEST_CASE("measured costs: a data-parallel trace's replicas come back, and its step with them", "[measured_costs]") {
+  // GPipe, K=2, M=4, F 1 ms, B 2 ms, a 5 ms all-reduce a stage over 2
+  // replicas: (M + K - 1)(F + B) = 15 ms, and stage 0's all-reduce after
+  // its last B: 20 ms.
+  StageCost c;
+  c.forward = 1 * kMs;
+  c.backward = 2 * kMs;
+  c.reduce_grad = 5 * kMs;
+  CostModel costs = CostModel::Uniform(2, c, Link{});
+  DataParallel dp;
+  dp.degree = 2;
+  costs.SetDataParallel(dp);
+  const Schedule plan = AddReduceGrad(Lower(Generate("gpipe", {2, 4, 0})));
+  const SimResult run = Simulate(plan, costs);
+  REQUIRE(run.makespan == 20 * kMs);
+  CHECK(run.timeline.data_parallel == 2);
+  const nlohmann::json file = nlohmann::json::parse(MeasuredCostJson(run.timeline, "dp.json"));
+  CHECK(file["data_parallel"]["degree"] == 2);
+  // Without the degree the file's REDUCE_GRADs took no time: 15 ms.
+  CHECK(Simulate(plan, MeasuredCostModel(run.timeline, "dp.json")).makespan == 20 * kMs);
+  Timeline alone = run.timeline;
+  alone.data_parallel = 1;
+  CHECK(Simulate(plan, MeasuredCostModel(alone, "dp.json")).makespan == 15 * kMs);
+}
+
 TEST_CASE("measured costs: every schedule's waited messages took the link's time, overlapped F&B included",
           "[measured_costs]") {
   // V shapes, several stages a rank, two pipelines, and DualPipe's

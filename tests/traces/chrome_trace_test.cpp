@@ -73,9 +73,11 @@ TEST_CASE("trace round-trips: events, times and memory come back exactly", "[tra
   c.message_bytes = 99;
   Timeline t = Simulate(s, CostModel::Uniform(3, c, Link{1001, 0.5})).timeline;
   t.recompute = "0,2";
+  t.data_parallel = 4;
   const Timeline back = TimelineFromChromeTrace(TimelineToChromeTrace(t), "mem");
   CHECK(back.name == "zb-h2");
   CHECK(back.recompute == "0,2");
+  CHECK(back.data_parallel == 4);
   CHECK(back.source == "simulated");
   CHECK(back.ranks == 3);
   REQUIRE(back.events.size() == t.events.size());
@@ -145,6 +147,13 @@ TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
           R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "recompute": true}, "traceEvents": [{"ph": "M"}]})",
           "t.json"),
       Catch::Contains("t.json: otherData.recompute must be a string"));
+  for (const char* bad : {"0", "2.5", "\"2\"", "2000000"}) {
+    CHECK_THROWS_WITH(
+        TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "data_parallel": )" +
+                                    std::string(bad) + R"(}, "traceEvents": [{"ph": "M"}]})",
+                                "t.json"),
+        Catch::Contains("t.json: otherData.data_parallel must be an integer in [1, 2^20]"));
+  }
   CHECK_THROWS_WITH(
       TimelineFromChromeTrace(R"({"otherData": {"pplab_trace_version": 1, "ranks": 1, "name": 7}, "traceEvents": []})",
                               "t.json"),

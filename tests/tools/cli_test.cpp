@@ -170,6 +170,28 @@ TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do n
   CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b: --cost " + devices +
                                     " puts 2 ranks on devices, this schedule has 1"));
   CHECK_THAT(r.out, Catch::Contains("sweep: 1 plans simulated, 5 skipped"));
+  // A file that fits a schedule's stages but not the schedule: CUDA graphs'
+  // slots with zb-h1's split B, a link between ranks a plan lacks. compare
+  // and sweep stopped at it.
+  const std::string graphs = TempPath("compare-misfit-graphs.json");
+  WriteTextFile(graphs, R"({"format": "pplab.cost", "version": 1, "num_stages": 2,
+                            "default": {"forward_ms": 1, "backward_ms": 2, "graph_slot_bytes": 1000}})");
+  r = Pplab("compare -k 2 -m 4 --schedules 1f1b,zb-h1,gpipe --csv --cost " + graphs);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("skipped: zb-h1: ") && Catch::Contains("splits B into I and W"));
+  CHECK_THAT(r.out, Catch::Contains("\n1f1b,2,1,2,4,15.000000,") && Catch::Contains("\ngpipe,2,1,2,4,15.000000,"));
+  CHECK(Pplab("compare -k 2 -m 4 --schedules zb-h1 --cost " + graphs).code == 2);  // named alone: the error
+  const std::string link = TempPath("compare-misfit-link.json");
+  WriteTextFile(link, R"({"format": "pplab.cost", "version": 1, "num_stages": 4,
+                          "default": {"forward_ms": 0.5, "backward_ms": 1},
+                          "links": [{"from": 2, "to": 3, "latency_ms": 1}]})");
+  r = Pplab("sweep -k 2,4 -m 8 -v 2 --schedules 1f1b,interleaved-1f1b --cost " + link + " -o " +
+            TempPath("compare-misfit-link.csv"));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b K=2 M=8: ") && Catch::Contains("rank 2 to rank 3"));
+  CHECK_THAT(r.out, Catch::Contains("sweep: 1 plans simulated, 3 skipped"));
 }
 
 TEST_CASE("cli: a --cost file of data-parallel replicas adds the gradients' all-reduce to a generated schedule",

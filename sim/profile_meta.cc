@@ -24,7 +24,7 @@ std::optional<ProfileMeta> ParseProfileMeta(const std::string& meta_json, int nu
   if (const auto unknown =
           FirstUnknownField(meta, {"source", "model", "config", "partition", "microbatch_size", "seq_len", "device",
                                    "threads_per_rank", "ranks", "precision", "attention", "tensor_parallel",
-                                   "sequence_parallel", "shared_device", "cuda_graphs", "extra"})) {
+                                   "sequence_parallel", "shared_device", "cuda_graphs", "extra", "recomputed"})) {
     throw Error(at + " (source \"pplab profile\"): unknown field '" + *unknown + "'");
   }
   auto need = [&](const char* key) -> const json& {

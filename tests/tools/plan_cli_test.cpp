@@ -471,4 +471,24 @@ TEST_CASE("cli: plan keeps --memory-headroom of the limit free, and notes a plan
   CHECK(Pplab(args + " --memory-headroom 95").code != 0);
 }
 
+TEST_CASE("cli: a recomputed plan's --cost-out says so, and simulate refuses a second --recompute on it",
+          "[cli][plan]") {
+  const std::string plan = TempPath("recomputed-plan.json"), cost = TempPath("recomputed-cost.json");
+  const PplabRun r = Pplab(
+      "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --recompute all "
+      "--schedules 1f1b --attention explicit --json -o " +
+      plan + " --cost-out " + cost);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(ReadTextFile(cost))["meta"]["recomputed"] == "all");
+  const double step = nlohmann::json::parse(r.out)["best"]["step_time"].get<double>();
+  const PplabRun sim = Pplab("simulate --plan " + plan + " --cost " + cost + " --json");
+  REQUIRE(sim.code == 0);
+  CHECK(nlohmann::json::parse(sim.out)["makespan"].get<double>() == Approx(step).epsilon(1e-9));
+  // Its B already holds the forward: a second --recompute counted it twice.
+  const PplabRun twice = Pplab("simulate --plan " + plan + " --cost " + cost + " --recompute all");
+  CHECK(twice.code == 2);
+  CHECK_THAT(twice.out, Catch::Contains("already hold the recomputed forward; drop --recompute"));
+}
+
 }  // namespace pplab::plan_cli_test

@@ -71,10 +71,13 @@ int RunSimulate(const SimulateOptions& o) {
   if (!o.device_slots.empty()) {
     const std::vector<int>& devices = costs.Devices();
     const int used = devices.empty() ? schedule.ranks : *std::max_element(devices.begin(), devices.end()) + 1;
-    if (static_cast<int>(o.device_slots.size()) < used) {
+    if (static_cast<int>(o.device_slots.size()) != used) {
+      // (More was refused in the cost file's words, as though the file had them.)
       throw Error("--device-slots: " + std::to_string(o.device_slots.size()) +
                   " entries, but the ranks use devices 0 to " + std::to_string(used - 1) + " (give one per device id" +
-                  (devices.empty() ? ", or --devices to put ranks on fewer devices)" : ")"));
+                  (devices.empty() && static_cast<int>(o.device_slots.size()) < used
+                       ? ", or --devices to put ranks on fewer devices)"
+                       : ")"));
     }
     costs.SetDeviceSlots(o.device_slots);
   }

@@ -82,6 +82,9 @@ TEST_CASE("cli: bad flags and rules get one clear line and a non-zero exit", "[c
       {"show --steps --trace t.json", 108, "--steps excludes --trace"},
       {"simulate -k 2 -m 4 --device-slots 2", 2,
        "--device-slots: 1 entries, but the ranks use devices 0 to 1 (give one per device id, or --devices"},
+      // More than the devices: named as the flag's, not as a cost file's field.
+      {"simulate -k 2 -m 4 --devices 0,0 --device-slots 1,1", 2,
+       "--device-slots: 2 entries, but the ranks use devices 0 to 0 (give one per device id)"},
       {"simulate --devices-from /nonexistent/t.json", 2, "cannot read /nonexistent/t.json"},
       {"plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --schedules gpipe,1f1b,GPipe", 2,
        "--schedules names gpipe twice (GPipe is gpipe)"},

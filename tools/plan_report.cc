@@ -314,7 +314,8 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
     const std::string ties = TieLine(result.fitting, shown);
     std::printf("noise: each row's step time sampled %d times (seed %llu) from the profile's spreads; %s\n",
                 kTieSamples, static_cast<unsigned long long>(kTieSeed),
-                shown < 2      ? "no other row is shown to compare with #1 (--top 2 or more)"
+                shown < 2 && result.fitting.size() < 2 ? "no other plan fits to compare with #1"
+                : shown < 2                            ? "no other row is shown to compare with #1 (--top 2 or more)"
                 : ties.empty() ? "no row shown ties with #1 (their [p10, p90] do not overlap)"
                                : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "runtime/data/chat.h"
 #include "runtime/data/corpus.h"
@@ -57,13 +59,32 @@ PreparedText PrepareText(const TextSource& source, const std::function<void(cons
   out.documents = static_cast<int64_t>(corpus.documents.size());
   out.corpus_bytes = corpus.bytes;
   out.chats = !corpus.chats.empty();
+  std::optional<Tokenizer> cached;  // the cache's tokenizer, when it loaded
   if (!source.tokenizer.empty()) {
     out.tokenizer_path = source.tokenizer;
   } else {
     out.tokenizer_path = (fs::path(source.cache_dir) / ("tokenizer-" + FnvHex(corpus.fingerprint) + "-" +
                                                         std::to_string(source.vocab_size) + ".model"))
                              .string();
-    if (!fs::exists(out.tokenizer_path, ec)) {
+    // A cached tokenizer that does not load, or loads with other than its
+    // name's pieces (a model cut short can parse, with 4 of its 200), is
+    // trained again, like a damaged token cache below: the same corpus
+    // gives the same model, byte for byte.
+    bool train = !fs::exists(out.tokenizer_path, ec);
+    if (!train) {
+      try {
+        cached.emplace(Tokenizer::Load(out.tokenizer_path));
+        if (cached->VocabSize() != source.vocab_size) {
+          throw Error(out.tokenizer_path + ": " + std::to_string(cached->VocabSize()) + " pieces where its name says " +
+                      std::to_string(source.vocab_size) + " (damaged)");
+        }
+      } catch (const Error& e) {
+        say(std::string(e.what()) + "; training it again");
+        cached.reset();
+        train = true;
+      }
+    }
+    if (train) {
       const auto start = std::chrono::steady_clock::now();
       // Prompts are text the model reads too (none in a plain corpus, whose
       // tokenizer this leaves as it was).
@@ -77,7 +98,7 @@ PreparedText PrepareText(const TextSource& source, const std::function<void(cons
           Fixed(SecondsSince(start), 1) + " s: " + out.tokenizer_path);
     }
   }
-  const Tokenizer tokenizer = Tokenizer::Load(out.tokenizer_path);
+  const Tokenizer tokenizer = cached ? std::move(*cached) : Tokenizer::Load(out.tokenizer_path);
   out.tokenizer_fingerprint = tokenizer.Fingerprint();
   out.cache_path = (fs::path(source.cache_dir) /
                     ("tokens-" + FnvHex(corpus.fingerprint) + "-" + FnvHex(tokenizer.Fingerprint()) + ".bin"))

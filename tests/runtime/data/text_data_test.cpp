@@ -267,6 +267,29 @@ TEST_CASE("a tokenizer without a PAD piece, as Llama 2's, pads with its UNK piec
   CHECK(ReadTextFile(path) != ReadTextFile(Prepared().tokenizer_path));
 }
 
+TEST_CASE("a cached tokenizer that does not load is trained again, the same bytes, with a line that says so",
+          "[data]") {
+  TextSource source;
+  source.paths = {kText + "/fortunes.txt"};
+  source.vocab_size = 200;
+  source.cache_dir = Tmp("cut_tokenizer");
+  const PreparedText first = PrepareText(source, nullptr);
+  const std::string model = ReadTextFile(first.tokenizer_path);
+  // Cut to 100 bytes it parses, with the first few pieces; cut inside a
+  // piece it does not ("not a SentencePiece model", on every later run).
+  for (const size_t keep : {size_t{100}, size_t{37}}) {
+    WriteTextFile(first.tokenizer_path, model.substr(0, keep));
+    std::vector<std::string> said;
+    const PreparedText again = PrepareText(source, [&](const std::string& line) { said.push_back(line); });
+    CHECK(ReadTextFile(again.tokenizer_path) == model);
+    CHECK(again.tokenizer_fingerprint == first.tokenizer_fingerprint);
+    CHECK(again.cache_path == first.cache_path);  // the token cache of the same tokenizer stands
+    REQUIRE(said.size() == 2);
+    CHECK_THAT(said[0], Catch::Contains(first.tokenizer_path) && Catch::EndsWith("; training it again"));
+    CHECK_THAT(said[1], Catch::StartsWith("trained a 200-piece BPE tokenizer"));
+  }
+}
+
 TEST_CASE("the token cache holds each document's tokens and refuses a stale or cut file", "[data]") {
   const PreparedText& p = Prepared();
   const Tokenizer t = Tokenizer::Load(p.tokenizer_path);

@@ -430,12 +430,24 @@ int RunTrain(const TrainOptions& flags) {
   std::optional<PreparedText> prepared;
   if (!o.synthetic) {
     // Build the tokenizer and token cache once, here, so the workers find them.
-    const auto text = OpenRunText(
-        TextSourceOf(o, config), TextDataOf(o),
-        [&o](const std::string& line) {
-          if (!o.quiet) std::fprintf(stderr, "pplab: %s\n", line.c_str());
-        },
-        std::nullopt);
+    const auto open_text = [&] {
+      return OpenRunText(
+          TextSourceOf(o, config), TextDataOf(o),
+          [&o](const std::string& line) {
+            if (!o.quiet) std::fprintf(stderr, "pplab: %s\n", line.c_str());
+          },
+          std::nullopt);
+    };
+    std::unique_ptr<RunText> text;
+    try {
+      text = open_text();
+    } catch (const Error& e) {
+      // A resume without the checkpoint's --tokenizer trains one of the
+      // model's pieces, which the corpus may not give: say which to give
+      // (the error named only --vocab-size, a flag the run had not).
+      if (!o.resume || latest.empty()) throw;
+      throw Error(e.what() + CheckpointTokenizerHint(o, nlohmann::json::parse(ReadManifest(latest))));
+    }
     if (!o.quiet && !o.json) {
       std::fprintf(stderr,
                    "pplab: data: %lld documents, %lld tokens; %lld training and %lld validation samples of %d+1 tokens "

@@ -1,6 +1,9 @@
 #include "tools/train_manifest.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "runtime/data/fnv.h"
 #include "runtime/train/checkpoint.h"
@@ -24,17 +27,44 @@ nlohmann::json MustMatch(const TrainOptions& o, const LlamaConfig& config, const
   return must_match;
 }
 
+std::string CheckpointTokenizerHint(const TrainOptions& o, const nlohmann::json& found) {
+  if (!o.tokenizer.empty() || !found.contains("tokenizer_file") || !found["tokenizer_file"].is_string()) return "";
+  const std::filesystem::path copy =
+      std::filesystem::path(o.checkpoint_dir) / found["tokenizer_file"].get<std::string>();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(copy, ec)) return "";
+  return "; the checkpoint was trained with the tokenizer it holds: give --tokenizer " + copy.string() +
+         " to continue it";
+}
+
 void CheckResumable(const TrainOptions& o, const nlohmann::json& must_match, const nlohmann::json& found) {
-  for (const auto& [key, value] : must_match.items()) {
+  // Text against synthetic tokens is one difference, said as such (the
+  // fields below differ by absence: "taken with data (none)" of a
+  // checkpoint trained on text).
+  const bool was_text = found.contains("corpus"), is_text = must_match.contains("corpus");
+  if (was_text != is_text) {
+    throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was trained on " +
+                (was_text ? "text (--data)" : "synthetic tokens (--synthetic)") + ", this run " +
+                (is_text ? "on text" : "on synthetic tokens") + "; resume it as it was trained");
+  }
+  // Another tokenizer first: the model's vocab_size differs by it too, and
+  // "taken with model {...}" hid the cause.
+  std::vector<std::string> keys = {"tokenizer"};
+  for (const auto& item : must_match.items()) {
+    if (item.key() != "tokenizer") keys.push_back(item.key());
+  }
+  for (const std::string& key : keys) {
+    if (!must_match.contains(key)) continue;
+    const nlohmann::json& value = must_match[key];
     if (key == "val_fraction" && !found.contains(key)) continue;  // recorded since 2026-11-29
     if (!found.contains(key) || found[key] != value) {
       // The fingerprints say what they cover: the same files under other
       // names (another working directory, a moved folder) differ too.
-      const std::string why = key == "corpus"
-                                  ? " (the fingerprint of the --data files' names, as given, and bytes: the same files "
-                                    "named another way differ too; give them as the first run did)"
-                              : key == "tokenizer" ? " (the fingerprint of the tokenizer file's bytes)"
-                                                   : "";
+      const std::string why =
+          key == "corpus"      ? " (the fingerprint of the --data files' names, as given, and bytes: the same files "
+                                 "named another way differ too; give them as the first run did)"
+          : key == "tokenizer" ? " (the fingerprint of the tokenizer file's bytes)" + CheckpointTokenizerHint(o, found)
+                               : "";
       throw Error("--resume: the checkpoint in " + o.checkpoint_dir + " was taken with " + key + " " +
                   (found.contains(key) ? found[key].dump() : std::string("(none)")) + ", this run has " + value.dump() +
                   why);

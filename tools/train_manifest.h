@@ -22,6 +22,12 @@ namespace pplab::cli {
 // synthetic data.
 nlohmann::json MustMatch(const TrainOptions& o, const LlamaConfig& config, const PreparedText* text);
 
+// Where a run resumes without --tokenizer a checkpoint whose manifest
+// `found` names the tokenizer copy it holds: "; the checkpoint was trained
+// with the tokenizer it holds: give --tokenizer PATH ...", to end an error
+// with; else "".
+std::string CheckpointTokenizerHint(const TrainOptions& o, const nlohmann::json& found);
+
 // Throws pplab::Error naming the first field of `must_match` that the
 // checkpoint's manifest `found` lacks or holds otherwise; a field manifests
 // gained later (val_fraction) may be missing from an older one.

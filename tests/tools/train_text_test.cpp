@@ -199,6 +199,32 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
                            " --resume --steps 6 --tokenizer " + other_model);
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Catch::Contains("--resume: the checkpoint in " + dir + " was taken with"));
+  // Without --tokenizer another is trained (here of 180 pieces): the error
+  // names the copy the checkpoint holds, to give instead.
+  const PplabRun other =
+      Pplab("train -q --out '' --model tiny --data " + kCorpus + " --vocab-size 180 --cache-dir " + cache +
+            " --batch-size 8 --seq-len 32 -m 2 --warmup-steps 0 --eval-every 0 " + common + " --resume --steps 6");
+  CHECK(other.code != 0);
+  CHECK_THAT(other.out,
+             Catch::Contains("was taken with tokenizer") &&
+                 Catch::Contains("the checkpoint was trained with the tokenizer it holds: give --tokenizer " + dir +
+                                 "/" + manifest["tokenizer_file"].get<std::string>()));
+  // A tokenizer the corpus cannot give: the error said only "--vocab-size
+  // 100000: BPE finds at most ...", a flag a resume need not have given.
+  const PplabRun cannot =
+      Pplab("train -q --out '' --model tiny --data " + kCorpus + " --vocab-size 100000 " + "--cache-dir " + cache +
+            " --batch-size 8 --seq-len 32 -m 2 " + common + " --resume --steps 6");
+  CHECK(cannot.code != 0);
+  CHECK_THAT(cannot.out, Catch::Contains("--vocab-size 100000: BPE finds at most") &&
+                             Catch::Contains("; the checkpoint was trained with the tokenizer it holds: give "
+                                             "--tokenizer " +
+                                             dir + "/"));
+  // Synthetic tokens against text, said as such (it read "data (none)").
+  const PplabRun synthetic = Pplab("train -q --out '' --model tiny --synthetic --batch-size 8 --seq-len 32 -m 2 " +
+                                   common + " --resume --steps 6");
+  CHECK(synthetic.code != 0);
+  CHECK_THAT(synthetic.out, Catch::Contains("--resume: the checkpoint in " + dir +
+                                            " was trained on text (--data), this run on synthetic tokens"));
 
   // A checkpoint of synthetic training has no tokenizer to generate with.
   const std::string synth = Tmp("ck_synth");
@@ -209,6 +235,12 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   const PplabRun g4 = Pplab("generate --checkpoint " + synth + " --prompt x");
   CHECK(g4.code != 0);
   CHECK_THAT(g4.out, Catch::Contains("was trained on synthetic tokens"));
+  const PplabRun text_on_synthetic = Pplab(
+      "train -q --out '' --model tiny -k 1 -m 1 --batch-size 2 --seq-len 8 "
+      "--steps 2 --resume --data " +
+      kCorpus + " --cache-dir " + cache + " --checkpoint-dir " + synth);
+  CHECK(text_on_synthetic.code != 0);
+  CHECK_THAT(text_on_synthetic.out, Catch::Contains("was trained on synthetic tokens (--synthetic), this run on text"));
 }
 
 TEST_CASE("prompt and completion records: the prompt is read, not learned, and pipelined equals one process",

@@ -13,6 +13,7 @@
 #include "runtime/data/corpus.h"
 #include "runtime/data/token_cache.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/data/unicode.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
 #include "tools/commands.h"
@@ -147,7 +148,14 @@ int RunTokenize(const TokenizeOptions& o) {
     if (ids.empty()) throw Error("tokenize --decode --file " + o.file + ": the file holds no ids");
     text = tokenizer.Decode(ids);
   } else {
+    // As training reads text: UTF-8 (it refuses a file that is not), and
+    // some token (the text's white space alone gives none).
+    const std::string what = o.file.empty() ? "tokenize: the text given" : "tokenize --file " + o.file;
+    if (const size_t bad = InvalidUtf8At(input); bad != std::string::npos) {
+      throw Error(what + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) + ")");
+    }
     ids = tokenizer.Encode(input);
+    if (ids.empty()) throw Error(what + ": no token (white space alone)");
     text = input;
   }
   if (o.json) {
@@ -192,7 +200,10 @@ void SetupTokenize(CLI::App& app, int& exit_code) {
   CLI::Option* records = sub->add_option(
       "--records", o->records,
       "a .jsonl file of --data records: print one as training reads it, in runs of tokens the loss reads and learns");
-  sub->add_option("--record", o->record, "with --records: which record, from 1")->needs(records)->capture_default_str();
+  sub->add_option("--record", o->record, "with --records: which record, from 1")
+      ->needs(records)
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
   sub->add_flag("--json", o->json,
                 "print one JSON object: ids, each id's vocabulary piece (as the tokenizer file spells it), the "
                 "special ids, the text");

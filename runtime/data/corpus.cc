@@ -21,16 +21,6 @@ namespace fs = std::filesystem;
 namespace pplab {
 namespace {
 
-// Byte offset of the first invalid UTF-8 sequence, or npos. Well-formed as
-// Unicode defines it (DecodeUtf8At): no overlong form, no surrogate, nothing
-// above U+10FFFF.
-size_t InvalidUtf8At(const std::string& s) {
-  for (size_t i = 0, length = 0; i < s.size(); i += length) {
-    if (DecodeUtf8At(s, i, length) >= kRawByteBase) return i;
-  }
-  return std::string::npos;
-}
-
 // Undoes overstrikes, reads a lone \r (old Mac OS line ends) as \n, and
 // drops the other control characters but \n and \t (a \r before \n).
 std::string Clean(const std::string& raw) {

@@ -115,6 +115,13 @@ std::vector<CodePoint> DecodeUtf8(std::string_view text) {
   return out;
 }
 
+size_t InvalidUtf8At(std::string_view text) {
+  for (size_t i = 0, length = 0; i < text.size(); i += length) {
+    if (DecodeUtf8At(text, i, length) >= kRawByteBase) return i;
+  }
+  return std::string_view::npos;
+}
+
 void AppendUtf8(CodePoint cp, std::string& out) {
   if (cp >= kRawByteBase) {
     out += static_cast<char>(cp - kRawByteBase);

@@ -24,6 +24,10 @@ std::vector<CodePoint> DecodeUtf8(std::string_view text);
 // takes (1 for a raw byte).
 CodePoint DecodeUtf8At(std::string_view text, size_t at, size_t& length);
 void AppendUtf8(CodePoint cp, std::string& out);
+// Byte offset of the first invalid UTF-8 sequence, or npos. Well-formed as
+// Unicode defines it (DecodeUtf8At): no overlong form, no surrogate, nothing
+// above U+10FFFF.
+size_t InvalidUtf8At(std::string_view text);
 std::string EncodeUtf8(const std::vector<CodePoint>& cps);
 
 // General category L* / N*, and the White_Space property (regex `\s`).

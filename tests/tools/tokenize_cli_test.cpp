@@ -49,6 +49,7 @@ TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text bac
              Catch::Contains("tokenize --decode --file " + dir + "/bad-ids.txt: 'x' is not a token id"));
 
   WriteTextFile(dir + "/empty.txt", "");
+  WriteTextFile(dir + "/latin1.txt", "caf\xe9\n");
   const PplabRun json = Pplab("tokenize --tokenizer " + path + " --json the thin");
   REQUIRE(json.code == 0);
   const auto j = nlohmann::json::parse(json.out);
@@ -69,7 +70,12 @@ TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text bac
            {"--decode 263", "tokenize --decode: '263' is not a token id"},
            {"", "give the text as arguments or --file"},
            {"''", "tokenize: the text given is empty"},
-           {"--file " + dir + "/empty.txt", "tokenize --file " + dir + "/empty.txt: the file is empty"}}) {
+           {"--file " + dir + "/empty.txt", "tokenize --file " + dir + "/empty.txt: the file is empty"},
+           // Training refuses such a file; tokenize gave ids, with UNK.
+           {"--file " + dir + "/latin1.txt", "tokenize --file " + dir +
+                                                 "/latin1.txt: not UTF-8 text (invalid byte at "
+                                                 "offset 3)"},
+           {"\"$(printf 'ab \\377')\"", "tokenize: the text given: not UTF-8 text (invalid byte at offset 3)"}}) {
     const PplabRun bad = Pplab("tokenize --tokenizer " + path + " " + args);
     INFO(args << ": " << bad.out);
     CHECK(bad.code == 2);
@@ -78,6 +84,22 @@ TEST_CASE("cli: tokenize prints the Tokenizer's ids, --decode gives the text bac
   const PplabRun missing = Pplab("tokenize --tokenizer " + dir + "/none.json x");
   CHECK(missing.code == 2);
   CHECK_THAT(missing.out, Catch::Contains(dir + "/none.json"));
+  RemoveTree(dir);
+}
+
+TEST_CASE("cli: tokenize refuses white space alone, which a SentencePiece model gives no token for", "[cli][data]") {
+  const std::string dir = TempPath("tokenize-spm");
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/t.model";
+  TrainTokenizer({"the thin thing", "a pipeline of stages", "then the next thing"}, 30, model);
+  const PplabRun space = Pplab("tokenize --tokenizer " + model + " ' '");
+  CHECK(space.code == 2);
+  CHECK_THAT(space.out, Catch::Contains("tokenize: the text given: no token (white space alone)"));
+  WriteTextFile(dir + "/newlines.txt", "\n\n\n");
+  const PplabRun lines = Pplab("tokenize --tokenizer " + model + " --file " + dir + "/newlines.txt");
+  CHECK(lines.code == 2);
+  CHECK_THAT(lines.out, Catch::Contains("tokenize --file " + dir + "/newlines.txt: no token (white space alone)"));
+  CHECK(Pplab("tokenize --tokenizer " + model + " 'the thin'").code == 0);
   RemoveTree(dir);
 }
 
@@ -126,6 +148,10 @@ TEST_CASE("cli: tokenize --records shows a record as training reads it, in read 
     CHECK(bad.code == 2);
     CHECK_THAT(bad.out, Catch::Contains(message));
   }
+  // Past int: CLI11's "Could not convert", exit 104.
+  const PplabRun huge = Pplab(records + "--record 99999999999");
+  CHECK(huge.code != 0);
+  CHECK_THAT(huge.out, Catch::Contains("--record: Value 99999999999 not in range"));
   // A bad records file is named by the flag that gave it, not train's --data.
   WriteTextFile(dir + "/bad.jsonl", "{\"prompt\": 1}\n");
   const PplabRun bad = Pplab("tokenize --tokenizer " + path + " --records " + dir + "/bad.jsonl");

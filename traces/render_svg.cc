@@ -1,7 +1,6 @@
 #include "traces/render_svg.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -9,6 +8,7 @@
 
 #include "schedules/action_kinds.h"
 #include "traces/explain.h"
+#include "traces/figures.h"
 #include "traces/local_stages.h"
 
 namespace pplab {
@@ -67,14 +67,6 @@ std::string LabelOn(const std::string& fill, const char* unshaded_label, bool sh
   const long rgb = std::strtol(fill.c_str() + 1, nullptr, 16);
   const double luma = 0.299 * ((rgb >> 16) & 0xff) + 0.587 * ((rgb >> 8) & 0xff) + 0.114 * (rgb & 0xff);
   return luma < 140 ? "#ffffff" : "#000000";
-}
-
-// std::to_chars ignores the C locale, unlike printf, so output bytes do not
-// depend on the process's LC_NUMERIC.
-std::string Fixed(double value, int decimals) {
-  char buf[128];
-  const auto r = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::fixed, decimals);
-  return r.ec == std::errc() ? std::string(buf, r.ptr) : std::string("0");
 }
 
 // The length of the UTF-8 sequence at text[i], or 0 where none starts there
@@ -318,8 +310,6 @@ Bytes MemoryScale(const std::vector<const Timeline*>& timelines, const SvgOption
   return top;
 }
 
-std::string Megabytes(Bytes bytes) { return Fixed(static_cast<double>(bytes) / 1e6, 2) + " MB"; }
-
 // One row per rank under the lanes that start at `top`: the bytes the rank
 // holds as a filled step curve, 0 at the row's bottom and `scale_bytes` at
 // its top, with the rank's peak (the first time it is reached) in the row.
@@ -344,7 +334,7 @@ std::string DrawMemory(const Timeline& timeline, const Scale& scale, Bytes scale
       d += " H" + Fixed(scale.X(m.time), 2) + " V" + Fixed(height_of(m.bytes), 2);
     }
     d += " H" + Fixed(scale.left + scale.width, 2) + " V" + Fixed(bottom, 2) + " Z";
-    const std::string peak_text = "peak " + Megabytes(peak->bytes) + " at " + Fixed(NsToMs(peak->time), 3) + " ms";
+    const std::string peak_text = "peak " + ByteCount(peak->bytes, 2) + " at " + Fixed(NsToMs(peak->time), 3) + " ms";
     out += "<g><title>rank " + std::to_string(r) + " " + peak_text + "</title><path class=\"memory\" d=\"" + d +
            "\" fill=\"#9b7fc8\" fill-opacity=\"0.5\" stroke=\"#5b3f8c\" stroke-width=\"0.8\"/></g>\n";
     out += TextAt(scale.left + 3, y + 10, "class=\"memory-peak\" font-size=\"9\" fill=\"#333333\"", peak_text);
@@ -425,7 +415,7 @@ std::string DrawLegend(const std::vector<const Timeline*>& timelines, const SvgO
   }
   if (std::any_of(timelines.begin(), timelines.end(), [&](const Timeline* t) { return DrawsMemory(*t, options); })) {
     entry(Rect("swatch memory", x, y, 12, 12, "#9b7fc8") + "/>\n",
-          "activation bytes, row height = " + Megabytes(MemoryScale(timelines, options)));
+          "activation bytes, row height = " + ByteCount(MemoryScale(timelines, options), 2));
   }
   return out;
 }

@@ -1,22 +1,15 @@
 #include "traces/render_text.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <vector>
 
 #include "schedules/action_kinds.h"
+#include "traces/figures.h"
 #include "traces/local_stages.h"
 
 namespace pplab {
 namespace {
-
-// std::to_chars ignores the C locale, so the output does not depend on LC_NUMERIC.
-std::string Fixed(double value, int decimals) {
-  char buf[128];
-  const auto r = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::fixed, decimals);
-  return r.ec == std::errc() ? std::string(buf, r.ptr) : std::string("0");
-}
 
 // A time in the unit a picture's cells read well in: ms, or us or ns where
 // a cell is shorter than 10 us or 10 ns (a cell of 0.4 us read "0.000 ms").
@@ -257,15 +250,15 @@ std::string RenderText(const Timeline& timeline, int columns, bool show_memory) 
   }
   legend += " . idle; a box starts with ";
   legend += with_stage ? "<stage><kind><microbatch> (e.g. 3F12)" : "its microbatch";
-  int hidden = 0;  // events with a duration that own no cell at the widest picture
-  for (int i = 0; i < n; ++i) hidden += need[i] > 0 && !shown[i];
+  int hidden = 0;  // compute events that own no cell at the widest picture, those of no duration too
+  for (int i = 0; i < n; ++i) hidden += !label[i].empty() && !shown[i];
   if (cut) legend += "; + a label too long for its box";
   if (hidden > 0) legend += "; " + std::to_string(hidden) + " action(s) too short to show";
   if (cut || hidden > 0) legend += " (use pplab render)";
   out += legend + "\n";
   if (!memory_rows.empty()) {
     out += "memory: m<r> rows hold each cell's most bytes held by rank r, in ninths of the largest rounded up, 9 = " +
-           Fixed(static_cast<double>(memory_top) / 1e6, 3) + " MB, . none\n";
+           ByteCount(memory_top, 3) + ", . none\n";
   }
   return out;
 }

@@ -225,6 +225,15 @@ TEST_CASE("text render at its cell limit gives + to a box as wide as its label a
   CHECK_THAT(text, Catch::Contains("+ a label too long for its box"));
 }
 
+TEST_CASE("text render counts an action of no duration among those too short to show", "[render]") {
+  // An I of 0 ms (W takes all of B): no cell, no label; it vanished unsaid.
+  Timeline t = Tiny1F1B();
+  t.events.push_back(TimelineEvent{1, {ActionKind::kBackwardInput, 1, 1}, MsToNs(7), MsToNs(7)});
+  const std::string text = RenderText(t, 18);
+  CHECK_THAT(text, Catch::Contains("; 1 action(s) too short to show (use pplab render)"));
+  CHECK(RowOf(text, 1) == RowOf(RenderText(Tiny1F1B(), 18), 1));
+}
+
 TEST_CASE("text render's legend names F&B overlapped by its letter X", "[render]") {
   const std::string text = RenderText(Simulated(Generate("dualpipev", {2, 4, 0})), 200);
   CHECK_THAT(text, Catch::Contains(" X F&B overlapped,"));

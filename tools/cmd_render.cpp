@@ -75,7 +75,10 @@ void SetupRender(CLI::App& app, int& exit_code) {
   sub->add_option("--title", o->title, "title (default: the schedule name)");
   sub->add_option("--labels", o->labels, "comma-separated panel labels, one per trace (default: file names)")
       ->delimiter(',');
-  sub->add_option("--width", o->width, "width in pixels")->check(CLI::Range(200, 100000))->capture_default_str();
+  sub->add_option("--width", o->width,
+                  "width in pixels of the timeline (the picture widens where a line of its text needs more)")
+      ->check(CLI::Range(200, 100000))
+      ->capture_default_str();
   sub->add_flag("--comm", o->show_comm, "also draw SEND/RECV");
   sub->add_flag("--no-memory", o->no_memory, "leave out the memory rows (drawn where a trace has activation bytes)");
   sub->callback([o, &exit_code] { exit_code = RunRender(*o); });

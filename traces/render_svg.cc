@@ -1,6 +1,7 @@
 #include "traces/render_svg.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -447,6 +448,32 @@ std::string DrawIdleSplit(const Timeline& timeline, const std::string& heading, 
   return out;
 }
 
+// The right edge, in px, of the widest left-anchored <text> in `svg` as
+// TextAt writes them: its x plus its characters at kCharPx a character of
+// font-size 10, scaled by its font-size (markup escapes count as one).
+int TextRight(const std::string& svg) {
+  double right = 0;
+  for (size_t at = svg.find("<text x=\""); at != std::string::npos; at = svg.find("<text x=\"", at + 1)) {
+    const size_t open_end = svg.find('>', at), close = svg.find("</text>", at);
+    if (open_end == std::string::npos || close == std::string::npos) break;
+    const std::string tag = svg.substr(at, open_end - at);
+    if (tag.find("text-anchor") != std::string::npos) continue;  // right- or middle-anchored: inside the plot
+    const double x = std::strtod(svg.c_str() + at + 9, nullptr);
+    double size = 10;
+    if (const size_t f = tag.find("font-size=\""); f != std::string::npos)
+      size = std::strtod(tag.c_str() + f + 11, nullptr);
+    size_t chars = 0;
+    for (size_t i = open_end + 1; i < close; ++i) {
+      const unsigned char c = static_cast<unsigned char>(svg[i]);
+      if ((c & 0xC0) == 0x80) continue;    // a UTF-8 continuation byte
+      if (c == '&') i = svg.find(';', i);  // an escape: one character
+      ++chars;
+    }
+    right = std::max(right, x + kCharPx * size / 10 * static_cast<double>(chars));
+  }
+  return static_cast<int>(std::ceil(right));
+}
+
 std::string BlockLabel(const Timeline& timeline, const std::string& given) {
   std::string label = !given.empty() ? given : timeline.source.empty() ? "timeline" : timeline.source;
   if (!timeline.name.empty()) label += ": " + timeline.name;
@@ -497,7 +524,9 @@ std::string Render(const std::vector<const Timeline*>& all, const SvgOptions& op
     body += DrawIdleSplit(*timelines[i], heading, y);
   }
 
-  const std::string width = std::to_string(kLeft + plot_width + kRight);
+  // The picture is as wide as the plot, or its widest line of text, where
+  // that is wider (a legend or an idle split past a narrow --width was cut).
+  const std::string width = std::to_string(std::max(kLeft + plot_width + kRight, TextRight(body) + kRight));
   const std::string height = std::to_string(y + kTop);
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + width + "\" height=\"" + height + "\" viewBox=\"0 0 " +
          width + " " + height + "\" font-family=\"sans-serif\">\n" +

@@ -351,11 +351,16 @@ int RunTrain(const TrainOptions& flags) {
     // Started by torchrun or Slurm, no launcher checked the outputs: each
     // rank does, alike, before the rendezvous (rank 0 writes nothing before
     // it), so an earlier run is refused, or with --overwrite replaced, here.
+    // Rank 0 holds the run folders' lock for the run (its peers would
+    // refuse each other's).
+    std::optional<RunFolderLock> lock;
     if (std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
       const bool replace_earlier = ClaimOutputs(given, o);
       if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
       CheckOutputs(o);
-      if (replace_earlier && std::string(std::getenv("RANK")) == "0") RemoveEarlierRun(given, o);
+      const bool rank0 = std::string(std::getenv("RANK")) == "0";
+      if (rank0) lock.emplace(o);
+      if (replace_earlier && rank0) RemoveEarlierRun(given, o);
     }
     return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
   }
@@ -422,6 +427,9 @@ int RunTrain(const TrainOptions& flags) {
   const bool replace_earlier = ClaimOutputs(given, o);
   if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
   CheckOutputs(o);
+  // Held until the workers are done: another run into these folders is
+  // refused from here on, before this one prunes, removes or writes.
+  const RunFolderLock lock(o);
   // The checkpoints --overwrite replaces are not read (they go below).
   const std::string latest =
       o.checkpoint_dir.empty() || replace_earlier ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);

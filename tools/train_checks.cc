@@ -1,6 +1,11 @@
 #include "tools/train_checks.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -183,6 +188,22 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
   }
 }
 
+namespace {
+
+// --out's own checkpoints folder where this run's are elsewhere
+// (--checkpoint-dir) and it holds some: part of the run in --out all the
+// same ("" otherwise). A run replaced with --checkpoint-dir NEW left them,
+// and the next --resume without the flag continued them under the new
+// run's metrics.
+std::string OutCheckpoints(const TrainOptions& o) {
+  if (o.out_dir.empty()) return "";
+  const std::string own = (fs::path(o.out_dir) / "checkpoints").string();
+  if (!o.checkpoint_dir.empty() && ResolvedPath(own) == ResolvedPath(o.checkpoint_dir)) return "";
+  return HoldsCheckpoints(own) ? own : "";
+}
+
+}  // namespace
+
 bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
   if (o.resume && o.overwrite)
     throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
@@ -190,17 +211,32 @@ bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
     throw Error(std::string(o.resume ? "--resume continues from" : "--checkpoint-every writes into") +
                 " --checkpoint-dir, and this run has none (--out '' and no --checkpoint-dir): give one");
   }
-  std::vector<std::string> found;
+  struct Found {
+    std::string flag, folder, path;
+  };
+  std::vector<Found> found;
   std::error_code ec;
   for (const std::string& path : RunFolderFiles(given, o)) {
-    if (fs::exists(path, ec)) found.push_back(path);
+    if (fs::exists(path, ec)) found.push_back({"--out", o.out_dir, path});
   }
-  if (!o.checkpoint_dir.empty() && HoldsCheckpoints(o.checkpoint_dir)) found.push_back(o.checkpoint_dir);
-  if (found.empty() || o.resume) return false;
+  if (const std::string own = OutCheckpoints(o); !own.empty()) found.push_back({"--out", o.out_dir, own});
+  const bool checkpoints = !o.checkpoint_dir.empty() && HoldsCheckpoints(o.checkpoint_dir);
+  if (checkpoints) found.push_back({"--checkpoint-dir", o.checkpoint_dir, o.checkpoint_dir});
+  if (found.empty()) return false;
+  if (o.resume) {
+    if (checkpoints) return false;  // continued, not replaced
+    // Nothing to continue from: the run would start at step 1 over the
+    // earlier run's files (its metrics replaced unsaid).
+    throw Error("--resume: --checkpoint-dir " + o.checkpoint_dir + " holds no checkpoint to continue from, and " +
+                found.front().flag + " " + found.front().folder + " holds a run (" + found.front().path +
+                ") that starting over would write over: give that run's --checkpoint-dir, or --overwrite to "
+                "replace it");
+  }
   if (!o.overwrite) {
-    const std::string where = o.out_dir.empty() ? "--checkpoint-dir " + o.checkpoint_dir : "--out " + o.out_dir;
-    throw Error(where + " already holds a run (" + found.front() +
-                "): pass --resume to continue it, --out NEW for another folder, or --overwrite to replace it");
+    throw Error(found.front().flag + " " + found.front().folder + " already holds a run (" + found.front().path +
+                "): pass --resume to continue it, " + found.front().flag +
+                " NEW for another folder, or --overwrite "
+                "to replace it");
   }
   return true;
 }
@@ -208,7 +244,35 @@ bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
 void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o) {
   std::error_code ec;
   for (const std::string& path : RunFolderFiles(given, o)) fs::remove(path, ec);
+  if (const std::string own = OutCheckpoints(o); !own.empty()) RemoveCheckpoints(own);
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
+}
+
+RunFolderLock::RunFolderLock(const TrainOptions& o) {
+  std::vector<std::string> locked;
+  for (const auto& [flag, dir] : {std::pair<const char*, std::string>{"--out", o.out_dir},
+                                  std::pair<const char*, std::string>{"--checkpoint-dir", o.checkpoint_dir}}) {
+    if (dir.empty()) continue;
+    // One lock a folder: two of one process's on one folder would refuse each other.
+    const std::string resolved = ResolvedPath(dir);
+    if (std::find(locked.begin(), locked.end(), resolved) != locked.end()) continue;
+    locked.push_back(resolved);
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;  // CheckOutputs made it: gone since, the writes will say so
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      ::close(fd);
+      if (error != EWOULDBLOCK) continue;  // a file system without locks: unguarded, as before
+      throw Error(std::string(flag) + " " + dir +
+                  " is in use: another pplab run is writing into it (it holds the folder's lock); wait for it to end, "
+                  "or give another folder");
+    }
+    fds_.push_back(fd);
+  }
+}
+
+RunFolderLock::~RunFolderLock() {
+  for (const int fd : fds_) ::close(fd);
 }
 
 namespace {
@@ -228,7 +292,9 @@ void CheckOverwriteKeepsInputs(const TrainOptions& given, const TrainOptions& o)
     if (in.path.empty()) continue;
     const bool run_file =
         std::any_of(files.begin(), files.end(), [&in](const std::string& f) { return SameFile(in.path, f); });
-    if (run_file || (!o.checkpoint_dir.empty() && IsCheckpointEntry(EntryWithin(o.checkpoint_dir, in.path)))) {
+    const std::string own = OutCheckpoints(o);
+    if (run_file || (!o.checkpoint_dir.empty() && IsCheckpointEntry(EntryWithin(o.checkpoint_dir, in.path))) ||
+        (!own.empty() && IsCheckpointEntry(EntryWithin(own, in.path)))) {
       throw Error(in.flag + " " + in.path +
                   " is part of the earlier run --overwrite would remove; copy it elsewhere first");
     }

@@ -5,6 +5,8 @@
 // to proceed.
 #pragma once
 
+#include <vector>
+
 #include "models/llama_config.h"
 #include "models/partition.h"
 #include "schedules/schedule.h"
@@ -58,8 +60,27 @@ void CheckSimCost(const TrainOptions& o, const LlamaConfig& config, const Partit
 // overwrite.
 bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o);
 
-// Removes the earlier run's files in --out and its checkpoints (--overwrite).
+// Removes the earlier run's files in --out and its checkpoints (--overwrite),
+// --out's own checkpoints folder too where the run's are elsewhere.
 void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o);
+
+// An exclusive lock on the run's folders (--out, --checkpoint-dir, made by
+// CheckOutputs) for as long as it lives: a second run into one of them is
+// refused, naming the flag, before it removes, prunes or writes anything
+// (two at once both finished, each over the other's checkpoints and
+// metrics). flock(2) on the folders themselves, so no file is added; the
+// kernel lets go when the process ends, killed too. Forked workers close
+// their copy (close-on-exec), the launcher keeps it.
+class RunFolderLock {
+ public:
+  explicit RunFolderLock(const TrainOptions& o);
+  ~RunFolderLock();
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+
+ private:
+  std::vector<int> fds_;
+};
 
 // With an earlier run to replace: refuses an input (--plan, --model,
 // --tokenizer, --init-from, --data) that is one of the files

@@ -1,7 +1,9 @@
 // What `pplab train` guarantees about runs, checkpoints and processes
 // (docs/reliability.md, "Runtime"): each test names the guarantee it checks.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "schedules/file_io.h"
 #include "tests/run_pplab.h"
@@ -511,6 +514,80 @@ TEST_CASE("checkpoints need one shared directory: ranks on separate folders are 
   INFO(out);
   CHECK_THAT(out, Catch::Contains("--checkpoint-dir run/checkpoints is not shared: 1 rank(s) do not see"));
   CHECK_THAT(out, !Catch::Contains("rc=0"));
+}
+
+TEST_CASE("a run folder another run is writing into is refused, --overwrite and --resume too, and left as it was",
+          "[train][reliability]") {
+  // The other run is this test process, holding the folder's lock as a
+  // running pplab does: two runs at once both finished, each over the
+  // other's checkpoints and metrics.
+  const std::string out = Tmp("locked");
+  const std::string run = "-k 2 -m 2 --checkpoint-every 2 --out " + out;
+  REQUIRE(Train(run + " --steps 2").code == 0);
+  const int fd = ::open(out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  const std::string metrics = ReadTextFile(out + "/metrics.jsonl");
+  for (const char* how : {" --steps 4 --overwrite", " --steps 4 --resume"}) {
+    const PplabRun r = Train(run + how);
+    INFO(how << ": " << r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out == "pplab: error: --out " + out +
+                       " is in use: another pplab run is writing into it (it holds the folder's lock); wait for it "
+                       "to end, or give another folder\n");
+    CHECK(ReadTextFile(out + "/metrics.jsonl") == metrics);
+    CHECK(fs::exists(out + "/checkpoints/step-000002"));
+  }
+  // Its checkpoints given as another run's --checkpoint-dir: named as such.
+  const int checkpoints = ::open((out + "/checkpoints").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(checkpoints >= 0);
+  REQUIRE(::flock(checkpoints, LOCK_EX | LOCK_NB) == 0);
+  const PplabRun other = Train("-k 2 -m 2 --steps 2 --overwrite --out " + Tmp("locked_other") + " --checkpoint-dir " +
+                               out + "/checkpoints");
+  CHECK(other.code == 2);
+  CHECK_THAT(other.out, Catch::Contains("--checkpoint-dir " + out + "/checkpoints is in use"));
+  ::close(checkpoints);
+  ::close(fd);  // let go: the run goes on
+  CHECK(Train(run + " --steps 4 --resume").code == 0);
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});
+}
+
+TEST_CASE("--resume with no checkpoint to continue is refused where the outputs hold a run it would write over",
+          "[train][reliability]") {
+  const std::string out = Tmp("resume_nothing"), elsewhere = Tmp("resume_nothing_ck");
+  REQUIRE(Train("-k 2 -m 2 --steps 3 --out " + out + " --checkpoint-dir " + elsewhere).code == 0);
+  // --checkpoint-dir forgotten: the run started at step 1 over the metrics.
+  const PplabRun forgot = Train("-k 2 -m 2 --steps 5 --resume --out " + out);
+  INFO(forgot.out);
+  CHECK(forgot.code == 2);
+  CHECK_THAT(forgot.out, Catch::Contains("--resume: --checkpoint-dir " + out +
+                                         "/checkpoints holds no checkpoint to continue from, and --out " + out +
+                                         " holds a run (" + out + "/metrics.jsonl)"));
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3});
+  REQUIRE(Train("-k 2 -m 2 --steps 5 --resume --out " + out + " --checkpoint-dir " + elsewhere).code == 0);
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4, 5});
+  // A fresh folder has nothing to write over: --resume starts it.
+  CHECK(Train("-k 2 -m 2 --steps 2 --resume --out " + Tmp("resume_fresh")).code == 0);
+}
+
+TEST_CASE("--overwrite with a --checkpoint-dir of its own removes --out's own checkpoints, part of the run replaced",
+          "[train][reliability]") {
+  const std::string out = Tmp("overwrite_own"), elsewhere = Tmp("overwrite_own_ck");
+  REQUIRE(Train("-k 2 -m 2 --steps 4 --checkpoint-every 2 --out " + out).code == 0);
+  REQUIRE(fs::exists(out + "/checkpoints/latest"));
+  // Without --overwrite the old checkpoints are a run in --out.
+  const PplabRun refused = Train("-k 2 -m 2 --steps 2 --seed 5 --out " + out + " --checkpoint-dir " + elsewhere);
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.out, Catch::Contains("--out " + out + " already holds a run"));
+  REQUIRE(Train("-k 2 -m 2 --steps 2 --seed 5 --overwrite --out " + out + " --checkpoint-dir " + elsewhere).code == 0);
+  CHECK_FALSE(fs::exists(out + "/checkpoints/latest"));  // a --resume without the flag continued them, seeds mixed
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2});
+  // Another run's checkpoints given as --checkpoint-dir are named by that flag.
+  const PplabRun theirs =
+      Train("-k 2 -m 2 --steps 2 --out " + Tmp("overwrite_theirs") + " --checkpoint-dir " + elsewhere);
+  CHECK(theirs.code == 2);
+  CHECK_THAT(theirs.out, Catch::Contains("--checkpoint-dir " + elsewhere + " already holds a run (" + elsewhere +
+                                         "): pass --resume to continue it, --checkpoint-dir NEW for another folder"));
 }
 
 }  // namespace pplab::train_reliability_test

@@ -105,6 +105,13 @@ int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlo
   const nlohmann::json found = nlohmann::json::parse(CheckShardSizes(latest));
   CheckResumable(o, must_match, found);
   const int step = found.at("step").get<int>();
+  // A step folder renamed or swapped by hand: the run would continue from
+  // the manifest's step under the other's name.
+  const std::string named = std::filesystem::path(CheckpointDirName("", step)).filename().string();
+  if (std::filesystem::path(latest).filename().string() != named) {
+    throw Error("--resume: " + latest + " holds the checkpoint of step " + std::to_string(step) + ", whose folder is " +
+                named + ": renamed by hand? Give each step folder its own name back");
+  }
   if (step > o.steps) {
     throw Error("--steps " + std::to_string(o.steps) + " is below the step of the checkpoint to resume (" + latest +
                 ", step " + std::to_string(step) + "): pass --steps above it to continue");

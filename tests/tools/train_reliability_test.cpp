@@ -590,4 +590,23 @@ TEST_CASE("--overwrite with a --checkpoint-dir of its own removes --out's own ch
                                          "): pass --resume to continue it, --checkpoint-dir NEW for another folder"));
 }
 
+TEST_CASE("a step folder whose name is not its manifest's step is refused on --resume", "[train][reliability]") {
+  const std::string out = Tmp("swapped_steps");
+  const std::string run = "-k 2 -m 2 --checkpoint-every 1 --out " + out;
+  REQUIRE(Train(run + " --steps 3").code == 0);
+  const std::string ck = out + "/checkpoints";
+  REQUIRE(fs::exists(ck + "/step-000002"));
+  REQUIRE(fs::exists(ck + "/step-000003"));
+  // Swapped by hand: the run went on from step 2 as though it were 3.
+  fs::rename(ck + "/step-000003", ck + "/swap");
+  fs::rename(ck + "/step-000002", ck + "/step-000003");
+  fs::rename(ck + "/swap", ck + "/step-000002");
+  const PplabRun r = Train(run + " --steps 5 --resume");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--resume: " + ck +
+                                    "/step-000003 holds the checkpoint of step 2, whose folder is "
+                                    "step-000002: renamed by hand?"));
+  CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3});
+}
+
 }  // namespace pplab::train_reliability_test

@@ -59,7 +59,15 @@ StepReporter::StepReporter(const TrainOptions& o, StepFlops flops, std::function
 
 void StepReporter::OnStepEnd(const StepReport& r) {
   const int done = r.step + 1;
-  if (metrics_ == nullptr) metrics_ = std::make_unique<MetricsFile>(o_.metrics_path, resumed_at_);
+  if (metrics_ == nullptr) {
+    metrics_ = std::make_unique<MetricsFile>(o_.metrics_path, resumed_at_);
+    if (metrics_->DroppedCutLine()) {
+      std::fprintf(stderr,
+                   "pplab: note: metrics file %s: its last line was cut short (the earlier run stopped while writing "
+                   "it) and is dropped; its step has no line\n",
+                   o_.metrics_path.c_str());
+    }
+  }
   if (first_done_ < 0) first_done_ = r.step;
   if (progress_ == nullptr) {
     const bool quiet = o_.quiet || (o_.json && !isatty(fileno(stderr)));

@@ -41,7 +41,10 @@ void MetricsFile::DropStepsAfter(int step) {
     }
     // A last line without its newline that does not parse is a write the
     // crash cut short: the steps appended next would follow invalid JSON.
-    if (end == text.size() && j.is_discarded()) continue;
+    if (end == text.size() && j.is_discarded()) {
+      dropped_cut_line_ = true;
+      continue;
+    }
     if (!line.empty()) kept += line + "\n";
   }
   if (kept != text) WriteTextFile(path_, kept);

@@ -26,11 +26,16 @@ class MetricsFile {
   // the file when the write fails.
   void Write(const nlohmann::json& record);
 
+  // The resumed file's last line was cut short (the run stopped while
+  // writing it) and dropped: that step's line is lost, for the caller to say.
+  bool DroppedCutLine() const { return dropped_cut_line_; }
+
  private:
   void DropStepsAfter(int step);
 
   std::string path_;
   FILE* file_ = nullptr;
+  bool dropped_cut_line_ = false;
 };
 
 }  // namespace pplab

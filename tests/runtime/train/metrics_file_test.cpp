@@ -89,6 +89,10 @@ TEST_CASE("a resumed run drops a last line a crash cut short, so every line of t
   AppendTextFile(path, "{\"note\":1}");
   WriteSteps(path, 3, 4, 4);
   CHECK_THAT(ReadTextFile(path), Catch::EndsWith("\"step\":3}\n{\"note\":1}\n{\"loss\":0.25,\"step\":4}\n"));
+  // It says when it dropped one, for the run to tell (that step's line is lost).
+  AppendTextFile(path, "{\"step\":5,\"lo");
+  CHECK(MetricsFile(path, 4).DroppedCutLine());
+  CHECK_FALSE(MetricsFile(path, 4).DroppedCutLine());  // dropped: the file is whole now
 }
 
 }  // namespace pplab::metrics_file_test

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <tuple>
@@ -324,6 +325,14 @@ void CheckOutputs(const TrainOptions& o) {
         throw Error("--data " + data + " holds " + flag + " " + path +
                     ": the run's files would be read as text; put them elsewhere");
       }
+    }
+  }
+  // A folder that is a file is refused before any is made (a refused run
+  // left an empty --out behind).
+  for (const auto& [flag, dir] : folders) {
+    std::error_code ec;
+    if (!dir.empty() && fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+      throw Error(std::string(flag) + " " + dir + ": cannot create: " + std::strerror(ENOTDIR));
     }
   }
   for (const auto& [flag, dir] : folders) {

@@ -284,6 +284,15 @@ TEST_CASE("outputs that cannot be written are refused with one line before any w
     // A worker's error would name its rank ("pplab: error: rank 0: ...").
     CHECK_THAT(r.out, Catch::StartsWith("pplab: error: " + c.says));
   }
+  // A --checkpoint-dir that is a file is refused before --out is made (a
+  // refused run left an empty folder).
+  const std::string unmade = Tmp("outputs-unmade");
+  const PplabRun file_dir = Train("-k 2 --out " + unmade + " --checkpoint-dir " + blocker);
+  CHECK(file_dir.code == 2);
+  CHECK_THAT(file_dir.out, Catch::StartsWith("pplab: error: --checkpoint-dir " + blocker +
+                                             ": cannot create: Not a "
+                                             "directory"));
+  CHECK_FALSE(fs::exists(unmade));
   // An output may not replace a file the run reads, nor another output.
   const std::string plan = Tmp("outputs-plan.json"), config = Tmp("outputs-config.json");
   REQUIRE(Pplab("export -s 1f1b -k 2 -m 4 -o " + plan).code == 0);

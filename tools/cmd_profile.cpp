@@ -144,6 +144,9 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   setup.device = o.device;
   setup.backend = o.backend;
   setup.precision = o.precision;
+  // Ranks started by hand with other flags (message sizes, repeats) aborted
+  // in Gloo; now every rank refuses them when they join, as in train.
+  setup.flags_fingerprint = RanksFingerprint(o.parsed_flags, {LlamaConfigPath(o.model)});
   Worker worker = SetUpWorker(setup, world_rank, world);
   const RankId rank = worker.rank;  // pipeline rank within the replica
   // Where every rank computes; ranks past a device's slots take turns, a
@@ -273,17 +276,22 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   auto o = std::make_shared<ProfileCliOptions>();
   CLI::App* sub = app.add_subcommand("profile", "measure stage and link costs on this machine; write a cost model");
   sub->add_option("--model", o->model, kModelFlagHelp)->capture_default_str();
-  sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K (worker processes)")->capture_default_str();
+  // Ranges here as in train: a value past int was CLI11's "Could not convert".
+  sub->add_option("--ranks,-k", o->ranks, "pipeline ranks K (worker processes)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   sub->add_option("--layers", o->layers,
                   "profile a slice of the model: its first N decoder layers, as shaped (default: all); "
                   "pplab plan fits the whole model's costs to it")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--dp", o->dp,
                   "data-parallel replicas D (D x K workers); with D > 1 each stage's REDUCE_GRAD is measured")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   sub->add_option("--tp", o->tp,
                   "tensor-parallel ranks T per pipeline rank (D x T x K workers), as pplab train --tp: each stage's "
                   "times then hold the group's collectives")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   sub->add_flag("--sequence-parallel", o->sequence_parallel,
                 "with --tp 2 or more, split the positions outside the split regions over the group too, as pplab "
@@ -293,6 +301,7 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
                   "per stage like 3,2,2,1")
       ->capture_default_str();
   sub->add_option("--virtual,-v", o->virtual_stages, "stages per rank v (S = K v, stage s on rank s mod K)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   sub->add_option("--microbatch-size", o->microbatch_sizes,
                   "sequences per microbatch; several, comma-separated (1,4,16), are profiled one after another, "
@@ -330,7 +339,10 @@ void SetupProfile(CLI::App& app, int& exit_code, const std::vector<std::string>&
   sub->add_flag("--oversubscribe", o->oversubscribe,
                 "start more local workers than this machine's cores (4 per core) or memory allow");
   o->raw_args.assign(argv.begin() + (argv.empty() ? 0 : 1), argv.end());  // the workers get the same flags
-  sub->callback([o, &exit_code] { exit_code = RunProfile(*o); });
+  sub->callback([o, sub, &exit_code] {
+    o->parsed_flags = sub->config_to_str(true, false);
+    exit_code = RunProfile(*o);
+  });
 }
 
 }  // namespace pplab::cli

@@ -534,7 +534,7 @@ void SetupTrain(CLI::App& app, int& exit_code, const std::vector<std::string>& a
     o->given_virtual = sub->count("--virtual") > 0;
     o->given_eval_every = sub->count("--eval-every") > 0;
     o->given_eval_batches = sub->count("--eval-batches") > 0;
-    o->parsed_flags = sub->config_to_str(false, false);
+    o->parsed_flags = sub->config_to_str(true, false);
     for (const std::string& key : kPlannedFlags) {
       if (sub->count(PlannedFlag(key)) > 0) o->given_flags.insert(key);
     }

@@ -46,6 +46,9 @@ struct ProfileCliOptions {
   // --cuda-graphs` runs them (runtime/exec/graphed_stage.h).
   bool cuda_graphs = false;
   std::vector<std::string> raw_args;
+  // The flags as parsed, defaults included (TrainOptions::parsed_flags):
+  // the ranks compare their RanksFingerprint when they join.
+  std::string parsed_flags;
 };
 
 // The cost-model document of one profile at o.microbatch_size: stages,

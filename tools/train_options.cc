@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "models/llama_config.h"
 #include "models/tensor_parallel.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/fnv.h"
@@ -29,6 +31,19 @@ std::chrono::milliseconds CommTimeout(const TrainOptions& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
 }
 
+uint64_t RanksFingerprint(const std::string& parsed_flags, const std::vector<std::string>& files) {
+  uint64_t h = Fnv1a64(parsed_flags);
+  for (const std::string& file : files) {
+    if (file.empty()) continue;
+    // A file a rank cannot read fails its run on its own; its name stands in.
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes;
+    if (in) bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    h = Fnv1a64("\n" + file + "\n" + bytes, h);
+  }
+  return h | 1;
+}
+
 WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   WorkerOptions w;
   w.pipeline_ranks = pipeline_ranks;
@@ -38,7 +53,7 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   w.backend = o.backend;
   w.precision = o.precision;
   w.comm_timeout = CommTimeout(o);
-  w.flags_fingerprint = Fnv1a64(o.parsed_flags) | 1;
+  w.flags_fingerprint = RanksFingerprint(o.parsed_flags, {LlamaConfigPath(o.model), o.plan_file, o.tokenizer});
   return w;
 }
 

@@ -91,14 +91,22 @@ struct TrainOptions {
   std::string warm_up = "auto";    // auto (on a CUDA device), on or off: ParseWarmUp
   double peak_tflops = 0;          // 0: the device's from the table in runtime/train/mfu.h
   std::vector<std::string> raw_args;
-  // The flags as parsed, one `name=value` line each in the order train
-  // declares them (CLI11's config text): `--lr=5` and `--lr 5`, or flags
-  // in another order, give the same text. The ranks compare its hash.
+  // The flags as parsed, defaults included, one `name=value` line each in
+  // the order train declares them (CLI11's config text): `--lr=5` and
+  // `--lr 5`, flags in another order, or a default given or not, give the
+  // same text. The ranks compare RanksFingerprint of it.
   std::string parsed_flags;
 };
 
 // --comm-timeout as a duration.
 std::chrono::milliseconds CommTimeout(const TrainOptions& o);
+
+// What the ranks of a run compare when they join (worker_setup.h): the
+// flags as parsed, and the bytes of the files named that shape the run
+// (`files`; "" entries and presets skipped): a --model config.json or a
+// --plan of one name, in each rank's own folder, differed unseen, and the
+// ranks then aborted in Gloo on messages of other sizes. Never 0.
+uint64_t RanksFingerprint(const std::string& parsed_flags, const std::vector<std::string>& files);
 
 WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks);
 

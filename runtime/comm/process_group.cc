@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -100,16 +101,21 @@ std::shared_ptr<ProcessGroupHandle> Connect(const GroupOptions& o) {
                          ", from RANK and WORLD_SIZE in the environment)";
   // A rank that never started, or another MASTER_ADDR:MASTER_PORT, shows as
   // LibTorch's "Socket Timeout" alone: the line says what it means.
-  const std::string seconds = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count());
+  // LibTorch's store takes its timeout in whole seconds ("timed out after
+  // 0s" at --comm-timeout 0.5, however soon the ranks came): at least 1 s.
+  const std::chrono::milliseconds store_timeout = std::max(o.timeout, std::chrono::milliseconds(1000));
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", static_cast<double>(store_timeout.count()) / 1000);
   const std::string what = where + as + " failed (every one of the WORLD_SIZE ranks must start and reach " + o.host +
-                           ":" + std::to_string(o.port) + " within --comm-timeout, " + seconds + " s)";
+                           ":" + std::to_string(o.port) + " within --comm-timeout, " + seconds + " s" +
+                           (store_timeout > o.timeout ? ", at least 1 s here" : "") + ")";
   Guard(what, [&] {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(o.port);
     options.isServer = o.rank == 0 && !use_agent_store;
     options.numWorkers = o.world_size;
     options.waitWorkers = true;
-    options.timeout = o.timeout;
+    options.timeout = store_timeout;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
     // LibTorch 2.4+ defaults to the libuv store, which Debian's build lacks;
     // the classic store works in every build.

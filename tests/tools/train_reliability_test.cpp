@@ -424,6 +424,51 @@ TEST_CASE("ranks started by hand with other flags are refused at the rendezvous,
   CHECK_THAT(together, Catch::EndsWith("rc=0\nrc=0\n") && !Catch::Contains("error"));
 }
 
+TEST_CASE("hand-started ranks agree on what their files hold, and on defaults given or not", "[train][reliability]") {
+  // One --model name, each rank's folder its own file: hidden size 32 and
+  // 64. Rank 0 aborted in Gloo (terminate, gloo::EnforceNotMet).
+  const std::string dir = Tmp("ranks_files");
+  const std::string tiny = ReadTextFile(std::string(PPLAB_TEST_DATA_DIR) + "/fuzz/llama_config/tiny.json");
+  nlohmann::json wide = nlohmann::json::parse(tiny);
+  wide["hidden_size"] = 64;
+  fs::create_directories(dir + "/a");
+  fs::create_directories(dir + "/b");
+  WriteTextFile(dir + "/a/m.json", tiny);
+  WriteTextFile(dir + "/b/m.json", wide.dump());
+  const std::string worker = std::string(PPLAB_BINARY) +
+                             " train --synthetic --out '' -q --model m.json -k 2 -m 2 --batch-size 4 --seq-len 8 "
+                             "--steps 2 --comm-timeout 10";
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
+  const std::string out = ShellStdout("(cd " + dir + "/a && " + env + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " +
+                                      dir + "/b && " + env + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("rank 1 was started with other flags than rank 0"));
+  CHECK_THAT(out, !Catch::Contains("rc=0") && !Catch::Contains("terminate"));
+  // A default given on one rank only is the same flags.
+  const std::string same = std::string(PPLAB_BINARY) +
+                           " train --synthetic --out '' -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 "
+                           "--steps 2 --comm-timeout 10";
+  const std::string env2 = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
+  const std::string together = ShellStdout("(" + env2 + "RANK=0 " + same + " --lr 0.001 2>&1; echo rc=$?) & (" + env2 +
+                                           "RANK=1 " + same + " 2>&1; echo rc=$?); wait");
+  INFO(together);
+  CHECK_THAT(together, Catch::EndsWith("rc=0\nrc=0\n") && !Catch::Contains("error"));
+}
+
+TEST_CASE("profile's hand-started ranks with other flags are refused when they join, not aborted in Gloo",
+          "[train][reliability]") {
+  const std::string worker = std::string(PPLAB_BINARY) +
+                             " profile --model tiny -k 2 --microbatch-size 1 --seq-len 16 --warmup 1 --comm-timeout 10 "
+                             "-o " +
+                             Tmp("profile_flags") + ".json --repeats ";
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
+  const std::string out = ShellStdout("(" + env + "RANK=0 " + worker + "2 2>&1; echo rc=$?) & (" + env + "RANK=1 " +
+                                      worker + "5 2>&1; echo rc=$?); wait");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("rank 1 was started with other flags than rank 0"));
+  CHECK_THAT(out, !Catch::Contains("rc=0") && !Catch::Contains("terminate"));
+}
+
 TEST_CASE("a worker whose MASTER_PORT accepts but never answers ends with one line, not a hang",
           "[train][reliability]") {
   // A listening socket nobody serves: the kernel completes the connection,
@@ -452,6 +497,13 @@ TEST_CASE("rank 0 alone, its peer never started, says what the store's timeout m
   CHECK(CountLines(r.out) == 1);
   CHECK_THAT(r.out, Catch::Contains("failed (every one of the WORLD_SIZE ranks must start and reach 127.0.0.1:" +
                                     std::to_string(port) + " within --comm-timeout, 1 s)"));
+  // Under 1 s LibTorch's store, which counts whole seconds, gave no time at
+  // all ("timed out after 0s"), however soon the peers came: 1 s at least.
+  const int other = FreePort();
+  const PplabRun brief = Pplab("train --synthetic --out '' -q --model tiny -k 2 -m 2 --steps 1 --comm-timeout 0.5",
+                               "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(other) + " ");
+  CHECK(brief.code == 2);
+  CHECK_THAT(brief.out, Catch::Contains(std::to_string(other) + " within --comm-timeout, 1 s, at least 1 s here)"));
 }
 
 TEST_CASE("under torchrun too, an earlier run in --out is refused before the rendezvous, or replaced with --overwrite",

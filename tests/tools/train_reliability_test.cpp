@@ -613,7 +613,7 @@ TEST_CASE("a run folder another run is writing into is refused, --overwrite and 
   CHECK(MetricSteps(out + "/metrics.jsonl") == std::vector<int>{1, 2, 3, 4});
 }
 
-TEST_CASE("--resume with no checkpoint to continue is refused where the outputs hold a run it would write over",
+TEST_CASE("a --resume with no checkpoint to continue is refused where the outputs hold a run it would write over",
           "[train][reliability]") {
   const std::string out = Tmp("resume_nothing"), elsewhere = Tmp("resume_nothing_ck");
   REQUIRE(Train("-k 2 -m 2 --steps 3 --out " + out + " --checkpoint-dir " + elsewhere).code == 0);
@@ -631,7 +631,7 @@ TEST_CASE("--resume with no checkpoint to continue is refused where the outputs 
   CHECK(Train("-k 2 -m 2 --steps 2 --resume --out " + Tmp("resume_fresh")).code == 0);
 }
 
-TEST_CASE("--overwrite with a --checkpoint-dir of its own removes --out's own checkpoints, part of the run replaced",
+TEST_CASE("an --overwrite with a --checkpoint-dir of its own removes --out's own checkpoints, part of the run replaced",
           "[train][reliability]") {
   const std::string out = Tmp("overwrite_own"), elsewhere = Tmp("overwrite_own_ck");
   REQUIRE(Train("-k 2 -m 2 --steps 4 --checkpoint-every 2 --out " + out).code == 0);

@@ -34,10 +34,7 @@
 extern char** environ;
 
 namespace pplab {
-namespace {
 
-// Binds a TCP socket on all interfaces (where the TCPStore will listen) at
-// `port` (0: any); returns the port, or -1 with errno set.
 int BindPort(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -56,6 +53,8 @@ int BindPort(int port) {
   errno = saved;
   return result;
 }
+
+namespace {
 
 // The signal that asks the launcher to stop (0: none). A signal handler may
 // only set a flag, so this one is process-wide.

@@ -68,4 +68,8 @@ int RunAsWorker(const std::function<int(RankId rank, int world)>& body);
 // it before anything else; it uses only async-signal-safe calls.
 bool DieWithLauncher();
 
+// Binds a TCP socket on all interfaces (where the TCPStore will listen) at
+// `port` (0: any), and lets it go; returns the port, or -1 with errno set.
+int BindPort(int port);
+
 }  // namespace pplab

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -395,6 +396,18 @@ Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   g.backend = w.backend;
   g.device = w.backend == Backend::kNccl ? w.device : c10::Device(c10::kCPU);
   g.timeout = o.comm_timeout;
+  // Rank 0 serves the store at MASTER_PORT: one taken is said in one line,
+  // as the launcher says it (LibTorch's glog lines, then a "must start and
+  // reach" that blamed the other ranks).
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (world_rank == 0 && std::getenv("PPLAB_STORE_FILE") == nullptr &&
+      (agent_store == nullptr || std::string(agent_store) != "True")) {
+    const int port = EnvInt("MASTER_PORT", 29500);
+    if (port >= 1 && port <= 65535 && BindPort(port) < 0 && errno == EADDRINUSE) {
+      throw Error("MASTER_PORT " + std::to_string(port) +
+                  " is in use: another run or program holds it; start the ranks with a free MASTER_PORT");
+    }
+  }
   {
     const RendezvousDeadline deadline(o.comm_timeout, world_rank, world_size);
     w.group = ConnectFromEnv(g);

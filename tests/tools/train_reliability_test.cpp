@@ -557,6 +557,15 @@ TEST_CASE("a busy MASTER_PORT is one line", "[train][reliability]") {
   CHECK(r.code == 2);
   CHECK(CountLines(r.out) == 1);
   CHECK_THAT(r.out, Catch::Contains("MASTER_PORT " + std::to_string(busy.port) + " is in use"));
+  // Rank 0 of hand-started ranks too, which serves the store there (it
+  // printed LibTorch's log lines, then blamed the other ranks).
+  const PplabRun worker =
+      Pplab("train --synthetic --out '' -q --model tiny -k 2 --steps 1 --comm-timeout 2",
+            "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(busy.port) + " ");
+  INFO(worker.out);
+  CHECK(worker.code == 2);
+  CHECK(worker.out == "pplab: error: rank 0: MASTER_PORT " + std::to_string(busy.port) +
+                          " is in use: another run or program holds it; start the ranks with a free MASTER_PORT\n");
 }
 
 TEST_CASE("checkpoints need one shared directory: ranks on separate folders are refused at start",

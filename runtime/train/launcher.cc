@@ -95,6 +95,17 @@ int RunAsWorker(const std::function<int(RankId rank, int world)>& body) {
       throw Error("RANK " + std::to_string(rank) + " is not a rank of WORLD_SIZE " + std::to_string(world) +
                   " (this process is a worker because both are set in the environment)");
     }
+    // The node's share, which picks the GPU: refused where it cannot be one
+    // (LOCAL_RANK -1 or past LOCAL_WORLD_SIZE ran unsaid).
+    const int local_world = EnvInt("LOCAL_WORLD_SIZE", world), local_rank = EnvInt("LOCAL_RANK", rank);
+    if (local_world < 1 || local_world > world) {
+      throw Error("LOCAL_WORLD_SIZE " + std::to_string(local_world) + " is not a count of this node's ranks (1 to " +
+                  "WORLD_SIZE " + std::to_string(world) + ")");
+    }
+    if (local_rank < 0 || local_rank >= local_world) {
+      throw Error("LOCAL_RANK " + std::to_string(local_rank) + " is not a rank of LOCAL_WORLD_SIZE " +
+                  std::to_string(local_world));
+    }
     return body(rank, world);
   } catch (const std::exception& e) {
     ReportWorkerError(rank, e.what());

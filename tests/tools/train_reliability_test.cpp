@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedules/file_io.h"
@@ -546,6 +547,17 @@ TEST_CASE("a RANK outside WORLD_SIZE is one line naming both", "[train][reliabil
     CHECK(CountLines(r.out) == 1);
     CHECK_THAT(r.out, Catch::Contains("is not a rank of WORLD_SIZE") &&
                           Catch::Contains("(this process is a worker because both are set in the environment)"));
+  }
+  // The node's share likewise (they ran unsaid).
+  for (const auto& [env, says] : std::vector<std::pair<std::string, std::string>>{
+           {"RANK=0 WORLD_SIZE=1 LOCAL_RANK=-1 ", "LOCAL_RANK -1 is not a rank of LOCAL_WORLD_SIZE 1"},
+           {"RANK=0 WORLD_SIZE=1 LOCAL_RANK=7 ", "LOCAL_RANK 7 is not a rank of LOCAL_WORLD_SIZE 1"},
+           {"RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=0 ",
+            "LOCAL_WORLD_SIZE 0 is not a count of this node's ranks (1 to WORLD_SIZE 1)"}}) {
+    const PplabRun r = Pplab("train --synthetic --out '' -q --model tiny -k 1 --steps 1", env);
+    INFO(env << r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out == "pplab: error: rank 0: " + says + "\n");
   }
 }
 

@@ -330,6 +330,17 @@ int RunWorker(const TrainOptions& o, RankId world_rank, int world,
   }
 }
 
+// The batch splits into the plan's replicas and microbatches (a --plan
+// file's M is not a flag, so the line names the file).
+void CheckBatchSplits(const TrainOptions& o, const Schedule& schedule) {
+  if (!o.plan_file.empty() && o.batch_size % (o.dp * schedule.microbatches) != 0) {
+    throw Error("--batch-size " + std::to_string(o.batch_size) + " is not divisible by " +
+                (o.dp > 1 ? "--dp " + std::to_string(o.dp) + " x " : std::string()) + "the " +
+                std::to_string(schedule.microbatches) + " microbatches of --plan " + o.plan_file);
+  }
+  SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
+}
+
 int RunTrain(const TrainOptions& flags) {
   // A --plan from `pplab plan` brings the flags it was costed with.
   TrainOptions given = flags;
@@ -355,6 +366,10 @@ int RunTrain(const TrainOptions& flags) {
     // refuse each other's).
     std::optional<RunFolderLock> lock;
     if (std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
+      // Before the rendezvous, as the launcher would, and before an
+      // earlier run is removed: a lone rank with a batch the microbatches
+      // do not split waited there for its peers.
+      CheckBatchSplits(o, LoadPlan(o));
       const bool replace_earlier = ClaimOutputs(given, o);
       if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
       CheckOutputs(o);
@@ -413,14 +428,7 @@ int RunTrain(const TrainOptions& flags) {
                 " pipeline ranks = " + std::to_string(nproc) + " processes");
   }
   const std::string warning = CheckWorkerOptions(WorkerOptionsOf(o, schedule.ranks), nproc);
-  // The batch splits into the plan's microbatches (a --plan file's M is not
-  // a flag, so the line names the file).
-  if (!o.plan_file.empty() && o.batch_size % (o.dp * schedule.microbatches) != 0) {
-    throw Error("--batch-size " + std::to_string(o.batch_size) + " is not divisible by " +
-                (o.dp > 1 ? "--dp " + std::to_string(o.dp) + " x " : std::string()) + "the " +
-                std::to_string(schedule.microbatches) + " microbatches of --plan " + o.plan_file);
-  }
-  SyntheticBatch(o.seed, 0, o.batch_size, 1, 2, schedule.microbatches, 0, o.dp);
+  CheckBatchSplits(o, schedule);
   if (!o.oversubscribe) {
     CheckLocalCapacity(TrainLoad(o, nproc, config, partition, schedule.NumPipelines()), "--oversubscribe");
   }

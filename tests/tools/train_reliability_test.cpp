@@ -548,6 +548,14 @@ TEST_CASE("a RANK outside WORLD_SIZE is one line naming both", "[train][reliabil
     CHECK_THAT(r.out, Catch::Contains("is not a rank of WORLD_SIZE") &&
                           Catch::Contains("(this process is a worker because both are set in the environment)"));
   }
+  // A batch the microbatches do not split is refused before the
+  // rendezvous, as the launcher refuses it: a lone rank waited there for
+  // its peers (to --comm-timeout, here 60 s), then blamed them.
+  const PplabRun batch =
+      Pplab("train --synthetic --out '' -q --model tiny -k 2 -m 3 --batch-size 2 --steps 1 --comm-timeout 60",
+            "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " ");
+  CHECK(batch.code == 2);
+  CHECK(batch.out == "pplab: error: --batch-size 2 is not divisible by --microbatches 3\n");
   // The node's share likewise (they ran unsaid).
   for (const auto& [env, says] : std::vector<std::pair<std::string, std::string>>{
            {"RANK=0 WORLD_SIZE=1 LOCAL_RANK=-1 ", "LOCAL_RANK -1 is not a rank of LOCAL_WORLD_SIZE 1"},

@@ -310,12 +310,11 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   return 0;
 }
 
-int RunWorker(const TrainOptions& o, RankId world_rank, int world,
+int RunWorker(const TrainOptions& o, const Schedule& schedule, RankId world_rank, int world,
               const std::optional<PreparedText>& prepared = std::nullopt) {
   if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
   // The testing aid's step -1: this rank dies before the rendezvous.
   if (KillStepOf(o, world_rank) == -1) ::raise(SIGKILL);
-  const Schedule schedule = LoadPlan(o);
   ShareCores(world);
   Worker worker = SetUpWorker(WorkerOptionsOf(o, schedule.ranks), world_rank, world);
   if (!IsWorker()) return TrainWorker(o, schedule, worker, prepared);
@@ -365,11 +364,12 @@ int RunTrain(const TrainOptions& flags) {
     // Rank 0 holds the run folders' lock for the run (its peers would
     // refuse each other's).
     std::optional<RunFolderLock> lock;
+    const Schedule schedule = LoadPlan(o);
     if (std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
       // Before the rendezvous, as the launcher would, and before an
       // earlier run is removed: a lone rank with a batch the microbatches
       // do not split waited there for its peers.
-      CheckBatchSplits(o, LoadPlan(o));
+      CheckBatchSplits(o, schedule);
       const bool replace_earlier = ClaimOutputs(given, o);
       if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
       CheckOutputs(o);
@@ -377,7 +377,7 @@ int RunTrain(const TrainOptions& flags) {
       if (rank0) lock.emplace(o);
       if (replace_earlier && rank0) RemoveEarlierRun(given, o);
     }
-    return RunAsWorker([&o](RankId rank, int world) { return RunWorker(o, rank, world); });
+    return RunAsWorker([&o, &schedule](RankId rank, int world) { return RunWorker(o, schedule, rank, world); });
   }
   // Before the checks below start CUDA in this process, which trains a
   // one-rank run itself; printed after them.
@@ -519,7 +519,7 @@ int RunTrain(const TrainOptions& flags) {
       return 0;
     }
   }
-  if (nproc == 1) return RunWorker(o, 0, 1, prepared);
+  if (nproc == 1) return RunWorker(o, schedule, 0, 1, prepared);
   std::vector<std::string> env;
   if (prepared) env.push_back(PreparedTextEnv(*prepared));
   // CPU workers are forked (no LibTorch start-up of their own), where that

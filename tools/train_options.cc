@@ -39,7 +39,7 @@ uint64_t RanksFingerprint(const std::string& parsed_flags, const std::vector<std
     std::ifstream in(file, std::ios::binary);
     std::string bytes;
     if (in) bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    h = Fnv1a64("\n" + file + "\n" + bytes, h);
+    h = Fnv1a64(bytes, Fnv1a64("\n" + file + "\n", h));
   }
   return h | 1;
 }

@@ -86,7 +86,7 @@ void ReportWorkerError(int rank, const std::string& message) {
   std::fflush(stderr);
 }
 
-int RunAsWorker(const std::function<int(RankId rank, int world)>& body) {
+int RunAsWorker(const std::function<int(RankId rank, int world)>& body, const std::function<void()>& on_failure) {
   int rank = 0;
   try {
     rank = EnvInt("RANK", 0);
@@ -109,6 +109,7 @@ int RunAsWorker(const std::function<int(RankId rank, int world)>& body) {
     return body(rank, world);
   } catch (const std::exception& e) {
     ReportWorkerError(rank, e.what());
+    if (on_failure) on_failure();
     std::_Exit(2);
   }
 }
@@ -291,11 +292,11 @@ class Workers {
     return ended;
   }
 
-  // Kills the workers that are left, saying so for each; ReapEnded reports
-  // them as killed by the launcher.
-  void KillLate() {
+  // Kills the workers that are left, saying so for each where `say`;
+  // ReapEnded reports them as killed by the launcher.
+  void KillLate(bool say) {
     for (const auto& [pid, rank] : rank_of_) {
-      std::fprintf(stderr, "pplab: rank %d did not exit after a peer failed; killing it\n", rank);
+      if (say) std::fprintf(stderr, "pplab: rank %d did not exit after a peer failed; killing it\n", rank);
       ::kill(pid, SIGKILL);
       killed_here_.insert(pid);
     }
@@ -366,6 +367,7 @@ int LaunchLocal(const LaunchOptions& options) {
 
   FailureLog log;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // for the others, once one failed
+  bool late = true;  // whether those killed at the deadline were given time to exit
   while (!workers.empty()) {
     if (g_stop_signal != 0) {
       const int sig = g_stop_signal;
@@ -390,10 +392,12 @@ int LaunchLocal(const LaunchOptions& options) {
         before_rendezvous =
             before_rendezvous || !std::filesystem::exists(store_dir + "/joined-" + std::to_string(r), exists_ec);
       }
+      // Those stopped at once were not late: the summary line names them.
+      late = !before_rendezvous;
       deadline = std::chrono::steady_clock::now() + (before_rendezvous ? std::chrono::milliseconds(0) : options.grace);
     }
     if (deadline && std::chrono::steady_clock::now() > *deadline) {
-      workers.KillLate();
+      workers.KillLate(late);
       deadline = std::chrono::steady_clock::time_point::max();  // now reap them
     }
     // Polling keeps the loop simple and bounded; a signal cuts the sleep short.

@@ -57,8 +57,10 @@ bool IsWorker();
 // Runs `body(rank, world)` with RANK and WORLD_SIZE from the environment.
 // On an error it prints "pplab: error: rank R: ..." and leaves at once
 // (_Exit(2)): a process group with a dead peer may block in its destructors,
-// and a worker must never hang.
-int RunAsWorker(const std::function<int(RankId rank, int world)>& body);
+// and a worker must never hang. `on_failure`, where given, runs between the
+// two (it must not block).
+int RunAsWorker(const std::function<int(RankId rank, int world)>& body,
+                const std::function<void()>& on_failure = nullptr);
 
 // In a worker that LaunchLocal started (PPLAB_LAUNCHER_PID is set): makes
 // the kernel kill this process when the launcher dies, so that killing

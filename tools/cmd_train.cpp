@@ -363,6 +363,7 @@ int RunTrain(const TrainOptions& flags) {
     // it), so an earlier run is refused, or with --overwrite replaced, here.
     // Rank 0 holds the run folders' lock for the run (its peers would
     // refuse each other's).
+    std::optional<MadeFolders> made;
     std::optional<RunFolderLock> lock;
     const Schedule schedule = LoadPlan(o);
     if (std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
@@ -372,12 +373,19 @@ int RunTrain(const TrainOptions& flags) {
       CheckBatchSplits(o, schedule);
       const bool replace_earlier = ClaimOutputs(given, o);
       if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
-      CheckOutputs(o);
+      made.emplace(CheckOutputs(o));
       const bool rank0 = std::string(std::getenv("RANK")) == "0";
       if (rank0) lock.emplace(o);
       if (replace_earlier && rank0) RemoveEarlierRun(given, o);
     }
-    return RunAsWorker([&o, &schedule](RankId rank, int world) { return RunWorker(o, schedule, rank, world); });
+    // A bad RANK, a busy port: the folders go as they came.
+    const auto remove_made = [&made] {
+      if (made) made->RemoveEmpty();
+    };
+    const int code = RunAsWorker(
+        [&o, &schedule](RankId rank, int world) { return RunWorker(o, schedule, rank, world); }, remove_made);
+    if (code != 0) remove_made();
+    return code;
   }
   // Before the checks below start CUDA in this process, which trains a
   // one-rank run itself; printed after them.
@@ -434,7 +442,9 @@ int RunTrain(const TrainOptions& flags) {
   }
   const bool replace_earlier = ClaimOutputs(given, o);
   if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
-  CheckOutputs(o);
+  // A run refused from here on, or failed, leaves no folder it made
+  // behind empty (declared before the lock, so it goes after it).
+  MadeFolders made = CheckOutputs(o);
   // Held until the workers are done: another run into these folders is
   // refused from here on, before this one prunes, removes or writes.
   const RunFolderLock lock(o);
@@ -519,13 +529,19 @@ int RunTrain(const TrainOptions& flags) {
       return 0;
     }
   }
-  if (nproc == 1) return RunWorker(o, schedule, 0, 1, prepared);
-  std::vector<std::string> env;
-  if (prepared) env.push_back(PreparedTextEnv(*prepared));
-  // CPU workers are forked (no LibTorch start-up of their own), where that
-  // is safe; CUDA ones are exec'd: the device checks above initialised CUDA
-  // here, which a forked child cannot use (docs/runtime.md).
-  return LaunchWorkers(nproc, o.raw_args, o.comm_timeout_s, env, o.device.rfind("cpu", 0) == 0);
+  int code = 0;
+  if (nproc == 1) {
+    code = RunWorker(o, schedule, 0, 1, prepared);
+  } else {
+    std::vector<std::string> env;
+    if (prepared) env.push_back(PreparedTextEnv(*prepared));
+    // CPU workers are forked (no LibTorch start-up of their own), where that
+    // is safe; CUDA ones are exec'd: the device checks above initialised CUDA
+    // here, which a forked child cannot use (docs/runtime.md).
+    code = LaunchWorkers(nproc, o.raw_args, o.comm_timeout_s, env, o.device.rfind("cpu", 0) == 0);
+  }
+  if (code != 0) made.RemoveEmpty();
+  return code;
 }
 
 }  // namespace

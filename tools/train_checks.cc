@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <tuple>
@@ -302,7 +303,37 @@ void CheckOverwriteKeepsInputs(const TrainOptions& given, const TrainOptions& o)
   }
 }
 
-void CheckOutputs(const TrainOptions& o) {
+MadeFolders::MadeFolders() : exceptions_(std::uncaught_exceptions()) {}
+
+MadeFolders::MadeFolders(MadeFolders&& other) noexcept : made_(std::move(other.made_)), exceptions_(other.exceptions_) {
+  other.made_.clear();
+}
+
+MadeFolders::~MadeFolders() {
+  if (std::uncaught_exceptions() > exceptions_) RemoveEmpty();
+}
+
+std::string MadeFolders::Make(const std::string& dir) {
+  std::vector<std::string> missing;  // deepest first
+  std::error_code ec;
+  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p.string());
+    if (p == p.parent_path()) break;
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return ec.message();
+  if (!fs::is_directory(dir, ec)) return "not a directory";
+  // Deeper ones first: a parent is empty only once its child is gone.
+  made_.insert(made_.begin(), missing.begin(), missing.end());
+  return "";
+}
+
+void MadeFolders::RemoveEmpty() {
+  for (const std::string& dir : made_) ::rmdir(dir.c_str());  // fails, harmlessly, where not empty
+  made_.clear();
+}
+
+MadeFolders CheckOutputs(const TrainOptions& o) {
   const std::pair<const char*, std::string> folders[] = {
       {"--out", o.out_dir}, {"--checkpoint-dir", o.checkpoint_dir}, {"--dump-grads", o.dump_grads_dir}};
   const std::vector<FlagPath> outputs = {
@@ -335,12 +366,11 @@ void CheckOutputs(const TrainOptions& o) {
       throw Error(std::string(flag) + " " + dir + ": cannot create: " + std::strerror(ENOTDIR));
     }
   }
+  MadeFolders made;
   for (const auto& [flag, dir] : folders) {
     if (dir.empty()) continue;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec || !fs::is_directory(dir, ec)) {
-      throw Error(std::string(flag) + " " + dir + ": cannot create: " + (ec ? ec.message() : "not a directory"));
+    if (const std::string why = made.Make(dir); !why.empty()) {
+      throw Error(std::string(flag) + " " + dir + ": cannot create: " + why);
     }
   }
   CheckOutputFiles(outputs, InputsOf(o));
@@ -365,6 +395,7 @@ void CheckOutputs(const TrainOptions& o) {
                   " under a name its checkpoints use (latest, step-*, tokenizer-*)");
     }
   }
+  return made;
 }
 
 LocalLoad TrainLoad(const TrainOptions& o, int nproc, const LlamaConfig& config, const Partition& partition,

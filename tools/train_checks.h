@@ -82,6 +82,31 @@ class RunFolderLock {
   std::vector<int> fds_;
 };
 
+// The folders a run made that were not there before it (a folder its
+// parents too, deepest first). A run refused or failed leaves none of them
+// behind empty: the destructor, while an exception unwinds, or
+// RemoveEmpty(), removes each that is still empty (rmdir(2), which removes
+// nothing else), so a refused run leaves the tree as it found it.
+class MadeFolders {
+ public:
+  MadeFolders();
+  MadeFolders(MadeFolders&& other) noexcept;
+  MadeFolders& operator=(MadeFolders&&) = delete;
+  MadeFolders(const MadeFolders&) = delete;
+  MadeFolders& operator=(const MadeFolders&) = delete;
+  ~MadeFolders();
+
+  // Makes `dir` and its missing parents, recording those it made; returns
+  // the error, empty where it exists as a folder now.
+  std::string Make(const std::string& dir);
+  // Removes the recorded folders that are empty.
+  void RemoveEmpty();
+
+ private:
+  std::vector<std::string> made_;
+  int exceptions_;  // std::uncaught_exceptions() when this began
+};
+
 // With an earlier run to replace: refuses an input (--plan, --model,
 // --tokenizer, --init-from, --data) that is one of the files
 // RemoveEarlierRun would remove, such as a tokenizer copy in the
@@ -96,8 +121,10 @@ void CheckOverwriteKeepsInputs(const TrainOptions& given, const TrainOptions& o)
 // file the run reads (--plan, --model, --tokenizer, --init-from, --data),
 // nor take a name the checkpoints use in --checkpoint-dir; and no --data
 // folder may hold --out, --checkpoint-dir or --dump-grads. Throws
-// pplab::Error naming the flag and the path.
-void CheckOutputs(const TrainOptions& o);
+// pplab::Error naming the flag and the path, leaving no folder it made.
+// Returns the folders it made, for the run to remove if it fails while
+// they are empty.
+MadeFolders CheckOutputs(const TrainOptions& o);
 
 // What `nproc` local processes of `copies` copies of the model (2 for
 // DualPipe) hold, for CheckLocalCapacity: every replica's parameters, their

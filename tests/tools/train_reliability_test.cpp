@@ -386,6 +386,30 @@ TEST_CASE("SIGINT while workers start, SIGTERM and SIGHUP while they run leave n
   }
 }
 
+TEST_CASE("a run refused after its folders were made leaves none of them behind", "[train][reliability]") {
+  // Refused by its data, after the output checks made --out, its parents
+  // and --out's checkpoints folder; an empty --checkpoint-dir that was
+  // there before stays.
+  const std::string dir = Tmp("refused_folders");
+  fs::create_directories(dir + "/kept");
+  WriteTextFile(dir + "/latin1.txt", "caf\xe9 au lait\n");
+  const PplabRun text = Pplab("train -q --model tiny --steps 1 --data " + dir + "/latin1.txt --out " + dir +
+                              "/made/a/b --checkpoint-dir " + dir + "/kept");
+  INFO(text.out);
+  CHECK(text.code == 2);
+  CHECK_THAT(text.out, Catch::Contains("not UTF-8 text"));
+  CHECK_FALSE(fs::exists(dir + "/made"));
+  CHECK(fs::is_directory(dir + "/kept"));
+  // A hand-started rank refused for its RANK, which leaves at once.
+  const PplabRun rank =
+      Pplab("train --synthetic -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 --steps 2 --out " + dir + "/made/c",
+            "RANK=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " ");
+  INFO(rank.out);
+  CHECK(rank.code == 2);
+  CHECK_THAT(rank.out, Catch::Contains("RANK 5 is not a rank of WORLD_SIZE 2"));
+  CHECK_FALSE(fs::exists(dir + "/made"));
+}
+
 TEST_CASE("a worker of another run is refused when it joins", "[train][reliability]") {
   const int port = FreePort();
   const std::string worker = std::string(PPLAB_BINARY) +

@@ -1,7 +1,6 @@
 #include "tools/plan_profiles.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -9,7 +8,6 @@
 #include "models/llama_config.h"
 #include "schedules/error.h"
 #include "schedules/file_io.h"
-#include "sim/percentiles.h"
 #include "sim/precision.h"
 #include "tools/plan_costs.h"
 
@@ -164,14 +162,24 @@ std::string FitCostFiles(const PlanProfileFlags& o, PlanSearchOptions& search, s
     search.sequence_parallel = f.sequence_parallel;
     search.search_sequence_parallel = false;
   }
-  // Every profile measured its own link: the median latency and the median
-  // bandwidth of theirs, whatever the order of the files.
-  std::vector<double> latencies, bandwidths;
+  // Every profile measured its own link: the one whose time for the largest
+  // message among them is the median (the upper one of an even count),
+  // whatever the order of the files. Its latency and bandwidth go together:
+  // the medians of each taken apart may be no link's (a fast, far link's
+  // latency with a slow, near one's bandwidth), as in profile's own default
+  // link.
+  Bytes largest = 0;
   for (const CostModel& m : profiled) {
-    latencies.push_back(static_cast<double>(m.DefaultLink().latency));
-    bandwidths.push_back(m.DefaultLink().bandwidth_gbps);
+    for (int s = 0; s < m.NumStages(); ++s) largest = std::max(largest, m.Stage(s).message_bytes);
   }
-  search.link = Link{static_cast<TimeNs>(std::llround(Percentile(latencies, 0.5))), Percentile(bandwidths, 0.5)};
+  const auto time = [largest](const Link& l) {
+    return static_cast<double>(l.latency) +
+           (l.bandwidth_gbps > 0 ? static_cast<double>(largest) / l.bandwidth_gbps : 0.0);
+  };
+  std::vector<Link> links;
+  for (const CostModel& m : profiled) links.push_back(m.DefaultLink());
+  std::stable_sort(links.begin(), links.end(), [&](const Link& a, const Link& b) { return time(a) < time(b); });
+  search.link = links[links.size() / 2];
   // Their own stages stand in for a candidate only when they are the model's.
   if (recorded->num_hidden_layers == search.config.num_hidden_layers) search.profiles = all;
   return costs_from;

@@ -335,17 +335,32 @@ TEST_CASE("cli: plan fits profiles at two microbatch sizes together, with a fixe
   CHECK(r.code == 2);
   CHECK(r.out == "pplab: error: --cost " + two + " was measured with the microbatch size 2, partition 2,2 and 2 " +
                      "ranks of --cost " + two + ": give one profile for each configuration\n");
-  // Each profile's link counts alike: the median of theirs, in either order.
-  nlohmann::json slow = nlohmann::json::parse(ReadTextFile(four));
-  slow["link"] = {{"latency_ms", 0.51}, {"bandwidth_gbps", 3.0}};
-  const std::string four_slow = TempPath("fixed-mb4-slow.json");
-  WriteTextFile(four_slow, slow.dump());
-  const std::vector<std::string> forward = PlanRows(Pplab(plan + " --json --cost " + two + " --cost " + four_slow));
-  CHECK(PlanRows(Pplab(plan + " --json --cost " + four_slow + " --cost " + two)) == forward);
-  r = Pplab(plan + " --json --cost " + four_slow + " --cost " + two);
-  REQUIRE(r.code == 0);
-  CHECK(nlohmann::json::parse(r.out)["link"]["latency_ms"].get<double>() == Approx(0.26));
-  CHECK(nlohmann::json::parse(r.out)["link"]["bandwidth_gbps"].get<double>() == Approx(2.0));
+  // Each profile's link counts alike, in any order: the one whose time for
+  // the largest message is the median, latency and bandwidth together. Apart,
+  // the medians would be (0.3 ms, 1 GB/s), no profile's link.
+  const auto with_link = [](const std::string& from, const std::string& name, double latency_ms, double gbps) {
+    nlohmann::json j = nlohmann::json::parse(ReadTextFile(from));
+    j["link"] = {{"latency_ms", latency_ms}, {"bandwidth_gbps", gbps}};
+    const std::string path = TempPath(name);
+    WriteTextFile(path, j.dump());
+    return path;
+  };
+  const std::string near = with_link(two, "link-near.json", 0.01, 1.0),
+                    far = with_link(four, "link-far.json", 0.51, 3.0),
+                    mid = with_link(two_other, "link-mid.json", 0.3, 0.5);
+  const std::vector<std::string> forward =
+      PlanRows(Pplab(plan + " --json --cost " + near + " --cost " + far + " --cost " + mid));
+  for (const std::string& order : {" --cost " + far + " --cost " + mid + " --cost " + near,
+                                   " --cost " + mid + " --cost " + near + " --cost " + far}) {
+    r = Pplab(plan + " --json" + order);
+    INFO(order << "\n" << r.out);
+    REQUIRE(r.code == 0);
+    CHECK(PlanRows(r) == forward);
+    // Their largest message, 16 KiB (4 x 32 tokens of 32 fp32 values), takes
+    // 0.026, 0.516 and 0.333 ms: the 0.3 ms link's is the median.
+    CHECK(nlohmann::json::parse(r.out)["link"]["latency_ms"].get<double>() == Approx(0.3));
+    CHECK(nlohmann::json::parse(r.out)["link"]["bandwidth_gbps"].get<double>() == Approx(0.5));
+  }
   // Profiles of different configurations are not fitted together.
   const std::string base = WriteProfiledCost("together-a.json");
   struct Case {

@@ -72,11 +72,15 @@ int RunExplain(const ExplainOptions& o) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
+  // Whole microseconds, as printed: each row's parts add up to its idle, and
+  // busy + idle to the makespan, in the printed digits too.
+  constexpr TimeNs kShown = 1000;
   std::printf("%s (%s): K=%d makespan %s ms; idle = makespan - busy, split by cause (ms)\n", t.name.c_str(),
-              t.source.c_str(), t.ranks, Fixed(NsToMs(x.makespan), 3).c_str());
+              t.source.c_str(), t.ranks, Fixed(NsToMs((x.makespan + kShown / 2) / kShown * kShown), 3).c_str());
   std::vector<std::vector<std::string>> rows = {
       {"rank", "busy", "idle", "warm_up", "cool_down", "imbalance", "comm", "shared_device", "other", "waited_for"}};
-  for (const RankIdle& r : x.per_rank) {
+  for (const RankIdle& exact : x.per_rank) {
+    const RankIdle r = RoundedIdle(exact, x.makespan, kShown);
     std::vector<std::string> row = {std::to_string(r.rank)};
     for (TimeNs ns : {r.busy, r.idle, r.warm_up, r.cool_down, r.imbalance, r.comm, r.shared_device, r.other}) {
       row.push_back(Fixed(NsToMs(ns), 3));

@@ -17,9 +17,11 @@
 //   shared_device  the data is there, but other ranks on the same device
 //                  compute in all of its slots (only with
 //                  Timeline::devices; one slot unless device_slots says)
-//   other          none of these: the data is there and the device is free
-//                  (executor overhead in a measured trace; 0 in every
-//                  simulated one)
+//   comm           a send of the rank runs (an executor that waits for its
+//                  sends, as a measured one may: the time is the link's)
+//   other          none of these: the data is there, the device is free and
+//                  no send of the rank runs (executor overhead in a measured
+//                  trace; 0 in every simulated one)
 // The message an action waits for is, of the messages its parts receive on
 // this rank (a RECV of the rank with the same message), the one that
 // arrives last (the RECV's end); a gap with no such message is only comm
@@ -55,6 +57,13 @@ struct IdleExplanation {
 // compute actions of one rank overlap in time (the split needs one compute
 // action at a time per rank), naming the rank and both actions.
 IdleExplanation ExplainIdle(const Timeline& timeline);
+
+// `r` rounded to multiples of `unit` ns for a table that prints them:
+// busy + idle is makespan rounded, and the parts add up to idle rounded and
+// the stages to imbalance, each apportioned by the largest remainder (each
+// part rounded apart, the parts of a rank could miss its idle by a digit).
+// Stages that round to 0 are left out.
+RankIdle RoundedIdle(const RankIdle& r, TimeNs makespan, TimeNs unit);
 
 // Whether ExplainIdle accepts `timeline` (no rank runs two compute actions
 // at once), for callers that show the split only where it exists.

@@ -432,7 +432,8 @@ std::string DrawIdleSplit(const Timeline& timeline, const std::string& heading, 
   std::string out = TextAt(kLeft, y + 10, "class=\"idle-split\" font-size=\"10\" font-weight=\"bold\"",
                            heading + "idle = makespan - busy, by cause (ms; pplab explain)");
   y += kIdleLineHeight;
-  for (const RankIdle& r : x.per_rank) {
+  for (const RankIdle& exact : x.per_rank) {
+    const RankIdle r = RoundedIdle(exact, x.makespan, 1000);  // as printed: the parts add up to idle
     std::string stages;
     for (const auto& [stage, ns] : r.imbalance_by_stage) {
       stages += (stages.empty() ? " (" : ", ") + std::string("s") + std::to_string(stage) + " " + ms(ns);

@@ -326,3 +326,68 @@ TEST_CASE("trace: device_slots round-trip through otherData, bad entries are ref
 }
 
 }  // namespace pplab::explain_test
+
+namespace pplab::explain_test {
+
+TEST_CASE("explain: a rank held in its own send is waiting on communication, not executor overhead", "[explain]") {
+  // Rank 0's executor waits for its SEND_F0 [1, 5) before F1 starts at 5:
+  // 4 ms of comm. After SEND_F1 ends at 6.1, rank 0 has no compute left.
+  Timeline t;
+  t.source = "measured";
+  t.ranks = 2;
+  t.events = {Ev(0, "0F0", 0, 1000),         Ev(0, "0SEND_F0", 1000, 5000), Ev(0, "0F1", 5000, 6000),
+              Ev(0, "0SEND_F1", 6000, 6100), Ev(1, "1RECV_F0", 0, 1200),    Ev(1, "1F0", 1200, 2200),
+              Ev(1, "1RECV_F1", 2200, 6100), Ev(1, "1F1", 6100, 7100)};
+  const IdleExplanation x = ExplainIdle(t);
+  const RankIdle& r0 = x.per_rank[0];
+  CHECK(r0.comm == 4000);
+  CHECK(r0.other == 0);
+  CHECK(r0.cool_down == 1100);
+  CHECK(PartsSum(r0) == r0.idle);
+  // Rank 1 waits [2.2, 5) for stage 0's F1 to start and end (imbalance to 6),
+  // then [6, 6.1) for the message.
+  CHECK(x.per_rank[1].imbalance == 3800);
+  CHECK(x.per_rank[1].comm == 100);
+  // A send that ends before the gap does, with nothing else: the rest is other.
+  t.events[1].end = 3000;
+  CHECK(ExplainIdle(t).per_rank[0].comm == 2000);
+  CHECK(ExplainIdle(t).per_rank[0].other == 2000);
+}
+
+TEST_CASE("explain: rounded for a table, a rank's parts add up to its idle and busy + idle to the makespan",
+          "[explain]") {
+  // Rounded each apart to microseconds, 2.0024 + 4.0016 + 0.0007 + 0.0007 ms
+  // read 2.002 + 4.002 + 0.001 + 0.001 = 6.006, for an idle of 6.005.
+  RankIdle r;
+  r.warm_up = 2'002'400;
+  r.cool_down = 4'001'600;
+  r.imbalance = 700;
+  r.comm = 700;
+  r.idle = PartsSum(r);  // 6'005'400
+  r.busy = 12'003'000;
+  r.imbalance_by_stage = {{0, 300}, {2, 400}};
+  const RankIdle shown = RoundedIdle(r, r.busy + r.idle, 1000);
+  CHECK(shown.busy == 12'003'000);
+  CHECK(shown.idle == 6'005'000);
+  // The units left over go to the largest remainders: 0.7, 0.7 before 0.6.
+  CHECK(shown.warm_up == 2'002'000);
+  CHECK(shown.cool_down == 4'001'000);
+  CHECK(shown.imbalance == 1000);
+  CHECK(shown.comm == 1000);
+  CHECK(PartsSum(shown) == shown.idle);
+  // Stage 2's 0.4 us takes the unit; stage 0's rounds to nothing and is left out.
+  CHECK(shown.imbalance_by_stage == std::map<StageId, TimeNs>{{2, 1000}});
+  // On every rank of a simulated trace with odd times the same holds.
+  const CostModel costs = CostModel::Uniform(3, Stage(1'000'400, 2'000'400), Link{400, 0});
+  const IdleExplanation x = ExplainIdle(Simulate(Lower(Generate1F1B(3, 4)), costs).timeline);
+  for (const RankIdle& exact : x.per_rank) {
+    const RankIdle rounded = RoundedIdle(exact, x.makespan, 1000);
+    CHECK(PartsSum(rounded) == rounded.idle);
+    CHECK(rounded.busy + rounded.idle == (x.makespan + 500) / 1000 * 1000);
+    TimeNs stages = 0;
+    for (const auto& [stage, ns] : rounded.imbalance_by_stage) stages += ns;
+    CHECK(stages == rounded.imbalance);
+  }
+}
+
+}  // namespace pplab::explain_test

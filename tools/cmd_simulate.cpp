@@ -58,6 +58,21 @@ int RunSimulate(const SimulateOptions& o) {
     }
     costs.SetDevices(run.devices);
     costs.SetDeviceSlots(run.device_slots);
+    // stats --cost-out of a measured trace: each action's time is what it
+    // took beside the others on its device, so queuing the ranks for the
+    // device again counts the sharing twice (train's own prediction from
+    // such costs gives each rank a slot).
+    const nlohmann::json meta = nlohmann::json::parse(costs.meta_json, nullptr, false);
+    if (meta.is_object() && meta.contains("estimated_from") && meta.value("source", "") == "measured" &&
+        run.source == "measured") {
+      std::fprintf(stderr,
+                   "pplab: note: --cost %s holds times measured with the devices shared (from %s): --devices-from "
+                   "%s queues its ranks for the devices again, counting the sharing twice; without it, each rank "
+                   "runs at the speed measured\n",
+                   o.plan.cost_file.c_str(),
+                   meta["estimated_from"].is_string() ? meta["estimated_from"].get<std::string>().c_str() : "a trace",
+                   o.devices_from.c_str());
+    }
   }
   if (!o.devices.empty()) {
     if (static_cast<int>(o.devices.size()) != schedule.ranks) {

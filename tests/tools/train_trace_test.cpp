@@ -147,6 +147,22 @@ TEST_CASE(
   const PplabRun sim = Pplab("simulate -s 1f1b -k 2 -m 4 --devices-from " + measured + " --json");
   INFO(sim.out);
   CHECK(sim.code == 0);
+  CHECK_THAT(sim.out, !Catch::Contains("note:"));
+  // Costs estimated from the measured trace hold the sharing already:
+  // queuing for the devices again is said to count it twice.
+  const std::string cost = dir + "/devices_measured.cost.json";
+  REQUIRE(Pplab("stats " + measured + " --cost-out " + cost).code == 0);
+  const PplabRun twice = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost + " --devices-from " + measured);
+  INFO(twice.out);
+  CHECK(twice.code == 0);
+  CHECK_THAT(twice.out, Catch::Contains("pplab: note: --cost " + cost +
+                                        " holds times measured with the devices "
+                                        "shared (from " +
+                                        measured + "): --devices-from " + measured +
+                                        " queues its ranks for the devices again, counting the sharing twice"));
+  const PplabRun once = Pplab("simulate -s 1f1b -k 2 -m 4 --cost " + cost);
+  CHECK(once.code == 0);
+  CHECK_THAT(once.out, !Catch::Contains("note:"));
   // With 2 tensor-parallel ranks a pipeline rank, 4 processes share the
   // cores: each pipeline rank stands for 2 of them, and gets half the slots.
   const std::string tp = dir + "/devices_tp.json";

@@ -155,6 +155,17 @@ int RunStats(const StatsOptions& o) {
       }
       std::printf("\n");
     }
+    // A receiver cannot start on a message before it is sent: on one host
+    // the ranks share a clock, so this is a trace edited or pasted from
+    // hosts whose clocks differ. The cost file takes such a latency as 0.
+    const size_t before_sent =
+        static_cast<size_t>(std::count_if(waited.begin(), waited.end(), [](double ms) { return ms < 0; }));
+    if (before_sent > 0) {
+      std::printf(
+          "note: %zu of them started on the message before its SEND started (by up to %s ms): the ranks' clocks "
+          "disagree, or the trace was edited; a negative latency is taken as 0 (--cost-out)\n",
+          before_sent, Fixed(-waited.front(), 4).c_str());
+    }
   }
   std::printf("%s", SharedDevicesText(shared, summary.makespan).c_str());
   if (!o.cost_out.empty()) std::printf("cost model estimated from the trace written to %s\n", o.cost_out.c_str());

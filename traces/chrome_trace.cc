@@ -234,9 +234,15 @@ static void CheckActions(const Timeline& t, const std::vector<size_t>& where, co
   // A step runs each compute action once: a second copy (an event
   // relabelled, two traces pasted together) would be read as the first's
   // time and message, and stats gave a negative message time.
+  // So are its sends, receives and collectives: a copy of a RECV with a later
+  // end was read as the message's arrival, whichever came last in the file.
   std::map<std::tuple<int, StageId, MicrobatchId>, size_t> seen;
   for (size_t i = 0; i < t.events.size(); ++i) {
-    for (const Action& part : PartsOf(t.events[i].action)) {
+    const Action& action = t.events[i].action;
+    const ComputeParts parts = PartsOf(action);
+    const std::vector<Action> own =
+        parts.count > 0 ? std::vector<Action>(parts.begin(), parts.end()) : std::vector<Action>{action};
+    for (const Action& part : own) {
       const auto [it, fresh] =
           seen.emplace(std::make_tuple(static_cast<int>(part.kind), part.stage, part.microbatch), where[i]);
       if (!fresh) {
@@ -347,6 +353,9 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     }
   }
   std::vector<size_t> where;  // the index in traceEvents of each of t.events
+  // A rank's per-step work, each once a step: a copy (two traces pasted
+  // together, an event duplicated by hand) moved the step's end.
+  std::map<std::pair<RankId, std::string>, size_t> step_seen;
   for (size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     const std::string at = origin + ": traceEvents[" + std::to_string(i) + "]";
@@ -394,6 +403,10 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
         for (const char* n : kStepEventNames) known += (known.empty() ? "" : ", ") + std::string(n);
         throw Error(at + ": args.step " + nlohmann::json(name).dump() + " is not per-step work a trace holds (" +
                     known + ")");
+      }
+      if (const auto [it, fresh] = step_seen.emplace(std::make_pair(rank, name), i); !fresh) {
+        throw Error(at + ": rank " + std::to_string(rank) + "'s args.step " + nlohmann::json(name).dump() +
+                    ", which traceEvents[" + std::to_string(it->second) + "] ran already; a step runs each once");
       }
       t.step_events.push_back({rank, name, ts, ts + FromUs(e["dur"].get<double>())});
       continue;

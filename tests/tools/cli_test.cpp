@@ -445,6 +445,23 @@ TEST_CASE("cli: stats gives the messages' time in each direction, and --cost-out
   const nlohmann::json a = nlohmann::json::parse(Pplab("simulate -s 1f1b -k 2 -m 8 --cost " + cost + " --json").out);
   const nlohmann::json b = nlohmann::json::parse(Pplab("simulate -s 1f1b -k 2 -m 8 --cost " + back + " --json").out);
   CHECK(b["makespan"].get<double>() == Approx(a["makespan"].get<double>()));
+  // Each SEND moved 3 ms later, past the receiver's start: stats says so,
+  // and the file takes a latency of 0 (15 of the 16 are negative; the last
+  // reads 0.0000).
+  nlohmann::json late = nlohmann::json::parse(ReadTextFile(trace));
+  for (auto& e : late["traceEvents"]) {
+    if (e.contains("args") && e["args"].value("action", "").find("SEND") != std::string::npos) {
+      e["ts"] = e["ts"].get<double>() + 3000;
+    }
+  }
+  const std::string late_trace = TempPath("stats-links-late.json"), late_cost = TempPath("stats-links-late-cost.json");
+  WriteTextFile(late_trace, late.dump());
+  r = Pplab("stats " + late_trace + " --cost-out " + late_cost);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("note: 15 of them started on the message before its SEND started (by up to "
+                                    "2.7000 ms): the ranks' clocks disagree, or the trace was edited"));
+  CHECK(nlohmann::json::parse(ReadTextFile(late_cost))["link"]["latency_ms"] == 0.0);
 }
 
 TEST_CASE("cli: stats gives each rank's peak bytes held where the trace has the activation bytes counter", "[cli]") {

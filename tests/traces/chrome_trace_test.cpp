@@ -287,6 +287,19 @@ TEST_CASE("an action run twice in a step, or recomputed stages that are not the 
                                   "each action once"));
   CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("(0F0;0B1)OVERLAP_F_B", "1000")), "t.json"),
                     Catch::Contains("action (0F0;0B1)OVERLAP_F_B runs 0F0, which traceEvents[0] ran already"));
+  // A message's send or receive, and a rank's per-step work, once too: a
+  // RECV copied with a later end was read as the arrival, a copied step
+  // event 5 s on moved the step's end there.
+  const std::string recv =
+      R"(, {"ph": "X", "cat": "comm", "pid": 0, "ts": 0, "dur": 10, "args": {"action": "0RECV_B0"}})";
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("0B0", "1000") + recv + recv), "t.json"),
+                    Catch::Equals("t.json: traceEvents[3]: action 0RECV_B0, which traceEvents[2] ran already; a step "
+                                  "runs each action once"));
+  const std::string step = R"(, {"ph": "X", "cat": "step", "pid": 0, "ts": 2000, "dur": 5, "args": {"step": "clip"}})";
+  CHECK(TimelineFromChromeTrace(OneRankTrace(event("0B0", "1000") + step), "t.json").step_events.size() == 1);
+  CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("0B0", "1000") + step + step), "t.json"),
+                    Catch::Equals("t.json: traceEvents[3]: rank 0's args.step \"clip\", which traceEvents[2] ran "
+                                  "already; a step runs each once"));
   const std::string two = event("0B0", "1000") + event("1F0", "2000") + event("1B0", "3000");
   CHECK(TimelineFromChromeTrace(OneRankTrace(two, R"("recompute": "0,1", )"), "t.json").recompute == "0,1");
   CHECK(TimelineFromChromeTrace(OneRankTrace(two, R"("recompute": "all", )"), "t.json").recompute == "all");

@@ -11,6 +11,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr size_t kMaxJsonDepth = 200;
+
 // Builds the document from the parser's events, as nlohmann's own DOM
 // parser does, and besides: refuses a key given twice in one object, and
 // hands each completed value, with its depth and top-level key, to the
@@ -34,6 +36,7 @@ class StrictDom {
   bool binary(json::binary_t& value) { return Scalar(json::binary(std::move(value))); }
 
   bool start_object(std::size_t /*elements*/) {
+    Deeper();
     open_.push_back(Put(json::object()));
     keys_.emplace_back();
     key_.emplace_back();
@@ -51,6 +54,7 @@ class StrictDom {
     return Close();
   }
   bool start_array(std::size_t /*elements*/) {
+    Deeper();
     open_.push_back(Put(json::array()));
     return true;
   }
@@ -63,6 +67,15 @@ class StrictDom {
   }
 
  private:
+  // No input of pplab's nests deeper than a few levels. 100 000 nested
+  // arrays in a config field parsed, then overflowed the stack when an
+  // error message printed the value (nlohmann's dump recurses).
+  void Deeper() const {
+    if (open_.size() >= kMaxJsonDepth) {
+      throw Error(origin_ + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                  " arrays and objects, which no pplab input is");
+    }
+  }
   // Adds `value` to the open container (or as the document) and returns it.
   json* Put(json&& value) {
     if (open_.empty()) {

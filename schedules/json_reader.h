@@ -21,7 +21,9 @@ using JsonValueFilter = std::function<bool(int depth, const std::string& top_key
 // Parses JSON like nlohmann::json::parse, but throws pplab::Error naming
 // `origin` on a syntax error ("ORIGIN: not valid JSON (...)") and on a key
 // given twice in one object ("ORIGIN: key 'stages' is given twice in one
-// object"), which nlohmann would silently resolve to the last value.
+// object"), which nlohmann would silently resolve to the last value, and on
+// arrays and objects nested more than 200 deep (printing such a value in a
+// message overflowed the stack).
 nlohmann::json ParseJsonStrict(const std::string& text, const std::string& origin, const JsonValueFilter& filter = {});
 // The same, reading from a stream, so the text need not be in memory.
 nlohmann::json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter = {});

@@ -24,6 +24,20 @@ TEST_CASE("a key given twice in one object is refused, naming the file and the k
   CHECK_THROWS_WITH(ParseJsonStrict("{\"a\": ", "x.json"), Catch::StartsWith("x.json: not valid JSON"));
 }
 
+TEST_CASE("arrays and objects nested more than 200 deep are refused in one line, not a crash", "[json_reader]") {
+  const auto nested = [](int depth) {
+    return "{\"a\": " + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+  };
+  CHECK(ParseJsonStrict(nested(200), "x.json").is_object());
+  CHECK_THROWS_WITH(ParseJsonStrict(nested(201), "x.json"),
+                    Catch::Equals("x.json: nested deeper than 200 arrays and objects, which no pplab input is"));
+  // A config field 100 000 deep: its error message printed the value,
+  // whose printing recursed past the stack (a segfault).
+  CHECK_THROWS_WITH(
+      LlamaConfigFromJson("{\"vocab_size\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "deep.json"),
+      Catch::StartsWith("deep.json: nested deeper than 200"));
+}
+
 TEST_CASE("the first unknown field is the first key, in sorted order, that the reader does not know", "[json_reader]") {
   const nlohmann::json doc = ParseJsonStrict(R"({"a": 1, "zz": 2, "b": 3, "yy": 4})", "x.json");
   CHECK(FirstUnknownField(doc, {"a", "b"}) == std::optional<std::string>("yy"));  // a JSON object's keys sort

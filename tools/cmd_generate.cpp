@@ -1,7 +1,6 @@
 // pplab generate --checkpoint DIR --prompt TEXT: samples a continuation from
 // a checkpoint in one process, so a user can see what the model learned; or
 // from a published model's weights (--init-from), to see that they loaded.
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 
 #include "models/llama.h"
 #include "models/pretrained.h"
@@ -43,6 +43,26 @@ struct GenerateOptions {
   bool json = false;
   bool no_kv_cache = false;
 };
+
+// The index at which the cumulative sum of `probs` (a double vector that
+// sums to about 1) first passes u times its total: a draw from it for u
+// uniform in [0, 1). An index of probability 0 is never drawn.
+int64_t DrawIndex(const at::Tensor& probs, double u) {
+  const double* p = probs.data_ptr<double>();
+  const int64_t n = probs.size(0);
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += p[i];
+  const double target = u * total;
+  double sum = 0;
+  int64_t last = 0;  // the last index that can be drawn, should rounding leave target above every sum
+  for (int64_t i = 0; i < n; ++i) {
+    if (p[i] <= 0) continue;
+    sum += p[i];
+    last = i;
+    if (sum > target) return i;
+  }
+  return last;
+}
 
 // The checkpoint's tokenizer (or --tokenizer), refused unless it is the one
 // the model was trained with.
@@ -161,7 +181,9 @@ int RunGenerate(const GenerateOptions& o) {
   }
 
   torch::NoGradGuard no_grad;
-  auto gen = at::detail::createCPUGenerator(o.seed);
+  // All 64 bits of the seed: ATen's CPU generator keeps 32, so seeds
+  // 2^32 apart drew the same text.
+  std::mt19937_64 rng(o.seed);
   std::vector<int32_t> ids = {tokenizer.Bos()};
   std::vector<int32_t> stop = loaded.stop;
   stop.push_back(tokenizer.Eos());
@@ -212,7 +234,10 @@ int RunGenerate(const GenerateOptions& o) {
         const at::Tensor kth = std::get<0>(next.topk(o.top_k)).min();
         next = next.masked_fill(next < kth, -std::numeric_limits<double>::infinity());
       }
-      chosen = static_cast<int32_t>(torch::multinomial(torch::softmax(next, 0), 1, false, gen).item<int64_t>());
+      // u in [0, 1) from the top 53 bits, the same on every platform (unlike
+      // std::uniform_real_distribution).
+      const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+      chosen = static_cast<int32_t>(DrawIndex(torch::softmax(next, 0).contiguous(), u));
     }
     if (std::find(stop.begin(), stop.end(), chosen) != stop.end()) break;
     ids.push_back(chosen);

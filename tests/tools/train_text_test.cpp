@@ -139,6 +139,14 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   const auto cold = Json(Pplab("generate --checkpoint " + dir +
                                " --prompt 'The pipeline' --max-new-tokens 8 --temperature 1e-310 --json"));
   CHECK(cold["continuation"] == g1["continuation"]);
+  // A seed draws one text, and every bit of it counts: seeds 2^32 apart
+  // drew the same (ATen's generator keeps 32 bits).
+  const std::string sampled =
+      "generate --checkpoint " + dir + " --prompt 'The pipeline' --max-new-tokens 16 --json --seed ";
+  const auto s1 = Json(Pplab(sampled + "1")), s1_again = Json(Pplab(sampled + "1")),
+             s_high = Json(Pplab(sampled + "4294967297"));
+  CHECK(s1["continuation"] == s1_again["continuation"]);
+  CHECK(s1["continuation"] != s_high["continuation"]);
 
   // Another tokenizer is refused, by generate and by a resume.
   const std::string other_cache = Tmp("cache_other");

@@ -29,6 +29,10 @@ uint64_t ParamSeed(uint64_t seed, const std::string& name) {
   return z ^ (z >> 31);
 }
 
+// Positions the rotary tables cover when a stage is built; a longer
+// sequence grows them (LlamaStageImpl::EnsureRotary).
+constexpr int64_t kFirstRotaryPositions = 4096;
+
 class LlamaStageImpl : public torch::nn::Module {
  public:
   LlamaStageImpl(const LlamaConfig& c, const Partition& p, int stage, const LlamaOptions& options)
@@ -65,14 +69,37 @@ class LlamaStageImpl : public torch::nn::Module {
       // rank's share), tied or not.
       lm_head_ = register_module("lm_head", Linear(c.hidden_size, group_ ? c.vocab_size / tp_.size : c.vocab_size));
     }
-    // Rotary tables for every position the model accepts: (max_pos, hd).
-    const std::vector<double> frequencies = RotaryFrequencies(c);  // rope_theta's, scaled as the config says
+    // Rotary tables (positions, hd) for the first positions; they grow as
+    // longer sequences come (EnsureRotary).
+    const auto [cos, signed_sin] = RotaryTables(std::min<int64_t>(c.max_position_embeddings, kFirstRotaryPositions));
+    cos_ = register_buffer("rope_cos", cos);
+    signed_sin_ = register_buffer("rope_signed_sin", signed_sin);
+  }
+
+  // The cosine and the sine with its first half negated (as RotaryQueryKey
+  // takes it) of positions [0, n), fp32: (n, hd).
+  std::pair<torch::Tensor, torch::Tensor> RotaryTables(int64_t n) const {
+    const std::vector<double> frequencies = RotaryFrequencies(config_);  // rope_theta's, scaled as the config says
     auto inv_freq = torch::tensor(at::ArrayRef<double>(frequencies), torch::dtype(torch::kFloat64));
-    auto freqs = torch::outer(torch::arange(c.max_position_embeddings, torch::kFloat64), inv_freq);
+    auto freqs = torch::outer(torch::arange(n, torch::kFloat64), inv_freq);
     auto emb = torch::cat({freqs, freqs}, -1);
-    cos_ = register_buffer("rope_cos", emb.cos().to(torch::kFloat32));
-    // The sine with its first half negated, as RotaryQueryKey takes it.
-    signed_sin_ = register_buffer("rope_signed_sin", SignedSin(emb.sin()).to(torch::kFloat32));
+    return {emb.cos().to(torch::kFloat32), SignedSin(emb.sin()).to(torch::kFloat32)};
+  }
+
+  // Makes the rotary tables cover at least `positions` (at most
+  // max_position_embeddings, checked by the callers), doubling, on their
+  // device. They are not built for every position the model accepts: a
+  // config's 2^30 asked for 512 GiB before the first step. In place (set_),
+  // so the registered buffers, which Module::to moves, are these.
+  void EnsureRotary(int64_t positions) {
+    if (cos_.size(0) >= positions) return;
+    int64_t n = std::max<int64_t>(cos_.size(0), 1);
+    while (n < positions) n *= 2;
+    n = std::min<int64_t>(n, config_.max_position_embeddings);
+    torch::NoGradGuard no_grad;
+    const auto [cos, signed_sin] = RotaryTables(n);
+    cos_.set_(cos.to(cos_.device()));
+    signed_sin_.set_(signed_sin.to(signed_sin_.device()));
   }
 
   void Initialise(uint64_t seed) {
@@ -164,6 +191,7 @@ class LlamaStageImpl : public torch::nn::Module {
       // the mask it gets for its backward).
       if (sdpa_) bias = bias.to(AutocastComputeDtype(x.device().type(), x.scalar_type()));
     }
+    EnsureRotary(T);
     auto cos = cos_.narrow(0, 0, T), signed_sin = signed_sin_.narrow(0, 0, T);
     torch::Tensor h = x;
     for (auto& layer : layers_) h = layer(h, cos, signed_sin, bias);
@@ -188,6 +216,7 @@ class LlamaStageImpl : public torch::nn::Module {
     const auto query = torch::arange(past, past + T, options).unsqueeze(1), key = torch::arange(past + T, options);
     const torch::Tensor bias =
         torch::zeros({T, past + T}, x.options()).masked_fill(key.unsqueeze(0) > query, -1e9).view({1, 1, T, past + T});
+    EnsureRotary(past + T);
     auto cos = cos_.narrow(0, past, T), signed_sin = signed_sin_.narrow(0, past, T);
     for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l](x, cos, signed_sin, bias, &cache[l]);
     return Project(lm_head_, norm_(x));

@@ -69,5 +69,27 @@ TEST_CASE("decoding with cached keys and values gives a full forward's logits, t
                     Catch::Contains("decoding needs the whole model in one stage"));
 }
 
+TEST_CASE("rotary tables grow with the sequence: 2^30 positions build, and past the first 4096 decoding is exact",
+          "[llama]") {
+  // A table for every position accepted asked for 512 GiB here at build.
+  LlamaConfig c = LlamaPreset("tiny");
+  c.max_position_embeddings = 1 << 30;
+  c.Check("huge positions");
+  auto stage = BuildLlamaStage(c, MakePartition(c, 1, "uniform"), 0, 3, c10::Device(c10::kCPU));
+  auto decoder = MakeLlamaDecoder(*stage);
+  auto gen = at::detail::createCPUGenerator(8);
+  const int64_t n = 4098;  // two tokens past the positions a stage starts with
+  const at::Tensor tokens = torch::randint(0, c.vocab_size, {1, n}, gen, torch::kLong);
+  torch::NoGradGuard no_grad;
+  decoder->Next(tokens.narrow(1, 0, n - 2));
+  const at::Tensor second_last = decoder->Next(tokens.narrow(1, n - 2, 1)),
+                   last = decoder->Next(tokens.narrow(1, n - 1, 1));
+  // A fresh stage's one forward over them all grows its tables at once.
+  auto fresh = BuildLlamaStage(c, MakePartition(c, 1, "uniform"), 0, 3, c10::Device(c10::kCPU));
+  const at::Tensor full = fresh->Forward({tokens, torch::ones_like(tokens)}).at(0);
+  CHECK(torch::allclose(second_last[0][0], full[0][n - 2], 1e-4, 1e-4));
+  CHECK(torch::allclose(last[0][0], full[0][n - 1], 1e-4, 1e-4));
+}
+
 }  // namespace
 }  // namespace pplab::llama_decode_test

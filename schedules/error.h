@@ -15,4 +15,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A time or byte count past what pplab's int64 nanoseconds and bytes hold:
+// an Error, which a search over candidates (plan) may catch to pass over
+// the one candidate whose microbatches are too large, where the others
+// still cost.
+class OverflowError : public Error {
+ public:
+  explicit OverflowError(const std::string& what) : Error(what) {}
+};
+
 }  // namespace pplab

@@ -443,8 +443,9 @@ void CheckTotals(const Schedule& s, const CostModel& costs, bool sampled) {
   if (time > kLimit || bytes > kLimit) {
     char figures[96];
     std::snprintf(figures, sizeof figures, "%.3g ns, %.3g bytes", time, bytes);
-    throw Error("simulate '" + s.name + "': the costs add up to more than int64 nanoseconds or bytes can hold (" +
-                figures + "); use smaller times or sizes");
+    throw OverflowError("simulate '" + s.name +
+                        "': the costs add up to more than int64 nanoseconds or bytes can hold (" + figures +
+                        "); use smaller times or sizes");
   }
 }
 

@@ -82,6 +82,8 @@ int RunPlan(const PlanCmdOptions& o) {
   search.search_sequence_parallel = sequence_parallel == "auto";
   search.global_batch = o.global_batch;
   search.memory_per_rank = ParseByteSize(o.memory_per_rank, "--memory-per-rank");
+  search.memory_given = search.memory_per_rank;
+  search.memory_headroom_percent = o.memory_headroom_percent;
   // A candidate fits when its predicted peak leaves the headroom free.
   search.memory_per_rank = static_cast<Bytes>(
       std::floor(static_cast<double>(search.memory_per_rank) * (1 - o.memory_headroom_percent / 100)));
@@ -141,6 +143,17 @@ int RunPlan(const PlanCmdOptions& o) {
   const bool tensor_parallel = *std::max_element(tps.begin(), tps.end()) > 1;
   const PlanSearchResult result =
       o.gpus > 0 ? SearchGpus(search, o.gpus, tps, SearchThreads(o.threads)) : SearchPlans(search);
+  // The fastest step under a nanosecond: every time rounds to whole
+  // nanoseconds, tokens/s read 0 and the ranking fell to memory alone.
+  if (result.fitting.front().step_time == 0) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%g", o.flops_per_second);
+    const std::string step = "the fastest step of " + std::to_string(search.global_batch) + " sequences of " +
+                             std::to_string(search.seq_len) + " tokens comes to under 1 ns";
+    if (!o.cost_files.empty()) throw Error("--cost " + o.cost_files.front() + ": " + step + " by its times");
+    throw Error(std::string("--flops-per-second ") + rate + ": " + step +
+                " at that rate, below the simulator's clock (is it FLOP/s?)");
+  }
   if (static_cast<size_t>(o.pick) > result.fitting.size()) {
     throw Error("--pick " + std::to_string(o.pick) + ": only " + std::to_string(result.fitting.size()) + " candidate" +
                 (result.fitting.size() == 1 ? "" : "s") + " fit in --memory-per-rank " + o.memory_per_rank);

@@ -16,10 +16,21 @@ namespace {
 // than wrapped to a negative time that would rank its candidate first.
 TimeNs Ns(double x) {
   if (!(x < 4e18)) {
-    throw Error("plan: an action's time comes to " + std::to_string(x / 3.15576e16) +
-                " years, beyond the simulator's clock (is --flops-per-second in FLOP/s, not TFLOP/s?)");
+    throw OverflowError("plan: an action's time comes to " + std::to_string(x / 3.15576e16) +
+                        " years, beyond the simulator's clock (is --flops-per-second in FLOP/s, not TFLOP/s?)");
   }
   return static_cast<TimeNs>(std::llround(std::max(0.0, x)));
+}
+
+// A byte count of a stage, under the same bound (a microbatch of 4096
+// sequences of 131072 tokens' logits came to 4.6e18 bytes, once reported
+// as 146 years).
+Bytes ByteSize(double x) {
+  if (!(x < 4e18)) {
+    throw OverflowError("plan: a stage's bytes come to " + std::to_string(x / 1e18) +
+                        " EB, beyond the 2^62 bytes pplab counts (microbatches too large)");
+  }
+  return static_cast<Bytes>(std::llround(std::max(0.0, x)));
 }
 
 // One rank's shapes: its share of the model under tensor parallelism.
@@ -97,7 +108,7 @@ TensorParallelTimes TensorParallelCost(const PlanSearchOptions& o, const Partiti
   const int P = p.NumStages(), layers = p.End(s) - p.Begin(s);
   const double values = static_cast<double>(mb) * o.seq_len * o.config.hidden_size;
   const DataParallel ring{o.tp, TpLink(o)};
-  const Bytes e = Ns(ActivationElementBytes(o.precision) * values), fp32 = Ns(4 * values);
+  const Bytes e = ByteSize(ActivationElementBytes(o.precision) * values), fp32 = ByteSize(4 * values);
   const bool head = s == P - 1, embedding = s == 0;
   const std::vector<TimeNs> products = RegionProducts(RankShape(o), p, s, weights);
   TensorParallelTimes t;
@@ -230,38 +241,39 @@ CostModel CandidateCosts(const PlanSearchOptions& o, const Partition& p, int cop
     c.backward_weight = weights + tp.backward_weight;
     const ActivationParts activations =
         StageActivationParts(shape, p, s, mb, o.seq_len, o.precision, {positions, o.fused_attention});
-    c.activation_bytes = Ns(f.Activations(activations));
+    c.activation_bytes = ByteSize(f.Activations(activations));
     if (f.graph_slot_scale) {
-      c.graph_slot_bytes = Ns(*f.graph_slot_scale * (activations.layers + activations.head + activations.exact));
+      c.graph_slot_bytes = ByteSize(*f.graph_slot_scale * (activations.layers + activations.head + activations.exact));
     }
-    c.weight_grad_bytes = Ns(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
+    c.weight_grad_bytes = ByteSize(f.weight_grad_scale * StageWeightGradBytes(shape, p, s, mb, o.seq_len, o.precision));
     // The temporaries: one factor for every kind (StageWorkspaceBytes is
     // the backward's parts at 1), and each kind's own where the profile
     // measured them.
     const ActivationLayout layout{positions, o.fused_attention};
     const WorkspaceParts backward = StageBackwardWorkspaceParts(shape, p, s, mb, o.seq_len, o.precision, layout);
-    c.workspace_bytes = Ns(f.workspace_scale * backward.Scaled(1));
+    c.workspace_bytes = ByteSize(f.workspace_scale * backward.Scaled(1));
     if (f.kind_workspace_fitted[0]) {
       const WorkspaceParts forward = StageForwardWorkspaceParts(shape, p, s, mb, o.seq_len, o.precision, layout);
-      c.forward_workspace_bytes = Ns(forward.Scaled(f.kind_workspace_scale[0], f.kind_head_workspace_scale[0]));
+      c.forward_workspace_bytes = ByteSize(forward.Scaled(f.kind_workspace_scale[0], f.kind_head_workspace_scale[0]));
     }
     if (f.kind_workspace_fitted[1]) {
-      c.backward_workspace_bytes = Ns(backward.Scaled(f.kind_workspace_scale[1], f.kind_head_workspace_scale[1]));
+      c.backward_workspace_bytes = ByteSize(backward.Scaled(f.kind_workspace_scale[1], f.kind_head_workspace_scale[1]));
     }
     if (f.kind_workspace_fitted[2]) {
-      c.backward_input_workspace_bytes = Ns(backward.Scaled(f.kind_workspace_scale[2], f.kind_head_workspace_scale[2]));
+      c.backward_input_workspace_bytes =
+          ByteSize(backward.Scaled(f.kind_workspace_scale[2], f.kind_head_workspace_scale[2]));
     }
     c.backward_weight_workspace_bytes =
-        Ns(f.weight_workspace_scale * StageWeightWorkspaceBytes(shape, p, s, o.precision));
-    c.message_bytes = Ns(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision) / positions);
+        ByteSize(f.weight_workspace_scale * StageWeightWorkspaceBytes(shape, p, s, o.precision));
+    c.message_bytes = ByteSize(f.message_scale * MessageBytes(o.config, mb, o.seq_len, o.precision) / positions);
     if (f.messages) {
-      c.forward_send_bytes = Ns(f.forward_send_share * static_cast<double>(c.message_bytes));
+      c.forward_send_bytes = ByteSize(f.forward_send_share * static_cast<double>(c.message_bytes));
       // The input gradient (mb, seq_len, hidden) as the executor holds it: fp32.
-      c.input_grad_bytes = Ns(4.0 * mb * o.seq_len * o.config.hidden_size / positions);
+      c.input_grad_bytes = ByteSize(4.0 * mb * o.seq_len * o.config.hidden_size / positions);
     }
-    c.input_bytes = Ns(StageInputBytes(o.config, s, mb, o.seq_len, positions));
+    c.input_bytes = ByteSize(StageInputBytes(o.config, s, mb, o.seq_len, positions));
     c.param_bytes = 4 * TensorParallelStageParams(o.config, p, s, o.tp);  // fp32 gradients, what REDUCE_GRAD sums
-    c.cast_weight_bytes = Ns(f.cast_bytes_per_param * static_cast<double>(StageLinearParams(shape, p, s)));
+    c.cast_weight_bytes = ByteSize(f.cast_bytes_per_param * static_cast<double>(StageLinearParams(shape, p, s)));
     std::optional<Spread>* spreads[4] = {&c.forward_spread, &c.backward_spread, &c.backward_input_spread,
                                          &c.backward_weight_spread};
     const TimeNs medians[4] = {*c.forward, *c.backward, *c.backward_input, *c.backward_weight};

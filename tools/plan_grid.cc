@@ -89,6 +89,8 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
     merged.simulated += r.simulated;
     merged.skipped += r.skipped;
     merged.over_memory += r.over_memory;
+    if (merged.too_large == 0) merged.too_large_why = r.too_large_why;
+    merged.too_large += r.too_large;
     merged.refit_starts += r.refit_starts;
     merged.refitted += r.refitted;
     merged.refit_simulations += r.refit_simulations;
@@ -97,6 +99,7 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
     }
     for (PlanCandidate& c : r.fitting) merged.fitting.push_back(std::move(c));
   }
+  if (merged.simulated == 0 && merged.too_large > 0) throw Error(TooLargeText(merged));
   if (grids.empty() || merged.simulated == 0) {
     throw Error("--gpus " + std::to_string(gpus) + ": no K x D x T = " + std::to_string(gpus) +
                 " fits the model's layers and divides --global-batch " + std::to_string(search.global_batch));
@@ -105,8 +108,8 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
     // K x D = N ranks hold, each, the state of 1 / K of the parameters at
     // 8 + 8 / D bytes a parameter (sharded) or 16: at least 16 / N bytes a
     // parameter of the model, at K = N.
-    throw Error("no plan fits in --memory-per-rank " + std::to_string(search.memory_per_rank) +
-                " bytes on any K x D (x T) of " + grids + ": " + SmallestMemoryText(merged, search) +
+    throw Error("no plan fits in " + MemoryLimitText(search) + " on any K x D (x T) of " + grids + ": " +
+                SmallestMemoryText(merged, search) +
                 ModelStateHint(search.config, search.memory_per_rank, 1, false, gpus, "GPUs"));
   }
   RankCandidates(merged.fitting);

@@ -160,6 +160,7 @@ void PrintPlanJson(const PlanCmdOptions& o, const PlanOutcome& out) {
       {"simulated", result.simulated},
       {"skipped", result.skipped},
       {"over_memory", result.over_memory},
+      {"too_large", result.too_large},
       {"refit", {{"tried", result.refit_starts}, {"fit", result.refitted}, {"simulated", result.refit_simulations}}},
       {"fitting", result.fitting.size()},
       {"candidates", rows},
@@ -186,10 +187,13 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
   const PlanSearchResult& result = out.result;
   const auto [best, chosen, shown, sampled] = RowsOf(o, result);
   std::printf(
-      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank%s); costs: %s, "
-      "%s, attention %s\n",
+      "%d candidates costed in %s s (%d ruled out by schedule rules or layers, %d over %s per rank%s%s); costs: "
+      "%s, %s, attention %s\n",
       result.simulated, Fixed(out.seconds, 2).c_str(), result.skipped, result.over_memory,
       HumanBytes(search.memory_per_rank).c_str(),
+      result.too_large == 0
+          ? ""
+          : (", " + std::to_string(result.too_large) + " too large to cost (times or bytes past int64)").c_str(),
       o.memory_headroom_percent > 0
           ? (", " + Fixed(o.memory_headroom_percent, 1) + " % of --memory-per-rank kept free").c_str()
           : "",
@@ -316,7 +320,7 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
                 kTieSamples, static_cast<unsigned long long>(kTieSeed),
                 shown < 2 && result.fitting.size() < 2 ? "no other plan fits to compare with #1"
                 : shown < 2                            ? "no other row is shown to compare with #1 (--top 2 or more)"
-                : ties.empty() ? "no row shown ties with #1 (their [p10, p90] do not overlap)"
+                : ties.empty()                         ? "no row shown ties with #1 (their [p10, p90] do not overlap)"
                                : (ties + ": their [p10, p90] overlap, the difference is within the noise").c_str());
   }
   // One profiled size stands for every size: say so where the plan written

@@ -16,6 +16,7 @@
 #include "sim/simulator.h"
 #include "sim/zb_auto.h"
 #include "tools/plan_candidate_costs.h"
+#include "traces/figures.h"
 
 namespace pplab::cli {
 namespace {
@@ -180,7 +181,12 @@ void Refit(const PlanSearchOptions& o, std::vector<PlanCandidate>& over, PlanSea
     if (*std::min_element(start.rank_peaks.begin(), start.rank_peaks.end()) > o.memory_per_rank) continue;
     if (!tried.insert({start.schedule, start.microbatches, start.virtual_stages, start.recompute}).second) continue;
     ++result.refit_starts;
-    std::optional<PlanCandidate> fitted = FitByLayerLimits(o, start, result.refit_simulations);
+    std::optional<PlanCandidate> fitted;
+    try {
+      fitted = FitByLayerLimits(o, start, result.refit_simulations);
+    } catch (const OverflowError&) {
+      continue;  // a partition whose stage came past int64: none that fits
+    }
     if (!fitted) continue;
     const bool known = std::any_of(result.fitting.begin(), result.fitting.end(), [&](const PlanCandidate& c) {
       return c.schedule == fitted->schedule && c.microbatches == fitted->microbatches &&
@@ -240,6 +246,12 @@ void MarkTies(const PlanSearchOptions& options, std::vector<PlanCandidate>& rank
 
 namespace {
 
+// Passes over `n` candidates whose costs overflow (OverflowError).
+void TooLarge(const OverflowError& e, int n, PlanSearchResult& result) {
+  if (result.too_large == 0) result.too_large_why = e.what();
+  result.too_large += n;
+}
+
 // One layout's candidates (o.sequence_parallel as it is), added to
 // `result`: every family in `names`, v, M and partition, then Refit.
 void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& names, PlanSearchResult& result) {
@@ -294,11 +306,22 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
         const int mb = o.global_batch / (o.dp * M);
         for (const auto& [method, partition] : partitions) {
           const CostModel* verbatim = VerbatimProfile(o, gen, v, partition, mb);
-          const CandidateBase base = BaseCosts(o, gen, gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement,
-                                               partition, mb, verbatim);
+          std::optional<CandidateBase> base;
+          try {
+            base = BaseCosts(o, gen, gen.needs_costs ? LoopPlacement(o.ranks, S) : schedule.placement, partition, mb,
+                             verbatim);
+          } catch (const OverflowError& e) {
+            TooLarge(e, static_cast<int>(o.recompute.size()), result);
+            continue;
+          }
           for (const bool recompute : o.recompute) {
-            std::optional<PlanCandidate> c =
-                CostCandidate(o, name, schedule, partition, base, method, M, v, recompute, verbatim != nullptr);
+            std::optional<PlanCandidate> c;
+            try {
+              c = CostCandidate(o, name, schedule, partition, *base, method, M, v, recompute, verbatim != nullptr);
+            } catch (const OverflowError& e) {
+              TooLarge(e, 1, result);
+              continue;
+            }
             ++result.simulated;
             if (c) result.smallest_memory = std::min(result.smallest_memory.value_or(c->peak_memory), c->peak_memory);
             if (!c || c->peak_memory > o.memory_per_rank) {
@@ -325,15 +348,33 @@ static bool ZbAutoSearched(const PlanSearchOptions& o) {
   return false;
 }
 
+std::string MemoryLimitText(const PlanSearchOptions& o) {
+  const std::string limit = std::to_string(o.memory_per_rank) + " bytes";
+  if (o.memory_headroom_percent <= 0) return "--memory-per-rank " + limit;
+  return "--memory-per-rank " + std::to_string(o.memory_given) + " bytes less --memory-headroom " +
+         Fixed(o.memory_headroom_percent, 1) + " % (" + limit + ")";
+}
+
+std::string TooLargeText(const PlanSearchResult& result) {
+  return "plan: every one of the " + std::to_string(result.too_large) +
+         " candidates is too large to cost (times or bytes past what int64 holds); the first: " + result.too_large_why;
+}
+
 std::string SmallestMemoryText(const PlanSearchResult& result, const PlanSearchOptions& o) {
   const std::string n = std::to_string(result.simulated) + " candidates";
+  const std::string too_large = result.too_large == 0
+                                    ? ""
+                                    : "; " + std::to_string(result.too_large) +
+                                          " more were too large to cost, the first: " + result.too_large_why;
   if (!result.smallest_memory) {
-    return "none of the " + n + " has a peak to compare (zb-auto, searched alone, found no order under the limit)";
+    return "none of the " + n + " has a peak to compare (zb-auto, searched alone, found no order under the limit)" +
+           too_large;
   }
   // zb-auto's orders are searched under the limit given, so none is among
   // these figures, and a higher limit may fit one below them.
   return "the smallest peak memory per rank of " + n + " is " + std::to_string(*result.smallest_memory) + " bytes" +
-         (ZbAutoSearched(o) ? " (not counting zb-auto, which searches an order under the limit itself)" : "");
+         (ZbAutoSearched(o) ? " (not counting zb-auto, which searches an order under the limit itself)" : "") +
+         too_large;
 }
 
 PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
@@ -407,6 +448,9 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     RankCandidates(result.fitting);
     return result;
   }
+  // Every candidate too large to cost: the first one's reason (a rate in
+  // the wrong unit, most likely).
+  if (result.simulated == 0 && result.too_large > 0) throw Error(TooLargeText(result));
   if (result.simulated == 0) {
     throw Error("plan: no candidate to cost: the model's " + std::to_string(L) + " layers allow no schedule on " +
                 std::to_string(o.ranks) + " ranks with these options");
@@ -415,8 +459,7 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
     // Where the model state alone does not fit, recomputation cannot help.
     const std::string state = ModelStateHint(o.config, o.memory_per_rank, o.dp, o.shard_optimizer, o.ranks * o.tp,
                                              o.tp > 1 ? "ranks (K x T)" : "pipeline ranks");
-    throw Error("no plan fits in --memory-per-rank " + std::to_string(o.memory_per_rank) +
-                " bytes: " + SmallestMemoryText(result, o) + state +
+    throw Error("no plan fits in " + MemoryLimitText(o) + ": " + SmallestMemoryText(result, o) + state +
                 (state.empty() && o.recompute == std::vector<bool>{false} && !o.cuda_graphs
                      ? " (--recompute auto also costs every candidate with its activations recomputed)"
                      : ""));
@@ -436,9 +479,13 @@ std::string ModelStateHint(const LlamaConfig& config, Bytes memory_per_rank, int
                            const std::string& what) {
   const int64_t need = MinRanksForModelState(config, memory_per_rank, dp, shard_optimizer);
   if (need <= ranks) return "";
-  return "; the model's weights, gradients and AdamW moments alone (" +
-         std::to_string(static_cast<int64_t>(StateBytesPerParameter(dp, shard_optimizer))) +
-         " bytes a parameter) need at least " + std::to_string(need) + " " + what + " of this memory" +
+  // 8 + 8 / D sharded: 10.67 at D = 3, which read "10" (and 10 would need fewer ranks).
+  const double per_parameter = StateBytesPerParameter(dp, shard_optimizer);
+  const std::string bytes = per_parameter == std::floor(per_parameter)
+                                ? std::to_string(static_cast<int64_t>(per_parameter))
+                                : Fixed(per_parameter, 2);
+  return "; the model's weights, gradients and AdamW moments alone (" + bytes + " bytes a parameter) need at least " +
+         std::to_string(need) + " " + what + " of this memory" +
          (what == "pipeline ranks" && need > config.num_hidden_layers
               ? ", more than its " + std::to_string(config.num_hidden_layers) + " layers can be split into"
               : std::string());

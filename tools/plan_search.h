@@ -80,6 +80,11 @@ struct PlanSearchResult {
   int simulated = 0;                   // candidates costed
   int skipped = 0;                     // ruled out by a generator rule or too few layers
   int over_memory = 0;
+  // Candidates whose times or bytes came past what pplab counts (int64: a
+  // microbatch too large), passed over; the first one's message, which a
+  // search that costs nothing else reports.
+  int too_large = 0;
+  std::string too_large_why;
   // Least peak memory seen, for the "no plan fits" message; none when every
   // candidate was a zb-auto that found no order under the limit.
   std::optional<Bytes> smallest_memory;
@@ -94,6 +99,15 @@ struct PlanSearchResult {
 // At most this many over-memory candidates a search refits: the fastest,
 // one per family, M, v and recomputation.
 constexpr int kRefitStarts = 8;
+
+// "--memory-per-rank B bytes", or with a headroom "--memory-per-rank B
+// bytes less --memory-headroom P % (L bytes)": the limit a candidate must
+// fit, as no-fit messages name it.
+std::string MemoryLimitText(const PlanSearchOptions& o);
+
+// "plan: every one of the N candidates is too large to cost ...; the
+// first: WHY", for a search whose every candidate overflowed.
+std::string TooLargeText(const PlanSearchResult& result);
 
 // "the smallest peak memory per rank of N candidates is B bytes", for the
 // "no plan fits" errors, with what zb-auto adds to it where `o` searches it

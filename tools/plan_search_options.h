@@ -38,9 +38,13 @@ struct PlanSearchOptions {
   // Whether train runs fused attention (--attention sdpa), which keeps no
   // softmax probabilities (ActivationLayout).
   bool fused_attention = false;
-  int global_batch = 1;  // G sequences per step, over all replicas
-  int seq_len = 1;       // tokens per sequence
-  Bytes memory_per_rank = 0;
+  int global_batch = 1;       // G sequences per step, over all replicas
+  int seq_len = 1;            // tokens per sequence
+  Bytes memory_per_rank = 0;  // less the headroom kept free
+  // As given, and the percent of it kept free, for messages: the limit the
+  // user wrote, not only what the headroom left of it.
+  Bytes memory_given = 0;
+  double memory_headroom_percent = 0;
   // Bytes per activation value in the byte formulas (a profile's own, when
   // fitted to one). Model state is 16 B per parameter in either precision.
   Precision precision = Precision::kFp32;

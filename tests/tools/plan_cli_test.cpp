@@ -492,3 +492,47 @@ TEST_CASE("cli: a recomputed plan's --cost-out says so, and simulate refuses a s
 }
 
 }  // namespace pplab::plan_cli_test
+
+namespace pplab::plan_cli_test {
+
+TEST_CASE("cli: plan's no-fit messages name the limit as given, bytes as bytes and a fraction of a byte",
+          "[cli][plan]") {
+  const std::string out = TempPath("limits-plan.json");
+  // 1024 heads at 131 072 tokens: a microbatch's attention probabilities
+  // alone pass 2^62 bytes at every M of 65 536 sequences. Named as bytes
+  // (it read "an action's time comes to 146 years").
+  const std::string wide = TempPath("wide-config.json");
+  WriteTextFile(wide, R"({"hidden_size": 2048, "intermediate_size": 64, "num_attention_heads": 1024,
+    "num_key_value_heads": 1024, "num_hidden_layers": 2, "vocab_size": 32000, "max_position_embeddings": 1048576})");
+  PplabRun r = Pplab("plan --model " + wide +
+                     " --ranks 2 --global-batch 65536 --seq-len 131072 --attention explicit --flops-per-second 1e18 "
+                     "--memory-per-rank 1e15 --schedules 1f1b --recompute none -o " +
+                     out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::StartsWith("pplab: error: plan: every one of the 17 candidates is too large to cost "
+                                      "(times or bytes past what int64 holds); the first: plan: a stage's bytes come "
+                                      "to 4.612326 EB") &&
+                        !Catch::Contains("years"));
+  // With a headroom, the limit as given and what is left of it.
+  r = Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 100kB --memory-headroom 50 -o " + out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::StartsWith("pplab: error: no plan fits in --memory-per-rank 100000 bytes less "
+                                      "--memory-headroom 50.0 % (50000 bytes): "));
+  // Sharded over 3 replicas, the state is 8 + 8 / 3 bytes a parameter.
+  r = Pplab(
+      "plan --model tiny --ranks 2 --dp 3 --shard-optimizer --global-batch 6 --seq-len 8 --memory-per-rank 1kB -o " +
+      out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("AdamW moments alone (10.67 bytes a parameter) need at least"));
+  // A step under a nanosecond: its times round to 0, tokens/s read 0 and
+  // the rows ranked by memory alone.
+  r = Pplab(
+      "plan --model tiny --ranks 2 --global-batch 4 --seq-len 4 --memory-per-rank 8GiB --flops-per-second 1e18 -o " +
+      out);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "pplab: error: --flops-per-second 1e+18: the fastest step of 4 sequences of 4 tokens comes to under 1 ns at "
+        "that rate, below the simulator's clock (is it FLOP/s?)\n");
+}
+
+}  // namespace pplab::plan_cli_test

@@ -23,7 +23,7 @@ void SetupExportModel(CLI::App& app, int& exit_code) {
   CLI::App* sub =
       app.add_subcommand("export-model",
                          "write a checkpoint's parameters as one file: torch.load's, or a .safetensors file under "
-                         "Hugging Face's names");
+                         "Hugging Face's names; or a Hugging Face model folder");
   sub->add_option("--checkpoint", o->checkpoint, "a --checkpoint-dir (its latest checkpoint) or one checkpoint")
       ->required();
   sub->add_option("-o,--output", o->out,

@@ -54,7 +54,7 @@ void Forward(CLI::App& app, const std::vector<std::string>& argv, const std::str
 void SetupTrainingCommands(CLI::App& app, const std::vector<std::string>& argv) {
   Forward(app, argv, "train", "train a Llama model with a pipeline plan, one process per rank");
   Forward(app, argv, "export-model",
-          "write a checkpoint's or a published model's weights as one file, or a Hugging Face model folder");
+          "write a checkpoint's parameters as one file (torch.load's or .safetensors), or a Hugging Face model folder");
   Forward(app, argv, "generate", "sample text from a checkpoint or a published model's weights (one process, CPU)");
   Forward(app, argv, "profile", "measure stage and link costs on this machine; write a cost model");
 }

@@ -395,7 +395,7 @@ int RunTrain(const TrainOptions& flags) {
   // model against it, the batch, the device, the machine's capacity, the
   // outputs and the checkpoint to resume.
   LlamaConfig config = LoadLlamaConfig(o.model);
-  CheckModelWeights(o, config);
+  const int64_t init_values = CheckModelWeights(o, config);
   if (!o.tokenizer.empty()) {
     try {
       OpenInputFile(o.tokenizer);
@@ -451,6 +451,18 @@ int RunTrain(const TrainOptions& flags) {
   // The checkpoints --overwrite replaces are not read (they go below).
   const std::string latest =
       o.checkpoint_dir.empty() || replace_earlier ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);
+  if (init_values > 0 && !o.quiet && !o.json) {
+    // A resume continues the checkpoint's weights: the file is checked
+    // against the model, not read into it (the line said it was).
+    if (o.resume && !latest.empty()) {
+      std::fprintf(stderr,
+                   "pplab: note: --init-from %s is not loaded: the run resumes %s, whose weights it continues\n",
+                   o.init_from.c_str(), latest.c_str());
+    } else {
+      std::fprintf(stderr, "pplab: weights: %lld values from %s\n", static_cast<long long>(init_values),
+                   o.init_from.c_str());
+    }
+  }
   for (const std::string& w : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", w.c_str());
   if (!warning.empty()) std::fprintf(stderr, "pplab: warning: %s\n", warning.c_str());
   std::optional<PreparedText> prepared;

@@ -44,13 +44,13 @@ std::vector<std::string> RunFolderFiles(const TrainOptions& given, const TrainOp
 
 }  // namespace
 
-void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
+int64_t CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
   try {
     RotaryFrequencies(config);  // refused here rather than in every worker
   } catch (const Error& e) {
     throw Error("--model " + o.model + ": " + e.what());
   }
-  if (o.init_from.empty()) return;
+  if (o.init_from.empty()) return 0;
   // A published model's token ids are its own tokenizer's pieces.
   if (!o.synthetic && o.tokenizer.empty()) {
     throw Error(
@@ -65,9 +65,7 @@ void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
   } catch (const Error& e) {
     throw Error("--init-from: " + std::string(e.what()));
   }
-  if (!o.quiet && !o.json) {
-    std::fprintf(stderr, "pplab: weights: %lld values from %s\n", static_cast<long long>(values), o.init_from.c_str());
-  }
+  return values;
 }
 
 void CheckTensorParallelFlags(const LlamaConfig& config, int tp, bool sequence_parallel, int64_t seq_len) {

@@ -18,9 +18,9 @@ namespace pplab::cli {
 // The model's weights as they will be made: a rotary scaling pplab computes
 // (else --model is refused, naming the type), and with --init-from the
 // files checked against the config (models/pretrained.h) and text training
-// given the model's own --tokenizer. Says how many values the files give
-// unless quiet.
-void CheckModelWeights(const TrainOptions& o, const LlamaConfig& config);
+// given the model's own --tokenizer. Returns how many values the files
+// give (0 without --init-from), for the run to say.
+int64_t CheckModelWeights(const TrainOptions& o, const LlamaConfig& config);
 
 // --tp T and --sequence-parallel against the model and --seq-len (train
 // and profile alike): T must divide its heads, key/value heads and

@@ -109,6 +109,17 @@ TEST_CASE("train --init-from starts every plan from the file's weights, and a re
   const std::vector<double> resumed = Losses(init + "-k 2 --resume" + ck);
   REQUIRE(resumed.size() == 1);
   CHECK(resumed[0] == Approx(reference[2]).epsilon(1e-5));
+  // And says so: the file is checked, not loaded (it said "weights: N
+  // values from" the file, then continued the checkpoint's).
+  const PplabRun again = Pplab(
+      "train --synthetic --out '' --batch-size 8 --seq-len 32 -m 4 --warmup-steps 0 "
+      "--eval-every 0 --model " +
+      model + " --steps 3 --seed 9 --init-from " + file + " -k 2 --resume" + ck);
+  INFO(again.out);
+  CHECK(again.code == 0);
+  CHECK_THAT(again.out, Catch::Contains("pplab: note: --init-from " + file + " is not loaded: the run resumes " + dir +
+                                        "/second/step-000003, whose weights it continues") &&
+                            !Catch::Contains("pplab: weights:"));
 }
 
 TEST_CASE("train --init-from refuses files of another model with one line, before any worker starts", "[train][init]") {

@@ -3,7 +3,8 @@
 #  1. the table's figures from hand-made rows: errors, the counts against the
 #     targets (5 % step time, 10 % memory) and the order of pairs of plans;
 #  2. the whole loop on the tiny model (profile -> simulate -> train -> diff),
-#     one row per plan and configuration;
+#     one row per plan and configuration; a failed run, and a stop from
+#     outside that still prints the rows that finished;
 #  3. --dry-run --device cuda: the GPU loop of issue 12 (2 shapes x 4
 #     configurations x 5 plans), with memory measured, and flags pplab knows;
 #  3b. --tp and --sequence-parallel reach the profiles and the trains;
@@ -87,6 +88,23 @@ out=$(bash "$bench" --pplab "$tmp/failing-pplab" --model tiny --shapes 8x16 --co
 [ "$(echo "$out" | grep -c '^| 1 | 8x16 | ')" -eq 1 ] || fail "expected the 1f1b row alone: $out"
 grep -qF -- '- train, run 1, 8x16, K=1, M=2, zb-v: exit 3: pplab: injected failure' <<< "$out" ||
   fail "the failed run is not named: $out"
+
+# 2c. Stopped from outside (gpu_session.sh's bound) during the second
+#     plan's train: that run is stopped, and the table of the first row is
+#     printed with the stop named under it (it was lost with the rows).
+cat > "$tmp/stopping-pplab" << EOF
+#!/usr/bin/env bash
+if [ "\$1" = train ] && [[ " \$* " == *" -s zb-v "* ]]; then kill -TERM "\$BENCH"; exec sleep 60; fi
+exec "$pplab" "\$@"
+EOF
+chmod +x "$tmp/stopping-pplab"
+code=0
+out=$(bash -c 'export BENCH=$$; exec bash "$0" "$@"' "$bench" --pplab "$tmp/stopping-pplab" --model tiny \
+  --shapes 8x16 --configs 1:2 --plans 1f1b,zb-v --steps 3 --runs 1 --out "$tmp/run-stopped") || code=$?
+[ "$code" -eq 143 ] || fail "a stopped loop exited $code, not 143: $out"
+[ "$(echo "$out" | grep -c '^| 1 | 8x16 | 1 | 2 | 1f1b |')" -eq 1 ] || fail "the 1f1b row, finished before the stop: $out"
+grep -qE -- '^- stopped by a signal after [0-9]+ s: the rows above are those that finished$' <<< "$out" ||
+  fail "the stop is not named: $out"
 
 # 3. The GPU loop, as commands.
 dry=$(bash "$bench" --device cuda --pplab "$pplab" --dry-run)

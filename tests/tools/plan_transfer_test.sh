@@ -47,6 +47,26 @@ grep -qF 'One profile: a.json. Several: b.json, c.json; fixed ms a layer by micr
   fail "files line"
 grep -qF 'Largest error: 45.0 % from one profile, 5.0 % from 2' <<< "$table" || fail "largest error line"
 grep -qxF '| M | microbatch | measured ms | one profile ms | error | 2 profiles ms | error |' <<< "$table" || fail "header"
+# 1b. Nothing to compare (a schedule the plans lack; a NaN step): said, not
+#     "Largest error: 0.0 %", and a non-zero exit. interleaved-1f1b's rows
+#     are its v = 2 candidates, the fewest stages a rank it has.
+echo '{"M": 4, "step_ms": NaN}' > "$tmp/nan.jsonl"
+code=0
+none=$(python3 "$src/tools/bench/plan_transfer_table.py" "$tmp/nan.jsonl" "$tmp/one.json" "$tmp/two.json" 1f1b 2>&1) ||
+  code=$?
+[ "$code" -ne 0 ] || fail "a table with nothing compared exited 0"
+grep -qF 'Largest error: none compared from one profile, none compared from 2' <<< "$none" || fail "nothing compared: $none"
+grep -qxF '| 4 | ? | nan | - | - | - | - |' <<< "$none" || fail "the NaN row: $none"
+python3 - "$tmp" << 'PY'
+import json, sys
+one = json.load(open(sys.argv[1] + "/one.json"))
+for c in one["candidates"]:
+    c.update(schedule="interleaved-1f1b", virtual_stages=c["virtual_stages"] + 1)
+json.dump(one, open(sys.argv[1] + "/interleaved.json", "w"))
+PY
+v2=$(python3 "$src/tools/bench/plan_transfer_table.py" "$tmp/measured.jsonl" "$tmp/interleaved.json" \
+  "$tmp/interleaved.json" interleaved-1f1b) || fail "interleaved-1f1b's v = 2 rows: $v2"
+grep -qxF '| 1 | 4 | 100.0 | 110.0 | +10.0 % | 110.0 | +10.0 % |' <<< "$v2" || fail "interleaved-1f1b's M=1 row: $v2"
 
 # 2. A real run: the tiny model, 4 x 32 a step, M = 1 and 4 (microbatches of
 #    4 and 1, both profiled and fitted together), the one-profile fit at 2.
@@ -99,4 +119,24 @@ log=$(sed -nE 's/^plan_transfer: profile at microbatches of 2,4 failed \(exit 3\
 grep -qF "stand-in profile: boom" "$log" || fail "the failed run's output is gone: $log"
 grep -qF "stand-in profile: boom" <<< "$err" || fail "the output's end is not shown: $err"
 rm -rf "$(dirname "$log")"
+# 6. Stopped from outside (gpu_session.sh's bound) while training at M=2:
+#    the run going on is stopped, and the row of M=1 is still printed. The
+#    stand-in is the real pplab but for that train, which stops the bench
+#    and then waits, as a run cut short would.
+cat > "$tmp/stopper" << EOF
+#!/bin/sh
+case "\$*" in *"train "*"-m 2 "*) kill -TERM "\$BENCH"; exec sleep 60 ;; esac
+exec "$pplab" "\$@"
+EOF
+chmod +x "$tmp/stopper"
+code=0
+stopped=$(bash -c 'export BENCH=$$; exec bash "$0" "$@"' "$src/tools/bench/plan_transfer.sh" --pplab "$tmp/stopper" \
+  --model tiny --shape 4x32 --ms 1,2 --steps 3) || code=$?
+echo "$stopped"
+[ "$code" -eq 143 ] || fail "a stopped bench exited $code, not 143"
+grep -qF 'plan_transfer: stopped by a signal; the rows below are the M measured before it' <<< "$stopped" ||
+  fail "the stop is not said"
+grep -qE '^\| 1 \| 4 \| [0-9.]+ \| ' <<< "$stopped" || fail "the row of M=1, measured before the stop, is lost"
+! grep -qE '^\| 2 \| ' <<< "$stopped" || fail "a row for M=2, which was stopped"
+! pgrep -f "$tmp/stopper" > /dev/null || fail "the stopped run is still going"
 echo "plan_transfer: all checks passed"

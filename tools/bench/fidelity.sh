@@ -123,11 +123,20 @@ else
   [ -x "$pplab" ] || { echo "fidelity: no pplab at $pplab (build it, or pass --pplab)" >&2; exit 2; }
   # One bounded run, its stdout to $1; on failure, a line naming it (and the
   # end of its stderr) goes to the notes under the table, and it returns 1.
+  # In the background, waited for: a TERM to this script (gpu_session.sh's
+  # bound) then runs its trap at once, which stops the run and still prints
+  # the table of the rows that finished (it waited for the run before, and
+  # was killed with the table unprinted).
+  child=""
   bounded() {
-    local to=$1 what=$2
+    local to=$1 what=$2 rc=0
     shift 2
-    timeout -k 5 "$run_timeout" "$@" > "$to" 2> "$to.err" && return 0
-    local rc=$? why
+    timeout -k 5 "$run_timeout" "$@" > "$to" 2> "$to.err" &
+    child=$!
+    wait "$child" || rc=$?
+    child=""
+    [ "$rc" = 0 ] && return 0
+    local why
     why=$(grep -v '^[[:space:]]*$' "$to.err" | tail -n 1 | cut -c1-160 || true)
     [ "$rc" = 124 ] && why="still running after $run_timeout s (--run-timeout)"
     echo "- $what: exit $rc: ${why:-no message}" >> "$work/notes.md"
@@ -144,6 +153,42 @@ else
   : > "$work/notes.md"
 fi
 started=$SECONDS
+
+# The table of the rows that finished, and what was left out.
+report() {
+  local where=$device
+  [ "$device" = cuda ] && where=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || echo cuda)
+  echo "## $(date -u +%F), $where, $(nproc) cores, model $model, $runs run(s), pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?')"
+  echo
+  if [ -n "$others_at_start" ]; then
+    echo "$others_at_start"
+    echo
+  fi
+  echo "Reproduce: \`bash tools/bench/fidelity.sh --device $device --model $model --shapes $shapes --configs $configs" \
+    "--plans $plans --steps $steps --runs $runs${tp_flags[*]:+ ${tp_flags[*]}}\`"
+  echo
+  if [ -s "$work/rows.jsonl" ]; then
+    python3 tools/bench/fidelity_table.py table "$work/rows.jsonl"
+  else
+    echo "No row finished."
+  fi
+  if [ -s "$work/notes.md" ]; then
+    echo
+    echo "Left out:"
+    echo
+    cat "$work/notes.md"
+  fi
+}
+# Stopped from outside (a bound, ^C): the run going on is stopped, and the
+# table holds what finished.
+stopped() {
+  trap - TERM INT
+  if [ -n "${child:-}" ]; then kill -TERM "$child" 2> /dev/null || true; wait "$child" 2> /dev/null || true; fi
+  echo "- stopped by a signal after $((SECONDS - started)) s: the rows above are those that finished" >> "$work/notes.md"
+  report
+  exit 143
+}
+[ "$dry_run" = 1 ] || trap stopped TERM INT
 
 # Whether the GPU was shared when the loop started (printed with the table).
 others_at_start=""
@@ -239,25 +284,5 @@ for run in $(seq 1 "$runs"); do
   done
 done
 [ "$dry_run" = 1 ] && exit 0
-where=$device
-[ "$device" = cuda ] && where=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || echo cuda)
-echo "## $(date -u +%F), $where, $(nproc) cores, model $model, $runs run(s), pplab $(git rev-parse --short HEAD 2> /dev/null || echo '?')"
-echo
-if [ -n "$others_at_start" ]; then
-  echo "$others_at_start"
-  echo
-fi
-echo "Reproduce: \`bash tools/bench/fidelity.sh --device $device --model $model --shapes $shapes --configs $configs" \
-  "--plans $plans --steps $steps --runs $runs${tp_flags[*]:+ ${tp_flags[*]}}\`"
-echo
-if [ -s "$work/rows.jsonl" ]; then
-  python3 tools/bench/fidelity_table.py table "$work/rows.jsonl"
-else
-  echo "No row finished."
-fi
-if [ -s "$work/notes.md" ]; then
-  echo
-  echo "Left out:"
-  echo
-  cat "$work/notes.md"
-fi
+report
+

@@ -106,7 +106,12 @@ run() {
     echo
     return 0
   fi
-  timeout -k 10 "$run_timeout" "$@" > "$file" 2>&1 || code=$?
+  # In the background, waited for: a TERM (gpu_session.sh's bound) runs the
+  # trap at once, which stops the run and prints the rows that finished.
+  timeout -k 10 "$run_timeout" "$@" > "$file" 2>&1 &
+  child=$!
+  wait "$child" || code=$?
+  child=""
   if [ "$code" -ne 0 ]; then
     trap - EXIT  # the output stays for the reader
     echo "plan_transfer: $what failed (exit $code); its output: $file" >&2
@@ -115,6 +120,28 @@ run() {
   fi
 }
 common=(--model "$model" -k "$ranks" --tp "$tp" --seq-len "$seq" --device "$device")
+# The table of the M measured so far against both plans.
+table() {
+  echo "$device, model $model, $shape a step, K=$ranks, T=$tp, $schedule, $steps steps ($(date -u +%Y-%m-%d))"
+  echo
+  python3 tools/bench/plan_transfer_table.py "$dir/measured.jsonl" "$dir/plan-one.json" "$dir/plan-several.json" \
+    "$schedule"
+}
+# Stopped from outside (a bound, ^C): the run going on is stopped, and the
+# rows measured so far are printed, where both plans were made.
+child=""
+stopped() {
+  trap - TERM INT
+  if [ -n "$child" ]; then kill -TERM "$child" 2> /dev/null || true; wait "$child" 2> /dev/null || true; fi
+  echo "plan_transfer: stopped by a signal; the rows below are the M measured before it"
+  if [ -s "$dir/measured.jsonl" ] && [ -s "$dir/plan-one.json" ] && [ -s "$dir/plan-several.json" ]; then
+    table || true
+  else
+    echo "(no training run had finished)"
+  fi
+  exit 143
+}
+[ "$dry_run" = 1 ] || trap stopped TERM INT
 # The model, T and the schedule, checked in a few milliseconds by an
 # analytic plan before the profile, the long part on a GPU.
 if [ "$dry_run" = 0 ]; then
@@ -156,7 +183,4 @@ else:
 PY
 done
 [ "$dry_run" = 1 ] && exit 0
-echo "$device, model $model, $shape a step, K=$ranks, T=$tp, $schedule, $steps steps ($(date -u +%Y-%m-%d))"
-echo
-python3 tools/bench/plan_transfer_table.py "$dir/measured.jsonl" "$dir/plan-one.json" "$dir/plan-several.json" \
-  "$schedule"
+table

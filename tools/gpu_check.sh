@@ -65,6 +65,11 @@ timeout -k 10 "$budget" ctest --test-dir "$build" -L gpu ${only:+-R "$only"} --o
   grep --line-buffered -E "^[0-9]+: gpu|gpu[: ]|Passed|Failed|Skipped|tests passed" |
   grep --line-buffered -vE "^[0-9]+: Test command"
 rc=${PIPESTATUS[0]}
+# ctest exits 0 when no test matches: a misspelt PPLAB_GPU_TESTS ran none.
+if [ "$rc" = 0 ] && grep -q 'No tests were found' "$log"; then
+  echo "gpu_check: no GPU test matches '${only:-(all)}' (ctest -L gpu${only:+ -R $only}); none ran"
+  rc=1
+fi
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
   echo "gpu_check: the GPU tests were stopped after $budget s (PPLAB_GPU_CHECK_SECONDS); the last lines of their log:"
   tail -n 15 "$log"

@@ -97,8 +97,25 @@ else
 fi
 estimate() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 180; else echo 260; fi ;; bench) echo 380 ;; fidelity) echo 330 ;; fidelity64) echo 430 ;; slice) echo 90 ;; transfer) echo 120 ;; memory) echo 240 ;; esac; }
 minimum() { case $1 in tests) if [ -n "$gpu_tests" ]; then echo 60; else echo 150; fi ;; bench) echo 120 ;; fidelity) echo 120 ;; fidelity64) echo 150 ;; slice) echo 60 ;; transfer) echo 90 ;; memory) echo 120 ;; esac; }
-[ "$deadline" -gt "$build_estimate" ] ||
-  { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s)" >&2; exit 2; }
+# The build is bounded at the deadline less 60 s (the report's margin).
+[ "$deadline" -ge $((build_estimate + 60)) ] ||
+  { echo "gpu_session: --deadline $deadline s leaves no time after the build (about $build_estimate s, and 60 s kept for the report)" >&2; exit 2; }
+# The parts' own options, checked here in their dry runs, before the build
+# (a K:M the fidelity loop refused, or rows the bench has not, were found
+# after 100 s of the device's time).
+for p in "${parts[@]}"; do
+  case $p in
+    bench)
+      why=$(bash tools/bench/gpu_bench.sh --rows "$bench_rows" --list-rows 2>&1 > /dev/null) ||
+        { echo "gpu_session: --bench-rows: $(head -n 1 <<< "$why")" >&2; exit 2; } ;;
+    fidelity|fidelity64)
+      shape=16x128
+      [ "$p" = fidelity64 ] && shape=64x512
+      why=$(bash tools/bench/fidelity.sh --device cuda --pplab build-cuda/pplab --shapes "$shape" \
+        --configs "$fidelity_configs" --dry-run 2>&1 > /dev/null) ||
+        { echo "gpu_session: --fidelity-configs: $(head -n 1 <<< "$why")" >&2; exit 2; } ;;
+  esac
+done
 
 build=$PWD/build-cuda
 pplab=$build/pplab
@@ -139,6 +156,10 @@ step() {
   shift 4
   if [ "$dry_run" = 1 ]; then
     echo "    [at ${clock} s, bound ${bound} s] $(show "$@")${log:+$([ "$log" = - ] || echo " > ${log#"$work/"}")}"
+    # A step cut short loses what it had not printed: said, not hidden in
+    # a clock that advances by the bound.
+    [ "$guess" -gt "$bound" ] &&
+      echo "    (its estimate, ${guess} s, is past its bound: it would be cut short; give a later --deadline or fewer parts)"
     clock=$((clock + $(smaller "$guess" "$bound")))
     step_rc=0
     return 0
@@ -327,6 +348,17 @@ session() {
   if [ "$dry_run" = 0 ] && { [ "$step_rc" != 0 ] || [ ! -x "$pplab" ]; }; then
     tail -n 40 "$work/build.log"
     echo "gpu_session: the build failed (exit $step_rc; its whole log is in details.tgz); nothing else run"
+    return 0
+  fi
+  # .gpu/build.sh filters the compiler's output and judges by the binary
+  # alone: on a warm machine a compile error left the last build's pplab,
+  # and its figures were credited to this tree. Ninja says whether anything
+  # is left to build.
+  if [ "$dry_run" = 0 ] && [ -f "$build/build.ninja" ] && command -v ninja > /dev/null &&
+    ! ninja -C "$build" -n 2> /dev/null | grep -q 'no work to do'; then
+    tail -n 40 "$work/build.log"
+    echo "gpu_session: the build left targets out of date (a compile error? ninja -C $build -n lists them);" \
+      "the binaries are an earlier tree's: nothing else run"
     return 0
   fi
   export LD_LIBRARY_PATH=$deps_path:${LD_LIBRARY_PATH:-}

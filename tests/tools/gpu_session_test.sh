@@ -39,6 +39,12 @@ refuse "--deadline must be a positive number" --deadline 8m tests
 refuse "--deadline must be a positive number" --deadline 0 tests
 refuse "leaves no time after the build" --deadline 150 tests
 refuse "--gpu-tests needs a pattern" --dry-run --gpu-tests '' tests
+# The parts' own options, refused before the build (they were found after it).
+refuse "--fidelity-configs: fidelity: --configs: '2-8' is not K:M" --dry-run --fidelity-configs 2-8 fidelity
+refuse "--fidelity-configs: fidelity: batch 64 of shape 64x512 does not split into 3" --dry-run \
+  --fidelity-configs 1:3 fidelity64
+refuse "--bench-rows: gpu_bench: --rows 'K=3' matches no row" --dry-run --bench-rows K=3 bench
+refuse "--bench-rows: gpu_bench: --rows 'K=(1' is not an extended regular expression" --dry-run --bench-rows 'K=(1' bench
 if ! command -v nvidia-smi > /dev/null; then
   refuse "no CUDA GPU on this machine" tests
 fi
@@ -69,7 +75,7 @@ check_plan() {
 orders=("tests" "bench" "fidelity" "fidelity64" "slice" "transfer" "memory" "tests bench" "bench tests"
         "fidelity fidelity64" "tests bench fidelity fidelity64 slice transfer memory" "fidelity64 fidelity bench tests"
         "slice tests" "transfer slice" "memory transfer")
-for deadline in 200 300 480 600 1500; do
+for deadline in 240 300 480 600 1500; do
   for parts in "${orders[@]}"; do
     # shellcheck disable=SC2086
     bash "$session" --dry-run --deadline "$deadline" $parts > "$tmp/plan.txt" || fail "--dry-run $parts failed"
@@ -95,6 +101,13 @@ check_plan 540 "$tmp/plan.txt" tests bench
 grep -qF "PPLAB_GPU_TESTS=parity_tied\|weight_casts" "$tmp/plan.txt" || fail "--gpu-tests not handed down: $(cat "$tmp/plan.txt")"
 grep -qF "ctest --test-dir" "$tmp/plan.txt" && fail "the suite runs beside --gpu-tests: $(cat "$tmp/plan.txt")"
 grep -q "gpu_bench.sh" "$tmp/plan.txt" || fail "no bench after --gpu-tests: $(cat "$tmp/plan.txt")"
+# A step whose estimate passes its bound is said to be cut short (the
+# dry run's clock advanced by the bound and hid it): fidelity64 at 480 s.
+bash "$session" --dry-run fidelity64 > "$tmp/plan.txt"
+grep -qF "(its estimate, 430 s, is past its bound: it would be cut short;" "$tmp/plan.txt" ||
+  fail "fidelity64 in 480 s is not said to be cut short: $(cat "$tmp/plan.txt")"
+bash "$session" --dry-run --deadline 1500 fidelity64 > "$tmp/plan.txt"
+grep -qF "past its bound" "$tmp/plan.txt" && fail "a step said cut short in 1500 s: $(cat "$tmp/plan.txt")"
 echo "ok: plans"
 
 # 3. The benches accept what the plan hands them (their own dry runs).

@@ -26,6 +26,8 @@
 #               began (default 0: none); the rows left out are named under the
 #               table, so a bounded device command still ends with its table
 #   --dry-run   print the commands it would run, run nothing (no GPU needed)
+#   --list-rows print the rows (label and precision) --rows picks and exit; a
+#               pattern that matches none is refused, as it is before a run
 #   PPLAB_BENCH_BACKEND=gloo   pplab's --backend for K=2 (default auto: NCCL)
 #
 # The reference script is never committed: the bench copies it next to itself
@@ -60,6 +62,7 @@ steps=20
 warmup=3  # torch_anchor.py's warm-up steps
 rows_re=.
 dry_run=0
+list_rows=0
 pplab_args=()
 traces=""
 run_timeout=240
@@ -74,12 +77,45 @@ while [ $# -gt 0 ]; do
     --run-timeout) run_timeout=$2; shift 2 ;;
     --deadline) deadline=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
+    --list-rows) list_rows=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $run_timeout =~ ^[1-9][0-9]*$ ]] || { echo "gpu_bench: --run-timeout must be a positive number of seconds, got '$run_timeout'" >&2; exit 2; }
 [[ $deadline =~ ^[0-9]+$ ]] || { echo "gpu_bench: --deadline must be a whole number of seconds, got '$deadline'" >&2; exit 2; }
+[[ $steps =~ ^[1-9][0-9]*$ ]] || { echo "gpu_bench: --steps must be a positive number of steps, got '$steps'" >&2; exit 2; }
+
+# The table of issue 10: label | reference mode | K | schedule | model | batch | seq | M
+rows=(
+  "K=1, small, 16×128, M=1|eager|1|-|small|16|128|1"
+  "K=1, default, 16×128, M=4|eager|1|-|default|16|128|4"
+  "K=1, default, 64×512, M=8|eager|1|-|default|64|512|8"
+  "K=2 1F1B, small, 16×128, M=8|pipe|2|1f1b|small|16|128|8"
+  "K=2 1F1B, default, 16×128, M=8|pipe|2|1f1b|default|16|128|8"
+  "K=2 GPipe, default, 16×128, M=8|pipe|2|gpipe|default|16|128|8"
+  "K=2 1F1B, default, 64×512, M=8|pipe|2|1f1b|default|64|512|8"
+)
+# The rows --rows picks, checked before anything runs: a pattern grep
+# cannot read, or one that matches no row, gave an empty table and exit 0.
+picked=()
+for row in "${rows[@]}"; do
+  for precision in fp32 bf16; do
+    code=0
+    grep -qE -- "$rows_re" <<< "${row%%|*} $precision" 2> /dev/null || code=$?
+    [ "$code" -le 1 ] || { echo "gpu_bench: --rows '$rows_re' is not an extended regular expression (grep -E)" >&2; exit 2; }
+    [ "$code" = 0 ] && picked+=("${row%%|*} $precision")
+  done
+done
+if [ ${#picked[@]} = 0 ]; then
+  echo "gpu_bench: --rows '$rows_re' matches no row; the rows are:" >&2
+  for row in "${rows[@]}"; do echo "  ${row%%|*} (fp32, bf16)" >&2; done
+  exit 2
+fi
+if [ "$list_rows" = 1 ]; then
+  printf '%s\n' "${picked[@]}"
+  exit 0
+fi
 # Milliseconds of wall time (bash's EPOCHREALTIME; SECONDS counts whole
 # seconds and can tick over just after it is read).
 now_ms() { local t=${EPOCHREALTIME:-$SECONDS.000000}; t=${t/,/.}; echo $(( ${t%.*} * 1000 + 10#${t#*.} / 1000 )); }
@@ -148,16 +184,6 @@ backend=${PPLAB_BENCH_BACKEND:-auto}
 has_precision=0
 if [ "$dry_run" = 1 ] || grep -q -- '--precision' <<< "$("$pplab" train --help 2> /dev/null)"; then has_precision=1; fi
 
-# The table of issue 10: label | reference mode | K | schedule | model | batch | seq | M
-rows=(
-  "K=1, small, 16×128, M=1|eager|1|-|small|16|128|1"
-  "K=1, default, 16×128, M=4|eager|1|-|default|16|128|4"
-  "K=1, default, 64×512, M=8|eager|1|-|default|64|512|8"
-  "K=2 1F1B, small, 16×128, M=8|pipe|2|1f1b|small|16|128|8"
-  "K=2 1F1B, default, 16×128, M=8|pipe|2|1f1b|default|16|128|8"
-  "K=2 GPipe, default, 16×128, M=8|pipe|2|gpipe|default|16|128|8"
-  "K=2 1F1B, default, 64×512, M=8|pipe|2|1f1b|default|64|512|8"
-)
 
 show() { printf '%q ' "$@" | sed 's/ $//'; echo; }
 

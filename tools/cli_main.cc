@@ -84,6 +84,16 @@ void RefuseBadNumbers(CLI::App& app) {
 
 const std::string& ProgramName() { return StoredProgramName(); }
 
+std::string ShellWord(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_-./:,+=@%", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
   // pplab-train and its workers learn the name from pplab (cmd_forward_train.cpp).
   if (const char* name = std::getenv(kProgramNameEnv); name != nullptr && *name != '\0') {

@@ -30,6 +30,12 @@ int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code);
 // not on PATH. "pplab" until RunCli() has seen argv. pplab hands it to
 // pplab-train, and so to train's workers, in $PPLAB_PROGRAM.
 const std::string& ProgramName();
+
+// `word` as one word of a POSIX shell command line: as it is when it holds
+// only characters no shell reads specially (letters, digits and _ - . / :
+// , + = @ %), else in single quotes ('it'\''s'). For the commands pplab
+// prints to be pasted: a path with a space broke plan's train line.
+std::string ShellWord(const std::string& word);
 constexpr const char* kProgramNameEnv = "PPLAB_PROGRAM";
 
 }  // namespace pplab::cli

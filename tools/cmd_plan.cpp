@@ -206,10 +206,10 @@ int RunPlan(const PlanCmdOptions& o) {
   // printed line trains what was planned (bf16 activations take half the
   // bytes of fp32 ones).
   const std::string train =
-      ProgramName() + " train --plan " + o.out_path + " --model " + o.model + " --partition " + TrainPartition(chosen) +
-      " --batch-size " + std::to_string(o.global_batch) + " --seq-len " + std::to_string(search.seq_len) + " --ranks " +
-      std::to_string(chosen.ranks) + " --dp " + std::to_string(chosen.dp) +
-      (chosen.tp > 1 ? " --tp " + std::to_string(chosen.tp) : "") +
+      ShellWord(ProgramName()) + " train --plan " + ShellWord(o.out_path) + " --model " + ShellWord(o.model) +
+      " --partition " + TrainPartition(chosen) + " --batch-size " + std::to_string(o.global_batch) + " --seq-len " +
+      std::to_string(search.seq_len) + " --ranks " + std::to_string(chosen.ranks) + " --dp " +
+      std::to_string(chosen.dp) + (chosen.tp > 1 ? " --tp " + std::to_string(chosen.tp) : "") +
       (chosen.sequence_parallel ? " --sequence-parallel" : "") + (chosen.recompute ? " --recompute all" : "") +
       // The attention costed, where train's auto would run the other.
       (search.fused_attention ? " --attention sdpa"
@@ -219,7 +219,7 @@ int RunPlan(const PlanCmdOptions& o) {
                                             : std::string()) +
       (train_device.empty() ? "" : " --device " + train_device) + (search.cuda_graphs ? " --cuda-graphs" : "") +
       // The run then sets this plan's prediction against what it measures.
-      (o.cost_out_path.empty() ? "" : " --sim-cost " + o.cost_out_path);
+      (o.cost_out_path.empty() ? "" : " --sim-cost " + ShellWord(o.cost_out_path));
   const PlanOutcome outcome{search,
                             result,
                             profiled,

@@ -210,8 +210,8 @@ Schedule BuildScheduleAsWritten(const PlanOptions& o, const std::string& name) {
     // before anything runs them.
     const ValidationReport report = ValidateFromFile(s);
     if (!report.ok()) {
-      throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message + " (run `" + ProgramName() +
-                  " validate " + o.plan_file + "` for the full report)");
+      throw Error(o.plan_file + ": invalid schedule: " + report.problems.front().message + " (run `" +
+                  ShellWord(ProgramName()) + " validate " + ShellWord(o.plan_file) + "` for the full report)");
     }
     return s;
   }

@@ -536,3 +536,23 @@ TEST_CASE("cli: plan's no-fit messages name the limit as given, bytes as bytes a
 }
 
 }  // namespace pplab::plan_cli_test
+
+namespace pplab::plan_cli_test {
+
+TEST_CASE("cli: plan's train line quotes its paths for the shell, and runs as printed", "[cli][plan]") {
+  // A folder with a space and a file with a quote: the line was split at the space.
+  const std::string dir = TempPath("plan dir");
+  std::filesystem::create_directories(dir);
+  const std::string out = dir + "/it's.json";
+  const PplabRun r =
+      Pplab("plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --json -o \"" + out + "\"");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const std::string line = nlohmann::json::parse(r.out)["train_command"].get<std::string>();
+  CHECK_THAT(line, Catch::Contains(" train --plan '" + dir + "/it'\\''s.json' --model tiny "));
+  const PplabRun run = Shell(line + " --steps 1 --synthetic --out '' -q");
+  INFO(run.out);
+  CHECK(run.code == 0);
+}
+
+}  // namespace pplab::plan_cli_test

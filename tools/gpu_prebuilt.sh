@@ -2,7 +2,7 @@
 # Keeps a GPU build's two binaries between device commands. A lent GPU
 # machine goes back after 30 s idle, so each device command starts bare and
 # would rebuild (80-170 s of the session's 30 minutes). The first command
-# packs `pplab` and `pplab-train` with a stamp of the sources they were built
+# packs `pplab`, `pplab-train` and SentencePiece's module with a stamp of the sources they were built
 # from; the next ones carry the archive in .gpu/ and use it when the sources
 # are unchanged (docs/gpu.md, "Measuring on a lent GPU machine").
 #
@@ -21,12 +21,15 @@ cd "$(dirname "$0")/.."
 die() { echo "gpu_prebuilt: $*" >&2; exit 2; }
 
 # Every file a binary is built from: the CMake files and the C++ sources of
-# the layers (tools/bench holds scripts only).
+# the layers, the tables they include (*.inc: appending to unicode_tables.inc
+# left the stamp as it was) and any CUDA source (tools/bench holds scripts
+# only).
 stamp() {
   local paths=() p
   for p in CMakeLists.txt schedules sim traces models runtime tools; do [ -e "$p" ] && paths+=("$p"); done
   find "${paths[@]}" -type f \
-    \( -name '*.cc' -o -name '*.cpp' -o -name '*.h' -o -name '*.cmake' -o -name CMakeLists.txt \) \
+    \( -name '*.cc' -o -name '*.cpp' -o -name '*.h' -o -name '*.inc' -o -name '*.cu' -o -name '*.cmake' \
+    -o -name CMakeLists.txt \) \
     -not -path 'tools/bench/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
 }
 
@@ -43,6 +46,9 @@ case "${1:-}" in
     stage=$(mktemp -d)
     trap 'rm -rf "$stage"' EXIT
     cp "$build/pplab" "$build/pplab-train" "$stage/"
+    # SentencePiece's module, which the binaries load from beside them (its
+    # build path is compiled in, but a bare machine has no build).
+    [ -f "$build/libpplab_spm.so" ] && cp "$build/libpplab_spm.so" "$stage/"
     [ -f "$build/CMakeCache.txt" ] && cp "$build/CMakeCache.txt" "$stage/"
     stamp > "$stage/source-stamp"
     tar czf "$out" -C "$stage" .
@@ -64,6 +70,7 @@ case "${1:-}" in
     fi
     mkdir -p "$build"
     tar xzf "$in" -C "$build" ./pplab ./pplab-train
+    tar xzf "$in" -C "$build" ./libpplab_spm.so 2> /dev/null || true  # (packed since 2026-12-07)
     # The CMake cache says which LibTorch the binaries were built against
     # (gpu_bench.sh reads it); an existing one belongs to a build here.
     # It is removed again if the binaries do not start: .gpu/build.sh would

@@ -30,6 +30,7 @@ cp "$src/tools/gpu_prebuilt.sh" "$tree/tools/"
 cp -r "$src/CMakeLists.txt" "$src/schedules" "$src/runtime" "$tree/"
 cp "$pplab" "$tree/build/pplab"
 cp "$(dirname "$pplab")/pplab-train" "$tree/build/pplab-train"
+cp "$(dirname "$pplab")/libpplab_spm.so" "$tree/build/libpplab_spm.so"
 echo "PPLAB_WITH_CUDA:INTERNAL=ON" > "$tree/build/CMakeCache.txt"
 cd "$tree"
 
@@ -39,12 +40,20 @@ grep -q "stamp $(bash tools/gpu_prebuilt.sh stamp)" "$tmp/pack.txt" || fail "pac
 bash tools/gpu_prebuilt.sh use "$tmp/bin.tgz" "$tmp/out" > "$tmp/use.txt" || fail "use refused unchanged sources: $(cat "$tmp/use.txt")"
 cmp -s build/pplab "$tmp/out/pplab" || fail "pplab differs after the round trip"
 cmp -s build/pplab-train "$tmp/out/pplab-train" || fail "pplab-train differs after the round trip"
+cmp -s build/libpplab_spm.so "$tmp/out/libpplab_spm.so" || fail "SentencePiece's module did not come along"
 grep -q "PPLAB_WITH_CUDA:INTERNAL=ON" "$tmp/out/CMakeCache.txt" || fail "the CMake cache did not come along"
 "$tmp/out/pplab" --version | grep -q pplab || fail "the unpacked pplab does not run"
 
-# 2. One source byte more: another stamp, refused, nothing unpacked.
+# 2. One source byte more: another stamp, refused, nothing unpacked; a
+#    table a source includes counts too.
 echo "// changed" >> runtime/exec/executor.cc
 refused "after a source change" "$tmp/bin.tgz" "$tmp/out2" "other sources" pplab
+cp "$src/runtime/exec/executor.cc" runtime/exec/executor.cc
+[ "$(bash tools/gpu_prebuilt.sh stamp)" = "$(tar xzf "$tmp/bin.tgz" -O ./source-stamp)" ] ||
+  fail "the sources as packed give another stamp"
+echo "// changed" >> runtime/data/unicode_tables.inc
+refused "after a change to an included table" "$tmp/bin.tgz" "$tmp/out2b" "other sources" pplab
+cp "$src/runtime/data/unicode_tables.inc" runtime/data/unicode_tables.inc
 
 # 3. A pplab-train that cannot start (here: not an executable format).
 stamp_before=$(bash tools/gpu_prebuilt.sh stamp)

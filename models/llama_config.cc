@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -215,6 +216,10 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
     if (given(key) && doc[key] != want) fail("'" + std::string(key) + "' is " + doc[key].dump() + ": " + why);
   };
   must("hidden_act", "silu", "pplab's MLP is SwiGLU with SiLU");
+  // null is no activation to Hugging Face's loader, not its default.
+  if (doc.contains("hidden_act") && doc["hidden_act"].is_null()) {
+    fail("'hidden_act' is null: pplab's MLP is SwiGLU with SiLU (give \"silu\", or leave the field out)");
+  }
   if (qwen2) {
     // Qwen2's biases are fixed by its layers (q, k, v), not by these fields.
     must("attention_bias", false, "a Qwen2 model's attention biases are on q, k and v only");
@@ -223,10 +228,17 @@ LlamaConfig FromHuggingFace(const json& doc, const std::string& origin) {
   must("use_sliding_window", false, "pplab's attention sees every earlier token");
   if (given("layer_types")) {
     const json& types = doc["layer_types"];
-    for (const json& t : types.is_array() ? types : json::array({types})) {
+    // One type a layer, as Hugging Face reads it.
+    if (!types.is_array()) fail("'layer_types' is " + types.dump() + ", not a list of one type a layer");
+    for (const json& t : types) {
       if (t != "full_attention") {
         fail("'layer_types' holds " + t.dump() + ": pplab's layers all use full attention");
       }
+    }
+    if (doc.contains("num_hidden_layers") && doc["num_hidden_layers"].is_number_integer() &&
+        static_cast<int64_t>(types.size()) != doc["num_hidden_layers"].get<int64_t>()) {
+      fail("'layer_types' names " + std::to_string(types.size()) + " layers, the model has num_hidden_layers " +
+           doc["num_hidden_layers"].dump());
     }
   }
   if (given("attention_dropout") && (!doc["attention_dropout"].is_number() || doc["attention_dropout"] != 0)) {
@@ -291,7 +303,19 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
       doc, {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
             "num_key_value_heads", "max_position_embeddings", "rope_theta", "rms_norm_eps", "attention_bias",
             "qkv_bias", "mlp_bias", "head_dim", "qk_norm", "tie_word_embeddings", "rope_scaling"});
-  if (unknown) throw Error(origin + ": unknown field '" + *unknown + "'");
+  if (unknown) {
+    // A Hugging Face config.json is told by its model_type or architectures;
+    // without them its first field of Hugging Face's alone read as unknown.
+    const std::vector<std::string> hugging_face_only = {
+        "hidden_act",   "attention_dropout", "torch_dtype",       "transformers_version", "bos_token_id",
+        "eos_token_id", "use_cache",         "initializer_range", "pretraining_tp"};
+    const bool looks_hf = std::any_of(hugging_face_only.begin(), hugging_face_only.end(),
+                                      [&doc](const std::string& k) { return doc.contains(k); });
+    throw Error(origin + ": unknown field '" + *unknown + "'" +
+                (looks_hf ? " (a Hugging Face config.json is read as one when it names its model_type or "
+                            "architectures, which this one has neither of)"
+                          : ""));
+  }
   const LlamaConfig d;
   LlamaConfig c;
   ReadShape(doc, d, origin, c);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "models/partition.h"
@@ -189,6 +190,10 @@ TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming th
   refused("use_sliding_window", "true", "'use_sliding_window' is true");
   refused("layer_types", R"(["full_attention", "sliding_attention"])",
           "'layer_types' holds \"sliding_attention\": pplab's layers all use full attention");
+  // One type a layer (Llama-3-8B has 32), and null is no activation: both were read unsaid.
+  refused("layer_types", R"(["full_attention"])", "'layer_types' names 1 layers, the model has num_hidden_layers 32");
+  refused("layer_types", R"("full_attention")", "'layer_types' is \"full_attention\", not a list of one type a layer");
+  refused("hidden_act", "null", "'hidden_act' is null: pplab's MLP is SwiGLU with SiLU");
   refused("tie_word_embeddings", "\"yes\"", "field 'tie_word_embeddings' must be true or false");
   refused("head_dim", "63", "head dimension 63 must be even for rotary encoding");
   refused("sliding_window", "4096", "'sliding_window' is 4096");
@@ -202,6 +207,15 @@ TEST_CASE("a Hugging Face config that is not pplab's model is refused, naming th
   // pplab's own format stays strict: HF's fields are unknown there.
   CHECK_THROWS_WITH(LlamaConfigFromJson(R"({"hidden_size": 64, "pretraining_tp": 1})", "m.json"),
                     Catch::Contains("unknown field 'pretraining_tp'"));
+  // A config.json that lost its model_type and architectures is read as
+  // pplab's: the message says why its Hugging Face fields are unknown.
+  nlohmann::json bare = nlohmann::json::parse(kLlama3_8B);
+  bare.erase("model_type");
+  bare.erase("architectures");
+  CHECK_THROWS_WITH(LlamaConfigFromJson(bare.dump(), "c.json"),
+                    Catch::StartsWith("c.json: unknown field '") &&
+                        Catch::EndsWith("' (a Hugging Face config.json is read as one when it names its model_type "
+                                        "or architectures, which this one has neither of)"));
 }
 
 TEST_CASE("Llama's bias options and Qwen2's q, k, v biases: read, counted, written back", "[llama_config]") {

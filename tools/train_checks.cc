@@ -63,7 +63,14 @@ int64_t CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
   try {
     values = CheckPretrained(WeightFiles::Open(o.init_from), config);
   } catch (const Error& e) {
-    throw Error("--init-from: " + std::string(e.what()));
+    // The weights against a preset's shape: most likely --model was left
+    // out (its default is a preset), which the tensor's sizes did not say.
+    const std::vector<std::string> presets = LlamaPresetNames();
+    const bool preset = std::find(presets.begin(), presets.end(), o.model) != presets.end();
+    throw Error("--init-from: " + std::string(e.what()) +
+                (preset ? " (--model " + o.model +
+                              " is a preset; give --model the weights' config.json, or their Hugging Face folder)"
+                        : ""));
   }
   return values;
 }

@@ -140,7 +140,10 @@ TEST_CASE("train --init-from refuses files of another model with one line, befor
   refused("--synthetic --model small --init-from " + file,
           "--init-from: " + file +
               ": tensor 'model.embed_tokens.weight' is 256 x 32, the model's is 2048 x 128: the files are not of "
-              "this model's config");
+              "this model's config (--model small is a preset; give --model the weights' config.json, or their "
+              "Hugging Face folder)");
+  // --model left out is the default preset: said the same way.
+  refused("--synthetic --init-from " + file, "(--model small is a preset; give --model the weights' config.json");
   refused("--synthetic --model tiny --init-from " + dir + "/none.safetensors",
           "--init-from: cannot read " + dir + "/none.safetensors");
   refused("--synthetic --model tiny --init-from " + dir,

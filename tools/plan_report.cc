@@ -1,6 +1,7 @@
 #include "tools/plan_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,14 @@
 
 namespace pplab::cli {
 namespace {
+
+// Tokens a second as the table prints them: whole above 100, else three
+// significant digits (a plan of a huge model read 0 where it made 0.001).
+std::string TokensText(double tokens_per_second) {
+  if (tokens_per_second >= 100 || tokens_per_second == 0) return Fixed(tokens_per_second, 0);
+  const int decimals = std::min(9, 2 - static_cast<int>(std::floor(std::log10(tokens_per_second))));
+  return Fixed(tokens_per_second, decimals);
+}
 
 using nlohmann::json;
 
@@ -276,7 +285,7 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
     table.push_back({std::to_string(i + 1), c.schedule, std::to_string(c.microbatches),
                      std::to_string(c.virtual_stages), c.partition_method + (c.measured_costs ? "*" : ""),
                      std::to_string(c.microbatch_size), c.recompute ? "all" : "none", Fixed(NsToMs(c.step_time), 3),
-                     Fixed(100 * c.bubble_fraction, 2), HumanBytes(c.peak_memory), Fixed(c.tokens_per_second, 0)});
+                     Fixed(100 * c.bubble_fraction, 2), HumanBytes(c.peak_memory), TokensText(c.tokens_per_second)});
     if (sampled) {
       table.back().push_back(Fixed(NsToMs(c.samples->p10), 3) + ".." + Fixed(NsToMs(c.samples->p90), 3));
       table.back().push_back(c.tie ? "tie" : "");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -553,6 +554,27 @@ TEST_CASE("cli: plan's train line quotes its paths for the shell, and runs as pr
   const PplabRun run = Shell(line + " --steps 1 --synthetic --out '' -q");
   INFO(run.out);
   CHECK(run.code == 0);
+}
+
+}  // namespace pplab::plan_cli_test
+
+namespace pplab::plan_cli_test {
+
+TEST_CASE("cli: plan's table gives slow plans' tokens a second in three digits, not 0", "[cli][plan]") {
+  // At 1000 FLOP/s the tiny model makes a few thousandths of a token a second.
+  const PplabRun r = Pplab(
+      "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --flops-per-second 1e3 "
+      "--schedules 1f1b -o " +
+      TempPath("slow-plan.json"));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  // The first row: the line whose first word is 1.
+  std::smatch row;
+  REQUIRE(std::regex_search(r.out, row, std::regex("\\n *1  1f1b [^\\n]*")));
+  const std::string line = row.str();
+  const std::string tokens = line.substr(line.find_last_of(' ') + 1);
+  INFO(line);
+  CHECK(std::regex_match(tokens, std::regex("0\\.00[1-9][0-9]{2}")));
 }
 
 }  // namespace pplab::plan_cli_test

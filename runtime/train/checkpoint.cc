@@ -444,7 +444,11 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
                       tokenizer_file = (folder / (json_tokenizer ? "tokenizer.json" : "tokenizer.model")).string();
     // Files a loader of the folder (train --init-from, generate) reads before
     // or instead of the ones written here: another model's, left behind.
-    std::vector<std::string> shadowing = {"model.safetensors.index.json", "generation_config.json"};
+    // Hugging Face's loaders also read tokenizer_config.json and
+    // special_tokens_map.json (the tokenizer's class and special tokens) and
+    // adapter_config.json (weights on top of these): none is written here.
+    std::vector<std::string> shadowing = {"model.safetensors.index.json", "generation_config.json",
+                                          "tokenizer_config.json", "special_tokens_map.json", "adapter_config.json"};
     if (tokenizer.empty() || json_tokenizer) shadowing.push_back("tokenizer.model");
     if (tokenizer.empty() || !json_tokenizer) shadowing.push_back("tokenizer.json");
     for (const std::string& name : shadowing) {
@@ -453,6 +457,9 @@ int ExportModel(const std::string& path, const std::string& out_file, bool bf16)
         throw Error("export-model: -o " + out_file + " holds " + name + ", which loaders of the folder read " +
                     (name == "model.safetensors.index.json" ? "instead of the model.safetensors written here"
                      : name == "generation_config.json"     ? "for the ids that end a text"
+                     : name == "tokenizer_config.json"      ? "for the tokenizer's class and special tokens"
+                     : name == "special_tokens_map.json"    ? "for the special tokens"
+                     : name == "adapter_config.json"        ? "as an adapter over these weights"
                      : tokenizer.empty()                    ? "as this model's tokenizer (this run has none)"
                                                             : "before the tokenizer written here") +
                     ": another model's, left behind? Remove it, or export into an empty folder");

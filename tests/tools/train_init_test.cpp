@@ -260,7 +260,10 @@ TEST_CASE(
   CHECK(config_json["pad_token_id"] == loaded.Pad());
   // A folder holding what a loader would read before the files written
   // here (another model's tokenizer.model, a shard index) is refused, by name.
-  for (const char* stale : {"tokenizer.model", "model.safetensors.index.json", "generation_config.json"}) {
+  // So is what Hugging Face's loaders read beside them: a tokenizer_config.json
+  // names a tokenizer class, an adapter_config.json weights over these.
+  for (const char* stale : {"tokenizer.model", "model.safetensors.index.json", "generation_config.json",
+                            "tokenizer_config.json", "special_tokens_map.json", "adapter_config.json"}) {
     const std::string old = dir + "/old-" + stale + "/";
     std::filesystem::create_directories(old);
     WriteTextFile(old + stale, "another model's\n");

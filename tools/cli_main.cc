@@ -66,6 +66,12 @@ const CLI::Validator kDecimal(
         ++zeros;
       }
       value.erase(digits, zeros);
+      // Anything but digits then: CLI11 said "Value 1e3 not in range 0 to
+      // 1048576" of 1e3, 1024.0 or 8x, as if the number were too large.
+      const size_t last = value.find_last_not_of(" \t");
+      if (digits > last || value.find_first_not_of("0123456789", digits) <= last) {
+        return "must be a whole number in decimal digits, got " + value;
+      }
       return "";
     },
     "");

@@ -775,6 +775,17 @@ TEST_CASE("cli: integer flags are decimal: leading zeros are dropped, 0x is refu
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Catch::Contains("must be a decimal integer, got 0"));
   }
+  // Not a whole number: said so (CLI11 said "not in range", as if too large).
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"-k", "8x"}, {"-m", "1e3"}, {"--samples", "2.0"}}) {
+    const PplabRun r = Pplab("simulate -s 1f1b " + flag + " " + value);
+    INFO(flag << " " << value << "\n" << r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains("must be a whole number in decimal digits, got " + value));
+  }
+  const PplabRun list = Pplab("sweep -k 2,4x -m 8 --schedules 1f1b -o -");
+  CHECK(list.code != 0);
+  CHECK_THAT(list.out, Catch::Contains("must be a whole number in decimal digits, got 4x"));
 }
 
 }  // namespace pplab::cli_test

@@ -365,6 +365,10 @@ static Timeline TimelineFromChromeTraceDoc(const std::string& text, const std::s
     if (!e.contains("pid") || !e["pid"].is_number_integer() || !e.contains("ts") || !e["ts"].is_number()) {
       throw Error(at + ": needs integer 'pid' and numeric 'ts'");
     }
+    // As the file writes it: 2^64 - 1 read as a signed integer was "pid -1".
+    if (e["pid"].is_number_unsigned() && e["pid"].get<uint64_t>() > static_cast<uint64_t>(t.ranks)) {
+      throw Error(at + ": pid " + e["pid"].dump() + " is not a rank");
+    }
     const long long pid = e["pid"].get<long long>();
     if (pid < 0 || pid >= t.ranks) throw Error(at + ": pid " + std::to_string(pid) + " is not a rank");
     const RankId rank = static_cast<RankId>(pid);

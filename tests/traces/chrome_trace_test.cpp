@@ -131,6 +131,10 @@ TEST_CASE("bad traces are rejected naming the file and event", "[trace]") {
   const std::string head = R"({"otherData": {"pplab_trace_version": 1, "ranks": 1}, "traceEvents": [)";
   CHECK_THROWS_WITH(TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 3, "ts": 0, "dur": 1}]})", "t.json"),
                     Catch::Contains("t.json: traceEvents[0]: pid 3 is not a rank"));
+  // As written, not wrapped to -1.
+  CHECK_THROWS_WITH(
+      TimelineFromChromeTrace(head + R"({"ph": "X", "pid": 18446744073709551615, "ts": 0, "dur": 1}]})", "t.json"),
+      Catch::Contains("t.json: traceEvents[0]: pid 18446744073709551615 is not a rank"));
   CHECK_THROWS_WITH(TimelineFromChromeTrace(
                         head + R"({"ph": "X", "pid": 0, "ts": 0, "dur": 1, "args": {"action": "0Z0"}}]})", "t.json"),
                     Catch::Contains("bad action '0Z0'"));

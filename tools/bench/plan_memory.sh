@@ -21,7 +21,7 @@
 #   --attention A     auto (default), explicit or sdpa (train --attention)
 #   --microbatches L  microbatch counts M, comma-separated (default 8)
 #   --run-timeout S   bound each profile, plan, simulate and train (default 300 s); a row
-#                     whose command passes it says so, and the bench goes on
+#                     whose command passes it or fails says so, and the bench goes on
 #   --out DIR         keep the profile, plans and costs there (default: a temporary folder)
 #   --dry-run         print the profile's command and the rows, run nothing
 set -euo pipefail
@@ -108,12 +108,16 @@ def run(args, what):
     except subprocess.TimeoutExpired:
         raise Stopped(f"{what} passed --run-timeout {timeout} s")
     if r.returncode != 0:
-        sys.exit(f"plan_memory: {what} failed ({r.returncode}): {shlex.join(args)}\n{(r.stdout + r.stderr)[-2000:]}")
+        last = (r.stdout + r.stderr).strip().splitlines()[-1:] or ["no message"]
+        raise Stopped(f"{what} failed, exit {r.returncode}: {last[0][:160]}")
     return r.stdout
 
 
-ranking = json.loads(run(plan, "plan"))["candidates"]
-print(f"| schedule | v | layers | M | recompute | rank 0 measured | predicted | rank 1 measured | predicted |")
+try:
+    ranking = json.loads(run(plan, "plan"))["candidates"]
+except Stopped as e:
+    sys.exit(f"plan_memory: {e}: {shlex.join(plan)}")
+print(f"| schedule | v | layers | M | recompute | rank 0 measured | error | rank 1 measured | error |")
 print("|---|---|---|---|---|---|---|---|---|")
 within1 = within10 = ranks = 0
 for M in counts:
@@ -142,6 +146,9 @@ for M in counts:
             continue
         cells = []
         for r, m in enumerate(measured):
+            if not m:
+                cells.append(f"{m} | n/a")  # nothing measured: no error to give
+                continue
             error = (predicted[r] - m) / m
             ranks += 1
             within1 += abs(error) <= 0.01

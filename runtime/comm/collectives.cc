@@ -51,7 +51,18 @@ std::string Who(const ProcessGroupHandle& group, const char* what) {
 // the wait for the thread is bounded (it is memory, not correctness).
 void WaitReleased(Backend backend, const c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout,
                   const std::string& what) {
-  Wait(backend, work, timeout, what);
+  try {
+    Wait(backend, work, timeout, what);
+  } catch (const Error& e) {
+    // Gloo's timeout of a collective names no peer, and the wait cannot tell
+    // which rank is late: say where to look (a rank stopped with SIGSTOP
+    // read as "rank 1 in gradient all-reduce: Operation timed out!").
+    const std::string text = e.what();
+    if (text.find("imed out") == std::string::npos) throw;
+    throw Error(text +
+                " (a collective ends when every rank of its group has joined it: a rank that stopped, hung or fell "
+                "behind keeps the others waiting; a launched run names a rank that did not exit)");
+  }
   if (backend != Backend::kGloo) return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
   while (work.use_count() > 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();

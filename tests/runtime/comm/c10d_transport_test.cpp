@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <future>
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -131,6 +132,29 @@ TEST_CASE("a receive posted without shapes, or waited for unposted, is refused, 
                       Catch::Contains("receiving message 4 from rank 0: no receive was posted"));
     CHECK_THROWS_WITH(transport.PostRecv(0, 3, {}), Catch::Contains("needs the message's dtypes and shapes"));
   });
+}
+
+TEST_CASE("a collective that times out says a late rank keeps it waiting (Gloo names none)", "[comm]") {
+  std::string error;
+  std::promise<void> timed_out;
+  OnTwoRanks([&](RankId rank, const std::shared_ptr<ProcessGroupHandle>& group) {
+    if (rank == 1) {
+      // Never joins; stays in the group until rank 0 has timed out (gone, it
+      // would close the connection rather than leave rank 0 waiting).
+      timed_out.get_future().wait_for(std::chrono::seconds(20));
+      return;
+    }
+    try {
+      AllReduceSum(*group, 1.0, std::chrono::milliseconds(300));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    timed_out.set_value();
+  });
+  INFO(error);
+  CHECK_THAT(error, Catch::StartsWith("rank 0 in all-reduce: ") &&
+                        Catch::Contains("a collective ends when every rank of its group has joined it: a rank that "
+                                        "stopped, hung or fell behind keeps the others waiting"));
 }
 
 TEST_CASE("collectives sum over the group and gather to rank 0", "[comm]") {

@@ -231,3 +231,24 @@ for bad in "--deadline soon" "--deadline -3"; do
   grep -q -- "--deadline must be" "$tmp/bad.txt" || fail "no reason for $bad: $(cat "$tmp/bad.txt")"
 done
 echo "ok: --deadline"
+
+# 6. A run whose step times are all 0 has no figure, and the rows after it
+#    stay (a zero divided its row and ended the table); bad --rows and
+#    --steps are refused before anything runs.
+cat > "$tmp/zero-pplab" <<'SH'
+#!/usr/bin/env bash
+case " $* " in *" --help "*) echo "  --precision TEXT"; exit 0 ;; esac
+echo '{"step_times_ms": [0, 0, 0, 0, 0, 0, 0], "model_flops_per_step": 1e11}'
+SH
+chmod +x "$tmp/zero-pplab"
+PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" PPLAB_GEMM_FLOOR="$tmp/gemm.py" bash "$bench" \
+  --pplab "$tmp/zero-pplab" --steps 4 --rows 'K=1, small' > "$tmp/zero.md" || fail "the bench failed on zero times"
+[ "$(grep -c '^| K=1, small, 16×128, M=1 | \(fp32\|bf16\) | eager | [^|]* | n/a' "$tmp/zero.md")" -eq 2 ] ||
+  fail "both rows, with no pplab figure: $(cat "$tmp/zero.md")"
+for bad in "--rows K=9" "--rows K=(1" "--steps abc" "--steps 0"; do
+  # shellcheck disable=SC2086
+  if PPLAB_BENCH_FAKE_GPU=1 bash "$bench" $bad > "$tmp/bad.txt" 2>&1; then fail "accepted $bad"; fi
+  [ "$(wc -l < "$tmp/bad.txt")" -ge 1 ] && grep -q "^gpu_bench: --\(rows\|steps\)" "$tmp/bad.txt" ||
+    fail "no reason for $bad: $(cat "$tmp/bad.txt")"
+done
+echo "ok: zero step times, bad --rows and --steps"

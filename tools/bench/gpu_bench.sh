@@ -308,11 +308,17 @@ def last_line(path):
 ref, got = last_json(ref_base + ".out"), last_json(got_base + ".out")
 ref_why = ref["error"][:80] if ref and "error" in ref else last_line(ref_base + ".err")
 if ref is not None and "step_ms" not in ref: ref = None
-ref_s = ref["step_ms"] / 1e3 if ref else None
+ref_s = ref["step_ms"] / 1e3 if ref and ref["step_ms"] > 0 else None
 got_s = flops = peak = None
+# A run with no positive step time has no figure (a zero divided the row and
+# lost every row after it).
+if got is not None and not [t for t in got.get("step_times_ms") or [] if t > 0]:
+    got = None
 if got is not None:
     times = got["step_times_ms"][warmup:] or got["step_times_ms"]
     got_s = sum(times) / len(times) / 1e3
+    if got_s <= 0:
+        got_s = None
     flops, peak, source = got.get("model_flops_per_step"), got.get("peak_tflops"), got.get("peak_source", "")
     # A bf16 row needs the bf16 peak: a peak of another precision gives no MFU.
     if peak and precision not in source and source != "--peak-tflops":
@@ -326,7 +332,7 @@ if got is not None:
     lags = (got.get("device_lag_ms") or [])[warmup:]
     overhead = got.get("executor_overhead") or []
     gemm = last_json(gemm_base + ".out")
-    if gemm and "ms_per_step" in gemm:
+    if gemm and "ms_per_step" in gemm and got_s:
         floor = "%.2f (%.0f %%)" % (gemm["ms_per_step"], 100 * gemm["ms_per_step"] / (got_s * 1e3))
         if "attention_ms_per_step" in gemm:
             both = gemm["ms_per_step"] + gemm["attention_ms_per_step"]

@@ -54,7 +54,7 @@ const CLI::Validator kNotNegative(
 const CLI::Validator kDecimal(
     [](std::string& value) -> std::string {
       const size_t first = value.find_first_not_of(" \t");
-      if (first == std::string::npos) return "";
+      if (first == std::string::npos) return "must be a whole number in decimal digits, got an empty value";
       const size_t digits = first + (value[first] == '-' || value[first] == '+' ? 1 : 0);
       if (digits + 1 < value.size() && value[digits] == '0' &&
           std::isalpha(static_cast<unsigned char>(value[digits + 1]))) {
@@ -66,6 +66,8 @@ const CLI::Validator kDecimal(
         ++zeros;
       }
       value.erase(digits, zeros);
+      // Blanks after the digits, which CLI11 then read as "not in range".
+      value.erase(value.find_last_not_of(" \t") + 1);
       // Anything but digits then: CLI11 said "Value 1e3 not in range 0 to
       // 1048576" of 1e3, 1024.0 or 8x, as if the number were too large.
       const size_t last = value.find_last_not_of(" \t");

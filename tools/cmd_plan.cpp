@@ -148,11 +148,12 @@ int RunPlan(const PlanCmdOptions& o) {
   if (result.fitting.front().step_time == 0) {
     char rate[32];
     std::snprintf(rate, sizeof rate, "%g", o.flops_per_second);
-    const std::string step = "the fastest step of " + std::to_string(search.global_batch) + " sequences of " +
-                             std::to_string(search.seq_len) + " tokens comes to under 1 ns";
-    if (!o.cost_files.empty()) throw Error("--cost " + o.cost_files.front() + ": " + step + " by its times");
-    throw Error(std::string("--flops-per-second ") + rate + ": " + step +
-                " at that rate, below the simulator's clock (is it FLOP/s?)");
+    const std::string step = "the best candidate's step of " + std::to_string(search.global_batch) + " sequences of " +
+                             std::to_string(search.seq_len) +
+                             " tokens comes to 0 ns: its actions each take under 1 ns, and the simulator counts whole "
+                             "nanoseconds";
+    if (!o.cost_files.empty()) throw Error("--cost " + o.cost_files.front() + ": " + step);
+    throw Error(std::string("--flops-per-second ") + rate + ": " + step + " (is the rate in FLOP/s?)");
   }
   if (static_cast<size_t>(o.pick) > result.fitting.size()) {
     throw Error("--pick " + std::to_string(o.pick) + ": only " + std::to_string(result.fitting.size()) + " candidate" +

@@ -363,8 +363,10 @@ int RunTrain(const TrainOptions& flags) {
     // it), so an earlier run is refused, or with --overwrite replaced, here.
     // Rank 0 holds the run folders' lock for the run (its peers would
     // refuse each other's).
-    std::optional<MadeFolders> made;
+    // The lock is let go after the folders a refused rank made are removed
+    // (declared first, it goes last): no other run takes one in between.
     std::optional<RunFolderLock> lock;
+    std::optional<MadeFolders> made;
     const Schedule schedule = LoadPlan(o);
     if (std::getenv("PPLAB_LAUNCHER_PID") == nullptr) {
       // Before the rendezvous, as the launcher would, and before an
@@ -442,12 +444,15 @@ int RunTrain(const TrainOptions& flags) {
   }
   const bool replace_earlier = ClaimOutputs(given, o);
   if (replace_earlier) CheckOverwriteKeepsInputs(given, o);
-  // A run refused from here on, or failed, leaves no folder it made
-  // behind empty (declared before the lock, so it goes after it).
-  MadeFolders made = CheckOutputs(o);
   // Held until the workers are done: another run into these folders is
-  // refused from here on, before this one prunes, removes or writes.
-  const RunFolderLock lock(o);
+  // refused from here on, before this one prunes, removes or writes. Let go
+  // after the folders below are removed (declared first, it goes last), so
+  // that no other run takes a folder this one then removes.
+  std::optional<RunFolderLock> lock;
+  // A run refused from here on, or failed, leaves no folder it made
+  // behind empty.
+  MadeFolders made = CheckOutputs(o);
+  lock.emplace(o);
   // The checkpoints --overwrite replaces are not read (they go below).
   const std::string latest =
       o.checkpoint_dir.empty() || replace_earlier ? std::string() : PrepareCheckpointDir(o.checkpoint_dir);

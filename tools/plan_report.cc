@@ -14,7 +14,8 @@ namespace {
 // Tokens a second as the table prints them: whole above 100, else three
 // significant digits (a plan of a huge model read 0 where it made 0.001).
 std::string TokensText(double tokens_per_second) {
-  if (tokens_per_second >= 100 || tokens_per_second == 0) return Fixed(tokens_per_second, 0);
+  // (From 99.95 up, three digits would round to "100.0".)
+  if (tokens_per_second >= 99.95 || tokens_per_second == 0) return Fixed(tokens_per_second, 0);
   const int decimals = std::min(9, 2 - static_cast<int>(std::floor(std::log10(tokens_per_second))));
   return Fixed(tokens_per_second, decimals);
 }
@@ -365,12 +366,12 @@ void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
               out.train_command.c_str());
   if (!o.trace_path.empty()) {
     std::printf("its simulated step written to %s (where each rank idles: %s explain %s)\n", o.trace_path.c_str(),
-                ProgramName().c_str(), o.trace_path.c_str());
+                ShellWord(ProgramName()).c_str(), ShellWord(o.trace_path).c_str());
   }
   if (!o.svg_path.empty()) std::printf("its timeline picture written to %s\n", o.svg_path.c_str());
   if (!o.cost_out_path.empty()) {
     std::printf("its costs written to %s (again: %s simulate --plan %s --cost %s)\n", o.cost_out_path.c_str(),
-                ProgramName().c_str(), o.out_path.c_str(), o.cost_out_path.c_str());
+                ShellWord(ProgramName()).c_str(), ShellWord(o.out_path).c_str(), ShellWord(o.cost_out_path).c_str());
   }
 }
 

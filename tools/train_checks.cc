@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -59,9 +60,15 @@ int64_t CheckModelWeights(const TrainOptions& o, const LlamaConfig& config) {
         "are taken from an --init-from folder that holds one); "
         "or train on --synthetic tokens");
   }
+  std::optional<WeightFiles> files;
+  try {
+    files.emplace(WeightFiles::Open(o.init_from));
+  } catch (const Error& e) {
+    throw Error("--init-from: " + std::string(e.what()));
+  }
   int64_t values = 0;
   try {
-    values = CheckPretrained(WeightFiles::Open(o.init_from), config);
+    values = CheckPretrained(*files, config);
   } catch (const Error& e) {
     // The weights against a preset's shape: most likely --model was left
     // out (its default is a preset), which the tensor's sizes did not say.
@@ -321,7 +328,9 @@ MadeFolders::~MadeFolders() {
 std::string MadeFolders::Make(const std::string& dir) {
   std::vector<std::string> missing;  // deepest first
   std::error_code ec;
-  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+  // The path as written, as create_directories makes it: normalised,
+  // "t/x/../y" recorded t and t/y, and left t/x behind.
+  for (fs::path p = fs::path(dir); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
     missing.push_back(p.string());
     if (p == p.parent_path()) break;
   }

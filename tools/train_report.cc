@@ -376,7 +376,8 @@ void PrintRunSummary(const TrainOptions& o, const RunFacts& facts, const TrainSu
     }
   }
   if (facts.text && !o.checkpoint_dir.empty()) {
-    std::printf("sample from it: %s generate --checkpoint %s %s\n", ProgramName().c_str(), o.checkpoint_dir.c_str(),
+    std::printf("sample from it: %s generate --checkpoint %s %s\n", ShellWord(ProgramName()).c_str(),
+                ShellWord(o.checkpoint_dir).c_str(),
                 facts.chats ? "--chat --prompt \"Hello\"" : "--prompt \"The meaning of life\"");
   }
   std::fflush(stdout);

@@ -25,7 +25,7 @@
 // The message an action waits for is, of the messages its parts receive on
 // this rank (a RECV of the rank with the same message), the one that
 // arrives last (the RECV's end); a gap with no such message is only comm
-// (collectives), shared_device or other. Specified in docs/explain.md.
+// (collectives, the rank's own sends), shared_device or other. Specified in docs/explain.md.
 #pragma once
 
 #include <map>

@@ -783,6 +783,12 @@ TEST_CASE("cli: integer flags are decimal: leading zeros are dropped, 0x is refu
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Catch::Contains("must be a whole number in decimal digits, got " + value));
   }
+  // Blanks after the digits are dropped; an empty value is named.
+  CHECK(ranks("-k '2 ' -m 4") == std::make_pair(2, 4));
+  const PplabRun empty = Pplab("simulate -s 1f1b -k ''");
+  CHECK(empty.code != 0);
+  CHECK_THAT(empty.out, Catch::Contains("-k: must be a whole number in decimal digits, got an empty value") ||
+                            Catch::Contains("--ranks: must be a whole number in decimal digits, got an empty value"));
   const PplabRun list = Pplab("sweep -k 2,4x -m 8 --schedules 1f1b -o -");
   CHECK(list.code != 0);
   CHECK_THAT(list.out, Catch::Contains("must be a whole number in decimal digits, got 4x"));

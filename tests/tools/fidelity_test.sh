@@ -103,7 +103,7 @@ out=$(bash -c 'export BENCH=$$; exec bash "$0" "$@"' "$bench" --pplab "$tmp/stop
   --shapes 8x16 --configs 1:2 --plans 1f1b,zb-v --steps 3 --runs 1 --out "$tmp/run-stopped") || code=$?
 [ "$code" -eq 143 ] || fail "a stopped loop exited $code, not 143: $out"
 [ "$(echo "$out" | grep -c '^| 1 | 8x16 | 1 | 2 | 1f1b |')" -eq 1 ] || fail "the 1f1b row, finished before the stop: $out"
-grep -qE -- '^- stopped by a signal after [0-9]+ s: the rows above are those that finished$' <<< "$out" ||
+grep -qE -- '^- stopped by a signal after [0-9]+ s: only the rows that had finished are in the table$' <<< "$out" ||
   fail "the stop is not named: $out"
 
 # 3. The GPU loop, as commands.

@@ -525,15 +525,15 @@ TEST_CASE("cli: plan's no-fit messages name the limit as given, bytes as bytes a
       out);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("AdamW moments alone (10.67 bytes a parameter) need at least"));
-  // A step under a nanosecond: its times round to 0, tokens/s read 0 and
-  // the rows ranked by memory alone.
+  // Actions under a nanosecond each: the step rounds to 0, tokens/s read 0
+  // and the rows ranked by memory alone.
   r = Pplab(
       "plan --model tiny --ranks 2 --global-batch 4 --seq-len 4 --memory-per-rank 8GiB --flops-per-second 1e18 -o " +
       out);
   CHECK(r.code == 2);
   CHECK(r.out ==
-        "pplab: error: --flops-per-second 1e+18: the fastest step of 4 sequences of 4 tokens comes to under 1 ns at "
-        "that rate, below the simulator's clock (is it FLOP/s?)\n");
+        "pplab: error: --flops-per-second 1e+18: the best candidate's step of 4 sequences of 4 tokens comes to 0 ns: "
+        "its actions each take under 1 ns, and the simulator counts whole nanoseconds (is the rate in FLOP/s?)\n");
 }
 
 }  // namespace pplab::plan_cli_test

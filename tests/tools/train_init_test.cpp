@@ -145,7 +145,7 @@ TEST_CASE("train --init-from refuses files of another model with one line, befor
   // --model left out is the default preset: said the same way.
   refused("--synthetic --init-from " + file, "(--model small is a preset; give --model the weights' config.json");
   refused("--synthetic --model tiny --init-from " + dir + "/none.safetensors",
-          "--init-from: cannot read " + dir + "/none.safetensors");
+          "--init-from: cannot read " + dir + "/none.safetensors: No such file or directory\n");  // no preset hint
   refused("--synthetic --model tiny --init-from " + dir,
           "is a folder without model.safetensors or model.safetensors.index.json");
   refused("--model tiny --init-from " + file, "text training needs the model's own tokenizer, --tokenizer");

@@ -400,6 +400,11 @@ TEST_CASE("a run refused after its folders were made leaves none of them behind"
   CHECK_THAT(text.out, Catch::Contains("not UTF-8 text"));
   CHECK_FALSE(fs::exists(dir + "/made"));
   CHECK(fs::is_directory(dir + "/kept"));
+  // The path as written: made/x/../y makes made, made/x and made/y.
+  const PplabRun dotted = Pplab("train -q --model tiny --steps 1 --data " + dir + "/latin1.txt --out " + dir +
+                                "/made/x/../y --checkpoint-dir " + dir + "/kept");
+  CHECK(dotted.code == 2);
+  CHECK_FALSE(fs::exists(dir + "/made"));
   // A hand-started rank refused for its RANK, which leaves at once.
   const PplabRun rank =
       Pplab("train --synthetic -q --model tiny -k 2 -m 2 --batch-size 4 --seq-len 8 --steps 2 --out " + dir + "/made/c",

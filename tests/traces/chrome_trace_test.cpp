@@ -299,6 +299,11 @@ TEST_CASE("an action run twice in a step, or recomputed stages that are not the 
   CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("0B0", "1000") + recv + recv), "t.json"),
                     Catch::Equals("t.json: traceEvents[3]: action 0RECV_B0, which traceEvents[2] ran already; a step "
                                   "runs each action once"));
+  // UNSHARD and RESHARD of a stage may alternate within a step (validate
+  // allows it): read.
+  const std::string unshard =
+      R"(, {"ph": "X", "cat": "comm", "pid": 0, "ts": 0, "dur": 1, "args": {"action": "0UNSHARD"}})";
+  CHECK(TimelineFromChromeTrace(OneRankTrace(event("0B0", "1000") + unshard + unshard), "t.json").events.size() == 4);
   const std::string step = R"(, {"ph": "X", "cat": "step", "pid": 0, "ts": 2000, "dur": 5, "args": {"step": "clip"}})";
   CHECK(TimelineFromChromeTrace(OneRankTrace(event("0B0", "1000") + step), "t.json").step_events.size() == 1);
   CHECK_THROWS_WITH(TimelineFromChromeTrace(OneRankTrace(event("0B0", "1000") + step + step), "t.json"),

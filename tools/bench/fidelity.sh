@@ -184,7 +184,7 @@ report() {
 stopped() {
   trap - TERM INT
   if [ -n "${child:-}" ]; then kill -TERM "$child" 2> /dev/null || true; wait "$child" 2> /dev/null || true; fi
-  echo "- stopped by a signal after $((SECONDS - started)) s: the rows above are those that finished" >> "$work/notes.md"
+  echo "- stopped by a signal after $((SECONDS - started)) s: only the rows that had finished are in the table" >> "$work/notes.md"
   report
   exit 143
 }

@@ -94,6 +94,9 @@ else
   trap 'rm -rf "$work"' EXIT
   dir=${out:-$work}
   mkdir -p "$dir"
+  # An earlier run's in a reused --out would read as this one's (a stop
+  # printed its rows against its plans).
+  rm -f "$dir/measured.jsonl" "$dir/plan-one.json" "$dir/plan-several.json"
 fi
 # `run WHAT FILE CMD...`: CMD bounded by --run-timeout, its output in FILE;
 # a failure names WHAT and FILE and ends the bench. A dry run prints CMD.

@@ -12,6 +12,7 @@
 #include "schedules/file_io.h"
 #include "sim/measured_costs.h"
 #include "sim/percentiles.h"
+#include "sim/recompute.h"
 #include "sim/simulator.h"
 #include "tools/cli_main.h"
 #include "tools/report.h"
@@ -124,11 +125,26 @@ RunPrediction WriteRunTraces(const TrainOptions& o, const Schedule& schedule, co
       costs.SetDeviceSlots(ranks_on);
     }
   }
+  // Measured costs hold the recomputation too. A cost file's stages are
+  // recomputed as simulate --recompute does, unless the file says its B and
+  // I already hold it (meta.recomputed: plan --cost-out of a recomputed plan,
+  // stats of a recomputed run): a profile's were costed without, 76 % over
+  // a recomputed run's peak.
+  bool recomputed_here = false;
+  if (out.from_cost_file) {
+    const std::set<StageId> recompute = ParseRecomputeStages(o.recompute, schedule.stages, "--recompute");
+    const nlohmann::json meta = nlohmann::json::parse(costs.meta_json, nullptr, false);
+    if (!recompute.empty() && !(meta.is_object() && meta.contains("recomputed"))) {
+      std::set<StageId> token_stages;  // each pipeline's first stage reads the batch's tokens
+      for (StageId s = 0; s < schedule.stages; ++s) token_stages.insert(schedule.PipelineStart(s));
+      costs = WithRecompute(costs, recompute, token_stages);
+      recomputed_here = true;
+    }
+  }
   SimResult predicted = Simulate(schedule, costs);
   predicted.timeline.name = schedule.name;
-  // Measured costs hold the recomputation too; a cost file's stages are
-  // costed as the file says.
   if (!out.from_cost_file) predicted.timeline.recompute = measured.recompute;
+  if (recomputed_here) predicted.timeline.recompute = o.recompute;
   out.makespan = predicted.makespan;
   for (const RankMetrics& m : predicted.per_rank) out.peak_activation_bytes.push_back(m.peak_activation_bytes);
   if (out.from_cost_file && costs.HasSpread()) {

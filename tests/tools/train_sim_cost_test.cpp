@@ -100,6 +100,29 @@ TEST_CASE("train --sim-cost predicts the run with the file's costs: simulate's s
                         Catch::Contains(" ms (200 draws from the file's spreads, seed 1), measured "));
 }
 
+TEST_CASE("train --sim-cost recomputes a profile's stages as the run does, as simulate --recompute does",
+          "[train][memory]") {
+  // A profile is measured without recomputation: its B and I gain a forward
+  // and its stages keep only their inputs. Costed as the file was, a
+  // recomputed run's peak was predicted 76 % high.
+  const std::string cost = TinyProfile("recompute");
+  const std::string real = Tmp("sim-cost-recompute-real.json");
+  const PplabRun r =
+      Train("-s 1f1b -k 2 --steps 3 --recompute all --measure-memory --json --sim-cost " + cost + " --trace " + real);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json p = nlohmann::json::parse(r.out.substr(r.out.find('{')))["prediction"];
+  const PplabRun sim =
+      Pplab("simulate -s 1f1b -k 2 -m 4 --recompute all --cost " + cost + " --devices-from " + real + " --json");
+  REQUIRE(sim.code == 0);
+  const nlohmann::json simulated = nlohmann::json::parse(sim.out);
+  CHECK(p["step_ms"].get<double>() == Approx(simulated["makespan"].get<double>()).epsilon(1e-9));
+  for (int k = 0; k < 2; ++k) {
+    CHECK(p["peak_activation_bytes"][k] == simulated["per_rank"][k]["peak_activation_bytes"]);
+    CHECK(std::abs(p["peak_activation_errors"][k].get<double>()) < 0.05);
+  }
+}
+
 TEST_CASE("train --sim-cost refuses a file that is not this run's costs, in one line, before any worker", "[train]") {
   const std::string cost = TinyProfile("refuses");
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -116,7 +139,20 @@ TEST_CASE("train --sim-cost refuses a file that is not this run's costs, in one 
        "--sim-cost " + cost + " was measured with the layers 2,2 a stage, this run's are 3,1"},
       {"-s 1f1b -k 2 --sim-trace " + cost + " --sim-cost " + cost,
        "--sim-cost " + cost + " is also --sim-trace (" + cost + ")"},
-      {"-s 1f1b -k 2 --sim-cost " + Tmp("no-such-cost.json"), "no-such-cost.json"}};
+      {"-s 1f1b -k 2 --sim-cost " + Tmp("no-such-cost.json"), "no-such-cost.json"},
+      // The replicas and the ranks the stages ran on: a --dp 2 profile's
+      // REDUCE_GRADs predicted a --dp 1 run 84 % high.
+      {"-s 1f1b -k 2 --dp 2 -m 2 --sim-cost " + cost, "--sim-cost " + cost + " was measured with --dp 1, not 2"},
+      {"-s interleaved-1f1b -k 1 -v 2 --sim-cost " + cost,
+       "--sim-cost " + cost + " was measured with 2 pipeline ranks, this run's plan has 1"},
+      // The whole shape: another vocabulary's head (a peak 91 % low).
+      {"-s 1f1b -k 2 --model " + Tmp("sim-cost-vocab-512.json") + " --sim-cost " + cost,
+       "--sim-cost " + cost + " was measured with --model tiny, whose shape differs from --model " +
+           Tmp("sim-cost-vocab-512.json") + "'s"}};
+  nlohmann::json vocab =
+      nlohmann::json::parse(ReadTextFile(std::string(PPLAB_TEST_DATA_DIR) + "/fuzz/llama_config/tiny.json"));
+  vocab["vocab_size"] = 512;
+  WriteTextFile(Tmp("sim-cost-vocab-512.json"), vocab.dump());
   for (const auto& [args, expected] : cases) {
     INFO(args);
     const PplabRun r = Train(args);

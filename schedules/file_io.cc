@@ -1,6 +1,7 @@
 #include "schedules/file_io.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,6 +100,17 @@ void CheckWritable(const std::string& path) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     throw Error("cannot write " + path + ": " + dir + ": " + std::strerror(errno));
   }
+  // access(2) answers for the permission bits, which root passes: a file
+  // made there says whether one can be (/proc, a root-squashed NFS mount
+  // refused profile's -o only after the whole profile).
+  const std::string probe = (dir == "/" ? "" : dir) + "/.pplab-write-check-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return;  // this process's own, from a check beside it: the folder takes files
+    throw Error("cannot write " + path + ": " + dir + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 namespace {

@@ -179,6 +179,11 @@ TEST_CASE("CheckWritable refuses what WriteTextFile would fail on, and creates n
   CHECK_THROWS_WITH(CheckWritable(dir), Catch::Contains("is a directory"));
   WriteTextFile(dir + "/plain.txt", "x");
   CHECK_THROWS_WITH(CheckWritable(dir + "/plain.txt/x.csv"), Catch::Contains("is not a directory"));
+  // A folder whose permission bits let root in but that takes no file:
+  // refused by trying (profile -o /proc/x.json failed only at the end).
+  CHECK_THROWS_WITH(CheckWritable("/proc/pplab-x.json"), Catch::StartsWith("cannot write /proc/pplab-x.json: /proc: "));
+  // The check leaves nothing behind.
+  for (const std::string& name : ListDirectory(dir)) CHECK(name.rfind(".pplab-write-check-", 0) != 0);
 }
 
 TEST_CASE("ListDirectory names a folder's entries sorted, and RemoveTree removes a tree without following links",

@@ -245,7 +245,9 @@ std::string FolderTokenizer(const std::string& dir) {
   std::error_code ec;
   for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
     const std::filesystem::path path = std::filesystem::path(dir) / name;
-    if (std::filesystem::is_regular_file(path, ec)) return path.string();
+    // Whatever it is: a FIFO or a folder by that name is then refused by
+    // name when read (it read as "the folder has no tokenizer.model").
+    if (std::filesystem::exists(path, ec)) return path.string();
   }
   return "";
 }

@@ -70,7 +70,8 @@ class Tokenizer {
 // The tokenizer file of a model's folder: its tokenizer.model, else its
 // tokenizer.json (Mistral's and Llama 2's folders hold both, and their
 // tokenizer.json is of SentencePiece's kind, which pplab reads from the
-// .model). "" when `dir` is no folder or holds neither.
+// .model). "" when `dir` is no folder or holds neither; an entry that is
+// not a regular file is returned, for its reader to refuse by name.
 std::string FolderTokenizer(const std::string& dir);
 
 // The special pieces' ids of a tokenizer pplab trains: its own (PAD 0,

@@ -1,5 +1,6 @@
 // Text data without LibTorch: corpus reading, the tokenizer, the token cache
 // and the samples and their order.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -608,6 +609,23 @@ TEST_CASE("a corrupt token id in the cache is one error naming the file", "[data
   }
   const TokenCache good(p.cache_path, p.corpus_fingerprint, p.tokenizer_fingerprint);
   CHECK_NOTHROW(good.CheckIds(200));
+}
+
+}  // namespace pplab::text_data_test
+
+namespace pplab::text_data_test {
+
+TEST_CASE("a model folder's tokenizer is found by name whatever it is, and a FIFO is then refused by name",
+          "[data][tokenizer]") {
+  const std::string dir = Tmp("folder_tokenizer");
+  CHECK(FolderTokenizer(dir).empty());
+  WriteTextFile(dir + "/tokenizer.json", "{}");
+  CHECK(FolderTokenizer(dir) == dir + "/tokenizer.json");
+  // tokenizer.model comes first, and a FIFO of that name is it: it read as
+  // "its folder has no tokenizer.model", the reader now refuses it by name.
+  REQUIRE(::mkfifo((dir + "/tokenizer.model").c_str(), 0600) == 0);
+  CHECK(FolderTokenizer(dir) == dir + "/tokenizer.model");
+  CHECK_THROWS_WITH(Tokenizer::Load(dir + "/tokenizer.model"), Catch::Contains("is a FIFO, not a regular file"));
 }
 
 }  // namespace pplab::text_data_test

@@ -98,7 +98,9 @@ struct Loaded {
 std::vector<int32_t> StopIds(const std::string& dir) {
   const fs::path path = fs::path(dir) / "generation_config.json";
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return {};
+  // Absent: none. Anything else by that name is read, so that a FIFO or a
+  // folder is refused by name (it was passed over unsaid).
+  if (!fs::exists(path, ec)) return {};
   const nlohmann::json j = ParseJsonStrict(ReadTextFile(path.string()), path.string());
   if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return {};
   const nlohmann::json& eos = j["eos_token_id"];

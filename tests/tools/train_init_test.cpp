@@ -1,6 +1,8 @@
 // `pplab train --init-from`: a model's published weights (here, pplab's own
 // export of a checkpoint) as the start of training, on any plan; bad files
 // refused before any worker starts.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -310,6 +312,13 @@ TEST_CASE(
   const PplabRun bad = Pplab(greedy);
   CHECK(bad.code == 2);
   CHECK_THAT(bad.out, Catch::Contains(folder + "generation_config.json: eos_token_id is not a token id"));
+  // One that cannot be read is refused by name (a FIFO was passed over).
+  std::filesystem::remove(folder + "generation_config.json");
+  REQUIRE(::mkfifo((folder + "generation_config.json").c_str(), 0600) == 0);
+  const PplabRun fifo = Pplab(greedy);
+  CHECK(fifo.code == 2);
+  CHECK_THAT(fifo.out, Catch::Contains(folder + "generation_config.json: is a FIFO, not a regular file"));
+  std::filesystem::remove(folder + "generation_config.json");
   // A tokenizer.json of another kind is one line naming the field, before
   // any worker starts.
   nlohmann::json metaspace = test::Build(spec);

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "runtime/comm/collectives.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/train/profile.h"
+#include "schedules/error.h"
 #include "sim/percentiles.h"
 
 namespace pplab::profile_detail {
@@ -79,8 +81,18 @@ inline void Sync(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
 // others wait: through the store, so that no waiting rank's barrier kernel
 // spins on a GPU the ranks share (an NCCL barrier would, and the timed
 // rank's kernels would share the GPU with it).
+// A rank waits here while another rank's turn is timed, which lasts as long
+// as its repeats take: past --comm-timeout the message says so (it read as
+// a hung peer's "host barrier: Wait timeout").
 inline void Turn(ProcessGroupHandle* group, std::chrono::milliseconds timeout) {
-  if (group != nullptr) HostBarrier(*group, timeout);
+  if (group == nullptr) return;
+  try {
+    HostBarrier(*group, timeout);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (ranks that share a device past its slots are timed in turns, and a rank " +
+                "waits for the others' whole turn: with many --repeats or slow stages give a larger " +
+                "--comm-timeout)");
+  }
 }
 
 // `warmup + repeats` runs of `body`, each after a barrier so that every rank

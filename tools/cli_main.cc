@@ -70,8 +70,7 @@ const CLI::Validator kDecimal(
       value.erase(value.find_last_not_of(" \t") + 1);
       // Anything but digits then: CLI11 said "Value 1e3 not in range 0 to
       // 1048576" of 1e3, 1024.0 or 8x, as if the number were too large.
-      const size_t last = value.find_last_not_of(" \t");
-      if (digits > last || value.find_first_not_of("0123456789", digits) <= last) {
+      if (digits >= value.size() || value.find_first_not_of("0123456789", digits) != std::string::npos) {
         return "must be a whole number in decimal digits, got " + value;
       }
       return "";

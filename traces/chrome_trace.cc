@@ -242,9 +242,13 @@ static void CheckActions(const Timeline& t, const std::vector<size_t>& where, co
     // (UNSHARD and RESHARD of a stage may alternate several times a step,
     // as validate allows: not counted.)
     if (action.kind == ActionKind::kUnshard || action.kind == ActionKind::kReshard) continue;
-    const ComputeParts parts = PartsOf(action);
-    const std::vector<Action> own =
-        parts.count > 0 ? std::vector<Action>(parts.begin(), parts.end()) : std::vector<Action>{action};
+    // A compute action's parts, or the action itself (no allocation an
+    // event: traces run to hundreds of thousands).
+    ComputeParts own = PartsOf(action);
+    if (own.count == 0) {
+      own.part[0] = action;
+      own.count = 1;
+    }
     for (const Action& part : own) {
       const auto [it, fresh] =
           seen.emplace(std::make_tuple(static_cast<int>(part.kind), part.stage, part.microbatch), where[i]);

@@ -138,7 +138,7 @@ dry=$(bash "$bench" --pplab "$pplab" --configs 1:4,2:8 --plans 1f1b,zb-v --tp 2 
 
 # 4. Bad arguments.
 for args in "--device tpu" "--configs 2:3" "--shapes 16by128" "--steps 2" "--runs 0" "--frobnicate" \
-  "--run-timeout 0" "--deadline soon" "--tp 0" "--sequence-parallel"; do
+  "--run-timeout 0" "--deadline soon" "--tp 0" "--sequence-parallel" "--plans"; do
   set +e
   err=$(bash "$bench" --pplab "$pplab" $args 2>&1 > /dev/null)
   code=$?

@@ -245,7 +245,7 @@ PPLAB_BENCH_FAKE_GPU=1 PPLAB_ANCHOR="$tmp/anchor.py" PPLAB_GEMM_FLOOR="$tmp/gemm
   --pplab "$tmp/zero-pplab" --steps 4 --rows 'K=1, small' > "$tmp/zero.md" || fail "the bench failed on zero times"
 [ "$(grep -c '^| K=1, small, 16×128, M=1 | \(fp32\|bf16\) | eager | [^|]* | n/a' "$tmp/zero.md")" -eq 2 ] ||
   fail "both rows, with no pplab figure: $(cat "$tmp/zero.md")"
-for bad in "--rows K=9" "--rows K=(1" "--steps abc" "--steps 0"; do
+for bad in "--rows K=9" "--rows K=(1" "--steps abc" "--steps 0" "--steps"; do
   # shellcheck disable=SC2086
   if PPLAB_BENCH_FAKE_GPU=1 bash "$bench" $bad > "$tmp/bad.txt" 2>&1; then fail "accepted $bad"; fi
   [ "$(wc -l < "$tmp/bad.txt")" -ge 1 ] && grep -q "^gpu_bench: --\(rows\|steps\)" "$tmp/bad.txt" ||

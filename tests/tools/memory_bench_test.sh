@@ -17,5 +17,5 @@ grep -qx 'Ranks within 10 %: 8 of 8; within 1 %: [0-8]\.' <<< "$out" || fail "ev
 
 # shellcheck source=tests/tools/bench_refusals.sh
 source "$src/tests/tools/bench_refusals.sh"
-refusals "$src/tools/bench/memory_bench.sh" "$pplab" "--configs 2:4:maybe" "--device tpu" "--ranks 0" "--frobnicate"
+refusals "$src/tools/bench/memory_bench.sh" "$pplab" "--configs 2:4:maybe" "--device tpu" "--ranks 0" "--frobnicate" "--model"
 echo "memory_bench_test: ok"

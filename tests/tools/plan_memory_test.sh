@@ -42,5 +42,5 @@ grep -qE '^\| gpipe \| .*\(simulate failed, exit 3: pplab: injected failure\)' <
 
 # shellcheck source=tests/tools/bench_refusals.sh
 source "$src/tests/tools/bench_refusals.sh"
-refusals "$src/tools/bench/plan_memory.sh" "$pplab" "--shape 8" "--device tpu" "--precision fp16" "--microbatches x" "--profile-mb 0" "--frobnicate"
+refusals "$src/tools/bench/plan_memory.sh" "$pplab" "--shape 8" "--device tpu" "--precision fp16" "--microbatches x" "--profile-mb 0" "--frobnicate" "--model"
 echo "plan_memory_test: ok"

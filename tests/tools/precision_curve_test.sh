@@ -69,4 +69,5 @@ bad --steps 0
 bad --threads x
 bad --data "$tmp/missing.txt"
 bad --frobnicate
+bad --steps
 echo "precision_curve: all checks passed"

@@ -22,6 +22,7 @@ pplab=build/pplab model=small ranks=2 seq_len=128 device=cpu
 configs=2:8:none,4:4:all,4:4:none
 plans=gpipe,1f1b,interleaved-1f1b,zb-h1,zb-v,dualpipev
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || case $1 in -h|--help) ;; *) echo "memory_bench: $1 needs a value" >&2; exit 2 ;; esac
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;

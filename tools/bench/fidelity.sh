@@ -50,7 +50,7 @@ pplab="" runs="" device=cpu model="" shapes="" configs="" plans="" steps=12 out=
 run_timeout=300 deadline=0 tp=1 sequence_parallel=0
 positional=()
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || case $1 in -h|--help|--dry-run|--sequence-parallel|[!-]*) ;; *) echo "fidelity: $1 needs a value" >&2; exit 2 ;; esac
+  [ $# -ge 2 ] || case $1 in --pplab|--runs|--device|--model|--shapes|--configs|--plans|--steps|--tp|--out|--run-timeout|--deadline) echo "fidelity: $1 needs a value" >&2; exit 2 ;; esac
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;

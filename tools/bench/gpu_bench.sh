@@ -68,7 +68,7 @@ traces=""
 run_timeout=240
 deadline=0
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || case $1 in -h|--help|--dry-run|--list-rows) ;; *) echo "gpu_bench: $1 needs a value" >&2; exit 2 ;; esac
+  [ $# -ge 2 ] || case $1 in --pplab|--steps|--rows|--pplab-args|--traces|--run-timeout|--deadline) echo "gpu_bench: $1 needs a value" >&2; exit 2 ;; esac
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;

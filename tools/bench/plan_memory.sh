@@ -29,7 +29,7 @@ cd "$(dirname "$0")/../.."
 pplab=build/pplab device=cpu model=small shape=16x128 profile_mb=2 precision=fp32 attention=auto
 microbatches=8 out= run_timeout=300 dry_run=0
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || case $1 in -h|--help|--dry-run) ;; *) echo "plan_memory: $1 needs a value" >&2; exit 2 ;; esac
+  [ $# -ge 2 ] || case $1 in --pplab|--device|--model|--shape|--profile-mb|--precision|--attention|--microbatches|--out|--run-timeout) echo "plan_memory: $1 needs a value" >&2; exit 2 ;; esac
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;

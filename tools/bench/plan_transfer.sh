@@ -34,7 +34,7 @@ steps=12 run_timeout=600 out="" dry_run=0
 die() { echo "plan_transfer: $*" >&2; exit 2; }
 whole() { case $2 in ''|*[!0-9]*|0*) die "$1 '$2' is not a positive whole number" ;; esac; }
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || case $1 in -h|--help|--dry-run) ;; *) die "$1 needs a value" ;; esac
+  [ $# -ge 2 ] || case $1 in --pplab|--device|--model|--shape|-k|--tp|--schedule|--ms|--fit|--single|--steps|--run-timeout|--out) die "$1 needs a value" ;; esac
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;

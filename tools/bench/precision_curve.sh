@@ -31,7 +31,7 @@ threads=1
 keep=""
 floor=1
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || case $1 in -h|--help|--no-floor) ;; *) echo "precision_curve: $1 needs a value" >&2; exit 2 ;; esac
+  [ $# -ge 2 ] || case $1 in --pplab|--steps|--device|--data|--threads|--keep) echo "precision_curve: $1 needs a value" >&2; exit 2 ;; esac
   case $1 in
     --pplab) pplab=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;

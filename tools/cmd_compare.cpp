@@ -27,6 +27,14 @@ int RunCompare(const CompareOptions& o) {
   CheckAutoLimitsAmong(o.plan, names);
   nlohmann::json rows = nlohmann::json::array();
   const CostFileShape cost_shape = CostFileShapeOf(o.plan);
+  // Schedules named in --schedules that give no row: the rows of the others
+  // are printed and the exit is 1, so a script sees the row it asked for is
+  // missing. With no --schedules, a family's rules passing over it is normal.
+  std::vector<std::string> named_skipped;
+  const auto skip = [&](const std::string& name, const std::string& why) {
+    std::fprintf(stderr, "skipped: %s\n", why.c_str());
+    if (!o.schedules.empty()) named_skipped.push_back(name);
+  };
   for (const std::string& name : names) {
     // One --virtual serves the schedules that take it; the others keep theirs.
     PlanOptions plan = o.plan;
@@ -36,12 +44,12 @@ int RunCompare(const CompareOptions& o) {
       schedule = BuildSchedule(plan, name, &cost_shape);
     } catch (const Error& e) {
       if (o.schedules.size() == 1) throw;
-      std::fprintf(stderr, "skipped: %s\n", e.what());  // a rule of the family rules this plan out
+      skip(name, e.what());  // a rule of the family rules this plan out
       continue;
     }
     if (const std::string misfit = CostFileMisfit(plan, cost_shape, schedule);
         !misfit.empty() && o.schedules.size() != 1) {
-      std::fprintf(stderr, "skipped: %s\n", misfit.c_str());
+      skip(name, misfit);
       continue;
     }
     const CostModel costs = BuildCostModel(plan, schedule);
@@ -52,7 +60,7 @@ int RunCompare(const CompareOptions& o) {
       // The file's fit to this schedule (a link of a rank it lacks, graph
       // slots with a split B): one schedule's, as the misfits above.
       if (o.schedules.size() == 1) throw;
-      std::fprintf(stderr, "skipped: %s: %s\n", name.c_str(), e.what());
+      skip(name, name + ": " + e.what());
       continue;
     }
     nlohmann::json j = SimulationJson(schedule, costs, result);
@@ -62,15 +70,23 @@ int RunCompare(const CompareOptions& o) {
     rows.push_back(std::move(j));
   }
   if (rows.empty()) throw Error("compare: no schedule accepts these options (see the lines above)");
+  const auto done = [&] {
+    if (named_skipped.empty()) return 0;
+    std::string list;
+    for (const std::string& name : named_skipped) list += (list.empty() ? "" : ", ") + name;
+    std::fprintf(stderr, "compare: %zu of the %zu schedules named in --schedules skipped (lines above): %s\n",
+                 named_skipped.size(), names.size(), list.c_str());
+    return 1;
+  };
   if (o.json) {
     std::printf("%s\n", rows.dump(2).c_str());
-    return 0;
+    return done();
   }
   if (o.csv) {
     std::string csv = SimulationCsvHeader();
     for (const auto& j : rows) csv += SimulationCsvRow(j);
     std::fwrite(csv.data(), 1, csv.size(), stdout);
-    return 0;
+    return done();
   }
   // Byte columns only where some cost gives bytes: all zeros would read as a
   // measurement.
@@ -129,7 +145,8 @@ int RunCompare(const CompareOptions& o) {
     std::printf("recomputed stages: %s (their B and I run the forward again; their F keeps only its inputs)\n",
                 o.plan.recompute.c_str());
   }
-  return 0;
+  std::fflush(stdout);
+  return done();
 }
 
 }  // namespace

@@ -44,7 +44,12 @@ int RunSweep(const SweepOptions& o) {
   std::string csv = SimulationCsvHeader();
   int rows = 0, skipped = 0;
   const CostFileShape cost_shape = CostFileShapeOf(o.plan);
+  // A schedule named in --schedules that no cell of the grid accepts: the
+  // rows of the others are written and the exit is 1. Cells skipped here and
+  // there are the grid's nature (M % K for interleaved) and exit 0.
+  std::string named_without_rows;
   for (const std::string& name : names) {
+    const int rows_before = rows;
     const GeneratorInfo& info = FindGenerator(name);
     for (int K : o.ranks) {
       for (int M : o.microbatches) {
@@ -82,6 +87,9 @@ int RunSweep(const SweepOptions& o) {
         }
       }
     }
+    if (!o.schedules.empty() && rows == rows_before) {
+      named_without_rows += (named_without_rows.empty() ? "" : ", ") + name;
+    }
   }
   if (rows == 0) throw Error("sweep: no schedule accepts any cell of the grid (see the lines above)");
   if (o.out_path.empty() || o.out_path == "-") {
@@ -92,6 +100,11 @@ int RunSweep(const SweepOptions& o) {
   std::fprintf(stderr,
                "sweep: %d plans simulated, %d skipped by schedule rules or the --cost file's stages or devices\n", rows,
                skipped);
+  if (!named_without_rows.empty()) {
+    std::fprintf(stderr, "sweep: no cell of the grid accepts %s, named in --schedules (lines above)\n",
+                 named_without_rows.c_str());
+    return 1;
+  }
   return 0;
 }
 

@@ -135,10 +135,25 @@ TEST_CASE("cli: an exported plan validates and simulates like the generator", "[
 }
 
 TEST_CASE("cli: compare skips the schedules whose rules the options break", "[cli]") {
-  const PplabRun r = Pplab("compare -k 4 -m 6 --csv");
-  REQUIRE(r.code == 0);
+  PplabRun r = Pplab("compare -k 4 -m 6 --csv");
+  REQUIRE(r.code == 0);  // all schedules, by default: a family's rule passing over one is no failure
   CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b: Megatron's rule"));
   CHECK_THAT(r.out, Catch::Contains("\nzb-v,"));
+  // Named in --schedules, a skipped one makes the exit 1, after the others' rows.
+  r = Pplab("compare -k 4 -m 6 --schedules 1f1b,interleaved-1f1b --json");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("\"schedule\": \"1f1b\""));
+  CHECK_THAT(r.out, Catch::Contains("compare: 1 of the 2 schedules named in --schedules skipped (lines above): "
+                                    "interleaved-1f1b\n"));
+  // sweep: a named schedule with some rows in the grid exits 0; with none, 1.
+  r = Pplab("sweep -k 4 -m 6,8 -v 2 --schedules 1f1b,interleaved-1f1b");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\ninterleaved-1f1b,4,2,8,8,"));
+  r = Pplab("sweep -k 4 -m 6 -v 2 --schedules 1f1b,interleaved-1f1b");
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("\n1f1b,4,1,4,6,") &&
+                        Catch::Contains("sweep: no cell of the grid accepts interleaved-1f1b, named in --schedules"));
 }
 
 TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do not cost", "[cli]") {
@@ -169,7 +184,9 @@ TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do n
   r = Pplab("sweep -k 1,2 -m 4 -v 1,2 --schedules 1f1b,interleaved-1f1b --cost " + devices + " -o " +
             TempPath("compare-misfit-devices.csv"));
   INFO(r.out);
-  REQUIRE(r.code == 0);
+  // interleaved-1f1b, named, has no row: exit 1, saying so.
+  REQUIRE(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("sweep: no cell of the grid accepts interleaved-1f1b, named in --schedules"));
   CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b: --cost " + devices +
                                     " puts 2 ranks on devices, this schedule has 1"));
   CHECK_THAT(r.out, Catch::Contains("sweep: 1 plans simulated, 5 skipped"));
@@ -181,7 +198,9 @@ TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do n
                             "default": {"forward_ms": 1, "backward_ms": 2, "graph_slot_bytes": 1000}})");
   r = Pplab("compare -k 2 -m 4 --schedules 1f1b,zb-h1,gpipe --csv --cost " + graphs);
   INFO(r.out);
-  REQUIRE(r.code == 0);
+  // The rows of the others, and exit 1: a named schedule has none.
+  REQUIRE(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("compare: 1 of the 3 schedules named in --schedules skipped (lines above): zb-h1"));
   CHECK_THAT(r.out, Catch::Contains("skipped: zb-h1: ") && Catch::Contains("splits B into I and W"));
   CHECK_THAT(r.out, Catch::Contains("\n1f1b,2,1,2,4,15.000000,") && Catch::Contains("\ngpipe,2,1,2,4,15.000000,"));
   CHECK(Pplab("compare -k 2 -m 4 --schedules zb-h1 --cost " + graphs).code == 2);  // named alone: the error
@@ -192,7 +211,7 @@ TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do n
   r = Pplab("sweep -k 2,4 -m 8 -v 2 --schedules 1f1b,interleaved-1f1b --cost " + link + " -o " +
             TempPath("compare-misfit-link.csv"));
   INFO(r.out);
-  REQUIRE(r.code == 0);
+  REQUIRE(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("skipped: interleaved-1f1b K=2 M=8: ") && Catch::Contains("rank 2 to rank 3"));
   CHECK_THAT(r.out, Catch::Contains("sweep: 1 plans simulated, 3 skipped"));
 }

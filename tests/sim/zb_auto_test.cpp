@@ -220,6 +220,54 @@ TEST_CASE("dropping list schedules that cannot win (prune) finds the same order 
   }
 }
 
+TEST_CASE("the search's tightening bound and its order of in-flight limits find the same order as no pruning",
+          "[zb-auto]") {
+  // Unequal stages (a heavy first and last, W from none to most of B), a
+  // link latency, memory limits from tight to loose: the bound tightens as
+  // orders are costed during the search, limits are searched by their
+  // round-trip bound, and whole limits are passed over; none of that may
+  // change the order chosen, nor the error where none fits.
+  size_t chosen = 0;
+  for (const int K : {3, 6, 8}) {
+    for (const int M : {5, 16, 24}) {
+      for (const TimeNs latency : {0, 350}) {
+        CostModel costs = Costs(K, 1000, 2000, 600, latency);
+        for (RankId s = 0; s < K; ++s) {
+          StageCost c = costs.Stage(s);
+          c.forward = 800 + 130 * s + (s == K - 1 ? 1500 : 0);
+          c.backward = 1700 + 400 * (s % 3) + (s == 0 ? 900 : 0);
+          c.backward_weight = std::min<TimeNs>(200 * (s % 4), *c.backward);
+          c.activation_bytes = 100 + 10 * s;
+          c.weight_grad_bytes = 40;
+          costs.SetStage(s, c);
+        }
+        for (const Bytes limit : {Bytes{0}, Bytes{350}, Bytes{700}, Bytes{2000}}) {
+          AutoOptions pruned, full;
+          if (limit > 0) pruned.activation_limit = full.activation_limit = {limit};
+          full.prune = false;
+          INFO("K " << K << " M " << M << " latency " << latency << " limit " << limit);
+          std::string pruned_error, full_error;
+          Schedule a, b;
+          try {
+            a = GenerateAuto({K, M, 0}, costs, pruned);
+          } catch (const Error& e) {
+            pruned_error = e.what();
+          }
+          try {
+            b = GenerateAuto({K, M, 0}, costs, full);
+          } catch (const Error& e) {
+            full_error = e.what();
+          }
+          CHECK(pruned_error == full_error);
+          CHECK(a.programs == b.programs);
+          chosen += pruned_error.empty();
+        }
+      }
+    }
+  }
+  CHECK(chosen > 3 * 3 * 2 * 2);  // most settings fit an order
+}
+
 TEST_CASE("zb-auto's policies make the same orders when those that repeat an earlier path are skipped", "[zb-auto]") {
   // Stages of unequal F, B and W (W from none to most of B), with and
   // without latency, so that W backlogs and gap rules both choose.

@@ -77,6 +77,35 @@ const CLI::Validator kDecimal(
     },
     "");
 
+// An input file named by the empty string: `--plan ''` (say, from an unset
+// shell variable) was taken as no --plan at all, and the command ran
+// another schedule with exit 0.
+const CLI::Validator kNonEmptyFile(
+    [](std::string& value) -> std::string {
+      return value.empty() ? "an empty file name (leave the flag out for none)" : "";
+    },
+    "");
+
+// The flags that name a file or folder to read, where the empty string
+// would otherwise read as the flag left out. (Output flags are not among
+// them: `train --out ''` means no outputs.) show's --trace is its input;
+// train's is an output.
+bool NamesAnInput(const CLI::App& sub, const CLI::Option& opt) {
+  static const char* const kInputs[] = {"--plan",      "--cost",       "--devices-from", "--sim-cost",
+                                        "--init-from", "--checkpoint", "--tokenizer",    "--data"};
+  for (const char* name : kInputs) {
+    if (opt.check_name(name)) return true;
+  }
+  return sub.get_name() == "show" && opt.check_name("--trace");
+}
+
+void RefuseEmptyInputs(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (NamesAnInput(app, *opt)) opt->check(kNonEmptyFile);
+  }
+  for (CLI::App* sub : app.get_subcommands({})) RefuseEmptyInputs(*sub);
+}
+
 }  // namespace
 
 void RefuseBadNumbers(CLI::App& app) {
@@ -109,6 +138,7 @@ int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
     StoredProgramName() = argv[0];
   }
   RefuseBadNumbers(app);
+  RefuseEmptyInputs(app);
   // A flag CLI11 refuses gets the one line every other error gets, not
   // CLI11's two (the error, then "Run with --help for more information.").
   // It keeps CLI11's exit code (105 for a value out of range, say).

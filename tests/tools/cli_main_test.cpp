@@ -149,6 +149,26 @@ TEST_CASE("cli: sweep checks its output path before simulating", "[cli]") {
                            "such file or directory\n"));
 }
 
+TEST_CASE("cli: an input file flag given the empty string is refused, not read as left out", "[cli]") {
+  // `--plan ''` (an unset shell variable) ran the default 1f1b with exit 0.
+  for (const std::string& args :
+       {"simulate --plan ''", "simulate -s 1f1b --cost ''", "show --trace ''", "export --plan '' -o x.json",
+        "simulate -s zb-auto --devices-from ''", "compare --cost ''",
+        "plan --model tiny -k 2 --global-batch 8 --memory-per-rank 1GiB --cost ''",
+        "train --model tiny --plan '' --out ''", "train --model tiny --sim-cost '' --out ''",
+        "train --model tiny --init-from '' --out ''", "train --model tiny --tokenizer '' --out ''",
+        "generate --checkpoint '' --prompt a"}) {
+    INFO(args);
+    const PplabRun r = Pplab(args);
+    CHECK(r.code == 105);
+    const std::string flag =
+        args.substr(args.rfind("--", args.find("''")), args.find(" ''") - args.rfind("--", args.find("''")));
+    CHECK(r.out == "pplab: error: " + flag + ": an empty file name (leave the flag out for none)\n");
+  }
+  // An output flag keeps its meaning: simulate --trace '' writes no trace.
+  CHECK(Pplab("simulate --trace '' -k 2 -m 2").code == 0);
+}
+
 TEST_CASE("cli: a FIFO or a device as a schedule file is one line", "[cli]") {
   const std::string fifo = TempPath("cli.fifo");
   std::remove(fifo.c_str());

@@ -18,6 +18,7 @@
 
 #include "models/pretrained.h"
 #include "models/tensor_parallel.h"
+#include "runtime/data/text_prepare.h"
 #include "runtime/exec/graphed_stage.h"
 #include "runtime/train/checkpoint.h"
 #include "schedules/error.h"
@@ -229,9 +230,44 @@ std::string OutCheckpoints(const TrainOptions& o) {
 
 }  // namespace
 
+// A folder of another kind where --checkpoint-dir or --out is meant: one
+// checkpoint (a step folder), a run's --out, or a folder of checkpoints.
+// A resume aimed at one of them found no `latest`, started at step 1 and
+// wrote its checkpoints (or metrics) in among the other run's files.
+void RefuseOtherKindsOfFolder(const TrainOptions& o) {
+  std::error_code ec;
+  if (!o.checkpoint_dir.empty()) {
+    const fs::path dir = o.checkpoint_dir;
+    if (fs::exists(dir / "manifest.json", ec)) {
+      throw Error("--checkpoint-dir " + o.checkpoint_dir +
+                  " is one checkpoint (it holds manifest.json), not a folder of checkpoints: give the folder it "
+                  "is in");
+    }
+    // (--out and --checkpoint-dir may be one folder: its metrics are this run's.)
+    const bool own_out = !o.out_dir.empty() && ResolvedPath(o.out_dir) == ResolvedPath(o.checkpoint_dir);
+    for (const char* run_file : {"metrics.jsonl", "checkpoints"}) {
+      const fs::path at = dir / run_file;
+      if (!own_out && fs::exists(at, ec)) {
+        throw Error("--checkpoint-dir " + o.checkpoint_dir + " holds a run's outputs (" + at.string() +
+                    "), not its checkpoints" +
+                    (HoldsCheckpoints((dir / "checkpoints").string())
+                         ? ": give " + (dir / "checkpoints").string() + ", or --out " + o.checkpoint_dir
+                         : ": give another folder"));
+      }
+    }
+  }
+  if (!o.out_dir.empty() && HoldsCheckpoints(o.out_dir) && !o.checkpoint_dir.empty() &&
+      ResolvedPath(o.out_dir) != ResolvedPath(o.checkpoint_dir)) {
+    throw Error("--out " + o.out_dir + " is a folder of checkpoints (it holds " +
+                (fs::exists(fs::path(o.out_dir) / "latest", ec) ? "latest" : "step folders") +
+                "), not a run's folder: give the run's folder (the one that holds it)");
+  }
+}
+
 bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
   if (o.resume && o.overwrite)
     throw Error("--resume continues the run in the outputs, --overwrite replaces it: pick one");
+  RefuseOtherKindsOfFolder(o);
   if (o.checkpoint_dir.empty() && (o.resume || o.checkpoint_every > 0)) {
     throw Error(std::string(o.resume ? "--resume continues from" : "--checkpoint-every writes into") +
                 " --checkpoint-dir, and this run has none (--out '' and no --checkpoint-dir): give one");
@@ -380,6 +416,20 @@ MadeFolders CheckOutputs(const TrainOptions& o) {
       if ((folder && ResolvedPath(path) == ResolvedPath(data)) || !EntryWithin(data, path).empty()) {
         throw Error("--data " + data + " holds " + flag + " " + path +
                     ": the run's files would be read as text; put them elsewhere");
+      }
+    }
+  }
+  // Nor may an output file be one of the cache's own (runtime/data/
+  // text_prepare.cc names them tokens-... and tokenizer-...): --metrics on
+  // the token cache cut it while the run read it, --trace on a cached
+  // tokenizer replaced it with the trace.
+  if (!o.synthetic) {
+    const std::string cache = o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir;
+    for (const FlagPath& out : outputs) {
+      const std::string entry = out.path.empty() ? "" : EntryWithin(cache, out.path);
+      if (entry.rfind("tokens-", 0) == 0 || entry.rfind("tokenizer-", 0) == 0) {
+        throw Error(out.flag + " " + out.path + " is a file of the token cache (" + cache +
+                    "), which this run reads and writes: put it elsewhere");
       }
     }
   }

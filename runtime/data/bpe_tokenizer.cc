@@ -240,6 +240,18 @@ ByteLevelBpe ByteLevelBpe::FromParsed(const nlohmann::json& j, const std::string
       if (Flag(a, "single_word", false, where + at)) {
         throw Error(where + at + ".single_word is set; pplab does not match added tokens as single words");
       }
+      // An added token may repeat a token of model.vocab (GPT-2's
+      // <|endoftext|> is in both), not take another's id: the other token
+      // would encode to it (a PAD that took "e"'s id hid every e).
+      if (a["id"].is_number_unsigned() || a["id"].get<int64_t>() >= 0) {
+        const size_t n = a["id"].get<uint64_t>();
+        if (n < t.text_of_id_.size() && ((n < in_vocab.size() && in_vocab[n]) || t.is_added_[n]) &&
+            t.text_of_id_[n] != content) {
+          throw Error(where + at + " has the id " + std::to_string(n) + ", which " +
+                      (n < in_vocab.size() && in_vocab[n] ? "model.vocab" : "another added token") + " gives \"" +
+                      t.text_of_id_[n] + "\"");
+        }
+      }
       set_text(a["id"], content, at);
       const int32_t id = a["id"].get<int32_t>();
       t.is_added_[id] = true;

@@ -323,6 +323,13 @@ std::string TrainError(int vocab_size, const std::string& raw) {
     // the corpus gives 256 fewer.
     int most = std::stoi(m[1].str());
     if (vocab_size >= kByteFallbackVocab && most < kByteFallbackVocab) most -= 256;
+    // --vocab-size takes 8 at the least (tools/train_flags.cc): below it
+    // only more text helps.
+    constexpr int kLeastVocab = 8;
+    if (most < kLeastVocab) {
+      return flag + "BPE finds at most " + std::to_string(most) + " pieces in this corpus, fewer than the " +
+             std::to_string(kLeastVocab) + " --vocab-size takes at the least; give more text";
+    }
     return flag + "BPE finds at most " + std::to_string(most) + " pieces in this corpus; give --vocab-size " +
            std::to_string(most) + " or less, or more text";
   }

@@ -12,6 +12,7 @@
 #include "runtime/exec/host_watch.h"
 #include "runtime/exec/step_clock.h"
 #include "runtime/train/adamw.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/train/flat_params.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/model_copies.h"
@@ -423,9 +424,11 @@ TrainSummary Train(const Schedule& schedule, RankId rank, Transport& transport, 
                   (loss_bad ? "the loss is " + text(f.loss)
                             : "the gradients' norm is " + text(f.norm) + " (the loss " + text(f.loss) + ")") +
                   "; stopping before the update" +
-                  (options.checkpoint_dir.empty()
-                       ? std::string()
-                       : " (the last checkpoint in " + options.checkpoint_dir + " is intact)"));
+                  (options.checkpoint_dir.empty() ? std::string()
+                   // Before the first checkpoint there is none to speak of.
+                   : HoldsCheckpoints(options.checkpoint_dir)
+                       ? " (the last checkpoint in " + options.checkpoint_dir + " is intact)"
+                       : " (no checkpoint was written yet)"));
     }
     if (options.clip_norm > 0 && f.norm > options.clip_norm) {
       timed("clip", [&] {

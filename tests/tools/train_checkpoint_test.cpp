@@ -157,6 +157,13 @@ TEST_CASE("a NaN loss stops every rank before the update and keeps the last chec
                                     dir + " is intact)"));
   CHECK(ReadTextFile(dir + "/latest") == "step-000002\n");
   CHECK(Train("-k 2 -m 2 --steps 3 --resume --checkpoint-dir " + dir).code == 0);  // and it resumes
+  // Before the first checkpoint, none is claimed.
+  REQUIRE(std::system(("rm -rf " + dir).c_str()) == 0);
+  const PplabRun first = Train("-k 2 -m 2 --steps 4 --checkpoint-every 2 --nan-at 1 --checkpoint-dir " + dir);
+  INFO(first.out);
+  CHECK(first.code != 0);
+  CHECK_THAT(first.out, Catch::Contains("step 1: the loss is nan; stopping before the update (no checkpoint was "
+                                        "written yet)"));
   // NaN gradients under a finite loss stop the same way, with or without
   // clipping (a NaN norm is never over --clip-norm: the step was applied and
   // checkpointed, and the run then stopped, naming that checkpoint intact).

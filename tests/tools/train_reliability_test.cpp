@@ -709,6 +709,58 @@ TEST_CASE("an --overwrite with a --checkpoint-dir of its own removes --out's own
                                          "): pass --resume to continue it, --checkpoint-dir NEW for another folder"));
 }
 
+TEST_CASE("a run's folder, one checkpoint or a folder of checkpoints where another kind is meant is refused",
+          "[train][reliability]") {
+  // A --resume aimed at any of them found no `latest`, trained from step 1
+  // with exit 0 and wrote among the other run's files.
+  const std::string run = Tmp("wrong_kind");
+  REQUIRE(Train("-k 2 -m 2 --steps 2 --checkpoint-every 2 --out " + run).code == 0);
+  const std::string ck = run + "/checkpoints";
+  REQUIRE(fs::exists(ck + "/step-000002/manifest.json"));
+  const std::string other = Tmp("wrong_kind_new");
+  PplabRun r = Train("-k 2 -m 2 --steps 3 --resume --out " + other + " --checkpoint-dir " + run);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--checkpoint-dir " + run + " holds a run's outputs (" + run +
+                                    "/metrics.jsonl), not its checkpoints: give " + ck + ", or --out " + run));
+  r = Train("-k 2 -m 2 --steps 3 --resume --out " + other + " --checkpoint-dir " + ck + "/step-000002");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--checkpoint-dir " + ck +
+                                    "/step-000002 is one checkpoint (it holds manifest.json), not a folder of "
+                                    "checkpoints: give the folder it is in"));
+  r = Train("-k 2 -m 2 --steps 3 --resume --out " + ck);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--out " + ck +
+                                    " is a folder of checkpoints (it holds latest), not a run's "
+                                    "folder"));
+  // Nothing was written: the run and its checkpoints are as they were.
+  CHECK(ListDirectory(ck) == std::vector<std::string>{"latest", "step-000002"});
+  CHECK(ListDirectory(ck + "/step-000002").size() == 3);  // manifest.json and two shards
+  CHECK_FALSE(fs::exists(other));
+  // --out and --checkpoint-dir one folder is this run's own layout.
+  const std::string same = Tmp("wrong_kind_same");
+  REQUIRE(Train("-k 2 -m 2 --steps 2 --checkpoint-every 2 --out " + same + " --checkpoint-dir " + same).code == 0);
+  CHECK(Train("-k 2 -m 2 --steps 3 --resume --out " + same + " --checkpoint-dir " + same).code == 0);
+}
+
+TEST_CASE("an output file that is one of the token cache's files is refused", "[train][reliability]") {
+  const std::string cache = Tmp("cache_outputs");
+  fs::create_directories(cache);
+  for (const std::string& flag : {"--metrics", "--trace", "--sim-trace"}) {
+    for (const std::string& name :
+         {"tokens-0123456789abcdef-0123456789abcdef.bin", "tokenizer-0123456789abcdef-256.model"}) {
+      const PplabRun r =
+          Pplab("train --model tiny -q --steps 1 --seq-len 16 --batch-size 2 -m 1 --out '' --cache-dir " + cache + " " +
+                flag + " " + cache + "/" + name);
+      INFO(r.out);
+      CHECK(r.code == 2);
+      CHECK(r.out == "pplab: error: " + flag + " " + cache + "/" + name + " is a file of the token cache (" + cache +
+                         "), which this run reads and writes: put it elsewhere\n");
+    }
+  }
+  CHECK(ListDirectory(cache).empty());
+}
+
 TEST_CASE("a step folder whose name is not its manifest's step is refused on --resume", "[train][reliability]") {
   const std::string out = Tmp("swapped_steps");
   const std::string run = "-k 2 -m 2 --checkpoint-every 1 --out " + out;

@@ -218,6 +218,24 @@ TEST_CASE("a tokenizer.json pplab would read differently is refused, naming the 
   j["model"]["vocab"]["zz"] = j["model"]["vocab"][Spell("a")];  // two tokens, one id: decoding would guess
   CHECK_THAT(ErrorOf(j), Catch::Contains("tok.json: model.vocab[\"zz\"] has the id " +
                                          j["model"]["vocab"][Spell("a")].dump() + ", which another token of"));
+  // An added token that takes an ordinary token's id hid that token (every
+  // "e" became the PAD); one that repeats its own entry of model.vocab, as
+  // GPT-2's <|endoftext|> does, is fine.
+  const int e = j["model"]["vocab"][Spell("e")].get<int>();
+  j = good;
+  j["added_tokens"] = {{{"id", e}, {"content", "<pad>"}}};
+  CHECK(ErrorOf(j) == "tok.json: added_tokens[\"<pad>\"] has the id " + std::to_string(e) +
+                          ", which model.vocab gives \"" + Spell("e") + "\"");
+  j = good;
+  j["model"]["vocab"]["<eot>"] = 900;
+  j["added_tokens"] = {{{"id", 900}, {"content", "<eot>"}}};
+  CHECK(ErrorOf(j).empty());
+  j["added_tokens"].push_back({{"id", 900}, {"content", "<eos>"}});
+  CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<eos>\"] has the id 900, which model.vocab gives"));
+  j = good;
+  j["added_tokens"] = {{{"id", 901}, {"content", "<a>"}}, {{"id", 901}, {"content", "<b>"}}};
+  CHECK_THAT(ErrorOf(j), Catch::Contains("added_tokens[\"<b>\"] has the id 901, which another added token gives "
+                                         "\"<a>\""));
 }
 
 TEST_CASE("a Tokenizer loads a tokenizer.json by its content and finds BOS, EOS and PAD by name", "[data][bpe]") {

@@ -251,6 +251,11 @@ TEST_CASE("SentencePiece's training errors name --vocab-size and the size that w
   CHECK(most < 1024);
   CHECK_NOTHROW(TrainTokenizer(docs, most, path));
   CHECK(Tokenizer::Load(path).VocabSize() == most);
+  // A corpus of one letter: its most is below the 8 --vocab-size takes, so
+  // only more text is named (it said "give --vocab-size 7 or less").
+  CHECK_THROWS_WITH(TrainTokenizer({"a"}, 8, path),
+                    Catch::Matches("--vocab-size 8: BPE finds at most [0-7] pieces in this corpus, fewer than the 8 "
+                                   "--vocab-size takes at the least; give more text"));
 }
 
 TEST_CASE("a tokenizer without a PAD piece, as Llama 2's, pads with its UNK piece", "[data]") {

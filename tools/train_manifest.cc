@@ -119,6 +119,20 @@ int CheckResumePoint(const TrainOptions& o, const std::string& latest, const nlo
   // The notes say how the continued run differs from the checkpoint's:
   // shown under -q too, which silences progress, not changes.
   if (step == o.steps) return step;
+  // Later checkpoints kept beside the one `latest` names (rolled back by
+  // hand, to redo steps) that this run publishes its own over: they were
+  // replaced unsaid. Said here, before any is.
+  std::string replaced;
+  for (const auto& [n, path] : CheckpointsAbove(o.checkpoint_dir, step)) {
+    if (n > o.steps || (n != o.steps && (o.checkpoint_every <= 0 || n % o.checkpoint_every != 0))) continue;
+    replaced += (replaced.empty() ? "" : ", ") + path;
+  }
+  if (!replaced.empty()) {
+    std::fprintf(stderr,
+                 "pplab: note: resuming from %s, this run replaces the later checkpoint(s) %s as it reaches their "
+                 "steps (move them aside to keep them)\n",
+                 std::filesystem::path(latest).filename().string().c_str(), replaced.c_str());
+  }
   for (const std::string& note :
        {PrecisionChangeNote(o, found), LrChangeNote(o, found, step), ClipChangeNote(o, found, step)}) {
     if (!note.empty()) std::fprintf(stderr, "pplab: note: %s\n", note.c_str());

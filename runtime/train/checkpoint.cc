@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -131,17 +132,34 @@ void PruneCheckpoints(std::vector<std::string>& published, size_t keep) {
   }
 }
 
-std::vector<std::string> CheckpointsBelow(const std::string& dir, int step) {
+namespace {
+
+// DIR's step-NNNNNN folders whose step `keep` takes, by step.
+std::vector<std::pair<long, std::string>> StepFolders(const std::string& dir, const std::function<bool(long)>& keep) {
   std::vector<std::pair<long, std::string>> found;
   std::error_code ec;
   for (const std::string& name : ListDirectory(dir)) {
     if (!IsStepName(name) || name.size() > 14 || !fs::is_directory(fs::path(dir) / name, ec)) continue;
     const long n = std::stol(name.substr(5));
-    if (n < step) found.emplace_back(n, (fs::path(dir) / name).string());
+    if (keep(n)) found.emplace_back(n, (fs::path(dir) / name).string());
   }
   std::sort(found.begin(), found.end());
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> CheckpointsBelow(const std::string& dir, int step) {
   std::vector<std::string> out;
-  for (auto& [n, path] : found) out.push_back(std::move(path));
+  for (auto& [n, path] : StepFolders(dir, [step](long n) { return n < step; })) out.push_back(std::move(path));
+  return out;
+}
+
+std::vector<std::pair<int, std::string>> CheckpointsAbove(const std::string& dir, int step) {
+  std::vector<std::pair<int, std::string>> out;
+  for (auto& [n, path] : StepFolders(dir, [step](long n) { return n > step; })) {
+    out.emplace_back(static_cast<int>(n), std::move(path));
+  }
   return out;
 }
 

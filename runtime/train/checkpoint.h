@@ -19,6 +19,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/train/adamw.h"
@@ -73,6 +74,11 @@ void PruneCheckpoints(std::vector<std::string>& published, size_t keep);
 // first: those an interrupted run left when a resumed run continues after
 // them, for it to prune.
 std::vector<std::string> CheckpointsBelow(const std::string& dir, int step);
+
+// The checkpoints of DIR above step `step`, by step, with their steps:
+// those past the one `latest` names (rolled back by hand), which a resumed
+// run must not write over.
+std::vector<std::pair<int, std::string>> CheckpointsAbove(const std::string& dir, int step);
 
 // The path of DIR's latest checkpoint, or "" if DIR has no `latest`.
 // Throws pplab::Error (one printable line) when `latest` is not a

@@ -138,6 +138,12 @@ TEST_CASE("a dualpipe checkpoint holds one copy of the model and resumes into an
   const PplabRun resumed = Train("-s 1f1b -k 2 -m 4 --clip-norm 1 --resume" + common);
   INFO(resumed.out);
   REQUIRE(resumed.code == 0);
+  // step-000004 of the first run, past `latest`, is written over: said first.
+  CHECK_THAT(resumed.out, Catch::Contains("pplab: note: resuming from step-000002, this run replaces the later "
+                                          "checkpoint(s) " +
+                                          dir +
+                                          "/step-000004 as it reaches their steps (move them aside to keep "
+                                          "them)"));
   const auto want = nlohmann::json::parse(dual.out.substr(dual.out.find('{')));
   const auto got = nlohmann::json::parse(resumed.out.substr(resumed.out.find('{')));
   CHECK(got["first_step"] == 2);

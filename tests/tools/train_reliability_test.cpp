@@ -179,6 +179,7 @@ TEST_CASE("a resumed run prunes the checkpoints below it too, never a higher ste
   const PplabRun r = Train(common + "--steps 6 --resume --checkpoint-dir " + dir);
   INFO(r.out);
   REQUIRE(r.code == 0);
+  CHECK(r.out.find("replaces the later") == std::string::npos);  // steps 8 and 10 are past --steps 6
   CHECK(ReadTextFile(dir + "/latest") == "step-000006\n");
   CHECK(fs::exists(dir + "/step-000006/manifest.json"));
   CHECK(fs::exists(dir + "/step-000004/manifest.json"));

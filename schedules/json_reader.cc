@@ -23,7 +23,8 @@ constexpr size_t kMaxJsonDepth = 200;
 // its array or by its key.)
 class StrictDom {
  public:
-  StrictDom(const std::string& origin, const JsonValueFilter& filter) : origin_(origin), filter_(filter) {}
+  StrictDom(const std::string& origin, const JsonValueFilter& filter, size_t max_values)
+      : origin_(origin), filter_(filter), max_values_(max_values) {}
 
   json Take() { return std::move(root_); }
 
@@ -38,6 +39,7 @@ class StrictDom {
   bool start_object(std::size_t /*elements*/) {
     Deeper();
     open_.push_back(Put(json::object()));
+    subtree_.push_back(1);
     keys_.emplace_back();
     key_.emplace_back();
     return true;
@@ -56,6 +58,7 @@ class StrictDom {
   bool start_array(std::size_t /*elements*/) {
     Deeper();
     open_.push_back(Put(json::array()));
+    subtree_.push_back(1);
     return true;
   }
   bool end_array() { return Close(); }
@@ -78,6 +81,14 @@ class StrictDom {
   }
   // Adds `value` to the open container (or as the document) and returns it.
   json* Put(json&& value) {
+    // A JSON value takes some 16 to 60 bytes held, many times its text:
+    // a 40 MB array of zeros took 842 MB. The values held at once (those a
+    // filter drops go) are bounded, so that no file of the 1 GiB allowed
+    // exhausts memory.
+    if (++held_ > max_values_) {
+      throw Error(origin_ + ": holds more than " + std::to_string(max_values_) +
+                  " JSON values, far more than any pplab input");
+    }
     if (open_.empty()) {
       root_ = std::move(value);
       return &root_;
@@ -92,9 +103,14 @@ class StrictDom {
     return &slot;
   }
   // A completed value at depth open_.size(): kept, or dropped where it went.
-  bool Keep(json& value) {
+  // `values`: how many the value is, itself and all within it.
+  bool Keep(json& value, size_t values) {
     const int depth = static_cast<int>(open_.size());
-    if (!filter_ || filter_(depth, depth == 0 ? "" : top_key_, value)) return true;
+    if (!filter_ || filter_(depth, depth == 0 ? "" : top_key_, value)) {
+      if (!subtree_.empty()) subtree_.back() += values;
+      return true;
+    }
+    held_ -= values;
     if (open_.empty()) {
       root_ = json(json::value_t::discarded);
     } else if (open_.back()->is_array()) {
@@ -104,11 +120,13 @@ class StrictDom {
     }
     return true;
   }
-  bool Scalar(json&& value) { return Keep(*Put(std::move(value))); }
+  bool Scalar(json&& value) { return Keep(*Put(std::move(value)), 1); }
   bool Close() {
     json* done = open_.back();
+    const size_t values = subtree_.back();
     open_.pop_back();
-    return Keep(*done);
+    subtree_.pop_back();
+    return Keep(*done, values);
   }
 
   const std::string& origin_;
@@ -118,11 +136,14 @@ class StrictDom {
   std::vector<std::set<std::string>> keys_;  // one per open object: its keys so far
   std::vector<std::string> key_;             // one per open object: the key of the value being read
   std::string top_key_;
+  size_t max_values_;
+  size_t held_ = 0;              // values in the document so far
+  std::vector<size_t> subtree_;  // one per open container: the values it is, itself and all within it so far
 };
 
 template <typename Input>
-json Parse(Input&& input, const std::string& origin, const JsonValueFilter& filter) {
-  StrictDom dom(origin, filter);
+json Parse(Input&& input, const std::string& origin, const JsonValueFilter& filter, size_t max_values) {
+  StrictDom dom(origin, filter, max_values);
   json::sax_parse(std::forward<Input>(input), &dom);
   return dom.Take();
 }
@@ -136,12 +157,13 @@ std::string JsonErrorText(const std::exception& e) {
   return end == std::string::npos ? what : what.substr(end + 2);
 }
 
-json ParseJsonStrict(const std::string& text, const std::string& origin, const JsonValueFilter& filter) {
-  return Parse(text, origin, filter);
+json ParseJsonStrict(const std::string& text, const std::string& origin, const JsonValueFilter& filter,
+                     size_t max_values) {
+  return Parse(text, origin, filter, max_values);
 }
 
-json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter) {
-  return Parse(in, origin, filter);
+json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter, size_t max_values) {
+  return Parse(in, origin, filter, max_values);
 }
 
 std::optional<std::string> FirstUnknownField(const json& obj, const std::vector<std::string>& known) {

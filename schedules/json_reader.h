@@ -23,10 +23,18 @@ using JsonValueFilter = std::function<bool(int depth, const std::string& top_key
 // given twice in one object ("ORIGIN: key 'stages' is given twice in one
 // object"), which nlohmann would silently resolve to the last value, and on
 // arrays and objects nested more than 200 deep (printing such a value in a
-// message overflowed the stack).
-nlohmann::json ParseJsonStrict(const std::string& text, const std::string& origin, const JsonValueFilter& filter = {});
+// message overflowed the stack), and on a document that holds more than
+// `max_values` values at once (values a filter drops do not count): the
+// parsed values take many times their text.
+// 2^27: a trace of 1 GiB, the largest file read, holds some 95 M (a
+// simulated trace takes 11.3 bytes a value); an array of 2^27 numbers
+// takes some 4.5 GB, where the 1 GiB of them allowed took an estimated 24.
+constexpr size_t kMaxJsonValues = size_t{1} << 27;
+nlohmann::json ParseJsonStrict(const std::string& text, const std::string& origin, const JsonValueFilter& filter = {},
+                               size_t max_values = kMaxJsonValues);
 // The same, reading from a stream, so the text need not be in memory.
-nlohmann::json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter = {});
+nlohmann::json ParseJsonStrict(std::istream& in, const std::string& origin, const JsonValueFilter& filter = {},
+                               size_t max_values = kMaxJsonValues);
 
 // An nlohmann exception's message without its "[json.exception.kind.N] "
 // prefix (a code for the library's maintainers, not for a user).

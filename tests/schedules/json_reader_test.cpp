@@ -38,6 +38,30 @@ TEST_CASE("arrays and objects nested more than 200 deep are refused in one line,
       Catch::StartsWith("deep.json: nested deeper than 200"));
 }
 
+TEST_CASE("a document of more values than the bound is refused as it is read; values a filter drops do not count",
+          "[json_reader]") {
+  // 10 values: the outer object, its array, 7 numbers, and "b"'s value.
+  const std::string doc = R"({"a": [1, 2, 3, 4, 5, 6, 7], "b": true})";
+  CHECK(ParseJsonStrict(doc, "x.json", {}, 10)["b"] == true);
+  CHECK_THROWS_WITH(ParseJsonStrict(doc, "x.json", {}, 9),
+                    Catch::Equals("x.json: holds more than 9 JSON values, far more than any pplab input"));
+  // The array's numbers dropped as they arrive: 3 held at most.
+  const JsonValueFilter drop_numbers = [](int depth, const std::string&, nlohmann::json&) { return depth != 2; };
+  const nlohmann::json kept = ParseJsonStrict(doc, "x.json", drop_numbers, 4);
+  CHECK(kept["a"].empty());
+  CHECK(kept["b"] == true);
+  // Whole objects dropped, as the trace reader drops its events once read:
+  // each counts while it is read, not after.
+  const JsonValueFilter drop_events = [](int depth, const std::string&, nlohmann::json& v) {
+    return !(depth == 2 && v.is_object());
+  };
+  std::string events = R"({"traceEvents": [)";
+  for (int i = 0; i < 1000; ++i) events += std::string(i ? "," : "") + R"({"ts": 1, "dur": 2, "args": {"m": 3}})";
+  events += "]}";
+  CHECK(ParseJsonStrict(events, "t.json", drop_events, 8)["traceEvents"].empty());
+  CHECK_THROWS_WITH(ParseJsonStrict(events, "t.json", {}, 5000), Catch::Contains("holds more than 5000 JSON values"));
+}
+
 TEST_CASE("the first unknown field is the first key, in sorted order, that the reader does not know", "[json_reader]") {
   const nlohmann::json doc = ParseJsonStrict(R"({"a": 1, "zz": 2, "b": 3, "yy": 4})", "x.json");
   CHECK(FirstUnknownField(doc, {"a", "b"}) == std::optional<std::string>("yy"));  // a JSON object's keys sort

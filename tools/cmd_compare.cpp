@@ -44,7 +44,10 @@ int RunCompare(const CompareOptions& o) {
       schedule = BuildSchedule(plan, name, &cost_shape);
     } catch (const Error& e) {
       if (o.schedules.size() == 1) throw;
-      skip(name, e.what());  // a rule of the family rules this plan out
+      // A rule of the family rules this plan out (its message names the
+      // family); or the costs zb-auto searches with refuse the options.
+      const std::string why = e.what();
+      skip(name, why.rfind(name + ":", 0) == 0 ? why : name + ": " + why);
       continue;
     }
     if (const std::string misfit = CostFileMisfit(plan, cost_shape, schedule);
@@ -52,13 +55,15 @@ int RunCompare(const CompareOptions& o) {
       skip(name, misfit);
       continue;
     }
-    const CostModel costs = BuildCostModel(plan, schedule);
+    CostModel costs;
     SimResult result;
     try {
+      costs = BuildCostModel(plan, schedule);
       result = Simulate(schedule, costs);
     } catch (const Error& e) {
       // The file's fit to this schedule (a link of a rank it lacks, graph
-      // slots with a split B): one schedule's, as the misfits above.
+      // slots with a split B), or a --recompute stage past its stages: one
+      // schedule's, as the misfits above.
       if (o.schedules.size() == 1) throw;
       skip(name, name + ": " + e.what());
       continue;

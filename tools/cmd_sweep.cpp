@@ -64,8 +64,9 @@ int RunSweep(const SweepOptions& o) {
           try {
             schedule = BuildSchedule(p, name, &cost_shape);
           } catch (const Error& e) {
-            ++skipped;  // a rule of the family (e.g. M % K) rules this cell out
-            std::fprintf(stderr, "skipped: %s\n", e.what());
+            ++skipped;  // a rule of the family (e.g. M % K) rules this cell out, or zb-auto's costs the options
+            const std::string why = e.what();
+            std::fprintf(stderr, "skipped: %s\n", (why.rfind(name + ":", 0) == 0 ? why : name + ": " + why).c_str());
             continue;
           }
           if (const std::string misfit = CostFileMisfit(p, cost_shape, schedule); !misfit.empty()) {
@@ -73,12 +74,15 @@ int RunSweep(const SweepOptions& o) {
             std::fprintf(stderr, "skipped: %s\n", misfit.c_str());
             continue;
           }
-          const CostModel costs = BuildCostModel(p, schedule);
+          CostModel costs;
           SimResult result;
           try {
+            costs = BuildCostModel(p, schedule);
             result = Simulate(schedule, costs);
           } catch (const Error& e) {
-            ++skipped;  // the file's fit to this cell (a link of a rank it lacks, graph slots with a split B)
+            // The file's fit to this cell (a link of a rank it lacks, graph
+            // slots with a split B), or a --recompute stage past its stages.
+            ++skipped;
             std::fprintf(stderr, "skipped: %s K=%d M=%d: %s\n", name.c_str(), K, M, e.what());
             continue;
           }

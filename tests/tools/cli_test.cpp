@@ -156,6 +156,20 @@ TEST_CASE("cli: compare skips the schedules whose rules the options break", "[cl
                         Catch::Contains("sweep: no cell of the grid accepts interleaved-1f1b, named in --schedules"));
 }
 
+TEST_CASE("cli: a --recompute stage some schedules lack skips those in compare and sweep, naming them", "[cli]") {
+  // Stage 5 is in the 8-stage plans of K = 4 (v = 2), not in 1f1b's 4:
+  // compare stopped at the first 4-stage schedule.
+  PplabRun r = Pplab("compare -k 4 -m 8 --recompute 5 --csv");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("skipped: 1f1b: --recompute names stage 5, but the plan has stages 0 to 3\n") &&
+                        Catch::Contains("skipped: zb-auto: --recompute names stage 5") &&
+                        Catch::Contains("\nzb-v,4,2,8,8,"));
+  r = Pplab("sweep -k 2,4 -m 8 --recompute 3 --schedules 1f1b");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("sweep: 1 plans simulated, 1 skipped") && Catch::Contains("\n1f1b,4,1,4,8,"));
+}
+
 TEST_CASE("cli: compare and sweep skip the schedules a --cost file's stages do not cost", "[cli]") {
   // A profile of 2 ranks, one stage each: the interleaved and V schedules
   // have 4 stages at K = 2. compare stopped at the first of them.

@@ -31,15 +31,19 @@ constexpr long long kMaxCells = 1LL << 26;
 
 // Checked before a plan is simulated, so that a picture too large is refused
 // at once, not after simulating a hundred thousand ranks.
-void CheckPictureSize(int ranks, int columns) {
-  if (static_cast<long long>(ranks) * columns > kMaxCells) {
-    throw Error("show: " + std::to_string(ranks) + " ranks x --columns " + std::to_string(columns) +
-                " is too large a picture for a terminal; use `" + ProgramName() + " render` for an SVG");
+// `rows_per_rank`: 2 where a memory row is drawn under each rank's.
+void CheckPictureSize(int ranks, int columns, int rows_per_rank = 1) {
+  if (static_cast<long long>(ranks) * rows_per_rank * columns > kMaxCells) {
+    throw Error("show: " + std::to_string(ranks) + " ranks" + (rows_per_rank > 1 ? " (and their memory rows)" : "") +
+                " x --columns " + std::to_string(columns) + " is too large a picture for a terminal; use `" +
+                ProgramName() + " render` for an SVG" + (rows_per_rank > 1 ? ", or --no-memory" : ""));
   }
 }
 
 void PrintTimeline(const Timeline& timeline, int columns, bool memory) {
-  CheckPictureSize(timeline.ranks, columns);
+  // RenderText draws a memory row under each rank where the timeline has
+  // memory: the picture was twice the cells checked (134 M characters).
+  CheckPictureSize(timeline.ranks, columns, memory && !timeline.memory.empty() ? 2 : 1);
   const std::string text = RenderText(timeline, columns, memory);
   std::fwrite(text.data(), 1, text.size(), stdout);
 }

@@ -138,6 +138,13 @@ TEST_CASE("cli: printed commands start with the path pplab was run by", "[cli]")
   CHECK_THAT(r.out, Catch::Contains(std::string(PPLAB_BINARY) + " train --plan " + best));
   const PplabRun big = Pplab("show -k 100000 -m 1 --columns 10000");
   CHECK_THAT(big.out, Catch::Contains(std::string("use `") + PPLAB_BINARY + " render`"));
+  // Memory rows double the picture: 4000 ranks x 10 000 columns fit the
+  // 2^26 cells, with a memory row under each they do not.
+  const PplabRun rows = Pplab("show -k 4000 -m 1 --columns 10000 --activation-bytes 1000");
+  CHECK(rows.code == 2);
+  CHECK(rows.out == std::string("pplab: error: show: 4000 ranks (and their memory rows) x --columns 10000 is too "
+                                "large a picture for a terminal; use `") +
+                        PPLAB_BINARY + " render` for an SVG, or --no-memory\n");
 }
 
 TEST_CASE("cli: sweep checks its output path before simulating", "[cli]") {

@@ -11,4 +11,10 @@ namespace pplab {
 // error line.
 std::string OneLineError(const std::string& what);
 
+// `text` with its control bytes (below 0x20, and 0x7f) written as \xNN and
+// every other byte as it is (UTF-8 text stays readable): a name the user
+// gave, printed in an error, holding a line break or a terminal escape,
+// split the one line or drove the terminal.
+std::string ControlEscaped(const std::string& text);
+
 }  // namespace pplab

@@ -106,6 +106,41 @@ void RefuseEmptyInputs(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) RefuseEmptyInputs(*sub);
 }
 
+// A comma list with an empty entry ("1f1b," or "4,,8"): CLI11 drops the
+// entry, so the list ran one short with exit 0. "" names the first such
+// value of the subcommand's comma-list options, else the error line.
+std::string EmptyListEntry(CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return "";
+  CLI::App* sub = nullptr;
+  for (CLI::App* s : app.get_subcommands({})) {
+    if (s->get_name() == argv[1]) sub = s;
+  }
+  if (sub == nullptr) return "";
+  const CLI::Option* list = nullptr;  // the comma-list option whose values follow
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]))) {
+      const size_t eq = arg.find('=');
+      const std::string name = arg.substr(0, eq);
+      const CLI::Option* opt = sub->get_option_no_throw(name);
+      list = opt != nullptr && opt->get_delimiter() == ',' ? opt : nullptr;
+      if (list == nullptr || eq == std::string::npos) continue;
+      value = arg.substr(eq + 1);
+      has_value = true;
+    } else if (list != nullptr) {
+      value = arg;
+      has_value = true;
+    }
+    if (!has_value || value.find(',') == std::string::npos) continue;
+    if (value.front() == ',' || value.back() == ',' || value.find(",,") != std::string::npos) {
+      return list->get_name() + ": '" + value + "' has an empty entry (a comma too many)";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void RefuseBadNumbers(CLI::App& app) {
@@ -157,12 +192,16 @@ int RunCli(CLI::App& app, int argc, char** argv, const int& exit_code) {
     std::fprintf(stderr, "pplab: error: unknown command '%s' (commands: %s)\n", argv[1], known.c_str());
     return 2;
   }
+  if (const std::string empty = EmptyListEntry(app, argc, argv); !empty.empty()) {
+    std::fprintf(stderr, "pplab: error: %s\n", ControlEscaped(empty).c_str());
+    return 105;  // CLI11's code for a value a check refuses
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const pplab::Error& e) {
-    std::fprintf(stderr, "pplab: error: %s\n", e.what());
+    std::fprintf(stderr, "pplab: error: %s\n", ControlEscaped(e.what()).c_str());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "pplab: error: out of memory\n");

@@ -75,7 +75,7 @@ std::string NewRunId() {
 bool IsWorker() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
 
 void ReportWorkerError(int rank, const std::string& message) {
-  const std::string line = "rank " + std::to_string(rank) + ": " + OneLineError(message) + "\n";
+  const std::string line = "rank " + std::to_string(rank) + ": " + ControlEscaped(OneLineError(message)) + "\n";
   const char* fd_text = std::getenv("PPLAB_ERROR_FD");
   if (fd_text != nullptr) {
     // One write of a short line into a pipe is atomic; the launcher prints it.

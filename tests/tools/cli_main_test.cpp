@@ -33,6 +33,9 @@ TEST_CASE("cli: an error is one line: LibTorch's backtrace is cut, other line br
         "probability tensor contains either `inf`, `nan` or element < 0");
   CHECK(OneLineError("two\nlines\n") == "two lines");
   CHECK(OneLineError("one line") == "one line");
+  // A name with a line break or a terminal escape, as a user may give one:
+  // escaped, and UTF-8 left as it is.
+  CHECK(ControlEscaped("no\nsuch \x1b[31mred\x7f caf\xc3\xa9") == "no\\x0asuch \\x1b[31mred\\x7f caf\xc3\xa9");
 }
 
 TEST_CASE("cli: every floating-point flag of every offline command refuses NaN and infinities by name", "[cli]") {
@@ -158,13 +161,14 @@ TEST_CASE("cli: sweep checks its output path before simulating", "[cli]") {
 
 TEST_CASE("cli: an input file flag given the empty string is refused, not read as left out", "[cli]") {
   // `--plan ''` (an unset shell variable) ran the default 1f1b with exit 0.
-  for (const std::string& args :
+  for (const char* args_text :
        {"simulate --plan ''", "simulate -s 1f1b --cost ''", "show --trace ''", "export --plan '' -o x.json",
         "simulate -s zb-auto --devices-from ''", "compare --cost ''",
         "plan --model tiny -k 2 --global-batch 8 --memory-per-rank 1GiB --cost ''",
         "train --model tiny --plan '' --out ''", "train --model tiny --sim-cost '' --out ''",
         "train --model tiny --init-from '' --out ''", "train --model tiny --tokenizer '' --out ''",
         "generate --checkpoint '' --prompt a"}) {
+    const std::string args = args_text;
     INFO(args);
     const PplabRun r = Pplab(args);
     CHECK(r.code == 105);
@@ -174,6 +178,27 @@ TEST_CASE("cli: an input file flag given the empty string is refused, not read a
   }
   // An output flag keeps its meaning: simulate --trace '' writes no trace.
   CHECK(Pplab("simulate --trace '' -k 2 -m 2").code == 0);
+}
+
+TEST_CASE("cli: a comma list with an empty entry is refused, naming the flag", "[cli]") {
+  // CLI11 dropped the entry: the list ran one short with exit 0.
+  PplabRun r = Pplab("compare --schedules 1f1b, -k 2 -m 2");
+  CHECK(r.code == 105);
+  CHECK(r.out == "pplab: error: --schedules: '1f1b,' has an empty entry (a comma too many)\n");
+  r = Pplab("sweep -k 4,,8 -m 8");
+  CHECK(r.code == 105);
+  CHECK(r.out == "pplab: error: --ranks: '4,,8' has an empty entry (a comma too many)\n");
+  r = Pplab("sweep -m=,4 -k 2");
+  CHECK(r.out == "pplab: error: --microbatches: ',4' has an empty entry (a comma too many)\n");
+  // Whole lists, and a list's values as separate words, are as they were.
+  CHECK(Pplab("sweep -k 2 -m 2,4 --schedules 1f1b,gpipe -o " + TempPath("comma-list.csv")).code == 0);
+  CHECK(Pplab("sweep -k 2 -m 2 4 --schedules 1f1b -o " + TempPath("comma-words.csv")).code == 0);
+}
+
+TEST_CASE("cli: a file name with a line break or a terminal escape is printed escaped, on one line", "[cli]") {
+  const PplabRun r = Pplab("validate 'no\nsuch\x1b.json'");
+  CHECK(r.code == 2);
+  CHECK(r.out == "pplab: error: cannot read no\\x0asuch\\x1b.json: No such file or directory\n");
 }
 
 TEST_CASE("cli: a FIFO or a device as a schedule file is one line", "[cli]") {

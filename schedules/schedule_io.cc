@@ -182,7 +182,7 @@ Schedule ScheduleFromJsonInput(Input& input, const std::string& origin) {
     std::vector<int>& into = std::string(key) == "pipeline_starts" ? s.pipeline_starts : s.microbatch_pipeline;
     for (size_t i = 0; i < list.size(); ++i) {
       if (!list[i].is_number_integer() || list[i].get<long long>() < 0 || list[i].get<long long>() > (1LL << 30)) {
-        throw Error(origin + ": " + key + "[" + std::to_string(i) + "] must be a non-negative integer, got " +
+        throw Error(origin + ": " + key + "[" + std::to_string(i) + "] must be an integer from 0 to 2^30, got " +
                     list[i].dump());
       }
       into.push_back(static_cast<int>(list[i].get<long long>()));

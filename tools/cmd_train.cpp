@@ -167,8 +167,18 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
       // The checkpoint carries its tokenizer, so `pplab generate` needs
       // nothing else (rank 0 only calls this, before publishing).
       m["tokenizer_file"] = tokenizer_file;
+      // A copy cut short or edited (a resumed run kept it, and generate
+      // then refused the checkpoint) is written again.
       const fs::path copy = fs::path(o.checkpoint_dir) / tokenizer_file;
-      if (!fs::exists(copy)) WriteTextFile(copy.string(), ReadTextFile(text->prepared.tokenizer_path));
+      const std::string tokenizer = ReadTextFile(text->prepared.tokenizer_path);
+      std::error_code ec;
+      if (!fs::is_regular_file(copy, ec) || fs::file_size(copy, ec) != tokenizer.size() ||
+          ReadTextFile(copy.string()) != tokenizer) {
+        if (fs::exists(fs::symlink_status(copy, ec)) && !fs::is_regular_file(fs::symlink_status(copy, ec))) {
+          fs::remove(copy, ec);  // not a file of the run's (a FIFO would block the write)
+        }
+        WriteTextFile(copy.string(), tokenizer);
+      }
       return m.dump();
     };
   }

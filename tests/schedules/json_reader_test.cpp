@@ -38,7 +38,7 @@ TEST_CASE("arrays and objects nested more than 200 deep are refused in one line,
       Catch::StartsWith("deep.json: nested deeper than 200"));
 }
 
-TEST_CASE("a document of more values than the bound is refused as it is read; values a filter drops do not count",
+TEST_CASE("a document of more values than the bound is refused as it is read, and values a filter drops do not count",
           "[json_reader]") {
   // 10 values: the outer object, its array, 7 numbers, and "b"'s value.
   const std::string doc = R"({"a": [1, 2, 3, 4, 5, 6, 7], "b": true})";

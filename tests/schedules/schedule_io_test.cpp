@@ -376,6 +376,10 @@ TEST_CASE("schedule JSON carries dualpipe's pipelines and checks them", "[schedu
                     Catch::Contains("pipeline_starts must ascend within [1, 3], got 4"));
   CHECK_THROWS_WITH(ScheduleFromJson(with("\"pipeline_starts\": [2]", "\"pipeline_starts\": \"2\""), "dp.json"),
                     Catch::Contains("field 'pipeline_starts' must be an array of integers"));
+  // Too large is named as a range, not as "non-negative" (it was).
+  CHECK_THROWS_WITH(
+      ScheduleFromJson(with("\"pipeline_starts\": [2]", "\"pipeline_starts\": [1099511627776]"), "dp.json"),
+      Catch::Equals("dp.json: pipeline_starts[0] must be an integer from 0 to 2^30, got 1099511627776"));
 }
 
 }  // namespace pplab::schedule_io_test

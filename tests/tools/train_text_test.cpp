@@ -121,8 +121,14 @@ TEST_CASE("text training resumes at the recorded data position, and generate sam
   CHECK(manifest["tokenizer_file"].get<std::string>().find("tokenizer-") == 0);
   CHECK(fs::exists(dir + "/" + manifest["tokenizer_file"].get<std::string>()));
   WriteTextFile(dir + "/latest", "step-000002\n");  // back to the middle of the run
+  // The tokenizer copy cut short: the resumed run writes it whole again
+  // (it kept the damaged copy, and generate refused the checkpoint).
+  const std::string copy = dir + "/" + manifest["tokenizer_file"].get<std::string>();
+  const std::string whole = ReadTextFile(copy);
+  WriteTextFile(copy, whole.substr(0, 100));
   const auto resumed = Json(TrainText(cache, common + " --resume"));
   CHECK(resumed["first_step"] == 2);
+  CHECK(ReadTextFile(copy) == whole);
   const auto ls = straight["losses"].get<std::vector<double>>(), lr = resumed["losses"].get<std::vector<double>>();
   REQUIRE(lr.size() == 2);
   CHECK(lr[0] == ls[2]);

@@ -166,6 +166,26 @@ TEST_CASE("zb-auto is valid, complete and keeps to a byte limit", "[zb-auto]") {
   for (RankId k = 0; k < 4; ++k) CHECK(r.per_rank[k].peak_activation_bytes <= per_rank.activation_limit[k]);
 }
 
+namespace {
+
+// zb-auto's order, or its error where no order fits.
+struct Searched {
+  Schedule schedule;
+  std::string error;
+};
+
+Searched Search(int K, int M, const CostModel& costs, const AutoOptions& options) {
+  Searched out;
+  try {
+    out.schedule = GenerateAuto({K, M, 0}, costs, options);
+  } catch (const Error& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("dropping list schedules that cannot win (prune) finds the same order as running each to its end",
           "[zb-auto]") {
   // Costs whose memory has every part the pruning's bound leaves out or
@@ -201,20 +221,9 @@ TEST_CASE("dropping list schedules that cannot win (prune) finds the same order 
         full.prune = false;
         INFO("recompute " << recompute << " nccl " << nccl << " limit " << limit.front() << " (" << limit.size()
                           << " values)");
-        std::string pruned_error, full_error;
-        Schedule a, b;
-        try {
-          a = GenerateAuto({K, M, 0}, costs, pruned);
-        } catch (const Error& e) {
-          pruned_error = e.what();
-        }
-        try {
-          b = GenerateAuto({K, M, 0}, costs, full);
-        } catch (const Error& e) {
-          full_error = e.what();
-        }
-        CHECK(pruned_error == full_error);
-        CHECK(a.programs == b.programs);
+        const Searched a = Search(K, M, costs, pruned), b = Search(K, M, costs, full);
+        CHECK(a.error == b.error);
+        CHECK(a.schedule.programs == b.schedule.programs);
       }
     }
   }
@@ -246,21 +255,10 @@ TEST_CASE("the search's tightening bound and its order of in-flight limits find 
           if (limit > 0) pruned.activation_limit = full.activation_limit = {limit};
           full.prune = false;
           INFO("K " << K << " M " << M << " latency " << latency << " limit " << limit);
-          std::string pruned_error, full_error;
-          Schedule a, b;
-          try {
-            a = GenerateAuto({K, M, 0}, costs, pruned);
-          } catch (const Error& e) {
-            pruned_error = e.what();
-          }
-          try {
-            b = GenerateAuto({K, M, 0}, costs, full);
-          } catch (const Error& e) {
-            full_error = e.what();
-          }
-          CHECK(pruned_error == full_error);
-          CHECK(a.programs == b.programs);
-          chosen += pruned_error.empty();
+          const Searched a = Search(K, M, costs, pruned), b = Search(K, M, costs, full);
+          CHECK(a.error == b.error);
+          CHECK(a.schedule.programs == b.schedule.programs);
+          chosen += a.error.empty();
         }
       }
     }

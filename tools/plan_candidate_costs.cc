@@ -156,8 +156,14 @@ void PlaceOnNodes(const PlanSearchOptions& o, CostModel& m) {
 // nothing overlaps (the ring formula over dp_link, when that is costed).
 StepCosts ShardedStep(const PlanSearchOptions& o, StepCosts step, int64_t rank_params) {
   if (!o.shard_optimizer || o.dp < 2) return step;
-  step.optimizer = step.optimizer / o.dp;
-  if (o.cost_data_parallel) step.optimizer += RingAllReduceTime(4 * rank_params, DataParallel{o.dp, DpLink(o)});
+  const TimeNs gather = o.cost_data_parallel ? RingAllReduceTime(4 * rank_params, DataParallel{o.dp, DpLink(o)}) : 0;
+  // The profile's spread goes with its median: the p10 and p90 left
+  // unscaled were above the scaled median, which the cost file written
+  // (--cost-out) then refused to be read with.
+  const auto sharded = [&](TimeNs t) { return t / o.dp + gather; };
+  step.optimizer = sharded(step.optimizer);
+  if (step.optimizer_spread)
+    step.optimizer_spread = Spread{sharded(step.optimizer_spread->p10), sharded(step.optimizer_spread->p90)};
   return step;
 }
 

@@ -228,7 +228,12 @@ std::string OutCheckpoints(const TrainOptions& o) {
   return HoldsCheckpoints(own) ? own : "";
 }
 
-}  // namespace
+// --out is a folder of checkpoints of its own (another run's
+// --checkpoint-dir), apart from this run's checkpoints.
+bool OutHoldsCheckpoints(const TrainOptions& o) {
+  return !o.out_dir.empty() && HoldsCheckpoints(o.out_dir) &&
+         (o.checkpoint_dir.empty() || ResolvedPath(o.out_dir) != ResolvedPath(o.checkpoint_dir));
+}
 
 // A folder of another kind where --checkpoint-dir or --out is meant: one
 // checkpoint (a step folder), a run's --out, or a folder of checkpoints.
@@ -256,13 +261,15 @@ void RefuseOtherKindsOfFolder(const TrainOptions& o) {
       }
     }
   }
-  if (!o.out_dir.empty() && HoldsCheckpoints(o.out_dir) && !o.checkpoint_dir.empty() &&
-      ResolvedPath(o.out_dir) != ResolvedPath(o.checkpoint_dir)) {
+  if (OutHoldsCheckpoints(o) && !o.overwrite) {
     throw Error("--out " + o.out_dir + " is a folder of checkpoints (it holds " +
                 (fs::exists(fs::path(o.out_dir) / "latest", ec) ? "latest" : "step folders") +
-                "), not a run's folder: give the run's folder (the one that holds it)");
+                "), not a run's folder: give the run's folder (the one that holds it), or --overwrite to replace "
+                "them with this run");
   }
 }
+
+}  // namespace
 
 bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
   if (o.resume && o.overwrite)
@@ -281,6 +288,7 @@ bool ClaimOutputs(const TrainOptions& given, const TrainOptions& o) {
     if (fs::exists(path, ec)) found.push_back({"--out", o.out_dir, path});
   }
   if (const std::string own = OutCheckpoints(o); !own.empty()) found.push_back({"--out", o.out_dir, own});
+  if (OutHoldsCheckpoints(o)) found.push_back({"--out", o.out_dir, o.out_dir});  // --overwrite: replaced
   const bool checkpoints = !o.checkpoint_dir.empty() && HoldsCheckpoints(o.checkpoint_dir);
   if (checkpoints) found.push_back({"--checkpoint-dir", o.checkpoint_dir, o.checkpoint_dir});
   if (found.empty()) return false;
@@ -306,6 +314,7 @@ void RemoveEarlierRun(const TrainOptions& given, const TrainOptions& o) {
   std::error_code ec;
   for (const std::string& path : RunFolderFiles(given, o)) fs::remove(path, ec);
   if (const std::string own = OutCheckpoints(o); !own.empty()) RemoveCheckpoints(own);
+  if (OutHoldsCheckpoints(o)) RemoveCheckpoints(o.out_dir);  // --out was a folder of checkpoints
   if (!o.checkpoint_dir.empty()) RemoveCheckpoints(o.checkpoint_dir);
 }
 

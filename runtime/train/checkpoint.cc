@@ -538,16 +538,20 @@ void LoadCheckpoint(const std::string& path, const std::string& manifest_json, A
     const at::Tensor value = mine(name, it->second);
     if (value.sizes() != p.sizes()) throw Error(path + ": parameter " + name + " has another shape");
     p.copy_(value);
-    if (all.count(name + kExpAvg) == 0) continue;
-    if (all.count(name + kExpAvgSq) == 0 || all.count(name + kStep) == 0 ||
-        all[name + kExpAvg].sizes() != it->second.sizes() || all[name + kExpAvgSq].sizes() != it->second.sizes() ||
-        all[name + kStep].numel() != 1) {
+    // A parameter with no state has none of the three; one part without
+    // the others (a moment lost) was loaded as a fresh moment, unsaid.
+    const size_t parts = all.count(name + kExpAvg) + all.count(name + kExpAvgSq) + all.count(name + kStep);
+    if (parts == 0) continue;
+    if (parts != 3 || all[name + kExpAvg].sizes() != it->second.sizes() ||
+        all[name + kExpAvgSq].sizes() != it->second.sizes() || all[name + kStep].numel() != 1) {
       throw Error(path + ": the optimizer state of " + name + " is incomplete or has another shape");
     }
+    const int64_t step = all[name + kStep].item<int64_t>();
+    if (step < 0) throw Error(path + ": the optimizer state of " + name + " counts " + std::to_string(step) + " steps");
     AdamWState& s = optimizer.State()[name];
     s.exp_avg = mine(name, all[name + kExpAvg]).to(p.device()).clone();
     s.exp_avg_sq = mine(name, all[name + kExpAvgSq]).to(p.device()).clone();
-    s.step = all[name + kStep].item<int64_t>();
+    s.step = step;
   }
 }
 

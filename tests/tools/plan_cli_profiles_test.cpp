@@ -186,6 +186,40 @@ TEST_CASE("cli: plan --cost-out writes a candidate's costs: simulate gives its s
   CHECK(kinds.count("false\"all\"2") == 1);  // fitted, recomputed, v = 2
 }
 
+TEST_CASE("cli: plan --shard-optimizer scales a profile's optimizer spread with its median in --cost-out",
+          "[cli][plan]") {
+  // The p10 and p90 stayed as measured while the median went to 1/D plus
+  // the gather: the file written was refused by simulate and train.
+  const std::string profile = ProfiledCostWith("shard-spread.json", R"("link":)",
+                                               R"("step": {"optimizer_ms": 0.05, "optimizer_p10_ms": 0.045,
+                                                  "optimizer_p90_ms": 0.06}, "link":)");
+  const std::string plan_file = TempPath("shard-spread-plan.json"), costs = TempPath("shard-spread-costs.json");
+  const std::string plan =
+      "plan --model tiny --ranks 2 --dp 2 --shard-optimizer --global-batch 8 --memory-per-rank "
+      "1GiB --schedules 1f1b --top 100 --json -o " +
+      plan_file + " --cost-out " + costs + " --cost " + profile;
+  PplabRun r = Pplab(plan);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json rows = nlohmann::json::parse(r.out)["candidates"];
+  size_t own = rows.size();
+  for (size_t i = 0; i < rows.size() && own == rows.size(); ++i) {
+    if (rows[i]["measured_costs"] == true) own = i;
+  }
+  REQUIRE(own < rows.size());
+  r = Pplab(plan + " --pick " + std::to_string(own + 1));
+  REQUIRE(r.code == 0);
+  const nlohmann::json step = nlohmann::json::parse(ReadTextFile(costs))["step"];
+  INFO(step.dump());
+  CHECK(step["optimizer_p10_ms"].get<double>() <= step["optimizer_ms"].get<double>());
+  CHECK(step["optimizer_ms"].get<double>() <= step["optimizer_p90_ms"].get<double>());
+  r = Pplab("simulate --plan " + plan_file + " --cost " + costs + " --json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["makespan"].get<double>() ==
+        Approx(rows[own]["step_time"].get<double>()).epsilon(1e-9));
+}
+
 TEST_CASE("cli: plan fits the whole model to a profile of a slice of its layers (profile --layers)", "[cli][plan]") {
   const std::string plan = "plan --model tiny --ranks 2 --global-batch 8 --memory-per-rank 1GiB --top 100 --json -o " +
                            TempPath("slice-plan.json") + " --cost ";

@@ -738,6 +738,13 @@ TEST_CASE("a run's folder, one checkpoint or a folder of checkpoints where anoth
   CHECK(ListDirectory(ck) == std::vector<std::string>{"latest", "step-000002"});
   CHECK(ListDirectory(ck + "/step-000002").size() == 3);  // manifest.json and two shards
   CHECK_FALSE(fs::exists(other));
+  // --overwrite replaces the folder of checkpoints with a run's folder (the
+  // docs' examples use runs/ck first as one, then as the other).
+  r = Train("-k 2 -m 2 --steps 2 --overwrite --out " + ck);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(ListDirectory(ck) == std::vector<std::string>{"checkpoints", "metrics.jsonl", "timeline.svg",
+                                                      "trace-measured.json", "trace-simulated.json"});
   // --out and --checkpoint-dir one folder is this run's own layout.
   const std::string same = Tmp("wrong_kind_same");
   REQUIRE(Train("-k 2 -m 2 --steps 2 --checkpoint-every 2 --out " + same + " --checkpoint-dir " + same).code == 0);
@@ -747,8 +754,8 @@ TEST_CASE("a run's folder, one checkpoint or a folder of checkpoints where anoth
 TEST_CASE("an output file that is one of the token cache's files is refused", "[train][reliability]") {
   const std::string cache = Tmp("cache_outputs");
   fs::create_directories(cache);
-  for (const std::string& flag : {"--metrics", "--trace", "--sim-trace"}) {
-    for (const std::string& name :
+  for (const std::string flag : {"--metrics", "--trace", "--sim-trace"}) {
+    for (const std::string name :
          {"tokens-0123456789abcdef-0123456789abcdef.bin", "tokenizer-0123456789abcdef-256.model"}) {
       const PplabRun r =
           Pplab("train --model tiny -q --steps 1 --seq-len 16 --batch-size 2 -m 1 --out '' --cache-dir " + cache + " " +

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "models/safetensors.h"
@@ -51,6 +52,8 @@ std::string Publish(const std::string& dir, int step, std::vector<Toy*> toys, in
   return PublishCheckpoint(dir, step, static_cast<int>(toys.size()), id,
                            json({{"parameter_elements", elements}}).dump());
 }
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 json Manifest(const std::string& path) { return json::parse(ReadTextFile(path + "/manifest.json")); }
 void SetManifest(const std::string& path, const json& m) { WriteTextFile(path + "/manifest.json", m.dump(2)); }
@@ -131,6 +134,39 @@ TEST_CASE("a shard of another step or run is refused even with a matching checks
   SetManifest(step3, m3);
   CHECK_THROWS_WITH(LoadCheckpoint(step3, VerifyCheckpoint(step3), into.optimizer),
                     Catch::Contains("identity hash does not match"));
+}
+
+TEST_CASE("a parameter's optimizer state with a part missing, or a negative step count, is refused", "[checkpoint]") {
+  // One step, so that both parameters have moments and a step count.
+  Toy toy;
+  toy.a.requires_grad_(true);
+  toy.b.requires_grad_(true);
+  toy.a.mutable_grad() = torch::ones_like(toy.a);
+  toy.b.mutable_grad() = torch::ones_like(toy.b);
+  toy.optimizer.Step(0.1);
+  const CheckpointIdentity id{"run1", json({{"seed", 1}, {"parameter_elements", 10}}).dump()};
+  const auto publish = [&](const std::string& dir, const std::function<void(NamedTensors&)>& edit) {
+    NamedTensors tensors = ShardTensors(toy.optimizer, {}, nullptr);
+    edit(tensors);
+    WriteShardTensors(CheckpointDirName(dir, 1) + ".tmp", 0, 1, id, tensors);
+    return PublishCheckpoint(dir, 1, 1, id, json({{"parameter_elements", 10}}).dump());
+  };
+  Toy into;
+  const std::string whole = publish(Tmp("state_whole"), [](NamedTensors&) {});
+  CHECK_NOTHROW(LoadCheckpoint(whole, VerifyCheckpoint(whole), into.optimizer));
+  // a's first moment lost: it was loaded as a fresh moment, unsaid.
+  const std::string lost = publish(Tmp("state_lost"), [](NamedTensors& t) {
+    t.erase(std::remove_if(t.begin(), t.end(), [](const auto& n) { return n.first == "a#exp_avg"; }), t.end());
+  });
+  CHECK_THROWS_WITH(LoadCheckpoint(lost, VerifyCheckpoint(lost), into.optimizer),
+                    Catch::EndsWith("the optimizer state of a is incomplete or has another shape"));
+  const std::string negative = publish(Tmp("state_negative"), [](NamedTensors& t) {
+    for (auto& [name, tensor] : t) {
+      if (name == "b#step") tensor = torch::full({1}, -1, torch::kLong);
+    }
+  });
+  CHECK_THROWS_WITH(LoadCheckpoint(negative, VerifyCheckpoint(negative), into.optimizer),
+                    Catch::EndsWith("the optimizer state of b counts -1 steps"));
 }
 
 TEST_CASE("every manifest field is type- and range-checked, naming file and field", "[checkpoint]") {

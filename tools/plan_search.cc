@@ -298,8 +298,9 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
         if (!gen.needs_costs) {
           try {
             schedule = Lower(Generate(name, {o.ranks, M, gen.accepts_virtual ? v : 0}));
-          } catch (const Error&) {
+          } catch (const Error& e) {
             ++result.skipped;  // a rule of the family (e.g. M % K == 0)
+            if (result.first_rule_broken.empty()) result.first_rule_broken = e.what();
             continue;
           }
         }
@@ -452,8 +453,18 @@ PlanSearchResult SearchPlans(const PlanSearchOptions& o) {
   // the wrong unit, most likely).
   if (result.simulated == 0 && result.too_large > 0) throw Error(TooLargeText(result));
   if (result.simulated == 0) {
-    throw Error("plan: no candidate to cost: the model's " + std::to_string(L) + " layers allow no schedule on " +
-                std::to_string(o.ranks) + " ranks with these options");
+    // Where schedule rules ruled candidates out, the first says which (the
+    // layers alone were blamed: dualpipe's even M of at least 2K read as
+    // "4 layers allow no schedule").
+    throw Error("plan: no candidate to cost: " +
+                (result.first_rule_broken.empty()
+                     ? "the model's " + std::to_string(L) + " layers allow no schedule on " + std::to_string(o.ranks) +
+                           " ranks with these options"
+                     : "no schedule on " + std::to_string(o.ranks) + " ranks fits both the model's " +
+                           std::to_string(L) +
+                           " layers and its own rules for these microbatch counts (divisors of --global-batch / "
+                           "--dp), e.g. " +
+                           result.first_rule_broken));
   }
   if (result.fitting.empty()) {
     // Where the model state alone does not fit, recomputation cannot help.

@@ -79,6 +79,7 @@ struct PlanSearchResult {
   std::vector<PlanCandidate> fitting;  // within memory, best first
   int simulated = 0;                   // candidates costed
   int skipped = 0;                     // ruled out by a generator rule or too few layers
+  std::string first_rule_broken;       // the first generator rule's message among them ("" when none was)
   int over_memory = 0;
   // Candidates whose times or bytes came past what pplab counts (int64: a
   // microbatch too large), passed over; the first one's message, which a

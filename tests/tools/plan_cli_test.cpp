@@ -110,6 +110,23 @@ TEST_CASE("cli: plan --gpus searches every K x D x T and prints the train line o
   CHECK_THAT(r.out, Catch::Contains("give --ranks K (and --dp D), or --gpus N"));
 }
 
+TEST_CASE("cli: plan with no candidate to cost names a schedule rule where one ruled them out, else the layers",
+          "[cli][plan]") {
+  // DualPipe needs an even M of at least 2K: the message blamed the layers.
+  PplabRun r = Pplab("plan --model tiny --ranks 2 --global-batch 1 --memory-per-rank 1GiB --schedules dualpipe -o " +
+                     TempPath("no-candidate.json"));
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "pplab: error: plan: no candidate to cost: no schedule on 2 ranks fits both the model's 4 layers and "
+        "its own rules for these microbatch counts (divisors of --global-batch / --dp), e.g. dualpipe: needs "
+        "an even M >= 2K = 4 (half the microbatches enter at each end, at least K from each), got M=1\n");
+  r = Pplab("plan --model tiny --ranks 8 --global-batch 8 --memory-per-rank 1GiB --schedules 1f1b -o " +
+            TempPath("no-candidate.json"));
+  CHECK(r.out ==
+        "pplab: error: plan: no candidate to cost: the model's 4 layers allow no schedule on 8 ranks with "
+        "these options\n");
+}
+
 TEST_CASE("cli: plan reads a Hugging Face config.json, and 8B parameters do not fit one 80 GiB GPU", "[cli][plan]") {
   const std::string out = TempPath("hf-plan.json");
   // Meta-Llama-3-8B's config.json: 8 030 261 248 parameters, 16 bytes each of

@@ -88,6 +88,11 @@ PlanSearchResult SearchGpus(PlanSearchOptions search, int gpus, const std::vecto
     PlanSearchResult& r = results[i];
     merged.simulated += r.simulated;
     merged.skipped += r.skipped;
+    if (merged.first_rule_broken.empty()) merged.first_rule_broken = r.first_rule_broken;
+    for (const auto& [name, n] : r.costed_by_family) merged.costed_by_family[name] += n;
+    for (const auto& [name, why] : r.ruled_out_by_family) {
+      if (merged.ruled_out_by_family[name].empty()) merged.ruled_out_by_family[name] = why;
+    }
     merged.over_memory += r.over_memory;
     if (merged.too_large == 0) merged.too_large_why = r.too_large_why;
     merged.too_large += r.too_large;

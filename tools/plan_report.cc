@@ -11,6 +11,22 @@
 namespace pplab::cli {
 namespace {
 
+// The families named in --schedules that gave no candidate to cost, each
+// with why its first was ruled out ({} when --schedules was not given).
+nlohmann::json NoCandidateJson(const PlanSearchOptions& search, const PlanSearchResult& result) {
+  nlohmann::json out = nlohmann::json::object();
+  if (search.schedules.empty()) return out;
+  for (const auto& [name, costed] : result.costed_by_family) {
+    if (costed > 0) continue;
+    const auto why = result.ruled_out_by_family.find(name);
+    std::string text =
+        why != result.ruled_out_by_family.end() && !why->second.empty() ? why->second : "none was costed";
+    if (text.rfind(name + ": ", 0) == 0) text.erase(0, name.size() + 2);  // the rule's own "dualpipe: "
+    out[name] = text;
+  }
+  return out;
+}
+
 // Tokens a second as the table prints them: whole above 100, else three
 // significant digits (a plan of a huge model read 0 where it made 0.001).
 std::string TokensText(double tokens_per_second) {
@@ -169,6 +185,7 @@ void PrintPlanJson(const PlanCmdOptions& o, const PlanOutcome& out) {
       {"costs_from", out.costs_from},
       {"simulated", result.simulated},
       {"skipped", result.skipped},
+      {"no_candidate", NoCandidateJson(search, result)},
       {"over_memory", result.over_memory},
       {"too_large", result.too_large},
       {"refit", {{"tried", result.refit_starts}, {"fit", result.refitted}, {"simulated", result.refit_simulations}}},
@@ -193,6 +210,12 @@ void PrintPlanJson(const PlanCmdOptions& o, const PlanOutcome& out) {
 }
 
 void PrintPlanText(const PlanCmdOptions& o, const PlanOutcome& out) {
+  // A family --schedules asked for that gave no candidate at all: said,
+  // with why, before the table that lacks it.
+  const nlohmann::json no_candidate = NoCandidateJson(out.search, out.result);
+  for (const auto& [name, why] : no_candidate.items()) {
+    std::printf("note: --schedules %s: no candidate (%s)\n", name.c_str(), why.get<std::string>().c_str());
+  }
   const PlanSearchOptions& search = out.search;
   const PlanSearchResult& result = out.result;
   const auto [best, chosen, shown, sampled] = RowsOf(o, result);

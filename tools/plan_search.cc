@@ -261,6 +261,8 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
   std::vector<PlanCandidate> over;  // over memory, for Refit
   for (const std::string& name : names) {
     const GeneratorInfo& gen = FindGenerator(name);
+    result.costed_by_family[name] += 0;
+    std::string& ruled_out = result.ruled_out_by_family[name];
     std::vector<int> vs = {gen.default_virtual};
     if (gen.accepts_virtual) vs = {1, 2, 4};
     for (int v : vs) {
@@ -268,6 +270,10 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
       const int P = S / gen.copies;  // parts of the model
       if (P > L) {                   // every part needs a layer
         result.skipped += static_cast<int>(ms.size());
+        if (ruled_out.empty()) {
+          ruled_out = "its " + std::to_string(P) + " parts (K x v" + (gen.copies > 1 ? " / copies" : "") +
+                      ") need a layer each, the model has " + std::to_string(L);
+        }
         continue;
       }
       // "parameters" depends only on P, "compute" on where the generator
@@ -301,6 +307,7 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
           } catch (const Error& e) {
             ++result.skipped;  // a rule of the family (e.g. M % K == 0)
             if (result.first_rule_broken.empty()) result.first_rule_broken = e.what();
+            if (ruled_out.empty()) ruled_out = e.what();
             continue;
           }
         }
@@ -324,6 +331,7 @@ void SearchLayout(const PlanSearchOptions& o, const std::vector<std::string>& na
               continue;
             }
             ++result.simulated;
+            ++result.costed_by_family[name];
             if (c) result.smallest_memory = std::min(result.smallest_memory.value_or(c->peak_memory), c->peak_memory);
             if (!c || c->peak_memory > o.memory_per_rank) {
               ++result.over_memory;  // zb-auto without an order that fits counts here too

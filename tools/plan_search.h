@@ -4,6 +4,7 @@
 // Cost and memory formulas are documented in docs/planning.md.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +81,11 @@ struct PlanSearchResult {
   int simulated = 0;                   // candidates costed
   int skipped = 0;                     // ruled out by a generator rule or too few layers
   std::string first_rule_broken;       // the first generator rule's message among them ("" when none was)
+  // Per family searched: candidates costed, and why the first was ruled out
+  // (its rule, or too few layers); for naming a family --schedules asked
+  // for that gave no candidate.
+  std::map<std::string, int> costed_by_family;
+  std::map<std::string, std::string> ruled_out_by_family;
   int over_memory = 0;
   // Candidates whose times or bytes came past what pplab counts (int64: a
   // microbatch too large), passed over; the first one's message, which a

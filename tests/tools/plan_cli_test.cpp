@@ -120,6 +120,22 @@ TEST_CASE("cli: plan with no candidate to cost names a schedule rule where one r
         "pplab: error: plan: no candidate to cost: no schedule on 2 ranks fits both the model's 4 layers and "
         "its own rules for these microbatch counts (divisors of --global-batch / --dp), e.g. dualpipe: needs "
         "an even M >= 2K = 4 (half the microbatches enter at each end, at least K from each), got M=1\n");
+  // One family of several named with none: a note, and in --json.
+  r = Pplab(
+      "plan --model tiny --ranks 3 --global-batch 6 --seq-len 64 --memory-per-rank 1GiB --schedules "
+      "1f1b,dualpipe -o " +
+      TempPath("no-candidate.json"));
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("note: --schedules dualpipe: no candidate (needs an even number of ranks K >= 2 "
+                                      "(each half of the ranks leads one direction), got K=3)\n"));
+  r = Pplab(
+      "plan --model tiny --ranks 3 --global-batch 6 --seq-len 64 --memory-per-rank 1GiB --schedules "
+      "1f1b,dualpipe --json -o " +
+      TempPath("no-candidate.json"));
+  CHECK(nlohmann::json::parse(r.out)["no_candidate"] ==
+        nlohmann::json{{"dualpipe",
+                        "needs an even number of ranks K >= 2 (each half of the ranks leads one "
+                        "direction), got K=3"}});
   r = Pplab("plan --model tiny --ranks 8 --global-batch 8 --memory-per-rank 1GiB --schedules 1f1b -o " +
             TempPath("no-candidate.json"));
   CHECK(r.out ==

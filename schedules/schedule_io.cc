@@ -402,6 +402,9 @@ Schedule LoadScheduleFile(const std::string& path) {
     }
     return ScheduleFromJsonChecked(in, path);
   }
+  // And a pplab JSON plan saved under a .csv name starts with a brace (it
+  // read as "bad action '{'").
+  if (first == '{') throw Error(path + ": not CSV: it starts like a JSON schedule ('{'); name it .json");
   in.close();
   const std::string text = ReadTextFile(path);
   std::string name = Basename(path);

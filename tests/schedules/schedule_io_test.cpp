@@ -126,12 +126,17 @@ TEST_CASE("PyTorch CSV errors name the file, line and column", "[schedule_io]") 
   }
 }
 
-TEST_CASE("a PyTorch CSV saved under a .json name is named as one", "[schedule_io]") {
+TEST_CASE("a PyTorch CSV saved under a .json name is named as one, and a JSON plan under a .csv name",
+          "[schedule_io]") {
   const std::string path = std::string(PPLAB_TEST_TMP_DIR) + "/schedule_io_csv_as.json";
   WriteTextFile(path, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
   CHECK_THROWS_WITH(LoadScheduleFile(path),
                     Catch::Equals(path + ": not JSON: it starts like a PyTorch CSV schedule (an action such as 0F0); "
                                          "name it .csv"));
+  const std::string csv = std::string(PPLAB_TEST_TMP_DIR) + "/schedule_io_json_as.csv";
+  WriteTextFile(csv, ScheduleToJson(Lower(Generate1F1B(2, 4))));
+  CHECK_THROWS_WITH(LoadScheduleFile(csv),
+                    Catch::Equals(csv + ": not CSV: it starts like a JSON schedule ('{'); name it .json"));
 }
 
 TEST_CASE("loading a missing or empty file is an error naming it", "[schedule_io]") {

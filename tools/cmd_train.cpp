@@ -332,7 +332,11 @@ int RunWorker(const TrainOptions& o, const Schedule& schedule, RankId world_rank
   // alive: unwinding past `worker` would run NCCL's teardown, which can
   // block on the very operation that failed.
   try {
-    return TrainWorker(o, schedule, worker, prepared);
+    const int code = TrainWorker(o, schedule, worker, prepared);
+    // The testing aid's step past --steps: this rank hangs after its run,
+    // as one stuck in its teardown would.
+    if (code == 0 && KillStepOf(o, world_rank) == o.steps + 1) ::raise(SIGSTOP);
+    return code;
   } catch (const std::exception& e) {
     ReportWorkerError(world_rank, e.what());
     std::_Exit(2);

@@ -187,7 +187,8 @@ void AddTrainFlags(CLI::App& sub, TrainOptions& o) {
                "resumed run differs from its checkpoint, still show)");
   sub.add_flag("--json", o.json, "print one summary object at the end");
   sub.add_option("--kill-rank-at", o.kill_rank_at,
-                 "testing aid: RANK:STEP kills that rank at that step (-1: before the rendezvous)")
+                 "testing aid: RANK:STEP kills that rank at that step (-1: before the rendezvous; --steps + 1: "
+                 "stops it, SIGSTOP, after its run, before it exits)")
       ->group("");  // hidden
   sub.add_option("--nan-at", o.nan_at, "testing aid: make that step's loss NaN (steps count from 1)")->group("");
   sub.add_option("--nan-gradient-at", o.nan_gradient_at,

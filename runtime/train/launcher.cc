@@ -292,11 +292,12 @@ class Workers {
     return ended;
   }
 
-  // Kills the workers that are left, saying so for each where `say`;
-  // ReapEnded reports them as killed by the launcher.
-  void KillLate(bool say) {
+  // Kills the workers that are left, saying so for each where `why` is not
+  // empty ("after a peer failed"); ReapEnded reports them as killed by the
+  // launcher.
+  void KillLate(const std::string& why) {
     for (const auto& [pid, rank] : rank_of_) {
-      if (say) std::fprintf(stderr, "pplab: rank %d did not exit after a peer failed; killing it\n", rank);
+      if (!why.empty()) std::fprintf(stderr, "pplab: rank %d did not exit %s; killing it\n", rank, why.c_str());
       ::kill(pid, SIGKILL);
       killed_here_.insert(pid);
     }
@@ -366,8 +367,12 @@ int LaunchLocal(const LaunchOptions& options) {
   stop_signals.Release();
 
   FailureLog log;
-  std::optional<std::chrono::steady_clock::time_point> deadline;  // for the others, once one failed
-  bool late = true;  // whether those killed at the deadline were given time to exit
+  // For the others, once one failed, or once one finished: a rank hung at
+  // its teardown, after its peers ended well, kept the launcher waiting
+  // for ever.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::string late_why;  // why those killed at the deadline were late ("": stopped at once, not late)
+  int finished = -1;     // the first rank that exited 0
   while (!workers.empty()) {
     if (g_stop_signal != 0) {
       const int sig = g_stop_signal;
@@ -379,7 +384,11 @@ int LaunchLocal(const LaunchOptions& options) {
     // The pipe is read first and the dead reaped second, so a death that
     // caused a peer's error line is recorded before that line.
     std::string text = ReadAvailable(read_end.get());
-    log.Add(text, workers.ReapEnded());
+    const std::vector<WorkerExit> ended = workers.ReapEnded();
+    for (const WorkerExit& e : ended) {
+      if (finished < 0 && WIFEXITED(e.status) && WEXITSTATUS(e.status) == 0) finished = e.rank;
+    }
+    log.Add(text, ended);
     if (workers.empty()) break;
     if (!deadline && log.AnyExitFailed()) {
       // A rank that ended before the rendezvous (no joined-R file: see
@@ -393,11 +402,16 @@ int LaunchLocal(const LaunchOptions& options) {
             before_rendezvous || !std::filesystem::exists(store_dir + "/joined-" + std::to_string(r), exists_ec);
       }
       // Those stopped at once were not late: the summary line names them.
-      late = !before_rendezvous;
+      late_why = before_rendezvous ? "" : "after a peer failed";
       deadline = std::chrono::steady_clock::now() + (before_rendezvous ? std::chrono::milliseconds(0) : options.grace);
+    } else if (!deadline && finished >= 0) {
+      // The others end within their last collective's timeout of it.
+      late_why = "within " + std::to_string(options.grace.count() / 1000) + " s after rank " +
+                 std::to_string(finished) + " finished";
+      deadline = std::chrono::steady_clock::now() + options.grace;
     }
     if (deadline && std::chrono::steady_clock::now() > *deadline) {
-      workers.KillLate(late);
+      workers.KillLate(late_why);
       deadline = std::chrono::steady_clock::time_point::max();  // now reap them
     }
     // Polling keeps the loop simple and bounded; a signal cuts the sleep short.

@@ -49,8 +49,11 @@ void FailureLog::Add(const std::string& text, const std::vector<WorkerExit>& exi
     bool has_line = reported_.count(e.rank) > 0;
     for (const Failure& f : lines) has_line = has_line || f.rank == e.rank;
     if (has_line) continue;
-    failures_.push_back({e.rank, "pplab: rank " + std::to_string(e.rank) + " " + Describe(e.status),
-                         WIFSIGNALED(e.status) && !e.killed_by_launcher});
+    failures_.push_back(
+        {e.rank,
+         "pplab: rank " + std::to_string(e.rank) + " " +
+             (e.killed_by_launcher ? "did not exit in time; the launcher killed it" : Describe(e.status)),
+         WIFSIGNALED(e.status) && !e.killed_by_launcher});
     reported_.insert(e.rank);
   }
   for (Failure& f : lines) {

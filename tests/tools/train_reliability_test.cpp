@@ -346,6 +346,17 @@ TEST_CASE("outputs that cannot be written are refused with one line before any w
   CHECK(ListDirectory(corpus) == std::vector<std::string>{"a.txt"});  // nothing made in it
 }
 
+TEST_CASE("a rank that hangs after its peers finished is killed at the deadline, not waited on for ever",
+          "[train][reliability]") {
+  // Rank 1 stops itself (SIGSTOP) after its run, as one stuck in its
+  // teardown: the launcher waited on it with no bound.
+  const PplabRun r = Train("-k 2 -m 2 --steps 2 --comm-timeout 1 --kill-rank-at 1:3");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("pplab: rank 1 did not exit within 11 s after rank 0 finished; killing it\n") &&
+                        Catch::Contains("pplab: rank 1 did not exit in time; the launcher killed it\n"));
+}
+
 TEST_CASE("SIGINT while workers start, SIGTERM and SIGHUP while they run leave no process", "[train][reliability]") {
   // As in "killing the launcher takes its workers with it": the seed is
   // computed by the shell so that the pattern matches the run and not this script.

@@ -59,6 +59,16 @@ TEST_CASE("workers the launcher killed after a failure are named after it, as ra
   CHECK(log.ExitCode() == 2);
 }
 
+TEST_CASE("a worker the launcher killed after its peers finished is the failure, said so", "[launcher]") {
+  // Rank 0 ended well; rank 1 hung in its teardown until the deadline.
+  FailureLog log;
+  log.Add("", {Exited(0, 0)});
+  CHECK_FALSE(log.AnyExitFailed());
+  log.Add("", {Killed(1, true)});
+  CHECK(log.ReportLines() == std::vector<std::string>{"pplab: rank 1 did not exit in time; the launcher killed it"});
+  CHECK(log.ExitCode() == 1);
+}
+
 TEST_CASE("a death in the same round as a peer's line about it is read first", "[launcher]") {
   FailureLog log;
   log.Add(kLost + "\n", {Killed(1, false), Exited(0, 2)});

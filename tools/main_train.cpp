@@ -2,9 +2,11 @@
 // profile). `pplab` execs it for those commands with the user's command
 // line, and the launcher forks the workers from itself (or re-executes it,
 // /proc/self/exe).
+#include <dlfcn.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,6 +18,18 @@
 #include "tools/commands.h"
 
 namespace {
+
+// LibTorch builds that log through glog (Debian's 1.13) print a c10d
+// failure pplab reports in its own line too, after glog's own notice:
+// "WARNING: Logging before InitGoogleLogging() ...", then "E... socket.cpp
+// ... The client socket has timed out", then pplab's line, three for one.
+// Their logging is raised to FATAL, unless GLOG_minloglevel says otherwise.
+// (A build without glog has no such flag: nothing to do.)
+void QuietGlog() {
+  if (std::getenv("GLOG_minloglevel") != nullptr) return;
+  void* flag = ::dlsym(RTLD_DEFAULT, "_ZN3fLI17FLAGS_minloglevelE");  // fLI::FLAGS_minloglevel
+  if (flag != nullptr) *static_cast<int32_t*>(flag) = 3;              // google::GLOG_FATAL
+}
 
 // main()'s work: in a process of its own, or in a worker that the launcher
 // forked (runtime/train/fork_worker.h).
@@ -31,6 +45,7 @@ int RunProgram(int argc, char** argv) {
   // A file-size limit reached while writing (a checkpoint, a trace) is a
   // write error with a message, not a silent kill.
   ::signal(SIGXFSZ, SIG_IGN);
+  QuietGlog();
   CLI::App app{"pplab: train, sample from and profile Llama models with pipeline plans"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pplab 0.1.0");

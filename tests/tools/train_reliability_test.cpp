@@ -530,7 +530,8 @@ TEST_CASE("a worker whose MASTER_PORT accepts but never answers ends with one li
   }
 }
 
-TEST_CASE("rank 0 alone, its peer never started, says what the store's timeout means", "[train][reliability]") {
+TEST_CASE("rank 0 alone, its peer never started, says what the store's timeout means, and rank 1 alone in one line",
+          "[train][reliability]") {
   const int port = FreePort();
   const PplabRun r = Pplab("train --synthetic --out '' -q --model tiny -k 2 -m 2 --steps 1 --comm-timeout 1",
                            "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ");
@@ -546,6 +547,15 @@ TEST_CASE("rank 0 alone, its peer never started, says what the store's timeout m
                                "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(other) + " ");
   CHECK(brief.code == 2);
   CHECK_THAT(brief.out, Catch::Contains(std::to_string(other) + " within --comm-timeout, 1 s, at least 1 s here)"));
+  // Rank 1 alone: its client's timeout is one line too (glog's notice and
+  // LibTorch's own log line came before it, three lines).
+  const PplabRun client =
+      Pplab("train --synthetic --out '' -q --model tiny -k 2 -m 2 --steps 1 --comm-timeout 1",
+            "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " ");
+  INFO(client.out);
+  CHECK(client.code == 2);
+  CHECK(CountLines(client.out) == 1);
+  CHECK_THAT(client.out, Catch::StartsWith("pplab: error: rank 1: connecting to 127.0.0.1:"));
 }
 
 TEST_CASE("under torchrun too, an earlier run in --out is refused before the rendezvous, or replaced with --overwrite",

@@ -19,16 +19,20 @@
 
 namespace {
 
-// LibTorch builds that log through glog (Debian's 1.13) print a c10d
-// failure pplab reports in its own line too, after glog's own notice:
-// "WARNING: Logging before InitGoogleLogging() ...", then "E... socket.cpp
-// ... The client socket has timed out", then pplab's line, three for one.
-// Their logging is raised to FATAL, unless GLOG_minloglevel says otherwise.
-// (A build without glog has no such flag: nothing to do.)
-void QuietGlog() {
-  if (std::getenv("GLOG_minloglevel") != nullptr) return;
-  void* flag = ::dlsym(RTLD_DEFAULT, "_ZN3fLI17FLAGS_minloglevelE");  // fLI::FLAGS_minloglevel
-  if (flag != nullptr) *static_cast<int32_t*>(flag) = 3;              // google::GLOG_FATAL
+// LibTorch logs a c10d failure that pplab reports in its own line too:
+// Debian's 1.13 through glog ("WARNING: Logging before InitGoogleLogging()
+// ...", then "E... socket.cpp ... The client socket has timed out"), 2.x
+// through c10's own logging, before pplab's line: three for one. Their
+// level is raised to FATAL, unless GLOG_minloglevel or TORCH_CPP_LOG_LEVEL
+// says otherwise. The flags are looked up by name: a build has some of
+// them, glog's (namespaced) or c10's own (global).
+void QuietLibTorchLogs() {
+  if (std::getenv("GLOG_minloglevel") != nullptr || std::getenv("TORCH_CPP_LOG_LEVEL") != nullptr) return;
+  constexpr int32_t kFatal = 3;  // GLOG_FATAL, c10's too
+  for (const char* name : {"_ZN3fLI17FLAGS_minloglevelE", "_ZN3fLI22FLAGS_caffe2_log_levelE", "FLAGS_minloglevel",
+                           "FLAGS_caffe2_log_level"}) {
+    if (void* flag = ::dlsym(RTLD_DEFAULT, name)) *static_cast<int32_t*>(flag) = kFatal;
+  }
 }
 
 // main()'s work: in a process of its own, or in a worker that the launcher
@@ -45,7 +49,7 @@ int RunProgram(int argc, char** argv) {
   // A file-size limit reached while writing (a checkpoint, a trace) is a
   // write error with a message, not a silent kill.
   ::signal(SIGXFSZ, SIG_IGN);
-  QuietGlog();
+  QuietLibTorchLogs();
   CLI::App app{"pplab: train, sample from and profile Llama models with pipeline plans"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pplab 0.1.0");

@@ -286,7 +286,9 @@ class Workers {
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
       const auto it = rank_of_.find(pid);
       if (it == rank_of_.end()) continue;
-      ended.push_back({it->second, status, killed_here_.count(pid) > 0});
+      const auto killed = killed_here_.find(pid);
+      ended.push_back(
+          {it->second, status, killed != killed_here_.end(), killed != killed_here_.end() && killed->second});
       rank_of_.erase(it);
     }
     return ended;
@@ -299,7 +301,7 @@ class Workers {
     for (const auto& [pid, rank] : rank_of_) {
       if (!why.empty()) std::fprintf(stderr, "pplab: rank %d did not exit %s; killing it\n", rank, why.c_str());
       ::kill(pid, SIGKILL);
-      killed_here_.insert(pid);
+      killed_here_[pid] = !why.empty();  // late, or stopped at once
     }
   }
 
@@ -312,7 +314,7 @@ class Workers {
 
  private:
   std::map<pid_t, int> rank_of_;
-  std::set<pid_t> killed_here_;
+  std::map<pid_t, bool> killed_here_;  // killed by the launcher: whether late (given time to exit)
 };
 
 // What can be read from non-blocking `fd` now.

@@ -49,11 +49,10 @@ void FailureLog::Add(const std::string& text, const std::vector<WorkerExit>& exi
     bool has_line = reported_.count(e.rank) > 0;
     for (const Failure& f : lines) has_line = has_line || f.rank == e.rank;
     if (has_line) continue;
-    failures_.push_back(
-        {e.rank,
-         "pplab: rank " + std::to_string(e.rank) + " " +
-             (e.killed_by_launcher ? "did not exit in time; the launcher killed it" : Describe(e.status)),
-         WIFSIGNALED(e.status) && !e.killed_by_launcher});
+    failures_.push_back({e.rank,
+                         "pplab: rank " + std::to_string(e.rank) + " " +
+                             (e.late ? "did not exit in time; the launcher killed it" : Describe(e.status)),
+                         WIFSIGNALED(e.status) && !e.killed_by_launcher, e.late});
     reported_.insert(e.rank);
   }
   for (Failure& f : lines) {
@@ -84,15 +83,24 @@ std::vector<std::string> FailureLog::ReportLines() const {
   const std::vector<Failure> failures = Ordered();
   if (failures.empty()) return {};
   std::vector<std::string> out = {failures.front().line};
-  std::vector<int> others;
+  std::vector<int> others, late;
   for (const Failure& f : failures) {
-    if (f.rank != failures.front().rank && f.rank >= 0) others.push_back(f.rank);
+    if (f.rank != failures.front().rank && f.rank >= 0) (f.late ? late : others).push_back(f.rank);
   }
-  std::sort(others.begin(), others.end());
-  others.erase(std::unique(others.begin(), others.end()), others.end());
+  const std::string after = " after rank " + std::to_string(failures.front().rank) + " failed";
+  for (std::vector<int>* ranks : {&others, &late}) {
+    std::sort(ranks->begin(), ranks->end());
+    ranks->erase(std::unique(ranks->begin(), ranks->end()), ranks->end());
+  }
   if (!others.empty()) {
-    out.push_back(std::string("pplab: ") + (others.size() == 1 ? "rank " : "ranks ") + RankRanges(others) +
-                  " stopped after rank " + std::to_string(failures.front().rank) + " failed");
+    out.push_back(std::string("pplab: ") + (others.size() == 1 ? "rank " : "ranks ") + RankRanges(others) + " stopped" +
+                  after);
+  }
+  // Those that never exited: a rank hung, that the others waited on, is
+  // among them (the first failure is then the others' timeout).
+  if (!late.empty()) {
+    out.push_back(std::string("pplab: ") + (late.size() == 1 ? "rank " : "ranks ") + RankRanges(late) +
+                  " did not exit" + after + "; the launcher killed " + (late.size() == 1 ? "it" : "them"));
   }
   return out;
 }

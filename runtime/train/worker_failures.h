@@ -16,11 +16,15 @@
 namespace pplab {
 
 // A worker the launcher reaped: its rank, its wait status (waitpid's), and
-// whether the launcher itself killed it (after a peer failed).
+// whether the launcher itself killed it (after a peer failed, or after a
+// peer finished), and if so whether late.
 struct WorkerExit {
   int rank = 0;
   int status = 0;
   bool killed_by_launcher = false;
+  // Killed at the deadline, after the time it was given to exit (not
+  // stopped at once because a peer died before the rendezvous).
+  bool late = false;
 };
 
 class FailureLog {
@@ -43,7 +47,9 @@ class FailureLog {
   }
 
   // The lines to print (none when nothing failed): the first failure's, then
-  // "pplab: ranks 1-3, 5 stopped after rank 0 failed" when others did.
+  // "pplab: ranks 1-3, 5 stopped after rank 0 failed" when others did, and
+  // "pplab: rank 4 did not exit after rank 0 failed; the launcher killed it"
+  // for those killed at the deadline (a hung rank the others waited on).
   std::vector<std::string> ReportLines() const;
   // The launcher's exit code: the first failure's worker's (1 for a signal),
   // else the first nonzero exit seen, else 0.
@@ -55,6 +61,8 @@ class FailureLog {
     std::string line;  // the worker's error line, or how it died
     // Died from a signal the launcher did not send, with no line of its own.
     bool killed = false;
+    // Killed by the launcher at its deadline: it did not exit in time.
+    bool late = false;
   };
   std::vector<Failure> Ordered() const;
 

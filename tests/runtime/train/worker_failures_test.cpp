@@ -13,7 +13,10 @@ namespace pplab::worker_failures_test {
 namespace {
 
 WorkerExit Exited(int rank, int code) { return {rank, W_EXITCODE(code, 0), false}; }
-WorkerExit Killed(int rank, bool by_launcher) { return {rank, W_EXITCODE(0, SIGKILL), by_launcher}; }
+// Killed by a signal: by the launcher at its deadline (late), or not by it.
+WorkerExit Killed(int rank, bool by_launcher) { return {rank, W_EXITCODE(0, SIGKILL), by_launcher, by_launcher}; }
+// Killed by the launcher at once: a peer died before the rendezvous.
+WorkerExit StoppedAtOnce(int rank) { return {rank, W_EXITCODE(0, SIGKILL), true, false}; }
 
 const std::string kLost = "rank 0: rank 0 waiting on 0RECV_B0 from rank 1: Connection reset by peer";
 
@@ -48,15 +51,27 @@ TEST_CASE("a worker killed by a signal goes before the peer line that lost it, e
   CHECK(log.ExitCode() == 1);  // a signal gives 1
 }
 
-TEST_CASE("workers the launcher killed after a failure are named after it, as ranges", "[launcher]") {
+TEST_CASE("workers the launcher killed after a failure are named after it, as ranges, apart from those that stopped",
+          "[launcher]") {
   FailureLog log;
   log.Add("rank 4: step 2: the loss is NaN\n", {Exited(4, 2)});
   // Rank 0's line does not name rank 4, and the launcher killed 1-3 and 5.
   log.Add("rank 0: " + std::string("rank 0 in all-reduce: Connection reset by peer\n"),
           {Exited(0, 2), Killed(1, true), Killed(2, true), Killed(3, true), Killed(5, true)});
-  CHECK(log.ReportLines() == std::vector<std::string>{"pplab: error: rank 4: step 2: the loss is NaN",
-                                                      "pplab: ranks 0-3, 5 stopped after rank 4 failed"});
+  CHECK(log.ReportLines() ==
+        std::vector<std::string>{"pplab: error: rank 4: step 2: the loss is NaN",
+                                 "pplab: rank 0 stopped after rank 4 failed",
+                                 "pplab: ranks 1-3, 5 did not exit after rank 4 failed; the launcher killed them"});
   CHECK(log.ExitCode() == 2);
+}
+
+TEST_CASE("workers the launcher stopped at once, a peer dead before the rendezvous, are named as stopped",
+          "[launcher]") {
+  FailureLog log;
+  log.Add("", {Killed(1, false)});
+  log.Add("", {StoppedAtOnce(0), StoppedAtOnce(2), StoppedAtOnce(3)});
+  CHECK(log.ReportLines() == std::vector<std::string>{"pplab: rank 1 was killed by signal Killed",
+                                                      "pplab: ranks 0, 2-3 stopped after rank 1 failed"});
 }
 
 TEST_CASE("a worker the launcher killed after its peers finished is the failure, said so", "[launcher]") {

@@ -127,6 +127,15 @@ int TrainWorker(const TrainOptions& o, const Schedule& schedule, Worker& worker,
   std::unique_ptr<RunText> text;
   if (!o.synthetic) {
     text = OpenRunText(TextSourceOf(o, config), TextDataOf(o), nullptr, prepared ? prepared : PreparedTextFromEnv());
+    // Ranks started by hand each read their own --data and tokenizer: the
+    // same text, or the first stage's inputs and the last stage's targets
+    // came from two corpora.
+    if (worker.group != nullptr) {
+      AgreeOnFingerprint(*worker.group, timeout,
+                         text->prepared.corpus_fingerprint * 1099511628211ULL ^ text->prepared.tokenizer_fingerprint,
+                         "read another text than rank 0 (--data, or its tokenizer): every rank must read the same "
+                         "files");
+    }
     // The model predicts the tokenizer's pieces; a published model keeps its
     // own vocabulary, which may hold more rows than its tokenizer's pieces.
     if (o.init_from.empty()) config.vocab_size = text->tokenizer->VocabSize();

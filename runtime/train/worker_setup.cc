@@ -337,6 +337,30 @@ std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds ti
   return Hex(run);
 }
 
+void AgreeOnFingerprint(ProcessGroupHandle& group, std::chrono::milliseconds timeout, uint64_t mine,
+                        const std::string& differs) {
+  // Each rank's value in its row as 16-bit parts (exact in float64), as
+  // AgreeOnRunId does.
+  const int world = GroupSize(group);
+  const RankId rank = GroupRank(group);
+  at::Tensor values = torch::zeros({world, 4}, torch::kFloat64);
+  for (int part = 0; part < 4; ++part) values[rank][part] = static_cast<double>((mine >> (16 * part)) & 0xffff);
+  values = values.to(GroupDevice(group));
+  AllReduceSumInPlace(group, values, timeout);
+  values = HostCopy(values, timeout, "rank " + std::to_string(rank) + " comparing what the ranks read");
+  const auto value = [&values](int r) {
+    uint64_t v = 0;
+    for (int part = 0; part < 4; ++part) v |= static_cast<uint64_t>(values[r][part].item<double>()) << (16 * part);
+    return v;
+  };
+  for (int r = 1; r < world; ++r) {
+    if (value(r) != value(0)) {
+      throw Error("rank " + std::to_string(r) + " " + differs + " (fingerprints " + Hex(value(r)) + " and " +
+                  Hex(value(0)) + ")");
+    }
+  }
+}
+
 Worker SetUpWorker(const WorkerOptions& o, RankId world_rank, int world_size) {
   Worker w;
   const int K = o.pipeline_ranks;

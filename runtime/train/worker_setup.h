@@ -211,4 +211,12 @@ std::shared_ptr<TensorParallelComm> MakeTensorParallelComm(std::shared_ptr<Proce
 // the timeout. `group` null: this process alone.
 std::string AgreeOnRunId(ProcessGroupHandle* group, std::chrono::milliseconds timeout, uint64_t flags = 0);
 
+// Every rank of `group` gives `mine`; throws, naming the first rank whose
+// value is not rank 0's, "rank R <differs>" + what, when they differ. For
+// what the ranks read after they joined (the text, its tokenizer): ranks
+// started by hand, each reading its own copy of a --data of one name, had
+// trained on two corpora unseen.
+void AgreeOnFingerprint(ProcessGroupHandle& group, std::chrono::milliseconds timeout, uint64_t mine,
+                        const std::string& differs);
+
 }  // namespace pplab

@@ -497,6 +497,41 @@ TEST_CASE("hand-started ranks agree on what their files hold, and on defaults gi
   CHECK_THAT(together, Catch::EndsWith("rc=0\nrc=0\n") && !Catch::Contains("error"));
 }
 
+TEST_CASE("hand-started ranks that read other text under one --data name are refused when they have read it",
+          "[train][reliability]") {
+  // Each rank's folder holds its own c.txt: the first stage's inputs and
+  // the last stage's targets came from two corpora, unseen.
+  const std::string dir = Tmp("ranks_text");
+  for (const char* side : {"a", "b"}) fs::create_directories(dir + "/" + side);
+  std::string a, b;
+  for (int i = 0; i < 200; ++i) {
+    a += "the pipeline runs stage " + std::to_string(i) + " of the plan.\n";
+    b += "a different corpus line " + std::to_string(7 * i) + " here.\n";
+  }
+  WriteTextFile(dir + "/a/c.txt", a);
+  WriteTextFile(dir + "/b/c.txt", b);
+  const std::string worker =
+      std::string(PPLAB_BINARY) +
+      " train --data c.txt --cache-dir cache --vocab-size 300 --out '' -q --model tiny -k 2 -m 2 "
+      "--batch-size 4 --seq-len 16 --steps 2 --comm-timeout 10";
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
+  const std::string out = ShellStdout("(cd " + dir + "/a && " + env + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " +
+                                      dir + "/b && " + env + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("rank 1 read another text than rank 0 (--data, or its tokenizer): every rank must "
+                                  "read the same files"));
+  CHECK_THAT(out, !Catch::Contains("rc=0") && !Catch::Contains("terminate"));
+  // The same text in both folders trains.
+  WriteTextFile(dir + "/b/c.txt", a);
+  RemoveTree(dir + "/b/cache");
+  const std::string env2 = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
+  const std::string same =
+      ShellStdout("(cd " + dir + "/a && " + env2 + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " + dir + "/b && " +
+                  env2 + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+  INFO(same);
+  CHECK_THAT(same, Catch::EndsWith("rc=0\nrc=0\n"));
+}
+
 TEST_CASE("profile's hand-started ranks with other flags are refused when they join, not aborted in Gloo",
           "[train][reliability]") {
   const std::string worker = std::string(PPLAB_BINARY) +

@@ -22,6 +22,7 @@
 #include "schedules/lowering.h"
 #include "schedules/schedule_io.h"
 #include "schedules/validate.h"
+#include "tools/output_files.h"
 
 namespace fs = std::filesystem;
 
@@ -54,6 +55,25 @@ WorkerOptions WorkerOptionsOf(const TrainOptions& o, int pipeline_ranks) {
   w.precision = o.precision;
   w.comm_timeout = CommTimeout(o);
   w.flags_fingerprint = RanksFingerprint(o.parsed_flags, {LlamaConfigPath(o.model), o.plan_file, o.tokenizer});
+  // An --init-from's weight files may be gigabytes: their names, sizes and
+  // first MiB (each safetensors header, and the start of its data) stand
+  // for them. Ranks started by hand, each loading its own copy, began from
+  // two models unseen.
+  if (!o.init_from.empty()) {
+    uint64_t h = w.flags_fingerprint;
+    for (const FlagPath& file : WeightInputs("--init-from", o.init_from)) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(file.path, ec);
+      std::ifstream in(file.path, std::ios::binary);
+      std::string head(size_t{1} << 20, '\0');
+      in.read(head.data(), static_cast<std::streamsize>(head.size()));
+      head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+      h = Fnv1a64(head, Fnv1a64(std::filesystem::path(file.path).filename().string() + "\n" +
+                                    std::to_string(ec ? 0 : size) + "\n",
+                                h));
+    }
+    w.flags_fingerprint = h | 1;
+  }
   return w;
 }
 

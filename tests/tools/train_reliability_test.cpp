@@ -532,6 +532,27 @@ TEST_CASE("hand-started ranks that read other text under one --data name are ref
   CHECK_THAT(same, Catch::EndsWith("rc=0\nrc=0\n"));
 }
 
+TEST_CASE("hand-started ranks that load other weights under one --init-from name are refused when they join",
+          "[train][reliability]") {
+  const std::string dir = Tmp("ranks_weights");
+  for (const char* side : {"a", "b"}) {
+    const std::string folder = dir + "/" + side;
+    fs::create_directories(folder);
+    const std::string seed = side[0] == 'a' ? "1" : "2";
+    REQUIRE(Train("-k 1 -m 1 --steps 1 --seed " + seed + " --checkpoint-dir " + folder + "/ck").code == 0);
+    REQUIRE(Pplab("export-model --checkpoint " + folder + "/ck -o " + folder + "/w.safetensors").code == 0);
+  }
+  const std::string worker = std::string(PPLAB_BINARY) +
+                             " train --synthetic --init-from w.safetensors --out '' -q --model tiny -k 2 -m 2 "
+                             "--batch-size 4 --seq-len 8 --steps 2 --comm-timeout 10";
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
+  const std::string out = ShellStdout("(cd " + dir + "/a && " + env + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " +
+                                      dir + "/b && " + env + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("rank 1 was started with other flags than rank 0"));
+  CHECK_THAT(out, !Catch::Contains("rc=0"));
+}
+
 TEST_CASE("profile's hand-started ranks with other flags are refused when they join, not aborted in Gloo",
           "[train][reliability]") {
   const std::string worker = std::string(PPLAB_BINARY) +

@@ -121,6 +121,13 @@ TEST_CASE("shared device: an action holds its slot for its measured share of its
   CHECK(Spans(r, 1, ActionKind::kBackward) == SpanList{{3500, 5500}, {6500, 8500}});
   CHECK(Spans(r, 0, ActionKind::kBackward) == SpanList{{5500, 7500}, {8500, 10500}});
   CHECK(r.makespan == 10500);
+  // The critical path's parts add up to the makespan: where the path goes
+  // from an action to the next rank's on the device at its share, only the
+  // part before the next starts counts (rank 0's F1 0.5 of its 1, its B0 1
+  // of its 2): 12 with both counted whole, past the 10.5 makespan.
+  CHECK(r.critical_compute == 10500);
+  CHECK(r.critical_comm == 0);
+  CHECK(r.critical_compute + r.critical_comm + r.critical_step == r.makespan);
   // On devices of their own the shares change nothing: (M+K-1)(F+B).
   costs.SetDevices({0, 1});
   CHECK(Simulate(Lower(GenerateGPipe(2, 2)), costs).makespan == 9000);

@@ -121,6 +121,22 @@ void Check(const ProfileCliOptions& o, const LlamaConfig& config) {
   CheckOutputFiles(outputs, {ModelInput(o.model)});
 }
 
+// What each rank sets up with: train's worker options, for profile's ranks.
+WorkerOptions ProfileWorkerOptions(const ProfileCliOptions& o) {
+  WorkerOptions setup;
+  setup.pipeline_ranks = o.ranks;
+  setup.dp = o.dp;
+  setup.tp = o.tp;
+  setup.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
+  setup.device = o.device;
+  setup.backend = o.backend;
+  setup.precision = o.precision;
+  // Ranks started by hand with other flags (message sizes, repeats) aborted
+  // in Gloo; now every rank refuses them when they join, as in train.
+  setup.flags_fingerprint = RanksFingerprint(o.parsed_flags, {LlamaConfigPath(o.model)});
+  return setup;
+}
+
 int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   if (!DieWithLauncher()) throw Error("the launching pplab is gone; this worker stops");
   const int K = o.ranks, T = o.tp;
@@ -136,18 +152,7 @@ int RunWorker(const ProfileCliOptions& o, RankId world_rank, int world) {
   const std::vector<RankId> placement = LoopPlacement(K, S);
   const Partition partition = MakePartition(config, S, o.partition, {placement, o.seq_len});
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout_s * 1000));
-  WorkerOptions setup;
-  setup.pipeline_ranks = K;
-  setup.dp = o.dp;
-  setup.tp = T;
-  setup.comm_timeout = timeout;
-  setup.device = o.device;
-  setup.backend = o.backend;
-  setup.precision = o.precision;
-  // Ranks started by hand with other flags (message sizes, repeats) aborted
-  // in Gloo; now every rank refuses them when they join, as in train.
-  setup.flags_fingerprint = RanksFingerprint(o.parsed_flags, {LlamaConfigPath(o.model)});
-  Worker worker = SetUpWorker(setup, world_rank, world);
+  Worker worker = SetUpWorker(ProfileWorkerOptions(o), world_rank, world);
   const RankId rank = worker.rank;  // pipeline rank within the replica
   // Where every rank computes; ranks past a device's slots take turns, a
   // tensor-parallel group's together. World ranks k T (k < K) are the first
@@ -254,6 +259,9 @@ int RunProfile(const ProfileCliOptions& o) {
   const LlamaConfig config = ProfiledConfig(o);
   Check(o, config);
   ResolveAttention(ParseAttentionKind(o.attention));  // refused here, before any worker starts
+  // The device and backend too (a CUDA device on a LibTorch without one was
+  // refused by each worker, after they started: two lines).
+  const std::string device_warning = CheckWorkerOptions(ProfileWorkerOptions(o), o.ranks * o.dp * o.tp);
   if (!o.oversubscribe) {
     // Each replica holds the whole model (K v stages) and its AdamW state,
     // in host memory on a CPU device.
@@ -262,6 +270,7 @@ int RunProfile(const ProfileCliOptions& o) {
                        "--oversubscribe");
   }
   for (const std::string& w : cuda_warnings) std::fprintf(stderr, "pplab: warning: %s\n", w.c_str());
+  if (!device_warning.empty()) std::fprintf(stderr, "pplab: warning: %s\n", device_warning.c_str());
   const int processes = o.ranks * o.dp * o.tp;
   if (processes == 1) return RunWorker(o, 0, 1);
   // CPU workers are forked (no LibTorch start-up of their own), where that

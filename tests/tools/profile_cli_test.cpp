@@ -251,6 +251,10 @@ TEST_CASE("profile refuses bad input with one line and a non-zero exit", "[profi
            std::string("--model tiny -k 1 --tp 2 --sequence-parallel --microbatch-size 1 --seq-len 7"),
            std::string("--model tiny -k 1 --microbatch-size 2,0 --seq-len 8"),    // each size is checked
            std::string("--model tiny -k 1 --microbatch-size 2,4,2 --seq-len 8"),  // a size twice
+           // a device this machine lacks (no CUDA here, or no 100th GPU), refused before the workers
+           // start: each worker refused it, two lines
+           std::string("--model tiny -k 2 --device cuda:99") + ok,
+           std::string("--model tiny -k 2 --device tpu") + ok,
            // a folder, with several sizes too (each file is named after -o's)
            std::string("--model tiny -k 1 --microbatch-size 1,2 --seq-len 8 --repeats 1 -o " PPLAB_TEST_TMP_DIR),
            std::string("--model tiny -k 1 --microbatch-size 1,2 --seq-len 8 --repeats 1 -o " PPLAB_TEST_TMP_DIR "/"),

@@ -316,6 +316,14 @@ LlamaConfig LlamaConfigFromJson(const std::string& text, const std::string& orig
                             "architectures, which this one has neither of)"
                           : ""));
   }
+  // Each field left out takes the `default` preset's value; an object with
+  // none ran the default model unsaid (a profile of 125 M parameters for a
+  // file meant to be filled in).
+  if (doc.empty()) {
+    throw Error(origin +
+                ": no field: a model config gives its shape (hidden_size, num_hidden_layers, ...); a field "
+                "left out takes the `default` preset's value, --model default runs that preset");
+  }
   const LlamaConfig d;
   LlamaConfig c;
   ReadShape(doc, d, origin, c);

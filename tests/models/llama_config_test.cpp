@@ -69,6 +69,17 @@ TEST_CASE("a Hugging Face config.json reads as its Llama shape, with the publish
   CHECK(LlamaConfigFromJson(old.ToJson(), "again").num_key_value_heads == 32);
 }
 
+TEST_CASE("a pplab model config's fields left out take the default preset's, and one with none is refused",
+          "[llama_config]") {
+  const LlamaConfig deeper = LlamaConfigFromJson(R"({"num_hidden_layers": 24})", "deep.json");
+  CHECK(deeper.num_hidden_layers == 24);
+  CHECK(deeper.hidden_size == LoadLlamaConfig("default").hidden_size);
+  CHECK_THROWS_WITH(LlamaConfigFromJson("{}", "empty.json"),
+                    Catch::Equals("empty.json: no field: a model config gives its shape (hidden_size, "
+                                  "num_hidden_layers, ...); a field left out takes the `default` preset's value, "
+                                  "--model default runs that preset"));
+}
+
 TEST_CASE("a Hugging Face config: the library's defaults and rope_parameters", "[llama_config]") {
   const LlamaConfig c = LlamaConfigFromJson(
       R"({"model_type": "mistral", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,

@@ -369,12 +369,17 @@ int LaunchLocal(const LaunchOptions& options) {
   stop_signals.Release();
 
   FailureLog log;
-  // For the others, once one failed, or once one finished: a rank hung at
-  // its teardown, after its peers ended well, kept the launcher waiting
-  // for ever.
+  // For the others, once one failed.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   std::string late_why;  // why those killed at the deadline were late ("": stopped at once, not late)
-  int finished = -1;     // the first rank that exited 0
+  // And once one finished well: a rank hung in its teardown, after its
+  // peers ended well, kept the launcher waiting for ever. Rank 0 writes
+  // the run's files (traces, the picture) after the others' last
+  // collective, so until it has finished the others get 10 minutes more.
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> rank0_done, first_done;
+  int first_done_rank = -1;
+  constexpr std::chrono::minutes kRankZeroWrites{10};
   while (!workers.empty()) {
     if (g_stop_signal != 0) {
       const int sig = g_stop_signal;
@@ -388,7 +393,12 @@ int LaunchLocal(const LaunchOptions& options) {
     std::string text = ReadAvailable(read_end.get());
     const std::vector<WorkerExit> ended = workers.ReapEnded();
     for (const WorkerExit& e : ended) {
-      if (finished < 0 && WIFEXITED(e.status) && WEXITSTATUS(e.status) == 0) finished = e.rank;
+      if (!WIFEXITED(e.status) || WEXITSTATUS(e.status) != 0) continue;
+      if (!first_done) {
+        first_done = Clock::now();
+        first_done_rank = e.rank;
+      }
+      if (e.rank == 0) rank0_done = Clock::now();
     }
     log.Add(text, ended);
     if (workers.empty()) break;
@@ -406,11 +416,17 @@ int LaunchLocal(const LaunchOptions& options) {
       // Those stopped at once were not late: the summary line names them.
       late_why = before_rendezvous ? "" : "after a peer failed";
       deadline = std::chrono::steady_clock::now() + (before_rendezvous ? std::chrono::milliseconds(0) : options.grace);
-    } else if (!deadline && finished >= 0) {
-      // The others end within their last collective's timeout of it.
-      late_why = "within " + std::to_string(options.grace.count() / 1000) + " s after rank " +
-                 std::to_string(finished) + " finished";
-      deadline = std::chrono::steady_clock::now() + options.grace;
+    } else if (!deadline && first_done) {
+      // The others end within their last collective's timeout of rank 0
+      // (of the first to finish, and the time rank 0 takes to write, while
+      // rank 0 runs).
+      const auto bound = rank0_done ? options.grace : options.grace + kRankZeroWrites;
+      const auto since = rank0_done ? *rank0_done : *first_done;
+      if (Clock::now() > since + bound) {
+        late_why = "within " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(bound).count()) +
+                   " s after rank " + std::to_string(rank0_done ? 0 : first_done_rank) + " finished";
+        deadline = since + bound;
+      }
     }
     if (deadline && std::chrono::steady_clock::now() > *deadline) {
       workers.KillLate(late_why);

@@ -84,6 +84,14 @@ std::string ShellStdout(const std::string& script) {
   return out;
 }
 
+// Two ranks started by hand on a free port, rank 0 in folder `a` and rank 1
+// in `b`, each running `worker`: their output, each ending "rc=N".
+std::string RanksInFolders(const std::string& a, const std::string& b, const std::string& worker) {
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
+  return ShellStdout("(cd " + a + " && " + env + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " + b + " && " + env +
+                     "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+}
+
 }  // namespace
 
 TEST_CASE("a second run into a run folder is refused, --resume continues it and --overwrite replaces it",
@@ -480,9 +488,7 @@ TEST_CASE("hand-started ranks agree on what their files hold, and on defaults gi
   const std::string worker = std::string(PPLAB_BINARY) +
                              " train --synthetic --out '' -q --model m.json -k 2 -m 2 --batch-size 4 --seq-len 8 "
                              "--steps 2 --comm-timeout 10";
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
-  const std::string out = ShellStdout("(cd " + dir + "/a && " + env + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " +
-                                      dir + "/b && " + env + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+  const std::string out = RanksInFolders(dir + "/a", dir + "/b", worker);
   INFO(out);
   CHECK_THAT(out, Catch::Contains("rank 1 was started with other flags than rank 0"));
   CHECK_THAT(out, !Catch::Contains("rc=0") && !Catch::Contains("terminate"));
@@ -514,9 +520,7 @@ TEST_CASE("hand-started ranks that read other text under one --data name are ref
       std::string(PPLAB_BINARY) +
       " train --data c.txt --cache-dir cache --vocab-size 300 --out '' -q --model tiny -k 2 -m 2 "
       "--batch-size 4 --seq-len 16 --steps 2 --comm-timeout 10";
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
-  const std::string out = ShellStdout("(cd " + dir + "/a && " + env + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " +
-                                      dir + "/b && " + env + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+  const std::string out = RanksInFolders(dir + "/a", dir + "/b", worker);
   INFO(out);
   CHECK_THAT(out, Catch::Contains("rank 1 read another text than rank 0 (--data, or its tokenizer): every rank must "
                                   "read the same files"));
@@ -524,10 +528,7 @@ TEST_CASE("hand-started ranks that read other text under one --data name are ref
   // The same text in both folders trains.
   WriteTextFile(dir + "/b/c.txt", a);
   RemoveTree(dir + "/b/cache");
-  const std::string env2 = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
-  const std::string same =
-      ShellStdout("(cd " + dir + "/a && " + env2 + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " + dir + "/b && " +
-                  env2 + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+  const std::string same = RanksInFolders(dir + "/a", dir + "/b", worker);
   INFO(same);
   CHECK_THAT(same, Catch::EndsWith("rc=0\nrc=0\n"));
 }
@@ -545,9 +546,7 @@ TEST_CASE("hand-started ranks that load other weights under one --init-from name
   const std::string worker = std::string(PPLAB_BINARY) +
                              " train --synthetic --init-from w.safetensors --out '' -q --model tiny -k 2 -m 2 "
                              "--batch-size 4 --seq-len 8 --steps 2 --comm-timeout 10";
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(FreePort()) + " WORLD_SIZE=2 ";
-  const std::string out = ShellStdout("(cd " + dir + "/a && " + env + "RANK=0 " + worker + " 2>&1; echo rc=$?) & (cd " +
-                                      dir + "/b && " + env + "RANK=1 " + worker + " 2>&1; echo rc=$?); wait");
+  const std::string out = RanksInFolders(dir + "/a", dir + "/b", worker);
   INFO(out);
   CHECK_THAT(out, Catch::Contains("rank 1 was started with other flags than rank 0"));
   CHECK_THAT(out, !Catch::Contains("rc=0"));
